@@ -1,0 +1,194 @@
+"""Settings: one pydantic-settings model (env prefix ``PGRAG_``, optional YAML file).
+
+Precedence, highest first: keyword arguments > environment (``PGRAG_…``, nested with ``__``) >
+YAML file (``PGRAG_CONFIG`` or ``./pgrag.yaml``) > defaults. Document sources per realm/space are
+declared in the same file; the Dagster code location derives its partitions from them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
+
+from pgrag_dag.errors import ConfigurationError
+from pgrag_dag.names import partition_key, validate_realm, validate_space
+
+
+class SourceSpec(BaseModel):
+    """One document source: a directory with a glob, or a single file.
+
+    ``path`` is resolved against the configuration file's directory when relative.
+    """
+
+    path: Path
+    glob: str = "*.txt"
+
+
+class SpaceSpec(BaseModel):
+    """A space's document sources and the rule that gives documents their order (§5.2)."""
+
+    sources: list[SourceSpec]
+    order: Literal["filename", "listed"] = "filename"
+
+
+class RealmSpec(BaseModel):
+    """A realm: its spaces."""
+
+    spaces: dict[str, SpaceSpec]
+
+
+class LLMSettings(BaseModel):
+    """Chat-model access through litellm (§3.5).
+
+    ``models`` is the failover list, tried in order; the name ``replay`` serves only recorded
+    responses from the cache. ``deadline_s`` bounds each call's retries in wall-clock seconds.
+    """
+
+    models: list[str] = Field(default_factory=lambda: ["replay"])
+    api_base: str | None = None
+    api_key: str | None = None
+    temperature: float = 0.0
+    max_tokens: int = 4096
+    deadline_s: float = 120.0
+    max_retries: int = 3
+    request_timeout_s: float = 60.0
+
+
+class EmbeddingSettings(BaseModel):
+    """Embedding model: a litellm model name, or ``hashing-sha256`` for the deterministic embedder."""
+
+    model: str = "hashing-sha256"
+    dim: int = 384
+    api_base: str | None = None
+    api_key: str | None = None
+    batch_size: int = 64
+
+
+class ChunkingSettings(BaseModel):
+    """Paragraph chunker (§4.1): character budget per chunk and characters of overlap."""
+
+    chunk_chars: int = 2000
+    overlap_chars: int = 200
+
+    @model_validator(mode="after")
+    def _check(self) -> "ChunkingSettings":
+        if self.chunk_chars < 200 or not 0 <= self.overlap_chars < self.chunk_chars // 2:
+            raise ValueError("chunking: need chunk_chars >= 200 and 0 <= overlap_chars < chunk_chars/2")
+        return self
+
+
+class ExtractionSettings(BaseModel):
+    """Extraction (§4.1–4.2): gleaning passes, document-context cap, concurrency."""
+
+    gleaning_passes: int = 1
+    context_names_cap: int = 40
+    concurrency: int = 4
+    prompt_version: str = "extract-v1"
+
+
+class GateSettings(BaseModel):
+    """Validation gates (§4.3, Table 2)."""
+
+    confidence_floor: float = 0.5
+    max_name_chars: int = 200
+    possessive_gate: bool = False
+
+
+class CommunitySettings(BaseModel):
+    """Leiden communities and hierarchy (§6)."""
+
+    min_size: int = 3
+    levels: int = 1
+    resolution: float = 1.0
+    seed: int = 42
+    negated_weight: float = 0.25
+
+
+class RetrievalSettings(BaseModel):
+    """Query defaults (§7)."""
+
+    top_k: int = 10
+    chunk_top_k: int = 8
+    max_hops: int = 2
+    max_relation_edges: int = 50
+
+
+class Settings(BaseSettings):
+    """All pgrag-dag settings; see the module docstring for precedence.
+
+    Raises :class:`ConfigurationError` (via :func:`load_settings`) on invalid values.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="PGRAG_", env_nested_delimiter="__", extra="forbid")
+
+    database_url: str | None = None
+    data_dir: Path = Path(".pgrag")
+    config_dir: Path = Path(".")
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
+    extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
+    gates: GateSettings = Field(default_factory=GateSettings)
+    communities: CommunitySettings = Field(default_factory=CommunitySettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    realms: dict[str, RealmSpec] = Field(default_factory=dict)
+    cassettes: list[Path] = Field(default_factory=list)
+
+    @field_validator("realms")
+    @classmethod
+    def _names(cls, realms: dict[str, RealmSpec]) -> dict[str, RealmSpec]:
+        for realm, spec in realms.items():
+            validate_realm(realm)
+            for space in spec.spaces:
+                validate_space(space)
+        return realms
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        path = os.environ.get("PGRAG_CONFIG", "pgrag.yaml")
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        if Path(path).is_file():
+            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=path))
+        return tuple(sources)
+
+    def resolve(self, path: Path) -> Path:
+        """Resolve a path from the configuration against ``config_dir``."""
+        return path if path.is_absolute() else (self.config_dir / path).resolve()
+
+    def partitions(self) -> list[str]:
+        """Every ``"<realm>.<space>"`` partition key declared by the sources, sorted."""
+        return sorted(partition_key(r, s) for r, spec in self.realms.items() for s in spec.spaces)
+
+    def space_spec(self, realm: str, space: str) -> SpaceSpec:
+        """The sources of one space; raises :class:`ConfigurationError` if it is not declared."""
+        try:
+            return self.realms[realm].spaces[space]
+        except KeyError:
+            raise ConfigurationError(f"no sources are declared for realm {realm!r} space {space!r}") from None
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build :class:`Settings`, turning validation failures into :class:`ConfigurationError`.
+
+    When the YAML file is used, relative source paths resolve against its directory.
+    """
+    from pydantic import ValidationError
+
+    path = Path(os.environ.get("PGRAG_CONFIG", "pgrag.yaml"))
+    if "config_dir" not in overrides and path.is_file():
+        overrides["config_dir"] = path.resolve().parent
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise ConfigurationError(f"invalid settings: {exc}") from exc

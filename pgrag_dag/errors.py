@@ -1,0 +1,107 @@
+"""One error root for pgrag-dag; every subclass is one fail-closed case (paper §3.5).
+
+::
+
+    PgragError
+    ├── ConfigurationError        invalid settings or sources (unknown preset, missing path, ...)
+    │   └── InvalidNameError      a realm or space name that may not reach SQL
+    ├── DatabaseError             PostgreSQL unreachable or lacking pgvector
+    │   └── SchemaMismatchError   embedding column missing or of the wrong width; model mixing
+    ├── SourceError               a document source that cannot be read (binary, unreadable, empty)
+    ├── ModelError                a chat/embedding call that failed on every model before its deadline
+    │   └── ReplayMissError       the ``replay`` model has no recorded response for a prompt
+    ├── ExtractionError           every chunk of a run failed extraction or was refused by the gates
+    ├── ContractError             a stage frame broke its Pandera contract
+    └── QueryError                an invalid query (unknown mode, wildcard space on write, ...)
+"""
+
+from __future__ import annotations
+
+
+class PgragError(Exception):
+    """Root of every error raised by pgrag-dag."""
+
+
+class ConfigurationError(PgragError):
+    """Settings or document sources are invalid; the message names the offending field."""
+
+
+class InvalidNameError(ConfigurationError):
+    """A realm or space name was rejected before it could reach SQL text.
+
+    Attributes:
+        kind: ``"realm"`` or ``"space"``.
+        value: the rejected name, verbatim.
+    """
+
+    def __init__(self, kind: str, value: str, reason: str) -> None:
+        self.kind = kind
+        self.value = value
+        super().__init__(f"invalid {kind} name {value!r}: {reason}")
+
+
+class DatabaseError(PgragError):
+    """PostgreSQL is unreachable, or lacks the pgvector extension."""
+
+
+class SchemaMismatchError(DatabaseError):
+    """An embedding column is missing or its width differs from the realm's model (§3.5).
+
+    Attributes:
+        table: qualified table name.
+        expected: configured width (dimensions).
+        found: declared width, or ``None`` when the column is missing.
+    """
+
+    def __init__(self, table: str, expected: int | str, found: int | str | None, detail: str = "") -> None:
+        self.table = table
+        self.expected = expected
+        self.found = found
+        msg = f"{table}: expected {expected}, found {found}"
+        super().__init__(msg + (f" ({detail})" if detail else ""))
+
+
+class SourceError(PgragError):
+    """A document could not be read or is empty; ``path`` names it."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        self.path = path
+        super().__init__(f"document {path}: {reason}")
+
+
+class ModelError(PgragError):
+    """A model call failed on every model of the failover list within its wall-clock deadline."""
+
+
+class ReplayMissError(ModelError):
+    """The ``replay`` model was asked a prompt it has no recorded response for.
+
+    Attributes:
+        prompt_key: SHA-256 of the (messages, parameters) that missed.
+        purpose: what the call was for (``extract``, ``glean``, ``community_report``, ...).
+    """
+
+    def __init__(self, prompt_key: str, purpose: str, hint: str = "") -> None:
+        self.prompt_key = prompt_key
+        self.purpose = purpose
+        super().__init__(
+            f"replay miss for {purpose} prompt {prompt_key[:16]}: no recorded response in the cache"
+            + (f" ({hint})" if hint else "")
+        )
+
+
+class ExtractionError(PgragError):
+    """Every chunk of a run failed extraction or was refused by the gates (§3.5)."""
+
+
+class ContractError(PgragError):
+    """A stage frame broke its Pandera contract; ``failure_cases`` holds the offending rows."""
+
+    def __init__(self, contract: str, message: str, failure_cases: object = None) -> None:
+        self.contract = contract
+        self.failure_cases = failure_cases
+        super().__init__(f"{contract}: {message}")
+
+
+class QueryError(PgragError):
+    """A query that cannot be answered as asked (unknown mode, bad parameter)."""

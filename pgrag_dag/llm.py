@@ -1,0 +1,206 @@
+"""Chat-model access through litellm: failover, deadline-bounded retries, PostgreSQL cache, replay (§3.5).
+
+:class:`ModelClient` is the one injected client every model-calling operator uses. Each call:
+
+1. for each model of the failover list, in order:
+   - ``replay``: serve the newest recorded response for these exact messages and parameters, from any
+     model; a miss moves on to the next model, or raises :class:`ReplayMissError` if none is left;
+   - any litellm model: serve a cached response for (model, messages, parameters) if there is one;
+     otherwise call litellm, retrying with backoff until the per-call wall-clock deadline, and cache
+     the response;
+2. raise :class:`ModelError` when every model failed.
+
+Usage (calls, cache hits, tokens, estimated cost) is counted on the client for asset metadata.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from pgrag_dag.config import LLMSettings
+from pgrag_dag.errors import ModelError, ReplayMissError
+from pgrag_dag.store import cache
+
+REPLAY = "replay"
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One chat response: ``text``; which ``model`` answered; token counts; whether it was a cache hit."""
+
+    text: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    cache_hit: bool
+
+
+@dataclass
+class Usage:
+    """Counters over a client's lifetime: model calls made, cache hits, tokens, estimated cost (USD)."""
+
+    model_calls: int = 0
+    cache_hits: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def as_dict(self) -> dict[str, float | int]:
+        return {
+            "model_calls": self.model_calls, "cache_hits": self.cache_hits,
+            "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+            "cost_usd": round(self.cost_usd, 6),
+        }
+
+
+def prompt_key(messages: list[dict[str, str]], params: dict[str, Any]) -> str:
+    """SHA-256 hex of the canonical JSON of (messages, parameters): the model-independent cache key."""
+    blob = json.dumps({"messages": messages, "params": params}, sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def cache_key(model: str, pkey: str) -> str:
+    """SHA-256 hex of (model, prompt key): the cache's primary key."""
+    return hashlib.sha256(f"{model}\n{pkey}".encode()).hexdigest()
+
+
+def import_litellm() -> Any:
+    """Import litellm lazily (3–5 s), with the local cost map so it never reaches for the network."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    import litellm
+
+    litellm.telemetry = False
+    litellm.suppress_debug_info = True
+    return litellm
+
+
+class ModelClient:
+    """The chat client injected into model-calling operators.
+
+    Args:
+        dsn: PostgreSQL DSN holding the ``pgrag_control.llm_cache`` table.
+        settings: failover list, deadline (seconds), retries, temperature, ``api_base``.
+
+    Thread-safe: operators call :meth:`complete` from a bounded thread pool.
+    """
+
+    def __init__(self, dsn: str, settings: LLMSettings) -> None:
+        if not settings.models:
+            raise ModelError("the model failover list is empty")
+        self.dsn = dsn
+        self.settings = settings
+        self.usage = Usage()
+        self._pool: Any = None
+        self._pool_lock = threading.Lock()
+
+    # -- cache access -------------------------------------------------------------------------
+    def _conn(self) -> Any:
+        with self._pool_lock:
+            if self._pool is None:
+                from psycopg_pool import ConnectionPool
+
+                self._pool = ConnectionPool(
+                    self.dsn, min_size=1, max_size=4, open=True, kwargs={"autocommit": True}
+                )
+        return self._pool.connection()
+
+    def close(self) -> None:
+        """Close the cache connection pool."""
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
+
+    # -- calls --------------------------------------------------------------------------------
+    def params(self, *, json_mode: bool) -> dict[str, Any]:
+        """The request parameters that, with the messages, key the cache."""
+        p: dict[str, Any] = {"temperature": self.settings.temperature, "max_tokens": self.settings.max_tokens}
+        if json_mode:
+            p["response_format"] = {"type": "json_object"}
+        return p
+
+    def complete(self, messages: list[dict[str, str]], *, purpose: str, json_mode: bool = True) -> Completion:
+        """Answer ``messages`` (OpenAI chat format) for ``purpose`` (``extract``, ``glean``, ...).
+
+        Raises :class:`ReplayMissError` when only ``replay`` was available and it missed, and
+        :class:`ModelError` when every model of the failover list failed within its deadline.
+        """
+        params = self.params(json_mode=json_mode)
+        pkey = prompt_key(messages, params)
+        errors: list[str] = []
+        replay_miss: ReplayMissError | None = None
+        for model in self.settings.models:
+            if model == REPLAY:
+                with self._conn() as conn:
+                    hit = cache.get_by_prompt(conn, pkey)
+                if hit is None:
+                    replay_miss = ReplayMissError(pkey, purpose, "import the corpus cassette or record it live")
+                    errors.append(str(replay_miss))
+                    continue
+                return self._hit(hit)
+            with self._conn() as conn:
+                hit = cache.get_by_key(conn, cache_key(model, pkey))
+            if hit is not None:
+                return self._hit(hit)
+            try:
+                return self._call(model, messages, params, pkey, purpose)
+            except ModelError as exc:
+                errors.append(f"{model}: {exc}")
+        if replay_miss is not None and len(errors) == 1:
+            raise replay_miss
+        raise ModelError(f"every model failed for {purpose} prompt {pkey[:16]}: " + "; ".join(errors))
+
+    def _hit(self, hit: dict[str, Any]) -> Completion:
+        with self.usage.lock:
+            self.usage.cache_hits += 1
+        return Completion(hit["response"], hit["model"], hit["prompt_tokens"], hit["completion_tokens"], True)
+
+    def _call(
+        self, model: str, messages: list[dict[str, str]], params: dict[str, Any], pkey: str, purpose: str
+    ) -> Completion:
+        litellm = import_litellm()
+        deadline = time.monotonic() + self.settings.deadline_s
+        attempt, last = 0, "no attempt made"
+        while attempt <= self.settings.max_retries:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            attempt += 1
+            try:
+                resp = litellm.completion(
+                    model=model, messages=messages, api_base=self.settings.api_base, api_key=self.settings.api_key,
+                    timeout=min(self.settings.request_timeout_s, remaining), num_retries=0, **params,
+                )
+                text = resp.choices[0].message.content or ""
+                usage = getattr(resp, "usage", None)
+                pt = int(getattr(usage, "prompt_tokens", 0) or 0)
+                ct = int(getattr(usage, "completion_tokens", 0) or 0)
+                try:
+                    cost = float(litellm.completion_cost(completion_response=resp) or 0.0)
+                except Exception:  # unknown models have no price in the local cost map
+                    cost = 0.0
+                with self.usage.lock:
+                    self.usage.model_calls += 1
+                    self.usage.prompt_tokens += pt
+                    self.usage.completion_tokens += ct
+                    self.usage.cost_usd += cost
+                entry = {
+                    "key": cache_key(model, pkey), "prompt_key": pkey, "model": model, "purpose": purpose,
+                    "request": {"messages": messages, "params": params}, "response": text,
+                    "prompt_tokens": pt, "completion_tokens": ct,
+                }
+                with self._conn() as conn:
+                    cache.put(conn, entry)
+                return Completion(text, model, pt, ct, False)
+            except Exception as exc:  # litellm maps provider errors onto many exception types
+                last = f"{type(exc).__name__}: {exc}"
+                pause = min(2.0 ** (attempt - 1) * 0.5, max(0.0, deadline - time.monotonic()))
+                if pause > 0 and attempt <= self.settings.max_retries:
+                    time.sleep(pause)
+        raise ModelError(f"{model} failed after {attempt} attempt(s) within {self.settings.deadline_s:.0f}s: {last}")

@@ -1,0 +1,280 @@
+"""DDL for the control schema and one schema per realm (paper Table 1, §3.2–3.5).
+
+Initialisation is idempotent and safe when several processes run it at once (a transaction-level
+advisory lock serialises it), and fails closed: every embedding column must exist with the realm's
+configured width, and a realm registered under one embedding model refuses another.
+
+Realm schema ``pgrag_<realm>`` tables (every one carries ``space``):
+
+- ``documents``  chunk vertices: doc_key, chunk_index, title, source, doc_order, text, content_hash,
+  metadata, embedding vector(d)
+- ``raw_extractions``  staging: model text and parsed JSON per (chunk, pass)
+- ``gate_decisions``   staging: every extracted entity/triple, accepted or rejected with its gate
+- ``entities``   canonical name, type, description, aliases, dormant_since, embedding vector(d)
+- ``relations``  subject→object edges: predicate, description, chunk_ids (provenance), weight,
+  negated, confidence, payload (valid_from/valid_to, promoted to generated columns), superseded_by,
+  t_created/t_expired, dormant_since, rendered text (full-text), embedding vector(d)
+- ``doc_mentions``  chunk → entity
+- ``communities``   report vertices: level, title, summary, findings, rating, size, built_at,
+  graph_fingerprint, parent_id, embedding vector(d)
+- ``community_members``, ``community_children``
+"""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg import sql
+from pgvector.psycopg import register_vector
+
+from pgrag_dag.errors import DatabaseError, SchemaMismatchError
+from pgrag_dag.names import schema_for
+
+CONTROL_SCHEMA = "pgrag_control"
+_LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
+
+_CONTROL_DDL = """
+CREATE EXTENSION IF NOT EXISTS vector;
+CREATE SCHEMA IF NOT EXISTS pgrag_control;
+CREATE TABLE IF NOT EXISTS pgrag_control.realms (
+    realm text PRIMARY KEY,
+    embedding_model text NOT NULL,
+    embedding_dim integer NOT NULL CHECK (embedding_dim > 0),
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS pgrag_control.llm_cache (
+    key text PRIMARY KEY,
+    prompt_key text NOT NULL,
+    model text NOT NULL,
+    purpose text NOT NULL DEFAULT '',
+    request jsonb NOT NULL,
+    response text NOT NULL,
+    prompt_tokens integer NOT NULL DEFAULT 0,
+    completion_tokens integer NOT NULL DEFAULT 0,
+    created_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS llm_cache_prompt_key ON pgrag_control.llm_cache (prompt_key, created_at DESC);
+"""
+
+# {s} is the realm schema, {v} the vector type with its width.
+_REALM_DDL = """
+CREATE SCHEMA IF NOT EXISTS {s};
+CREATE TABLE IF NOT EXISTS {s}.documents (
+    id bigserial PRIMARY KEY,
+    space text NOT NULL,
+    doc_key text NOT NULL,
+    chunk_index integer NOT NULL,
+    title text NOT NULL,
+    source text NOT NULL,
+    doc_order integer NOT NULL,
+    text text NOT NULL,
+    content_hash text NOT NULL,
+    doc_hash text NOT NULL,
+    metadata jsonb NOT NULL DEFAULT '{{}}',
+    embedding {v},
+    embed_hash text,
+    t_created timestamptz NOT NULL DEFAULT now(),
+    UNIQUE (space, doc_key, chunk_index)
+);
+CREATE TABLE IF NOT EXISTS {s}.raw_extractions (
+    id bigserial PRIMARY KEY,
+    space text NOT NULL,
+    chunk_id bigint NOT NULL REFERENCES {s}.documents(id) ON DELETE CASCADE,
+    pass integer NOT NULL,
+    model text NOT NULL,
+    prompt_version text NOT NULL,
+    raw_text text,
+    parsed jsonb,
+    parse_status text NOT NULL CHECK (parse_status IN ('ok', 'parse_error', 'model_error')),
+    error text,
+    prompt_tokens integer NOT NULL DEFAULT 0,
+    completion_tokens integer NOT NULL DEFAULT 0,
+    cache_hit boolean NOT NULL DEFAULT false,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    UNIQUE (chunk_id, pass)
+);
+CREATE TABLE IF NOT EXISTS {s}.gate_decisions (
+    id bigserial PRIMARY KEY,
+    space text NOT NULL,
+    chunk_id bigint NOT NULL REFERENCES {s}.documents(id) ON DELETE CASCADE,
+    pass integer NOT NULL,
+    kind text NOT NULL CHECK (kind IN ('entity', 'triple')),
+    name text,
+    entity_type text,
+    description text,
+    aliases text[],
+    subject text,
+    predicate text,
+    object text,
+    negated boolean,
+    confidence double precision,
+    valid_from text,
+    valid_to text,
+    accepted boolean NOT NULL,
+    gate text,
+    offending_value text,
+    CHECK (accepted = (gate IS NULL))
+);
+CREATE INDEX IF NOT EXISTS gate_decisions_space ON {s}.gate_decisions (space, accepted);
+CREATE TABLE IF NOT EXISTS {s}.entities (
+    id bigserial PRIMARY KEY,
+    space text NOT NULL,
+    name text NOT NULL,
+    entity_type text NOT NULL DEFAULT 'Concept',
+    description text NOT NULL DEFAULT '',
+    aliases text[] NOT NULL DEFAULT '{{}}',
+    dormant_since timestamptz,
+    embedding {v},
+    embed_hash text,
+    t_created timestamptz NOT NULL DEFAULT now(),
+    t_updated timestamptz NOT NULL DEFAULT now()
+);
+CREATE UNIQUE INDEX IF NOT EXISTS entities_space_lower_name ON {s}.entities (space, lower(name));
+CREATE INDEX IF NOT EXISTS entities_aliases ON {s}.entities USING gin (aliases);
+CREATE TABLE IF NOT EXISTS {s}.relations (
+    id bigserial PRIMARY KEY,
+    space text NOT NULL,
+    source_id bigint NOT NULL REFERENCES {s}.entities(id),
+    target_id bigint NOT NULL REFERENCES {s}.entities(id),
+    predicate text NOT NULL,
+    description text NOT NULL DEFAULT '',
+    chunk_ids bigint[] NOT NULL DEFAULT '{{}}',
+    weight integer NOT NULL DEFAULT 0,
+    negated boolean NOT NULL DEFAULT false,
+    confidence double precision NOT NULL DEFAULT 1.0,
+    payload jsonb NOT NULL DEFAULT '{{}}',
+    valid_from text GENERATED ALWAYS AS (payload ->> 'valid_from') STORED,
+    valid_to text GENERATED ALWAYS AS (payload ->> 'valid_to') STORED,
+    superseded_by bigint REFERENCES {s}.relations(id),
+    t_created timestamptz DEFAULT now(),
+    t_expired timestamptz,
+    dormant_since timestamptz,
+    rendered text NOT NULL DEFAULT '',
+    embedding {v},
+    embed_hash text,
+    CHECK (source_id <> target_id),
+    UNIQUE (space, source_id, predicate, target_id, negated)
+);
+CREATE INDEX IF NOT EXISTS relations_source ON {s}.relations (space, source_id);
+CREATE INDEX IF NOT EXISTS relations_target ON {s}.relations (space, target_id);
+CREATE INDEX IF NOT EXISTS relations_validity ON {s}.relations (space, valid_from, valid_to);
+CREATE INDEX IF NOT EXISTS relations_fts ON {s}.relations USING gin (to_tsvector('english', rendered));
+CREATE TABLE IF NOT EXISTS {s}.doc_mentions (
+    space text NOT NULL,
+    chunk_id bigint NOT NULL REFERENCES {s}.documents(id) ON DELETE CASCADE,
+    entity_id bigint NOT NULL REFERENCES {s}.entities(id),
+    PRIMARY KEY (chunk_id, entity_id)
+);
+CREATE INDEX IF NOT EXISTS doc_mentions_entity ON {s}.doc_mentions (space, entity_id);
+CREATE TABLE IF NOT EXISTS {s}.communities (
+    id bigserial PRIMARY KEY,
+    space text NOT NULL,
+    level integer NOT NULL DEFAULT 0,
+    title text NOT NULL,
+    summary text NOT NULL,
+    findings jsonb NOT NULL DEFAULT '[]',
+    rating double precision NOT NULL DEFAULT 0,
+    size integer NOT NULL,
+    report text NOT NULL,
+    built_at timestamptz NOT NULL DEFAULT now(),
+    graph_fingerprint text NOT NULL,
+    parent_id bigint REFERENCES {s}.communities(id) ON DELETE SET NULL,
+    embedding {v},
+    embed_hash text
+);
+CREATE INDEX IF NOT EXISTS communities_space ON {s}.communities (space, level);
+CREATE TABLE IF NOT EXISTS {s}.community_members (
+    space text NOT NULL,
+    community_id bigint NOT NULL REFERENCES {s}.communities(id) ON DELETE CASCADE,
+    entity_id bigint NOT NULL REFERENCES {s}.entities(id),
+    PRIMARY KEY (community_id, entity_id)
+);
+CREATE TABLE IF NOT EXISTS {s}.community_children (
+    space text NOT NULL,
+    parent_id bigint NOT NULL REFERENCES {s}.communities(id) ON DELETE CASCADE,
+    child_id bigint NOT NULL REFERENCES {s}.communities(id) ON DELETE CASCADE,
+    PRIMARY KEY (parent_id, child_id)
+);
+"""
+
+# HNSW indexes: created only after every embedding column has been verified.
+_INDEX_DDL = """
+CREATE INDEX IF NOT EXISTS documents_embedding_hnsw ON {s}.documents USING hnsw (embedding vector_cosine_ops);
+CREATE INDEX IF NOT EXISTS entities_embedding_hnsw ON {s}.entities USING hnsw (embedding vector_cosine_ops);
+CREATE INDEX IF NOT EXISTS relations_embedding_hnsw ON {s}.relations USING hnsw (embedding vector_cosine_ops);
+CREATE INDEX IF NOT EXISTS communities_embedding_hnsw ON {s}.communities USING hnsw (embedding vector_cosine_ops);
+"""
+
+EMBEDDED_TABLES = ("documents", "entities", "relations", "communities")
+
+
+def init_control(conn: psycopg.Connection) -> None:
+    """Create the pgvector extension and the control schema; idempotent and concurrency-safe.
+
+    Raises :class:`DatabaseError` when the ``vector`` extension is not available on the server.
+    """
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+        try:
+            for stmt in _statements(_CONTROL_DDL):
+                conn.execute(sql.SQL(stmt))  # type: ignore[arg-type]
+        except psycopg.errors.FeatureNotSupported as exc:
+            raise DatabaseError(f"pgvector is not available on this server: {exc}") from exc
+        except psycopg.errors.UndefinedFile as exc:
+            raise DatabaseError(f"pgvector is not installed on this server: {exc}") from exc
+    register_vector(conn)
+
+
+def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, dim: int) -> None:
+    """Create realm ``realm``'s schema and tables at width ``dim`` and register its embedding model.
+
+    Idempotent; two processes may run it at once. Raises :class:`SchemaMismatchError` when the realm
+    is registered under another model or width, or an embedding column is missing or has another width.
+    """
+    if not isinstance(dim, int) or not 1 <= dim <= 16000:
+        raise SchemaMismatchError("embedding width", "1..16000", dim)
+    init_control(conn)
+    schema = schema_for(realm)
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+        row = conn.execute(
+            "SELECT embedding_model, embedding_dim FROM pgrag_control.realms WHERE realm = %s", (realm,)
+        ).fetchone()
+        if row is None:
+            conn.execute(
+                "INSERT INTO pgrag_control.realms (realm, embedding_model, embedding_dim) VALUES (%s, %s, %s)",
+                (realm, embedding_model, dim),
+            )
+        elif (row[0], row[1]) != (embedding_model, dim):
+            raise SchemaMismatchError(
+                f"realm {realm!r}", f"{embedding_model} ({dim})", f"{row[0]} ({row[1]})",
+                "a realm keeps one embedding model; use a new realm for another model",
+            )
+        vector_type = sql.SQL("vector({})").format(sql.Literal(dim))
+        for stmt in _statements(_REALM_DDL):
+            conn.execute(sql.SQL(stmt).format(s=sql.Identifier(schema), v=vector_type))  # type: ignore[arg-type]
+        verify_embedding_columns(conn, realm, dim)
+        for stmt in _statements(_INDEX_DDL):
+            conn.execute(sql.SQL(stmt).format(s=sql.Identifier(schema)))  # type: ignore[arg-type]
+
+
+def verify_embedding_columns(conn: psycopg.Connection, realm: str, dim: int) -> None:
+    """Fail closed (§3.5): every vertex/edge table with embeddings has ``embedding vector(dim)``.
+
+    Raises :class:`SchemaMismatchError` naming the table when the column is missing or differs.
+    """
+    schema = schema_for(realm)
+    for table in EMBEDDED_TABLES:
+        row = conn.execute(
+            """SELECT format_type(a.atttypid, a.atttypmod)
+                 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+                 JOIN pg_namespace n ON n.oid = c.relnamespace
+                WHERE n.nspname = %s AND c.relname = %s AND a.attname = 'embedding' AND NOT a.attisdropped""",
+            (schema, table),
+        ).fetchone()
+        expected = f"vector({dim})"
+        if row is None or row[0] != expected:
+            raise SchemaMismatchError(f"{schema}.{table}.embedding", expected, row[0] if row else None)
+
+
+def _statements(ddl: str) -> list[str]:
+    return [s.strip() for s in ddl.split(";\n") if s.strip()]

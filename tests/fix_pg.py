@@ -1,0 +1,48 @@
+"""PostgreSQL fixture plugin: ``PGRAG_TEST_DATABASE_URL`` if set, else the embedded server.
+
+One embedded server per test session (under a temporary directory); each test that asks for
+``realm`` gets a fresh realm schema, dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from pgrag_dag.store import db, schema
+
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def pg_dsn(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """DSN of a real PostgreSQL with pgvector."""
+    url = os.environ.get("PGRAG_TEST_DATABASE_URL")
+    if url:
+        return url
+    return db.embedded_dsn(Path(tmp_path_factory.mktemp("pgserver")))
+
+
+@pytest.fixture
+def conn(pg_dsn: str) -> Iterator[psycopg.Connection]:
+    """An autocommit connection with pgvector registered and the control schema created."""
+    c = db.connect(pg_dsn, autocommit=True)
+    schema.init_control(c)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def realm(conn: psycopg.Connection) -> Iterator[str]:
+    """A fresh realm (``t<pid>_<n>``) initialised with the hashing embedder at width 384; dropped after."""
+    name = f"t{os.getpid()}_{next(_counter)}"
+    schema.init_realm(conn, name, embedding_model="hashing-sha256", dim=384)
+    yield name
+    conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema.schema_for(name))))
+    conn.execute("DELETE FROM pgrag_control.realms WHERE realm = %s", (name,))

@@ -1,0 +1,73 @@
+"""Schema initialisation: idempotent, concurrency-safe, fails closed on width (§3.5)."""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from pgrag_dag.errors import InvalidNameError, SchemaMismatchError
+from pgrag_dag.store import db, schema
+
+
+def test_init_realm_is_idempotent_and_registers_model(conn: psycopg.Connection, realm: str) -> None:
+    schema.init_realm(conn, realm, embedding_model="hashing-sha256", dim=384)
+    row = conn.execute("SELECT embedding_model, embedding_dim FROM pgrag_control.realms WHERE realm=%s", (realm,)).fetchone()
+    assert row == ("hashing-sha256", 384)
+
+
+def test_mixing_embedding_models_in_one_realm_raises(conn: psycopg.Connection, realm: str) -> None:
+    with pytest.raises(SchemaMismatchError, match="one embedding model"):
+        schema.init_realm(conn, realm, embedding_model="openai/text-embedding-3-small", dim=1536)
+
+
+def test_wrong_embedding_width_fails_closed(conn: psycopg.Connection, realm: str) -> None:
+    s = schema.schema_for(realm)
+    conn.execute(sql.SQL("ALTER TABLE {}.entities DROP COLUMN embedding CASCADE").format(sql.Identifier(s)))
+    conn.execute(sql.SQL("ALTER TABLE {}.entities ADD COLUMN embedding vector(8)").format(sql.Identifier(s)))
+    with pytest.raises(SchemaMismatchError, match=r"entities\.embedding: expected vector\(384\), found vector\(8\)"):
+        schema.verify_embedding_columns(conn, realm, 384)
+
+
+def test_missing_embedding_column_fails_closed(conn: psycopg.Connection, realm: str) -> None:
+    s = schema.schema_for(realm)
+    conn.execute(sql.SQL("ALTER TABLE {}.relations DROP COLUMN embedding CASCADE").format(sql.Identifier(s)))
+    with pytest.raises(SchemaMismatchError, match="found None"):
+        schema.init_realm(conn, realm, embedding_model="hashing-sha256", dim=384)
+
+
+def test_concurrent_initialisation_converges(pg_dsn: str) -> None:
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            c = db.connect(pg_dsn, autocommit=True)
+            schema.init_realm(c, "tconcurrent", embedding_model="hashing-sha256", dim=384)
+            c.close()
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    c = db.connect(pg_dsn, autocommit=True)
+    n = c.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'pgrag_tconcurrent'").fetchone()
+    assert n is not None and n[0] == 9
+    c.execute("DROP SCHEMA pgrag_tconcurrent CASCADE")
+    c.execute("DELETE FROM pgrag_control.realms WHERE realm = 'tconcurrent'")
+    c.close()
+
+
+@pytest.mark.parametrize(
+    "name",
+    ['x"; drop schema public; --', "a.b", "semi;colon", "Ünïcode", "x" * 64, "", "UPPER", "1abc", "*"],
+)
+def test_hostile_realm_names_never_reach_sql(conn: psycopg.Connection, name: str) -> None:
+    with pytest.raises(InvalidNameError):
+        schema.init_realm(conn, name, embedding_model="hashing-sha256", dim=384)
+    assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'public'").fetchone() == (1,)
