@@ -1,0 +1,214 @@
+"""Stage contracts: one Pandera ``DataFrameModel`` per stage frame (DESIGN.md, paper Table 2).
+
+The operators' tests validate against these, and the Dagster assets run the same models as blocking
+asset checks, so a gate that leaks fails the materialisation visibly.
+
+Use :func:`validate` to get a :class:`~pgrag_dag.errors.ContractError` carrying the failure cases
+(a polars frame: failure_case, schema_context, column, check, check_number, index).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pandera.polars as pa
+import polars as pl
+from pandera.api.polars.types import PolarsData
+
+from pgrag_dag.config import GateSettings
+from pgrag_dag.errors import ContractError
+from pgrag_dag.gates import VAGUE_PREDICATES, identity_key, name_gate
+
+
+def _rows(data: PolarsData) -> pl.DataFrame:
+    return data.lazyframe.collect()
+
+
+class ChunkContract(pa.DataFrameModel):
+    """``chunks``: unique (doc_key, chunk_index); non-empty text; content_hash = SHA-256(text)."""
+
+    chunk_id: int = pa.Field(nullable=True)
+    doc_key: str = pa.Field(str_length={"min_value": 1})
+    chunk_index: int = pa.Field(ge=0)
+    text: str = pa.Field(str_length={"min_value": 1})
+    content_hash: str = pa.Field(str_length={"min_value": 64, "max_value": 64})
+
+    class Config:
+        unique = ["doc_key", "chunk_index"]
+
+    @pa.dataframe_check
+    def hash_matches_text(cls, data: PolarsData) -> pl.LazyFrame:
+        """content_hash is the SHA-256 of the chunk's text."""
+        return data.lazyframe.select(
+            pl.struct("text", "content_hash").map_elements(
+                lambda r: hashlib.sha256(r["text"].encode()).hexdigest() == r["content_hash"], return_dtype=pl.Boolean
+            )
+        )
+
+
+class RawExtractionContract(pa.DataFrameModel):
+    """``raw_extractions``: one row per (chunk, pass); explicit parse status; parsed JSON iff ok."""
+
+    chunk_id: int
+    pass_: int = pa.Field(alias="pass", ge=0)
+    parse_status: str = pa.Field(isin=["ok", "parse_error", "model_error"])
+    parsed: str = pa.Field(nullable=True)
+
+    class Config:
+        unique = ["chunk_id", "pass"]
+
+    @pa.dataframe_check
+    def parsed_iff_ok(cls, data: PolarsData) -> pl.LazyFrame:
+        """A row has parsed JSON exactly when its status is ``ok``."""
+        return data.lazyframe.select((pl.col("parse_status") == "ok") == pl.col("parsed").is_not_null())
+
+
+class GateDecisionContract(pa.DataFrameModel):
+    """``gate_decisions``: no accepted row violates a gate of Table 2; each rejection names its gate."""
+
+    chunk_id: int
+    kind: str = pa.Field(isin=["entity", "triple"])
+    accepted: bool
+    gate: str = pa.Field(nullable=True)
+
+    @pa.dataframe_check
+    def rejection_names_gate(cls, data: PolarsData) -> pl.LazyFrame:
+        """Accepted rows carry no gate; rejected rows carry one."""
+        return data.lazyframe.select(pl.col("accepted") == pl.col("gate").is_null())
+
+    @pa.dataframe_check
+    def accepted_entities_pass_name_gates(cls, data: PolarsData) -> pl.LazyFrame:
+        """No accepted entity has a pronominal, conjunctive, quantity or over-long name."""
+        settings = GateSettings()
+        return data.lazyframe.select(
+            pl.struct("kind", "accepted", "name").map_elements(
+                lambda r: not (r["kind"] == "entity" and r["accepted"]) or name_gate(r["name"] or "", settings) is None,
+                return_dtype=pl.Boolean,
+            )
+        )
+
+    @pa.dataframe_check
+    def accepted_triples_pass_triple_gates(cls, data: PolarsData) -> pl.LazyFrame:
+        """No accepted triple has a vague predicate, a self-loop or a gated endpoint."""
+        settings = GateSettings()
+
+        def ok(r: dict[str, Any]) -> bool:
+            if not (r["kind"] == "triple" and r["accepted"]):
+                return True
+            s, o = r["subject"] or "", r["object"] or ""
+            return (
+                bool(r["predicate"]) and r["predicate"] not in VAGUE_PREDICATES
+                and identity_key(s) != identity_key(o)
+                and name_gate(s, settings) is None and name_gate(o, settings) is None
+            )
+
+        return data.lazyframe.select(
+            pl.struct("kind", "accepted", "subject", "predicate", "object").map_elements(ok, return_dtype=pl.Boolean)
+        )
+
+
+class EntityContract(pa.DataFrameModel):
+    """``entities``: one entity per lower(name); no alias equal to its canonical name."""
+
+    id: int
+    name: str = pa.Field(str_length={"min_value": 1, "max_value": 200})
+
+    @pa.dataframe_check
+    def one_entity_per_lower_name(cls, data: PolarsData) -> pl.LazyFrame:
+        """lower(name) is unique."""
+        return data.lazyframe.select(~pl.col("name").str.to_lowercase().is_duplicated())
+
+    @pa.dataframe_check
+    def no_alias_equals_canonical(cls, data: PolarsData) -> pl.LazyFrame:
+        """No alias has the canonical name's identity."""
+        return data.lazyframe.select(
+            pl.struct("name", "aliases").map_elements(
+                lambda r: identity_key(r["name"]) not in {identity_key(a) for a in r["aliases"] or []},
+                return_dtype=pl.Boolean,
+            )
+        )
+
+
+class RelationContract(pa.DataFrameModel):
+    """``relations``: weight = distinct contributing chunks; no self-loop; one edge per (s, p, o, negated)."""
+
+    source_id: int
+    target_id: int
+    predicate: str = pa.Field(str_length={"min_value": 1})
+    negated: bool
+    weight: int = pa.Field(ge=1)
+
+    class Config:
+        unique = ["source_id", "predicate", "target_id", "negated"]
+
+    @pa.dataframe_check
+    def weight_is_distinct_chunks(cls, data: PolarsData) -> pl.LazyFrame:
+        """weight equals the number of distinct chunk_ids."""
+        return data.lazyframe.select(pl.col("weight") == pl.col("chunk_ids").list.unique().list.len())
+
+    @pa.dataframe_check
+    def no_self_loop(cls, data: PolarsData) -> pl.LazyFrame:
+        """source and target differ."""
+        return data.lazyframe.select(pl.col("source_id") != pl.col("target_id"))
+
+
+class EmbeddingContract(pa.DataFrameModel):
+    """``embeddings`` audit frame (one row per embedded row): table, row_id, dim, finite, norm.
+
+    Every vector has the realm's width (checked against ``expected_dim`` by the caller's frame) and
+    no NaN or infinity.
+    """
+
+    table: str = pa.Field(isin=["documents", "entities", "relations", "communities"])
+    row_id: int
+    dim: int
+    expected_dim: int
+    finite: bool = pa.Field(isin=[True])
+
+    @pa.dataframe_check
+    def width_is_realm_width(cls, data: PolarsData) -> pl.LazyFrame:
+        """dim equals the realm's configured width."""
+        return data.lazyframe.select(pl.col("dim") == pl.col("expected_dim"))
+
+
+class CommunityMemberContract(pa.DataFrameModel):
+    """``communities`` (members frame): community_id, entity_id, entity_exists, size ≥ min_size."""
+
+    community_id: int
+    entity_id: int
+    entity_exists: bool = pa.Field(isin=[True])
+    size: int
+    min_size: int
+
+    class Config:
+        unique = ["community_id", "entity_id"]
+
+    @pa.dataframe_check
+    def size_at_least_min(cls, data: PolarsData) -> pl.LazyFrame:
+        """Every community has at least ``min_size`` members."""
+        return data.lazyframe.select(pl.col("size") >= pl.col("min_size"))
+
+
+class HierarchyContract(pa.DataFrameModel):
+    """``community_hierarchy`` (children frame): every child community in exactly one parent."""
+
+    parent_id: int
+    child_id: int
+
+    class Config:
+        unique = ["child_id"]
+
+
+def validate(model: type[pa.DataFrameModel], frame: pl.DataFrame) -> pl.DataFrame:
+    """Validate ``frame`` eagerly against ``model`` (all checks, data included).
+
+    Raises :class:`ContractError` with ``failure_cases`` (a polars frame) on any failure.
+    """
+    import pandera.errors
+
+    try:
+        return model.validate(frame, lazy=True)
+    except pandera.errors.SchemaErrors as err:
+        cases = err.failure_cases
+        raise ContractError(model.__name__, f"{cases.height} failure case(s)", cases) from None

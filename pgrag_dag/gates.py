@@ -1,0 +1,223 @@
+"""Validation gates: deterministic refusals of extractor output (paper §4.3, Table 2; §4.5).
+
+Input: the ``raw_extractions`` frame (rows with ``parse_status == "ok"``).
+
+Output frame ``gate_decisions`` — one row per extracted entity or triple: chunk_id, pass, kind
+(``entity`` | ``triple``), name, entity_type, description, aliases (list[str]), subject, predicate,
+object, negated, confidence, valid_from, valid_to, accepted (bool), gate (a :class:`Gate` value, null
+when accepted), offending_value (the value the gate refused).
+
+Gates reject; they never repair. A triple endpoint the extractor did not list becomes a bare
+``Concept`` stub entity unless its name fails a name gate, in which case the triple is rejected as an
+orphaned endpoint and no stub vertex is made for it.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+import unicodedata
+from typing import Any
+
+import polars as pl
+
+from pgrag_dag.config import GateSettings
+
+
+class Gate(str, enum.Enum):
+    """One member per gate of the paper's Table 2, plus malformed records."""
+
+    VAGUE_PREDICATE = "vague_predicate"
+    PRONOMINAL_NAME = "pronominal_name"
+    CONJUNCTIVE_NAME = "conjunctive_name"
+    BARE_QUANTITY = "bare_quantity"
+    OVERLONG_NAME = "overlong_name"
+    POSSESSIVE_ROLE = "possessive_role"
+    SELF_LOOP = "self_loop"
+    CONFIDENCE_FLOOR = "confidence_floor"
+    ORPHANED_ENDPOINT = "orphaned_endpoint"
+    MALFORMED = "malformed"
+
+
+DECISION_SCHEMA: dict[str, Any] = {
+    "chunk_id": pl.Int64, "pass": pl.Int64, "kind": pl.String, "name": pl.String, "entity_type": pl.String,
+    "description": pl.String, "aliases": pl.List(pl.String), "subject": pl.String, "predicate": pl.String,
+    "object": pl.String, "negated": pl.Boolean, "confidence": pl.Float64, "valid_from": pl.String,
+    "valid_to": pl.String, "accepted": pl.Boolean, "gate": pl.String, "offending_value": pl.String,
+}
+
+VAGUE_PREDICATES = frozenset({
+    "relates_to", "related_to", "is_related_to", "associated_with", "is_associated_with", "see_also",
+    "connected_to", "connected_with", "linked_to", "linked_with", "involves", "involved_with", "has_relation",
+    "relation", "related", "association", "mentions", "mentioned_with", "co_occurs_with", "about", "concerns",
+})
+PRONOUNS = frozenset({
+    "he", "she", "it", "they", "them", "him", "her", "his", "hers", "its", "their", "theirs", "we", "us",
+    "our", "you", "your", "i", "me", "my", "this", "that", "these", "those", "who", "whom", "which",
+    "himself", "herself", "itself", "themselves", "someone", "somebody", "everyone", "one",
+})
+_RELATIVE_HEADS = ("his ", "her ", "their ", "its ", "my ", "our ", "your ", "the company", "the firm",
+                   "the author", "the man", "the woman", "the city", "the country", "this ", "that ", "these ", "those ")
+_AUXILIARIES = ("has_been_", "have_been_", "had_been_", "was_", "were_", "is_", "are_", "been_", "being_")
+_QUANTITY = re.compile(
+    r"^[~≈<>]?\s*[$£€¥]?\s*\d[\d.,]*\s*(?i:%|percent|per\s*cent|k|m|bn|thousand|million|billion|trillion)?"
+    r"(\s+[a-z]+){0,2}$"
+)
+_CURRENCY_WORD = re.compile(r"^(about |around |over |nearly |some )?[$£€¥][\d.,]+", re.IGNORECASE)
+_POSSESSIVE = re.compile(r"^[A-Z][\w.\- ]*['’]s\s+[a-z][a-z ]*$")
+_PROPER = r"(?:[A-Z][\w.'’\-]*)(?:\s+(?:[A-Z][\w.'’\-]*|de|da|von|van|of|la|le|du))*"
+_CONJUNCTION = re.compile(rf"^{_PROPER}(?:\s*,\s*{_PROPER})*\s*(?:,\s*)?(?:and|&)\s+{_PROPER}$")
+_CONJ_SPLIT = re.compile(r"\s*(?:,\s*and\s+|\s+and\s+|\s*&\s*|\s*,\s*)")
+_ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))
+_QUOTES = "\"'“”‘’«»`"
+
+
+def identity_key(name: str) -> str:
+    """The form names are compared in (§4.6): NFC, zero-width characters removed, wrapping quote
+    marks stripped, whitespace collapsed, lowercased."""
+    s = unicodedata.normalize("NFC", name).translate(_ZERO_WIDTH)
+    s = " ".join(s.split()).strip(_QUOTES).strip()
+    return s.lower()
+
+
+def clean_name(name: Any) -> str:
+    """A surface name as stored: NFC, zero-width removed, wrapping quotes stripped, whitespace collapsed."""
+    if not isinstance(name, str):
+        return ""
+    s = unicodedata.normalize("NFC", name).translate(_ZERO_WIDTH)
+    return " ".join(s.split()).strip(_QUOTES).strip()
+
+
+def normalise_predicate(predicate: Any) -> str:
+    """Lowercase, underscore-joined, leading tense auxiliaries stripped (§4.5): ``Was Appointed`` → ``appointed``."""
+    if not isinstance(predicate, str):
+        return ""
+    p = re.sub(r"[^0-9a-z]+", "_", unicodedata.normalize("NFKC", predicate).lower()).strip("_")
+    changed = True
+    while changed:
+        changed = False
+        for aux in _AUXILIARIES:
+            if p.startswith(aux) and len(p) > len(aux):
+                p, changed = p[len(aux):], True
+    return p
+
+
+def is_conjunctive(name: str, known: frozenset[str] = frozenset()) -> bool:
+    """A bare conjunction of proper-noun phrases: every conjunct is a multi-word proper name, or every
+    conjunct is itself an entity named in the same extraction (``known``, identity keys). Titles such
+    as "Pride and Prejudice" survive."""
+    if not _CONJUNCTION.match(name):
+        return False
+    parts = [p for p in _CONJ_SPLIT.split(name) if p]
+    return len(parts) >= 2 and (all(len(p.split()) >= 2 for p in parts) or all(identity_key(p) in known for p in parts))
+
+
+def name_gate(name: str, settings: GateSettings, known: frozenset[str] = frozenset()) -> Gate | None:
+    """The gate that refuses ``name`` as an entity name, or ``None`` when it may become a vertex.
+
+    ``known`` holds the identity keys of the other names in the same extraction (conjunction gate).
+    """
+    if not name:
+        return Gate.MALFORMED
+    if len(name) > settings.max_name_chars:
+        return Gate.OVERLONG_NAME
+    low = name.lower()
+    if low in PRONOUNS or low.startswith(_RELATIVE_HEADS):
+        return Gate.PRONOMINAL_NAME
+    if _QUANTITY.match(name) or _CURRENCY_WORD.match(name):
+        return Gate.BARE_QUANTITY
+    if is_conjunctive(name, known):
+        return Gate.CONJUNCTIVE_NAME
+    if settings.possessive_gate and _POSSESSIVE.match(name):
+        return Gate.POSSESSIVE_ROLE
+    return None
+
+
+def _confidence(value: Any) -> float | None:
+    try:
+        c = float(value)
+    except (TypeError, ValueError):
+        return None
+    return c if 0.0 <= c <= 1.0 else None
+
+
+def _date(value: Any) -> str | None:
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def gate_extraction(chunk_id: int, p: int, parsed: dict[str, Any], settings: GateSettings) -> list[dict[str, Any]]:
+    """Gate one parsed extraction (one chunk, one pass) → decision rows (schema above)."""
+    rows: list[dict[str, Any]] = []
+    accepted: dict[str, str] = {}  # identity key -> cleaned name
+    refused: set[str] = set()
+    base = {"chunk_id": chunk_id, "pass": p}
+    known = frozenset(identity_key(clean_name(e.get("name"))) for e in parsed.get("entities", []))
+    for ent in parsed.get("entities", []):
+        name = clean_name(ent.get("name"))
+        aliases = [a for a in (clean_name(x) for x in ent.get("aliases") or [] if isinstance(x, str)) if a]
+        row = dict.fromkeys(DECISION_SCHEMA) | base | {
+            "kind": "entity", "name": name, "entity_type": clean_name(ent.get("type")) or "Concept",
+            "description": (ent.get("description") or "").strip() if isinstance(ent.get("description"), str) else "",
+            "aliases": [a for a in aliases if identity_key(a) != identity_key(name) and name_gate(a, settings) is None],
+        }
+        gate = name_gate(name, settings, known)
+        if gate is None:
+            accepted.setdefault(identity_key(name), name)
+        else:
+            refused.add(identity_key(name))
+        rows.append(row | _verdict(gate, name))
+    for tri in parsed.get("triples", []):
+        subj, obj = clean_name(tri.get("subject")), clean_name(tri.get("object"))
+        pred = normalise_predicate(tri.get("predicate"))
+        conf = _confidence(tri.get("confidence", 1.0))
+        row = dict.fromkeys(DECISION_SCHEMA) | base | {
+            "kind": "triple", "subject": subj, "predicate": pred, "object": obj,
+            "description": tri.get("description").strip() if isinstance(tri.get("description"), str) else "",
+            "negated": bool(tri.get("negated", False)), "confidence": conf,
+            "valid_from": _date(tri.get("valid_from")), "valid_to": _date(tri.get("valid_to")),
+        }
+        gate, value = _triple_gate(subj, pred, obj, conf, refused, settings)
+        if gate is None:
+            for end in (subj, obj):  # endpoint not listed as an entity: a bare Concept stub
+                if identity_key(end) not in accepted:
+                    accepted[identity_key(end)] = end
+                    rows.append(dict.fromkeys(DECISION_SCHEMA) | base | {
+                        "kind": "entity", "name": end, "entity_type": "Concept", "description": "", "aliases": [],
+                        "accepted": True,
+                    })
+        rows.append(row | _verdict(gate, value))
+    return rows
+
+
+def _triple_gate(
+    subj: str, pred: str, obj: str, conf: float | None, refused: set[str], settings: GateSettings
+) -> tuple[Gate | None, str | None]:
+    if not subj or not obj or not pred or conf is None:
+        return Gate.MALFORMED, f"{subj!r} {pred!r} {obj!r} confidence={conf}"
+    if pred in VAGUE_PREDICATES:
+        return Gate.VAGUE_PREDICATE, pred
+    for end in (subj, obj):
+        if identity_key(end) in refused or name_gate(end, settings) is not None:
+            return Gate.ORPHANED_ENDPOINT, end
+    if identity_key(subj) == identity_key(obj):
+        return Gate.SELF_LOOP, subj
+    if conf < settings.confidence_floor:
+        return Gate.CONFIDENCE_FLOOR, str(conf)
+    return None, None
+
+
+def _verdict(gate: Gate | None, value: str | None) -> dict[str, Any]:
+    if gate is None:
+        return {"accepted": True, "gate": None, "offending_value": None}
+    return {"accepted": False, "gate": gate.value, "offending_value": value}
+
+
+def apply_gates(raw: pl.DataFrame, settings: GateSettings) -> pl.DataFrame:
+    """Gate every ``ok`` row of a ``raw_extractions`` frame → the ``gate_decisions`` frame, in
+    (chunk_id, pass) order."""
+    rows: list[dict[str, Any]] = []
+    ok = raw.filter(pl.col("parse_status") == "ok").sort("chunk_id", "pass")
+    for r in ok.iter_rows(named=True):
+        rows.extend(gate_extraction(int(r["chunk_id"]), int(r["pass"]), json.loads(r["parsed"]), settings))
+    return pl.DataFrame(rows, schema=DECISION_SCHEMA)

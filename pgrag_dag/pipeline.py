@@ -1,0 +1,216 @@
+"""The indexing stages as plain functions: load → operator → contract → write → report.
+
+Each ``stage_*`` function runs one stage for one realm/space and returns a :class:`StageResult`;
+the Dagster assets call exactly these, and :func:`index_documents` composes them for notebooks and
+tests. A stage validates its frame against its Pandera contract *before* writing, so a frame that
+breaks its contract raises :class:`ContractError` and nothing is written (§3.5).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from pgrag_dag import contracts
+from pgrag_dag.chunking import chunk_documents
+from pgrag_dag.engine import Engine
+from pgrag_dag.extraction import extract_chunks
+from pgrag_dag.gates import apply_gates
+from pgrag_dag.names import validate_realm, validate_space
+from pgrag_dag.relations import build_relations
+from pgrag_dag.resolution import resolve_entities
+from pgrag_dag.sources import load_documents
+from pgrag_dag.store import documents, graph, staging
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class StageResult:
+    """What a stage did: ``metadata`` (counts, per-gate rejections, model usage, seconds), the
+    ``data_version`` (SHA-256 prefix of what the stage's table now holds for the space), and the
+    number of rows its contract checked."""
+
+    stage: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    data_version: str = ""
+    rows_checked: int = 0
+
+
+def frame_hash(frame: pl.DataFrame) -> str:
+    """A stable 16-hex-digit hash of a frame's rows (sorted), for data versions."""
+    h = hashlib.sha256()
+    for row in sorted(json.dumps(r, sort_keys=True, default=str) for r in frame.iter_rows(named=True)):
+        h.update(row.encode())
+    return h.hexdigest()[:16]
+
+
+def _usage_delta(engine: Engine, before: dict[str, Any]) -> dict[str, Any]:
+    after = engine.usage()
+    return {k: round(after[k] - before.get(k, 0), 6) if isinstance(after[k], float) else after[k] - before.get(k, 0)
+            for k in after}
+
+
+def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
+    """Read sources, chunk, and replace changed documents' chunks (§4.1, §5.5)."""
+    t0 = time.perf_counter()
+    validate_realm(realm)
+    validate_space(space)
+    engine.init_realm(realm)
+    docs = load_documents(engine.settings, realm, space)
+    ck = engine.settings.chunking
+    chunks = chunk_documents(docs, chunk_chars=ck.chunk_chars, overlap_chars=ck.overlap_chars)
+    contracts.validate(contracts.ChunkContract, chunks.with_columns(chunk_id=pl.lit(None, pl.Int64)))
+    meta = dict(zip(docs["doc_key"].to_list(), docs["metadata"].to_list()))
+    with engine.connect() as conn, conn.transaction():
+        graph.lock_partition(conn, realm, space)
+        sync = documents.sync_chunks(conn, realm, space, chunks, metadata=meta)
+    return StageResult("chunks", {
+        "documents": docs.height, "chunks": chunks.height, "documents_added": len(sync.added),
+        "documents_replaced": len(sync.replaced), "documents_removed": len(sync.removed),
+        "documents_unchanged": len(sync.unchanged), "chunks_inserted": sync.chunks_inserted,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }, frame_hash(chunks.select("doc_key", "chunk_index", "content_hash")), chunks.height)
+
+
+def stage_raw_extractions(engine: Engine, realm: str, space: str) -> StageResult:
+    """Extract (and glean) every chunk without a successful first pass (§4.1–4.2, §3.5)."""
+    t0 = time.perf_counter()
+    before = engine.usage()
+    with engine.connect() as conn:
+        todo = staging.chunks_needing_extraction(conn, realm, space)
+    raw = extract_chunks(todo, engine.client(), engine.settings.extraction)
+    contracts.validate(contracts.RawExtractionContract, raw)
+    with engine.connect() as conn, conn.transaction():
+        staging.write_raw(conn, realm, space, raw)
+        stored = staging.load_raw(conn, realm, space)
+    firsts = raw.filter(pl.col("pass") == 0)
+    failed = firsts.filter(pl.col("parse_status") != "ok")
+    return StageResult("raw_extractions", {
+        "chunks_extracted": todo.height, "chunks_failed": failed.height,
+        "failures": failed["error"].to_list()[:20], "passes_written": raw.height,
+        "gleaning_failures": raw.filter((pl.col("pass") > 0) & (pl.col("parse_status") != "ok")).height,
+        **_usage_delta(engine, before), "seconds": round(time.perf_counter() - t0, 3),
+    }, frame_hash(stored.select("chunk_id", "pass", "raw_text", "parse_status")), raw.height)
+
+
+def stage_gated_triples(engine: Engine, realm: str, space: str) -> StageResult:
+    """Re-gate every stored raw extraction of the space (Table 2) — no model call."""
+    t0 = time.perf_counter()
+    with engine.connect() as conn:
+        raw = staging.load_raw(conn, realm, space)
+    decisions = apply_gates(raw, engine.settings.gates)
+    contracts.validate(contracts.GateDecisionContract, decisions)
+    with engine.connect() as conn, conn.transaction():
+        staging.replace_decisions(conn, realm, space, decisions)
+    rejected = decisions.filter(~pl.col("accepted"))
+    per_gate = dict(Counter(rejected["gate"].to_list()))
+    return StageResult("gated_triples", {
+        "entities_accepted": decisions.filter(pl.col("accepted") & (pl.col("kind") == "entity")).height,
+        "triples_accepted": decisions.filter(pl.col("accepted") & (pl.col("kind") == "triple")).height,
+        "rejected": rejected.height, "rejections_per_gate": per_gate,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }, frame_hash(decisions), decisions.height)
+
+
+def stage_resolved_entities(engine: Engine, realm: str, space: str) -> StageResult:
+    """Resolve accepted entities onto vertices (§4.6); rewrite mentions and dormancy (§5.5)."""
+    t0 = time.perf_counter()
+    with engine.connect() as conn, conn.transaction():
+        graph.lock_partition(conn, realm, space)
+        existing = graph.load_entities(conn, realm, space)
+        accepted = staging.load_decisions(conn, realm, space)
+        res = resolve_entities(existing, accepted.filter(pl.col("kind") == "entity"))
+        frame = res.entities().with_row_index("row").with_columns(id=pl.col("row").cast(pl.Int64))
+        contracts.validate(contracts.EntityContract, frame)
+        counts = graph.write_entities(conn, realm, space, res)
+        mentions = []
+        for r in accepted.iter_rows(named=True):
+            names = [r["name"]] if r["kind"] == "entity" else [r["subject"], r["object"]]
+            for n in names:
+                idx = res.index_of(n)
+                if idx is not None:
+                    mentions.append((r["chunk_id"], res.vertices[idx].id))
+        mention_frame = pl.DataFrame(mentions, schema={"chunk_id": pl.Int64, "entity_id": pl.Int64}, orient="row")
+        dormancy = graph.replace_mentions(conn, realm, space, mention_frame)
+        stored = graph.load_entities(conn, realm, space)
+    return StageResult("resolved_entities", {
+        "entities": stored.height, "entities_inserted": counts["inserted"], "entities_updated": counts["updated"],
+        "records_resolved": accepted.filter(pl.col("kind") == "entity").height, **dormancy,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }, frame_hash(stored), frame.height)
+
+
+def stage_relations(engine: Engine, realm: str, space: str) -> StageResult:
+    """One edge per (subject, predicate, object, negated) weighted by distinct chunks (§4.7)."""
+    t0 = time.perf_counter()
+    with engine.connect() as conn, conn.transaction():
+        graph.lock_partition(conn, realm, space)
+        lookup, names = graph.entity_lookup(conn, realm, space)
+        triples = staging.load_decisions(conn, realm, space).filter(pl.col("kind") == "triple")
+        built = build_relations(triples, lookup, names)
+        contracts.validate(contracts.RelationContract, built.relations)
+        counts = graph.write_relations(conn, realm, space, built.relations)
+        totals = graph.graph_counts(conn, realm, space)
+    return StageResult("relations", {
+        **totals, "relations_inserted": counts["inserted"], "relations_updated": counts["updated"],
+        "relations_newly_dormant": counts["dormant"], "self_loops_after_resolution": built.self_loops.height,
+        "negated": built.relations.filter(pl.col("negated")).height,
+        "with_validity": built.relations.filter(pl.col("valid_from").is_not_null() | pl.col("valid_to").is_not_null()).height,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }, frame_hash(built.relations.drop("rendered")), built.relations.height)
+
+
+
+def stage_embeddings(engine: Engine, realm: str, space: str) -> StageResult:
+    """Embed chunks, entities and relations whose text changed since they were embedded (§3.5, §7.3).
+
+    Embedding failures raise (no fallback vector is ever mixed in). The audit frame of every stored
+    vector is checked against :class:`EmbeddingContract` (width = the realm's, no NaN).
+    """
+    from pgrag_dag.store import vectors
+
+    t0 = time.perf_counter()
+    embedder = engine.embedder()
+    counts: dict[str, int] = {}
+    with engine.connect() as conn, conn.transaction():
+        for table in ("documents", "entities", "relations"):
+            rows = vectors.pending(conn, realm, space, table)
+            vecs = embedder.embed([t for _, t, _ in rows]) if rows else []
+            counts[f"{table}_embedded"] = vectors.write(conn, realm, table, rows, vecs)
+        audit = vectors.audit(conn, realm, space, engine.settings.embedding.dim).filter(
+            (pl.col("table") != "communities") | ~pl.col("missing"))
+        contracts.validate(contracts.EmbeddingContract, audit)
+    return StageResult("embeddings", {
+        **counts, "vectors": audit.height, "model": embedder.model, "dim": embedder.dim,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }, frame_hash(audit.select("table", "row_id", "embed_hash")), audit.height)
+
+
+INDEX_STAGES = ("chunks", "raw_extractions", "gated_triples", "resolved_entities", "relations", "embeddings")
+
+
+def index_documents(engine: Engine, realm: str, space: str, *, communities: bool = True) -> list[StageResult]:
+    """Run every stage for one realm/space in order, outside Dagster (notebooks, tests, benchmarks).
+
+    Returns one :class:`StageResult` per stage. Raises the first stage's error unchanged.
+    """
+    stages = [stage_chunks, stage_raw_extractions, stage_gated_triples, stage_resolved_entities,
+              stage_relations, stage_embeddings]
+    if communities:
+        from pgrag_dag.community_stages import stage_communities, stage_community_hierarchy
+
+        stages += [stage_communities, stage_community_hierarchy]
+    results = []
+    for stage in stages:
+        result = stage(engine, realm, space)
+        log.info("%s %s.%s: %s", result.stage, realm, space, result.metadata)
+        results.append(result)
+    return results

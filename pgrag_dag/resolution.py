@@ -1,0 +1,133 @@
+"""Entity resolution: one vertex per (realm, space, lower(name)), then by alias (paper §4.6).
+
+Pure operator over frames; the store applies its result under a per-partition advisory lock so that
+concurrent writers converge on one vertex.
+
+Input ``existing`` (the space's stored entities): id (Int64), name, entity_type, description,
+aliases (list[str]). Input ``decisions``: the accepted entity rows of ``gate_decisions`` in
+(chunk_id, pass) order — chunk_id, name, entity_type, description, aliases.
+
+Output :class:`Resolution`: ``entities`` (id or null for new vertices, name, entity_type,
+description, aliases, changed: bool) and ``lookup`` (identity key of every surface form → index into
+``entities``), used to resolve triple endpoints and mentions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from pgrag_dag.gates import identity_key
+
+GENERIC_TYPE = "Concept"
+ENTITY_SCHEMA: dict[str, Any] = {
+    "id": pl.Int64, "name": pl.String, "entity_type": pl.String, "description": pl.String,
+    "aliases": pl.List(pl.String), "changed": pl.Boolean,
+}
+
+
+@dataclass
+class _Vertex:
+    id: int | None
+    name: str
+    entity_type: str
+    description: str
+    aliases: list[str]
+    changed: bool = False
+
+
+@dataclass
+class Resolution:
+    """The resolved vertices and the surface-form lookup (see module docstring)."""
+
+    vertices: list[_Vertex] = field(default_factory=list)
+    lookup: dict[str, int] = field(default_factory=dict)
+
+    def index_of(self, name: str) -> int | None:
+        """Index of the vertex a surface form resolves to, or ``None``."""
+        return self.lookup.get(identity_key(name))
+
+    def entities(self) -> pl.DataFrame:
+        """The ``entities`` frame (schema ``ENTITY_SCHEMA``)."""
+        rows = [
+            {"id": v.id, "name": v.name, "entity_type": v.entity_type, "description": v.description,
+             "aliases": v.aliases, "changed": v.changed}
+            for v in self.vertices
+        ]
+        return pl.DataFrame(rows, schema=ENTITY_SCHEMA)
+
+
+def merge_into(v: _Vertex, name: str, entity_type: str, description: str, aliases: list[str]) -> None:
+    """Merge one record into a vertex under §4.6's policy (a specific value never loses to a placeholder).
+
+    The longer surface form becomes canonical and the shorter an alias; a bare ``Concept`` type never
+    overwrites a specific one; a longer description wins; alias sets are unioned minus the canonical name.
+    """
+    before = (v.name, v.entity_type, v.description, list(v.aliases))
+    forms = [v.name, name, *v.aliases, *aliases]
+    if len(name) > len(v.name):
+        v.name = name
+    if entity_type and entity_type != GENERIC_TYPE and (v.entity_type == GENERIC_TYPE or not v.entity_type):
+        v.entity_type = entity_type
+    if len(description or "") > len(v.description or ""):
+        v.description = description
+    seen = {identity_key(v.name)}
+    merged: list[str] = []
+    for form in forms:
+        key = identity_key(form)
+        if form and key not in seen:
+            seen.add(key)
+            merged.append(form)
+    v.aliases = merged
+    if (v.name, v.entity_type, v.description, v.aliases) != before:
+        v.changed = True
+
+
+def resolve_entities(existing: pl.DataFrame, decisions: pl.DataFrame) -> Resolution:
+    """Resolve accepted entity records onto stored and new vertices, in record order.
+
+    Lookup order for each record: its name against canonical names, then its name against aliases,
+    then its aliases against canonical names and aliases. A miss creates a new vertex.
+    """
+    res = Resolution()
+    for row in existing.iter_rows(named=True):
+        v = _Vertex(row["id"], row["name"], row["entity_type"] or GENERIC_TYPE, row["description"] or "",
+                    list(row["aliases"] or []))
+        _register(res, v)
+    for row in decisions.iter_rows(named=True):
+        name = row["name"]
+        aliases = list(row["aliases"] or [])
+        idx = _find(res, name, aliases)
+        if idx is None:
+            v = _Vertex(None, name, row["entity_type"] or GENERIC_TYPE, row["description"] or "", [], changed=True)
+            merge_into(v, name, "", "", aliases)
+            v.changed = True
+            _register(res, v)
+            continue
+        v = res.vertices[idx]
+        merge_into(v, name, row["entity_type"] or GENERIC_TYPE, row["description"] or "", aliases)
+        for form in (v.name, *v.aliases):
+            res.lookup.setdefault(identity_key(form), idx)
+        res.lookup[identity_key(v.name)] = idx
+    return res
+
+
+def _find(res: Resolution, name: str, aliases: list[str]) -> int | None:
+    key = identity_key(name)
+    if key in res.lookup:
+        return res.lookup[key]
+    for alias in aliases:
+        k = identity_key(alias)
+        if k in res.lookup:
+            return res.lookup[k]
+    return None
+
+
+def _register(res: Resolution, v: _Vertex) -> None:
+    idx = len(res.vertices)
+    res.vertices.append(v)
+    res.lookup[identity_key(v.name)] = idx  # canonical names take precedence over aliases
+    for alias in v.aliases:
+        res.lookup.setdefault(identity_key(alias), idx)

@@ -1,0 +1,169 @@
+"""Community store (paper §6, §6.1): read the graph snapshot, replace a space's communities.
+
+The realm schema is always a ``psycopg.sql.Identifier``; every value is a parameter.
+A build replaces the space's communities in one transaction — derived data is rebuilt, never
+accumulated — and every row of one build carries the same ``built_at`` (the transaction's ``now()``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+import psycopg
+from psycopg import sql
+
+from pgrag_dag.names import schema_for, validate_space
+
+ENTITY_SCHEMA = {"id": pl.Int64, "name": pl.String, "entity_type": pl.String, "description": pl.String}
+RELATION_SCHEMA = {
+    "id": pl.Int64, "source_id": pl.Int64, "target_id": pl.Int64, "predicate": pl.String,
+    "description": pl.String, "weight": pl.Int64, "negated": pl.Boolean,
+    "valid_from": pl.String, "valid_to": pl.String,
+}
+
+_ENTITIES = """
+SELECT id, name, entity_type, description FROM {s}.entities
+ WHERE space = %s AND dormant_since IS NULL ORDER BY id"""
+
+_RELATIONS = """
+SELECT r.id, r.source_id, r.target_id, r.predicate, r.description, r.weight, r.negated,
+       r.valid_from, r.valid_to
+  FROM {s}.relations r
+  JOIN {s}.entities a ON a.id = r.source_id AND a.dormant_since IS NULL
+  JOIN {s}.entities b ON b.id = r.target_id AND b.dormant_since IS NULL
+ WHERE r.space = %s AND r.dormant_since IS NULL AND r.superseded_by IS NULL
+ ORDER BY r.id"""
+
+_INSERT_COMMUNITY = """
+INSERT INTO {s}.communities (space, level, title, summary, findings, rating, size, report,
+                             graph_fingerprint, embedding)
+VALUES (%s, %s, %s, %s, %s::jsonb, %s, %s, %s, %s, %s) RETURNING id"""
+
+
+def load_graph(conn: psycopg.Connection, realm: str, space: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Snapshot the entity graph of one space for community construction (§6).
+
+    Returns ``(entities, relations)``:
+
+    - entities: ``id`` (Int64), ``name``, ``entity_type``, ``description`` — non-dormant only;
+    - relations: ``id``, ``source_id``, ``target_id``, ``predicate``, ``description``, ``weight``
+      (distinct corroborating chunks), ``negated``, ``valid_from``, ``valid_to`` (text or null) —
+      neither dormant nor superseded, with both endpoints non-dormant.
+
+    Raises :class:`~pgrag_dag.errors.InvalidNameError` for an invalid realm or space (the wildcard
+    space included: communities are built per space).
+    """
+    validate_space(space)
+    s = sql.Identifier(schema_for(realm))
+    ents = conn.execute(sql.SQL(_ENTITIES).format(s=s), (space,)).fetchall()
+    rels = conn.execute(sql.SQL(_RELATIONS).format(s=s), (space,)).fetchall()
+    return (
+        pl.DataFrame(ents, schema=ENTITY_SCHEMA, orient="row"),
+        pl.DataFrame(rels, schema=RELATION_SCHEMA, orient="row"),
+    )
+
+
+def current_fingerprint(conn: psycopg.Connection, realm: str, space: str) -> str | None:
+    """The ``graph_fingerprint`` the space's level-0 communities were built from, or ``None``.
+
+    Compare with :func:`pgrag_dag.communities.graph_fingerprint` of :func:`load_graph` to skip a
+    rebuild on an unchanged graph.
+    """
+    validate_space(space)
+    query = sql.SQL("SELECT graph_fingerprint FROM {s}.communities WHERE space = %s AND level = 0 LIMIT 1")
+    row = conn.execute(query.format(s=sql.Identifier(schema_for(realm))), (space,)).fetchone()
+    return None if row is None else str(row[0])
+
+
+def replace_communities(
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    *,
+    fingerprint: str,
+    reports: pl.DataFrame,
+    members: pl.DataFrame,
+    parents: pl.DataFrame | None = None,
+    children: pl.DataFrame | None = None,
+) -> dict[str, int]:
+    """Replace the space's communities with one build, in one transaction (§6 "rebuild, not accumulate").
+
+    Args:
+        fingerprint: :func:`~pgrag_dag.communities.graph_fingerprint` of the graph built from.
+        reports: ``cluster``, ``title``, ``summary``, ``findings`` (JSON text), ``rating``, ``size``,
+            ``report``, optionally ``embedding`` (vector of the realm's width) — level 0.
+        members: ``cluster``, ``entity_id``; rows of clusters without a report are ignored.
+        parents: ``parent``, ``level`` (default 1), then the report columns as above.
+        children: ``parent``, ``cluster`` (a base cluster or a lower-level parent, local ids).
+
+    Deletes the space's communities (members and children cascade), inserts level-0 communities
+    and ``community_members``, then parents level by level with ``community_children`` and each
+    child's ``parent_id``. Returns counts: ``deleted``, ``communities``, ``members``, ``parents``,
+    ``children``. Raises :class:`ValueError` when a child edge names an unknown community, and
+    :class:`~pgrag_dag.errors.InvalidNameError` for the wildcard space.
+    """
+    validate_space(space)
+    s = sql.Identifier(schema_for(realm))
+    parents = parents if parents is not None else pl.DataFrame(schema={"parent": pl.Int64, "level": pl.Int64})
+    children = children if children is not None else pl.DataFrame(schema={"parent": pl.Int64, "cluster": pl.Int64})
+    if "level" not in parents.columns:
+        parents = parents.with_columns(pl.lit(1, dtype=pl.Int64).alias("level"))
+    with conn.transaction():
+        deleted = conn.execute(sql.SQL("DELETE FROM {s}.communities WHERE space = %s").format(s=s), (space,)).rowcount
+        ids = _insert(conn, s, space, fingerprint, reports.sort("cluster"), "cluster", level=None)
+        member_rows = [
+            (space, ids[int(c)], int(e))
+            for c, e in members.select("cluster", "entity_id").unique().sort("cluster", "entity_id").iter_rows()
+            if int(c) in ids
+        ]
+        _many(conn, sql.SQL("INSERT INTO {s}.community_members (space, community_id, entity_id) VALUES (%s, %s, %s)").format(s=s), member_rows)
+        n_parents = 0
+        for level in sorted({int(v) for v in parents["level"].to_list()}):
+            batch = parents.filter(pl.col("level") == level).sort("parent")
+            ids.update(_insert(conn, s, space, fingerprint, batch, "parent", level=level))
+            n_parents += batch.height
+        edges: list[tuple[str, int, int]] = []
+        for p, c in children.select("parent", "cluster").unique().sort("parent", "cluster").iter_rows():
+            if int(p) not in ids or int(c) not in ids:
+                raise ValueError(f"community_children edge {p} -> {c} names a community not in this build")
+            edges.append((space, ids[int(p)], ids[int(c)]))
+        _many(conn, sql.SQL("INSERT INTO {s}.community_children (space, parent_id, child_id) VALUES (%s, %s, %s)").format(s=s), edges)
+        _many(conn, sql.SQL("UPDATE {s}.communities SET parent_id = %s WHERE id = %s").format(s=s),
+              [(p, c) for _, p, c in edges])
+    return {"deleted": max(deleted, 0), "communities": reports.height, "members": len(member_rows),
+            "parents": n_parents, "children": len(edges)}
+
+
+def _insert(
+    conn: psycopg.Connection, s: sql.Identifier, space: str, fingerprint: str,
+    frame: pl.DataFrame, key: str, *, level: int | None,
+) -> dict[int, int]:
+    """Insert report rows; map each local id (``key`` column) to its new ``communities.id``."""
+    if frame.height == 0:
+        return {}
+    has_vec = "embedding" in frame.columns
+    params: list[tuple[Any, ...]] = []
+    for row in frame.iter_rows(named=True):
+        vec = row.get("embedding") if has_vec else None
+        params.append((
+            space, 0 if level is None else level, row["title"], row["summary"], row["findings"] or "[]",
+            float(row["rating"]), int(row["size"]), row["report"], fingerprint,
+            None if vec is None else np.asarray(vec, dtype=np.float32),
+        ))
+    out: dict[int, int] = {}
+    with conn.cursor() as cur:
+        cur.executemany(sql.SQL(_INSERT_COMMUNITY).format(s=s), params, returning=True)
+        for local in frame[key].to_list():
+            row = cur.fetchone()
+            assert row is not None
+            out[int(local)] = int(row[0])
+            cur.nextset()
+    return out
+
+
+def _many(conn: psycopg.Connection, query: sql.Composed, rows: list[tuple[Any, ...]]) -> None:
+    if rows:
+        with conn.cursor() as cur:
+            cur.executemany(query, rows)

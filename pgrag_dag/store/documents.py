@@ -1,0 +1,100 @@
+"""SQL for the ``documents`` (chunk) vertex table (paper Table 1, §5.5).
+
+Idempotent re-indexing: a document whose chunk hashes are unchanged is left alone; a changed one has
+its previous chunks removed (cascading to their raw extractions, gate decisions and mentions) and its
+new chunks inserted; a document no longer in the sources is removed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from pgrag_dag.names import schema_for
+
+
+def _t(realm: str, table: str) -> sql.Composed:
+    return sql.SQL("{}.{}").format(sql.Identifier(schema_for(realm)), sql.Identifier(table))
+
+
+@dataclass(frozen=True)
+class ChunkSync:
+    """What :func:`sync_chunks` changed: doc_keys added, replaced, removed, unchanged; chunks inserted."""
+
+    added: list[str]
+    replaced: list[str]
+    removed: list[str]
+    unchanged: list[str]
+    chunks_inserted: int
+
+
+def sync_chunks(conn: psycopg.Connection, realm: str, space: str, chunks: pl.DataFrame, *, metadata: dict[str, str]) -> ChunkSync:
+    """Make the space's stored chunks equal ``chunks`` (the ``chunks`` frame), document by document.
+
+    ``metadata`` maps doc_key → document metadata JSON. Runs inside the caller's transaction.
+    """
+    stored = {
+        k: h for k, h in conn.execute(
+            sql.SQL("SELECT doc_key, string_agg(content_hash, ',' ORDER BY chunk_index) FROM {} WHERE space = %s GROUP BY doc_key")
+            .format(_t(realm, "documents")), (space,),
+        ).fetchall()
+    }
+    wanted: dict[str, pl.DataFrame] = {k[0]: g.sort("chunk_index") for k, g in chunks.group_by(["doc_key"])}
+    added, replaced, unchanged = [], [], []
+    inserted = 0
+    for doc_key in sorted(wanted, key=lambda k: (int(wanted[k]["doc_order"][0]), k)):
+        frame = wanted[doc_key]
+        hashes = ",".join(frame["content_hash"].to_list())
+        if stored.get(doc_key) == hashes:
+            unchanged.append(doc_key)
+            # document order may change without the text changing
+            conn.execute(sql.SQL("UPDATE {} SET doc_order = %s WHERE space = %s AND doc_key = %s AND doc_order <> %s")
+                         .format(_t(realm, "documents")), (int(frame["doc_order"][0]), space, doc_key, int(frame["doc_order"][0])))
+            continue
+        if doc_key in stored:
+            delete_document_chunks(conn, realm, space, doc_key)
+            replaced.append(doc_key)
+        else:
+            added.append(doc_key)
+        with conn.cursor() as cur:
+            cur.executemany(
+                sql.SQL("""INSERT INTO {} (space, doc_key, chunk_index, title, source, doc_order, text, content_hash,
+                                          doc_hash, metadata) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)""").format(_t(realm, "documents")),
+                [(space, r["doc_key"], r["chunk_index"], r["title"], r["source"], r["doc_order"], r["text"],
+                  r["content_hash"], r["doc_hash"], Jsonb(_json(metadata.get(doc_key))))
+                 for r in frame.iter_rows(named=True)],
+            )
+        inserted += frame.height
+    removed = sorted(set(stored) - set(wanted))
+    for doc_key in removed:
+        delete_document_chunks(conn, realm, space, doc_key)
+    return ChunkSync(added, replaced, removed, unchanged, inserted)
+
+
+def _json(text: str | None) -> object:
+    import json
+
+    return json.loads(text) if text else {}
+
+
+def delete_document_chunks(conn: psycopg.Connection, realm: str, space: str, doc_key: str) -> int:
+    """Remove a document's chunks (and, by cascade, their extractions, decisions and mentions)."""
+    cur = conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s AND doc_key = %s").format(_t(realm, "documents")), (space, doc_key))
+    return cur.rowcount
+
+
+def load_chunks(conn: psycopg.Connection, realm: str, space: str) -> pl.DataFrame:
+    """The space's chunks: chunk_id, doc_key, chunk_index, title, source, doc_order, text, content_hash,
+    doc_hash — in document order."""
+    rows = conn.execute(
+        sql.SQL("""SELECT id, doc_key, chunk_index, title, source, doc_order, text, content_hash, doc_hash
+                     FROM {} WHERE space = %s ORDER BY doc_order, doc_key, chunk_index""").format(_t(realm, "documents")),
+        (space,),
+    ).fetchall()
+    schema = {"chunk_id": pl.Int64, "doc_key": pl.String, "chunk_index": pl.Int64, "title": pl.String,
+              "source": pl.String, "doc_order": pl.Int64, "text": pl.String, "content_hash": pl.String, "doc_hash": pl.String}
+    return pl.DataFrame(rows, schema=schema, orient="row")

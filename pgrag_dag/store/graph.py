@@ -1,0 +1,178 @@
+"""SQL for the entity graph: ``entities``, ``doc_mentions``, ``relations`` (paper Table 1, §4.6–4.7, §5.5).
+
+Writes are applied under a per-partition advisory lock (:func:`lock_partition`), so concurrent
+writers resolve against one another instead of splitting a vertex.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import polars as pl
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from pgrag_dag.gates import identity_key
+from pgrag_dag.resolution import ENTITY_SCHEMA, Resolution, merge_into
+from pgrag_dag.store.documents import _t
+
+
+def lock_partition(conn: psycopg.Connection, realm: str, space: str) -> None:
+    """Serialise graph writes to one realm/space until the current transaction ends."""
+    key = int.from_bytes(hashlib.sha256(f"{realm}.{space}".encode()).digest()[:8], "big", signed=True)
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
+
+
+def load_entities(conn: psycopg.Connection, realm: str, space: str) -> pl.DataFrame:
+    """The space's entities (dormant included): id, name, entity_type, description, aliases."""
+    rows = conn.execute(
+        sql.SQL("SELECT id, name, entity_type, description, aliases FROM {} WHERE space = %s ORDER BY id").format(_t(realm, "entities")),
+        (space,),
+    ).fetchall()
+    schema = {k: v for k, v in ENTITY_SCHEMA.items() if k != "changed"}
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def write_entities(conn: psycopg.Connection, realm: str, space: str, res: Resolution) -> dict[str, int]:
+    """Apply a :class:`Resolution`: update changed vertices, insert new ones, fill in their ids.
+
+    A new vertex whose name another writer inserted meanwhile loses the unique-index race and is
+    merged into the winner (§4.6). Returns counts ``inserted``, ``updated``.
+    """
+    table = _t(realm, "entities")
+    inserted = updated = 0
+    for v in res.vertices:
+        if v.id is not None:
+            if v.changed:
+                conn.execute(
+                    sql.SQL("""UPDATE {} SET name = %s, entity_type = %s, description = %s, aliases = %s,
+                                             t_updated = now() WHERE id = %s""").format(table),
+                    (v.name, v.entity_type, v.description, v.aliases, v.id),
+                )
+                updated += 1
+            continue
+        row = conn.execute(
+            sql.SQL("""INSERT INTO {} (space, name, entity_type, description, aliases) VALUES (%s, %s, %s, %s, %s)
+                       ON CONFLICT (space, lower(name)) DO NOTHING RETURNING id""").format(table),
+            (space, v.name, v.entity_type, v.description, v.aliases),
+        ).fetchone()
+        if row is not None:
+            v.id = row[0]
+            inserted += 1
+            continue
+        winner = conn.execute(
+            sql.SQL("SELECT id, name, entity_type, description, aliases FROM {} WHERE space = %s AND lower(name) = lower(%s)").format(table),
+            (space, v.name),
+        ).fetchone()
+        assert winner is not None  # the conflict proves it exists
+        from pgrag_dag.resolution import _Vertex
+
+        w = _Vertex(winner[0], winner[1], winner[2], winner[3], list(winner[4]))
+        merge_into(w, v.name, v.entity_type, v.description, v.aliases)
+        conn.execute(
+            sql.SQL("UPDATE {} SET entity_type = %s, description = %s, aliases = %s, t_updated = now() WHERE id = %s").format(table),
+            (w.entity_type, w.description, w.aliases, w.id),
+        )
+        v.id = w.id
+        updated += 1
+    return {"inserted": inserted, "updated": updated}
+
+
+def replace_mentions(conn: psycopg.Connection, realm: str, space: str, mentions: pl.DataFrame) -> dict[str, int]:
+    """Replace the space's ``doc_mentions`` with ``mentions`` (chunk_id, entity_id) and restamp dormancy.
+
+    An entity no chunk mentions becomes dormant (``dormant_since = now()``); a mentioned dormant entity
+    revives. Returns counts ``mentions``, ``dormant``, ``revived``.
+    """
+    conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s").format(_t(realm, "doc_mentions")), (space,))
+    pairs = mentions.unique().sort("chunk_id", "entity_id")
+    with conn.cursor() as cur:
+        cur.executemany(
+            sql.SQL("INSERT INTO {} (space, chunk_id, entity_id) VALUES (%s, %s, %s)").format(_t(realm, "doc_mentions")),
+            [(space, c, e) for c, e in pairs.iter_rows()],
+        )
+    ent, men = _t(realm, "entities"), _t(realm, "doc_mentions")
+    dormant = conn.execute(
+        sql.SQL("""UPDATE {e} e SET dormant_since = now() WHERE e.space = %s AND e.dormant_since IS NULL
+                   AND NOT EXISTS (SELECT 1 FROM {m} m WHERE m.entity_id = e.id)""").format(e=ent, m=men), (space,),
+    ).rowcount
+    revived = conn.execute(
+        sql.SQL("""UPDATE {e} e SET dormant_since = NULL WHERE e.space = %s AND e.dormant_since IS NOT NULL
+                   AND EXISTS (SELECT 1 FROM {m} m WHERE m.entity_id = e.id)""").format(e=ent, m=men), (space,),
+    ).rowcount
+    return {"mentions": pairs.height, "dormant": dormant, "revived": revived}
+
+
+def entity_lookup(conn: psycopg.Connection, realm: str, space: str) -> tuple[dict[str, int], dict[int, str]]:
+    """(identity key of every canonical name and alias → entity id, entity id → canonical name).
+
+    Canonical names take precedence over aliases; among aliases the lower id wins.
+    """
+    rows = conn.execute(
+        sql.SQL("SELECT id, name, aliases FROM {} WHERE space = %s ORDER BY id").format(_t(realm, "entities")), (space,),
+    ).fetchall()
+    lookup: dict[str, int] = {identity_key(name): i for i, name, _ in rows}
+    for i, _, aliases in rows:
+        for a in aliases:
+            lookup.setdefault(identity_key(a), i)
+    return lookup, {i: name for i, name, _ in rows}
+
+
+def write_relations(conn: psycopg.Connection, realm: str, space: str, relations: pl.DataFrame) -> dict[str, int]:
+    """Upsert the ``relations`` frame: one edge per (source, predicate, target, negated).
+
+    Unchanged edges are not touched; a stored edge absent from ``relations`` (no contributing chunk
+    left) becomes dormant; a present dormant one revives. Returns counts ``inserted``, ``updated``,
+    ``dormant``, ``revived``.
+    """
+    table = _t(realm, "relations")
+    conn.execute("CREATE TEMP TABLE IF NOT EXISTS pgrag_incoming_rel (source_id bigint, target_id bigint, predicate text, negated boolean) ON COMMIT DROP")
+    conn.execute("TRUNCATE pgrag_incoming_rel")
+    inserted = updated = 0
+    with conn.cursor() as cur:
+        for r in relations.iter_rows(named=True):
+            payload = {k: r[k] for k in ("valid_from", "valid_to") if r[k]}
+            cur.execute(
+                sql.SQL("""INSERT INTO {t} AS r (space, source_id, target_id, predicate, negated, description, chunk_ids,
+                                                  weight, confidence, payload, rendered)
+                           VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)
+                           ON CONFLICT (space, source_id, predicate, target_id, negated) DO UPDATE SET
+                               description = EXCLUDED.description, chunk_ids = EXCLUDED.chunk_ids, weight = EXCLUDED.weight,
+                               confidence = EXCLUDED.confidence, payload = r.payload || EXCLUDED.payload,
+                               rendered = EXCLUDED.rendered, dormant_since = NULL
+                           WHERE (r.description, r.chunk_ids, r.weight, r.confidence, r.rendered, r.dormant_since)
+                                 IS DISTINCT FROM (EXCLUDED.description, EXCLUDED.chunk_ids, EXCLUDED.weight,
+                                                   EXCLUDED.confidence, EXCLUDED.rendered, NULL::timestamptz)
+                                 OR NOT (r.payload @> EXCLUDED.payload)
+                           RETURNING (xmax = 0)""").format(t=table),
+                (space, r["source_id"], r["target_id"], r["predicate"], r["negated"], r["description"], r["chunk_ids"],
+                 r["weight"], r["confidence"], Jsonb(payload), r["rendered"]),
+            )
+            row = cur.fetchone()
+            if row is not None:
+                inserted, updated = (inserted + 1, updated) if row[0] else (inserted, updated + 1)
+            cur.execute("INSERT INTO pgrag_incoming_rel VALUES (%s, %s, %s, %s)",
+                        (r["source_id"], r["target_id"], r["predicate"], r["negated"]))
+    dormant = conn.execute(
+        sql.SQL("""UPDATE {t} r SET dormant_since = now() WHERE r.space = %s AND r.dormant_since IS NULL AND NOT EXISTS (
+                   SELECT 1 FROM pgrag_incoming_rel i WHERE (i.source_id, i.target_id, i.predicate, i.negated)
+                                                          = (r.source_id, r.target_id, r.predicate, r.negated))""").format(t=table),
+        (space,),
+    ).rowcount
+    return {"inserted": inserted, "updated": updated, "dormant": dormant}
+
+
+def graph_counts(conn: psycopg.Connection, realm: str, space: str) -> dict[str, int]:
+    """Live and dormant entity/relation counts, and mentions, for the space."""
+    e, r, m = _t(realm, "entities"), _t(realm, "relations"), _t(realm, "doc_mentions")
+    row = conn.execute(
+        sql.SQL("""SELECT (SELECT count(*) FROM {e} WHERE space = %s AND dormant_since IS NULL),
+                          (SELECT count(*) FROM {e} WHERE space = %s AND dormant_since IS NOT NULL),
+                          (SELECT count(*) FROM {r} WHERE space = %s AND dormant_since IS NULL),
+                          (SELECT count(*) FROM {r} WHERE space = %s AND dormant_since IS NOT NULL),
+                          (SELECT count(*) FROM {m} WHERE space = %s)""").format(e=e, r=r, m=m),
+        (space,) * 5,
+    ).fetchone()
+    assert row is not None
+    return dict(zip(["entities", "entities_dormant", "relations", "relations_dormant", "mentions"], row))

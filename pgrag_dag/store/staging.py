@@ -1,0 +1,89 @@
+"""SQL for the staging tables: ``raw_extractions`` and ``gate_decisions``.
+
+Raw extractions are kept, so changing a gate re-materialises ``gated_triples`` and everything
+downstream with zero model calls.
+"""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+
+from pgrag_dag.extraction import RAW_SCHEMA
+from pgrag_dag.gates import DECISION_SCHEMA
+from pgrag_dag.store.documents import _t
+
+
+def chunks_needing_extraction(conn: psycopg.Connection, realm: str, space: str) -> pl.DataFrame:
+    """Chunks with no successful first pass (new, changed, or failed before), in document order:
+    chunk_id, doc_key, chunk_index, title, source, text."""
+    rows = conn.execute(
+        sql.SQL("""SELECT d.id, d.doc_key, d.chunk_index, d.title, d.source, d.text FROM {d} d
+                    WHERE d.space = %s AND NOT EXISTS (
+                          SELECT 1 FROM {r} r WHERE r.chunk_id = d.id AND r.pass = 0 AND r.parse_status = 'ok')
+                    ORDER BY d.doc_order, d.doc_key, d.chunk_index""").format(
+            d=_t(realm, "documents"), r=_t(realm, "raw_extractions")),
+        (space,),
+    ).fetchall()
+    schema = {"chunk_id": pl.Int64, "doc_key": pl.String, "chunk_index": pl.Int64, "title": pl.String,
+              "source": pl.String, "text": pl.String}
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def write_raw(conn: psycopg.Connection, realm: str, space: str, raw: pl.DataFrame) -> int:
+    """Replace the raw rows of the chunks in ``raw`` (the ``raw_extractions`` frame) with ``raw``."""
+    if raw.height == 0:
+        return 0
+    chunk_ids = sorted(set(raw["chunk_id"].to_list()))
+    conn.execute(sql.SQL("DELETE FROM {} WHERE chunk_id = ANY(%s)").format(_t(realm, "raw_extractions")), (chunk_ids,))
+    with conn.cursor() as cur:
+        cur.executemany(
+            sql.SQL("""INSERT INTO {} (space, chunk_id, pass, model, prompt_version, raw_text, parsed, parse_status,
+                                      error, prompt_tokens, completion_tokens, cache_hit)
+                       VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)""").format(_t(realm, "raw_extractions")),
+            [(space, r["chunk_id"], r["pass"], r["model"], r["prompt_version"], r["raw_text"],
+              Jsonb(json.loads(r["parsed"])) if r["parsed"] else None, r["parse_status"], r["error"],
+              r["prompt_tokens"], r["completion_tokens"], r["cache_hit"]) for r in raw.iter_rows(named=True)],
+        )
+    return raw.height
+
+
+def load_raw(conn: psycopg.Connection, realm: str, space: str) -> pl.DataFrame:
+    """Every raw extraction row of the space (the ``raw_extractions`` frame), by (chunk_id, pass)."""
+    rows = conn.execute(
+        sql.SQL("""SELECT chunk_id, pass, model, prompt_version, raw_text, parsed::text, parse_status, error,
+                          prompt_tokens, completion_tokens, cache_hit FROM {} WHERE space = %s ORDER BY chunk_id, pass""")
+        .format(_t(realm, "raw_extractions")), (space,),
+    ).fetchall()
+    return pl.DataFrame(rows, schema=RAW_SCHEMA, orient="row")
+
+
+_DECISION_COLS = [c for c in DECISION_SCHEMA]
+
+
+def replace_decisions(conn: psycopg.Connection, realm: str, space: str, decisions: pl.DataFrame) -> int:
+    """Replace the space's gate decisions with ``decisions`` (the ``gate_decisions`` frame)."""
+    conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s").format(_t(realm, "gate_decisions")), (space,))
+    cols = sql.SQL(", ").join(sql.Identifier(c) for c in ["space", *_DECISION_COLS])
+    marks = sql.SQL(", ").join(sql.Placeholder() for _ in range(len(_DECISION_COLS) + 1))
+    with conn.cursor() as cur:
+        cur.executemany(
+            sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(_t(realm, "gate_decisions"), cols, marks),
+            [(space, *[r[c] for c in _DECISION_COLS]) for r in decisions.iter_rows(named=True)],
+        )
+    return decisions.height
+
+
+def load_decisions(conn: psycopg.Connection, realm: str, space: str, *, accepted_only: bool = True) -> pl.DataFrame:
+    """The space's gate decisions (the ``gate_decisions`` frame) in (chunk_id, pass, id) order."""
+    cols = sql.SQL(", ").join(sql.Identifier(c) for c in _DECISION_COLS)
+    where = sql.SQL(" AND accepted") if accepted_only else sql.SQL("")
+    rows = conn.execute(
+        sql.SQL("SELECT {} FROM {} WHERE space = %s{} ORDER BY chunk_id, pass, id").format(cols, _t(realm, "gate_decisions"), where),
+        (space,),
+    ).fetchall()
+    return pl.DataFrame(rows, schema=DECISION_SCHEMA, orient="row")
