@@ -26,15 +26,39 @@ HERE = Path(__file__).resolve().parent
 CHUNK = re.compile(r"<<<CHUNK\n(.*)\nCHUNK>>>", re.DOTALL)
 
 
+def authored_key(messages: list[dict[str, str]]) -> tuple[str, int]:
+    """The key an authored response is filed under, robust to wording changes elsewhere in a prompt.
+
+    Extraction: (chunk content hash, pass). Community report: ("members:" + hash of the sorted entity
+    names). Parent report: ("children:" + hash of the sorted child titles). Synthesis: ("question:" +
+    hash of the question). Anything else: ("user:" + hash of the user message).
+    """
+    system, user = messages[0]["content"], messages[-1]["content"]
+    m = CHUNK.search(user)
+    if m:
+        return hashlib.sha256(m.group(1).encode()).hexdigest(), int(user.startswith("Some entities and triples were missed"))
+    if system.startswith("You write a report on one community"):
+        names = sorted(line[2:].split(" [", 1)[0] for line in user.split("Relations:")[0].splitlines() if line.startswith("- "))
+        return "members:" + hashlib.sha256("\n".join(names).encode()).hexdigest(), 0
+    if system.startswith("You write a report on a topic"):
+        titles = sorted(line[3:] for line in user.splitlines() if line.startswith("## "))
+        return "children:" + hashlib.sha256("\n".join(titles).encode()).hexdigest(), 0
+    if user.startswith("Question: "):
+        return "question:" + hashlib.sha256(user.splitlines()[0][10:].encode()).hexdigest(), 0
+    return "user:" + hashlib.sha256(user.encode()).hexdigest(), 0
+
+
 def load_authored(responses: Path) -> dict[tuple[str, int], str]:
-    """(key, pass) → response text; key is the chunk's content hash or a prompt's user-message hash."""
+    """(key, pass) → response text, from every ``*.jsonl`` under ``responses``.
+
+    A line is ``{"content_hash", "pass", "response"}`` (extraction) or ``{"key", "response"}``.
+    """
     out: dict[tuple[str, int], str] = {}
     for path in sorted(responses.glob("*.jsonl")):
         for line in path.read_text(encoding="utf-8").splitlines():
             if line.strip():
                 e = json.loads(line)
-                key = e.get("content_hash") or e["user_sha256"]
-                out[(key, int(e.get("pass", 0)))] = e["response"]
+                out[(e.get("content_hash") or e["key"], int(e.get("pass", 0)))] = e["response"]
     return out
 
 
@@ -59,18 +83,11 @@ def main() -> int:
     pending: list[dict] = []
 
     def answer(messages: list[dict[str, str]]) -> str:
-        user = messages[-1]["content"]
-        m = CHUNK.search(user)
-        if m:
-            p = 1 if user.startswith("Some entities and triples were missed") else 0
-            key = hashlib.sha256(m.group(1).encode()).hexdigest()
-            if (key, p) in authored:
-                return authored[(key, p)]
-        usha = hashlib.sha256(user.encode()).hexdigest()
-        if (usha, 0) in authored:
-            return authored[(usha, 0)]
-        pending.append({"user_sha256": usha, "messages": messages})
-        raise LookupError(f"no authored response for prompt {usha[:12]}")
+        key = authored_key(messages)
+        if key in authored:
+            return authored[key]
+        pending.append({"key": key[0], "pass": key[1], "messages": messages})
+        raise LookupError(f"no authored response for {key[0][:40]}")
 
     settings = load_settings()
     space = "demo"
@@ -85,10 +102,14 @@ def main() -> int:
             conn.execute("DELETE FROM pgrag_control.llm_cache WHERE model = 'openai/hand-authored'")
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema.schema_for(args.realm))))
             conn.execute("DELETE FROM pgrag_control.realms WHERE realm = %s", (args.realm,))
-        results = index_documents(engine, args.realm, space, communities=args.communities)
+        try:
+            results = index_documents(engine, args.realm, space, communities=args.communities)
+        except Exception as exc:  # unanswered prompts are still written out below
+            print(f"indexing stopped: {type(exc).__name__}: {str(exc)[:300]}", file=sys.stderr)
+            results = []
         from pgrag_dag.query import QueryParam, query
 
-        question = DEMO_QUESTION
+        from pgrag_dag.assets.demo import DEMO_QUESTION as question
         try:
             query(question, QueryParam(space=space), dsn=engine.dsn, realm=args.realm, embedder=engine.embedder(),
                   client=engine.client())
@@ -112,7 +133,7 @@ def main() -> int:
     return 1 if pending else 0
 
 
-DEMO_QUESTION = "How did Ada Lovelace contribute to Charles Babbage's Analytical Engine?"
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -152,22 +152,15 @@ def render_community(cluster_entities: pl.DataFrame, internal_relations: pl.Data
         cluster_entities.select("name", "entity_type", "description").iter_rows()
     ):
         lines.append(f"- {name} [{etype}]" + (f": {desc}" if desc else ""))
-    lines.append("")
-    lines.append("Relations:")
+    lines += ["", "Relations:"]
     cols = ("source", "predicate", "target", "negated", "valid_from", "valid_to", "description")
     rels = sorted(
         (str(s), str(p), str(t), bool(n), vf or "", vt or "", str(d or ""))
         for s, p, t, n, vf, vt, d in internal_relations.select(cols).iter_rows()
     )
     for s, p, t, neg, vf, vt, d in rels:
-        edge = f"({s}) --[{'NOT ' if neg else ''}{p}]--> ({t})"
-        if vf and vt:
-            edge += f" [valid {vf} to {vt}]"
-        elif vf:
-            edge += f" [from {vf}]"
-        elif vt:
-            edge += f" [until {vt}]"
-        lines.append(f"- {edge}" + (f": {d}" if d else ""))
+        when = f" [valid {vf} to {vt}]" if vf and vt else f" [from {vf}]" if vf else f" [until {vt}]" if vt else ""
+        lines.append(f"- ({s}) --[{'NOT ' if neg else ''}{p}]--> ({t}){when}" + (f": {d}" if d else ""))
     if not rels:
         lines.append("- (none)")
     return "\n".join(lines)

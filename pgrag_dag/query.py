@@ -212,7 +212,8 @@ def _embed(embedder: Embedder, text: str) -> np.ndarray:
 
 def _retrieve(conn: psycopg.Connection, realm: str, p: QueryParam, qvec: np.ndarray, out: QueryResult) -> None:
     """Fill ``out`` for mode ``mix`` or ``naive``; the caller holds the transaction."""
-    chunks = [{**row, "via": "vector", "mentions": None} for row in retrieval.chunk_search(conn, realm, p.space, qvec, p.chunk_top_k)]
+    found = retrieval.chunk_search(conn, realm, p.space, qvec, p.chunk_top_k)
+    chunks = [{**row, "via": "vector", "mentions": None} for row in found]
     if p.mode == "mix":
         seeds = retrieval.entity_search(conn, realm, p.space, qvec, p.top_k)
         out.entities = [_entity(row, rank) for rank, row in enumerate(seeds, 1)]

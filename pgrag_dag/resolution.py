@@ -89,7 +89,7 @@ def resolve_entities(existing: pl.DataFrame, decisions: pl.DataFrame) -> Resolut
     """Resolve accepted entity records onto stored and new vertices, in record order.
 
     Lookup order for each record: its name against canonical names, then its name against aliases,
-    then its aliases against canonical names and aliases. A miss creates a new vertex.
+    then its aliases against canonical names (never alias against alias). A miss creates a new vertex.
     """
     res = Resolution()
     for row in existing.iter_rows(named=True):
@@ -115,13 +115,16 @@ def resolve_entities(existing: pl.DataFrame, decisions: pl.DataFrame) -> Resolut
 
 
 def _find(res: Resolution, name: str, aliases: list[str]) -> int | None:
+    """Name against canonical names and aliases; then the record's aliases against canonical names
+    only (the Babbage → Charles Babbage upgrade). Alias never matches alias: two things that share a
+    short form ("Ada") are not thereby one thing."""
     key = identity_key(name)
     if key in res.lookup:
         return res.lookup[key]
     for alias in aliases:
-        k = identity_key(alias)
-        if k in res.lookup:
-            return res.lookup[k]
+        idx = res.lookup.get(identity_key(alias))
+        if idx is not None and identity_key(res.vertices[idx].name) == identity_key(alias):
+            return idx
     return None
 
 

@@ -187,6 +187,22 @@ def test_unusable_report_is_skipped_and_the_others_kept(llm: tuple[StubServer, M
 
 
 @pytest.mark.live
+def test_model_failure_for_one_cluster_is_skipped_and_the_others_kept(llm: tuple[StubServer, ModelClient]) -> None:
+    server, client = llm
+
+    def answer(messages: list[dict[str, str]]) -> str:
+        if "Entity 07" in messages[-1]["content"]:
+            raise RuntimeError("upstream overloaded")  # HTTP 500 -> ModelError (no retries)
+        return report_answer(messages)
+
+    server.answer = answer
+    ents, rels, clusters = three_clusters()
+    reports, failures = cm.write_reports(clusters, ents, rels, client)
+    assert reports["cluster"].to_list() == [1, 2]
+    assert len(failures) == 1 and failures[0].startswith("cluster 0: ModelError")
+
+
+@pytest.mark.live
 def test_duplicate_titles_are_qualified_with_a_member_name(llm: tuple[StubServer, ModelClient]) -> None:
     server, client = llm
     server.answer = lambda m: json.dumps({"title": "Shared Theme", "summary": "s", "findings": [], "rating": 5})
@@ -297,6 +313,7 @@ def test_replace_communities_twice_leaves_only_the_second_build(
     clusters = cm.detect_communities(ents, rels, settings=settings)
     reports, _ = cm.write_reports(clusters, ents, rels, client)
     parents, children = cm.build_hierarchy(clusters, rels, reports, client, settings=settings, entities=ents)
+    reports = reports.with_columns(pl.Series("embedding", [[0.5] * 384] * reports.height))  # optional column
     args = {"fingerprint": fingerprint, "reports": reports, "members": clusters, "parents": parents, "children": children}
     first = store.replace_communities(conn, realm, "main", **args)
     assert first == {"deleted": 0, "communities": 5, "members": 15, "parents": 2, "children": 4}
@@ -309,4 +326,6 @@ def test_replace_communities_twice_leaves_only_the_second_build(
     nested = sql.SQL("""SELECT count(*) FROM {s}.community_children cc JOIN {s}.communities c ON c.id = cc.child_id
                          WHERE c.parent_id = cc.parent_id""").format(s=s)
     assert conn.execute(nested).fetchone() == (4,)
+    embedded = sql.SQL("SELECT level, count(embedding) FROM {}.communities GROUP BY level ORDER BY level")
+    assert conn.execute(embedded.format(s)).fetchall() == [(0, 5), (1, 0)]
     assert store.current_fingerprint(conn, realm, "main") == fingerprint

@@ -119,21 +119,81 @@ def replace_communities(
             if int(c) in ids
         ]
         _many(conn, sql.SQL("INSERT INTO {s}.community_members (space, community_id, entity_id) VALUES (%s, %s, %s)").format(s=s), member_rows)
-        n_parents = 0
-        for level in sorted({int(v) for v in parents["level"].to_list()}):
-            batch = parents.filter(pl.col("level") == level).sort("parent")
-            ids.update(_insert(conn, s, space, fingerprint, batch, "parent", level=level))
-            n_parents += batch.height
-        edges: list[tuple[str, int, int]] = []
-        for p, c in children.select("parent", "cluster").unique().sort("parent", "cluster").iter_rows():
-            if int(p) not in ids or int(c) not in ids:
-                raise ValueError(f"community_children edge {p} -> {c} names a community not in this build")
-            edges.append((space, ids[int(p)], ids[int(c)]))
-        _many(conn, sql.SQL("INSERT INTO {s}.community_children (space, parent_id, child_id) VALUES (%s, %s, %s)").format(s=s), edges)
-        _many(conn, sql.SQL("UPDATE {s}.communities SET parent_id = %s WHERE id = %s").format(s=s),
-              [(p, c) for _, p, c in edges])
+        n_parents, n_edges = _insert_parents(conn, s, space, fingerprint, parents, children, ids)
     return {"deleted": max(deleted, 0), "communities": reports.height, "members": len(member_rows),
-            "parents": n_parents, "children": len(edges)}
+            "parents": n_parents, "children": n_edges}
+
+
+def _insert_parents(
+    conn: psycopg.Connection, s: sql.Identifier, space: str, fingerprint: str,
+    parents: pl.DataFrame, children: pl.DataFrame, ids: dict[int, int],
+) -> tuple[int, int]:
+    """Insert parents level by level, their ``community_children`` edges and each child's ``parent_id``.
+
+    ``ids`` maps local ids to ``communities.id`` and is extended in place. Returns (parents, edges).
+    """
+    n_parents = 0
+    for level in sorted({int(v) for v in parents["level"].to_list()}):
+        batch = parents.filter(pl.col("level") == level).sort("parent")
+        ids.update(_insert(conn, s, space, fingerprint, batch, "parent", level=level))
+        n_parents += batch.height
+    edges: list[tuple[str, int, int]] = []
+    for p, c in children.select("parent", "cluster").unique().sort("parent", "cluster").iter_rows():
+        if int(p) not in ids or int(c) not in ids:
+            raise ValueError(f"community_children edge {p} -> {c} names a community not in this build")
+        edges.append((space, ids[int(p)], ids[int(c)]))
+    _many(conn, sql.SQL("INSERT INTO {s}.community_children (space, parent_id, child_id) VALUES (%s, %s, %s)").format(s=s), edges)
+    _many(conn, sql.SQL("UPDATE {s}.communities SET parent_id = %s WHERE id = %s").format(s=s), [(p, c) for _, p, c in edges])
+    return n_parents, len(edges)
+
+
+def load_base(conn: psycopg.Connection, realm: str, space: str) -> tuple[pl.DataFrame, pl.DataFrame, str | None]:
+    """The space's level-0 build: (members ``cluster`` = community id, ``entity_id``; reports ``cluster``,
+    ``title``, ``summary``, ``findings`` (JSON text), ``rating``, ``size``, ``report``; its fingerprint)."""
+    s = sql.Identifier(schema_for(realm))
+    rows = conn.execute(
+        sql.SQL("""SELECT id, title, summary, findings::text, rating, size, report, graph_fingerprint
+                     FROM {s}.communities WHERE space = %s AND level = 0 ORDER BY id""").format(s=s), (space,),
+    ).fetchall()
+    reports = pl.DataFrame([r[:7] for r in rows], orient="row", schema={
+        "cluster": pl.Int64, "title": pl.String, "summary": pl.String, "findings": pl.String,
+        "rating": pl.Float64, "size": pl.Int64, "report": pl.String})
+    members = conn.execute(
+        sql.SQL("""SELECT m.community_id, m.entity_id FROM {s}.community_members m JOIN {s}.communities c
+                    ON c.id = m.community_id WHERE c.space = %s AND c.level = 0 ORDER BY 1, 2""").format(s=s), (space,),
+    ).fetchall()
+    frame = pl.DataFrame(members, orient="row", schema={"cluster": pl.Int64, "entity_id": pl.Int64})
+    return frame, reports, (rows[0][7] if rows else None)
+
+
+def parents_fingerprint(conn: psycopg.Connection, realm: str, space: str) -> str | None:
+    """The fingerprint the space's parent levels were built from, or ``None`` when there are none."""
+    row = conn.execute(
+        sql.SQL("SELECT graph_fingerprint FROM {s}.communities WHERE space = %s AND level > 0 LIMIT 1")
+        .format(s=sql.Identifier(schema_for(realm))), (space,),
+    ).fetchone()
+    return None if row is None else str(row[0])
+
+
+def replace_parents(
+    conn: psycopg.Connection, realm: str, space: str, *, fingerprint: str, parents: pl.DataFrame, children: pl.DataFrame,
+) -> dict[str, int]:
+    """Replace the space's parent levels (level > 0) above the stored level-0 communities (§6.1).
+
+    ``children.cluster`` holds stored community ids (level 0) or local parent ids. Returns counts.
+    """
+    validate_space(space)
+    s = sql.Identifier(schema_for(realm))
+    if "level" not in parents.columns:
+        parents = parents.with_columns(pl.lit(1, dtype=pl.Int64).alias("level"))
+    with conn.transaction():
+        conn.execute(sql.SQL("UPDATE {s}.communities SET parent_id = NULL WHERE space = %s").format(s=s), (space,))
+        deleted = conn.execute(sql.SQL("DELETE FROM {s}.communities WHERE space = %s AND level > 0").format(s=s), (space,)).rowcount
+        base = [int(r[0]) for r in conn.execute(
+            sql.SQL("SELECT id FROM {s}.communities WHERE space = %s AND level = 0").format(s=s), (space,)).fetchall()]
+        ids = {i: i for i in base}
+        n_parents, n_edges = _insert_parents(conn, s, space, fingerprint, parents, children, ids)
+    return {"deleted": max(deleted, 0), "parents": n_parents, "children": n_edges}
 
 
 def _insert(

@@ -37,7 +37,9 @@ def _in_space(alias: str, space: str) -> sql.Composable:
     return sql.SQL("{}.space = %(space)s").format(sql.Identifier(alias))
 
 
-def _fetch(conn: psycopg.Connection, query: sql.Composable, params: dict[str, Any], *, vector: bool = False) -> list[Row]:
+def _fetch(
+    conn: psycopg.Connection, query: sql.Composable, params: dict[str, Any], *, vector: bool = False
+) -> list[Row]:
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
         if vector:
             cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")

@@ -1,0 +1,30 @@
+# pgrag-dag — every set-up step a fresh machine needs is here.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install demo test ui bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/pgrag demo
+
+test: $(STAMP)
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -m pytest -q
+
+ui: $(STAMP)
+	DAGSTER_HOME=$(CURDIR)/.pgrag/dagster $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+bench: $(STAMP)
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python evaluation/bench_index.py
+
+clean:
+	rm -rf .pgrag

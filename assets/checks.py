@@ -1,0 +1,42 @@
+"""Turning a stage's contract outcome into a Dagster asset-check result (blocking)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import dagster as dg
+import polars as pl
+
+from pgrag_dag.errors import ContractError
+
+CHECK_NAME = "contract"
+
+
+def _md_table(frame: pl.DataFrame) -> str:
+    cols = frame.columns
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in frame.iter_rows():
+        lines.append("| " + " | ".join(str(v).replace("|", "\\|").replace("\n", " ")[:200] for v in row) + " |")
+    return "\n".join(lines)
+
+
+def passed(asset: str, rows_checked: int, contract: str) -> dg.AssetCheckResult:
+    """The check result of a frame that met its contract."""
+    return dg.AssetCheckResult(check_name=CHECK_NAME, asset_key=asset, passed=True,
+                               metadata={"rows_checked": rows_checked, "contract": contract})
+
+
+def failed(asset: str, exc: ContractError, *, max_rows: int = 50) -> dg.AssetCheckResult:
+    """The check result of a broken contract, with the offending rows as a table and markdown."""
+    cases: Any = exc.failure_cases
+    meta: dict[str, Any] = {"contract": exc.contract}
+    if isinstance(cases, pl.DataFrame):
+        fc = cases.head(max_rows).with_columns(pl.all().cast(pl.String))
+        meta["num_failures"] = cases.height
+        meta["failure_cases"] = dg.MetadataValue.md(_md_table(fc))
+        meta["failure_cases_table"] = dg.MetadataValue.table(
+            records=[dg.TableRecord(r) for r in fc.to_dicts()],
+            schema=dg.TableSchema(columns=[dg.TableColumn(c, "string") for c in fc.columns]),
+        )
+    return dg.AssetCheckResult(check_name=CHECK_NAME, asset_key=asset, passed=False,
+                               severity=dg.AssetCheckSeverity.ERROR, description=str(exc), metadata=meta)

@@ -1,0 +1,24 @@
+"""The Dagster code location: the eight assets, their checks, and the resources.
+
+Loaded by ``workspace.yaml`` (``dagster dev -w workspace.yaml``). Partitions are dynamic; ``pgrag demo``
+and ``pgrag partitions sync`` add one per realm/space declared in the configuration.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from pgrag_dag.assets.stages import ASSETS
+from pgrag_dag.resources.engine import PgragResource
+from pgrag_dag.resources.query import QueryResource
+
+
+def build_defs(*, pgrag: PgragResource | None = None) -> dg.Definitions:
+    """Definitions with the given engine resource (default: settings from ``PGRAG_CONFIG``/``pgrag.yaml``)."""
+    return dg.Definitions(
+        assets=ASSETS,
+        resources={"pgrag": pgrag or PgragResource(), "query": QueryResource(realm="wiki")},
+    )
+
+
+defs = build_defs()

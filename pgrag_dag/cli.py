@@ -1,0 +1,125 @@
+"""``pgrag`` command line: demo, index, query, cassette import/export, partitions.
+
+Every command reads the settings from ``PGRAG_CONFIG`` (default ``./pgrag.yaml``) and ``PGRAG_``
+environment variables. Errors of the engine are printed as one line and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from pgrag_dag.errors import PgragError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+cassette_app = typer.Typer(no_args_is_help=True, help="Export or import recorded model responses (JSONL).")
+app.add_typer(cassette_app, name="cassette")
+
+
+def _engine():  # type: ignore[no-untyped-def]
+    from pgrag_dag.config import load_settings
+    from pgrag_dag.engine import Engine
+
+    return Engine.from_settings(load_settings())
+
+
+def _fail(exc: PgragError) -> None:
+    typer.echo(f"error: {type(exc).__name__}: {exc}", err=True)
+    raise typer.Exit(2)
+
+
+@app.command()
+def demo() -> None:
+    """Materialise every asset of each configured partition through Dagster, then query it."""
+    from pgrag_dag.assets.demo import run_demo
+
+    try:
+        run_demo()
+    except PgragError as exc:
+        _fail(exc)
+
+
+@app.command()
+def index(partition: Annotated[str, typer.Argument(help="<realm>.<space>")]) -> None:
+    """Run the eight stages for one partition as a plain pipeline (no Dagster)."""
+    from pgrag_dag.names import split_partition_key
+    from pgrag_dag.pipeline import index_documents
+
+    try:
+        realm, space = split_partition_key(partition)
+        engine = _engine()
+        engine.import_cassettes()
+        for r in index_documents(engine, realm, space):
+            typer.echo(f"{r.stage}: {json.dumps(r.metadata, default=str)}")
+    except PgragError as exc:
+        _fail(exc)
+
+
+@app.command()
+def query(
+    question: str,
+    realm: Annotated[str, typer.Option(help="realm to read")] = "wiki",
+    space: Annotated[str, typer.Option(help="space to read, or '*' for every space")] = "demo",
+    mode: Annotated[str, typer.Option(help="mix | naive | bypass")] = "mix",
+    top_k: Annotated[int, typer.Option(help="entities matched")] = 10,
+    max_hops: Annotated[int, typer.Option(help="traversal depth")] = 2,
+    as_json: Annotated[bool, typer.Option("--json", help="print the retrieved data as JSON, no synthesis")] = False,
+) -> None:
+    """Answer a question (or, with --json, print what was retrieved)."""
+    from pgrag_dag.query import QueryParam, query_data
+    from pgrag_dag.query import query as run_query
+
+    try:
+        engine = _engine()
+        param = QueryParam(space=space, mode=mode, top_k=top_k, max_hops=max_hops)  # type: ignore[arg-type]
+        if as_json:
+            res = query_data(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder())
+            typer.echo(json.dumps({"entities": res.entities, "relations": res.relations, "chunks": res.chunks,
+                                   "communities": res.communities, "assembly": res.assembly}, default=str, indent=2))
+            return
+        answer, res = run_query(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(),
+                                client=engine.client())
+        typer.echo(answer)
+    except PgragError as exc:
+        _fail(exc)
+
+
+@cassette_app.command("export")
+def cassette_export(path: Path, purpose: Annotated[Optional[str], typer.Option(help="purpose prefix")] = None) -> None:
+    """Write the response cache to a JSONL cassette."""
+    from pgrag_dag.store import cache, schema
+
+    try:
+        with _engine().connect(autocommit=True) as conn:
+            schema.init_control(conn)
+            typer.echo(f"{cache.export_cassette(conn, path, purpose_prefix=purpose)} responses written to {path}")
+    except PgragError as exc:
+        _fail(exc)
+
+
+@cassette_app.command("import")
+def cassette_import(path: Path) -> None:
+    """Load a JSONL cassette into the response cache (idempotent)."""
+    from pgrag_dag.store import cache, schema
+
+    try:
+        with _engine().connect(autocommit=True) as conn:
+            schema.init_control(conn)
+            with conn.transaction():
+                typer.echo(f"{cache.import_cassette(conn, path)} responses read from {path}")
+    except PgragError as exc:
+        _fail(exc)
+
+
+def main() -> None:  # pragma: no cover - console entry
+    logging.basicConfig(level=logging.WARNING)
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""The two community stages: Leiden communities with reports, and the topic hierarchy (paper §6, §6.1).
+
+Same shape as :mod:`pgrag_dag.pipeline`'s stages. Both skip the rebuild — no model call, no write —
+when the graph (and the community settings) are unchanged since the stored build.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+
+import polars as pl
+
+from pgrag_dag import contracts
+from pgrag_dag.communities import build_hierarchy, detect_communities, graph_fingerprint, write_reports
+from pgrag_dag.engine import Engine
+from pgrag_dag.errors import ModelError
+from pgrag_dag.pipeline import StageResult, _usage_delta
+from pgrag_dag.store import communities as store
+from pgrag_dag.store import graph, vectors
+
+
+def _fingerprint(engine: Engine, entities: pl.DataFrame, relations: pl.DataFrame) -> str:
+    """Graph fingerprint combined with the community settings, so a settings change rebuilds."""
+    settings = engine.settings.communities.model_dump_json()
+    return hashlib.sha256((graph_fingerprint(entities, relations) + settings).encode()).hexdigest()
+
+
+def _embed_reports(engine: Engine, conn: object, realm: str, space: str) -> int:
+    rows = vectors.pending(conn, realm, space, "communities")  # type: ignore[arg-type]
+    return vectors.write(conn, realm, "communities", rows, engine.embedder().embed([t for _, t, _ in rows]) if rows else [])  # type: ignore[arg-type]
+
+
+def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
+    """Snapshot the live graph → Leiden → drop clusters under ``min_size`` → one report each, largest first.
+
+    Rebuild replaces the space's communities. Raises :class:`ModelError` when there were clusters and
+    every report failed (an outage must not replace a build with nothing).
+    """
+    t0 = time.perf_counter()
+    before = engine.usage()
+    cs = engine.settings.communities
+    with engine.connect() as conn:
+        entities, relations = store.load_graph(conn, realm, space)
+        stored = store.current_fingerprint(conn, realm, space)
+    fp = _fingerprint(engine, entities, relations)
+    if stored == fp:
+        with engine.connect() as conn:
+            members, reports, _ = store.load_base(conn, realm, space)
+        return StageResult("communities", {"skipped": "graph unchanged since the last build", "communities": reports.height,
+                                           **_usage_delta(engine, before)}, fp[:16], members.height)
+    clusters = detect_communities(entities, relations, settings=cs)
+    reports, failures = write_reports(clusters, entities, relations, engine.client(),
+                                      concurrency=engine.settings.extraction.concurrency)
+    if clusters.height and reports.height == 0:
+        raise ModelError(f"every one of {clusters['cluster'].n_unique()} community report(s) failed: {failures[:3]}")
+    kept = clusters.filter(pl.col("cluster").is_in(reports["cluster"].implode()))
+    sizes = kept.group_by("cluster").len("size")
+    audit = kept.join(sizes, on="cluster").with_columns(
+        community_id=pl.col("cluster"), entity_exists=pl.col("entity_id").is_in(entities["id"].implode()),
+        min_size=pl.lit(cs.min_size, pl.Int64),
+    )
+    contracts.validate(contracts.CommunityMemberContract, audit)
+    with engine.connect() as conn, conn.transaction():
+        graph.lock_partition(conn, realm, space)
+        counts = store.replace_communities(conn, realm, space, fingerprint=fp, reports=reports, members=kept)
+        embedded = _embed_reports(engine, conn, realm, space)
+    return StageResult("communities", {
+        "communities": counts["communities"], "members": counts["members"], "clusters_found": int(clusters["cluster"].n_unique()),
+        "reports_failed": len(failures), "report_failures": failures[:20], "embedded": embedded,
+        "largest": int(sizes["size"].max() or 0) if sizes.height else 0,
+        **_usage_delta(engine, before), "seconds": round(time.perf_counter() - t0, 3),
+    }, fp[:16], audit.height)
+
+
+def stage_community_hierarchy(engine: Engine, realm: str, space: str) -> StageResult:
+    """Cluster the stored communities' supergraph into parent topics; parent reports from child reports."""
+    t0 = time.perf_counter()
+    before = engine.usage()
+    with engine.connect() as conn:
+        members, reports, fp = store.load_base(conn, realm, space)
+        entities, relations = store.load_graph(conn, realm, space)
+        built = store.parents_fingerprint(conn, realm, space)
+    if fp is not None and built == fp:
+        return StageResult("community_hierarchy", {"skipped": "communities unchanged since the last build",
+                                                   **_usage_delta(engine, before)}, fp[:16], 0)
+    if fp is None or engine.settings.communities.levels < 1:
+        return StageResult("community_hierarchy", {"parents": 0, "reason": "no communities or levels = 0"}, "empty", 0)
+    parents, children = build_hierarchy(members, relations, reports, engine.client(),
+                                        settings=engine.settings.communities, entities=entities)
+    edges = children.rename({"parent": "parent_id", "cluster": "child_id"}).with_columns(pl.all().cast(pl.Int64))
+    contracts.validate(contracts.HierarchyContract, edges)
+    with engine.connect() as conn, conn.transaction():
+        graph.lock_partition(conn, realm, space)
+        counts = store.replace_parents(conn, realm, space, fingerprint=fp, parents=parents, children=children)
+        embedded = _embed_reports(engine, conn, realm, space)
+    return StageResult("community_hierarchy", {
+        "parents": counts["parents"], "children": counts["children"], "embedded": embedded,
+        **_usage_delta(engine, before), "seconds": round(time.perf_counter() - t0, 3),
+    }, fp[:16] + f":{counts['parents']}", edges.height)
