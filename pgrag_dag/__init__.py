@@ -1,0 +1,24 @@
+"""pgrag-dag: a PostgreSQL-native, bi-temporal Graph RAG engine built as a Dagster dataflow of
+composable operators. The engine (this package) never imports Dagster; the assets and resources live
+in :mod:`pgrag_dag.assets` and :mod:`pgrag_dag.resources`.
+
+Public surface::
+
+    from pgrag_dag import Engine, load_settings, index_documents, query_data, query, QueryParam
+"""
+
+from pgrag_dag.config import Settings, load_settings
+from pgrag_dag.engine import Engine
+from pgrag_dag.errors import (
+    ConfigurationError, ContractError, DatabaseError, ExtractionError, InvalidNameError, ModelError,
+    PgragError, QueryError, ReplayMissError, SchemaMismatchError, SourceError,
+)
+from pgrag_dag.pipeline import StageResult, index_documents
+from pgrag_dag.query import QueryParam, QueryResult, query, query_data
+
+__all__ = [
+    "ConfigurationError", "ContractError", "DatabaseError", "Engine", "ExtractionError", "InvalidNameError",
+    "ModelError", "PgragError", "QueryError", "QueryParam", "QueryResult", "ReplayMissError",
+    "SchemaMismatchError", "Settings", "SourceError", "StageResult", "index_documents", "load_settings",
+    "query", "query_data",
+]

@@ -203,7 +203,12 @@ def _flatten(report: dict[str, Any]) -> str:
 
 def _ask(client: ModelClient, system: str, user: str, purpose: str) -> dict[str, Any]:
     messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
-    return parse_report(client.complete(messages, purpose=purpose, json_mode=True).text)
+    completion = client.complete(messages, purpose=purpose, json_mode=True)
+    try:
+        return parse_report(completion.text)
+    except ValueError:
+        client.forget(completion)  # an unusable live response is asked again next build
+        raise
 
 
 def _qualify(title: str, candidates: list[str], seen: set[str]) -> str:

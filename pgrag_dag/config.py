@@ -156,10 +156,10 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        path = os.environ.get("PGRAG_CONFIG", "pgrag.yaml")
         sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        if Path(path).is_file():
-            sources.append(YamlConfigSettingsSource(settings_cls, yaml_file=path))
+        path = settings_cls.model_config.get("yaml_file")
+        if path and Path(str(path)).is_file():
+            sources.append(YamlConfigSettingsSource(settings_cls))
         return tuple(sources)
 
     def resolve(self, path: Path) -> Path:
@@ -178,17 +178,27 @@ class Settings(BaseSettings):
             raise ConfigurationError(f"no sources are declared for realm {realm!r} space {space!r}") from None
 
 
-def load_settings(**overrides: Any) -> Settings:
-    """Build :class:`Settings`, turning validation failures into :class:`ConfigurationError`.
+def config_file() -> Path:
+    """The configuration file: ``PGRAG_CONFIG`` if set, else ``./pgrag.yaml`` (it may not exist)."""
+    return Path(os.environ.get("PGRAG_CONFIG", "pgrag.yaml"))
 
-    When the YAML file is used, relative source paths resolve against its directory.
+
+def load_settings(config: Path | str | None = None, **overrides: Any) -> Settings:
+    """Build :class:`Settings` from ``config`` (default :func:`config_file`), the environment and ``overrides``.
+
+    Relative paths in the file resolve against the file's directory. Raises :class:`ConfigurationError`
+    naming the invalid field, or the file when ``config`` is given but does not exist.
     """
     from pydantic import ValidationError
 
-    path = Path(os.environ.get("PGRAG_CONFIG", "pgrag.yaml"))
-    if "config_dir" not in overrides and path.is_file():
-        overrides["config_dir"] = path.resolve().parent
+    path = Path(config) if config is not None else config_file()
+    if config is not None and not path.is_file():
+        raise ConfigurationError(f"configuration file {path} does not exist")
+    cls: type[Settings] = Settings
+    if path.is_file():
+        overrides.setdefault("config_dir", path.resolve().parent)
+        cls = type("Settings", (Settings,), {"model_config": {**Settings.model_config, "yaml_file": str(path)}})
     try:
-        return Settings(**overrides)
+        return cls(**overrides)
     except ValidationError as exc:
         raise ConfigurationError(f"invalid settings: {exc}") from exc

@@ -125,6 +125,7 @@ def extract_chunk(chunk: dict[str, Any], client: ModelClient, settings: Extracti
         merged = parse_extraction(first.text)
     except ValueError as exc:
         log.warning("extraction of %s unparseable: %s", chunk_label(chunk), exc)
+        client.forget(first)
         return [_row(cid, 0, settings, parse_status="parse_error", error=f"{chunk_label(chunk)}: {exc}", **common)]
     rows = [_row(cid, 0, settings, parse_status="ok", parsed=json.dumps(merged, ensure_ascii=False), **common)]
     for p in range(1, settings.gleaning_passes + 1):
@@ -140,6 +141,7 @@ def extract_chunk(chunk: dict[str, Any], client: ModelClient, settings: Extracti
             extra = parse_extraction(more.text)
         except ValueError as exc:
             log.warning("gleaning pass %d of %s unparseable; first pass kept: %s", p, chunk_label(chunk), exc)
+            client.forget(more)
             rows.append(_row(cid, p, settings, parse_status="parse_error", error=f"{chunk_label(chunk)}: {exc}", **common))
             break
         rows.append(_row(cid, p, settings, parse_status="ok", parsed=json.dumps(extra, ensure_ascii=False), **common))

@@ -32,13 +32,16 @@ REPLAY = "replay"
 
 @dataclass(frozen=True)
 class Completion:
-    """One chat response: ``text``; which ``model`` answered; token counts; whether it was a cache hit."""
+    """One chat response: ``text``; which ``model`` answered; token counts; whether it was a cache hit;
+    ``key`` (its cache key) and ``replayed`` (served by the ``replay`` model)."""
 
     text: str
     model: str
     prompt_tokens: int
     completion_tokens: int
     cache_hit: bool
+    key: str = ""
+    replayed: bool = False
 
 
 @dataclass
@@ -143,11 +146,11 @@ class ModelClient:
                     replay_miss = ReplayMissError(pkey, purpose, "import the corpus cassette or record it live")
                     errors.append(str(replay_miss))
                     continue
-                return self._hit(hit)
+                return self._hit(hit, replayed=True)
             with self._conn() as conn:
                 hit = cache.get_by_key(conn, cache_key(model, pkey))
             if hit is not None:
-                return self._hit(hit)
+                return self._hit(hit, replayed=False)
             try:
                 return self._call(model, messages, params, pkey, purpose)
             except ModelError as exc:
@@ -156,10 +159,20 @@ class ModelClient:
             raise replay_miss
         raise ModelError(f"every model failed for {purpose} prompt {pkey[:16]}: " + "; ".join(errors))
 
-    def _hit(self, hit: dict[str, Any]) -> Completion:
+    def _hit(self, hit: dict[str, Any], *, replayed: bool) -> Completion:
         with self.usage.lock:
             self.usage.cache_hits += 1
-        return Completion(hit["response"], hit["model"], hit["prompt_tokens"], hit["completion_tokens"], True)
+        return Completion(hit["response"], hit["model"], hit["prompt_tokens"], hit["completion_tokens"], True,
+                          hit["key"], replayed)
+
+    def forget(self, completion: Completion) -> None:
+        """Drop a live model's cached response that proved unusable, so a retry asks the model again.
+
+        Replayed responses are recorded evidence and are never dropped.
+        """
+        if completion.key and not completion.replayed:
+            with self._conn() as conn:
+                cache.delete(conn, completion.key)
 
     def _call(
         self, model: str, messages: list[dict[str, str]], params: dict[str, Any], pkey: str, purpose: str
@@ -197,7 +210,7 @@ class ModelClient:
                 }
                 with self._conn() as conn:
                     cache.put(conn, entry)
-                return Completion(text, model, pt, ct, False)
+                return Completion(text, model, pt, ct, False, entry["key"], False)
             except Exception as exc:  # litellm maps provider errors onto many exception types
                 last = f"{type(exc).__name__}: {exc}"
                 pause = min(2.0 ** (attempt - 1) * 0.5, max(0.0, deadline - time.monotonic()))

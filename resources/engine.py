@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import dagster as dg
 from pydantic import PrivateAttr
 
@@ -24,10 +22,8 @@ class PgragResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     def settings(self) -> Settings:
         """Load the settings (raises :class:`ConfigurationError` on invalid values)."""
-        if self.config_path:
-            os.environ["PGRAG_CONFIG"] = self.config_path
         overrides = {"database_url": self.database_url} if self.database_url else {}
-        return load_settings(**overrides)
+        return load_settings(self.config_path, **overrides)
 
     def engine(self) -> Engine:
         """The step's engine, created on first use."""

@@ -57,6 +57,11 @@ def put(conn: psycopg.Connection, entry: dict[str, Any]) -> None:
     )
 
 
+def delete(conn: psycopg.Connection, key: str) -> None:
+    """Remove one cache entry by its key."""
+    conn.execute("DELETE FROM pgrag_control.llm_cache WHERE key = %s", (key,))
+
+
 def export_cassette(conn: psycopg.Connection, path: Path, *, purpose_prefix: str | None = None) -> int:
     """Write every cache entry (optionally those whose purpose starts with a prefix) to ``path``.
 
