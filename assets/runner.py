@@ -61,8 +61,7 @@ def materialize_partition(settings: Settings, partition: str) -> dict[str, dict[
             raise PgragError(f"Dagster run {result.run_id} for {partition} failed: " + " | ".join(errors))
         out: dict[str, dict[str, Any]] = {}
         for ev in result.get_asset_materialization_events():
-            mat = ev.asset_materialization
-            assert mat is not None
+            mat = ev.materialization
             out[mat.asset_key.to_user_string()] = {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
         checks = [(e.asset_key.to_user_string(), e.passed) for e in result.get_asset_check_evaluations()]
         out["_checks"] = {a: ok for a, ok in checks}

@@ -55,7 +55,7 @@ def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
     if clusters.height and reports.height == 0:
         raise ModelError(f"every one of {clusters['cluster'].n_unique()} community report(s) failed: {failures[:3]}")
     kept = clusters.filter(pl.col("cluster").is_in(reports["cluster"].implode()))
-    sizes = kept.group_by("cluster").len("size")
+    sizes = kept.group_by("cluster").len("size").with_columns(pl.col("size").cast(pl.Int64))
     audit = kept.join(sizes, on="cluster").with_columns(
         community_id=pl.col("cluster"), entity_exists=pl.col("entity_id").is_in(entities["id"].implode()),
         min_size=pl.lit(cs.min_size, pl.Int64),

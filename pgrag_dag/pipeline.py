@@ -185,8 +185,8 @@ def stage_embeddings(engine: Engine, realm: str, space: str) -> StageResult:
             rows = vectors.pending(conn, realm, space, table)
             vecs = embedder.embed([t for _, t, _ in rows]) if rows else []
             counts[f"{table}_embedded"] = vectors.write(conn, realm, table, rows, vecs)
-        audit = vectors.audit(conn, realm, space, engine.settings.embedding.dim).filter(
-            (pl.col("table") != "communities") | ~pl.col("missing"))
+        # community reports are embedded by the communities stage, after this one
+        audit = vectors.audit(conn, realm, space, engine.settings.embedding.dim).filter(pl.col("table") != "communities")
         contracts.validate(contracts.EmbeddingContract, audit)
     return StageResult("embeddings", {
         **counts, "vectors": audit.height, "model": embedder.model, "dim": embedder.dim,

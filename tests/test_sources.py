@@ -1,0 +1,169 @@
+"""Tests for pgrag_dag.sources: reading document sources fail-closed (paper §3.2, §3.5, §5.2)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from pgrag_dag.config import RealmSpec, Settings, SourceSpec, SpaceSpec
+from pgrag_dag.errors import ConfigurationError, SourceError
+from pgrag_dag.sources import DOCUMENT_COLUMNS, list_source_files, load_documents, read_document
+
+
+@pytest.fixture(autouse=True)
+def _no_yaml(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Keep the repository's pgrag.yaml out of these settings."""
+    monkeypatch.setenv("PGRAG_CONFIG", str(tmp_path / "absent.yaml"))
+
+
+def _settings(tmp_path: Path, *sources: SourceSpec, order: str = "filename") -> Settings:
+    return Settings(
+        config_dir=tmp_path,
+        realms={"r1": RealmSpec(spaces={"s1": SpaceSpec(sources=list(sources), order=order)})},  # type: ignore[arg-type]
+    )
+
+
+def test_crlf_cr_and_bom_are_normalised(tmp_path: Path) -> None:
+    p = tmp_path / "doc.txt"
+    p.write_bytes(b"\xef\xbb\xbfLine one\r\nLine two\rLine three\r\n")
+    assert read_document(p) == "Line one\nLine two\nLine three\n"
+
+
+def test_utf8_text_is_kept_verbatim(tmp_path: Path) -> None:
+    p = tmp_path / "doc.txt"
+    p.write_text("Ampère’s law\n\nnaïve café\n", encoding="utf-8")
+    assert read_document(p) == "Ampère’s law\n\nnaïve café\n"
+
+
+def test_a_binary_file_raises_source_error_naming_it(tmp_path: Path) -> None:
+    p = tmp_path / "image.txt"
+    p.write_bytes(b"GIF89a\x00\x01\x02text")
+    with pytest.raises(SourceError) as info:
+        read_document(p)
+    assert info.value.path == str(p)
+    assert str(p) in str(info.value) and "binary" in str(info.value)
+
+
+def test_non_utf8_text_raises_source_error_naming_it_and_the_byte(tmp_path: Path) -> None:
+    p = tmp_path / "latin1.txt"
+    p.write_bytes("café au lait".encode("latin-1"))
+    with pytest.raises(SourceError) as info:
+        read_document(p)
+    assert info.value.path == str(p)
+    assert "UTF-8" in str(info.value) and "byte 3" in str(info.value)
+
+
+@pytest.mark.parametrize("content", [b"", b"   \r\n\t\n  ", b"\xef\xbb\xbf\n\n"], ids=["empty", "whitespace", "bom-only"])
+def test_an_empty_or_blank_document_raises_source_error(tmp_path: Path, content: bytes) -> None:
+    p = tmp_path / "blank.txt"
+    p.write_bytes(content)
+    with pytest.raises(SourceError) as info:
+        read_document(p)
+    assert info.value.path == str(p)
+    assert "empty" in str(info.value)
+
+
+def test_an_unreadable_path_raises_source_error_naming_it(tmp_path: Path) -> None:
+    # tests run as root, so chmod 000 would not block a read: a dangling symlink and a directory really fail
+    dangling = tmp_path / "gone.txt"
+    dangling.symlink_to(tmp_path / "never-written.txt")
+    with pytest.raises(SourceError) as info:
+        read_document(dangling)
+    assert info.value.path == str(dangling) and "cannot be read" in str(info.value)
+
+    directory = tmp_path / "folder.txt"
+    directory.mkdir()
+    with pytest.raises(SourceError) as info:
+        read_document(directory)
+    assert info.value.path == str(directory) and "cannot be read" in str(info.value)
+
+
+def test_a_dangling_symlink_named_as_a_source_raises_configuration_error_naming_its_target(tmp_path: Path) -> None:
+    # Settings.resolve() follows the link, so the error names the missing target, not the link
+    dangling = tmp_path / "gone.txt"
+    dangling.symlink_to(tmp_path / "never-written.txt")
+    settings = _settings(tmp_path, SourceSpec(path=Path("gone.txt")))
+    with pytest.raises(ConfigurationError) as info:
+        list_source_files(settings, settings.space_spec("r1", "s1"))
+    assert str(tmp_path / "never-written.txt") in str(info.value) and "does not exist" in str(info.value)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="product bug: list_source_files filters glob matches with Path.is_file(), so a dangling symlink "
+    "matched by the glob is silently dropped instead of failing the run naming it (fail-open, §3.5)",
+)
+def test_a_dangling_symlink_matched_by_the_glob_fails_the_run_naming_it(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("Ada Lovelace.\n", encoding="utf-8")
+    (corpus / "b.txt").symlink_to(corpus / "moved-away.txt")
+    settings = _settings(tmp_path, SourceSpec(path=Path("corpus")))
+    with pytest.raises((SourceError, ConfigurationError), match="b.txt"):
+        load_documents(settings, "r1", "s1")
+
+
+def test_a_missing_source_path_raises_configuration_error_naming_it(tmp_path: Path) -> None:
+    settings = _settings(tmp_path, SourceSpec(path=Path("no-such-dir")))
+    with pytest.raises(ConfigurationError) as info:
+        list_source_files(settings, settings.space_spec("r1", "s1"))
+    assert str(tmp_path / "no-such-dir") in str(info.value) and "does not exist" in str(info.value)
+
+
+def test_a_glob_matching_nothing_raises_configuration_error_naming_it(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "notes.md").write_text("# not matched\n", encoding="utf-8")
+    (corpus / "sub.txt").mkdir()  # a directory matching the glob is not a file
+    settings = _settings(tmp_path, SourceSpec(path=Path("corpus"), glob="*.txt"))
+    with pytest.raises(ConfigurationError) as info:
+        list_source_files(settings, settings.space_spec("r1", "s1"))
+    assert str(corpus) in str(info.value) and "'*.txt'" in str(info.value)
+
+
+def test_documents_are_ordered_by_file_name_across_sources(tmp_path: Path) -> None:
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    (tmp_path / "one" / "b_second.txt").write_text("Second.\n", encoding="utf-8")
+    (tmp_path / "one" / "d_fourth.txt").write_text("Fourth.\n", encoding="utf-8")
+    (tmp_path / "two" / "a_first.txt").write_text("First.\n", encoding="utf-8")
+    (tmp_path / "two" / "c_third.txt").write_text("Third.\r\n", encoding="utf-8")
+    settings = _settings(tmp_path, SourceSpec(path=Path("one")), SourceSpec(path=Path("two")))
+
+    docs = load_documents(settings, "r1", "s1")
+    assert docs.columns == DOCUMENT_COLUMNS
+    assert docs.select("doc_key", "doc_order", "title", "text").rows() == [
+        ("two/a_first.txt", 0, "a first", "First.\n"),
+        ("one/b_second.txt", 1, "b second", "Second.\n"),
+        ("two/c_third.txt", 2, "c third", "Third.\n"),
+        ("one/d_fourth.txt", 3, "d fourth", "Fourth.\n"),
+    ]
+    assert docs["source"].to_list() == docs["doc_key"].to_list()
+    assert docs["doc_hash"].to_list() == [hashlib.sha256(t.encode()).hexdigest() for t in docs["text"]]
+    assert json.loads(docs["metadata"][0]) == {"file_name": "a_first.txt"}
+
+
+def test_listed_order_keeps_the_sources_order_and_sorts_within_each(tmp_path: Path) -> None:
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    (tmp_path / "one" / "z.txt").write_text("Z.\n", encoding="utf-8")
+    (tmp_path / "one" / "y.txt").write_text("Y.\n", encoding="utf-8")
+    (tmp_path / "two" / "a.txt").write_text("A.\n", encoding="utf-8")
+    settings = _settings(tmp_path, SourceSpec(path=Path("one")), SourceSpec(path=Path("two")), order="listed")
+    files = list_source_files(settings, settings.space_spec("r1", "s1"))
+    assert [os.path.relpath(f, tmp_path) for f in files] == ["one/y.txt", "one/z.txt", "two/a.txt"]
+
+
+def test_one_bad_file_fails_the_whole_load(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("Fine.\n", encoding="utf-8")
+    (corpus / "b.txt").write_bytes(b"\x00\x01binary")
+    settings = _settings(tmp_path, SourceSpec(path=Path("corpus")))
+    with pytest.raises(SourceError) as info:
+        load_documents(settings, "r1", "s1")
+    assert info.value.path == str(corpus / "b.txt")
