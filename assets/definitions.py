@@ -13,11 +13,17 @@ from pgrag_dag.resources.engine import PgragResource
 from pgrag_dag.resources.query import QueryResource
 
 
-def build_defs(*, pgrag: PgragResource | None = None) -> dg.Definitions:
-    """Definitions with the given engine resource (default: settings from ``PGRAG_CONFIG``/``pgrag.yaml``)."""
+def build_defs(*, pgrag: PgragResource | None = None, query_realm: str | None = None) -> dg.Definitions:
+    """Definitions with the given engine resource (default: settings from ``PGRAG_CONFIG``/``pgrag.yaml``).
+
+    The ``query`` resource reads ``query_realm``, default the first realm the configuration declares.
+    """
+    pgrag = pgrag or PgragResource()
+    realm = query_realm or next(iter(pgrag.settings().realms), "default")
     return dg.Definitions(
         assets=ASSETS,
-        resources={"pgrag": pgrag or PgragResource(), "query": QueryResource(realm="wiki")},
+        resources={"pgrag": pgrag, "query": QueryResource(realm=realm, config_path=pgrag.config_path,
+                                                          database_url=pgrag.database_url)},
     )
 
 
