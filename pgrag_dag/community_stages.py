@@ -82,8 +82,11 @@ def stage_community_hierarchy(engine: Engine, realm: str, space: str) -> StageRe
         entities, relations = store.load_graph(conn, realm, space)
         built = store.parents_fingerprint(conn, realm, space)
     if fp is not None and built == fp:
+        with engine.connect() as conn:
+            parents = store.count_parents(conn, realm, space)
         return StageResult("community_hierarchy", {"skipped": "communities unchanged since the last build",
-                                                   **_usage_delta(engine, before)}, fp[:16], 0)
+                                                   "parents": parents, **_usage_delta(engine, before)},
+                           fp[:16] + f":{parents}", 0)
     if fp is None or engine.settings.communities.levels < 1:
         return StageResult("community_hierarchy", {"parents": 0, "reason": "no communities or levels = 0"}, "empty", 0)
     parents, children = build_hierarchy(members, relations, reports, engine.client(),

@@ -109,13 +109,16 @@ def stage_gated_triples(engine: Engine, realm: str, space: str) -> StageResult:
     decisions = apply_gates(raw, engine.settings.gates)
     contracts.validate(contracts.GateDecisionContract, decisions)
     with engine.connect() as conn, conn.transaction():
-        staging.replace_decisions(conn, realm, space, decisions)
+        stored = staging.load_decisions(conn, realm, space, accepted_only=False)
+        unchanged = frame_hash(stored) == frame_hash(decisions)
+        if not unchanged:  # an identical re-gate writes nothing
+            staging.replace_decisions(conn, realm, space, decisions)
     rejected = decisions.filter(~pl.col("accepted"))
     per_gate = dict(Counter(rejected["gate"].to_list()))
     return StageResult("gated_triples", {
         "entities_accepted": decisions.filter(pl.col("accepted") & (pl.col("kind") == "entity")).height,
         "triples_accepted": decisions.filter(pl.col("accepted") & (pl.col("kind") == "triple")).height,
-        "rejected": rejected.height, "rejections_per_gate": per_gate,
+        "rejected": rejected.height, "rejections_per_gate": per_gate, "rewritten": not unchanged,
         "seconds": round(time.perf_counter() - t0, 3),
     }, frame_hash(decisions), decisions.height)
 

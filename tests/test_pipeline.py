@@ -50,7 +50,12 @@ def test_reindexing_unchanged_sources_calls_no_model_and_writes_nothing(small_co
     index_documents(engine, realm, "main", communities=False)
     calls = len(small_corpus.chat_requests())
     weights = _rows(engine.dsn, realm, "SELECT id, weight, chunk_ids FROM {s}.relations ORDER BY id")
+    decisions = _rows(engine.dsn, realm, "SELECT id FROM {s}.gate_decisions ORDER BY id")
+    xmins = _rows(engine.dsn, realm, "SELECT xmin::text FROM {s}.doc_mentions ORDER BY chunk_id, entity_id")
     meta = _by_stage(index_documents(small_corpus.engine(), realm, "main", communities=False))
+    assert meta["gated_triples"]["rewritten"] is False
+    assert _rows(engine.dsn, realm, "SELECT id FROM {s}.gate_decisions ORDER BY id") == decisions
+    assert _rows(engine.dsn, realm, "SELECT xmin::text FROM {s}.doc_mentions ORDER BY chunk_id, entity_id") == xmins
     assert len(small_corpus.chat_requests()) == calls
     assert meta["chunks"]["chunks_inserted"] == 0 and meta["raw_extractions"]["chunks_extracted"] == 0
     assert meta["relations"]["relations_inserted"] == 0 and meta["relations"]["relations_updated"] == 0

@@ -175,6 +175,15 @@ def parents_fingerprint(conn: psycopg.Connection, realm: str, space: str) -> str
     return None if row is None else str(row[0])
 
 
+def count_parents(conn: psycopg.Connection, realm: str, space: str) -> int:
+    """Number of parent communities (level > 0) of the space."""
+    row = conn.execute(
+        sql.SQL("SELECT count(*) FROM {s}.communities WHERE space = %s AND level > 0")
+        .format(s=sql.Identifier(schema_for(realm))), (space,),
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
 def replace_parents(
     conn: psycopg.Connection, realm: str, space: str, *, fingerprint: str, parents: pl.DataFrame, children: pl.DataFrame,
 ) -> dict[str, int]:

@@ -85,13 +85,17 @@ def replace_mentions(conn: psycopg.Connection, realm: str, space: str, mentions:
     An entity no chunk mentions becomes dormant (``dormant_since = now()``); a mentioned dormant entity
     revives. Returns counts ``mentions``, ``dormant``, ``revived``.
     """
-    conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s").format(_t(realm, "doc_mentions")), (space,))
     pairs = mentions.unique().sort("chunk_id", "entity_id")
-    with conn.cursor() as cur:
-        cur.executemany(
-            sql.SQL("INSERT INTO {} (space, chunk_id, entity_id) VALUES (%s, %s, %s)").format(_t(realm, "doc_mentions")),
-            [(space, c, e) for c, e in pairs.iter_rows()],
-        )
+    stored = conn.execute(
+        sql.SQL("SELECT chunk_id, entity_id FROM {} WHERE space = %s ORDER BY 1, 2").format(_t(realm, "doc_mentions")), (space,),
+    ).fetchall()
+    if stored != list(pairs.iter_rows()):  # an unchanged mention set is left as it is
+        conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s").format(_t(realm, "doc_mentions")), (space,))
+        with conn.cursor() as cur:
+            cur.executemany(
+                sql.SQL("INSERT INTO {} (space, chunk_id, entity_id) VALUES (%s, %s, %s)").format(_t(realm, "doc_mentions")),
+                [(space, c, e) for c, e in pairs.iter_rows()],
+            )
     ent, men = _t(realm, "entities"), _t(realm, "doc_mentions")
     dormant = conn.execute(
         sql.SQL("""UPDATE {e} e SET dormant_since = now() WHERE e.space = %s AND e.dormant_since IS NULL
