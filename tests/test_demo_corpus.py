@@ -1,0 +1,81 @@
+"""The shipped cassette replayed over the bundled Wikipedia corpus: the demo's graph, offline."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from psycopg import sql
+
+from pgrag_dag.config import RealmSpec, SourceSpec, SpaceSpec, load_settings
+from pgrag_dag.engine import Engine
+from pgrag_dag.errors import ExtractionError
+from pgrag_dag.pipeline import index_documents
+from pgrag_dag.store.schema import schema_for
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _engine(pg_dsn: str, realm: str, root: Path = ROOT) -> Engine:
+    """The demo's settings (``pgrag.yaml``) on the test database, with the corpus under ``root``."""
+    spaces = {"demo": SpaceSpec(sources=[SourceSpec(path=Path("corpus/wikipedia"), glob="*.txt")])}
+    settings = load_settings(ROOT / "pgrag.yaml", database_url=pg_dsn, config_dir=root,
+                             realms={realm: RealmSpec(spaces=spaces)})
+    engine = Engine.from_settings(settings)
+    assert engine.import_cassettes() == 149
+    return engine
+
+
+def test_replayed_cassette_builds_the_demo_graph_without_a_model_call(pg_dsn: str, realm: str) -> None:
+    engine = _engine(pg_dsn, realm)
+    meta = {r.stage: r.metadata for r in index_documents(engine, realm, "demo")}
+    assert engine.usage()["model_calls"] == 0 and engine.usage()["cache_hits"] == 58 * 2 + 30 + 2
+    assert meta["chunks"]["chunks"] == 58
+    assert meta["gated_triples"]["rejections_per_gate"] == {
+        "bare_quantity": 2, "confidence_floor": 1, "orphaned_endpoint": 4, "pronominal_name": 2,
+        "self_loop": 1, "vague_predicate": 2,
+    }
+    assert meta["communities"]["communities"] == 30 and meta["community_hierarchy"]["parents"] == 2
+    s = sql.Identifier(schema_for(realm))
+    with engine.connect() as conn:
+        aliases = conn.execute(sql.SQL("SELECT aliases FROM {}.entities WHERE name = 'Charles Babbage'").format(s)).fetchone()
+        assert aliases is not None and "Babbage" in aliases[0]
+        assert conn.execute(sql.SQL("SELECT count(*) FROM {}.entities WHERE lower(name) = 'babbage'").format(s)).fetchone() == (0,)
+        chair = conn.execute(sql.SQL(
+            """SELECT r.valid_from, r.valid_to FROM {s}.relations r JOIN {s}.entities a ON a.id = r.source_id
+               JOIN {s}.entities b ON b.id = r.target_id WHERE a.name = 'Charles Babbage'
+               AND b.name = 'Lucasian Professor of Mathematics' AND r.valid_to = '1839'""").format(s=s)).fetchall()
+        assert chair == [("1828", "1839")]
+        denial = conn.execute(sql.SQL(
+            """SELECT r.weight FROM {s}.relations r JOIN {s}.entities a ON a.id = r.source_id
+               JOIN {s}.entities b ON b.id = r.target_id WHERE a.name = 'Charles Babbage' AND r.predicate = 'built'
+               AND b.name = 'Analytical Engine' AND r.negated""").format(s=s)).fetchone()
+        assert denial is not None and denial[0] >= 2  # stated in several chunks: corroborated, still a denial
+        positive = conn.execute(sql.SQL(
+            """SELECT count(*) FROM {s}.relations r JOIN {s}.entities a ON a.id = r.source_id
+               JOIN {s}.entities b ON b.id = r.target_id WHERE a.name = 'Charles Babbage' AND r.predicate = 'built'
+               AND b.name = 'Analytical Engine' AND NOT r.negated""").format(s=s)).fetchone()
+        assert positive == (0,)
+
+
+def test_a_replay_miss_names_the_chunk_and_leaves_the_run_resumable(pg_dsn: str, realm: str, tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus" / "wikipedia"
+    shutil.copytree(ROOT / "corpus" / "wikipedia", corpus, ignore=shutil.ignore_patterns("responses"))
+    engine = _engine(pg_dsn, realm, tmp_path)
+    index_documents(engine, realm, "demo", communities=False)
+    # an edited document: its unchanged chunks replay, the changed last chunk misses and is reported
+    doc = corpus / "Analytical_Engine.txt"
+    doc.write_text(doc.read_text(encoding="utf-8") + "\n\nA paragraph the cassette has never seen.\n", encoding="utf-8")
+    meta = {r.stage: r.metadata for r in index_documents(engine, realm, "demo", communities=False)}
+    assert meta["raw_extractions"]["chunks_extracted"] == 13 and meta["raw_extractions"]["chunks_failed"] == 1
+    assert meta["raw_extractions"]["failures"][0].startswith(
+        "corpus/wikipedia/Analytical_Engine.txt#12: replay miss for extract prompt")
+    # a new document that no response was recorded for: every chunk misses, so the run raises
+    (corpus / "Zz_New.txt").write_text("Charles Babbage met Mary Somerville in London.\n", encoding="utf-8")
+    with pytest.raises(ExtractionError, match=r"Zz_New\.txt#0: replay miss for extract prompt"):
+        index_documents(engine, realm, "demo", communities=False)
+    with engine.connect() as conn:  # what was extracted before is intact; the failed chunks stay pending
+        ok = conn.execute(sql.SQL("SELECT count(*) FROM {}.raw_extractions WHERE parse_status = 'ok'")
+                          .format(sql.Identifier(schema_for(realm)))).fetchone()
+    assert ok is not None and ok[0] == (58 - 1) * 2
