@@ -1,4 +1,4 @@
-"""``pgrag`` command line: demo, index, query, cassette import/export, partitions.
+"""``pgrag`` command line: demo, index, query, cassette import/export.
 
 Every command reads the settings from ``PGRAG_CONFIG`` (default ``./pgrag.yaml``) and ``PGRAG_``
 environment variables. Errors of the engine are printed as one line and exit with status 2.

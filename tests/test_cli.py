@@ -1,0 +1,54 @@
+"""The ``pgrag`` command line on a real database: index, query --json, cassette round trip, errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from pgrag_dag.cli import app
+from tests.fix_corpus import SmallCorpus
+
+runner = CliRunner()
+
+
+@pytest.fixture
+def cli_env(small_corpus: SmallCorpus, monkeypatch: pytest.MonkeyPatch) -> SmallCorpus:
+    monkeypatch.setenv("PGRAG_CONFIG", str(small_corpus.config))
+    return small_corpus
+
+
+def test_index_then_query_json_returns_the_walked_graph(cli_env: SmallCorpus, realm: str) -> None:
+    out = runner.invoke(app, ["index", f"{realm}.main"])
+    assert out.exit_code == 0, out.output
+    assert "relations:" in out.output
+    out = runner.invoke(app, ["query", "Who worked with Charles Babbage?", "--realm", realm, "--space", "main", "--json"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    names = {e["name"] for e in data["entities"]}
+    assert "Charles Babbage" in names
+    triples = {(r["subject"], r["predicate"], r["object"]) for r in data["relations"]}
+    assert ("Ada Lovelace", "worked_with", "Charles Babbage") in triples
+    assert data["assembly"]["total"]["chars_placed"] == data["assembly"]["total"]["chars_retrieved"] > 0
+
+
+def test_cassette_export_and_import_round_trip(cli_env: SmallCorpus, realm: str, tmp_path: Path) -> None:
+    assert runner.invoke(app, ["index", f"{realm}.main"]).exit_code == 0
+    path = tmp_path / "cassette.jsonl"
+    out = runner.invoke(app, ["cassette", "export", str(path), "--purpose", "extract"])
+    assert out.exit_code == 0, out.output
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    assert lines and all(e["purpose"] == "extract" for e in lines)
+    assert any(e["model"] == cli_env.model for e in lines)
+    out = runner.invoke(app, ["cassette", "import", str(path)])
+    assert out.exit_code == 0 and f"{len(lines)} responses read" in out.output
+
+
+def test_engine_errors_exit_2_with_one_line(cli_env: SmallCorpus) -> None:
+    out = runner.invoke(app, ["index", 'x"; drop schema public; --.main'])
+    assert out.exit_code == 2
+    assert "InvalidNameError" in out.output
+    out = runner.invoke(app, ["query", "anything", "--realm", "nosuchrealm", "--space", "main", "--json"])
+    assert out.exit_code == 2 and "QueryError" in out.output
