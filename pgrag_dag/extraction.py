@@ -50,6 +50,8 @@ def parse_json_object(text: str) -> dict[str, Any]:
     if len(candidates) > 1:
         raise ValueError("more than one fenced block")
     body = candidates[0].strip()
+    if body.startswith("["):
+        raise ValueError("the JSON value is an array, not an object")
     start, end = body.find("{"), body.rfind("}")
     if start < 0 or end <= start:
         raise ValueError("no JSON object in the response")

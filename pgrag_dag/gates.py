@@ -57,8 +57,10 @@ PRONOUNS = frozenset({
     "our", "you", "your", "i", "me", "my", "this", "that", "these", "those", "who", "whom", "which",
     "himself", "herself", "itself", "themselves", "someone", "somebody", "everyone", "one",
 })
-_RELATIVE_HEADS = ("his ", "her ", "their ", "its ", "my ", "our ", "your ", "the company", "the firm",
-                   "the author", "the man", "the woman", "the city", "the country", "this ", "that ", "these ", "those ")
+_RELATIVE = re.compile(
+    r"^(?:(?:his|her|their|its|my|our|your|this|that|these|those)\s"
+    r"|the (?:company|firm|author|man|woman|city|country|group|team|government|person)\b)"
+)
 _AUXILIARIES = ("has_been_", "have_been_", "had_been_", "was_", "were_", "is_", "are_", "been_", "being_")
 _QUANTITY = re.compile(
     r"^[~≈<>]?\s*[$£€¥]?\s*\d[\d.,]*\s*(?i:%|percent|per\s*cent|k|m|bn|thousand|million|billion|trillion)?"
@@ -123,7 +125,7 @@ def name_gate(name: str, settings: GateSettings, known: frozenset[str] = frozens
     if len(name) > settings.max_name_chars:
         return Gate.OVERLONG_NAME
     low = name.lower()
-    if low in PRONOUNS or low.startswith(_RELATIVE_HEADS):
+    if low in PRONOUNS or _RELATIVE.match(low):
         return Gate.PRONOMINAL_NAME
     if _QUANTITY.match(name) or _CURRENCY_WORD.match(name):
         return Gate.BARE_QUANTITY

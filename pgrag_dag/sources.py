@@ -31,7 +31,11 @@ def list_source_files(settings: Settings, spec: SpaceSpec) -> list[Path]:
         if path.is_file():
             found = [path]
         elif path.is_dir():
-            found = sorted(p for p in path.glob(src.glob) if p.is_file())
+            matched = sorted(path.glob(src.glob))
+            broken = [p for p in matched if p.is_symlink() and not p.exists()]
+            if broken:
+                raise SourceError(str(broken[0]), "is a broken symbolic link")
+            found = [p for p in matched if p.is_file()]
             if not found:
                 raise ConfigurationError(f"source {path} matches no file for glob {src.glob!r}")
         else:

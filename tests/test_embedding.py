@@ -67,6 +67,7 @@ def test_make_embedder_chooses_by_model_name() -> None:
     assert isinstance(make_embedder(EmbeddingSettings(model="openai/text-embedding-3-small", dim=64)), LiteLLMEmbedder)
 
 
+@pytest.mark.live
 def test_litellm_embedder_returns_vectors_of_the_configured_width(stub_llm: StubServer) -> None:
     settings = EmbeddingSettings(model="openai/stub-emb", dim=384, api_base=stub_llm.base_url, api_key="x",
                                  batch_size=2)
@@ -81,6 +82,7 @@ def test_litellm_embedder_returns_vectors_of_the_configured_width(stub_llm: Stub
     assert embedding_calls[0]["body"]["model"] == "stub-emb"
 
 
+@pytest.mark.live
 def test_litellm_embedder_raises_schema_mismatch_when_the_width_differs(stub_llm: StubServer) -> None:
     settings = EmbeddingSettings(model="openai/stub-emb", dim=256, api_base=stub_llm.base_url, api_key="x")
     with pytest.raises(SchemaMismatchError) as info:

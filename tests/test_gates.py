@@ -63,11 +63,6 @@ def test_pronominal_names_are_rejected(name: str) -> None:
     assert frame.select("accepted", "gate", "offending_value").rows() == [(False, "pronominal_name", name)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug: gates.name_gate matches _RELATIVE_HEADS with str.startswith and no word boundary, "
-    "so 'the man'/'the author'/'the firm' also refuse The Manhattan Project, The Authority, The Firmament",
-)
 @pytest.mark.parametrize("name", ["The Manhattan Project", "The Manchester Guardian", "The Authority", "The Firmament"])
 def test_proper_names_that_merely_begin_like_a_relative_description_survive(name: str) -> None:
     assert name_gate(name, DEFAULT) is None

@@ -255,11 +255,6 @@ def test_a_malformed_cassette_line_raises_configuration_error_naming_file_and_li
     assert f"{path}:3" in str(info.value) and reason in str(info.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug: store/cache.py import_cassette evaluates `f not in entry` on whatever json.loads "
-    "returned, so a line holding a JSON scalar (null, 5) raises TypeError instead of ConfigurationError",
-)
 @pytest.mark.parametrize("bad", ["null", "5"])
 def test_a_cassette_line_that_is_not_an_object_raises_configuration_error(
     conn: psycopg.Connection, tmp_path: Path, bad: str

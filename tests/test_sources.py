@@ -14,12 +14,6 @@ from pgrag_dag.errors import ConfigurationError, SourceError
 from pgrag_dag.sources import DOCUMENT_COLUMNS, list_source_files, load_documents, read_document
 
 
-@pytest.fixture(autouse=True)
-def _no_yaml(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """Keep the repository's pgrag.yaml out of these settings."""
-    monkeypatch.setenv("PGRAG_CONFIG", str(tmp_path / "absent.yaml"))
-
-
 def _settings(tmp_path: Path, *sources: SourceSpec, order: str = "filename") -> Settings:
     return Settings(
         config_dir=tmp_path,
@@ -92,11 +86,6 @@ def test_a_dangling_symlink_named_as_a_source_raises_configuration_error_naming_
     assert str(tmp_path / "never-written.txt") in str(info.value) and "does not exist" in str(info.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="product bug: list_source_files filters glob matches with Path.is_file(), so a dangling symlink "
-    "matched by the glob is silently dropped instead of failing the run naming it (fail-open, §3.5)",
-)
 def test_a_dangling_symlink_matched_by_the_glob_fails_the_run_naming_it(tmp_path: Path) -> None:
     corpus = tmp_path / "corpus"
     corpus.mkdir()

@@ -93,9 +93,11 @@ def import_cassette(conn: psycopg.Connection, path: Path) -> int:
                 continue
             try:
                 entry = json.loads(line)
-                missing = [f for f in ("key", "prompt_key", "model", "request", "response") if f not in entry]
             except json.JSONDecodeError as exc:
                 raise ConfigurationError(f"cassette {path}:{lineno}: not JSON ({exc})") from exc
+            if not isinstance(entry, dict):
+                raise ConfigurationError(f"cassette {path}:{lineno}: not a JSON object")
+            missing = [f for f in ("key", "prompt_key", "model", "request", "response") if f not in entry]
             if missing:
                 raise ConfigurationError(f"cassette {path}:{lineno}: missing fields {missing}")
             put(conn, entry)
