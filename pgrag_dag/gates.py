@@ -59,7 +59,7 @@ PRONOUNS = frozenset({
 })
 _RELATIVE = re.compile(
     r"^(?:(?:his|her|their|its|my|our|your|this|that|these|those)\s"
-    r"|the (?:company|firm|author|man|woman|city|country|group|team|government|person)\b)"
+    r"|the (?:company|firm|author|man|woman|city|country|group|team|government|person)$)"
 )
 _AUXILIARIES = ("has_been_", "have_been_", "had_been_", "was_", "were_", "is_", "are_", "been_", "being_")
 _QUANTITY = re.compile(
