@@ -487,7 +487,7 @@ def markdown(results: list[dict[str, Any]]) -> str:
         ("documents", [fmt(r["documents"]) for r in results]),
         ("chunks", [fmt(r["chunks"]) for r in results]),
         ("repeats (median shown)", [fmt(r["repeats"]) for r in results]),
-        *[(f"{s} (s)", [fmt(r["seconds_per_stage"].get(s), 3) for r in results]) for s in stages],
+        *[(f"stage {s} (s)", [fmt(r["seconds_per_stage"].get(s), 3) for r in results]) for s in stages],
         ("index stages total (s)", [fmt(r["seconds_index_total"], 3) for r in results]),
         ("chunks/s overall (6 index stages)", [fmt(r["chunks_per_s_overall"], 1) for r in results]),
         ("graph-writing stages (s)", [fmt(r["seconds_graph_writing"], 3) for r in results]),
@@ -513,7 +513,8 @@ def main() -> int:
                     help="embedded PostgreSQL data dir (kept running); default a temporary one, removed afterwards")
     ap.add_argument("--communities", action="store_true",
                     help="also time the community stages on (b), with synthetic reports from a local stub model "
-                         "(on (a) they run whenever the cassette holds report responses)")
+                         "(on (a) they run whenever the cassette holds report responses); their time on (b) includes "
+                         "the litellm import and loopback HTTP, so it is not a report-throughput figure")
     ap.add_argument("--repeat", type=int, default=1, help="runs per corpus, each on a fresh realm; medians are reported")
     ap.add_argument("--profile", action="store_true",
                     help="run every stage under cProfile; .prof files go to evaluation/results/ (timings inflated)")

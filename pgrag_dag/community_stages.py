@@ -15,7 +15,7 @@ from pgrag_dag import contracts
 from pgrag_dag.communities import build_hierarchy, detect_communities, graph_fingerprint, write_reports
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import ModelError
-from pgrag_dag.pipeline import StageResult, _usage_delta
+from pgrag_dag.pipeline import StageResult, usage_delta
 from pgrag_dag.store import communities as store
 from pgrag_dag.store import graph, vectors
 
@@ -48,7 +48,7 @@ def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
         with engine.connect() as conn:
             members, reports, _ = store.load_base(conn, realm, space)
         return StageResult("communities", {"skipped": "graph unchanged since the last build", "communities": reports.height,
-                                           **_usage_delta(engine, before)}, fp[:16], members.height)
+                                           **usage_delta(engine, before)}, fp[:16], members.height)
     clusters = detect_communities(entities, relations, settings=cs)
     reports, failures = write_reports(clusters, entities, relations, engine.client(),
                                       concurrency=engine.settings.extraction.concurrency)
@@ -69,7 +69,7 @@ def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
         "communities": counts["communities"], "members": counts["members"], "clusters_found": int(clusters["cluster"].n_unique()),
         "reports_failed": len(failures), "report_failures": failures[:20], "embedded": embedded,
         "largest": int(sizes["size"].max() or 0) if sizes.height else 0,
-        **_usage_delta(engine, before), "seconds": round(time.perf_counter() - t0, 3),
+        **usage_delta(engine, before), "seconds": round(time.perf_counter() - t0, 3),
     }, fp[:16], audit.height)
 
 
@@ -85,7 +85,7 @@ def stage_community_hierarchy(engine: Engine, realm: str, space: str) -> StageRe
         with engine.connect() as conn:
             parents = store.count_parents(conn, realm, space)
         return StageResult("community_hierarchy", {"skipped": "communities unchanged since the last build",
-                                                   "parents": parents, **_usage_delta(engine, before)},
+                                                   "parents": parents, **usage_delta(engine, before)},
                            fp[:16] + f":{parents}", 0)
     if fp is None or engine.settings.communities.levels < 1:
         return StageResult("community_hierarchy", {"parents": 0, "reason": "no communities or levels = 0"}, "empty", 0)
@@ -99,5 +99,5 @@ def stage_community_hierarchy(engine: Engine, realm: str, space: str) -> StageRe
         embedded = _embed_reports(engine, conn, realm, space)
     return StageResult("community_hierarchy", {
         "parents": counts["parents"], "children": counts["children"], "embedded": embedded,
-        **_usage_delta(engine, before), "seconds": round(time.perf_counter() - t0, 3),
+        **usage_delta(engine, before), "seconds": round(time.perf_counter() - t0, 3),
     }, fp[:16] + f":{counts['parents']}", edges.height)

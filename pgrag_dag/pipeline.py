@@ -27,7 +27,7 @@ from pgrag_dag.names import validate_realm, validate_space
 from pgrag_dag.relations import build_relations
 from pgrag_dag.resolution import resolve_entities
 from pgrag_dag.sources import load_documents
-from pgrag_dag.store import documents, graph, staging
+from pgrag_dag.store import documents, graph, staging, vectors
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,8 @@ def frame_hash(frame: pl.DataFrame) -> str:
     return h.hexdigest()[:16]
 
 
-def _usage_delta(engine: Engine, before: dict[str, Any]) -> dict[str, Any]:
+def usage_delta(engine: Engine, before: dict[str, Any]) -> dict[str, Any]:
+    """Model usage (calls, cache hits, tokens, cost) since ``before`` (an earlier ``engine.usage()``)."""
     after = engine.usage()
     return {k: round(after[k] - before.get(k, 0), 6) if isinstance(after[k], float) else after[k] - before.get(k, 0)
             for k in after}
@@ -97,7 +98,7 @@ def stage_raw_extractions(engine: Engine, realm: str, space: str) -> StageResult
         "chunks_extracted": todo.height, "chunks_failed": failed.height,
         "failures": failed["error"].to_list()[:20], "passes_written": raw.height,
         "gleaning_failures": raw.filter((pl.col("pass") > 0) & (pl.col("parse_status") != "ok")).height,
-        **_usage_delta(engine, before), "seconds": round(time.perf_counter() - t0, 3),
+        **usage_delta(engine, before), "seconds": round(time.perf_counter() - t0, 3),
     }, frame_hash(stored.select("chunk_id", "pass", "raw_text", "parse_status")), raw.height)
 
 
@@ -178,8 +179,6 @@ def stage_embeddings(engine: Engine, realm: str, space: str) -> StageResult:
     Embedding failures raise (no fallback vector is ever mixed in). The audit frame of every stored
     vector is checked against :class:`EmbeddingContract` (width = the realm's, no NaN).
     """
-    from pgrag_dag.store import vectors
-
     t0 = time.perf_counter()
     embedder = engine.embedder()
     counts: dict[str, int] = {}

@@ -29,7 +29,9 @@ ENTITY_SCHEMA: dict[str, Any] = {
 
 
 @dataclass
-class _Vertex:
+class Vertex:
+    """One entity vertex during resolution: ``id`` is ``None`` until a new vertex is written."""
+
     id: int | None
     name: str
     entity_type: str
@@ -42,7 +44,7 @@ class _Vertex:
 class Resolution:
     """The resolved vertices and the surface-form lookup (see module docstring)."""
 
-    vertices: list[_Vertex] = field(default_factory=list)
+    vertices: list[Vertex] = field(default_factory=list)
     lookup: dict[str, int] = field(default_factory=dict)
 
     def index_of(self, name: str) -> int | None:
@@ -59,7 +61,7 @@ class Resolution:
         return pl.DataFrame(rows, schema=ENTITY_SCHEMA)
 
 
-def merge_into(v: _Vertex, name: str, entity_type: str, description: str, aliases: list[str]) -> None:
+def merge_into(v: Vertex, name: str, entity_type: str, description: str, aliases: list[str]) -> None:
     """Merge one record into a vertex under §4.6's policy (a specific value never loses to a placeholder).
 
     The longer surface form becomes canonical and the shorter an alias; a bare ``Concept`` type never
@@ -93,7 +95,7 @@ def resolve_entities(existing: pl.DataFrame, decisions: pl.DataFrame) -> Resolut
     """
     res = Resolution()
     for row in existing.iter_rows(named=True):
-        v = _Vertex(row["id"], row["name"], row["entity_type"] or GENERIC_TYPE, row["description"] or "",
+        v = Vertex(row["id"], row["name"], row["entity_type"] or GENERIC_TYPE, row["description"] or "",
                     list(row["aliases"] or []))
         _register(res, v)
     for row in decisions.iter_rows(named=True):
@@ -101,7 +103,7 @@ def resolve_entities(existing: pl.DataFrame, decisions: pl.DataFrame) -> Resolut
         aliases = list(row["aliases"] or [])
         idx = _find(res, name, aliases)
         if idx is None:
-            v = _Vertex(None, name, row["entity_type"] or GENERIC_TYPE, row["description"] or "", [], changed=True)
+            v = Vertex(None, name, row["entity_type"] or GENERIC_TYPE, row["description"] or "", [], changed=True)
             merge_into(v, name, "", "", aliases)
             v.changed = True
             _register(res, v)
@@ -128,7 +130,7 @@ def _find(res: Resolution, name: str, aliases: list[str]) -> int | None:
     return None
 
 
-def _register(res: Resolution, v: _Vertex) -> None:
+def _register(res: Resolution, v: Vertex) -> None:
     idx = len(res.vertices)
     res.vertices.append(v)
     res.lookup[identity_key(v.name)] = idx  # canonical names take precedence over aliases

@@ -14,11 +14,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from pgrag_dag.names import schema_for
-
-
-def _t(realm: str, table: str) -> sql.Composed:
-    return sql.SQL("{}.{}").format(sql.Identifier(schema_for(realm)), sql.Identifier(table))
+from pgrag_dag.store.schema import qualified as _t
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from pgrag_dag.gates import identity_key
-from pgrag_dag.resolution import ENTITY_SCHEMA, Resolution, merge_into
-from pgrag_dag.store.documents import _t
+from pgrag_dag.resolution import ENTITY_SCHEMA, Resolution, Vertex, merge_into
+from pgrag_dag.store.schema import qualified as _t
 
 
 def lock_partition(conn: psycopg.Connection, realm: str, space: str) -> None:
@@ -66,9 +66,7 @@ def write_entities(conn: psycopg.Connection, realm: str, space: str, res: Resolu
             (space, v.name),
         ).fetchone()
         assert winner is not None  # the conflict proves it exists
-        from pgrag_dag.resolution import _Vertex
-
-        w = _Vertex(winner[0], winner[1], winner[2], winner[3], list(winner[4]))
+        w = Vertex(winner[0], winner[1], winner[2], winner[3], list(winner[4]))
         merge_into(w, v.name, v.entity_type, v.description, v.aliases)
         conn.execute(
             sql.SQL("UPDATE {} SET entity_type = %s, description = %s, aliases = %s, t_updated = now() WHERE id = %s").format(table),

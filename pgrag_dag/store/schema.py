@@ -276,5 +276,10 @@ def verify_embedding_columns(conn: psycopg.Connection, realm: str, dim: int) -> 
             raise SchemaMismatchError(f"{schema}.{table}.embedding", expected, row[0] if row else None)
 
 
+def qualified(realm: str, table: str) -> sql.Composed:
+    """``pgrag_<realm>.<table>`` as a composed SQL identifier (the realm is validated)."""
+    return sql.SQL("{}.{}").format(sql.Identifier(schema_for(realm)), sql.Identifier(table))
+
+
 def _statements(ddl: str) -> list[str]:
     return [s.strip() for s in ddl.split(";\n") if s.strip()]

@@ -15,7 +15,7 @@ from psycopg.types.json import Jsonb
 
 from pgrag_dag.extraction import RAW_SCHEMA
 from pgrag_dag.gates import DECISION_SCHEMA
-from pgrag_dag.store.documents import _t
+from pgrag_dag.store.schema import qualified as _t
 
 
 def chunks_needing_extraction(conn: psycopg.Connection, realm: str, space: str) -> pl.DataFrame:

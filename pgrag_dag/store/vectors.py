@@ -11,7 +11,7 @@ import polars as pl
 import psycopg
 from psycopg import sql
 
-from pgrag_dag.store.documents import _t
+from pgrag_dag.store.schema import qualified as _t
 
 # The text each table embeds, as a SQL expression over the row.
 EMBED_TEXT = {
