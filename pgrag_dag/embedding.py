@@ -56,11 +56,13 @@ class HashingEmbedder:
 
     def embed_one(self, text: str) -> np.ndarray:
         """One text → float32 vector of shape (dim,), unit L2 norm."""
-        vec = np.zeros(self.dim, dtype=np.float32)
         words = [w.lower() for w in _TOKEN.findall(text)]
-        for feat in words + [f"{a} {b}" for a, b in zip(words, words[1:])]:
-            bucket, value = self._feature(feat)
-            vec[bucket] += value
+        feats = [self._feature(f) for f in words + [f"{a} {b}" for a, b in zip(words, words[1:])]]
+        if feats:
+            buckets, values = zip(*feats)
+            vec = np.bincount(buckets, weights=values, minlength=self.dim).astype(np.float32)
+        else:
+            vec = np.zeros(self.dim, dtype=np.float32)
         norm = float(np.linalg.norm(vec))
         if norm == 0.0:
             vec[0] = 1.0

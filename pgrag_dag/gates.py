@@ -15,6 +15,7 @@ orphaned endpoint and no stub vertex is made for it.
 from __future__ import annotations
 
 import enum
+import functools
 import json
 import re
 import unicodedata
@@ -75,6 +76,7 @@ _ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))
 _QUOTES = "\"'“”‘’«»`"
 
 
+@functools.lru_cache(maxsize=200_000)
 def identity_key(name: str) -> str:
     """The form names are compared in (§4.6): NFC, zero-width characters removed, wrapping quote
     marks stripped, whitespace collapsed, lowercased."""
@@ -87,6 +89,11 @@ def clean_name(name: Any) -> str:
     """A surface name as stored: NFC, zero-width removed, wrapping quotes stripped, whitespace collapsed."""
     if not isinstance(name, str):
         return ""
+    return _clean(name)
+
+
+@functools.lru_cache(maxsize=200_000)
+def _clean(name: str) -> str:
     s = unicodedata.normalize("NFC", name).translate(_ZERO_WIDTH)
     return " ".join(s.split()).strip(_QUOTES).strip()
 

@@ -47,8 +47,9 @@ class StageResult:
 def frame_hash(frame: pl.DataFrame) -> str:
     """A stable 16-hex-digit hash of a frame's rows (sorted), for data versions."""
     h = hashlib.sha256()
-    for row in sorted(json.dumps(r, sort_keys=True, default=str) for r in frame.iter_rows(named=True)):
-        h.update(row.encode())
+    lines = frame.select(sorted(frame.columns)).write_ndjson().splitlines() if frame.height else []
+    for line in sorted(lines):
+        h.update(line.encode())
     return h.hexdigest()[:16]
 
 

@@ -35,32 +35,50 @@ def load_entities(conn: psycopg.Connection, realm: str, space: str) -> pl.DataFr
 
 
 def write_entities(conn: psycopg.Connection, realm: str, space: str, res: Resolution) -> dict[str, int]:
+    """Apply a :class:`Resolution` in one transaction (a savepoint inside the caller's); see :func:`_write_entities`."""
+    with conn.transaction():
+        return _write_entities(conn, realm, space, res)
+
+
+def _write_entities(conn: psycopg.Connection, realm: str, space: str, res: Resolution) -> dict[str, int]:
     """Apply a :class:`Resolution`: update changed vertices, insert new ones, fill in their ids.
 
     A new vertex whose name another writer inserted meanwhile loses the unique-index race and is
     merged into the winner (§4.6). Returns counts ``inserted``, ``updated``.
     """
     table = _t(realm, "entities")
-    inserted = updated = 0
-    for v in res.vertices:
-        if v.id is not None:
-            if v.changed:
-                conn.execute(
-                    sql.SQL("""UPDATE {} SET name = %s, entity_type = %s, description = %s, aliases = %s,
-                                             t_updated = now() WHERE id = %s""").format(table),
-                    (v.name, v.entity_type, v.description, v.aliases, v.id),
-                )
-                updated += 1
-            continue
-        row = conn.execute(
-            sql.SQL("""INSERT INTO {} (space, name, entity_type, description, aliases) VALUES (%s, %s, %s, %s, %s)
-                       ON CONFLICT (space, lower(name)) DO NOTHING RETURNING id""").format(table),
-            (space, v.name, v.entity_type, v.description, v.aliases),
-        ).fetchone()
-        if row is not None:
-            v.id = row[0]
-            inserted += 1
-            continue
+    updated = 0
+    changed = [v for v in res.vertices if v.id is not None and v.changed]
+    if changed:
+        with conn.cursor() as cur:
+            cur.executemany(
+                sql.SQL("""UPDATE {} SET name = %s, entity_type = %s, description = %s, aliases = %s,
+                                         t_updated = now() WHERE id = %s""").format(table),
+                [(v.name, v.entity_type, v.description, v.aliases, v.id) for v in changed],
+            )
+        updated = len(changed)
+    new = [v for v in res.vertices if v.id is None]
+    if not new:
+        return {"inserted": 0, "updated": updated}
+    conn.execute("""CREATE TEMP TABLE IF NOT EXISTS pgrag_incoming_ent (ord integer, name text, entity_type text,
+                        description text, aliases text[]) ON COMMIT DROP""")
+    conn.execute("TRUNCATE pgrag_incoming_ent")
+    with conn.cursor() as cur, cur.copy("COPY pgrag_incoming_ent FROM STDIN") as copy:
+        for i, v in enumerate(new):
+            copy.write_row((i, v.name, v.entity_type, v.description, v.aliases))
+    rows = conn.execute(
+        sql.SQL("""INSERT INTO {} (space, name, entity_type, description, aliases)
+                   SELECT %s, name, entity_type, description, aliases FROM pgrag_incoming_ent ORDER BY ord
+                   ON CONFLICT (space, lower(name)) DO NOTHING RETURNING id, lower(name)""").format(table),
+        (space,),
+    ).fetchall()
+    ids = {lname: i for i, lname in rows}
+    losers = []
+    for v in new:
+        v.id = ids.get(v.name.lower())
+        if v.id is None:
+            losers.append(v)
+    for v in losers:  # another writer inserted this name meanwhile: merge into the winner (§4.6)
         winner = conn.execute(
             sql.SQL("SELECT id, name, entity_type, description, aliases FROM {} WHERE space = %s AND lower(name) = lower(%s)").format(table),
             (space, v.name),
@@ -73,8 +91,7 @@ def write_entities(conn: psycopg.Connection, realm: str, space: str, res: Resolu
             (w.entity_type, w.description, w.aliases, w.id),
         )
         v.id = w.id
-        updated += 1
-    return {"inserted": inserted, "updated": updated}
+    return {"inserted": len(rows), "updated": updated + len(losers)}
 
 
 def replace_mentions(conn: psycopg.Connection, realm: str, space: str, mentions: pl.DataFrame) -> dict[str, int]:
@@ -89,11 +106,11 @@ def replace_mentions(conn: psycopg.Connection, realm: str, space: str, mentions:
     ).fetchall()
     if stored != list(pairs.iter_rows()):  # an unchanged mention set is left as it is
         conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s").format(_t(realm, "doc_mentions")), (space,))
-        with conn.cursor() as cur:
-            cur.executemany(
-                sql.SQL("INSERT INTO {} (space, chunk_id, entity_id) VALUES (%s, %s, %s)").format(_t(realm, "doc_mentions")),
-                [(space, c, e) for c, e in pairs.iter_rows()],
-            )
+        with conn.cursor() as cur, cur.copy(
+            sql.SQL("COPY {} (space, chunk_id, entity_id) FROM STDIN").format(_t(realm, "doc_mentions"))
+        ) as copy:
+            for c, e in pairs.iter_rows():
+                copy.write_row((space, c, e))
     ent, men = _t(realm, "entities"), _t(realm, "doc_mentions")
     dormant = conn.execute(
         sql.SQL("""UPDATE {e} e SET dormant_since = now() WHERE e.space = %s AND e.dormant_since IS NULL
@@ -122,47 +139,57 @@ def entity_lookup(conn: psycopg.Connection, realm: str, space: str) -> tuple[dic
 
 
 def write_relations(conn: psycopg.Connection, realm: str, space: str, relations: pl.DataFrame) -> dict[str, int]:
-    """Upsert the ``relations`` frame: one edge per (source, predicate, target, negated).
+    """Upsert the ``relations`` frame in one transaction (a savepoint inside the caller's); see :func:`_write_relations`."""
+    with conn.transaction():
+        return _write_relations(conn, realm, space, relations)
 
-    Unchanged edges are not touched; a stored edge absent from ``relations`` (no contributing chunk
-    left) becomes dormant; a present dormant one revives. Returns counts ``inserted``, ``updated``,
-    ``dormant``, ``revived``.
+
+def _write_relations(conn: psycopg.Connection, realm: str, space: str, relations: pl.DataFrame) -> dict[str, int]:
+    """Upsert the ``relations`` frame: one edge per (source, predicate, target, negated), set-based.
+
+    The frame is copied into a temporary table and merged in one statement. Unchanged edges are not
+    touched; a stored validity period is never erased by an observation without one; a stored edge
+    absent from ``relations`` (no contributing chunk left) becomes dormant; a present dormant one
+    revives. Returns counts ``inserted``, ``updated``, ``dormant``.
     """
     table = _t(realm, "relations")
-    conn.execute("CREATE TEMP TABLE IF NOT EXISTS pgrag_incoming_rel (source_id bigint, target_id bigint, predicate text, negated boolean) ON COMMIT DROP")
+    conn.execute("""CREATE TEMP TABLE IF NOT EXISTS pgrag_incoming_rel (
+                        source_id bigint, target_id bigint, predicate text, negated boolean, description text,
+                        chunk_ids bigint[], weight integer, confidence double precision, payload jsonb, rendered text)
+                    ON COMMIT DROP""")
     conn.execute("TRUNCATE pgrag_incoming_rel")
-    inserted = updated = 0
-    with conn.cursor() as cur:
+    with conn.cursor() as cur, cur.copy(
+        "COPY pgrag_incoming_rel (source_id, target_id, predicate, negated, description, chunk_ids, weight,"
+        " confidence, payload, rendered) FROM STDIN"
+    ) as copy:
         for r in relations.iter_rows(named=True):
             payload = {k: r[k] for k in ("valid_from", "valid_to") if r[k]}
-            cur.execute(
-                sql.SQL("""INSERT INTO {t} AS r (space, source_id, target_id, predicate, negated, description, chunk_ids,
-                                                  weight, confidence, payload, rendered)
-                           VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)
-                           ON CONFLICT (space, source_id, predicate, target_id, negated) DO UPDATE SET
-                               description = EXCLUDED.description, chunk_ids = EXCLUDED.chunk_ids, weight = EXCLUDED.weight,
-                               confidence = EXCLUDED.confidence, payload = r.payload || EXCLUDED.payload,
-                               rendered = EXCLUDED.rendered, dormant_since = NULL
-                           WHERE (r.description, r.chunk_ids, r.weight, r.confidence, r.rendered, r.dormant_since)
-                                 IS DISTINCT FROM (EXCLUDED.description, EXCLUDED.chunk_ids, EXCLUDED.weight,
-                                                   EXCLUDED.confidence, EXCLUDED.rendered, NULL::timestamptz)
-                                 OR NOT (r.payload @> EXCLUDED.payload)
-                           RETURNING (xmax = 0)""").format(t=table),
-                (space, r["source_id"], r["target_id"], r["predicate"], r["negated"], r["description"], r["chunk_ids"],
-                 r["weight"], r["confidence"], Jsonb(payload), r["rendered"]),
-            )
-            row = cur.fetchone()
-            if row is not None:
-                inserted, updated = (inserted + 1, updated) if row[0] else (inserted, updated + 1)
-            cur.execute("INSERT INTO pgrag_incoming_rel VALUES (%s, %s, %s, %s)",
-                        (r["source_id"], r["target_id"], r["predicate"], r["negated"]))
+            copy.write_row((r["source_id"], r["target_id"], r["predicate"], r["negated"], r["description"],
+                            r["chunk_ids"], r["weight"], r["confidence"], Jsonb(payload), r["rendered"]))
+    rows = conn.execute(
+        sql.SQL("""INSERT INTO {t} AS r (space, source_id, target_id, predicate, negated, description, chunk_ids,
+                                          weight, confidence, payload, rendered)
+                   SELECT %s, source_id, target_id, predicate, negated, description, chunk_ids, weight, confidence,
+                          payload, rendered FROM pgrag_incoming_rel ORDER BY source_id, predicate, target_id, negated
+                   ON CONFLICT (space, source_id, predicate, target_id, negated) DO UPDATE SET
+                       description = EXCLUDED.description, chunk_ids = EXCLUDED.chunk_ids, weight = EXCLUDED.weight,
+                       confidence = EXCLUDED.confidence, payload = r.payload || EXCLUDED.payload,
+                       rendered = EXCLUDED.rendered, dormant_since = NULL
+                   WHERE (r.description, r.chunk_ids, r.weight, r.confidence, r.rendered, r.dormant_since)
+                         IS DISTINCT FROM (EXCLUDED.description, EXCLUDED.chunk_ids, EXCLUDED.weight,
+                                           EXCLUDED.confidence, EXCLUDED.rendered, NULL::timestamptz)
+                         OR NOT (r.payload @> EXCLUDED.payload)
+                   RETURNING (xmax = 0)""").format(t=table),
+        (space,),
+    ).fetchall()
+    inserted = sum(1 for (new,) in rows if new)
     dormant = conn.execute(
         sql.SQL("""UPDATE {t} r SET dormant_since = now() WHERE r.space = %s AND r.dormant_since IS NULL AND NOT EXISTS (
                    SELECT 1 FROM pgrag_incoming_rel i WHERE (i.source_id, i.target_id, i.predicate, i.negated)
                                                           = (r.source_id, r.target_id, r.predicate, r.negated))""").format(t=table),
         (space,),
     ).rowcount
-    return {"inserted": inserted, "updated": updated, "dormant": dormant}
+    return {"inserted": inserted, "updated": len(rows) - inserted, "dormant": dormant}
 
 
 def graph_counts(conn: psycopg.Connection, realm: str, space: str) -> dict[str, int]:

@@ -69,12 +69,9 @@ def replace_decisions(conn: psycopg.Connection, realm: str, space: str, decision
     """Replace the space's gate decisions with ``decisions`` (the ``gate_decisions`` frame)."""
     conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s").format(_t(realm, "gate_decisions")), (space,))
     cols = sql.SQL(", ").join(sql.Identifier(c) for c in ["space", *_DECISION_COLS])
-    marks = sql.SQL(", ").join(sql.Placeholder() for _ in range(len(_DECISION_COLS) + 1))
-    with conn.cursor() as cur:
-        cur.executemany(
-            sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(_t(realm, "gate_decisions"), cols, marks),
-            [(space, *[r[c] for c in _DECISION_COLS]) for r in decisions.iter_rows(named=True)],
-        )
+    with conn.cursor() as cur, cur.copy(sql.SQL("COPY {} ({}) FROM STDIN").format(_t(realm, "gate_decisions"), cols)) as copy:
+        for r in decisions.iter_rows(named=True):
+            copy.write_row((space, *[r[c] for c in _DECISION_COLS]))
     return decisions.height
 
 
