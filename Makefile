@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test ui bench clean
+.PHONY: install demo test ui bench stop clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -26,5 +26,8 @@ ui: $(STAMP)
 bench: $(STAMP)
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python evaluation/bench_index.py
 
-clean:
+stop: $(STAMP)
+	$(BIN)/pgrag stop-db
+
+clean: stop
 	rm -rf .pgrag

@@ -40,6 +40,13 @@ def dagster_home(settings: Settings) -> Path:
     return home
 
 
+def _root_cause(error: Any) -> str:
+    """The innermost error's class and message from Dagster's serialisable error chain."""
+    while getattr(error, "cause", None) is not None:
+        error = error.cause
+    return f"{error.cls_name}: {' '.join(error.message.split())}"
+
+
 def materialize_partition(settings: Settings, partition: str) -> dict[str, dict[str, Any]]:
     """Materialise every asset (and its blocking check) for ``partition`` in the persistent instance.
 
@@ -52,12 +59,11 @@ def materialize_partition(settings: Settings, partition: str) -> dict[str, dict[
         result = dg.materialize(
             ASSETS, partition_key=partition, instance=instance,
             resources={"pgrag": PgragResource(database_url=settings.database_url)}, raise_on_error=False,
+            run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
         )
         if not result.success:
-            errors = [
-                f"{ev.step_key}: {ev.event_specific_data.error.message.strip()}"  # type: ignore[union-attr]
-                for ev in result.all_events if ev.is_step_failure
-            ]
+            errors = [f"{ev.step_key}: {_root_cause(ev.event_specific_data.error)}"  # type: ignore[union-attr]
+                      for ev in result.all_events if ev.is_step_failure]
             raise PgragError(f"Dagster run {result.run_id} for {partition} failed: " + " | ".join(errors))
         out: dict[str, dict[str, Any]] = {}
         for ev in result.get_asset_materialization_events():

@@ -99,9 +99,9 @@ def main() -> int:
         engine = Engine.from_settings(settings)
         with engine.connect(autocommit=True) as conn:
             schema.init_control(conn)
-            conn.execute("DELETE FROM pgrag_control.llm_cache WHERE model = 'openai/hand-authored'")
+            conn.execute("DELETE FROM pgrag__control.llm_cache WHERE model = 'openai/hand-authored'")
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema.schema_for(args.realm))))
-            conn.execute("DELETE FROM pgrag_control.realms WHERE realm = %s", (args.realm,))
+            conn.execute("DELETE FROM pgrag__control.realms WHERE realm = %s", (args.realm,))
         try:
             results = index_documents(engine, args.realm, space, communities=args.communities)
         except Exception as exc:  # unanswered prompts are still written out below
@@ -118,7 +118,7 @@ def main() -> int:
         with engine.connect(autocommit=True) as conn:
             rows = conn.execute(
                 "SELECT key, prompt_key, model, purpose, request, response, prompt_tokens, completion_tokens"
-                " FROM pgrag_control.llm_cache WHERE model = 'openai/hand-authored' ORDER BY key").fetchall()
+                " FROM pgrag__control.llm_cache WHERE model = 'openai/hand-authored' ORDER BY key").fetchall()
         with args.out.open("w", encoding="utf-8") as fh:
             for row in rows:
                 fh.write(json.dumps(dict(zip(cache.CASSETTE_FIELDS, row)), ensure_ascii=False, sort_keys=True) + "\n")

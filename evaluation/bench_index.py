@@ -6,7 +6,7 @@ Measures chunks/s, seconds per stage and peak RSS on
 (a) the demo corpus (``corpus/wikipedia``), served by its cassette ``corpus/wikipedia/cassette.jsonl``
     (skipped with a message when the cassette does not exist yet);
 (b) the first N passages (default 2,000) of the 2WikiMultiHopQA corpus
-    (``/work/shared/corpora/2wikimultihopqa_hipporag_corpus/2wikimultihopqa_corpus.json``). Each passage
+    (``../shared/corpora/2wikimultihopqa_hipporag_corpus/2wikimultihopqa_corpus.json``, or under ``PGRAG_SHARED_DIR``). Each passage
     is written as a ``.txt`` document; an extraction response is synthesised deterministically from each
     chunk's text (capitalised multi-word phrases → entities, the passage title → an entity, triples from
     the title entity to each phrase) and put into the response cache under model ``bench/synthetic``, so
@@ -53,7 +53,9 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-WIKI2_CORPUS = Path("/work/shared/corpora/2wikimultihopqa_hipporag_corpus/2wikimultihopqa_corpus.json")
+# ``shared/`` sits beside the repository (override with PGRAG_SHARED_DIR)
+SHARED = Path(os.environ.get("PGRAG_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared"))
+WIKI2_CORPUS = SHARED / "corpora" / "2wikimultihopqa_hipporag_corpus" / "2wikimultihopqa_corpus.json"
 DEMO_DIR = REPO / "corpus" / "wikipedia"
 DEMO_CASSETTE = DEMO_DIR / "cassette.jsonl"
 RESULTS = REPO / "evaluation" / "results"
@@ -135,7 +137,7 @@ def fresh_realm(dsn: str, realm: str) -> None:
     with db.connect(dsn, autocommit=True) as conn:
         schema.init_control(conn)
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema.schema_for(realm))))
-        conn.execute("DELETE FROM pgrag_control.realms WHERE realm = %s", (realm,))
+        conn.execute("DELETE FROM pgrag__control.realms WHERE realm = %s", (realm,))
 
 
 # -- synthetic extraction responses (corpus b) ----------------------------------------------------
@@ -283,7 +285,7 @@ def seed_synthetic_cache(settings: Any, dsn: str, realm: str, space: str) -> dic
     with db.connect(dsn, autocommit=True) as conn:
         schema.init_control(conn)
         with conn.transaction():
-            conn.execute("DELETE FROM pgrag_control.llm_cache WHERE model = %s", (SYNTHETIC_MODEL,))
+            conn.execute("DELETE FROM pgrag__control.llm_cache WHERE model = %s", (SYNTHETIC_MODEL,))
             for e in entries:
                 cache.put(conn, e)
     n_ent = sum(len(json.loads(e["response"])["entities"]) for e in entries)

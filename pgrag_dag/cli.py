@@ -1,4 +1,4 @@
-"""``pgrag`` command line: demo, index, query, cassette import/export.
+"""``pgrag`` command line: demo, index, query, cassette import/export, stop-db.
 
 Every command reads the settings from ``PGRAG_CONFIG`` (default ``./pgrag.yaml``) and ``PGRAG_``
 environment variables. Errors of the engine are printed as one line and exit with status 2.
@@ -87,6 +87,20 @@ def query(
         typer.echo(answer)
     except PgragError as exc:
         _fail(exc)
+
+
+@app.command("stop-db")
+def stop_db() -> None:
+    """Stop the embedded PostgreSQL of the configured data directory (it keeps running otherwise)."""
+    from pgrag_dag.config import load_settings
+    from pgrag_dag.store import db
+
+    settings = load_settings()
+    if settings.database_url:
+        typer.echo("an external database is configured (PGRAG_DATABASE_URL); nothing to stop")
+        return
+    stopped = db.stop_embedded(settings.resolve(settings.data_dir))
+    typer.echo("embedded PostgreSQL stopped" if stopped else "no embedded PostgreSQL was running")
 
 
 @cassette_app.command("export")

@@ -48,9 +48,9 @@ class SchemaMismatchError(DatabaseError):
     """An embedding column is missing or its width differs from the realm's model (§3.5).
 
     Attributes:
-        table: qualified table name.
-        expected: configured width (dimensions).
-        found: declared width, or ``None`` when the column is missing.
+        table: what was checked (a qualified column, or a realm's embedding registration).
+        expected: what the realm requires (its registered model and width, or the column's type).
+        found: what was found or configured instead; ``None`` when the column is missing.
     """
 
     def __init__(self, table: str, expected: int | str, found: int | str | None, detail: str = "") -> None:

@@ -88,7 +88,7 @@ class ModelClient:
     """The chat client injected into model-calling operators.
 
     Args:
-        dsn: PostgreSQL DSN holding the ``pgrag_control.llm_cache`` table.
+        dsn: PostgreSQL DSN holding the ``pgrag__control.llm_cache`` table.
         settings: failover list, deadline (seconds), retries, temperature, ``api_base``.
 
     Thread-safe: operators call :meth:`complete` from a bounded thread pool.
@@ -143,7 +143,7 @@ class ModelClient:
                 with self._conn() as conn:
                     hit = cache.get_by_prompt(conn, pkey)
                 if hit is None:
-                    replay_miss = ReplayMissError(pkey, purpose, "import the corpus cassette or record it live")
+                    replay_miss = ReplayMissError(pkey, purpose, "this prompt was never recorded; add a live model to llm.models or import a cassette that has it")
                     errors.append(str(replay_miss))
                     continue
                 return self._hit(hit, replayed=True)

@@ -31,7 +31,7 @@ from pgrag_dag.config import RetrievalSettings
 from pgrag_dag.embedding import Embedder
 from pgrag_dag.errors import QueryError, SchemaMismatchError
 from pgrag_dag.llm import ModelClient
-from pgrag_dag.names import validate_realm, validate_space
+from pgrag_dag.names import WILDCARD_SPACE, validate_realm, validate_space
 from pgrag_dag.prompts import SYNTHESIS_SYSTEM, SYNTHESIS_USER
 from pgrag_dag.store import db, retrieval
 
@@ -134,7 +134,7 @@ def query_data(question: str, param: QueryParam, *, dsn: str, realm: str, embedd
     read runs in one read-only transaction. Returns a :class:`QueryResult`.
 
     Raises:
-        QueryError: a mode not implemented yet, an empty question, or a realm that does not exist.
+        QueryError: a mode not implemented yet, an empty question, or a realm or space that does not exist.
         SchemaMismatchError: ``embedder`` is not the model or width the realm was indexed with (§3.5).
         InvalidNameError: an invalid realm name.
     """
@@ -147,6 +147,8 @@ def query_data(question: str, param: QueryParam, *, dsn: str, realm: str, embedd
         with db.connect(dsn, autocommit=True) as conn:
             conn.read_only = True
             _check_realm(conn, realm, embedder)
+            if param.space != WILDCARD_SPACE and not retrieval.space_exists(conn, realm, param.space):
+                raise QueryError(f"space {param.space!r} does not exist in realm {realm!r} (nothing was indexed into it)")
             qvec = _embed(embedder, question)
             with conn.transaction():
                 _retrieve(conn, realm, param, qvec, result)
@@ -182,7 +184,8 @@ def synthesis_messages(question: str, context: str) -> list[dict[str, str]]:
 def check_mode(mode: str) -> None:
     """Raise :class:`QueryError` unless ``mode`` is known and implemented (§7.1)."""
     if mode not in MODES:
-        raise QueryError(f"unknown query mode {mode!r}; expected one of {', '.join(MODES)}")
+        raise QueryError(f"unknown query mode {mode!r}; available: {', '.join(sorted(IMPLEMENTED_MODES))}"
+                         f" (planned: {', '.join(m for m in MODES if m not in IMPLEMENTED_MODES)})")
     if mode not in IMPLEMENTED_MODES:
         raise QueryError(
             f"query mode {mode!r} is not implemented yet; available: {', '.join(sorted(IMPLEMENTED_MODES))}"

@@ -21,12 +21,15 @@ _counter = itertools.count()
 
 
 @pytest.fixture(scope="session")
-def pg_dsn(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """DSN of a real PostgreSQL with pgvector."""
+def pg_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """DSN of a real PostgreSQL with pgvector; an embedded server is stopped at the end of the session."""
     url = os.environ.get("PGRAG_TEST_DATABASE_URL")
     if url:
-        return url
-    return db.embedded_dsn(Path(tmp_path_factory.mktemp("pgserver")))
+        yield url
+        return
+    server = db.embedded_server(Path(tmp_path_factory.mktemp("pgserver")))
+    yield str(server.get_uri())
+    server.stop()
 
 
 @pytest.fixture
@@ -45,4 +48,4 @@ def realm(conn: psycopg.Connection) -> Iterator[str]:
     schema.init_realm(conn, name, embedding_model="hashing-sha256", dim=384)
     yield name
     conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema.schema_for(name))))
-    conn.execute("DELETE FROM pgrag_control.realms WHERE realm = %s", (name,))
+    conn.execute("DELETE FROM pgrag__control.realms WHERE realm = %s", (name,))

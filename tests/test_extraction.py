@@ -179,7 +179,7 @@ def test_a_malformed_response_fails_only_its_chunk_and_keeps_the_raw_text(
     # the unusable response is not cached, so a re-run asks the model again; the good ones are
     params = client.params(json_mode=True)
     keys = [prompt_key(extraction_messages(c), params) for c in chunks.iter_rows(named=True)]
-    cached = {k for (k,) in conn.execute("SELECT prompt_key FROM pgrag_control.llm_cache WHERE prompt_key = ANY(%s)",
+    cached = {k for (k,) in conn.execute("SELECT prompt_key FROM pgrag__control.llm_cache WHERE prompt_key = ANY(%s)",
                                          (keys,)).fetchall()}
     assert cached == {keys[0], keys[2]}
 

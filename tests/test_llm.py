@@ -56,7 +56,7 @@ def _chat_requests(server: StubServer) -> list[dict[str, Any]]:
 
 
 def _cached_rows(conn: psycopg.Connection, pkey: str) -> list[tuple[Any, ...]]:
-    return conn.execute("SELECT model, purpose, response, request FROM pgrag_control.llm_cache WHERE prompt_key = %s "
+    return conn.execute("SELECT model, purpose, response, request FROM pgrag__control.llm_cache WHERE prompt_key = %s "
                         "ORDER BY model", (pkey,)).fetchall()
 
 
@@ -219,14 +219,14 @@ def test_a_cassette_roundtrips_through_export_and_import(
     assert [line["key"] for line in lines] == sorted(line["key"] for line in lines)
     assert all(set(line) == set(cache.CASSETTE_FIELDS) for line in lines)
 
-    conn.execute("DELETE FROM pgrag_control.llm_cache WHERE purpose = %s", (purpose,))
+    conn.execute("DELETE FROM pgrag__control.llm_cache WHERE purpose = %s", (purpose,))
     replay = make_client([REPLAY])
     with pytest.raises(ReplayMissError):
         replay.complete(prompts[0], purpose=purpose)
 
     assert cache.import_cassette(conn, path) == 2
     assert cache.import_cassette(conn, path) == 2  # idempotent
-    assert conn.execute("SELECT count(*) FROM pgrag_control.llm_cache WHERE purpose = %s", (purpose,)).fetchone() == (2,)
+    assert conn.execute("SELECT count(*) FROM pgrag__control.llm_cache WHERE purpose = %s", (purpose,)).fetchone() == (2,)
     assert [replay.complete(m, purpose=purpose).text for m in prompts] == recorded
     assert len(_chat_requests(stub_llm)) == 2
 

@@ -14,12 +14,12 @@ from pgrag_dag.store import db, schema
 
 def test_init_realm_is_idempotent_and_registers_model(conn: psycopg.Connection, realm: str) -> None:
     schema.init_realm(conn, realm, embedding_model="hashing-sha256", dim=384)
-    row = conn.execute("SELECT embedding_model, embedding_dim FROM pgrag_control.realms WHERE realm=%s", (realm,)).fetchone()
+    row = conn.execute("SELECT embedding_model, embedding_dim FROM pgrag__control.realms WHERE realm=%s", (realm,)).fetchone()
     assert row == ("hashing-sha256", 384)
 
 
 def test_mixing_embedding_models_in_one_realm_raises(conn: psycopg.Connection, realm: str) -> None:
-    with pytest.raises(SchemaMismatchError, match="one embedding model"):
+    with pytest.raises(SchemaMismatchError, match="keeps the embedding model it was created with"):
         schema.init_realm(conn, realm, embedding_model="openai/text-embedding-3-small", dim=1536)
 
 
@@ -59,7 +59,7 @@ def test_concurrent_initialisation_converges(pg_dsn: str) -> None:
     n = c.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'pgrag_tconcurrent'").fetchone()
     assert n is not None and n[0] == 9
     c.execute("DROP SCHEMA pgrag_tconcurrent CASCADE")
-    c.execute("DELETE FROM pgrag_control.realms WHERE realm = 'tconcurrent'")
+    c.execute("DELETE FROM pgrag__control.realms WHERE realm = 'tconcurrent'")
     c.close()
 
 

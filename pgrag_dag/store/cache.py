@@ -34,7 +34,7 @@ def _one(conn: psycopg.Connection, where: str, value: str) -> dict[str, Any] | N
     cur = conn.execute(
         sql.SQL(
             "SELECT key, prompt_key, model, purpose, request, response, prompt_tokens, completion_tokens"
-            " FROM pgrag_control.llm_cache "
+            " FROM pgrag__control.llm_cache "
         )
         + sql.SQL(where),  # type: ignore[arg-type]  # literal fragments only
         (value,),
@@ -46,7 +46,7 @@ def _one(conn: psycopg.Connection, where: str, value: str) -> dict[str, Any] | N
 def put(conn: psycopg.Connection, entry: dict[str, Any]) -> None:
     """Insert one cache entry (a cassette line's fields); an existing key is left as it is."""
     conn.execute(
-        """INSERT INTO pgrag_control.llm_cache
+        """INSERT INTO pgrag__control.llm_cache
                (key, prompt_key, model, purpose, request, response, prompt_tokens, completion_tokens)
            VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (key) DO NOTHING""",
         (
@@ -59,7 +59,7 @@ def put(conn: psycopg.Connection, entry: dict[str, Any]) -> None:
 
 def delete(conn: psycopg.Connection, key: str) -> None:
     """Remove one cache entry by its key."""
-    conn.execute("DELETE FROM pgrag_control.llm_cache WHERE key = %s", (key,))
+    conn.execute("DELETE FROM pgrag__control.llm_cache WHERE key = %s", (key,))
 
 
 def export_cassette(conn: psycopg.Connection, path: Path, *, purpose_prefix: str | None = None) -> int:
@@ -69,7 +69,7 @@ def export_cassette(conn: psycopg.Connection, path: Path, *, purpose_prefix: str
     """
     rows = conn.execute(
         "SELECT key, prompt_key, model, purpose, request, response, prompt_tokens, completion_tokens"
-        " FROM pgrag_control.llm_cache WHERE purpose LIKE %s ORDER BY key",
+        " FROM pgrag__control.llm_cache WHERE purpose LIKE %s ORDER BY key",
         ((purpose_prefix or "") + "%",),
     ).fetchall()
     path.parent.mkdir(parents=True, exist_ok=True)

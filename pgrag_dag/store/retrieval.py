@@ -49,10 +49,21 @@ def _fetch(
 
 def realm_embedding(conn: psycopg.Connection, realm: str) -> tuple[str, int] | None:
     """The realm's registered ``(embedding_model, embedding_dim)``, or ``None`` if it is not registered."""
+    if conn.execute("SELECT to_regclass('pgrag__control.realms')").fetchone() == (None,):
+        return None  # a database nothing was ever indexed into
     row = conn.execute(
-        "SELECT embedding_model, embedding_dim FROM pgrag_control.realms WHERE realm = %s", (realm,)
+        "SELECT embedding_model, embedding_dim FROM pgrag__control.realms WHERE realm = %s", (realm,)
     ).fetchone()
     return None if row is None else (str(row[0]), int(row[1]))
+
+
+def space_exists(conn: psycopg.Connection, realm: str, space: str) -> bool:
+    """Whether any chunk was ever indexed into ``space`` of ``realm``."""
+    row = conn.execute(
+        sql.SQL("SELECT EXISTS (SELECT 1 FROM {}.documents WHERE space = %s)").format(sql.Identifier(schema_for(realm))),
+        (space,),
+    ).fetchone()
+    return bool(row and row[0])
 
 
 def entity_search(conn: psycopg.Connection, realm: str, space: str, qvec: np.ndarray, k: int) -> list[Row]:

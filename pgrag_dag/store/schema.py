@@ -29,19 +29,19 @@ from pgvector.psycopg import register_vector
 from pgrag_dag.errors import DatabaseError, SchemaMismatchError
 from pgrag_dag.names import schema_for
 
-CONTROL_SCHEMA = "pgrag_control"
+CONTROL_SCHEMA = "pgrag__control"
 _LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
 
 _CONTROL_DDL = """
 CREATE EXTENSION IF NOT EXISTS vector;
-CREATE SCHEMA IF NOT EXISTS pgrag_control;
-CREATE TABLE IF NOT EXISTS pgrag_control.realms (
+CREATE SCHEMA IF NOT EXISTS pgrag__control;
+CREATE TABLE IF NOT EXISTS pgrag__control.realms (
     realm text PRIMARY KEY,
     embedding_model text NOT NULL,
     embedding_dim integer NOT NULL CHECK (embedding_dim > 0),
     created_at timestamptz NOT NULL DEFAULT now()
 );
-CREATE TABLE IF NOT EXISTS pgrag_control.llm_cache (
+CREATE TABLE IF NOT EXISTS pgrag__control.llm_cache (
     key text PRIMARY KEY,
     prompt_key text NOT NULL,
     model text NOT NULL,
@@ -52,7 +52,7 @@ CREATE TABLE IF NOT EXISTS pgrag_control.llm_cache (
     completion_tokens integer NOT NULL DEFAULT 0,
     created_at timestamptz NOT NULL DEFAULT now()
 );
-CREATE INDEX IF NOT EXISTS llm_cache_prompt_key ON pgrag_control.llm_cache (prompt_key, created_at DESC);
+CREATE INDEX IF NOT EXISTS llm_cache_prompt_key ON pgrag__control.llm_cache (prompt_key, created_at DESC);
 """
 
 # {s} is the realm schema, {v} the vector type with its width.
@@ -237,17 +237,17 @@ def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, di
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
         row = conn.execute(
-            "SELECT embedding_model, embedding_dim FROM pgrag_control.realms WHERE realm = %s", (realm,)
+            "SELECT embedding_model, embedding_dim FROM pgrag__control.realms WHERE realm = %s", (realm,)
         ).fetchone()
         if row is None:
             conn.execute(
-                "INSERT INTO pgrag_control.realms (realm, embedding_model, embedding_dim) VALUES (%s, %s, %s)",
+                "INSERT INTO pgrag__control.realms (realm, embedding_model, embedding_dim) VALUES (%s, %s, %s)",
                 (realm, embedding_model, dim),
             )
         elif (row[0], row[1]) != (embedding_model, dim):
             raise SchemaMismatchError(
-                f"realm {realm!r}", f"{embedding_model} ({dim})", f"{row[0]} ({row[1]})",
-                "a realm keeps one embedding model; use a new realm for another model",
+                f"realm {realm!r} embedding", f"{row[0]} ({row[1]})", f"{embedding_model} ({dim})",
+                "a realm keeps the embedding model it was created with; use a new realm for another model",
             )
         vector_type = sql.SQL("vector({})").format(sql.Literal(dim))
         for stmt in _statements(_REALM_DDL):
