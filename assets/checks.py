@@ -40,3 +40,10 @@ def failed(asset: str, exc: ContractError, *, max_rows: int = 50) -> dg.AssetChe
         )
     return dg.AssetCheckResult(check_name=CHECK_NAME, asset_key=asset, passed=False,
                                severity=dg.AssetCheckSeverity.ERROR, description=str(exc), metadata=meta)
+
+
+def measured(asset: str, check: str, ok: bool, metrics: dict[str, Any]) -> dg.AssetCheckResult:
+    """A measurement check (e.g. ``graph_quality``): the metrics as metadata; ERROR severity when not ok."""
+    meta = {k: dg.MetadataValue.json(v) if isinstance(v, (list, dict)) or v is None else v for k, v in metrics.items()}
+    return dg.AssetCheckResult(check_name=check, asset_key=asset, passed=ok, metadata=meta,
+                               severity=dg.AssetCheckSeverity.ERROR)

@@ -21,6 +21,9 @@ from pgrag_dag.resources.engine import PgragResource
 DAGSTER_YAML = """# written by pgrag-dag
 telemetry:
   enabled: false
+python_logs:
+  managed_python_loggers: [pgrag_dag]
+  python_log_level: INFO
 concurrency:
   pools:
     default_limit: 2

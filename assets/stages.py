@@ -31,15 +31,23 @@ def _metadata(result: StageResult) -> dict[str, Any]:
     return out
 
 
+EXTRA_CHECKS = {
+    "graph_quality": "Table 6 measurements; duplicate edge rows, fragmented short-form vertices and pronoun "
+                     "entities must be zero (§8.6)",
+}
+
+
 def stage_asset(name: str, stage: Stage, contract: str, deps: list[str], *, pool: str | None = None,
-                description: str) -> dg.AssetsDefinition:
-    """An asset running ``stage`` for its partition, with a blocking check named ``contract``."""
+                description: str, extra_checks: tuple[str, ...] = ()) -> dg.AssetsDefinition:
+    """An asset running ``stage`` for its partition, with a blocking check named ``contract`` and the
+    blocking ``extra_checks`` the stage reports on what it wrote."""
+
+    specs = [dg.AssetCheckSpec(checks.CHECK_NAME, asset=name, blocking=True, description=f"Pandera contract {contract}")]
+    specs += [dg.AssetCheckSpec(c, asset=name, blocking=True, description=EXTRA_CHECKS[c]) for c in extra_checks]
 
     @dg.asset(
         name=name, partitions_def=SPACES, deps=deps, pool=pool, group_name="index",
-        kinds={"postgres", "polars"}, description=description,
-        check_specs=[dg.AssetCheckSpec(checks.CHECK_NAME, asset=name, blocking=True,
-                                       description=f"Pandera contract {contract}")],
+        kinds={"postgres", "polars"}, description=description, check_specs=specs,
     )
     def _asset(context: dg.AssetExecutionContext, pgrag: PgragResource) -> Iterator[Any]:
         realm, space = split_partition_key(context.partition_key)
@@ -49,9 +57,10 @@ def stage_asset(name: str, stage: Stage, contract: str, deps: list[str], *, pool
             yield checks.failed(name, exc)
             raise dg.Failure(description=f"{name}: contract {exc.contract} broken; nothing was written",
                              metadata={"contract": exc.contract}) from exc
+        extra = [checks.measured(name, c, *result.checks[c]) for c in extra_checks]
         yield dg.MaterializeResult(
             metadata=_metadata(result), data_version=dg.DataVersion(result.data_version),
-            check_results=[checks.passed(name, result.rows_checked, contract)],
+            check_results=[checks.passed(name, result.rows_checked, contract), *extra],
         )
 
     return _asset
@@ -66,7 +75,8 @@ gated_triples = stage_asset("gated_triples", stage_gated_triples, "GateDecisionC
 resolved_entities = stage_asset("resolved_entities", stage_resolved_entities, "EntityContract", ["gated_triples"],
                                 description="Entities resolved to one vertex per canonical name, mentions, dormancy (§4.6).")
 relations = stage_asset("relations", stage_relations, "RelationContract", ["resolved_entities"],
-                        description="Edges with corroboration weight, negation and validity (§4.7, §5.1).")
+                        description="Edges with corroboration weight, negation and validity (§4.7, §5.1).",
+                        extra_checks=("graph_quality",))
 embeddings = stage_asset("embeddings", stage_embeddings, "EmbeddingContract", ["relations"],
                          description="Vectors for chunks, entities and relations (HNSW-indexed).")
 communities = stage_asset("communities", stage_communities, "CommunityMemberContract", ["embeddings"], pool="llm",

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
 
 from pgrag_dag.errors import ConfigurationError
 from pgrag_dag.names import partition_key, validate_realm, validate_space
+
+if TYPE_CHECKING:
+    from pgrag_dag.vocabulary import Vocabulary
 
 
 class SourceSpec(BaseModel):
@@ -29,10 +32,34 @@ class SourceSpec(BaseModel):
 
 
 class SpaceSpec(BaseModel):
-    """A space's document sources and the rule that gives documents their order (§5.2)."""
+    """A space's document sources, the rule that gives documents their order (§5.2), and its predicate
+    vocabulary (§4.5): a preset (``biography``, ``finance``, ``narrative``), extra terms, an alias map and
+    exclusive predicate groups."""
 
     sources: list[SourceSpec]
     order: Literal["filename", "listed"] = "filename"
+    preset: str | None = None
+    vocabulary: list[str] = Field(default_factory=list)
+    predicate_aliases: dict[str, str] = Field(default_factory=dict)
+    exclusive_groups: list[list[str]] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _vocabulary(self) -> "SpaceSpec":
+        from pgrag_dag.vocabulary import Vocabulary
+
+        try:
+            Vocabulary.build(preset=self.preset, terms=self.vocabulary, aliases=self.predicate_aliases,
+                             groups=self.exclusive_groups)
+        except ConfigurationError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    def vocabulary_model(self) -> "Vocabulary":
+        """The space's :class:`~pgrag_dag.vocabulary.Vocabulary`."""
+        from pgrag_dag.vocabulary import Vocabulary
+
+        return Vocabulary.build(preset=self.preset, terms=self.vocabulary, aliases=self.predicate_aliases,
+                                groups=self.exclusive_groups)
 
 
 class RealmSpec(BaseModel):
@@ -82,12 +109,15 @@ class ChunkingSettings(BaseModel):
 
 
 class ExtractionSettings(BaseModel):
-    """Extraction (§4.1–4.2): gleaning passes, document-context cap, concurrency."""
+    """Extraction (§3.4, §4.1–4.2): gleaning passes, document-context cap (names), concurrency (model
+    calls in flight) and batch size (chunks whose calls run together; each batch sees the names found
+    by earlier batches of its document; 1 = strictly sequential)."""
 
-    gleaning_passes: int = 1
-    context_names_cap: int = 40
-    concurrency: int = 4
-    prompt_version: str = "extract-v1"
+    gleaning_passes: int = Field(default=1, ge=0)
+    context_names_cap: int = Field(default=40, ge=0)
+    concurrency: int = Field(default=4, ge=1)
+    batch_size: int = Field(default=8, ge=1)
+    prompt_version: str = "extract-v2"
 
 
 class GateSettings(BaseModel):

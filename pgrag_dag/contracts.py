@@ -10,7 +10,7 @@ Use :func:`validate` to get a :class:`~pgrag_dag.errors.ContractError` carrying 
 from __future__ import annotations
 
 import hashlib
-from typing import Any
+from typing import Any, ClassVar
 
 import pandera.polars as pa
 import polars as pl
@@ -65,12 +65,23 @@ class RawExtractionContract(pa.DataFrameModel):
 
 
 class GateDecisionContract(pa.DataFrameModel):
-    """``gate_decisions``: no accepted row violates a gate of Table 2; each rejection names its gate."""
+    """``gate_decisions``: no accepted row violates a gate of Table 2; each rejection names its gate.
+
+    Checked with the space's gate settings (:func:`gate_contract`), except that a name is never longer
+    than the paper's 200 characters whatever the settings say (the unique btree index's limit).
+    """
 
     chunk_id: int
     kind: str = pa.Field(isin=["entity", "triple"])
     accepted: bool
     gate: str = pa.Field(nullable=True)
+
+    _gate_settings: ClassVar[GateSettings] = GateSettings()
+
+    @classmethod
+    def _settings(cls) -> GateSettings:
+        s = cls._gate_settings
+        return s.model_copy(update={"max_name_chars": min(s.max_name_chars, 200)})
 
     @pa.dataframe_check
     def rejection_names_gate(cls, data: PolarsData) -> pl.LazyFrame:
@@ -79,8 +90,8 @@ class GateDecisionContract(pa.DataFrameModel):
 
     @pa.dataframe_check
     def accepted_entities_pass_name_gates(cls, data: PolarsData) -> pl.LazyFrame:
-        """No accepted entity has a pronominal, conjunctive, quantity or over-long name."""
-        settings = GateSettings()
+        """No accepted entity has a pronominal, conjunctive, quantity, possessive (if on) or over-long name."""
+        settings = cls._settings()
         return data.lazyframe.select(
             pl.struct("kind", "accepted", "name").map_elements(
                 lambda r: not (r["kind"] == "entity" and r["accepted"]) or name_gate(r["name"] or "", settings) is None,
@@ -90,8 +101,8 @@ class GateDecisionContract(pa.DataFrameModel):
 
     @pa.dataframe_check
     def accepted_triples_pass_triple_gates(cls, data: PolarsData) -> pl.LazyFrame:
-        """No accepted triple has a vague predicate, a self-loop or a gated endpoint."""
-        settings = GateSettings()
+        """No accepted triple has a vague predicate, a self-loop, a gated endpoint or a sub-floor confidence."""
+        settings = cls._settings()
 
         def ok(r: dict[str, Any]) -> bool:
             if not (r["kind"] == "triple" and r["accepted"]):
@@ -101,11 +112,36 @@ class GateDecisionContract(pa.DataFrameModel):
                 bool(r["predicate"]) and r["predicate"] not in VAGUE_PREDICATES
                 and identity_key(s) != identity_key(o)
                 and name_gate(s, settings) is None and name_gate(o, settings) is None
+                and r["confidence"] is not None and r["confidence"] >= settings.confidence_floor
             )
 
         return data.lazyframe.select(
-            pl.struct("kind", "accepted", "subject", "predicate", "object").map_elements(ok, return_dtype=pl.Boolean)
+            pl.struct("kind", "accepted", "subject", "predicate", "object", "confidence").map_elements(
+                ok, return_dtype=pl.Boolean)
         )
+
+    @pa.dataframe_check
+    def accepted_triples_have_accepted_endpoints(cls, data: PolarsData) -> pl.LazyFrame:
+        """Every accepted triple's endpoints are accepted entities of the same chunk and pass (no orphan)."""
+        frame = data.lazyframe
+        ents = (frame.filter((pl.col("kind") == "entity") & pl.col("accepted"))
+                .select("chunk_id", "pass", key=pl.col("name").map_elements(identity_key, return_dtype=pl.String))
+                .unique())
+        keyed = frame.with_row_index("_row").with_columns(
+            _s=pl.col("subject").map_elements(identity_key, return_dtype=pl.String),
+            _o=pl.col("object").map_elements(identity_key, return_dtype=pl.String),
+        )
+        found = (keyed.join(ents.rename({"key": "_s"}).with_columns(_sk=pl.lit(True)), on=["chunk_id", "pass", "_s"], how="left")
+                 .join(ents.rename({"key": "_o"}).with_columns(_ok=pl.lit(True)), on=["chunk_id", "pass", "_o"], how="left")
+                 .sort("_row"))
+        return found.select(
+            ~((pl.col("kind") == "triple") & pl.col("accepted")) | (pl.col("_sk").is_not_null() & pl.col("_ok").is_not_null())
+        )
+
+
+def gate_contract(settings: GateSettings) -> type[GateDecisionContract]:
+    """:class:`GateDecisionContract` checking against ``settings`` (confidence floor, possessive gate)."""
+    return type("GateDecisionContract", (GateDecisionContract,), {"_gate_settings": settings})
 
 
 class EntityContract(pa.DataFrameModel):

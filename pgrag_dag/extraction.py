@@ -1,6 +1,7 @@
 """Extraction operator: the model reads each chunk, then gleans what it missed (paper §4.1–4.2).
 
-Input frame ``chunks`` (as stored): chunk_id (Int64), doc_key, chunk_index, title, source, text.
+Input frame ``chunks`` (as stored, in document order): chunk_id (Int64), doc_key, chunk_index, title,
+source, text.
 
 Output frame ``raw_extractions`` — one row per (chunk, pass): chunk_id, pass (0 = first pass,
 1.. = gleaning), model, prompt_version, raw_text, parsed (JSON text or null), parse_status
@@ -22,11 +23,14 @@ from typing import Any
 import polars as pl
 
 from pgrag_dag import prompts
-from pgrag_dag.config import ExtractionSettings
+from pgrag_dag.config import ExtractionSettings, GateSettings
 from pgrag_dag.errors import ExtractionError, ModelError
+from pgrag_dag.gates import clean_name, identity_key, name_gate
 from pgrag_dag.llm import ModelClient
+from pgrag_dag.vocabulary import Vocabulary
 
 log = logging.getLogger(__name__)
+_DEFAULT_GATES = GateSettings()
 
 RAW_SCHEMA: dict[str, Any] = {
     "chunk_id": pl.Int64, "pass": pl.Int64, "model": pl.String, "prompt_version": pl.String,
@@ -85,19 +89,68 @@ def parse_extraction(text: str) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
-def extraction_messages(chunk: dict[str, Any]) -> list[dict[str, str]]:
-    """The first-pass messages for one chunk (title, source and text framed for matching)."""
-    user = prompts.EXTRACT_USER.format(title=chunk["title"], source=chunk["source"], text=chunk["text"])
-    return [{"role": "system", "content": prompts.EXTRACT_SYSTEM}, {"role": "user", "content": user}]
+def system_prompt(vocabulary: Vocabulary | None) -> str:
+    """The extraction system prompt, with the space's vocabulary rendered when it has one (§4.5)."""
+    rule = prompts.VOCABULARY_RULE.format(terms=vocabulary.render()) if vocabulary and vocabulary.terms else ""
+    return prompts.EXTRACT_SYSTEM.replace("{vocabulary_rule}", rule)
 
 
-def gleaning_messages(chunk: dict[str, Any], previous: dict[str, Any]) -> list[dict[str, str]]:
-    """The gleaning-pass messages: what was already extracted, and a request for what was missed."""
+def _context(names: list[str] | None) -> str:
+    return prompts.CONTEXT_LINE.format(names="; ".join(names)) if names else ""
+
+
+def extraction_messages(chunk: dict[str, Any], *, vocabulary: Vocabulary | None = None,
+                        names: list[str] | None = None) -> list[dict[str, str]]:
+    """The first-pass messages for one chunk: title, source, the document's names so far, the framed text."""
+    user = prompts.EXTRACT_USER.format(title=chunk["title"], source=chunk["source"], context=_context(names),
+                                       text=chunk["text"])
+    return [{"role": "system", "content": system_prompt(vocabulary)}, {"role": "user", "content": user}]
+
+
+def gleaning_messages(chunk: dict[str, Any], previous: dict[str, Any], *, vocabulary: Vocabulary | None = None,
+                      names: list[str] | None = None) -> list[dict[str, str]]:
+    """The gleaning-pass messages: what was already extracted, and a request for what was missed (§4.2)."""
     user = prompts.GLEAN_USER.format(
         previous=json.dumps(previous, ensure_ascii=False, sort_keys=True),
-        title=chunk["title"], source=chunk["source"], text=chunk["text"],
+        title=chunk["title"], source=chunk["source"], context=_context(names), text=chunk["text"],
     )
-    return [{"role": "system", "content": prompts.EXTRACT_SYSTEM}, {"role": "user", "content": user}]
+    return [{"role": "system", "content": system_prompt(vocabulary)}, {"role": "user", "content": user}]
+
+
+class DocumentContext:
+    """Canonical names found so far per document, threaded through its chunks (§4.1).
+
+    Names are recorded per (document, chunk index); a chunk sees the names of its document's chunks
+    before a given index, ranked by how many chunks named them (ties: first seen), capped at ``cap``.
+    Only names that pass the name gates are kept, so a pronoun is never fed back to the model.
+    """
+
+    def __init__(self, cap: int, seed: dict[str, list[tuple[int, list[str]]]] | None = None) -> None:
+        self.cap = cap
+        self._by_chunk: dict[str, dict[int, list[str]]] = {}
+        for doc_key, chunks in (seed or {}).items():
+            for chunk_index, names in chunks:
+                self.add(doc_key, chunk_index, names)
+
+    def add(self, doc_key: str, chunk_index: int, names: list[str]) -> None:
+        """Record entity names one chunk (one pass) of ``doc_key`` produced."""
+        kept = [n for n in (clean_name(x) for x in names) if n and name_gate(n, _DEFAULT_GATES) is None]
+        self._by_chunk.setdefault(doc_key, {}).setdefault(chunk_index, []).extend(kept)
+
+    def names(self, doc_key: str, before: int) -> list[str]:
+        """Up to ``cap`` names from ``doc_key``'s chunks with index < ``before``."""
+        seen: dict[str, list[Any]] = {}  # identity -> [name, chunks naming it, first seen]
+        for index in sorted(i for i in self._by_chunk.get(doc_key, {}) if i < before):
+            for name in dict.fromkeys(self._by_chunk[doc_key][index]):
+                entry = seen.setdefault(identity_key(name), [name, 0, len(seen)])
+                entry[1] += 1
+        ranked = sorted(seen.values(), key=lambda e: (-e[1], e[2]))
+        return [name for name, _, _ in ranked[: self.cap]]
+
+
+def entity_names(parsed: dict[str, Any]) -> list[str]:
+    """The entity names of one parsed extraction, in order."""
+    return [e.get("name") for e in parsed.get("entities", []) if isinstance(e.get("name"), str)]
 
 
 def chunk_label(chunk: dict[str, Any]) -> str:
@@ -114,11 +167,12 @@ def _row(chunk_id: int, p: int, settings: ExtractionSettings, **kw: Any) -> dict
     return row
 
 
-def extract_chunk(chunk: dict[str, Any], client: ModelClient, settings: ExtractionSettings) -> list[dict[str, Any]]:
+def extract_chunk(chunk: dict[str, Any], client: ModelClient, settings: ExtractionSettings, *,
+                  vocabulary: Vocabulary | None = None, names: list[str] | None = None) -> list[dict[str, Any]]:
     """First pass plus ``settings.gleaning_passes`` gleaning passes for one chunk → raw rows."""
     cid = int(chunk["chunk_id"])
     try:
-        first = client.complete(extraction_messages(chunk), purpose="extract")
+        first = client.complete(extraction_messages(chunk, vocabulary=vocabulary, names=names), purpose="extract")
     except ModelError as exc:
         return [_row(cid, 0, settings, parse_status="model_error", error=f"{chunk_label(chunk)}: {exc}")]
     common = {"model": first.model, "raw_text": first.text, "prompt_tokens": first.prompt_tokens,
@@ -132,7 +186,7 @@ def extract_chunk(chunk: dict[str, Any], client: ModelClient, settings: Extracti
     rows = [_row(cid, 0, settings, parse_status="ok", parsed=json.dumps(merged, ensure_ascii=False), **common)]
     for p in range(1, settings.gleaning_passes + 1):
         try:
-            more = client.complete(gleaning_messages(chunk, merged), purpose="glean")
+            more = client.complete(gleaning_messages(chunk, merged, vocabulary=vocabulary, names=names), purpose="glean")
         except ModelError as exc:
             log.warning("gleaning pass %d of %s failed; first pass kept: %s", p, chunk_label(chunk), exc)
             rows.append(_row(cid, p, settings, parse_status="model_error", error=f"{chunk_label(chunk)}: {exc}"))
@@ -153,16 +207,35 @@ def extract_chunk(chunk: dict[str, Any], client: ModelClient, settings: Extracti
     return rows
 
 
-def extract_chunks(chunks: pl.DataFrame, client: ModelClient, settings: ExtractionSettings) -> pl.DataFrame:
-    """Extract every chunk, ``settings.concurrency`` model calls at a time; rows keep chunk order.
+def extract_chunks(chunks: pl.DataFrame, client: ModelClient, settings: ExtractionSettings, *,
+                   vocabulary: Vocabulary | None = None, context: DocumentContext | None = None) -> pl.DataFrame:
+    """Extract every chunk (in the frame's order, which should be document order) → ``raw_extractions``.
 
-    Returns the ``raw_extractions`` frame. Raises :class:`ExtractionError` when there was at least
-    one chunk and every chunk's first pass failed (§3.5: an outage is never an empty corpus).
+    A document's chunks go in batches of ``settings.batch_size`` (by chunk index); batch r of every
+    document runs in round r, its model calls concurrent (at most ``settings.concurrency`` at once), and
+    each chunk's prompt carries the names its document's earlier batches produced (§3.4, §4.1); batch
+    size 1 extracts each document strictly sequentially with per-chunk context. Rows keep chunk order. Raises :class:`ExtractionError` when
+    there was at least one chunk and every chunk's first pass failed (§3.5: an outage is never an empty
+    corpus); a single failed chunk is logged by ``doc_key#chunk_index`` and kept with its error.
     """
     items = list(chunks.iter_rows(named=True))
+    context = context or DocumentContext(settings.context_names_cap)
+    size = settings.batch_size
+    results: dict[int, list[dict[str, Any]]] = {}
     with ThreadPoolExecutor(max_workers=max(1, settings.concurrency)) as pool:
-        results = list(pool.map(lambda c: extract_chunk(c, client, settings), items))
-    rows = [r for rs in results for r in rs]
+        # round r holds batch r of every document (chunk_index // batch_size == r): a chunk's prompt
+        # depends only on its own document, whatever else is being extracted
+        for r in sorted({int(c["chunk_index"]) // size for c in items}):
+            batch = [(i, c) for i, c in enumerate(items) if int(c["chunk_index"]) // size == r]
+            names = [context.names(c["doc_key"], r * size) for _, c in batch]
+            done = pool.map(lambda job: extract_chunk(job[0][1], client, settings, vocabulary=vocabulary, names=job[1]),
+                            zip(batch, names))
+            for (i, chunk), chunk_rows in zip(batch, done):
+                for row in chunk_rows:
+                    if row["parse_status"] == "ok":
+                        context.add(chunk["doc_key"], int(chunk["chunk_index"]), entity_names(json.loads(row["parsed"])))
+                results[i] = chunk_rows
+    rows = [row for i in range(len(items)) for row in results[i]]
     frame = pl.DataFrame(rows, schema=RAW_SCHEMA)
     firsts = frame.filter(pl.col("pass") == 0)
     if items and firsts.filter(pl.col("parse_status") == "ok").height == 0:

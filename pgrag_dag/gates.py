@@ -24,6 +24,7 @@ from typing import Any
 import polars as pl
 
 from pgrag_dag.config import GateSettings
+from pgrag_dag.vocabulary import Vocabulary
 
 
 class Gate(str, enum.Enum):
@@ -44,7 +45,7 @@ class Gate(str, enum.Enum):
 DECISION_SCHEMA: dict[str, Any] = {
     "chunk_id": pl.Int64, "pass": pl.Int64, "kind": pl.String, "name": pl.String, "entity_type": pl.String,
     "description": pl.String, "aliases": pl.List(pl.String), "subject": pl.String, "predicate": pl.String,
-    "object": pl.String, "negated": pl.Boolean, "confidence": pl.Float64, "valid_from": pl.String,
+    "raw_predicate": pl.String, "object": pl.String, "negated": pl.Boolean, "confidence": pl.Float64, "valid_from": pl.String,
     "valid_to": pl.String, "accepted": pl.Boolean, "gate": pl.String, "offending_value": pl.String,
 }
 
@@ -155,8 +156,14 @@ def _date(value: Any) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
 
-def gate_extraction(chunk_id: int, p: int, parsed: dict[str, Any], settings: GateSettings) -> list[dict[str, Any]]:
-    """Gate one parsed extraction (one chunk, one pass) → decision rows (schema above)."""
+def gate_extraction(chunk_id: int, p: int, parsed: dict[str, Any], settings: GateSettings,
+                    vocabulary: Vocabulary | None = None) -> list[dict[str, Any]]:
+    """Gate one parsed extraction (one chunk, one pass) → decision rows (schema above).
+
+    Predicates are normalised, then snapped onto ``vocabulary`` (§4.5); ``raw_predicate`` keeps what
+    the model wrote.
+    """
+    vocabulary = vocabulary or Vocabulary()
     rows: list[dict[str, Any]] = []
     accepted: dict[str, str] = {}  # identity key -> cleaned name
     refused: set[str] = set()
@@ -178,10 +185,13 @@ def gate_extraction(chunk_id: int, p: int, parsed: dict[str, Any], settings: Gat
         rows.append(row | _verdict(gate, name))
     for tri in parsed.get("triples", []):
         subj, obj = clean_name(tri.get("subject")), clean_name(tri.get("object"))
-        pred = normalise_predicate(tri.get("predicate"))
+        raw_pred = tri.get("predicate") if isinstance(tri.get("predicate"), str) else None
+        pred = normalise_predicate(raw_pred)
+        if pred not in VAGUE_PREDICATES:
+            pred = vocabulary.snap(pred)
         conf = _confidence(tri.get("confidence", 1.0))
         row = dict.fromkeys(DECISION_SCHEMA) | base | {
-            "kind": "triple", "subject": subj, "predicate": pred, "object": obj,
+            "kind": "triple", "subject": subj, "predicate": pred, "raw_predicate": raw_pred, "object": obj,
             "description": tri.get("description").strip() if isinstance(tri.get("description"), str) else "",
             "negated": bool(tri.get("negated", False)), "confidence": conf,
             "valid_from": _date(tri.get("valid_from")), "valid_to": _date(tri.get("valid_to")),
@@ -222,11 +232,10 @@ def _verdict(gate: Gate | None, value: str | None) -> dict[str, Any]:
     return {"accepted": False, "gate": gate.value, "offending_value": value}
 
 
-def apply_gates(raw: pl.DataFrame, settings: GateSettings) -> pl.DataFrame:
-    """Gate every ``ok`` row of a ``raw_extractions`` frame → the ``gate_decisions`` frame, in
-    (chunk_id, pass) order."""
+def apply_gates(raw: pl.DataFrame, settings: GateSettings, vocabulary: Vocabulary | None = None) -> pl.DataFrame:
+    """Gate every ``ok`` row of a ``raw_extractions`` frame → the ``gate_decisions`` frame, keeping the
+    input's order (document order, then pass)."""
     rows: list[dict[str, Any]] = []
-    ok = raw.filter(pl.col("parse_status") == "ok").sort("chunk_id", "pass")
-    for r in ok.iter_rows(named=True):
-        rows.extend(gate_extraction(int(r["chunk_id"]), int(r["pass"]), json.loads(r["parsed"]), settings))
+    for r in raw.filter(pl.col("parse_status") == "ok").iter_rows(named=True):
+        rows.extend(gate_extraction(int(r["chunk_id"]), int(r["pass"]), json.loads(r["parsed"]), settings, vocabulary))
     return pl.DataFrame(rows, schema=DECISION_SCHEMA)

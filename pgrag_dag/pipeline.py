@@ -21,13 +21,15 @@ import polars as pl
 from pgrag_dag import contracts
 from pgrag_dag.chunking import chunk_documents
 from pgrag_dag.engine import Engine
-from pgrag_dag.extraction import extract_chunks
-from pgrag_dag.gates import apply_gates
+from pgrag_dag.extraction import DocumentContext, extract_chunks
+from pgrag_dag.gates import apply_gates, normalise_predicate
 from pgrag_dag.names import validate_realm, validate_space
+from pgrag_dag.quality import graph_quality, quality_passed
 from pgrag_dag.relations import build_relations
 from pgrag_dag.resolution import resolve_entities
 from pgrag_dag.sources import load_documents
 from pgrag_dag.store import documents, graph, staging, vectors
+from pgrag_dag.vocabulary import Vocabulary, off_vocabulary
 
 log = logging.getLogger(__name__)
 
@@ -35,13 +37,15 @@ log = logging.getLogger(__name__)
 @dataclass
 class StageResult:
     """What a stage did: ``metadata`` (counts, per-gate rejections, model usage, seconds), the
-    ``data_version`` (SHA-256 prefix of what the stage's table now holds for the space), and the
-    number of rows its contract checked."""
+    ``data_version`` (SHA-256 prefix of what the stage's table now holds for the space), the
+    number of rows its contract checked, and further ``checks`` of the stored result."""
 
     stage: str
     metadata: dict[str, Any] = field(default_factory=dict)
     data_version: str = ""
     rows_checked: int = 0
+    checks: dict[str, tuple[bool, dict[str, Any]]] = field(default_factory=dict)
+    """Further checks on what the stage wrote: name → (passed, metadata), e.g. ``graph_quality``."""
 
 
 def frame_hash(frame: pl.DataFrame) -> str:
@@ -86,15 +90,21 @@ def stage_raw_extractions(engine: Engine, realm: str, space: str) -> StageResult
     """Extract (and glean) every chunk without a successful first pass (§4.1–4.2, §3.5)."""
     t0 = time.perf_counter()
     before = engine.usage()
+    spec = engine.settings.space_spec(realm, space)
     with engine.connect() as conn:
         todo = staging.chunks_needing_extraction(conn, realm, space)
-    raw = extract_chunks(todo, engine.client(), engine.settings.extraction)
+        seed = staging.document_names(conn, realm, space, sorted(set(todo["doc_key"].to_list())))
+    context = DocumentContext(engine.settings.extraction.context_names_cap, seed)
+    raw = extract_chunks(todo, engine.client(), engine.settings.extraction, vocabulary=spec.vocabulary_model(),
+                         context=context)
     contracts.validate(contracts.RawExtractionContract, raw)
     with engine.connect() as conn, conn.transaction():
         staging.write_raw(conn, realm, space, raw)
         stored = staging.load_raw(conn, realm, space)
     firsts = raw.filter(pl.col("pass") == 0)
     failed = firsts.filter(pl.col("parse_status") != "ok")
+    for error in failed["error"].to_list():
+        log.warning("chunk skipped: %s", error)
     return StageResult("raw_extractions", {
         "chunks_extracted": todo.height, "chunks_failed": failed.height,
         "failures": failed["error"].to_list()[:20], "passes_written": raw.height,
@@ -108,8 +118,9 @@ def stage_gated_triples(engine: Engine, realm: str, space: str) -> StageResult:
     t0 = time.perf_counter()
     with engine.connect() as conn:
         raw = staging.load_raw(conn, realm, space)
-    decisions = apply_gates(raw, engine.settings.gates)
-    contracts.validate(contracts.GateDecisionContract, decisions)
+    vocabulary = engine.settings.space_spec(realm, space).vocabulary_model()
+    decisions = apply_gates(raw, engine.settings.gates, vocabulary)
+    contracts.validate(contracts.gate_contract(engine.settings.gates), decisions)
     with engine.connect() as conn, conn.transaction():
         stored = staging.load_decisions(conn, realm, space, accepted_only=False)
         unchanged = frame_hash(stored) == frame_hash(decisions)
@@ -121,8 +132,20 @@ def stage_gated_triples(engine: Engine, realm: str, space: str) -> StageResult:
         "entities_accepted": decisions.filter(pl.col("accepted") & (pl.col("kind") == "entity")).height,
         "triples_accepted": decisions.filter(pl.col("accepted") & (pl.col("kind") == "triple")).height,
         "rejected": rejected.height, "rejections_per_gate": per_gate, "rewritten": not unchanged,
+        **_predicate_report(decisions, vocabulary),
         "seconds": round(time.perf_counter() - t0, 3),
     }, frame_hash(decisions), decisions.height)
+
+
+def _predicate_report(decisions: pl.DataFrame, vocabulary: Vocabulary) -> dict[str, Any]:
+    preds = decisions.filter(pl.col("accepted") & (pl.col("kind") == "triple"))
+    snapped = preds.filter(pl.col("predicate") != pl.col("raw_predicate").map_elements(
+        normalise_predicate, return_dtype=pl.String))
+    return {
+        "distinct_predicates": preds["predicate"].n_unique(),
+        "predicates_snapped": snapped.height,
+        "off_vocabulary_top": [f"{p} ({n})" for p, n in off_vocabulary(preds["predicate"].to_list(), vocabulary)],
+    }
 
 
 def stage_resolved_entities(engine: Engine, realm: str, space: str) -> StageResult:
@@ -163,14 +186,19 @@ def stage_relations(engine: Engine, realm: str, space: str) -> StageResult:
         built = build_relations(triples, lookup, names)
         contracts.validate(contracts.RelationContract, built.relations)
         counts = graph.write_relations(conn, realm, space, built.relations)
+        staging.replace_resolution_rejections(conn, realm, space, built.self_loops)
         totals = graph.graph_counts(conn, realm, space)
+        quality = graph_quality(*graph.quality_frames(conn, realm, space),
+                                engine.settings.space_spec(realm, space).vocabulary_model())
     return StageResult("relations", {
         **totals, "relations_inserted": counts["inserted"], "relations_updated": counts["updated"],
         "relations_newly_dormant": counts["dormant"], "self_loops_after_resolution": built.self_loops.height,
+        "self_loop_examples": built.self_loops["offending_value"].head(5).to_list(),
         "negated": built.relations.filter(pl.col("negated")).height,
         "with_validity": built.relations.filter(pl.col("valid_from").is_not_null() | pl.col("valid_to").is_not_null()).height,
         "seconds": round(time.perf_counter() - t0, 3),
-    }, frame_hash(built.relations.drop("rendered")), built.relations.height)
+    }, frame_hash(built.relations.drop("rendered")), built.relations.height,
+        checks={"graph_quality": (quality_passed(quality), quality)})
 
 
 

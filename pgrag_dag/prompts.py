@@ -21,18 +21,23 @@ Rules:
   (short names, titles, spellings) in "aliases". Never name an entity with a pronoun or a
   relative description ("he", "her father", "the company").
 - Emit the stable entity that another document on this subject could name; put periods,
-  amounts and changes in the relation and its description, never in an entity name.
+  amounts and changes in the relation and its description, never in an entity name. Before
+  emitting a name, ask: could this exact name appear in another document about this subject?
 - A triple states a specific relationship the text asserts: predicate in snake_case, past or
   present tense, e.g. "designed", "collaborated_with", "born_in". Two things appearing near each
   other is not a relationship: emit no triple for them. Never use vague predicates such as
-  related_to or associated_with.
+  related_to or associated_with.{vocabulary_rule}
 - If the text denies a relationship, emit the positive predicate with "negated": true.
 - "valid_from"/"valid_to" only when the text states the period, as YYYY, YYYY-MM or YYYY-MM-DD.
 - "confidence" in [0, 1]: how plainly the text states the triple.
 - Every triple's subject and object must be the name of an entity you listed."""
 
+VOCABULARY_RULE = """
+- Use one of these predicates whenever one fits the stated relationship; otherwise a precise
+  snake_case predicate of your own: {terms}."""
+
 EXTRACT_USER = """Document title: {title}
-Source: {source}
+Source: {source}{context}
 
 <<<CHUNK
 {text}
@@ -46,11 +51,14 @@ Return, in the same JSON format, ONLY the entities and triples that were missed.
 missed, return {{"entities": [], "triples": []}}.
 
 Document title: {title}
-Source: {source}
+Source: {source}{context}
 
 <<<CHUNK
 {text}
 CHUNK>>>"""
+
+CONTEXT_LINE = """
+Entities already identified in this document (reuse these exact names): {names}"""
 
 REPORT_SYSTEM = """You write a report on one community of a knowledge graph: entities and the
 relations among them. Return one JSON object and nothing else:

@@ -1,6 +1,6 @@
 """Relations: corroboration by distinct chunks, negation as a flag, validity carried (paper §4.7, §5.1).
 
-Input ``triples``: the accepted triple rows of ``gate_decisions`` (chunk_id, pass, subject,
+Input ``triples``: the accepted triple rows of ``gate_decisions`` in document order (chunk_id, pass, subject,
 predicate, object, description, negated, confidence, valid_from, valid_to) and ``lookup``: identity
 key of every entity surface form (canonical names and aliases) → entity id.
 
@@ -29,7 +29,8 @@ RELATION_SCHEMA: dict[str, Any] = {
 
 @dataclass
 class RelationBuild:
-    """``relations`` (schema above) and ``self_loops`` (chunk_id, subject, object, gate)."""
+    """``relations`` (schema above) and ``self_loops`` (chunk_id, subject, predicate, object, gate,
+    offending_value): triples whose two endpoints resolved to one vertex."""
 
     relations: pl.DataFrame
     self_loops: pl.DataFrame
@@ -50,14 +51,15 @@ def build_relations(triples: pl.DataFrame, lookup: dict[str, int], names: dict[i
     """
     groups: dict[tuple[int, str, int, bool], dict[str, Any]] = {}
     loops: list[dict[str, Any]] = []
-    for t in triples.sort("chunk_id", "pass").iter_rows(named=True):
+    for t in triples.iter_rows(named=True):  # document order: the first stated period wins
         try:
             s, o = lookup[identity_key(t["subject"])], lookup[identity_key(t["object"])]
         except KeyError as exc:
             raise KeyError(f"triple endpoint {exc.args[0]!r} of chunk {t['chunk_id']} is not a resolved entity") from None
         if s == o:
-            loops.append({"chunk_id": t["chunk_id"], "subject": t["subject"], "object": t["object"],
-                          "gate": Gate.SELF_LOOP.value})
+            loops.append({"chunk_id": t["chunk_id"], "subject": t["subject"], "predicate": t["predicate"],
+                          "object": t["object"], "gate": Gate.SELF_LOOP.value,
+                          "offending_value": f"{t['subject']} = {t['object']} = {names[s]} after resolution"})
             continue
         key = (s, t["predicate"], o, bool(t["negated"]))
         g = groups.setdefault(key, {"chunk_ids": set(), "description": "", "confidence": 0.0,
@@ -77,5 +79,6 @@ def build_relations(triples: pl.DataFrame, lookup: dict[str, int], names: dict[i
             "valid_from": g["valid_from"], "valid_to": g["valid_to"],
             "rendered": render_relation(names[s], p, names[o], negated=neg, description=g["description"]),
         })
-    loop_schema = {"chunk_id": pl.Int64, "subject": pl.String, "object": pl.String, "gate": pl.String}
+    loop_schema = {"chunk_id": pl.Int64, "subject": pl.String, "predicate": pl.String, "object": pl.String,
+                   "gate": pl.String, "offending_value": pl.String}
     return RelationBuild(pl.DataFrame(rows, schema=RELATION_SCHEMA), pl.DataFrame(loops, schema=loop_schema))

@@ -26,6 +26,7 @@ from pgrag_dag.extraction import (
     extraction_messages,
     parse_extraction,
     parse_json_object,
+    system_prompt,
 )
 from pgrag_dag.llm import ModelClient, prompt_key
 from pgrag_dag.stub_server import StubServer
@@ -144,7 +145,8 @@ def test_the_prompt_carries_title_source_and_the_framed_chunk(stub_llm: StubServ
     raw = extract_chunks(chunks, make_client(stub_llm), ExtractionSettings(gleaning_passes=0))
     (body,) = _chat(stub_llm)
     system, user = body["messages"]
-    assert system == {"role": "system", "content": prompts.EXTRACT_SYSTEM}
+    assert system == {"role": "system", "content": system_prompt(None)}
+    assert "{vocabulary_rule}" not in system["content"] and "Use one of these predicates" not in system["content"]
     assert user["role"] == "user"
     assert "Document title: Ada Lovelace\n" in user["content"]
     assert "Source: corpus/lovelace.txt\n" in user["content"]

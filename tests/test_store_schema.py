@@ -57,7 +57,7 @@ def test_concurrent_initialisation_converges(pg_dsn: str) -> None:
     assert errors == []
     c = db.connect(pg_dsn, autocommit=True)
     n = c.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'pgrag_tconcurrent'").fetchone()
-    assert n is not None and n[0] == 9
+    assert n is not None and n[0] == 10
     c.execute("DROP SCHEMA pgrag_tconcurrent CASCADE")
     c.execute("DELETE FROM pgrag__control.realms WHERE realm = 'tconcurrent'")
     c.close()

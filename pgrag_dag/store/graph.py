@@ -211,3 +211,20 @@ def graph_counts(conn: psycopg.Connection, realm: str, space: str) -> dict[str, 
     ).fetchone()
     assert row is not None
     return dict(zip(["entities", "entities_dormant", "relations", "relations_dormant", "mentions"], row))
+
+
+def quality_frames(conn: psycopg.Connection, realm: str, space: str) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The frames :func:`pgrag_dag.quality.graph_quality` reads: entities (id, name, aliases, dormant) and
+    relations (source_id, target_id, predicate, negated, live)."""
+    e, r = _t(realm, "entities"), _t(realm, "relations")
+    ents = conn.execute(sql.SQL("SELECT id, name, aliases, dormant_since IS NOT NULL FROM {} WHERE space = %s ORDER BY id")
+                        .format(e), (space,)).fetchall()
+    rels = conn.execute(sql.SQL("""SELECT source_id, target_id, predicate, negated,
+                                          dormant_since IS NULL AND superseded_by IS NULL FROM {} WHERE space = %s""")
+                        .format(r), (space,)).fetchall()
+    return (
+        pl.DataFrame(ents, schema={"id": pl.Int64, "name": pl.String, "aliases": pl.List(pl.String), "dormant": pl.Boolean},
+                     orient="row"),
+        pl.DataFrame(rels, schema={"source_id": pl.Int64, "target_id": pl.Int64, "predicate": pl.String,
+                                   "negated": pl.Boolean, "live": pl.Boolean}, orient="row"),
+    )

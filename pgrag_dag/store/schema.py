@@ -10,6 +10,7 @@ Realm schema ``pgrag_<realm>`` tables (every one carries ``space``):
   metadata, embedding vector(d)
 - ``raw_extractions``  staging: model text and parsed JSON per (chunk, pass)
 - ``gate_decisions``   staging: every extracted entity/triple, accepted or rejected with its gate
+- ``resolution_rejections``  staging: triples refused only after resolution (self-loops)
 - ``entities``   canonical name, type, description, aliases, dormant_since, embedding vector(d)
 - ``relations``  subject→object edges: predicate, description, chunk_ids (provenance), weight,
   negated, confidence, payload (valid_from/valid_to, promoted to generated columns), superseded_by,
@@ -104,6 +105,7 @@ CREATE TABLE IF NOT EXISTS {s}.gate_decisions (
     aliases text[],
     subject text,
     predicate text,
+    raw_predicate text,
     object text,
     negated boolean,
     confidence double precision,
@@ -115,6 +117,16 @@ CREATE TABLE IF NOT EXISTS {s}.gate_decisions (
     CHECK (accepted = (gate IS NULL))
 );
 CREATE INDEX IF NOT EXISTS gate_decisions_space ON {s}.gate_decisions (space, accepted);
+CREATE TABLE IF NOT EXISTS {s}.resolution_rejections (
+    space text NOT NULL,
+    chunk_id bigint NOT NULL REFERENCES {s}.documents(id) ON DELETE CASCADE,
+    subject text NOT NULL,
+    predicate text NOT NULL,
+    object text NOT NULL,
+    gate text NOT NULL,
+    offending_value text NOT NULL
+);
+CREATE INDEX IF NOT EXISTS resolution_rejections_space ON {s}.resolution_rejections (space);
 CREATE TABLE IF NOT EXISTS {s}.entities (
     id bigserial PRIMARY KEY,
     space text NOT NULL,

@@ -34,6 +34,23 @@ def chunks_needing_extraction(conn: psycopg.Connection, realm: str, space: str) 
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
+def document_names(conn: psycopg.Connection, realm: str, space: str,
+                   doc_keys: list[str]) -> dict[str, list[tuple[int, list[str]]]]:
+    """For each document, (chunk_index, entity names) of its stored successful extractions, in document
+    order — the seed of the document context (§4.1) when part of a document is extracted again."""
+    rows = conn.execute(
+        sql.SQL("""SELECT d.doc_key, d.chunk_index, r.parsed FROM {r} r JOIN {d} d ON d.id = r.chunk_id
+                    WHERE r.space = %s AND d.doc_key = ANY(%s) AND r.parse_status = 'ok'
+                    ORDER BY d.doc_key, d.chunk_index, r.pass""").format(r=_t(realm, "raw_extractions"), d=_t(realm, "documents")),
+        (space, doc_keys),
+    ).fetchall()
+    out: dict[str, list[tuple[int, list[str]]]] = {}
+    for doc_key, chunk_index, parsed in rows:
+        names = [e.get("name") for e in parsed.get("entities", []) if isinstance(e.get("name"), str)]
+        out.setdefault(doc_key, []).append((chunk_index, names))
+    return out
+
+
 def write_raw(conn: psycopg.Connection, realm: str, space: str, raw: pl.DataFrame) -> int:
     """Replace the raw rows of the chunks in ``raw`` (the ``raw_extractions`` frame) with ``raw``."""
     if raw.height == 0:
@@ -53,11 +70,13 @@ def write_raw(conn: psycopg.Connection, realm: str, space: str, raw: pl.DataFram
 
 
 def load_raw(conn: psycopg.Connection, realm: str, space: str) -> pl.DataFrame:
-    """Every raw extraction row of the space (the ``raw_extractions`` frame), by (chunk_id, pass)."""
+    """Every raw extraction row of the space (the ``raw_extractions`` frame), in document order then pass."""
     rows = conn.execute(
-        sql.SQL("""SELECT chunk_id, pass, model, prompt_version, raw_text, parsed::text, parse_status, error,
-                          prompt_tokens, completion_tokens, cache_hit FROM {} WHERE space = %s ORDER BY chunk_id, pass""")
-        .format(_t(realm, "raw_extractions")), (space,),
+        sql.SQL("""SELECT r.chunk_id, r.pass, r.model, r.prompt_version, r.raw_text, r.parsed::text, r.parse_status,
+                          r.error, r.prompt_tokens, r.completion_tokens, r.cache_hit
+                     FROM {r} r JOIN {d} d ON d.id = r.chunk_id WHERE r.space = %s
+                    ORDER BY d.doc_order, d.doc_key, d.chunk_index, r.pass""")
+        .format(r=_t(realm, "raw_extractions"), d=_t(realm, "documents")), (space,),
     ).fetchall()
     return pl.DataFrame(rows, schema=RAW_SCHEMA, orient="row")
 
@@ -76,11 +95,29 @@ def replace_decisions(conn: psycopg.Connection, realm: str, space: str, decision
 
 
 def load_decisions(conn: psycopg.Connection, realm: str, space: str, *, accepted_only: bool = True) -> pl.DataFrame:
-    """The space's gate decisions (the ``gate_decisions`` frame) in (chunk_id, pass, id) order."""
-    cols = sql.SQL(", ").join(sql.Identifier(c) for c in _DECISION_COLS)
-    where = sql.SQL(" AND accepted") if accepted_only else sql.SQL("")
+    """The space's gate decisions (the ``gate_decisions`` frame) in document order (document, chunk, pass)."""
+    cols = sql.SQL(", ").join(sql.Identifier("g", c) for c in _DECISION_COLS)
+    where = sql.SQL(" AND g.accepted") if accepted_only else sql.SQL("")
     rows = conn.execute(
-        sql.SQL("SELECT {} FROM {} WHERE space = %s{} ORDER BY chunk_id, pass, id").format(cols, _t(realm, "gate_decisions"), where),
+        sql.SQL("""SELECT {} FROM {} g JOIN {} d ON d.id = g.chunk_id WHERE g.space = %s{}
+                    ORDER BY d.doc_order, d.doc_key, d.chunk_index, g.pass, g.id""").format(
+            cols, _t(realm, "gate_decisions"), _t(realm, "documents"), where),
         (space,),
     ).fetchall()
     return pl.DataFrame(rows, schema=DECISION_SCHEMA, orient="row")
+
+
+def replace_resolution_rejections(conn: psycopg.Connection, realm: str, space: str, rejections: pl.DataFrame) -> int:
+    """Replace the space's post-resolution rejections (chunk_id, subject, predicate, object, gate,
+    offending_value); an identical set is left as it is. Returns the number of rows."""
+    table = _t(realm, "resolution_rejections")
+    cols = ["chunk_id", "subject", "predicate", "object", "gate", "offending_value"]
+    stored = conn.execute(sql.SQL("SELECT chunk_id, subject, predicate, object, gate, offending_value FROM {}"
+                                  " WHERE space = %s ORDER BY 1, 2, 3, 4").format(table), (space,)).fetchall()
+    wanted = sorted(rejections.select(cols).iter_rows())
+    if stored != wanted:
+        conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s").format(table), (space,))
+        with conn.cursor() as cur:
+            cur.executemany(sql.SQL("INSERT INTO {} (space, chunk_id, subject, predicate, object, gate, offending_value)"
+                                    " VALUES (%s, %s, %s, %s, %s, %s, %s)").format(table), [(space, *r) for r in wanted])
+    return len(wanted)

@@ -1,0 +1,137 @@
+"""Predicate vocabulary: presets, snapping by stem, explicit aliases, exclusive groups (paper §4.5, §5.2).
+
+A :class:`Vocabulary` is built per realm/space from the configuration (a preset, extra terms, an alias
+map, exclusive groups). Extracted predicates — already normalised by
+:func:`pgrag_dag.gates.normalise_predicate` — are mapped by :meth:`Vocabulary.snap`:
+
+1. the explicit alias map (``collaborated_with`` → ``worked_with``), for wordings no rule relates;
+2. snapping onto a vocabulary term whose token stems are equal (``design``, ``designs`` → ``designed``).
+
+Snapping compares whole token sequences, so an inverse relation is never merged onto its converse
+(``educated_by`` keeps its ``by`` and never becomes ``educated``). Predicates off the vocabulary
+survive unchanged; :func:`off_vocabulary` reports the commonest.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from pgrag_dag.errors import ConfigurationError
+
+BIOGRAPHY = (
+    "born_in", "died_in", "child_of", "parent_of", "sibling_of", "married", "educated_at", "studied_under",
+    "taught", "worked_with", "worked_at", "worked_on", "employed_by", "member_of", "elected_to", "held_position",
+    "founded", "designed", "built", "invented", "discovered", "wrote", "published", "translated", "described",
+    "proposed", "influenced", "corresponded_with", "met", "funded", "awarded", "named_after", "lived_in",
+    "located_in", "succeeded",
+)
+FINANCE = (
+    "reported", "acquired", "divested", "owns", "subsidiary_of", "segment_of", "operates_in", "headquartered_in",
+    "generates_cash_flow", "consumes_cash", "increased", "decreased", "invested_in", "issued", "repurchased",
+    "paid_dividend", "borrowed_from", "repaid", "impaired", "launched", "discontinued", "opened", "closed",
+    "partnered_with", "competes_with", "supplies", "customer_of", "ceo_of", "cfo_of", "audited_by", "grounds",
+    "certifies",
+)
+FINANCE_GROUPS = (
+    ("generates_cash_flow", "consumes_cash"), ("grounds", "certifies"), ("increased", "decreased"),
+    ("acquired", "divested"), ("launched", "discontinued"), ("opened", "closed"),
+    ("partnered_with", "competes_with"), ("supplies", "customer_of"),
+)
+NARRATIVE = (
+    "friend_of", "enemy_of", "rival_of", "ally_of", "opponent_of", "loves", "married", "child_of", "parent_of",
+    "sibling_of", "serves", "master_of", "killed", "wounded", "betrayed", "saved", "imprisoned", "freed",
+    "met", "lives_in", "travelled_to", "minister_of", "king_of", "queen_of", "captain_of", "member_of",
+    "commands", "disguised_as", "known_as", "succeeded",
+)
+NARRATIVE_GROUPS = (("friend_of", "enemy_of", "rival_of", "ally_of", "opponent_of"),)
+ALIASES = {
+    "collaborated_with": "worked_with", "cooperated_with": "worked_with", "partnered_with_person": "worked_with",
+    "authored": "wrote", "penned": "wrote", "constructed": "built", "attended": "educated_at",
+    "studied_at": "educated_at", "resided_in": "lived_in", "wed": "married",
+}
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named controlled vocabulary with its exclusive predicate groups and alias map."""
+
+    terms: tuple[str, ...]
+    groups: tuple[tuple[str, ...], ...] = ()
+    aliases: dict[str, str] = field(default_factory=dict)
+
+
+PRESETS: dict[str, Preset] = {
+    "biography": Preset(BIOGRAPHY, (), ALIASES),
+    "finance": Preset(FINANCE, FINANCE_GROUPS, {}),
+    "narrative": Preset(NARRATIVE, NARRATIVE_GROUPS, {"allied_with": "ally_of", "befriended": "friend_of"}),
+}
+
+_SUFFIXES = (("ies", "y"), ("ied", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", ""))
+
+
+def stem(token: str) -> str:
+    """A crude English stem for one predicate token (``designed``/``designs``/``design`` → ``design``)."""
+    for suffix, repl in _SUFFIXES:
+        if token.endswith(suffix) and len(token) - len(suffix) + len(repl) >= 3:
+            return token[: len(token) - len(suffix)] + repl
+    return token
+
+
+def stems(predicate: str) -> tuple[str, ...]:
+    """The stems of a predicate's underscore-separated tokens."""
+    return tuple(stem(t) for t in predicate.split("_") if t)
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """Controlled vocabulary of one space: ``terms`` (may be empty = free predicates), ``aliases``,
+    exclusive ``groups`` (consumed by supersession)."""
+
+    terms: tuple[str, ...] = ()
+    aliases: dict[str, str] = field(default_factory=dict)
+    groups: tuple[tuple[str, ...], ...] = ()
+
+    @classmethod
+    def build(cls, *, preset: str | None = None, terms: Iterable[str] = (), aliases: dict[str, str] | None = None,
+              groups: Iterable[Iterable[str]] = ()) -> "Vocabulary":
+        """Combine a preset (by name) with extra terms, aliases and groups.
+
+        Raises :class:`ConfigurationError` for an unknown preset or a group naming an unknown term.
+        """
+        base = Preset(())
+        if preset is not None:
+            if preset not in PRESETS:
+                raise ConfigurationError(f"unknown vocabulary preset {preset!r}; available: {', '.join(sorted(PRESETS))}")
+            base = PRESETS[preset]
+        all_terms = tuple(dict.fromkeys([*base.terms, *terms]))
+        all_groups = tuple(tuple(g) for g in [*base.groups, *groups])
+        for g in all_groups:
+            unknown = [p for p in g if all_terms and p not in all_terms]
+            if unknown:
+                raise ConfigurationError(f"exclusive group {list(g)} names predicates not in the vocabulary: {unknown}")
+        return cls(all_terms, {**base.aliases, **(aliases or {})}, all_groups)
+
+    @property
+    def _by_stems(self) -> dict[tuple[str, ...], str]:
+        return {stems(t): t for t in reversed(self.terms)}
+
+    def snap(self, predicate: str) -> str:
+        """Map a normalised predicate onto the vocabulary (alias map, then equal stems); else unchanged."""
+        predicate = self.aliases.get(predicate, predicate)
+        if predicate in self.terms:
+            return predicate
+        return self._by_stems.get(stems(predicate), predicate)
+
+    def render(self) -> str:
+        """The vocabulary as it is shown to the model (empty when there is none)."""
+        return ", ".join(self.terms)
+
+
+def off_vocabulary(predicates: Iterable[str], vocabulary: Vocabulary, *, top: int = 10) -> list[tuple[str, int]]:
+    """The ``top`` commonest predicates not in the vocabulary, with counts (the feedback loop of §4.5)."""
+    if not vocabulary.terms:
+        return []
+    counts = Counter(p for p in predicates if p not in vocabulary.terms)
+    return counts.most_common(top)
