@@ -19,8 +19,11 @@ def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
     """Human-readable summary lines from the assets' materialisation metadata."""
     c, g, r, co, h = (metas.get(k, {}) for k in ("chunks", "gated_triples", "relations", "communities", "community_hierarchy"))
     usage = {k: sum(int(m.get(k, 0) or 0) for m in metas.values()) for k in USAGE_KEYS}
-    gates = g.get("rejections_per_gate") or {}
+    gates = dict(g.get("rejections_per_gate") or {})
+    if r.get("self_loops_after_resolution"):
+        gates["self_loop (after resolution)"] = r["self_loops_after_resolution"]
     checks = metas.get("_checks", {})
+    quality = metas.get("_quality", {})
     return [
         f"partition {partition}  (Dagster run {metas.get('_run', {}).get('run_id', '?')})",
         f"  documents        {c.get('documents')}  ({c.get('documents_added')} added, {c.get('documents_replaced')} replaced, "
@@ -31,10 +34,16 @@ def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
         f"  gate decisions   {g.get('entities_accepted')} entities and {g.get('triples_accepted')} triples accepted, "
         f"{g.get('rejected')} rejected",
         *[f"    {gate:<20} {n}" for gate, n in sorted(gates.items())],
+        f"  predicates       {g.get('distinct_predicates')} distinct, {g.get('predicates_snapped')} snapped onto the "
+        f"vocabulary; commonest off it: {', '.join((g.get('off_vocabulary_top') or [])[:5])}",
+        f"  graph quality    vocabulary share {quality.get('vocabulary_predicate_share')}, "
+        f"{quality.get('orphan_entities')} orphan entities, {quality.get('duplicate_edge_rows')} duplicate edges, "
+        f"{quality.get('fragmented_short_form_vertices')} fragmented vertices, "
+        f"{quality.get('pronoun_entities')} pronoun entities",
         f"  communities      {co.get('communities')} (level 0), {h.get('parents')} parent topics",
         f"  model            {usage['model_calls']} calls, {usage['cache_hits']} cache hits, "
         f"{usage['prompt_tokens']} prompt / {usage['completion_tokens']} completion tokens",
-        f"  checks           {sum(checks.values())}/{len(checks)} passed",
+        f"  checks           {sum(checks.values())}/{len(checks)} passed ({', '.join(sorted(k for k, ok in checks.items() if not ok)) or 'all green'})",
     ]
 
 

@@ -72,7 +72,9 @@ def materialize_partition(settings: Settings, partition: str) -> dict[str, dict[
         for ev in result.get_asset_materialization_events():
             mat = ev.materialization
             out[mat.asset_key.to_user_string()] = {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
-        checks = [(e.asset_key.to_user_string(), e.passed) for e in result.get_asset_check_evaluations()]
-        out["_checks"] = {a: ok for a, ok in checks}
+        evaluations = result.get_asset_check_evaluations()
+        out["_checks"] = {f"{e.asset_key.to_user_string()}:{e.check_name}": e.passed for e in evaluations}
+        out["_quality"] = next(({k: getattr(v, "value", v) for k, v in e.metadata.items()}
+                                for e in evaluations if e.check_name == "graph_quality"), {})
         out["_run"] = {"run_id": result.run_id}
         return out
