@@ -99,3 +99,32 @@ def test_code_location_loads() -> None:
     defs = build_defs()
     dg.Definitions.validate_loadable(defs)
     assert {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()} == set(STAGES)
+
+
+def test_changing_the_vocabulary_rematerialises_gated_triples_and_downstream_without_a_model_call(
+    small_corpus: SmallCorpus, realm: str
+) -> None:
+    key = f"{realm}.main"
+    with dg.instance_for_test() as instance:
+        add_partitions(instance, [key])
+        assert _materialize(small_corpus, instance, key).success
+        calls = len(small_corpus.chat_requests())
+        text = small_corpus.config.read_text().replace(
+            "sources:", "predicate_aliases: {wrote_notes_on: wrote}\n        vocabulary: [wrote]\n        sources:", 1)
+        small_corpus.config.write_text(text)
+        result = dg.materialize(ASSETS, partition_key=key, instance=instance,
+                                selection=dg.AssetSelection.assets("gated_triples").downstream(),
+                                resources={"pgrag": PgragResource(config_path=str(small_corpus.config))},
+                                raise_on_error=False)
+        assert result.success
+        # raw extractions are replayed from PostgreSQL: no extraction or gleaning call; the only model
+        # calls are reports of communities whose relations changed
+        new = small_corpus.chat_requests()[calls:]
+        assert all(r["body"]["messages"][0]["content"].startswith("You write a report") for r in new)
+        comm = next(e for e in result.get_asset_materialization_events() if e.asset_key.to_user_string() == "communities")
+        assert len(new) <= comm.materialization.metadata["communities"].value  # type: ignore[union-attr]
+        assert {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()} == set(STAGES[2:])
+    with db.connect(small_corpus.settings().database_url) as conn:
+        rows = conn.execute(sql.SQL("SELECT predicate, dormant_since IS NOT NULL FROM {}.relations WHERE predicate IN"
+                                    " ('wrote', 'wrote_notes_on') ORDER BY 1").format(sql.Identifier(schema_for(realm)))).fetchall()
+    assert rows == [("wrote", False), ("wrote_notes_on", True)]

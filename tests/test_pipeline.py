@@ -124,3 +124,21 @@ def test_contract_frames_of_a_built_graph_are_valid(small_corpus: SmallCorpus, r
         frame = graph.load_entities(conn, realm, "main")
     assert validate(EntityContract, frame).height == frame.height > 0
     assert isinstance(frame, pl.DataFrame)
+
+
+def test_changing_a_gate_setting_regates_from_stored_extractions_without_a_model_call(
+    small_corpus: SmallCorpus, realm: str
+) -> None:
+    from pgrag_dag.pipeline import stage_embeddings, stage_gated_triples, stage_relations, stage_resolved_entities
+
+    index_documents(small_corpus.engine(), realm, "main", communities=False)
+    calls = len(small_corpus.chat_requests())
+    strict = small_corpus.engine(gates={"confidence_floor": 0.95})  # every fixture triple has confidence 0.9
+    gated = stage_gated_triples(strict, realm, "main").metadata
+    for stage in (stage_resolved_entities, stage_relations, stage_embeddings):
+        stage(strict, realm, "main")
+    assert len(small_corpus.chat_requests()) == calls
+    assert gated["triples_accepted"] == 0 and gated["rejections_per_gate"]["confidence_floor"] > 0
+    live = _rows(strict.dsn, realm, "SELECT count(*) FROM {s}.relations WHERE dormant_since IS NULL")
+    assert live == [(0,)]  # no contributing chunk left: dormant, not deleted
+    assert _rows(strict.dsn, realm, "SELECT count(*) > 0 FROM {s}.relations") == [(True,)]
