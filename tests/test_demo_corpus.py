@@ -29,7 +29,11 @@ def _engine(pg_dsn: str, realm: str, root: Path = ROOT) -> Engine:
 
 def test_replayed_cassette_builds_the_demo_graph_without_a_model_call(pg_dsn: str, realm: str) -> None:
     engine = _engine(pg_dsn, realm)
-    meta = {r.stage: r.metadata for r in index_documents(engine, realm, "demo")}
+    results = {r.stage: r for r in index_documents(engine, realm, "demo")}
+    meta = {stage: r.metadata for stage, r in results.items()}
+    passed, quality = results["relations"].checks["graph_quality"]
+    assert passed and quality["pronoun_entities"] == quality["fragmented_short_form_vertices"] == 0
+    assert quality["duplicate_edge_rows"] == 0 and quality["vocabulary_predicate_share"] > 0.4
     assert engine.usage()["model_calls"] == 0 and engine.usage()["cache_hits"] == 58 * 2 + 30 + 2
     assert meta["chunks"]["chunks"] == 58
     # every gate of Table 2 does work on the recorded responses (the possessive gate is off by default)
@@ -40,12 +44,19 @@ def test_replayed_cassette_builds_the_demo_graph_without_a_model_call(pg_dsn: st
     # "Lady King" resolves onto Ada Lovelace, so "Ada Lovelace known_as Lady King" is refused after resolution
     assert meta["relations"]["self_loop_examples"] == ["Ada Lovelace = Lady King = Ada Lovelace after resolution"]
     assert meta["gated_triples"]["predicates_snapped"] > 0  # the biography vocabulary snapped predicates
+    assert meta["relations"]["relations"] == 603 and meta["relations"]["entities"] == 450
     assert meta["communities"]["communities"] == 30 and meta["community_hierarchy"]["parents"] == 2
     s = sql.Identifier(schema_for(realm))
     with engine.connect() as conn:
         aliases = conn.execute(sql.SQL("SELECT aliases FROM {}.entities WHERE name = 'Charles Babbage'").format(s)).fetchone()
         assert aliases is not None and "Babbage" in aliases[0]
         assert conn.execute(sql.SQL("SELECT count(*) FROM {}.entities WHERE lower(name) = 'babbage'").format(s)).fetchone() == (0,)
+        # Ada Lovelace absorbs her surface forms: one vertex, no fragment named by any of them
+        ada = conn.execute(sql.SQL("SELECT aliases FROM {}.entities WHERE name = 'Ada Lovelace'").format(s)).fetchone()
+        assert ada is not None and {"Augusta Ada King, Countess of Lovelace", "Augusta Ada Byron", "Lady King"} <= set(ada[0])
+        fragments = conn.execute(sql.SQL("SELECT count(*) FROM {}.entities WHERE name = ANY(%s)").format(s),
+                                 (list(ada[0]),)).fetchone()
+        assert fragments == (0,)
         chair = conn.execute(sql.SQL(
             """SELECT r.valid_from, r.valid_to FROM {s}.relations r JOIN {s}.entities a ON a.id = r.source_id
                JOIN {s}.entities b ON b.id = r.target_id WHERE a.name = 'Charles Babbage'

@@ -155,3 +155,10 @@ def test_write_entities_updates_an_upgraded_vertex_in_place(conn: psycopg.Connec
     assert write_entities(conn, realm, "s1", res) == {"inserted": 0, "updated": 1}
     assert _stored(conn, realm, "s1") == [(before[0][0], "Charles Babbage", "Person", "Mathematician", ["Babbage"])]
     assert [r[1:3] for r in _stored(conn, realm, "s2")] == [("Babbage", "Place")]  # other space untouched
+
+
+def test_a_concept_stub_arriving_after_a_rich_record_strips_nothing() -> None:
+    # the gates create bare Concept stubs for unlisted triple endpoints; one landing later must not win
+    rich = ("Charles Babbage", "Person", "English mathematician who designed the Difference Engine", ["Babbage"])
+    res = resolve_entities(NONE, _decisions(rich, ("Babbage", "Concept", "", [])))
+    assert _vertices(res.entities()) == [rich]
