@@ -12,6 +12,10 @@ from pgrag_dag.engine import Engine
 from pgrag_dag.names import split_partition_key
 
 DEMO_QUESTION = "How did Ada Lovelace contribute to Charles Babbage's Analytical Engine?"
+# partition -> (question, QueryParam overrides) asked by the demo with synthesis (recorded in the cassettes)
+DEMO_QUESTIONS: dict[str, list[tuple[str, dict[str, Any]]]] = {
+    "wiki.demo": [(DEMO_QUESTION, {})],
+}
 USAGE_KEYS = ("model_calls", "cache_hits", "prompt_tokens", "completion_tokens")
 
 

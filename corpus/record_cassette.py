@@ -1,13 +1,14 @@
 """Record the demo corpus's cassette from hand-authored responses, through real litellm calls.
 
 No model is reachable on the machines this project is built on, so the responses in
-``corpus/wikipedia/responses/*.jsonl`` were written by hand, as a careful extraction model would
+``corpus/<corpus>/responses/*.jsonl`` were written by hand, as a careful extraction model would
 answer the project's own prompts (see corpus/README.md). This script serves them from a local
 OpenAI-compatible server (``pgrag_dag.stub_server``), indexes the corpus through litellm against it
 into a scratch realm, and exports every response the run received as the cassette. Prompts it has
 no authored answer for are written to ``--pending`` for an author to answer.
 
-    python corpus/record_cassette.py            # writes corpus/wikipedia/cassette.jsonl
+    python corpus/record_cassette.py                              # wiki.demo → corpus/wikipedia/cassette.jsonl
+    python corpus/record_cassette.py --partition tenk.disney      # → corpus/disney_10k/cassette.jsonl
 
 To record against a real model instead, point the settings at it and export:
 ``PGRAG_LLM__MODELS='["openai/gpt-4o-mini"]' pgrag index wiki.demo && pgrag cassette export FILE``.
@@ -64,8 +65,9 @@ def load_authored(responses: Path) -> dict[tuple[str, int], str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--responses", type=Path, default=HERE / "wikipedia" / "responses")
-    ap.add_argument("--out", type=Path, default=HERE / "wikipedia" / "cassette.jsonl")
+    ap.add_argument("--partition", default="wiki.demo", help="the pgrag.yaml partition whose sources to record")
+    ap.add_argument("--responses", type=Path, help="authored responses (default: <corpus>/responses)")
+    ap.add_argument("--out", type=Path, help="cassette to write (default: the partition's configured cassette)")
     ap.add_argument("--pending", type=Path, default=Path("pending_prompts.jsonl"))
     ap.add_argument("--realm", default="cassette_recording")
     ap.add_argument("--no-communities", dest="communities", action="store_false")
@@ -79,7 +81,16 @@ def main() -> int:
     from pgrag_dag.store import cache, schema
     from pgrag_dag.stub_server import StubServer
 
-    authored = load_authored(args.responses)
+    from pgrag_dag.assets.demo import DEMO_QUESTIONS
+    from pgrag_dag.names import split_partition_key
+
+    src_realm, space = split_partition_key(args.partition)
+    base = load_settings()
+    spec = base.space_spec(src_realm, space)
+    corpus_dir = base.resolve(spec.sources[0].path)
+    responses = args.responses or corpus_dir / "responses"
+    out = args.out or corpus_dir / "cassette.jsonl"
+    authored = load_authored(responses)
     pending: list[dict] = []
 
     def answer(messages: list[dict[str, str]]) -> str:
@@ -89,13 +100,13 @@ def main() -> int:
         pending.append({"key": key[0], "pass": key[1], "messages": messages})
         raise LookupError(f"no authored response for {key[0][:40]}")
 
-    settings = load_settings()
-    space = "demo"
-    realms = {args.realm: settings.realms["wiki"]}
+    from pgrag_dag.config import RealmSpec
+
+    realms = {args.realm: RealmSpec(spaces={space: spec})}
     with StubServer(answer) as server:
         llm = LLMSettings(models=["openai/hand-authored"], api_base=server.base_url, api_key="none",
                           deadline_s=30, max_retries=0)
-        settings = settings.model_copy(update={"llm": llm, "realms": realms, "cassettes": []})
+        settings = base.model_copy(update={"llm": llm, "realms": realms, "cassettes": []})
         engine = Engine.from_settings(settings)
         with engine.connect(autocommit=True) as conn:
             schema.init_control(conn)
@@ -109,17 +120,17 @@ def main() -> int:
             results = []
         from pgrag_dag.query import QueryParam, query
 
-        from pgrag_dag.assets.demo import DEMO_QUESTION as question
-        try:
-            query(question, QueryParam(space=space), dsn=engine.dsn, realm=args.realm, embedder=engine.embedder(),
-                  client=engine.client())
-        except Exception as exc:  # a pending synthesis prompt is reported below
-            print(f"query: {exc}", file=sys.stderr)
+        for question, overrides in DEMO_QUESTIONS.get(args.partition, []):
+            try:
+                query(question, QueryParam(space=space, **overrides), dsn=engine.dsn, realm=args.realm,
+                      embedder=engine.embedder(), client=engine.client())
+            except Exception as exc:  # a pending synthesis prompt is reported below
+                print(f"query: {exc}", file=sys.stderr)
         with engine.connect(autocommit=True) as conn:
             rows = conn.execute(
                 "SELECT key, prompt_key, model, purpose, request, response, prompt_tokens, completion_tokens"
                 " FROM pgrag__control.llm_cache WHERE model = 'openai/hand-authored' ORDER BY key").fetchall()
-        with args.out.open("w", encoding="utf-8") as fh:
+        with out.open("w", encoding="utf-8") as fh:
             for row in rows:
                 fh.write(json.dumps(dict(zip(cache.CASSETTE_FIELDS, row)), ensure_ascii=False, sort_keys=True) + "\n")
         for r in results:
@@ -129,7 +140,7 @@ def main() -> int:
             for p in pending:
                 fh.write(json.dumps(p, ensure_ascii=False) + "\n")
         print(f"{len(pending)} prompt(s) without an authored response written to {args.pending}", file=sys.stderr)
-    print(f"{len(rows)} responses written to {args.out}")
+    print(f"{len(rows)} responses written to {out}")
     return 1 if pending else 0
 
 

@@ -13,12 +13,12 @@ from pgrag_dag.errors import (
     ConfigurationError, ContractError, DatabaseError, ExtractionError, InvalidNameError, ModelError,
     PgragError, QueryError, ReplayMissError, SchemaMismatchError, SourceError,
 )
-from pgrag_dag.pipeline import StageResult, index_documents
+from pgrag_dag.pipeline import StageResult, delete_document, index_documents
 from pgrag_dag.query import QueryParam, QueryResult, query, query_data
 
 __all__ = [
     "ConfigurationError", "ContractError", "DatabaseError", "Engine", "ExtractionError", "InvalidNameError",
     "ModelError", "PgragError", "QueryError", "QueryParam", "QueryResult", "ReplayMissError",
-    "SchemaMismatchError", "Settings", "SourceError", "StageResult", "index_documents", "load_settings",
+    "SchemaMismatchError", "Settings", "SourceError", "StageResult", "delete_document", "index_documents", "load_settings",
     "query", "query_data",
 ]

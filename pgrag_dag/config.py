@@ -138,6 +138,14 @@ class CommunitySettings(BaseModel):
     negated_weight: float = 0.25
 
 
+class TemporalSettings(BaseModel):
+    """The temporal model's optional parts (§7.4): LLM contradiction detection over the residue the
+    declarative supersession pass leaves, off by default, at most ``contradiction_max_pairs`` calls."""
+
+    contradiction_detection: bool = False
+    contradiction_max_pairs: int = Field(default=200, ge=0)
+
+
 class RetrievalSettings(BaseModel):
     """Query defaults (§7)."""
 
@@ -164,6 +172,7 @@ class Settings(BaseSettings):
     extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
     gates: GateSettings = Field(default_factory=GateSettings)
     communities: CommunitySettings = Field(default_factory=CommunitySettings)
+    temporal: TemporalSettings = Field(default_factory=TemporalSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     realms: dict[str, RealmSpec] = Field(default_factory=dict)
     cassettes: list[Path] = Field(default_factory=list)

@@ -189,6 +189,29 @@ class RelationContract(pa.DataFrameModel):
         return data.lazyframe.select(pl.col("source_id") != pl.col("target_id"))
 
 
+class SupersessionContract(pa.DataFrameModel):
+    """``supersession`` audit frame: every superseded edge is superseded by a *later* assertion; by a
+    group or a negation flip only on the same ordered pair, and by a group only within one group."""
+
+    row: int
+    superseded_by_row: int
+    reason: str = pa.Field(isin=["group", "negation", "contradiction"])
+    later: bool = pa.Field(isin=[True])
+    same_pair: bool
+    same_group: bool
+
+    class Config:
+        unique = ["row"]
+
+    @pa.dataframe_check
+    def declared_reasons_hold(cls, data: PolarsData) -> pl.LazyFrame:
+        """group → same pair and same group; negation → same pair."""
+        return data.lazyframe.select(
+            ((pl.col("reason") != "group") | (pl.col("same_pair") & pl.col("same_group")))
+            & ((pl.col("reason") != "negation") | pl.col("same_pair"))
+        )
+
+
 class EmbeddingContract(pa.DataFrameModel):
     """``embeddings`` audit frame (one row per embedded row): table, row_id, dim, finite, norm.
 

@@ -24,6 +24,7 @@ from typing import Any
 import polars as pl
 
 from pgrag_dag.config import GateSettings
+from pgrag_dag.temporal import normalise_date
 from pgrag_dag.vocabulary import Vocabulary
 
 
@@ -153,7 +154,8 @@ def _confidence(value: Any) -> float | None:
 
 
 def _date(value: Any) -> str | None:
-    return value.strip() if isinstance(value, str) and value.strip() else None
+    """A stated period bound, normalised (§5.1); vague or impossible dates are discarded."""
+    return normalise_date(value)
 
 
 def gate_extraction(chunk_id: int, p: int, parsed: dict[str, Any], settings: GateSettings,

@@ -27,6 +27,7 @@ from pgrag_dag.names import validate_realm, validate_space
 from pgrag_dag.quality import graph_quality, quality_passed
 from pgrag_dag.relations import build_relations
 from pgrag_dag.resolution import resolve_entities
+from pgrag_dag.supersession import detect_contradictions, supersede
 from pgrag_dag.sources import load_documents
 from pgrag_dag.store import documents, graph, staging, vectors
 from pgrag_dag.vocabulary import Vocabulary, off_vocabulary
@@ -183,23 +184,57 @@ def stage_relations(engine: Engine, realm: str, space: str) -> StageResult:
         graph.lock_partition(conn, realm, space)
         lookup, names = graph.entity_lookup(conn, realm, space)
         triples = staging.load_decisions(conn, realm, space).filter(pl.col("kind") == "triple")
-        built = build_relations(triples, lookup, names)
+        built = build_relations(triples, lookup, names, documents.chunk_order(conn, realm, space))
         contracts.validate(contracts.RelationContract, built.relations)
+        vocabulary = engine.settings.space_spec(realm, space).vocabulary_model()
+        superseded = _supersession(engine, built.relations, vocabulary)
         counts = graph.write_relations(conn, realm, space, built.relations)
+        sup_counts = graph.apply_supersession(conn, realm, space, built.relations, superseded)
         staging.replace_resolution_rejections(conn, realm, space, built.self_loops)
         totals = graph.graph_counts(conn, realm, space)
-        quality = graph_quality(*graph.quality_frames(conn, realm, space),
-                                engine.settings.space_spec(realm, space).vocabulary_model())
+        quality = graph_quality(*graph.quality_frames(conn, realm, space), vocabulary)
     return StageResult("relations", {
         **totals, "relations_inserted": counts["inserted"], "relations_updated": counts["updated"],
         "relations_newly_dormant": counts["dormant"], "self_loops_after_resolution": built.self_loops.height,
         "self_loop_examples": built.self_loops["offending_value"].head(5).to_list(),
         "negated": built.relations.filter(pl.col("negated")).height,
+        **sup_counts, "supersessions_by_reason": dict(Counter(superseded["reason"].to_list())),
+        "supersession_examples": [
+            f"{built.relations['rendered'][r].split(':')[0]}  ⟶ superseded by ⟶  {built.relations['rendered'][w].split(':')[0]}"
+            for r, w in superseded.select("row", "superseded_by_row").head(5).iter_rows()],
         "with_validity": built.relations.filter(pl.col("valid_from").is_not_null() | pl.col("valid_to").is_not_null()).height,
         "seconds": round(time.perf_counter() - t0, 3),
     }, frame_hash(built.relations.drop("rendered")), built.relations.height,
         checks={"graph_quality": (quality_passed(quality), quality)})
 
+
+
+def _supersession(engine: Engine, relations: pl.DataFrame, vocabulary: Vocabulary) -> pl.DataFrame:
+    """Declarative supersession, then (when enabled) contradiction detection over the residue; validated."""
+    declarative = supersede(relations, vocabulary.groups)
+    frames = [declarative]
+    temporal = engine.settings.temporal
+    if temporal.contradiction_detection:
+        frames.append(detect_contradictions(relations, declarative, vocabulary.groups, engine.client(),
+                                            max_pairs=temporal.contradiction_max_pairs))
+    result = pl.concat(frames)
+    rows = list(relations.iter_rows(named=True))
+    group_of = {p: i for i, g in enumerate(vocabulary.groups) for p in g}
+    audit = result.with_columns(
+        later=pl.struct("row", "superseded_by_row").map_elements(
+            lambda x: (rows[x["row"]]["asserted_doc_order"], rows[x["row"]]["asserted_chunk_index"])
+            < (rows[x["superseded_by_row"]]["asserted_doc_order"], rows[x["superseded_by_row"]]["asserted_chunk_index"]),
+            return_dtype=pl.Boolean),
+        same_pair=pl.struct("row", "superseded_by_row").map_elements(
+            lambda x: (rows[x["row"]]["source_id"], rows[x["row"]]["target_id"])
+            == (rows[x["superseded_by_row"]]["source_id"], rows[x["superseded_by_row"]]["target_id"]),
+            return_dtype=pl.Boolean),
+        same_group=pl.struct("row", "superseded_by_row").map_elements(
+            lambda x: group_of.get(rows[x["row"]]["predicate"], -1) == group_of.get(rows[x["superseded_by_row"]]["predicate"], -2),
+            return_dtype=pl.Boolean),
+    )
+    contracts.validate(contracts.SupersessionContract, audit)
+    return result
 
 
 def stage_embeddings(engine: Engine, realm: str, space: str) -> StageResult:
@@ -245,3 +280,24 @@ def index_documents(engine: Engine, realm: str, space: str, *, communities: bool
         log.info("%s %s.%s: %s", result.stage, realm, space, result.metadata)
         results.append(result)
     return results
+
+
+def delete_document(engine: Engine, realm: str, space: str, doc_key: str) -> list[StageResult]:
+    """Remove one document from the index (§5.5) and replace its contribution — no model call.
+
+    Its chunks go (with their extractions, gate decisions and mentions); the graph stages then run
+    again from the stored extractions, so an entity no other document mentions goes dormant, a relation
+    left with no contributing chunk goes dormant, and supersession is recomputed. Nothing is deleted from
+    the graph itself. Remove the file from the sources too, or the next ``chunks`` run indexes it again.
+    Raises :class:`ConfigurationError` when the space has no such document.
+    """
+    from pgrag_dag.errors import ConfigurationError
+
+    validate_realm(realm)
+    validate_space(space)
+    with engine.connect() as conn, conn.transaction():
+        graph.lock_partition(conn, realm, space)
+        if documents.delete_document_chunks(conn, realm, space, doc_key) == 0:
+            raise ConfigurationError(f"space {realm}.{space} has no document {doc_key!r}")
+    return [stage(engine, realm, space) for stage in
+            (stage_gated_triples, stage_resolved_entities, stage_relations, stage_embeddings)]

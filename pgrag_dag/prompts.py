@@ -79,3 +79,12 @@ as [n] using their numbers. Do not invent facts that are not in the context."""
 SYNTHESIS_USER = """Question: {question}
 
 {context}"""
+
+CONTRADICTION_SYSTEM = """You decide whether two statements from a knowledge graph can both hold at the
+same time. The later one comes from a later document. Return one JSON object and nothing else:
+{"contradicts": bool, "explanation": str}. "contradicts" is true only when both cannot be true at once
+(lives_in Paris and, later, lives_in Berlin); two facts that can coexist (wrote one book and wrote
+another) do not contradict."""
+
+CONTRADICTION_USER = """Earlier: {earlier}
+Later: {later}"""

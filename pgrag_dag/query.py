@@ -4,14 +4,21 @@
 :class:`~pgrag_dag.llm.ModelClient`. This depth implements three of the six modes of Table 3:
 
 - ``mix``: entity vector search (non-dormant seeds) + chunk vector search + traversal up to
-  ``max_hops`` from the seeds (every step scoped to the space, dormant and — unless
-  ``include_superseded`` — superseded relations never walked) + mention expansion (chunks that
-  mention the seeds, ranked by how many seeds they mention);
+  ``max_hops`` from the seeds (every step scoped to the space; dormant relations, relations not
+  valid at ``as_of``, not believed at ``as_believed_at`` and — unless ``include_superseded`` —
+  superseded relations never walked) + mention expansion (chunks that mention the seeds, ranked by
+  how many seeds they mention);
 - ``naive``: chunk vector search only;
 - ``bypass``: no retrieval; the question goes to the model with an empty context.
 
 ``local``, ``global`` and ``hybrid`` are valid names that raise :class:`QueryError` until built;
 any other name raises :class:`QueryError` too — a query never silently runs in another mode (§7.1).
+
+Temporal filters (§5.3–5.4) compose and are applied inside every traversal step, never to the
+walk's result (§7.2): ``as_of`` keeps relations whose validity interval overlaps the date (undated
+relations always match); ``as_believed_at`` reconstructs the state of belief at an instant —
+relations created by then and not yet retracted, chunks indexed by then — and judges supersession
+by ``t_expired`` at that instant; ``include_superseded`` keeps the history too.
 
 The context has four blocks in this order — community reports, passages, entities, relations —
 and nothing retrieved is dropped by default (§7.5, §8.3). The assembly report records, per block,
@@ -22,6 +29,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field, fields
+from datetime import datetime
 from typing import Any, Literal, get_args
 
 import numpy as np
@@ -62,10 +70,21 @@ class QueryParam:
         chunk_top_k: chunks by vector search; mention expansion adds up to as many again.
         max_hops: traversal depth ``k`` (0 disables traversal).
         max_relation_edges: relations any single matched entity may contribute.
-        include_superseded: walk and return superseded relations too (§5.2).
+        include_superseded: walk and return superseded relations too (§5.2); they are rendered
+            ``[superseded]``.
+        as_of: valid time (§5.4) — a date ``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD``; only relations
+            whose validity interval overlaps it are walked and returned (``2016`` covers
+            2016-01-01..2016-12-31; undated relations always match). ``None``: no filter.
+        as_believed_at: belief time (§5.3) — an ISO-8601 instant (string or :class:`datetime`;
+            naive means UTC; normalised to an aware ``datetime`` on construction). Only relations
+            created at or before it (or undated in belief time) and not retracted by it
+            (``t_expired`` later or null) are walked — an edge superseded after it is kept — and
+            only chunks indexed at or before it are retrieved. ``None``: the current state.
 
     Raises:
-        QueryError: unknown mode, or a negative count.
+        QueryError: unknown mode, a negative count, an ``as_of`` that is not a ``YYYY``,
+            ``YYYY-MM`` or ``YYYY-MM-DD`` calendar date, or an ``as_believed_at`` that is not an
+            ISO-8601 instant.
         InvalidNameError: a space name that may not reach SQL.
     """
 
@@ -76,6 +95,8 @@ class QueryParam:
     max_hops: int = 2
     max_relation_edges: int = 50
     include_superseded: bool = False
+    as_of: str | None = None
+    as_believed_at: str | datetime | None = None
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -87,6 +108,17 @@ class QueryParam:
                 raise QueryError(f"{name} must be a non-negative integer, got {value!r}")
         if not isinstance(self.include_superseded, bool):
             raise QueryError(f"include_superseded must be a bool, got {self.include_superseded!r}")
+        if self.as_of is not None:
+            retrieval.as_of_bounds(self.as_of)
+        if self.as_believed_at is not None:
+            object.__setattr__(self, "as_believed_at", retrieval.belief_instant(self.as_believed_at))
+
+    @property
+    def temporal(self) -> retrieval.Temporal:
+        """The temporal predicates this query reads under (:class:`~pgrag_dag.store.retrieval.Temporal`)."""
+        believed = self.as_believed_at
+        assert believed is None or isinstance(believed, datetime)  # normalised in __post_init__
+        return retrieval.Temporal(as_of=self.as_of, believed_at=believed, include_superseded=self.include_superseded)
 
     @classmethod
     def from_settings(cls, settings: RetrievalSettings, *, space: str, **overrides: Any) -> QueryParam:
@@ -106,14 +138,18 @@ class QueryResult:
         entities: matched entities, nearest first — ``id, space, name, entity_type, description,
             score`` (cosine similarity), ``rank`` (1-based).
         relations: ``id, space, subject, predicate, object, subject_id, object_id, description,
-            negated, valid_from, valid_to, weight, confidence, t_created, superseded_by, hop,
-            channel`` (``"traversal"``), ``rank``; hop-major, newest first within a hop.
-        chunks: ``id, space, doc_key, title, chunk_index, text, via`` (``"vector"`` | ``"mention"``),
+            negated, valid_from, valid_to, weight, confidence, t_created, t_expired, superseded_by``
+            (the current superseder, if any), ``superseded`` (whether superseded in the state read:
+            at ``as_believed_at`` when set, else now), ``hop, channel`` (``"traversal"``), ``rank``;
+            hop-major, newest first within a hop.
+        chunks: ``id, space, doc_key, title, chunk_index, text, t_created, via`` (``"vector"`` | ``"mention"``),
             ``rank``, ``score`` (cosine similarity, ``None`` via mention), ``mentions`` (matched
             entities the chunk mentions, ``None`` via vector), ``ref`` (its ``[n]`` in the prompt).
         communities: community reports (``title, report``); empty for the modes built so far.
         assembly: per block of :data:`BLOCKS` — ``items_retrieved``, ``items_placed``,
-            ``chars_retrieved``, ``chars_placed`` (characters) — plus ``total``.
+            ``chars_retrieved``, ``chars_placed`` (characters) — plus ``total``, and ``filters``:
+            the temporal filters read under — ``as_of`` (the date or ``None``), ``as_believed_at``
+            (ISO-8601 UTC or ``None``), ``include_superseded``.
         context: the assembled context text sent to the model.
     """
 
@@ -123,7 +159,7 @@ class QueryResult:
     relations: list[dict[str, Any]] = field(default_factory=list)
     chunks: list[dict[str, Any]] = field(default_factory=list)
     communities: list[dict[str, Any]] = field(default_factory=list)
-    assembly: dict[str, dict[str, int]] = field(default_factory=dict)
+    assembly: dict[str, dict[str, Any]] = field(default_factory=dict)
     context: str = ""
 
 
@@ -215,7 +251,8 @@ def _embed(embedder: Embedder, text: str) -> np.ndarray:
 
 def _retrieve(conn: psycopg.Connection, realm: str, p: QueryParam, qvec: np.ndarray, out: QueryResult) -> None:
     """Fill ``out`` for mode ``mix`` or ``naive``; the caller holds the transaction."""
-    found = retrieval.chunk_search(conn, realm, p.space, qvec, p.chunk_top_k)
+    temporal = p.temporal
+    found = retrieval.chunk_search(conn, realm, p.space, qvec, p.chunk_top_k, temporal=temporal)
     chunks = [{**row, "via": "vector", "mentions": None} for row in found]
     if p.mode == "mix":
         seeds = retrieval.entity_search(conn, realm, p.space, qvec, p.top_k)
@@ -223,12 +260,12 @@ def _retrieve(conn: psycopg.Connection, realm: str, p: QueryParam, qvec: np.ndar
         seed_ids = [e["id"] for e in out.entities]
         walked = retrieval.traverse(
             conn, realm, p.space, seed_ids, max_hops=p.max_hops,
-            max_relation_edges=p.max_relation_edges, include_superseded=p.include_superseded,
+            max_relation_edges=p.max_relation_edges, temporal=temporal,
         )
         names = retrieval.entity_names(conn, realm, [i for r in walked for i in (r["source_id"], r["target_id"])])
         out.relations = [_relation(row, names, rank, channel="traversal") for rank, row in enumerate(walked, 1)]
         mentioned = retrieval.mention_chunks(
-            conn, realm, p.space, seed_ids, p.chunk_top_k, exclude=[c["id"] for c in chunks]
+            conn, realm, p.space, seed_ids, p.chunk_top_k, exclude=[c["id"] for c in chunks], temporal=temporal
         )
         chunks += [{**row, "via": "mention", "score": None} for row in mentioned]
     out.chunks = [_chunk(row, rank) for rank, row in enumerate(chunks, 1)]
@@ -247,12 +284,13 @@ def _relation(row: dict[str, Any], names: dict[int, str], rank: int, *, channel:
         "subject_id": row["source_id"], "object_id": row["target_id"], "description": row["description"],
         "negated": row["negated"], "valid_from": row["valid_from"], "valid_to": row["valid_to"],
         "weight": row["weight"], "confidence": row["confidence"], "t_created": row["t_created"],
-        "superseded_by": row["superseded_by"], "hop": row["hop"], "channel": channel, "rank": rank,
+        "t_expired": row["t_expired"], "superseded_by": row["superseded_by"], "superseded": bool(row["superseded"]),
+        "hop": row["hop"], "channel": channel, "rank": rank,
     }
 
 
 def _chunk(row: dict[str, Any], rank: int) -> dict[str, Any]:
-    keys = ("id", "space", "doc_key", "title", "chunk_index", "text", "via", "score", "mentions")
+    keys = ("id", "space", "doc_key", "title", "chunk_index", "text", "t_created", "via", "score", "mentions")
     return {**{k: row[k] for k in keys}, "rank": rank, "ref": rank}
 
 
@@ -264,14 +302,17 @@ def render_relation(rel: dict[str, Any]) -> str:
 
     ``(A) --[p]--> (B)``, or ``(A) --[NOT p]--> (B)`` for a denial; validity follows as
     ``[from X]``, ``[until Y]`` or ``[valid X to Y]``; a superseded relation (only present with
-    ``include_superseded``) is marked ``[superseded]``; the description follows a colon.
+    ``include_superseded``) is marked ``[superseded]`` — judged by ``superseded`` when present (the
+    state at ``as_believed_at``: an edge superseded only later is not marked), else by
+    ``superseded_by``; the description follows a colon.
     """
     predicate = f"NOT {rel['predicate']}" if rel["negated"] else rel["predicate"]
     line = f"({rel['subject']}) --[{predicate}]--> ({rel['object']})"
     validity = render_validity(rel.get("valid_from"), rel.get("valid_to"))
     if validity:
         line += f" {validity}"
-    if rel.get("superseded_by") is not None:
+    superseded = rel["superseded"] if "superseded" in rel else rel.get("superseded_by") is not None
+    if superseded:
         line += " [superseded]"
     if rel.get("description"):
         line += f": {rel['description']}"
@@ -322,10 +363,14 @@ def _assemble(result: QueryResult) -> None:
         if placed:
             sections.append(_section(block, placed, result.chunks))
     report["total"] = {k: sum(report[b][k] for b in BLOCKS) for k in report[BLOCKS[0]]}
+    p = result.param
+    believed = p.as_believed_at.isoformat() if isinstance(p.as_believed_at, datetime) else p.as_believed_at
+    report["filters"] = {"as_of": p.as_of, "as_believed_at": believed, "include_superseded": p.include_superseded}
     result.context = "\n\n".join(sections)
     result.assembly = report
     logger.info(
-        "query assembly mode=%s space=%s %s", result.param.mode, result.param.space,
+        "query assembly mode=%s space=%s as_of=%s as_believed_at=%s include_superseded=%s %s",
+        p.mode, p.space, p.as_of or "-", believed or "-", p.include_superseded,
         " ".join(f"{b}={report[b]['chars_placed']}/{report[b]['chars_retrieved']}chars" for b in BLOCKS),
     )
 

@@ -24,6 +24,7 @@ RELATION_SCHEMA: dict[str, Any] = {
     "source_id": pl.Int64, "target_id": pl.Int64, "predicate": pl.String, "negated": pl.Boolean,
     "description": pl.String, "chunk_ids": pl.List(pl.Int64), "weight": pl.Int64, "confidence": pl.Float64,
     "valid_from": pl.String, "valid_to": pl.String, "rendered": pl.String,
+    "asserted_doc_order": pl.Int64, "asserted_chunk_index": pl.Int64,
 }
 
 
@@ -43,12 +44,16 @@ def render_relation(subject: str, predicate: str, obj: str, *, negated: bool, de
     return f"{subject} {pred} {obj}" + (f": {description}" if description else "")
 
 
-def build_relations(triples: pl.DataFrame, lookup: dict[str, int], names: dict[int, str]) -> RelationBuild:
+def build_relations(triples: pl.DataFrame, lookup: dict[str, int], names: dict[int, str],
+                    order: dict[int, tuple[int, int]] | None = None) -> RelationBuild:
     """Group accepted triples into one edge per (subject, predicate, object, negated) — see module doc.
 
-    ``names`` maps entity id → canonical name (for ``rendered``). Raises :class:`KeyError` naming the
-    surface form when an endpoint does not resolve (the resolver must have run first).
+    ``names`` maps entity id → canonical name (for ``rendered``); ``order`` maps chunk id →
+    (doc_order, chunk_index), giving each edge its latest assertion in document order
+    (``asserted_doc_order``, ``asserted_chunk_index``), which supersession compares (§5.2). Raises
+    :class:`KeyError` naming the endpoint when it does not resolve (the resolver must have run first).
     """
+    order = order or {}
     groups: dict[tuple[int, str, int, bool], dict[str, Any]] = {}
     loops: list[dict[str, Any]] = []
     for t in triples.iter_rows(named=True):  # document order: the first stated period wins
@@ -63,8 +68,9 @@ def build_relations(triples: pl.DataFrame, lookup: dict[str, int], names: dict[i
             continue
         key = (s, t["predicate"], o, bool(t["negated"]))
         g = groups.setdefault(key, {"chunk_ids": set(), "description": "", "confidence": 0.0,
-                                    "valid_from": None, "valid_to": None})
+                                    "valid_from": None, "valid_to": None, "asserted": (-1, -1)})
         g["chunk_ids"].add(int(t["chunk_id"]))
+        g["asserted"] = max(g["asserted"], order.get(int(t["chunk_id"]), (-1, -1)))
         if len(t["description"] or "") > len(g["description"]):
             g["description"] = t["description"] or ""
         g["confidence"] = max(g["confidence"], float(t["confidence"] or 0.0))
@@ -78,6 +84,7 @@ def build_relations(triples: pl.DataFrame, lookup: dict[str, int], names: dict[i
             "chunk_ids": chunk_ids, "weight": len(chunk_ids), "confidence": g["confidence"],
             "valid_from": g["valid_from"], "valid_to": g["valid_to"],
             "rendered": render_relation(names[s], p, names[o], negated=neg, description=g["description"]),
+            "asserted_doc_order": g["asserted"][0], "asserted_chunk_index": g["asserted"][1],
         })
     loop_schema = {"chunk_id": pl.Int64, "subject": pl.String, "predicate": pl.String, "object": pl.String,
                    "gate": pl.String, "offending_value": pl.String}

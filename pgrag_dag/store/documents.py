@@ -94,3 +94,10 @@ def load_chunks(conn: psycopg.Connection, realm: str, space: str) -> pl.DataFram
     schema = {"chunk_id": pl.Int64, "doc_key": pl.String, "chunk_index": pl.Int64, "title": pl.String,
               "source": pl.String, "doc_order": pl.Int64, "text": pl.String, "content_hash": pl.String, "doc_hash": pl.String}
     return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def chunk_order(conn: psycopg.Connection, realm: str, space: str) -> dict[int, tuple[int, int]]:
+    """chunk id → (doc_order, chunk_index): a chunk's position in document order (§5.2)."""
+    rows = conn.execute(sql.SQL("SELECT id, doc_order, chunk_index FROM {} WHERE space = %s").format(_t(realm, "documents")),
+                        (space,)).fetchall()
+    return {i: (o, c) for i, o, c in rows}

@@ -228,3 +228,42 @@ def quality_frames(conn: psycopg.Connection, realm: str, space: str) -> tuple[pl
         pl.DataFrame(rels, schema={"source_id": pl.Int64, "target_id": pl.Int64, "predicate": pl.String,
                                    "negated": pl.Boolean, "live": pl.Boolean}, orient="row"),
     )
+
+
+def apply_supersession(conn: psycopg.Connection, realm: str, space: str, relations: pl.DataFrame,
+                       supersession: pl.DataFrame) -> dict[str, int]:
+    """Mark superseded edges (§5.2–5.3): ``superseded_by`` and ``t_expired`` (database clock), never delete.
+
+    ``relations`` is the live frame the stage wrote (rows addressed by position); ``supersession`` has
+    row, superseded_by_row, reason, explanation. A newly superseded edge (or one whose superseder
+    changed) gets ``t_expired = now()``; a live edge no longer superseded is current again. A
+    contradiction verdict is recorded in the superseded edge's payload. Returns counts ``superseded``
+    (now), ``newly_superseded``, ``restored``.
+    """
+    table = _t(realm, "relations")
+    keys = [(r["source_id"], r["target_id"], r["predicate"], r["negated"]) for r in relations.iter_rows(named=True)]
+    ids = {}
+    for i, s_, t_, p_, n_ in conn.execute(
+        sql.SQL("SELECT id, source_id, target_id, predicate, negated FROM {} WHERE space = %s").format(table), (space,)
+    ).fetchall():
+        ids[(s_, t_, p_, n_)] = i
+    wanted = {ids[keys[r]]: (ids[keys[w]], reason, expl)
+              for r, w, reason, expl in supersession.select("row", "superseded_by_row", "reason", "explanation").iter_rows()}
+    live = [ids[k] for k in keys]
+    stored = dict(conn.execute(
+        sql.SQL("SELECT id, superseded_by FROM {} WHERE id = ANY(%s) AND superseded_by IS NOT NULL").format(table), (live,),
+    ).fetchall())
+    newly = restored = 0
+    with conn.cursor() as cur:
+        for edge, (by, reason, expl) in wanted.items():
+            if stored.get(edge) != by:
+                payload = {"supersession": {"reason": reason, **({"explanation": expl} if expl else {})}}
+                cur.execute(sql.SQL("UPDATE {} SET superseded_by = %s, t_expired = now(), payload = payload || %s"
+                                    " WHERE id = %s").format(table), (by, Jsonb(payload), edge))
+                newly += 1
+        for edge in stored:
+            if edge not in wanted:
+                cur.execute(sql.SQL("UPDATE {} SET superseded_by = NULL, t_expired = NULL, payload = payload - 'supersession'"
+                                    " WHERE id = %s").format(table), (edge,))
+                restored += 1
+    return {"superseded": len(wanted), "newly_superseded": newly, "restored": restored}

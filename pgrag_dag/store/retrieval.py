@@ -1,8 +1,13 @@
-"""Read SQL for the query path (paper §3.3, §5.4, §7.2).
+"""Read SQL for the query path (paper §3.3, §5.3–5.4, §7.2).
 
 Every function reads one realm schema (``pgrag_<realm>``, composed with ``psycopg.sql.Identifier``)
 and is scoped to one space, or to every space when ``space`` is the read-only wildcard ``"*"``.
-Values always travel as parameters. Vector searches run with
+Values always travel as parameters.
+
+The temporal predicates of one query travel as a :class:`Temporal` (valid time ``as_of``, belief time
+``believed_at``, ``include_superseded``). :func:`relation_filter` renders them as the one SQL
+predicate every relation read uses — inside each step of the traversal, not after it — and
+``believed_at`` also bounds the chunks and seed entities a search may return. Vector searches run with
 ``SET LOCAL hnsw.iterative_scan = relaxed_order`` (pgvector >= 0.8) inside their own transaction or
 savepoint, so a space filter does not starve an HNSW scan of rows; results are re-sorted by
 distance afterwards, as pgvector recommends for relaxed ordering.
@@ -13,7 +18,11 @@ is cosine similarity ``1 - distance``. Query vectors must have the realm's embed
 
 from __future__ import annotations
 
+import calendar
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
@@ -21,9 +30,126 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
+from pgrag_dag.errors import QueryError
 from pgrag_dag.names import WILDCARD_SPACE, schema_for, validate_space
 
 Row = dict[str, Any]
+
+_AS_OF = re.compile(r"^(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?$")
+
+
+def as_of_bounds(as_of: str) -> tuple[str, str]:
+    """The padded ``(lower, upper)`` day keys an ``as_of`` date covers (§5.1, §5.4).
+
+    ``2016`` → ``("2016-01-01", "2016-12-31")``, ``2016-06`` → ``("2016-06-01", "2016-06-31")``,
+    ``2016-06-15`` → itself twice — padded exactly as the ``valid_from_key`` / ``valid_to_key``
+    columns are, so the keys compare lexically as dates.
+
+    Raises:
+        QueryError: anything but a real calendar date written ``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD``.
+    """
+    m = _AS_OF.fullmatch(as_of) if isinstance(as_of, str) else None
+    if m is None:
+        raise QueryError(f"as_of must be a date written YYYY, YYYY-MM or YYYY-MM-DD, got {as_of!r}")
+    year, month, day = m.groups()
+    if int(year) < 1 or (month is not None and not 1 <= int(month) <= 12) or (
+        day is not None and not 1 <= int(day) <= calendar.monthrange(int(year), int(month))[1]
+    ):
+        raise QueryError(f"as_of {as_of!r} is not a calendar date")
+    if month is None:
+        return f"{year}-01-01", f"{year}-12-31"
+    if day is None:
+        return f"{year}-{month}-01", f"{year}-{month}-31"
+    return as_of, as_of
+
+
+def belief_instant(value: str | datetime) -> datetime:
+    """An ISO-8601 instant as an aware UTC :class:`datetime`; a naive one is taken as UTC (§5.3).
+
+    Raises:
+        QueryError: not a :class:`datetime` or an ISO-8601 string.
+    """
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise QueryError(f"as_believed_at must be an ISO-8601 instant, got {value!r}") from None
+    if not isinstance(value, datetime):
+        raise QueryError(f"as_believed_at must be an ISO-8601 string or a datetime, got {value!r}")
+    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+
+
+@dataclass(frozen=True)
+class Temporal:
+    """The temporal predicates of one query (§5.4); they compose.
+
+    Attributes:
+        as_of: valid time — keep relations whose validity interval overlaps this date's interval
+            (:func:`as_of_bounds`); undated relations always match. ``None``: no valid-time filter.
+        believed_at: belief time — keep relations created at or before it (or with no
+            ``t_created``: always known) and, unless ``include_superseded``, not retracted by it
+            (``t_expired`` null or later). Chunks and seed entities created after it are not read.
+        include_superseded: keep superseded relations too. Without ``believed_at`` a relation is
+            superseded when ``superseded_by`` is set; with it, when ``t_expired <= believed_at``.
+    """
+
+    as_of: str | None = None
+    believed_at: datetime | None = None
+    include_superseded: bool = False
+
+    def __post_init__(self) -> None:
+        if self.as_of is not None:
+            as_of_bounds(self.as_of)
+        if self.believed_at is not None:
+            object.__setattr__(self, "believed_at", belief_instant(self.believed_at))
+
+    def params(self) -> dict[str, Any]:
+        """The query parameters :func:`relation_filter` and the chunk/entity filters refer to."""
+        lo, hi = as_of_bounds(self.as_of) if self.as_of is not None else (None, None)
+        return {"as_of_lo": lo, "as_of_hi": hi, "believed_at": self.believed_at}
+
+
+CURRENT = Temporal()
+"""No valid-time or belief-time filter; superseded relations excluded (the default)."""
+
+
+def relation_filter(alias: str, temporal: Temporal = CURRENT) -> sql.Composable:
+    """The predicate a relation row ``alias`` must satisfy to be read at all (§5.2–5.4, §5.5).
+
+    Never dormant; valid at ``as_of`` when set — ``(valid_from_key IS NULL OR valid_from_key <=
+    upper) AND (valid_to_key IS NULL OR valid_to_key >= lower)``; believed at ``believed_at`` when
+    set — ``(t_created IS NULL OR t_created <= T) AND (t_expired IS NULL OR t_expired > T)``, the
+    second term dropped with ``include_superseded``; otherwise ``superseded_by IS NULL`` unless
+    ``include_superseded``. Refers to the parameters of :meth:`Temporal.params`.
+    """
+    r = sql.Identifier(alias)
+    terms = ["{r}.dormant_since IS NULL"]
+    if temporal.as_of is not None:
+        terms += ["({r}.valid_from_key IS NULL OR {r}.valid_from_key <= %(as_of_hi)s)",
+                  "({r}.valid_to_key IS NULL OR {r}.valid_to_key >= %(as_of_lo)s)"]
+    if temporal.believed_at is not None:
+        terms.append("({r}.t_created IS NULL OR {r}.t_created <= %(believed_at)s)")
+        if not temporal.include_superseded:
+            terms.append("({r}.t_expired IS NULL OR {r}.t_expired > %(believed_at)s)")
+    elif not temporal.include_superseded:
+        terms.append("{r}.superseded_by IS NULL")
+    return sql.SQL(" AND ".join(terms)).format(r=r)
+
+
+def superseded_expr(alias: str, temporal: Temporal = CURRENT) -> sql.Composable:
+    """Whether relation ``alias`` is superseded in the state being read: at ``believed_at`` when set
+    (``t_expired <= T``: belief in it had been retracted by then), else now (``superseded_by`` set)."""
+    r = sql.Identifier(alias)
+    if temporal.believed_at is not None:
+        return sql.SQL("({r}.t_expired IS NOT NULL AND {r}.t_expired <= %(believed_at)s)").format(r=r)
+    return sql.SQL("({r}.superseded_by IS NOT NULL)").format(r=r)
+
+
+def _created_by(alias: str, temporal: Temporal) -> sql.Composable:
+    """``alias.t_created <= believed_at`` (a chunk or entity the system had at that instant), or ``TRUE``."""
+    if temporal.believed_at is None:
+        return sql.SQL("TRUE")
+    return sql.SQL("{}.t_created <= %(believed_at)s").format(sql.Identifier(alias))
 
 
 def _table(realm: str, name: str) -> sql.Composed:
@@ -86,25 +212,30 @@ def entity_search(conn: psycopg.Connection, realm: str, space: str, qvec: np.nda
     return _fetch(conn, query, {"q": qvec, "k": k, "space": space}, vector=True)
 
 
-def chunk_search(conn: psycopg.Connection, realm: str, space: str, qvec: np.ndarray, k: int) -> list[Row]:
+def chunk_search(
+    conn: psycopg.Connection, realm: str, space: str, qvec: np.ndarray, k: int, *, temporal: Temporal = CURRENT
+) -> list[Row]:
     """The ``k`` embedded chunks nearest ``qvec`` (shape ``(dim,)``) in ``space``.
 
-    Rows: ``id, space, doc_key, title, chunk_index, text, distance, score``, nearest first. Chunks
-    not yet embedded are never returned by this search (mention expansion can still reach them).
+    With ``temporal.believed_at`` only chunks indexed at or before it (``t_created``) are searched
+    (§5.3). Rows: ``id, space, doc_key, title, chunk_index, text, t_created, distance, score``,
+    nearest first. Chunks not yet embedded are never returned by this search (mention expansion can
+    still reach them).
     """
     if k <= 0:
         return []
     query = sql.SQL("""
         WITH hits AS MATERIALIZED (
-            SELECT d.id, d.space, d.doc_key, d.title, d.chunk_index, d.text, d.embedding <=> %(q)s AS distance
+            SELECT d.id, d.space, d.doc_key, d.title, d.chunk_index, d.text, d.t_created,
+                   d.embedding <=> %(q)s AS distance
               FROM {d} AS d
-             WHERE {in_space} AND d.embedding IS NOT NULL
+             WHERE {in_space} AND d.embedding IS NOT NULL AND {known}
              ORDER BY d.embedding <=> %(q)s
              LIMIT %(k)s)
         SELECT *, 1 - distance AS score FROM hits ORDER BY distance, id""").format(
-        d=_table(realm, "documents"), in_space=_in_space("d", space)
+        d=_table(realm, "documents"), in_space=_in_space("d", space), known=_created_by("d", temporal)
     )
-    return _fetch(conn, query, {"q": qvec, "k": k, "space": space}, vector=True)
+    return _fetch(conn, query, {"q": qvec, "k": k, "space": space, **temporal.params()}, vector=True)
 
 
 def traverse(
@@ -116,26 +247,39 @@ def traverse(
     max_hops: int,
     max_relation_edges: int,
     include_superseded: bool = False,
+    temporal: Temporal | None = None,
 ) -> list[Row]:
     """Relations within ``max_hops`` of the seed entities, walked in both edge directions (§3.3, §7.2).
 
-    The filters are applied at every step of the walk (a recursive CTE), never to its result: each
-    step stays in the seed's space (edge *and* neighbour), never crosses a dormant relation or a
-    dormant entity, and never crosses a superseded relation unless ``include_superseded`` — so a
-    vertex reachable only through such an edge is never reached. Seeds outside ``space`` or dormant
-    are ignored. Paths do not revisit a vertex.
+    The filters are applied at every step of the walk (a recursive CTE), never to its result (§7.2):
+    each step stays in the seed's space (edge *and* neighbour), never crosses a dormant relation or a
+    dormant entity, and crosses only relations satisfying :func:`relation_filter` for ``temporal`` —
+    valid at ``as_of``, believed at ``believed_at``, not superseded unless asked — so a vertex
+    reachable only through an excluded edge is never reached, and nothing beyond it surfaces. The
+    same predicate is applied again when the kept relations are fetched. Seeds outside ``space`` or
+    dormant are ignored. Paths do not revisit a vertex.
+
+    ``temporal`` defaults to ``Temporal(include_superseded=include_superseded)``; pass one or the
+    other, not both.
 
     Each seed contributes at most ``max_relation_edges`` relations, nearest hop first, then newest
     ``t_created`` first (unknown ``t_created`` last). A relation reached from several seeds keeps
     its smallest hop. Rows: ``id, space, source_id, target_id, predicate, description, negated,
-    valid_from, valid_to, weight, confidence, t_created, superseded_by, hop, seeds`` (the seed ids
-    that kept it), ordered by ``hop``, then ``t_created`` descending, then ``id``.
+    valid_from, valid_to, weight, confidence, t_created, t_expired, superseded_by, superseded``
+    (superseded in the state read: at ``believed_at`` when set, see :func:`superseded_expr`),
+    ``hop, seeds`` (the seed ids that kept it), ordered by ``hop``, then ``t_created`` descending,
+    then ``id``.
+
+    Raises:
+        QueryError: both ``include_superseded`` and ``temporal`` given.
     """
+    if temporal is None:
+        temporal = Temporal(include_superseded=include_superseded)
+    elif include_superseded:
+        raise QueryError("pass include_superseded inside temporal, not beside it")
     if not seeds or max_hops <= 0 or max_relation_edges <= 0:
         return []
-    edge_ok = sql.SQL("r.dormant_since IS NULL")
-    if not include_superseded:
-        edge_ok = sql.SQL("r.dormant_since IS NULL AND r.superseded_by IS NULL")
+    edge_ok = relation_filter("r", temporal)
     query = sql.SQL("""
         WITH RECURSIVE walk (seed, space, entity_id, rel_id, hop, path) AS (
             SELECT e.id, e.space, e.id, NULL::bigint, 0, ARRAY[e.id]
@@ -170,13 +314,16 @@ def traverse(
               FROM ranked WHERE rn <= %(cap)s GROUP BY rel_id
         )
         SELECT r.id, r.space, r.source_id, r.target_id, r.predicate, r.description, r.negated,
-               r.valid_from, r.valid_to, r.weight, r.confidence, r.t_created, r.superseded_by,
-               k.hop, k.seeds
+               r.valid_from, r.valid_to, r.weight, r.confidence, r.t_created, r.t_expired, r.superseded_by,
+               {superseded} AS superseded, k.hop, k.seeds
           FROM kept AS k JOIN {r} AS r ON r.id = k.rel_id
+         WHERE {edge_ok}
          ORDER BY k.hop, r.t_created DESC NULLS LAST, r.id""").format(
-        e=_table(realm, "entities"), r=_table(realm, "relations"), in_space=_in_space("e", space), edge_ok=edge_ok
+        e=_table(realm, "entities"), r=_table(realm, "relations"), in_space=_in_space("e", space), edge_ok=edge_ok,
+        superseded=superseded_expr("r", temporal),
     )
-    params = {"seeds": list(seeds), "space": space, "max_hops": max_hops, "cap": max_relation_edges}
+    params = {"seeds": list(seeds), "space": space, "max_hops": max_hops, "cap": max_relation_edges,
+              **temporal.params()}
     return _fetch(conn, query, params)
 
 
@@ -188,28 +335,31 @@ def mention_chunks(
     k: int,
     *,
     exclude: Sequence[int] = (),
+    temporal: Temporal = CURRENT,
 ) -> list[Row]:
     """Chunks mentioning the matched entities, through ``doc_mentions`` (§7.2 mention expansion).
 
     Ranked by how many distinct matched entities each chunk mentions (most first), then document
     order. The mention edge and the chunk must both lie in ``space`` (and in one space under the
-    wildcard). Chunk ids in ``exclude`` (already retrieved) are skipped. Rows: ``id, space, doc_key,
-    title, chunk_index, text, mentions, entity_ids``; at most ``k``.
+    wildcard). Chunk ids in ``exclude`` (already retrieved) are skipped, and with
+    ``temporal.believed_at`` so are chunks indexed after it (§5.3). Rows: ``id, space, doc_key,
+    title, chunk_index, text, t_created, mentions, entity_ids``; at most ``k``.
     """
     if not entity_ids or k <= 0:
         return []
     query = sql.SQL("""
-        SELECT d.id, d.space, d.doc_key, d.title, d.chunk_index, d.text,
+        SELECT d.id, d.space, d.doc_key, d.title, d.chunk_index, d.text, d.t_created,
                count(DISTINCT m.entity_id) AS mentions,
                array_agg(DISTINCT m.entity_id ORDER BY m.entity_id) AS entity_ids
           FROM {m} AS m JOIN {d} AS d ON d.id = m.chunk_id AND d.space = m.space
-         WHERE m.entity_id = ANY(%(ids)s) AND {in_space} AND NOT (d.id = ANY(%(exclude)s))
+         WHERE m.entity_id = ANY(%(ids)s) AND {in_space} AND NOT (d.id = ANY(%(exclude)s)) AND {known}
          GROUP BY d.id
          ORDER BY mentions DESC, d.doc_order, d.doc_key, d.chunk_index, d.id
          LIMIT %(k)s""").format(
-        m=_table(realm, "doc_mentions"), d=_table(realm, "documents"), in_space=_in_space("m", space)
+        m=_table(realm, "doc_mentions"), d=_table(realm, "documents"), in_space=_in_space("m", space),
+        known=_created_by("d", temporal),
     )
-    params = {"ids": list(entity_ids), "space": space, "exclude": list(exclude), "k": k}
+    params = {"ids": list(entity_ids), "space": space, "exclude": list(exclude), "k": k, **temporal.params()}
     return _fetch(conn, query, params)
 
 

@@ -13,8 +13,10 @@ Realm schema ``pgrag_<realm>`` tables (every one carries ``space``):
 - ``resolution_rejections``  staging: triples refused only after resolution (self-loops)
 - ``entities``   canonical name, type, description, aliases, dormant_since, embedding vector(d)
 - ``relations``  subject→object edges: predicate, description, chunk_ids (provenance), weight,
-  negated, confidence, payload (valid_from/valid_to, promoted to generated columns), superseded_by,
-  t_created/t_expired, dormant_since, rendered text (full-text), embedding vector(d)
+  negated, confidence, payload (valid_from/valid_to, promoted to generated columns, and padded for
+  comparison as valid_from_key — YYYY → YYYY-01-01 — and valid_to_key — YYYY → YYYY-12-31, YYYY-MM →
+  YYYY-MM-31 — which order lexically), superseded_by, t_created/t_expired (belief time, database clock),
+  dormant_since, rendered text (full-text), embedding vector(d)
 - ``doc_mentions``  chunk → entity
 - ``communities``   report vertices: level, title, summary, findings, rating, size, built_at,
   graph_fingerprint, parent_id, embedding vector(d)
@@ -116,6 +118,7 @@ CREATE TABLE IF NOT EXISTS {s}.gate_decisions (
     offending_value text,
     CHECK (accepted = (gate IS NULL))
 );
+ALTER TABLE {s}.gate_decisions ADD COLUMN IF NOT EXISTS raw_predicate text;
 CREATE INDEX IF NOT EXISTS gate_decisions_space ON {s}.gate_decisions (space, accepted);
 CREATE TABLE IF NOT EXISTS {s}.resolution_rejections (
     space text NOT NULL,
@@ -156,6 +159,14 @@ CREATE TABLE IF NOT EXISTS {s}.relations (
     payload jsonb NOT NULL DEFAULT '{{}}',
     valid_from text GENERATED ALWAYS AS (payload ->> 'valid_from') STORED,
     valid_to text GENERATED ALWAYS AS (payload ->> 'valid_to') STORED,
+    valid_from_key text GENERATED ALWAYS AS (
+        CASE length(payload ->> 'valid_from') WHEN 4 THEN (payload ->> 'valid_from') || '-01-01'
+                                              WHEN 7 THEN (payload ->> 'valid_from') || '-01'
+                                              ELSE payload ->> 'valid_from' END) STORED,
+    valid_to_key text GENERATED ALWAYS AS (
+        CASE length(payload ->> 'valid_to') WHEN 4 THEN (payload ->> 'valid_to') || '-12-31'
+                                            WHEN 7 THEN (payload ->> 'valid_to') || '-31'
+                                            ELSE payload ->> 'valid_to' END) STORED,
     superseded_by bigint REFERENCES {s}.relations(id),
     t_created timestamptz DEFAULT now(),
     t_expired timestamptz,
@@ -166,9 +177,18 @@ CREATE TABLE IF NOT EXISTS {s}.relations (
     CHECK (source_id <> target_id),
     UNIQUE (space, source_id, predicate, target_id, negated)
 );
+ALTER TABLE {s}.relations ADD COLUMN IF NOT EXISTS valid_from_key text GENERATED ALWAYS AS (
+    CASE length(payload ->> 'valid_from') WHEN 4 THEN (payload ->> 'valid_from') || '-01-01'
+                                          WHEN 7 THEN (payload ->> 'valid_from') || '-01'
+                                          ELSE payload ->> 'valid_from' END) STORED;
+ALTER TABLE {s}.relations ADD COLUMN IF NOT EXISTS valid_to_key text GENERATED ALWAYS AS (
+    CASE length(payload ->> 'valid_to') WHEN 4 THEN (payload ->> 'valid_to') || '-12-31'
+                                        WHEN 7 THEN (payload ->> 'valid_to') || '-31'
+                                        ELSE payload ->> 'valid_to' END) STORED;
 CREATE INDEX IF NOT EXISTS relations_source ON {s}.relations (space, source_id);
 CREATE INDEX IF NOT EXISTS relations_target ON {s}.relations (space, target_id);
-CREATE INDEX IF NOT EXISTS relations_validity ON {s}.relations (space, valid_from, valid_to);
+CREATE INDEX IF NOT EXISTS relations_validity ON {s}.relations (space, valid_from_key, valid_to_key);
+CREATE INDEX IF NOT EXISTS relations_belief ON {s}.relations (space, t_created, t_expired);
 CREATE INDEX IF NOT EXISTS relations_fts ON {s}.relations USING gin (to_tsvector('english', rendered));
 CREATE TABLE IF NOT EXISTS {s}.doc_mentions (
     space text NOT NULL,

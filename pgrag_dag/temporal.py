@@ -1,0 +1,75 @@
+"""Validity dates (paper §5.1): normalisation to YYYY, YYYY-MM or YYYY-MM-DD, and padding for comparison.
+
+A date the text states vaguely ("later", "in his youth", "mid-1990s", "c. 1840") is discarded, never
+coerced: a wrong date is worse than no date. Partial dates are padded for comparison — a start pads
+down (1625 → 1625-01-01), an end pads up (1625 → 1625-12-31, 1625-06 → 1625-06-31) — so ISO strings
+order lexically: 1625 orders below 1625-06-01.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+
+_MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_name) if m}
+_MONTHS.update({m.lower(): i for i, m in enumerate(calendar.month_abbr) if m})
+_ISO = re.compile(r"^(\d{4})(?:[-/](\d{1,2})(?:[-/](\d{1,2}))?)?$")
+_MONTH_DAY_YEAR = re.compile(r"^([A-Za-z]+)\.? (\d{1,2}),? (\d{4})$")
+_DAY_MONTH_YEAR = re.compile(r"^(\d{1,2}) ([A-Za-z]+)\.?,? (\d{4})$")
+_MONTH_YEAR = re.compile(r"^([A-Za-z]+)\.?,? (\d{4})$")
+
+
+def _format(year: int, month: int | None = None, day: int | None = None) -> str | None:
+    if not 1 <= year <= 9999:
+        return None
+    if month is None:
+        return f"{year:04d}"
+    if not 1 <= month <= 12:
+        return None
+    if day is None:
+        return f"{year:04d}-{month:02d}"
+    if not 1 <= day <= calendar.monthrange(year, month)[1]:
+        return None
+    return f"{year:04d}-{month:02d}-{day:02d}"
+
+
+def normalise_date(value: object) -> str | None:
+    """``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD`` for a stated date, else ``None``.
+
+    Accepts ISO forms (``2015``, ``2015-06``, ``2015-6-30``, ``2015/06/30``) and written dates
+    (``June 30, 2015``, ``30 June 2015``, ``June 2015``). Impossible dates (2015-02-30) and vague
+    ones are discarded.
+    """
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _format(value)
+    if not isinstance(value, str):
+        return None
+    text = " ".join(value.strip().split())
+    if m := _ISO.match(text):
+        y, mo, d = m.groups()
+        return _format(int(y), int(mo) if mo else None, int(d) if d else None)
+    if (m := _MONTH_DAY_YEAR.match(text)) and m.group(1).lower() in _MONTHS:
+        return _format(int(m.group(3)), _MONTHS[m.group(1).lower()], int(m.group(2)))
+    if (m := _DAY_MONTH_YEAR.match(text)) and m.group(2).lower() in _MONTHS:
+        return _format(int(m.group(3)), _MONTHS[m.group(2).lower()], int(m.group(1)))
+    if (m := _MONTH_YEAR.match(text)) and m.group(1).lower() in _MONTHS:
+        return _format(int(m.group(2)), _MONTHS[m.group(1).lower()])
+    return None
+
+
+def lower_bound(date: str) -> str:
+    """The first day a normalised date can mean: ``1625`` → ``1625-01-01``, ``1625-06`` → ``1625-06-01``."""
+    return {4: date + "-01-01", 7: date + "-01"}.get(len(date), date)
+
+
+def upper_bound(date: str) -> str:
+    """A key no later day of a normalised date exceeds: ``1625`` → ``1625-12-31``, ``1625-06`` →
+    ``1625-06-31`` (lexical, like the database's ``valid_to_key``)."""
+    return {4: date + "-12-31", 7: date + "-31"}.get(len(date), date)
+
+
+def valid_at(as_of: str, valid_from: str | None, valid_to: str | None) -> bool:
+    """Whether a relation valid from ``valid_from`` to ``valid_to`` holds at ``as_of`` (all normalised);
+    a relation without a period holds at every instant."""
+    return (valid_from is None or lower_bound(valid_from) <= upper_bound(as_of)) and (
+        valid_to is None or upper_bound(valid_to) >= lower_bound(as_of))
