@@ -13,8 +13,11 @@ from pgrag_dag.names import split_partition_key
 
 DEMO_QUESTION = "How did Ada Lovelace contribute to Charles Babbage's Analytical Engine?"
 # partition -> (question, QueryParam overrides) asked by the demo with synthesis (recorded in the cassettes)
+CFO_QUESTION = "Who was the chief financial officer of The Walt Disney Company?"
 DEMO_QUESTIONS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "wiki.demo": [(DEMO_QUESTION, {})],
+    # an as-of query whose answer changes with the date (§5.4)
+    "tenk.disney": [(CFO_QUESTION, {"as_of": "2005"}), (CFO_QUESTION, {"as_of": "2012"}), (CFO_QUESTION, {"as_of": "2016"})],
 }
 USAGE_KEYS = ("model_calls", "cache_hits", "prompt_tokens", "completion_tokens")
 
@@ -35,6 +38,9 @@ def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
         f"  chunks           {c.get('chunks')}  ({c.get('chunks_inserted')} inserted this run)",
         f"  entities         {r.get('entities')}  ({r.get('entities_dormant')} dormant)",
         f"  relations        {r.get('relations')}  ({r.get('negated')} negated, {r.get('with_validity')} with a validity period)",
+        f"  supersession     {r.get('superseded')} superseded ({r.get('newly_superseded')} this run) "
+        f"{r.get('supersessions_by_reason') or ''}",
+        *[f"    {x}" for x in (r.get("supersession_examples") or [])[:4]],
         f"  gate decisions   {g.get('entities_accepted')} entities and {g.get('triples_accepted')} triples accepted, "
         f"{g.get('rejected')} rejected",
         *[f"    {gate:<20} {n}" for gate, n in sorted(gates.items())],
@@ -53,7 +59,7 @@ def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
 
 def run_demo() -> None:
     """Run the demo end to end and print its summary and one query's result."""
-    from pgrag_dag.query import QueryParam, query, query_data
+    from pgrag_dag.query import QueryParam, query, query_data, render_relation
 
     settings = load_settings()
     engine = Engine.from_settings(settings)
@@ -61,18 +67,27 @@ def run_demo() -> None:
     print(f"cassettes: {engine.import_cassettes()} recorded responses loaded")
     for partition in settings.partitions():
         metas = materialize_partition(settings, partition)
-        print("\n".join(summarise(partition, metas)))
+        print("\n" + "\n".join(summarise(partition, metas)))
         realm, space = split_partition_key(partition)
-        param = QueryParam(space=space)
-        res = query_data(DEMO_QUESTION, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder())
-        print(f"\nquery_data({DEMO_QUESTION!r}, mode=mix):")
-        print(f"  {len(res.entities)} entities, {len(res.relations)} relations, {len(res.chunks)} chunks")
-        print("  top entities: " + ", ".join(e["name"] for e in res.entities[:5]))
-        for rel in res.relations[:5]:
-            print(f"  hop {rel['hop']}: ({rel['subject']}) --[{'NOT ' if rel['negated'] else ''}{rel['predicate']}]--> ({rel['object']})")
-        total = res.assembly.get("total", {})
-        print(f"  context: {total.get('chars_placed')} of {total.get('chars_retrieved')} retrieved characters placed")
-        answer, _ = query(DEMO_QUESTION, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(),
-                          client=engine.client())
-        print(f"\nanswer (synthesised, replayed):\n{answer}")
+        for question, overrides in DEMO_QUESTIONS.get(partition, []):
+            param = QueryParam(space=space, **overrides)
+            res = query_data(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder())
+            where = ", ".join(f"{k}={v!r}" for k, v in overrides.items())
+            print(f"\nquery_data({question!r}, mode=mix{', ' + where if where else ''}):")
+            print(f"  {len(res.entities)} entities, {len(res.relations)} relations, {len(res.chunks)} chunks;"
+                  f" top entities: " + ", ".join(e["name"] for e in res.entities[:4]))
+            for rel in _shown(res.relations, question):
+                print(f"  hop {rel['hop']}: {render_relation(rel)}")
+            total = res.assembly.get("total", {})
+            print(f"  context: {total.get('chars_placed')} of {total.get('chars_retrieved')} retrieved characters placed")
+            answer, _ = query(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(),
+                              client=engine.client())
+            print("  answer (synthesised, replayed): " + answer.replace("\n", "\n  "))
     engine.close()
+
+
+def _shown(relations: list[dict[str, Any]], question: str) -> list[dict[str, Any]]:
+    """Up to five relations to print: for the CFO question, the cfo_of edges (what changes with the date)."""
+    if question == CFO_QUESTION:
+        return [r for r in relations if r["predicate"] == "cfo_of"][:5]
+    return relations[:5]

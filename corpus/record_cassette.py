@@ -44,8 +44,9 @@ def authored_key(messages: list[dict[str, str]]) -> tuple[str, int]:
     if system.startswith("You write a report on a topic"):
         titles = sorted(line[3:] for line in user.splitlines() if line.startswith("## "))
         return "children:" + hashlib.sha256("\n".join(titles).encode()).hexdigest(), 0
-    if user.startswith("Question: "):
-        return "question:" + hashlib.sha256(user.splitlines()[0][10:].encode()).hexdigest(), 0
+    if user.startswith("Question: "):  # the question and the date it is asked for
+        asked = user.split("\n\n", 1)[0][10:]
+        return "question:" + hashlib.sha256(asked.encode()).hexdigest(), 0
     return "user:" + hashlib.sha256(user.encode()).hexdigest(), 0
 
 

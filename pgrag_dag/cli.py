@@ -68,6 +68,9 @@ def query(
     mode: Annotated[str, typer.Option(help="mix | naive | bypass")] = "mix",
     top_k: Annotated[int, typer.Option(help="entities matched")] = 10,
     max_hops: Annotated[int, typer.Option(help="traversal depth")] = 2,
+    as_of: Annotated[Optional[str], typer.Option(help="valid-time date YYYY, YYYY-MM or YYYY-MM-DD; undated relations always match")] = None,
+    as_believed_at: Annotated[Optional[str], typer.Option(help="belief-time ISO-8601 instant (naive = UTC): the graph as believed then")] = None,
+    include_superseded: Annotated[bool, typer.Option(help="also return superseded relations, marked")] = False,
     as_json: Annotated[bool, typer.Option("--json", help="print the retrieved data as JSON, no synthesis")] = False,
 ) -> None:
     """Answer a question (or, with --json, print what was retrieved)."""
@@ -76,7 +79,8 @@ def query(
 
     try:
         engine = _engine()
-        param = QueryParam(space=space, mode=mode, top_k=top_k, max_hops=max_hops)  # type: ignore[arg-type]
+        param = QueryParam(space=space, mode=mode, top_k=top_k, max_hops=max_hops, as_of=as_of,  # type: ignore[arg-type]
+                           as_believed_at=as_believed_at, include_superseded=include_superseded)
         if as_json:
             res = query_data(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder())
             typer.echo(json.dumps({"entities": res.entities, "relations": res.relations, "chunks": res.chunks,

@@ -93,15 +93,17 @@ class GateDecisionContract(pa.DataFrameModel):
         """No accepted entity has a pronominal, conjunctive, quantity, possessive (if on) or over-long name."""
         settings = cls._settings()
         return data.lazyframe.select(
-            pl.struct("kind", "accepted", "name").map_elements(
-                lambda r: not (r["kind"] == "entity" and r["accepted"]) or name_gate(r["name"] or "", settings) is None,
+            pl.struct("kind", "accepted", "name", "entity_type").map_elements(
+                lambda r: not (r["kind"] == "entity" and r["accepted"])
+                or name_gate(r["name"] or "", settings, entity_type=r["entity_type"]) is None,
                 return_dtype=pl.Boolean,
             )
         )
 
     @pa.dataframe_check
     def accepted_triples_pass_triple_gates(cls, data: PolarsData) -> pl.LazyFrame:
-        """No accepted triple has a vague predicate, a self-loop, a gated endpoint or a sub-floor confidence."""
+        """No accepted triple has a vague predicate, a self-loop or a sub-floor confidence (its endpoints'
+        names are checked as accepted entities, see ``accepted_triples_have_accepted_endpoints``)."""
         settings = cls._settings()
 
         def ok(r: dict[str, Any]) -> bool:
@@ -111,7 +113,6 @@ class GateDecisionContract(pa.DataFrameModel):
             return (
                 bool(r["predicate"]) and r["predicate"] not in VAGUE_PREDICATES
                 and identity_key(s) != identity_key(o)
-                and name_gate(s, settings) is None and name_gate(o, settings) is None
                 and r["confidence"] is not None and r["confidence"] >= settings.confidence_floor
             )
 

@@ -114,20 +114,28 @@ def normalise_predicate(predicate: Any) -> str:
     return p
 
 
-def is_conjunctive(name: str, known: frozenset[str] = frozenset()) -> bool:
-    """A bare conjunction of proper-noun phrases: every conjunct is a multi-word proper name, or every
-    conjunct is itself an entity named in the same extraction (``known``, identity keys). Titles such
-    as "Pride and Prejudice" survive."""
+def is_conjunctive(name: str, known: frozenset[str] = frozenset(), entity_type: str | None = None) -> bool:
+    """A bare conjunction of proper-noun phrases: every conjunct is itself an entity named in the same
+    extraction (``known``, identity keys), or — for a record typed Person, or an untyped triple endpoint —
+    every conjunct is a multi-word proper name ("Ada Lovelace and Charles Babbage"). Titles and
+    organisations survive: "Pride and Prejudice", "Tax Cuts and Jobs Act" (a Work), "Consumer Products &
+    Interactive Media" (an Organization)."""
     if not _CONJUNCTION.match(name):
         return False
     parts = [p for p in _CONJ_SPLIT.split(name) if p]
-    return len(parts) >= 2 and (all(len(p.split()) >= 2 for p in parts) or all(identity_key(p) in known for p in parts))
+    if len(parts) < 2:
+        return False
+    if all(identity_key(p) in known for p in parts):
+        return True
+    return entity_type in (None, "Person") and all(len(p.split()) >= 2 for p in parts)
 
 
-def name_gate(name: str, settings: GateSettings, known: frozenset[str] = frozenset()) -> Gate | None:
+def name_gate(name: str, settings: GateSettings, known: frozenset[str] = frozenset(),
+              entity_type: str | None = None) -> Gate | None:
     """The gate that refuses ``name`` as an entity name, or ``None`` when it may become a vertex.
 
-    ``known`` holds the identity keys of the other names in the same extraction (conjunction gate).
+    ``known`` holds the identity keys of the other names in the same extraction and ``entity_type`` the
+    record's type (``None`` for a triple endpoint); both only inform the conjunction gate.
     """
     if not name:
         return Gate.MALFORMED
@@ -138,7 +146,7 @@ def name_gate(name: str, settings: GateSettings, known: frozenset[str] = frozens
         return Gate.PRONOMINAL_NAME
     if _QUANTITY.match(name) or _CURRENCY_WORD.match(name):
         return Gate.BARE_QUANTITY
-    if is_conjunctive(name, known):
+    if is_conjunctive(name, known, entity_type):
         return Gate.CONJUNCTIVE_NAME
     if settings.possessive_gate and _POSSESSIVE.match(name):
         return Gate.POSSESSIVE_ROLE
@@ -179,7 +187,7 @@ def gate_extraction(chunk_id: int, p: int, parsed: dict[str, Any], settings: Gat
             "description": (ent.get("description") or "").strip() if isinstance(ent.get("description"), str) else "",
             "aliases": [a for a in aliases if identity_key(a) != identity_key(name) and name_gate(a, settings) is None],
         }
-        gate = name_gate(name, settings, known)
+        gate = name_gate(name, settings, known, row["entity_type"])
         if gate is None:
             accepted.setdefault(identity_key(name), name)
         else:
@@ -198,7 +206,7 @@ def gate_extraction(chunk_id: int, p: int, parsed: dict[str, Any], settings: Gat
             "negated": bool(tri.get("negated", False)), "confidence": conf,
             "valid_from": _date(tri.get("valid_from")), "valid_to": _date(tri.get("valid_to")),
         }
-        gate, value = _triple_gate(subj, pred, obj, conf, refused, settings)
+        gate, value = _triple_gate(subj, pred, obj, conf, refused, set(accepted), settings)
         if gate is None:
             for end in (subj, obj):  # endpoint not listed as an entity: a bare Concept stub
                 if identity_key(end) not in accepted:
@@ -212,14 +220,15 @@ def gate_extraction(chunk_id: int, p: int, parsed: dict[str, Any], settings: Gat
 
 
 def _triple_gate(
-    subj: str, pred: str, obj: str, conf: float | None, refused: set[str], settings: GateSettings
+    subj: str, pred: str, obj: str, conf: float | None, refused: set[str], listed: set[str], settings: GateSettings
 ) -> tuple[Gate | None, str | None]:
     if not subj or not obj or not pred or conf is None:
         return Gate.MALFORMED, f"{subj!r} {pred!r} {obj!r} confidence={conf}"
     if pred in VAGUE_PREDICATES:
         return Gate.VAGUE_PREDICATE, pred
-    for end in (subj, obj):
-        if identity_key(end) in refused or name_gate(end, settings) is not None:
+    for end in (subj, obj):  # a listed entity was gated with its type; an unlisted endpoint is gated here
+        key = identity_key(end)
+        if key in refused or (key not in listed and name_gate(end, settings) is not None):
             return Gate.ORPHANED_ENDPOINT, end
     if identity_key(subj) == identity_key(obj):
         return Gate.SELF_LOOP, subj

@@ -205,15 +205,22 @@ def query(
     Raises: as :func:`query_data`, plus :class:`ModelError` / :class:`ReplayMissError` from the client.
     """
     result = query_data(question, param, dsn=dsn, realm=realm, embedder=embedder)
-    completion = client.complete(synthesis_messages(question, result.context), purpose="synthesis", json_mode=False)
+    completion = client.complete(synthesis_messages(question, result.context, param), purpose="synthesis", json_mode=False)
     return completion.text, result
 
 
-def synthesis_messages(question: str, context: str) -> list[dict[str, str]]:
-    """The chat messages of the synthesis call (OpenAI format)."""
+def synthesis_messages(question: str, context: str, param: QueryParam | None = None) -> list[dict[str, str]]:
+    """The chat messages of the synthesis call (OpenAI format); a valid-time or belief-time filter is
+    stated to the model beside the question, so it answers for that date."""
+    when = []
+    if param is not None and param.as_of:
+        when.append(f"as of {param.as_of} (valid time)")
+    if param is not None and param.as_believed_at:
+        when.append(f"as the graph believed at {param.as_believed_at.isoformat()}")
+    asked = question + (f"\n(Answer {' and '.join(when)}.)" if when else "")
     return [
         {"role": "system", "content": SYNTHESIS_SYSTEM},
-        {"role": "user", "content": SYNTHESIS_USER.format(question=question, context=context)},
+        {"role": "user", "content": SYNTHESIS_USER.format(question=asked, context=context)},
     ]
 
 

@@ -6,8 +6,9 @@ key of every entity surface form (canonical names and aliases) → entity id.
 
 Output frame ``relations``: source_id, target_id, predicate, negated, description (the longest
 seen), chunk_ids (sorted distinct contributing chunks), weight (= number of chunk_ids), confidence
-(the highest seen), valid_from, valid_to (the first stated, in chunk order; a later observation
-without a period never erases one), rendered (the surface form embedded and searched).
+(the highest seen), valid_from, valid_to (the hull of every stated period — earliest start, latest
+end; an observation without a period never erases one), rendered (the surface form embedded and
+searched), asserted_doc_order / asserted_chunk_index (the latest assertion in document order).
 A triple whose endpoints resolve to one vertex is refused as a self-loop (``self_loops`` frame).
 """
 
@@ -19,6 +20,7 @@ from typing import Any
 import polars as pl
 
 from pgrag_dag.gates import Gate, identity_key
+from pgrag_dag.temporal import lower_bound, upper_bound
 
 RELATION_SCHEMA: dict[str, Any] = {
     "source_id": pl.Int64, "target_id": pl.Int64, "predicate": pl.String, "negated": pl.Boolean,
@@ -74,8 +76,11 @@ def build_relations(triples: pl.DataFrame, lookup: dict[str, int], names: dict[i
         if len(t["description"] or "") > len(g["description"]):
             g["description"] = t["description"] or ""
         g["confidence"] = max(g["confidence"], float(t["confidence"] or 0.0))
-        if g["valid_from"] is None and g["valid_to"] is None and (t["valid_from"] or t["valid_to"]):
-            g["valid_from"], g["valid_to"] = t["valid_from"], t["valid_to"]
+        # the hull of the stated periods; an observation without a period never erases one
+        if t["valid_from"] and (g["valid_from"] is None or lower_bound(t["valid_from"]) < lower_bound(g["valid_from"])):
+            g["valid_from"] = t["valid_from"]
+        if t["valid_to"] and (g["valid_to"] is None or upper_bound(t["valid_to"]) > upper_bound(g["valid_to"])):
+            g["valid_to"] = t["valid_to"]
     rows = []
     for (s, p, o, neg), g in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1], kv[0][2], kv[0][3])):
         chunk_ids = sorted(g["chunk_ids"])

@@ -128,3 +128,22 @@ def test_changing_the_vocabulary_rematerialises_gated_triples_and_downstream_wit
         rows = conn.execute(sql.SQL("SELECT predicate, dormant_since IS NOT NULL FROM {}.relations WHERE predicate IN"
                                     " ('wrote', 'wrote_notes_on') ORDER BY 1").format(sql.Identifier(schema_for(realm)))).fetchall()
     assert rows == [("wrote", False), ("wrote_notes_on", True)]
+
+
+def test_a_changed_source_rematerialises_its_partition_and_only_its_chunks_reach_the_model(
+    small_corpus: SmallCorpus, realm: str
+) -> None:
+    key = f"{realm}.main"
+    with dg.instance_for_test() as instance:
+        add_partitions(instance, [key])
+        assert _materialize(small_corpus, instance, key).success
+        before = small_corpus.chat_requests()
+        (small_corpus.root / "docs" / "02_lovelace.txt").write_text("Ada Lovelace worked with Charles Babbage.")
+        result = _materialize(small_corpus, instance, key)
+        assert result.success
+        new = small_corpus.chat_requests()[len(before):]
+        extracted = [r for r in new if "<<<CHUNK" in r["body"]["messages"][-1]["content"]]
+        assert extracted and all("02_lovelace.txt" in r["body"]["messages"][-1]["content"] for r in extracted)
+        chunks = next(e for e in result.get_asset_materialization_events() if e.asset_key.to_user_string() == "chunks")
+        meta = chunks.materialization.metadata  # type: ignore[union-attr]
+        assert meta["documents_replaced"].value == 1 and meta["documents_unchanged"].value == 1

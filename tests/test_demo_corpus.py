@@ -23,7 +23,7 @@ def _engine(pg_dsn: str, realm: str, root: Path = ROOT) -> Engine:
     settings = load_settings(ROOT / "pgrag.yaml", database_url=pg_dsn, config_dir=root,
                              realms={realm: RealmSpec(spaces={"demo": demo})})
     engine = Engine.from_settings(settings)
-    assert engine.import_cassettes() == 149
+    assert engine.import_cassettes() == 149 + 29  # the Wikipedia and the Disney 10-K cassettes
     return engine
 
 
@@ -77,6 +77,7 @@ def test_replayed_cassette_builds_the_demo_graph_without_a_model_call(pg_dsn: st
 def test_a_replay_miss_names_the_chunk_and_leaves_the_run_resumable(pg_dsn: str, realm: str, tmp_path: Path) -> None:
     corpus = tmp_path / "corpus" / "wikipedia"
     shutil.copytree(ROOT / "corpus" / "wikipedia", corpus, ignore=shutil.ignore_patterns("responses"))
+    shutil.copytree(ROOT / "corpus" / "disney_10k", tmp_path / "corpus" / "disney_10k")
     engine = _engine(pg_dsn, realm, tmp_path)
     index_documents(engine, realm, "demo", communities=False)
     # an edited document: its unchanged chunks replay, the changed last chunk misses and is reported
@@ -94,3 +95,27 @@ def test_a_replay_miss_names_the_chunk_and_leaves_the_run_resumable(pg_dsn: str,
         ok = conn.execute(sql.SQL("SELECT count(*) FROM {}.raw_extractions WHERE parse_status = 'ok'")
                           .format(sql.Identifier(schema_for(realm)))).fetchone()
     assert ok is not None and ok[0] == (58 - 1) * 2
+
+
+def test_the_disney_filings_supersede_by_fiscal_year_and_answer_as_of_a_date(pg_dsn: str, realm: str) -> None:
+    from pgrag_dag.query import QueryParam, query_data
+
+    tenk = load_settings(ROOT / "pgrag.yaml").space_spec("tenk", "disney")
+    settings = load_settings(ROOT / "pgrag.yaml", database_url=pg_dsn, realms={realm: RealmSpec(spaces={"disney": tenk})})
+    engine = Engine.from_settings(settings)
+    engine.import_cassettes()
+    meta = {r.stage: r.metadata for r in index_documents(engine, realm, "disney")}
+    assert engine.usage()["model_calls"] == 0
+    # FY2017's decreases are superseded by FY2018's increases on the same pairs (group {increased, decreased})
+    assert meta["relations"]["supersessions_by_reason"] == {"group": 4}
+    assert "Walt Disney Company decreased Revenues  ⟶ superseded by ⟶  Walt Disney Company increased Revenues" in \
+        meta["relations"]["supersession_examples"]
+
+    def cfos(as_of: str) -> set[str]:
+        res = query_data("Who was the chief financial officer of The Walt Disney Company?",
+                         QueryParam(space="disney", as_of=as_of), dsn=engine.dsn, realm=realm, embedder=engine.embedder())
+        return {r["subject"] for r in res.relations if r["predicate"] == "cfo_of"}
+
+    assert cfos("2005") == {"Thomas O. Staggs"}
+    assert cfos("2012") == {"James A. Rasulo"}
+    assert cfos("2016") == {"James A. Rasulo", "Christine M. McCarthy"}  # no filing states when Rasulo's tenure ended

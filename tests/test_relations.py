@@ -83,13 +83,13 @@ def test_the_first_stated_validity_is_kept_and_never_erased() -> None:
     assert built.relations.select("valid_from", "valid_to", "weight").rows() == [("1833", "1852", 4)]
 
 
-def test_validity_follows_document_order_which_is_input_order_not_chunk_id() -> None:
-    # chunk 20 comes first in document order (a re-inserted document gets higher ids): the first stated wins
+def test_validity_is_the_hull_of_the_stated_periods() -> None:
     built = _build(
-        _t(20, "Ada Lovelace", "worked_with", "Charles Babbage", valid_from="1840"),
+        _t(20, "Ada Lovelace", "worked_with", "Charles Babbage", valid_from="1840", valid_to="1843-06"),
         _t(5, "Ada Lovelace", "worked_with", "Charles Babbage", valid_from="1833"),
+        _t(7, "Ada Lovelace", "worked_with", "Charles Babbage"),
     )
-    assert built.relations.select("valid_from", "chunk_ids").rows() == [("1840", [5, 20])]
+    assert built.relations.select("valid_from", "valid_to", "chunk_ids").rows() == [("1833", "1843-06", [5, 7, 20])]
 
 
 def test_endpoints_resolving_to_one_vertex_go_to_the_self_loops_frame() -> None:

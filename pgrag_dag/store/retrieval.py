@@ -18,7 +18,6 @@ is cosine similarity ``1 - distance``. Query vectors must have the realm's embed
 
 from __future__ import annotations
 
-import calendar
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -31,36 +30,27 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from pgrag_dag.errors import QueryError
+from pgrag_dag.temporal import lower_bound, normalise_date, upper_bound
 from pgrag_dag.names import WILDCARD_SPACE, schema_for, validate_space
 
 Row = dict[str, Any]
-
-_AS_OF = re.compile(r"^(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?$")
-
 
 def as_of_bounds(as_of: str) -> tuple[str, str]:
     """The padded ``(lower, upper)`` day keys an ``as_of`` date covers (§5.1, §5.4).
 
     ``2016`` → ``("2016-01-01", "2016-12-31")``, ``2016-06`` → ``("2016-06-01", "2016-06-31")``,
     ``2016-06-15`` → itself twice — padded exactly as the ``valid_from_key`` / ``valid_to_key``
-    columns are, so the keys compare lexically as dates.
+    columns are (:func:`pgrag_dag.temporal.lower_bound` / ``upper_bound``), so keys compare lexically.
 
     Raises:
         QueryError: anything but a real calendar date written ``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD``.
     """
-    m = _AS_OF.fullmatch(as_of) if isinstance(as_of, str) else None
-    if m is None:
-        raise QueryError(f"as_of must be a date written YYYY, YYYY-MM or YYYY-MM-DD, got {as_of!r}")
-    year, month, day = m.groups()
-    if int(year) < 1 or (month is not None and not 1 <= int(month) <= 12) or (
-        day is not None and not 1 <= int(day) <= calendar.monthrange(int(year), int(month))[1]
-    ):
-        raise QueryError(f"as_of {as_of!r} is not a calendar date")
-    if month is None:
-        return f"{year}-01-01", f"{year}-12-31"
-    if day is None:
-        return f"{year}-{month}-01", f"{year}-{month}-31"
-    return as_of, as_of
+    if not isinstance(as_of, str) or not _STRICT_DATE.fullmatch(as_of) or normalise_date(as_of) != as_of:
+        raise QueryError(f"as_of must be a calendar date written YYYY, YYYY-MM or YYYY-MM-DD, got {as_of!r}")
+    return lower_bound(as_of), upper_bound(as_of)
+
+
+_STRICT_DATE = re.compile(r"\d{4}(?:-\d{2}(?:-\d{2})?)?")
 
 
 def belief_instant(value: str | datetime) -> datetime:
