@@ -175,3 +175,32 @@ def test_supersession_operator_on_frames() -> None:
     out = supersede(rel, (("ally_of", "enemy_of"),))
     assert out.select("row", "superseded_by_row", "reason").rows() == [(0, 1, "group")]
     assert detect_contradictions(rel, out, (("ally_of", "enemy_of"),), client=None, max_pairs=0).height == 0  # type: ignore[arg-type]
+
+
+def test_as_believed_at_reconstructs_what_the_graph_believed_before_a_later_document(novel, realm) -> None:  # type: ignore[no-untyped-def]
+    import time
+    from datetime import datetime, timezone
+
+    from pgrag_dag.query import QueryParam, query_data
+
+    root, engine, _ = novel
+    _write(root, "01_book.txt", "Athos is an ally of d'Artagnan.", "Athos taught d'Artagnan to fence.")
+    index_documents(engine, realm, "books", communities=False)
+    time.sleep(0.05)
+    before_book_two = datetime.now(timezone.utc)
+    time.sleep(0.05)
+    _write(root, "02_book.txt", "Athos is now an enemy of d'Artagnan.")
+    index_documents(engine, realm, "books", communities=False)
+
+    def believed(**kw: object) -> set[tuple[str, bool]]:
+        res = query_data("Athos and d'Artagnan", QueryParam(space="books", **kw),  # type: ignore[arg-type]
+                         dsn=engine.dsn, realm=realm, embedder=engine.embedder())
+        return {(r["predicate"], r["superseded"]) for r in res.relations}
+
+    assert believed() == {("enemy_of", False), ("taught", False)}
+    then = believed(as_believed_at=before_book_two)
+    assert then == {("ally_of", False), ("taught", False)}  # the alliance, as it was believed then
+    res = query_data("Athos and d'Artagnan", QueryParam(space="books", as_believed_at=before_book_two),
+                     dsn=engine.dsn, realm=realm, embedder=engine.embedder())
+    assert all("02_book" not in c["doc_key"] for c in res.chunks)  # nor did it know the second book
+    assert believed(include_superseded=True) == {("enemy_of", False), ("taught", False), ("ally_of", True)}
