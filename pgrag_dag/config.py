@@ -22,22 +22,33 @@ if TYPE_CHECKING:
 
 
 class SourceSpec(BaseModel):
-    """One document source: a directory with a glob, or a single file.
+    """One document source: a directory with a glob, or a single file; text files, or JSONL files in
+    which each line is a document (``text_field`` holds its text, ``title_field`` its title, ``key_field``
+    — a URL or id — its doc_key, and ``metadata_fields`` are kept as document metadata).
 
-    ``path`` is resolved against the configuration file's directory when relative.
+    ``path`` is resolved against the configuration file's directory when relative. ``format`` ``auto``
+    reads ``*.jsonl`` files as JSONL and everything else as text.
     """
 
     path: Path
     glob: str = "*.txt"
+    format: Literal["auto", "text", "jsonl"] = "auto"
+    text_field: str = "text"
+    title_field: str = "title"
+    key_field: str | None = None
+    metadata_fields: list[str] = Field(default_factory=list)
 
 
 class SpaceSpec(BaseModel):
-    """A space's document sources, the rule that gives documents their order (§5.2), and its predicate
+    """A space's document sources, the rule that gives documents their order (§5.2: ``filename`` across
+    all sources, ``listed`` = the sources' order, ``metadata`` = a metadata field such as a publication
+    date or fiscal year, ``order_field``, ties by file name), and its predicate
     vocabulary (§4.5): a preset (``biography``, ``finance``, ``narrative``), extra terms, an alias map and
     exclusive predicate groups."""
 
     sources: list[SourceSpec]
-    order: Literal["filename", "listed"] = "filename"
+    order: Literal["filename", "listed", "metadata"] = "filename"
+    order_field: str | None = None
     preset: str | None = None
     vocabulary: list[str] = Field(default_factory=list)
     predicate_aliases: dict[str, str] = Field(default_factory=dict)
@@ -45,6 +56,8 @@ class SpaceSpec(BaseModel):
 
     @model_validator(mode="after")
     def _vocabulary(self) -> "SpaceSpec":
+        if self.order == "metadata" and not self.order_field:
+            raise ValueError("order: metadata needs order_field (e.g. publication_date or fiscal_year)")
         from pgrag_dag.vocabulary import Vocabulary
 
         try:
