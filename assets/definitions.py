@@ -1,4 +1,5 @@
-"""The Dagster code location: the eight assets, their checks, and the resources.
+"""The Dagster code location: the eight assets, their checks, the source sensor, the automation sensor,
+the nightly refresh schedule, and the resources.
 
 Loaded by ``workspace.yaml`` (``dagster dev -w workspace.yaml``). Partitions are dynamic; ``pgrag demo``
 and ``pgrag partitions sync`` add one per realm/space declared in the configuration.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import dagster as dg
 
+from pgrag_dag.assets.automation import build_automation_sensor, build_nightly_refresh, build_source_sensor
 from pgrag_dag.assets.stages import ASSETS
 from pgrag_dag.resources.engine import PgragResource
 from pgrag_dag.resources.query import QueryResource
@@ -19,9 +21,13 @@ def build_defs(*, pgrag: PgragResource | None = None, query_realm: str | None = 
     The ``query`` resource reads ``query_realm``, default the first realm the configuration declares.
     """
     pgrag = pgrag or PgragResource()
-    realm = query_realm or next(iter(pgrag.settings().realms), "default")
+    settings = pgrag.settings()
+    realm = query_realm or next(iter(settings.realms), "default")
+    roots = [a for a in ASSETS if a.key == dg.AssetKey("chunks")]
     return dg.Definitions(
         assets=ASSETS,
+        sensors=[build_source_sensor(settings, roots), build_automation_sensor(settings)],
+        schedules=[build_nightly_refresh(settings, roots)],
         resources={"pgrag": pgrag, "query": QueryResource(realm=realm, config_path=pgrag.config_path,
                                                           database_url=pgrag.database_url)},
     )

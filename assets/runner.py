@@ -18,7 +18,7 @@ from pgrag_dag.config import Settings
 from pgrag_dag.errors import PgragError
 from pgrag_dag.resources.engine import PgragResource
 
-DAGSTER_YAML = """# written by pgrag-dag
+DAGSTER_YAML = """# written by pgrag-dag from its settings (dagster.llm_pool_limit, dagster.max_concurrent_runs)
 telemetry:
   enabled: false
 python_logs:
@@ -26,19 +26,21 @@ python_logs:
   python_log_level: INFO
 concurrency:
   pools:
-    default_limit: 2
+    default_limit: {pool_limit}
   runs:
-    max_concurrent_runs: 4
+    max_concurrent_runs: {max_runs}
 """
 
 
 def dagster_home(settings: Settings) -> Path:
-    """``<data_dir>/dagster`` (absolute), created with its ``dagster.yaml``; also exported as ``DAGSTER_HOME``."""
+    """``<data_dir>/dagster`` (absolute) with a ``dagster.yaml`` written from the settings (telemetry off,
+    the ``llm`` pool limit, run concurrency); also exported as ``DAGSTER_HOME``."""
     home = settings.resolve(settings.data_dir) / "dagster"
     home.mkdir(parents=True, exist_ok=True)
+    text = DAGSTER_YAML.format(pool_limit=settings.dagster.llm_pool_limit, max_runs=settings.dagster.max_concurrent_runs)
     cfg = home / "dagster.yaml"
-    if not cfg.exists():
-        cfg.write_text(DAGSTER_YAML, encoding="utf-8")
+    if not cfg.exists() or cfg.read_text(encoding="utf-8") != text:
+        cfg.write_text(text, encoding="utf-8")
     os.environ["DAGSTER_HOME"] = str(home)
     return home
 

@@ -10,6 +10,7 @@ from typing import Any
 import dagster as dg
 
 from pgrag_dag.assets import checks
+from pgrag_dag.assets.automation import ON_UPSTREAM_CHANGE
 from pgrag_dag.assets.partitions import SPACES
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import ContractError
@@ -48,6 +49,7 @@ def stage_asset(name: str, stage: Stage, contract: str, deps: list[str], *, pool
     @dg.asset(
         name=name, partitions_def=SPACES, deps=deps, pool=pool, group_name="index",
         kinds={"postgres", "polars"}, description=description, check_specs=specs,
+        automation_condition=ON_UPSTREAM_CHANGE if deps else None,
     )
     def _asset(context: dg.AssetExecutionContext, pgrag: PgragResource) -> Iterator[Any]:
         realm, space = split_partition_key(context.partition_key)

@@ -159,6 +159,17 @@ class TemporalSettings(BaseModel):
     contradiction_max_pairs: int = Field(default=200, ge=0)
 
 
+class DagsterSettings(BaseModel):
+    """How the code location runs: the source sensor and the refresh schedule (on by default), the
+    schedule's cron (UTC), the limit of the ``llm`` pool that model-calling assets share across runs,
+    and how many runs may run at once."""
+
+    sensors: bool = True
+    refresh_cron: str = "0 3 * * *"
+    llm_pool_limit: int = Field(default=2, ge=1)
+    max_concurrent_runs: int = Field(default=4, ge=1)
+
+
 class RetrievalSettings(BaseModel):
     """Query defaults (§7)."""
 
@@ -186,6 +197,7 @@ class Settings(BaseSettings):
     gates: GateSettings = Field(default_factory=GateSettings)
     communities: CommunitySettings = Field(default_factory=CommunitySettings)
     temporal: TemporalSettings = Field(default_factory=TemporalSettings)
+    dagster: DagsterSettings = Field(default_factory=DagsterSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     realms: dict[str, RealmSpec] = Field(default_factory=dict)
     cassettes: list[Path] = Field(default_factory=list)

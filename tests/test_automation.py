@@ -1,0 +1,73 @@
+"""The source sensor, the nightly schedule and automation on real change (issue 6, dagster-guide §3–4)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+
+import dagster as dg
+import pytest
+
+from pgrag_dag.assets.automation import build_nightly_refresh, build_source_sensor
+from pgrag_dag.assets.definitions import build_defs
+from pgrag_dag.assets.partitions import SPACES, add_partitions
+from pgrag_dag.assets.stages import ASSETS
+from pgrag_dag.resources.engine import PgragResource
+from tests.fix_corpus import SmallCorpus
+
+pytestmark = [pytest.mark.dagster, pytest.mark.filterwarnings("ignore::dagster.BetaWarning")]
+
+
+def _roots() -> list[dg.AssetsDefinition]:
+    return [a for a in ASSETS if a.key == dg.AssetKey("chunks")]
+
+
+def test_the_sensor_requests_runs_only_for_new_or_changed_spaces(small_corpus: SmallCorpus, realm: str) -> None:
+    sensor = build_source_sensor(small_corpus.settings(), _roots())
+    key = f"{realm}.main"
+    with dg.instance_for_test() as instance:
+        first = sensor(dg.build_sensor_context(instance=instance, cursor=None))
+        assert isinstance(first, dg.SensorResult)
+        assert [r.partition_key for r in first.run_requests] == [key]
+        assert first.dynamic_partitions_requests[0].partition_keys == [key]  # a new space adds its partition
+        add_partitions(instance, [key])
+        unchanged = sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor))
+        assert isinstance(unchanged, dg.SkipReason)
+        (small_corpus.root / "docs" / "02_lovelace.txt").write_text("Ada Lovelace met Charles Babbage in 1833.")
+        changed = sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor))
+        assert isinstance(changed, dg.SensorResult)
+        assert [r.partition_key for r in changed.run_requests] == [key] and not changed.dynamic_partitions_requests
+        assert json.loads(changed.cursor)[key] != json.loads(first.cursor)[key]
+
+
+def test_the_nightly_schedule_refreshes_every_known_space(small_corpus: SmallCorpus, realm: str) -> None:
+    schedule = build_nightly_refresh(small_corpus.settings(), _roots())
+    assert schedule.cron_schedule == "0 3 * * *"
+    with dg.instance_for_test() as instance:
+        add_partitions(instance, [f"{realm}.main"])
+        ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=datetime.datetime(2026, 1, 1, 3))
+        requests = list(schedule(ctx))  # type: ignore[call-overload]
+    assert [(r.partition_key, r.run_key) for r in requests] == [(f"{realm}.main", f"{realm}.main:202601010300")]
+
+
+def test_downstream_rematerialises_only_on_a_changed_data_version(small_corpus: SmallCorpus, realm: str) -> None:
+    key = f"{realm}.main"
+    defs = build_defs(pgrag=PgragResource(config_path=str(small_corpus.config)))
+    resources = {"pgrag": PgragResource(config_path=str(small_corpus.config))}
+    with dg.instance_for_test() as instance:
+        add_partitions(instance, [key])
+        assert dg.materialize(ASSETS, partition_key=key, instance=instance, resources=resources).success
+        tick = dg.evaluate_automation_conditions(defs=defs, instance=instance)
+        # chunks re-materialised with an identical data version: nothing downstream is requested
+        assert dg.materialize(ASSETS, partition_key=key, instance=instance, resources=resources,
+                              selection=dg.AssetSelection.assets("chunks")).success
+        tick = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=tick.cursor)
+        assert tick.total_requested == 0
+        # a changed document gives chunks a new data version: the whole chain is requested, this partition only
+        (small_corpus.root / "docs" / "02_lovelace.txt").write_text("Ada Lovelace met Charles Babbage in 1833.")
+        assert dg.materialize(ASSETS, partition_key=key, instance=instance, resources=resources,
+                              selection=dg.AssetSelection.assets("chunks")).success
+        tick = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=tick.cursor)
+        assert tick.get_requested_partitions(dg.AssetKey("raw_extractions")) == {key}
+        assert tick.get_requested_partitions(dg.AssetKey("communities")) == {key}
+        assert tick.get_requested_partitions(dg.AssetKey("chunks")) == set()
