@@ -25,10 +25,30 @@ from pgrag_dag.resources.engine import PgragResource
 Stage = Callable[[Engine, str, str], StageResult]
 
 
+# column lineage of the community reports (row-level lineage lives in the community_lineage view)
+REPORT_LINEAGE = dg.TableColumnLineage(deps_by_column={
+    "report": [dg.TableColumnDep(dg.AssetKey("relations"), "rendered"), dg.TableColumnDep(dg.AssetKey("resolved_entities"), "description")],
+    "community_members.entity_id": [dg.TableColumnDep(dg.AssetKey("resolved_entities"), "id")],
+    "community_lineage.chunk_id": [dg.TableColumnDep(dg.AssetKey("relations"), "chunk_ids"), dg.TableColumnDep(dg.AssetKey("chunks"), "id")],
+})
+
+
 def _metadata(result: StageResult) -> dict[str, Any]:
     out: dict[str, Any] = {"dagster/row_count": result.rows_checked}
     for key, value in result.metadata.items():
-        out[key] = dg.MetadataValue.json(value) if isinstance(value, (dict, list)) else value
+        if key.endswith("_sample") and isinstance(value, list) and value and isinstance(value[0], dict):
+            out[key] = dg.MetadataValue.table(
+                records=[dg.TableRecord({k: v if isinstance(v, (int, float, bool)) or v is None else str(v)
+                                         for k, v in r.items()}) for r in value],
+                schema=dg.TableSchema(columns=[dg.TableColumn(c, "int" if isinstance(value[0][c], int) else "string")
+                                               for c in value[0]]))
+        else:
+            out[key] = dg.MetadataValue.json(value) if isinstance(value, (dict, list)) else value
+    if result.stage == "communities":
+        out["dagster/column_lineage"] = REPORT_LINEAGE
+        out["lineage_query"] = dg.MetadataValue.md(
+            "Row-level lineage: `SELECT * FROM pgrag_<realm>.community_lineage WHERE community_id = …` "
+            "or `pgrag lineage <community_id> --realm <realm>`")
     return out
 
 

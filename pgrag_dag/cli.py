@@ -1,4 +1,4 @@
-"""``pgrag`` command line: demo, index, query, cassette import/export, stop-db.
+"""``pgrag`` command line: demo, index, query, lineage, cassette import/export, stop-db.
 
 Every command reads the settings from ``PGRAG_CONFIG`` (default ``./pgrag.yaml``) and ``PGRAG_``
 environment variables. Errors of the engine are printed as one line and exit with status 2.
@@ -89,6 +89,18 @@ def query(
         answer, res = run_query(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(),
                                 client=engine.client())
         typer.echo(answer)
+    except PgragError as exc:
+        _fail(exc)
+
+
+@app.command()
+def lineage(community_id: int, realm: Annotated[str, typer.Option(help="realm of the community")] = "wiki") -> None:
+    """Print what a community report derives from (entities, relations, chunks, documents) as JSON."""
+    from pgrag_dag.store.lineage import lineage as community_lineage
+
+    try:
+        with _engine().connect() as conn:
+            typer.echo(json.dumps(community_lineage(conn, realm, community_id), default=str, indent=2))
     except PgragError as exc:
         _fail(exc)
 

@@ -18,6 +18,7 @@ from pgrag_dag.errors import ModelError
 from pgrag_dag.pipeline import StageResult, usage_delta
 from pgrag_dag.store import communities as store
 from pgrag_dag.store import graph, vectors
+from pgrag_dag.store.lineage import lineage_summary
 
 
 def _fingerprint(engine: Engine, entities: pl.DataFrame, relations: pl.DataFrame) -> str:
@@ -47,8 +48,9 @@ def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
     if stored == fp:
         with engine.connect() as conn:
             members, reports, _ = store.load_base(conn, realm, space)
+            lineage = lineage_summary(conn, realm, space)
         return StageResult("communities", {"skipped": "graph unchanged since the last build", "communities": reports.height,
-                                           **usage_delta(engine, before)}, fp[:16], members.height)
+                                           **lineage, **usage_delta(engine, before)}, fp[:16], members.height)
     clusters = detect_communities(entities, relations, settings=cs)
     reports, failures = write_reports(clusters, entities, relations, engine.client(),
                                       concurrency=engine.settings.extraction.concurrency)
@@ -65,10 +67,12 @@ def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
         graph.lock_partition(conn, realm, space)
         counts = store.replace_communities(conn, realm, space, fingerprint=fp, reports=reports, members=kept)
         embedded = _embed_reports(engine, conn, realm, space)
+        lineage = lineage_summary(conn, realm, space)
     return StageResult("communities", {
         "communities": counts["communities"], "members": counts["members"], "clusters_found": int(clusters["cluster"].n_unique()),
         "reports_failed": len(failures), "report_failures": failures[:20], "embedded": embedded,
         "largest": int(sizes["size"].max() or 0) if sizes.height else 0,
+        **lineage,
         **usage_delta(engine, before), "seconds": round(time.perf_counter() - t0, 3),
     }, fp[:16], audit.height)
 

@@ -53,3 +53,10 @@ class QueryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
                              embedder=engine.embedder(), client=engine.client())
         finally:
             engine.close()
+
+    def lineage(self, community_id: int) -> dict[str, Any]:
+        """What a community report derives from: entities, relations, chunks, documents (issue 6)."""
+        from pgrag_dag.store.lineage import lineage
+
+        with self.engine().connect() as conn:
+            return lineage(conn, self.realm, community_id)

@@ -21,6 +21,7 @@ Realm schema ``pgrag_<realm>`` tables (every one carries ``space``):
 - ``communities``   report vertices: level, title, summary, findings, rating, size, built_at,
   graph_fingerprint, parent_id, embedding vector(d)
 - ``community_members``, ``community_children``
+- ``community_lineage`` (view): community → relations inside it → contributing chunks → documents
 """
 
 from __future__ import annotations
@@ -228,6 +229,28 @@ CREATE TABLE IF NOT EXISTS {s}.community_children (
 );
 """
 
+# Lineage of community reports (issue 6): report → member entity → relation inside the cluster →
+# contributing chunk → document. Parent communities reach their entities through community_children.
+_LINEAGE_DDL = """
+CREATE OR REPLACE VIEW {s}.community_lineage AS
+WITH RECURSIVE under(root, community_id) AS (
+    SELECT id, id FROM {s}.communities
+    UNION ALL
+    SELECT u.root, ch.child_id FROM under u JOIN {s}.community_children ch ON ch.parent_id = u.community_id
+), members AS (
+    SELECT DISTINCT u.root AS community_id, m.entity_id FROM under u
+      JOIN {s}.community_members m ON m.community_id = u.community_id
+)
+SELECT c.space, c.id AS community_id, c.level, c.title, r.id AS relation_id, r.source_id, r.target_id,
+       r.predicate, r.negated, chunk.id AS chunk_id, chunk.doc_key, chunk.title AS document_title
+  FROM {s}.communities c
+  JOIN members ms ON ms.community_id = c.id
+  JOIN {s}.relations r ON r.space = c.space AND r.source_id = ms.entity_id AND r.dormant_since IS NULL
+                      AND r.target_id IN (SELECT entity_id FROM members m2 WHERE m2.community_id = c.id)
+  CROSS JOIN LATERAL unnest(r.chunk_ids) AS cid(chunk_id)
+  JOIN {s}.documents chunk ON chunk.id = cid.chunk_id
+"""
+
 # HNSW indexes: created only after every embedding column has been verified.
 _INDEX_DDL = """
 CREATE INDEX IF NOT EXISTS documents_embedding_hnsw ON {s}.documents USING hnsw (embedding vector_cosine_ops);
@@ -287,6 +310,7 @@ def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, di
         verify_embedding_columns(conn, realm, dim)
         for stmt in _statements(_INDEX_DDL):
             conn.execute(sql.SQL(stmt).format(s=sql.Identifier(schema)))  # type: ignore[arg-type]
+        conn.execute(sql.SQL(_LINEAGE_DDL).format(s=sql.Identifier(schema)))  # type: ignore[arg-type]
 
 
 def verify_embedding_columns(conn: psycopg.Connection, realm: str, dim: int) -> None:

@@ -1,0 +1,77 @@
+"""What a community report derives from (issue 6): its member entities, the relations inside the cluster,
+their contributing chunks and the documents those came from — read from the ``community_lineage`` view.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import dict_row
+
+from pgrag_dag.errors import QueryError
+from pgrag_dag.store.schema import qualified
+
+
+def lineage(conn: psycopg.Connection, realm: str, community_id: int) -> dict[str, Any]:
+    """The report's lineage: ``community`` (id, space, level, title, built_at), ``entities`` (id, name),
+    ``relations`` (id, subject, predicate, object, negated, chunk_ids), ``chunks`` (id, doc_key,
+    chunk_index) and ``documents`` (doc_key, title, chunks). Raises :class:`QueryError` for an unknown id."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        head = cur.execute(sql.SQL("SELECT id, space, level, title, built_at FROM {} WHERE id = %s")
+                           .format(qualified(realm, "communities")), (community_id,)).fetchone()
+        if head is None:
+            raise QueryError(f"realm {realm!r} has no community {community_id}")
+        rows = cur.execute(sql.SQL(
+            """SELECT l.relation_id, s.name AS subject, l.predicate, o.name AS object, l.negated, l.chunk_id,
+                      l.doc_key, l.document_title, d.chunk_index
+                 FROM {lin} l JOIN {e} s ON s.id = l.source_id JOIN {e} o ON o.id = l.target_id
+                 JOIN {d} d ON d.id = l.chunk_id
+                WHERE l.community_id = %s ORDER BY l.doc_key, d.chunk_index, l.relation_id""").format(
+            lin=qualified(realm, "community_lineage"), e=qualified(realm, "entities"), d=qualified(realm, "documents")),
+            (community_id,)).fetchall()
+        members = cur.execute(sql.SQL(
+            """WITH RECURSIVE under(id) AS (SELECT %s::bigint UNION ALL
+                   SELECT ch.child_id FROM under u JOIN {ch} ch ON ch.parent_id = u.id)
+               SELECT DISTINCT e.id, e.name FROM under u JOIN {m} m ON m.community_id = u.id
+                 JOIN {e} e ON e.id = m.entity_id ORDER BY e.name""").format(
+            ch=qualified(realm, "community_children"), m=qualified(realm, "community_members"),
+            e=qualified(realm, "entities")), (community_id,)).fetchall()
+    relations: dict[int, dict[str, Any]] = {}
+    chunks: dict[int, dict[str, Any]] = {}
+    documents: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        rel = relations.setdefault(r["relation_id"], {"id": r["relation_id"], "subject": r["subject"],
+                                                      "predicate": r["predicate"], "object": r["object"],
+                                                      "negated": r["negated"], "chunk_ids": []})
+        rel["chunk_ids"].append(r["chunk_id"])
+        chunks.setdefault(r["chunk_id"], {"id": r["chunk_id"], "doc_key": r["doc_key"], "chunk_index": r["chunk_index"]})
+        doc = documents.setdefault(r["doc_key"], {"doc_key": r["doc_key"], "title": r["document_title"], "chunks": set()})
+        doc["chunks"].add(r["chunk_id"])
+    return {
+        "community": dict(head),
+        "entities": [dict(m) for m in members],
+        "relations": list(relations.values()),
+        "chunks": list(chunks.values()),
+        "documents": [{**d, "chunks": sorted(d["chunks"])} for d in documents.values()],
+    }
+
+
+def lineage_summary(conn: psycopg.Connection, realm: str, space: str, *, sample: int = 5) -> dict[str, Any]:
+    """Counts over the space's communities (relations, chunks, documents they derive from) and a sample
+    of the largest reports with their counts — the ``communities`` asset's lineage metadata."""
+    rows = conn.execute(sql.SQL(
+        """SELECT c.id, c.title, c.size, count(DISTINCT l.relation_id), count(DISTINCT l.chunk_id), count(DISTINCT l.doc_key)
+             FROM {c} c LEFT JOIN {lin} l ON l.community_id = c.id
+            WHERE c.space = %s AND c.level = 0 GROUP BY c.id, c.title, c.size ORDER BY c.size DESC, c.id""").format(
+        c=qualified(realm, "communities"), lin=qualified(realm, "community_lineage")), (space,)).fetchall()
+    totals = conn.execute(sql.SQL(
+        "SELECT count(DISTINCT relation_id), count(DISTINCT chunk_id), count(DISTINCT doc_key) FROM {} WHERE space = %s AND level = 0")
+        .format(qualified(realm, "community_lineage")), (space,)).fetchone()
+    assert totals is not None
+    return {
+        "lineage_relations": totals[0], "lineage_chunks": totals[1], "lineage_documents": totals[2],
+        "lineage_sample": [{"community_id": i, "title": t, "entities": n, "relations": r, "chunks": ch, "documents": d}
+                           for i, t, n, r, ch, d in rows[:sample]],
+    }
