@@ -4,6 +4,7 @@ summary, and one query over what was built. Offline: the model is ``replay`` ove
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from pgrag_dag.assets.runner import materialize_partition
@@ -67,6 +68,7 @@ def run_demo() -> None:
     print(f"cassettes: {engine.import_cassettes()} recorded responses loaded")
     for partition in settings.partitions():
         metas = materialize_partition(settings, partition)
+        logging.getLogger("pgrag_dag").setLevel(logging.WARNING)  # the run's managed loggers were at INFO
         print("\n" + "\n".join(summarise(partition, metas)))
         realm, space = split_partition_key(partition)
         for question, overrides in DEMO_QUESTIONS.get(partition, []):

@@ -1,7 +1,7 @@
-"""``pgrag`` command line: demo, index, query, lineage, cassette import/export, stop-db.
+"""pgrag command line: demo, index, query, lineage, cassette import/export, stop-db.
 
-Every command reads the settings from ``PGRAG_CONFIG`` (default ``./pgrag.yaml``) and ``PGRAG_``
-environment variables. Errors of the engine are printed as one line and exit with status 2.
+Every command reads the settings from PGRAG_CONFIG (default ./pgrag.yaml) and PGRAG_ environment
+variables. Errors of the engine are printed as one line and exit with status 2.
 """
 
 from __future__ import annotations
