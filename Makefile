@@ -21,7 +21,7 @@ test: $(STAMP)
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -m pytest -q
 
 ui: $(STAMP)
-	DAGSTER_HOME=$(CURDIR)/.pgrag/dagster $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	PATH=$(CURDIR)/$(BIN):$$PATH LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/pgrag ui --port 3000
 
 bench: $(STAMP)
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python evaluation/bench_index.py

@@ -18,7 +18,7 @@ from pgrag_dag.config import Settings
 from pgrag_dag.errors import PgragError
 from pgrag_dag.resources.engine import PgragResource
 
-DAGSTER_YAML = """# written by pgrag-dag from its settings (dagster.llm_pool_limit, dagster.max_concurrent_runs)
+DAGSTER_YAML = """# written by pgrag-dag from its settings (the dagster section of pgrag.yaml)
 telemetry:
   enabled: false
 python_logs:
@@ -29,15 +29,46 @@ concurrency:
     default_limit: {pool_limit}
   runs:
     max_concurrent_runs: {max_runs}
-"""
+{storage}"""
+
+
+def instance_storage_url(settings: Settings) -> str:
+    """SQLAlchemy URL of Dagster's instance storage: database ``dagster.storage_database`` on the graph's
+    PostgreSQL server (created when missing). Raises :class:`DatabaseError` when it cannot be created."""
+    from psycopg import sql
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    from pgrag_dag.store import db
+
+    dsn = db.resolve_dsn(settings.database_url, settings.resolve(settings.data_dir))
+    name = settings.dagster.storage_database
+    with db.connect(dsn, autocommit=True, vector=False) as conn:
+        if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
+            try:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            except Exception as exc:  # a concurrent creator, or no CREATEDB right
+                if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
+                    raise PgragError(f"cannot create Dagster's storage database {name!r}: {exc}") from exc
+    parts = {k: v for k, v in conninfo_to_dict(dsn).items() if v is not None}
+    host, user, password = parts.get("host", "localhost"), parts.get("user", "postgres"), parts.get("password", "")
+    port = parts.get("port", "5432")
+    if host.startswith("/"):  # unix socket (the embedded server)
+        return f"postgresql+psycopg2://{user}:{password}@/{name}?host={host}&port={port}"
+    return f"postgresql+psycopg2://{user}:{password}@{host}:{port}/{name}"
 
 
 def dagster_home(settings: Settings) -> Path:
     """``<data_dir>/dagster`` (absolute) with a ``dagster.yaml`` written from the settings (telemetry off,
-    the ``llm`` pool limit, run concurrency); also exported as ``DAGSTER_HOME``."""
+    the ``llm`` pool limit, run concurrency, instance storage); also exported as ``DAGSTER_HOME``.
+    With PostgreSQL storage the URL is passed through the ``PGRAG_DAGSTER_STORAGE_URL`` variable."""
     home = settings.resolve(settings.data_dir) / "dagster"
     home.mkdir(parents=True, exist_ok=True)
-    text = DAGSTER_YAML.format(pool_limit=settings.dagster.llm_pool_limit, max_runs=settings.dagster.max_concurrent_runs)
+    storage = ""
+    if settings.dagster.instance_storage == "postgres":
+        os.environ["PGRAG_DAGSTER_STORAGE_URL"] = instance_storage_url(settings)
+        storage = "storage:\n  postgres:\n    postgres_url:\n      env: PGRAG_DAGSTER_STORAGE_URL\n"
+    text = DAGSTER_YAML.format(pool_limit=settings.dagster.llm_pool_limit, max_runs=settings.dagster.max_concurrent_runs,
+                               storage=storage)
     cfg = home / "dagster.yaml"
     if not cfg.exists() or cfg.read_text(encoding="utf-8") != text:
         cfg.write_text(text, encoding="utf-8")

@@ -1,4 +1,4 @@
-"""pgrag command line: demo, index, query, lineage, cassette import/export, stop-db.
+"""pgrag command line: demo, index, query, lineage, ui, cassette import/export, stop-db.
 
 Every command reads the settings from PGRAG_CONFIG (default ./pgrag.yaml) and PGRAG_ environment
 variables. Errors of the engine are printed as one line and exit with status 2.
@@ -103,6 +103,25 @@ def lineage(community_id: int, realm: Annotated[str, typer.Option(help="realm of
             typer.echo(json.dumps(community_lineage(conn, realm, community_id), default=str, indent=2))
     except PgragError as exc:
         _fail(exc)
+
+
+@app.command()
+def ui(host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
+       port: Annotated[int, typer.Option(help="port")] = 3000) -> None:
+    """Open the Dagster UI (dagster dev -w workspace.yaml) on the project's instance and database."""
+    import os
+    import shutil
+
+    from pgrag_dag.assets.runner import dagster_home
+    from pgrag_dag.config import load_settings
+
+    try:
+        home = dagster_home(load_settings())  # starts the embedded database, exports DAGSTER_HOME
+    except PgragError as exc:
+        _fail(exc)
+    exe = shutil.which("dagster") or "dagster"
+    typer.echo(f"Dagster home {home}; UI on http://{host}:{port}")
+    os.execvp(exe, [exe, "dev", "-w", "workspace.yaml", "-h", host, "-p", str(port)])
 
 
 @app.command("stop-db")

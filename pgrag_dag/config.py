@@ -161,11 +161,15 @@ class TemporalSettings(BaseModel):
 
 class DagsterSettings(BaseModel):
     """How the code location runs: the source sensor and the refresh schedule (on by default), the
-    schedule's cron (UTC), the limit of the ``llm`` pool that model-calling assets share across runs,
-    and how many runs may run at once."""
+    schedule's cron (UTC), Dagster's instance storage (``postgres``: a database ``storage_database`` on
+    the same PostgreSQL server as the graph, so runs, events and schedules survive and scale out; or
+    ``sqlite`` files under the Dagster home), the limit of the ``llm`` pool that model-calling assets
+    share across runs, and how many runs may run at once."""
 
     sensors: bool = True
     refresh_cron: str = "0 3 * * *"
+    instance_storage: Literal["postgres", "sqlite"] = "postgres"
+    storage_database: str = "pgrag_dagster"
     llm_pool_limit: int = Field(default=2, ge=1)
     max_concurrent_runs: int = Field(default=4, ge=1)
 
