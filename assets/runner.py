@@ -83,8 +83,10 @@ def _root_cause(error: Any) -> str:
     return f"{error.cls_name}: {' '.join(error.message.split())}"
 
 
-def materialize_partition(settings: Settings, partition: str) -> dict[str, dict[str, Any]]:
+def materialize_partition(settings: Settings, partition: str, *, config_path: str | None = None) -> dict[str, dict[str, Any]]:
     """Materialise every asset (and its blocking check) for ``partition`` in the persistent instance.
+
+    The assets read their settings from ``config_path`` (default ``PGRAG_CONFIG`` or ``./pgrag.yaml``).
 
     Returns each asset's materialisation metadata (plain values). Raises :class:`PgragError` naming the
     failed step when the run fails.
@@ -94,7 +96,8 @@ def materialize_partition(settings: Settings, partition: str) -> dict[str, dict[
         add_partitions(instance, [partition])
         result = dg.materialize(
             ASSETS, partition_key=partition, instance=instance,
-            resources={"pgrag": PgragResource(database_url=settings.database_url)}, raise_on_error=False,
+            resources={"pgrag": PgragResource(config_path=config_path, database_url=settings.database_url)},
+            raise_on_error=False,
             run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
         )
         if not result.success:

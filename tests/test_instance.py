@@ -1,0 +1,49 @@
+"""The project's Dagster instance: dagster.yaml from settings, pools, PostgreSQL storage (issue 6 item 5)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+import pytest
+from psycopg import sql
+
+from pgrag_dag.assets.runner import dagster_home, materialize_partition
+from pgrag_dag.assets.stages import ASSETS
+from pgrag_dag.store import db
+from tests.fix_corpus import SmallCorpus
+
+pytestmark = pytest.mark.dagster
+
+
+def test_model_calling_assets_share_the_llm_pool_whose_limit_comes_from_settings(
+    small_corpus: SmallCorpus, tmp_path: Path
+) -> None:
+    settings = small_corpus.settings(dagster={"llm_pool_limit": 1, "max_concurrent_runs": 3, "instance_storage": "sqlite"},
+                                     data_dir=str(tmp_path / "data"))
+    home = dagster_home(settings)
+    text = (home / "dagster.yaml").read_text()
+    assert "telemetry:\n  enabled: false" in text
+    instance = dg.DagsterInstance.from_config(str(home))
+    config = instance.get_concurrency_config()
+    assert config.pool_config.default_pool_limit == 1 and config.run_queue_config.max_concurrent_runs == 3
+    pools = {a.key.to_user_string(): a.op.pool for a in ASSETS}
+    assert {k for k, p in pools.items() if p == "llm"} == {"raw_extractions", "communities", "community_hierarchy"}
+    instance.dispose()
+
+
+def test_dagster_instance_storage_lives_in_the_graphs_postgresql(small_corpus: SmallCorpus, realm: str, tmp_path: Path) -> None:
+    name = f"dagster_{realm}"
+    settings = small_corpus.settings(dagster={"instance_storage": "postgres", "storage_database": name},
+                                     data_dir=str(tmp_path / "data"))
+    metas = materialize_partition(settings, f"{realm}.main", config_path=str(small_corpus.config))
+    assert all(metas["_checks"].values()) and metas["relations"]["relations"] > 0
+    dsn = settings.database_url
+    with db.connect(dsn, autocommit=True, vector=False) as conn:
+        assert conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() == (1,)
+    with dg.DagsterInstance.get() as instance:  # DAGSTER_HOME was set by the runner
+        runs = instance.get_runs()
+        assert runs and runs[0].status == dg.DagsterRunStatus.SUCCESS
+        assert "postgres" in type(instance.run_storage).__module__
+    with db.connect(dsn, autocommit=True, vector=False) as conn:
+        conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
