@@ -20,13 +20,13 @@ DEMO_QUESTIONS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     # an as-of query whose answer changes with the date (§5.4)
     "tenk.disney": [(CFO_QUESTION, {"as_of": "2005"}), (CFO_QUESTION, {"as_of": "2012"}), (CFO_QUESTION, {"as_of": "2016"})],
 }
-USAGE_KEYS = ("model_calls", "cache_hits", "prompt_tokens", "completion_tokens")
+USAGE_KEYS = ("model_calls", "cache_hits", "prompt_tokens", "completion_tokens", "cost_usd")
 
 
 def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
     """Human-readable summary lines from the assets' materialisation metadata."""
     c, g, r, co, h = (metas.get(k, {}) for k in ("chunks", "gated_triples", "relations", "communities", "community_hierarchy"))
-    usage = {k: sum(int(m.get(k, 0) or 0) for m in metas.values()) for k in USAGE_KEYS}
+    usage = {k: sum(float(m.get(k, 0) or 0) for m in metas.values()) for k in USAGE_KEYS}
     gates = dict(g.get("rejections_per_gate") or {})
     if r.get("self_loops_after_resolution"):
         gates["self_loop (after resolution)"] = r["self_loops_after_resolution"]
@@ -52,8 +52,9 @@ def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
         f"{quality.get('fragmented_short_form_vertices')} fragmented vertices, "
         f"{quality.get('pronoun_entities')} pronoun entities",
         f"  communities      {co.get('communities')} (level 0), {h.get('parents')} parent topics",
-        f"  model            {usage['model_calls']} calls, {usage['cache_hits']} cache hits, "
-        f"{usage['prompt_tokens']} prompt / {usage['completion_tokens']} completion tokens",
+        f"  model            {usage['model_calls']:.0f} calls, {usage['cache_hits']:.0f} cache hits, "
+        f"{usage['prompt_tokens']:.0f} prompt / {usage['completion_tokens']:.0f} completion tokens, "
+        f"estimated cost ${usage['cost_usd']:.4f}",
         f"  checks           {sum(checks.values())}/{len(checks)} passed ({', '.join(sorted(k for k, ok in checks.items() if not ok)) or 'all green'})",
     ]
 
