@@ -1,0 +1,131 @@
+"""The Dagster UI, checked in a real headless browser (issue 6 item 7).
+
+Starts ``dagster dev`` on loopback with the small corpus's configuration, waits for the code location,
+adds a partition and launches a materialisation of all eight assets over GraphQL, waits for success,
+then renders the asset graph and a check's result in Debian's Chromium: screenshots are kept under
+``test-artifacts/ui/`` and the rendered DOM is asserted on.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fix_corpus import SmallCorpus
+
+ROOT = Path(__file__).resolve().parents[1]
+ARTIFACTS = ROOT / "test-artifacts" / "ui"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
+STAGES = ["chunks", "raw_extractions", "gated_triples", "resolved_entities", "relations", "embeddings",
+          "communities", "community_hierarchy"]
+
+pytestmark = [pytest.mark.dagster, pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed "
+                                                      "(.ci/run installs it)")]
+
+
+def _port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _gql(port: int, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", method="POST",
+                                 data=json.dumps({"query": query, "variables": variables or {}}).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        out = json.loads(resp.read())
+    assert "errors" not in out, out
+    return out["data"]
+
+
+def _wait(what: str, fn: Any, timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        try:
+            last = fn()
+            if last:
+                return last
+        except OSError as exc:  # the server is still starting
+            last = exc
+        time.sleep(1)
+    raise AssertionError(f"timed out waiting for {what}: {last!r}")
+
+
+def _chromium(url: str, *, screenshot: Path | None = None) -> str:
+    profile = ARTIFACTS / ".profile"
+    shutil.rmtree(profile, ignore_errors=True)
+    args = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=20000", "--window-size=1600,1000"]
+    if screenshot is not None:
+        subprocess.run([*args, f"--screenshot={screenshot}", url], check=True, capture_output=True, timeout=120)
+    dom = subprocess.run([*args, "--dump-dom", url], check=True, capture_output=True, timeout=120, text=True).stdout
+    shutil.rmtree(profile, ignore_errors=True)
+    return dom
+
+
+def test_the_ui_shows_the_materialised_assets_and_their_checks(small_corpus: SmallCorpus, realm: str, tmp_path: Path) -> None:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    port = _port()
+    env = {**os.environ, "DAGSTER_HOME": str(home), "PGRAG_CONFIG": str(small_corpus.config),
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True", "DAGSTER_DISABLE_TELEMETRY": "1"}
+    log = (tmp_path / "dagster-dev.log").open("w")
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "dagster"), "dev", "-w", str(ROOT / "workspace.yaml"),
+                             "-h", "127.0.0.1", "-p", str(port)], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    key = f"{realm}.main"
+    try:
+        def loaded() -> bool:
+            data = _gql(port, "{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus } } } }")
+            return any(e["loadStatus"] == "LOADED" for e in data["workspaceOrError"]["locationEntries"])
+
+        _wait("the code location", loaded, 180)
+        repo = {"repositoryLocationName": "pgrag", "repositoryName": "__repository__"}
+        _gql(port, """mutation($r: RepositorySelector!, $k: String!) { addDynamicPartition(repositorySelector: $r,
+                      partitionsDefName: "space", partitionKey: $k) { __typename } }""", {"r": repo, "k": key})
+        launched = _gql(port, """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) {
+                                   __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }""",
+                        {"p": {"selector": {**repo, "jobName": "__ASSET_JOB", "assetSelection": [{"path": [s]} for s in STAGES]},
+                               "executionMetadata": {"tags": [{"key": "dagster/partition", "value": key}]}}})
+        assert launched["launchRun"]["__typename"] == "LaunchRunSuccess", launched
+        run_id = launched["launchRun"]["run"]["runId"]
+
+        def finished() -> str | None:
+            status = _gql(port, "query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }",
+                          {"id": run_id})["runOrError"]["status"]
+            return status if status in ("SUCCESS", "FAILURE", "CANCELED") else None
+
+        assert _wait("the run", finished, 300) == "SUCCESS", (tmp_path / "dagster-dev.log").read_text()[-3000:]
+
+        graph_dom = _chromium(f"http://127.0.0.1:{port}/asset-groups/index", screenshot=ARTIFACTS / "asset-graph.png")
+        assert all(stage in graph_dom for stage in STAGES)
+        assets_dom = _chromium(f"http://127.0.0.1:{port}/assets")
+        assert all(stage in assets_dom for stage in STAGES)
+        check_url = f"http://127.0.0.1:{port}/assets/gated_triples?view=checks"
+        check_dom = _chromium(check_url, screenshot=ARTIFACTS / "gated-triples-checks.png")
+        assert "contract" in check_dom and "Pandera contract GateDecisionContract" in check_dom
+        for shot in ("asset-graph.png", "gated-triples-checks.png"):
+            assert (ARTIFACTS / shot).stat().st_size > 10_000  # a rendered page, not an empty frame
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGINT)
+            proc.wait(timeout=30)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
