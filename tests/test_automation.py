@@ -71,3 +71,34 @@ def test_downstream_rematerialises_only_on_a_changed_data_version(small_corpus: 
         assert tick.get_requested_partitions(dg.AssetKey("raw_extractions")) == {key}
         assert tick.get_requested_partitions(dg.AssetKey("communities")) == {key}
         assert tick.get_requested_partitions(dg.AssetKey("chunks")) == set()
+
+
+def test_a_failed_blocking_check_stops_automation_downstream(small_corpus: SmallCorpus, realm: str) -> None:
+    from tests.fix_corpus import extraction_answer
+
+    key = f"{realm}.main"
+    defs = build_defs(pgrag=PgragResource(config_path=str(small_corpus.config)))
+    resources = {"pgrag": PgragResource(config_path=str(small_corpus.config))}
+    with dg.instance_for_test() as instance:
+        add_partitions(instance, [key])
+        assert dg.materialize(ASSETS, partition_key=key, instance=instance, resources=resources).success
+        tick = dg.evaluate_automation_conditions(defs=defs, instance=instance)
+        # a leaking gate: the model emits an over-long name the configured gate lets through
+        long_name = "The " + "very " * 60 + "long committee"
+
+        def leaky(messages: list[dict[str, str]]) -> str:
+            out = json.loads(extraction_answer(messages))
+            if "entities" in out:
+                out["entities"].append({"name": long_name, "type": "Organization", "description": "", "aliases": []})
+            return json.dumps(out)
+
+        small_corpus.server.answer = leaky
+        small_corpus.config.write_text(small_corpus.config.read_text() + "gates:\n  max_name_chars: 500\n")
+        (small_corpus.root / "docs" / "02_lovelace.txt").write_text("Ada Lovelace met Charles Babbage in 1833.")
+        run = dg.materialize(ASSETS, partition_key=key, instance=instance, resources=resources, raise_on_error=False,
+                             selection=dg.AssetSelection.assets("chunks", "raw_extractions", "gated_triples"))
+        assert not run.success
+        assert [e.passed for e in run.get_asset_check_evaluations() if e.asset_key == dg.AssetKey("gated_triples")] == [False]
+        tick = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=tick.cursor)
+        assert tick.get_requested_partitions(dg.AssetKey("resolved_entities")) == set()
+        assert tick.get_requested_partitions(dg.AssetKey("communities")) == set()
