@@ -1,4 +1,4 @@
-"""Prompt texts sent to the chat model: extraction, gleaning, community reports, synthesis.
+"""Prompt texts sent to the chat model: extraction, gleaning, community reports, query keywords, synthesis.
 
 Every prompt is versioned by its text: the response cache is keyed by the exact messages, so
 editing a prompt here invalidates recorded cassettes (re-record them, see corpus/README.md).
@@ -72,13 +72,32 @@ knowledge graph, from their own reports. Return one JSON object and nothing else
 "rating" is the topic's importance to the corpus, from 0 to 10. Use only the reports given."""
 
 SYNTHESIS_SYSTEM = """You answer a question from retrieved context: community reports, numbered
-document passages, entities and relations. A partial answer is better than none: say what the
-context supports and what it does not. Relations shown as --[NOT p]--> are denials. Cite passages
-as [n] using their numbers. Do not invent facts that are not in the context."""
+document passages, entities and relations. Rules:
+- A partial answer is better than none: answer what the context supports, and say plainly what
+  it does not.
+- Answer for the periods the question asks about and no others. When it names no period, answer
+  for the most recent period the facts cover.
+- When records conflict, the most recent statement holds: prefer the relation with the later
+  period or the later passage, and mention the earlier one only as history.
+- Relations shown as --[NOT p]--> are denials: they state that p does not hold. [from X],
+  [until Y] and [valid X to Y] give when a relation held; [superseded] marks one replaced later.
+- Cite the passages you use as [n], with their numbers from the context.
+- Do not invent facts that are not in the context."""
 
 SYNTHESIS_USER = """Question: {question}
 
 {context}"""
+
+KEYWORDS_SYSTEM = """You extract search keywords from a question for a knowledge-graph search.
+Return one JSON object and nothing else:
+{"low_level_keywords": [str], "high_level_keywords": [str]}
+- "low_level_keywords": the concrete things the question names: people, organisations, places,
+  works, products, identifiers, dates — each as written in the question.
+- "high_level_keywords": the themes or concepts the question is about (e.g. "cash flow",
+  "influence", "regulation"), a few words each.
+Use only what the question says; an empty list when there is nothing of that kind."""
+
+KEYWORDS_USER = """Question: {question}"""
 
 CONTRADICTION_SYSTEM = """You decide whether two statements from a knowledge graph can both hold at the
 same time. The later one comes from a later document. Return one JSON object and nothing else:

@@ -96,9 +96,16 @@ def test_partition_keys_are_validated_before_they_reach_the_instance() -> None:
 
 
 def test_code_location_loads() -> None:
-    defs = build_defs()
-    dg.Definitions.validate_loadable(defs)
-    assert {k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys()} == set(STAGES)
+    # in a fresh interpreter, as the code server loads it (module-level definitions, no test state)
+    import subprocess
+    import sys
+
+    code = ("import dagster as dg; from pgrag_dag.assets.definitions import defs; dg.Definitions.validate_loadable(defs); "
+            "print(sorted(k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys())); "
+            "print(sorted(s.name for s in defs.sensors), sorted(s.name for s in defs.schedules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
+    assert out.splitlines()[0] == str(sorted(STAGES))
+    assert out.splitlines()[1] == "['pgrag_automation', 'source_sensor'] ['nightly_refresh']"
 
 
 def test_changing_the_vocabulary_rematerialises_gated_triples_and_downstream_without_a_model_call(

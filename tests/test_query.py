@@ -261,11 +261,9 @@ def test_naive_and_bypass_modes(pg_dsn: str, realm: str, graph: dict[str, int]) 
     assert (bypass.entities, bypass.relations, bypass.chunks, bypass.context) == ([], [], [], "")
 
 
-def test_unknown_and_unbuilt_modes_raise(pg_dsn: str, realm: str) -> None:
+def test_unknown_mode_and_bad_params_raise(pg_dsn: str, realm: str) -> None:
     with pytest.raises(QueryError, match="unknown query mode 'fancy'"):
         QueryParam(space="alpha", mode="fancy")  # type: ignore[arg-type]
-    with pytest.raises(QueryError, match="'global' is not implemented"):
-        _ask(pg_dsn, realm, mode="global")
     with pytest.raises(QueryError, match="max_hops"):
         QueryParam(space="alpha", max_hops=-1)
     with pytest.raises(InvalidNameError):

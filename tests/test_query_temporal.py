@@ -337,11 +337,13 @@ def test_filters_are_in_the_assembly_report_and_log(
     with caplog.at_level(logging.INFO, logger="pgrag_dag.query"):
         result = _ask(pg_dsn, realm, as_of="1625-06-01", as_believed_at="2015-01-01T00:00:00")
     assert result.assembly["filters"] == {
-        "as_of": "1625-06-01", "as_believed_at": "2015-01-01T00:00:00+00:00", "include_superseded": False}
+        "as_of": "1625-06-01", "as_believed_at": "2015-01-01T00:00:00+00:00", "include_superseded": False,
+        "relation_types": None}
     line = next(r.getMessage() for r in caplog.records if "query assembly" in r.getMessage())
     assert "as_of=1625-06-01" in line and "as_believed_at=2015-01-01T00:00:00+00:00" in line
     plain = _ask(pg_dsn, realm)
-    assert plain.assembly["filters"] == {"as_of": None, "as_believed_at": None, "include_superseded": False}
+    assert plain.assembly["filters"] == {"as_of": None, "as_believed_at": None, "include_superseded": False,
+                                         "relation_types": None}
     assert plain.assembly["total"]["chars_placed"] == plain.assembly["total"]["chars_retrieved"] > 0
 
 

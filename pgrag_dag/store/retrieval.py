@@ -103,17 +103,20 @@ CURRENT = Temporal()
 """No valid-time or belief-time filter; superseded relations excluded (the default)."""
 
 
-def relation_filter(alias: str, temporal: Temporal = CURRENT) -> sql.Composable:
-    """The predicate a relation row ``alias`` must satisfy to be read at all (§5.2–5.4, §5.5).
+def relation_filter(alias: str, temporal: Temporal = CURRENT, *, typed: bool = False) -> sql.Composable:
+    """The predicate a relation row ``alias`` must satisfy to be read at all (§5.2–5.4, §5.5, §7.2).
 
     Never dormant; valid at ``as_of`` when set — ``(valid_from_key IS NULL OR valid_from_key <=
     upper) AND (valid_to_key IS NULL OR valid_to_key >= lower)``; believed at ``believed_at`` when
     set — ``(t_created IS NULL OR t_created <= T) AND (t_expired IS NULL OR t_expired > T)``, the
     second term dropped with ``include_superseded``; otherwise ``superseded_by IS NULL`` unless
-    ``include_superseded``. Refers to the parameters of :meth:`Temporal.params`.
+    ``include_superseded``. With ``typed``, also ``lower(predicate) = ANY(%(relation_types)s)`` (a
+    relation-type restriction). Refers to the parameters of :func:`scope_params`.
     """
     r = sql.Identifier(alias)
     terms = ["{r}.dormant_since IS NULL"]
+    if typed:
+        terms.append("lower({r}.predicate) = ANY(%(relation_types)s)")
     if temporal.as_of is not None:
         terms += ["({r}.valid_from_key IS NULL OR {r}.valid_from_key <= %(as_of_hi)s)",
                   "({r}.valid_to_key IS NULL OR {r}.valid_to_key >= %(as_of_lo)s)"]
@@ -126,6 +129,12 @@ def relation_filter(alias: str, temporal: Temporal = CURRENT) -> sql.Composable:
     return sql.SQL(" AND ".join(terms)).format(r=r)
 
 
+def scope_params(temporal: Temporal, relation_types: Sequence[str] | None = None) -> dict[str, Any]:
+    """Parameters of :func:`relation_filter`: the temporal ones and ``relation_types`` (lower-cased)."""
+    types = None if relation_types is None else sorted({t.strip().lower() for t in relation_types})
+    return {**temporal.params(), "relation_types": types}
+
+
 def superseded_expr(alias: str, temporal: Temporal = CURRENT) -> sql.Composable:
     """Whether relation ``alias`` is superseded in the state being read: at ``believed_at`` when set
     (``t_expired <= T``: belief in it had been retracted by then), else now (``superseded_by`` set)."""
@@ -135,27 +144,29 @@ def superseded_expr(alias: str, temporal: Temporal = CURRENT) -> sql.Composable:
     return sql.SQL("({r}.superseded_by IS NOT NULL)").format(r=r)
 
 
-def _created_by(alias: str, temporal: Temporal) -> sql.Composable:
+def created_by(alias: str, temporal: Temporal) -> sql.Composable:
     """``alias.t_created <= believed_at`` (a chunk or entity the system had at that instant), or ``TRUE``."""
     if temporal.believed_at is None:
         return sql.SQL("TRUE")
     return sql.SQL("{}.t_created <= %(believed_at)s").format(sql.Identifier(alias))
 
 
-def _table(realm: str, name: str) -> sql.Composed:
+def table(realm: str, name: str) -> sql.Composed:
+    """``pgrag_<realm>.<name>`` composed from identifiers (the realm is validated)."""
     return sql.SQL("{}.{}").format(sql.Identifier(schema_for(realm)), sql.Identifier(name))
 
 
-def _in_space(alias: str, space: str) -> sql.Composable:
+def in_space(alias: str, space: str) -> sql.Composable:
     """``alias.space = %(space)s``, or ``TRUE`` for the wildcard (read across spaces)."""
     if validate_space(space, for_write=False) == WILDCARD_SPACE:
         return sql.SQL("TRUE")
     return sql.SQL("{}.space = %(space)s").format(sql.Identifier(alias))
 
 
-def _fetch(
-    conn: psycopg.Connection, query: sql.Composable, params: dict[str, Any], *, vector: bool = False
+def fetch(
+    conn: psycopg.Connection, query: sql.Composed, params: dict[str, Any], *, vector: bool = False
 ) -> list[Row]:
+    """Rows of ``query`` as dicts, in a savepoint; ``vector`` turns on pgvector's relaxed iterative scan."""
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
         if vector:
             cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
@@ -182,9 +193,12 @@ def space_exists(conn: psycopg.Connection, realm: str, space: str) -> bool:
     return bool(row and row[0])
 
 
-def entity_search(conn: psycopg.Connection, realm: str, space: str, qvec: np.ndarray, k: int) -> list[Row]:
+def entity_search(
+    conn: psycopg.Connection, realm: str, space: str, qvec: np.ndarray, k: int, *, temporal: Temporal = CURRENT
+) -> list[Row]:
     """The ``k`` non-dormant entities nearest ``qvec`` (shape ``(dim,)``) in ``space`` (§7.2 seeds).
 
+    With ``temporal.believed_at`` only entities created at or before it can seed (§5.3).
     Rows: ``id, space, name, entity_type, description, distance, score``, nearest first.
     """
     if k <= 0:
@@ -193,13 +207,13 @@ def entity_search(conn: psycopg.Connection, realm: str, space: str, qvec: np.nda
         WITH hits AS MATERIALIZED (
             SELECT e.id, e.space, e.name, e.entity_type, e.description, e.embedding <=> %(q)s AS distance
               FROM {e} AS e
-             WHERE {in_space} AND e.dormant_since IS NULL AND e.embedding IS NOT NULL
+             WHERE {in_space} AND e.dormant_since IS NULL AND e.embedding IS NOT NULL AND {known}
              ORDER BY e.embedding <=> %(q)s
              LIMIT %(k)s)
         SELECT *, 1 - distance AS score FROM hits ORDER BY distance, id""").format(
-        e=_table(realm, "entities"), in_space=_in_space("e", space)
+        e=table(realm, "entities"), in_space=in_space("e", space), known=created_by("e", temporal)
     )
-    return _fetch(conn, query, {"q": qvec, "k": k, "space": space}, vector=True)
+    return fetch(conn, query, {"q": qvec, "k": k, "space": space, **temporal.params()}, vector=True)
 
 
 def chunk_search(
@@ -223,9 +237,9 @@ def chunk_search(
              ORDER BY d.embedding <=> %(q)s
              LIMIT %(k)s)
         SELECT *, 1 - distance AS score FROM hits ORDER BY distance, id""").format(
-        d=_table(realm, "documents"), in_space=_in_space("d", space), known=_created_by("d", temporal)
+        d=table(realm, "documents"), in_space=in_space("d", space), known=created_by("d", temporal)
     )
-    return _fetch(conn, query, {"q": qvec, "k": k, "space": space, **temporal.params()}, vector=True)
+    return fetch(conn, query, {"q": qvec, "k": k, "space": space, **temporal.params()}, vector=True)
 
 
 def traverse(
@@ -238,6 +252,7 @@ def traverse(
     max_relation_edges: int,
     include_superseded: bool = False,
     temporal: Temporal | None = None,
+    relation_types: Sequence[str] | None = None,
 ) -> list[Row]:
     """Relations within ``max_hops`` of the seed entities, walked in both edge directions (§3.3, §7.2).
 
@@ -250,7 +265,8 @@ def traverse(
     dormant are ignored. Paths do not revisit a vertex.
 
     ``temporal`` defaults to ``Temporal(include_superseded=include_superseded)``; pass one or the
-    other, not both.
+    other, not both. ``relation_types`` (predicates, case-insensitive) restricts every step too: an
+    edge of another type is never crossed.
 
     Each seed contributes at most ``max_relation_edges`` relations, nearest hop first, then newest
     ``t_created`` first (unknown ``t_created`` last). A relation reached from several seeds keeps
@@ -269,7 +285,7 @@ def traverse(
         raise QueryError("pass include_superseded inside temporal, not beside it")
     if not seeds or max_hops <= 0 or max_relation_edges <= 0:
         return []
-    edge_ok = relation_filter("r", temporal)
+    edge_ok = relation_filter("r", temporal, typed=relation_types is not None)
     query = sql.SQL("""
         WITH RECURSIVE walk (seed, space, entity_id, rel_id, hop, path) AS (
             SELECT e.id, e.space, e.id, NULL::bigint, 0, ARRAY[e.id]
@@ -309,12 +325,12 @@ def traverse(
           FROM kept AS k JOIN {r} AS r ON r.id = k.rel_id
          WHERE {edge_ok}
          ORDER BY k.hop, r.t_created DESC NULLS LAST, r.id""").format(
-        e=_table(realm, "entities"), r=_table(realm, "relations"), in_space=_in_space("e", space), edge_ok=edge_ok,
+        e=table(realm, "entities"), r=table(realm, "relations"), in_space=in_space("e", space), edge_ok=edge_ok,
         superseded=superseded_expr("r", temporal),
     )
     params = {"seeds": list(seeds), "space": space, "max_hops": max_hops, "cap": max_relation_edges,
-              **temporal.params()}
-    return _fetch(conn, query, params)
+              **scope_params(temporal, relation_types)}
+    return fetch(conn, query, params)
 
 
 def mention_chunks(
@@ -330,8 +346,8 @@ def mention_chunks(
     """Chunks mentioning the matched entities, through ``doc_mentions`` (§7.2 mention expansion).
 
     Ranked by how many distinct matched entities each chunk mentions (most first), then document
-    order. The mention edge and the chunk must both lie in ``space`` (and in one space under the
-    wildcard). Chunk ids in ``exclude`` (already retrieved) are skipped, and with
+    order. The mention edge, the chunk and the entity must all lie in ``space`` (and in one space
+    under the wildcard). Chunk ids in ``exclude`` (already retrieved) are skipped, and with
     ``temporal.believed_at`` so are chunks indexed after it (§5.3). Rows: ``id, space, doc_key,
     title, chunk_index, text, t_created, mentions, entity_ids``; at most ``k``.
     """
@@ -342,20 +358,22 @@ def mention_chunks(
                count(DISTINCT m.entity_id) AS mentions,
                array_agg(DISTINCT m.entity_id ORDER BY m.entity_id) AS entity_ids
           FROM {m} AS m JOIN {d} AS d ON d.id = m.chunk_id AND d.space = m.space
+          JOIN {e} AS e ON e.id = m.entity_id AND e.space = m.space
          WHERE m.entity_id = ANY(%(ids)s) AND {in_space} AND NOT (d.id = ANY(%(exclude)s)) AND {known}
          GROUP BY d.id
          ORDER BY mentions DESC, d.doc_order, d.doc_key, d.chunk_index, d.id
          LIMIT %(k)s""").format(
-        m=_table(realm, "doc_mentions"), d=_table(realm, "documents"), in_space=_in_space("m", space),
-        known=_created_by("d", temporal),
+        m=table(realm, "doc_mentions"), d=table(realm, "documents"), e=table(realm, "entities"),
+        in_space=in_space("m", space),
+        known=created_by("d", temporal),
     )
     params = {"ids": list(entity_ids), "space": space, "exclude": list(exclude), "k": k, **temporal.params()}
-    return _fetch(conn, query, params)
+    return fetch(conn, query, params)
 
 
 def entity_names(conn: psycopg.Connection, realm: str, ids: Sequence[int]) -> dict[int, str]:
     """Canonical names of entity ids (e.g. relation endpoints), as ``{id: name}``; unknown ids are absent."""
     if not ids:
         return {}
-    query = sql.SQL("SELECT id, name FROM {e} WHERE id = ANY(%(ids)s)").format(e=_table(realm, "entities"))
-    return {int(r["id"]): str(r["name"]) for r in _fetch(conn, query, {"ids": sorted(set(ids))})}
+    query = sql.SQL("SELECT id, name FROM {e} WHERE id = ANY(%(ids)s)").format(e=table(realm, "entities"))
+    return {int(r["id"]): str(r["name"]) for r in fetch(conn, query, {"ids": sorted(set(ids))})}
