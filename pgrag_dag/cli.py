@@ -64,10 +64,18 @@ def index(partition: Annotated[str, typer.Argument(help="<realm>.<space>")]) -> 
 def query(
     question: str,
     realm: Annotated[str, typer.Option(help="realm to read")] = "wiki",
-    space: Annotated[str, typer.Option(help="space to read, or '*' for every space")] = "demo",
-    mode: Annotated[str, typer.Option(help="mix | naive | bypass")] = "mix",
+    space: Annotated[str, typer.Option(help="space to read, or '*' for every space (read-only)")] = "demo",
+    mode: Annotated[str, typer.Option(help="mix | local | global | hybrid | naive | bypass")] = "mix",
     top_k: Annotated[int, typer.Option(help="entities matched")] = 10,
+    chunk_top_k: Annotated[int, typer.Option(help="passages by vector search")] = 8,
     max_hops: Annotated[int, typer.Option(help="traversal depth")] = 2,
+    max_relation_edges: Annotated[int, typer.Option(help="relations one matched entity may contribute")] = 50,
+    relation_type: Annotated[Optional[list[str]], typer.Option(help="restrict relations to this predicate (repeatable)")] = None,
+    fusion: Annotated[str, typer.Option(help="rrf | quota")] = "rrf",
+    keywords: Annotated[str, typer.Option(help="model | lexical | off")] = "lexical",
+    mmr: Annotated[bool, typer.Option(help="maximal marginal relevance over relations")] = False,
+    node_distance: Annotated[bool, typer.Option(help="rerank relations by graph distance")] = False,
+    max_passage_tokens: Annotated[Optional[int], typer.Option(help="cap on the passages block (tokens = chars/4)")] = None,
     as_of: Annotated[Optional[str], typer.Option(help="valid-time date YYYY, YYYY-MM or YYYY-MM-DD; undated relations always match")] = None,
     as_believed_at: Annotated[Optional[str], typer.Option(help="belief-time ISO-8601 instant (naive = UTC): the graph as believed then")] = None,
     include_superseded: Annotated[bool, typer.Option(help="also return superseded relations, marked")] = False,
@@ -79,12 +87,17 @@ def query(
 
     try:
         engine = _engine()
-        param = QueryParam(space=space, mode=mode, top_k=top_k, max_hops=max_hops, as_of=as_of,  # type: ignore[arg-type]
-                           as_believed_at=as_believed_at, include_superseded=include_superseded)
+        param = QueryParam(  # type: ignore[arg-type]
+            space=space, mode=mode, top_k=top_k, chunk_top_k=chunk_top_k, max_hops=max_hops,
+            max_relation_edges=max_relation_edges, relation_types=relation_type or None, fusion=fusion,
+            keywords=keywords, mmr=mmr, node_distance_rerank=node_distance, max_passage_tokens=max_passage_tokens,
+            as_of=as_of, as_believed_at=as_believed_at, include_superseded=include_superseded,
+        )
         if as_json:
             res = query_data(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder())
             typer.echo(json.dumps({"entities": res.entities, "relations": res.relations, "chunks": res.chunks,
-                                   "communities": res.communities, "assembly": res.assembly}, default=str, indent=2))
+                                   "communities": res.communities, "warnings": res.warnings,
+                                   "assembly": res.assembly}, default=str, indent=2))
             return
         answer, res = run_query(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(),
                                 client=engine.client())

@@ -52,3 +52,15 @@ def test_engine_errors_exit_2_with_one_line(cli_env: SmallCorpus) -> None:
     assert "InvalidNameError" in out.output
     out = runner.invoke(app, ["query", "anything", "--realm", "nosuchrealm", "--space", "main", "--json"])
     assert out.exit_code == 2 and "QueryError" in out.output
+
+
+def test_query_options_reach_query_param(cli_env: SmallCorpus, realm: str) -> None:
+    assert runner.invoke(app, ["index", f"{realm}.main"]).exit_code == 0
+    out = runner.invoke(app, ["query", "Who worked with Charles Babbage?", "--realm", realm, "--space", "main", "--json",
+                              "--mode", "local", "--relation-type", "worked_with", "--fusion", "quota"])
+    assert out.exit_code == 0, out.output
+    data = json.loads(out.output)
+    assert data["relations"] and {r["predicate"] for r in data["relations"]} == {"worked_with"}
+    assert data["assembly"]["filters"]["relation_types"] == ["worked_with"]
+    bad = runner.invoke(app, ["query", "x", "--realm", realm, "--space", "main", "--json", "--mode", "sideways"])
+    assert bad.exit_code == 2 and "unknown query mode 'sideways'" in bad.output
