@@ -13,7 +13,7 @@ Channels (§7.3):
 - :func:`relation_similarity` — HNSW search over relation embeddings (cosine; ``score`` is
   similarity ``1 - distance``), with pgvector's relaxed iterative scan so filters never starve it;
 - :func:`relation_fulltext` — ``websearch_to_tsquery('english', text)`` against
-  ``to_tsvector('english', rendered)`` (the GIN index ``relations_fts``), ranked by ``ts_rank_cd``;
+  the stored ``rendered_tsv`` = ``to_tsvector('english', rendered)`` (GIN index ``relations_fts_tsv``), ranked by ``ts_rank_cd``;
 - :func:`relation_keyword_overlap` — global mode without relation embeddings: keywords matched,
   then corroboration ``weight``.
 
@@ -111,9 +111,9 @@ def relation_fulltext(
     query = sql.SQL("""
         WITH q AS (SELECT websearch_to_tsquery('english', %(text)s) AS q),
         hits AS MATERIALIZED (
-            SELECT r.id, ts_rank_cd(to_tsvector('english', r.rendered), q.q) AS score
+            SELECT r.id, ts_rank_cd(r.rendered_tsv, q.q) AS score
               FROM q, {r} AS r""" + _ENDPOINTS + """
-             WHERE numnode(q.q) > 0 AND to_tsvector('english', r.rendered) @@ q.q AND {in_space} AND {ok}
+             WHERE numnode(q.q) > 0 AND r.rendered_tsv @@ q.q AND {in_space} AND {ok}
              ORDER BY score DESC, r.id
              LIMIT %(k)s)""" + _RELATION + """, h.score
           FROM hits AS h JOIN {r} AS r ON r.id = h.id""" + _ENDPOINTS + """
@@ -140,9 +140,9 @@ def relation_keyword_overlap(
         hits AS MATERIALIZED (
             SELECT r.id,
                    (SELECT count(*) FROM unnest(%(terms)s::text[]) AS kw
-                     WHERE to_tsvector('english', r.rendered) @@ phraseto_tsquery('english', kw)) AS score
+                     WHERE r.rendered_tsv @@ phraseto_tsquery('english', kw)) AS score
               FROM q, {r} AS r""" + _ENDPOINTS + """
-             WHERE numnode(q.q) > 0 AND to_tsvector('english', r.rendered) @@ q.q AND {in_space} AND {ok})
+             WHERE numnode(q.q) > 0 AND r.rendered_tsv @@ q.q AND {in_space} AND {ok})
         """ + _RELATION + """, h.score
           FROM hits AS h JOIN {r} AS r ON r.id = h.id""" + _ENDPOINTS + """
          WHERE h.score > 0

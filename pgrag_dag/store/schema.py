@@ -16,7 +16,8 @@ Realm schema ``pgrag_<realm>`` tables (every one carries ``space``):
   negated, confidence, payload (valid_from/valid_to, promoted to generated columns, and padded for
   comparison as valid_from_key — YYYY → YYYY-01-01 — and valid_to_key — YYYY → YYYY-12-31, YYYY-MM →
   YYYY-MM-31 — which order lexically), superseded_by, t_created/t_expired (belief time, database clock),
-  dormant_since, rendered text (full-text), embedding vector(d)
+  dormant_since, rendered text (full-text through the stored ``rendered_tsv`` column and its GIN index),
+  embedding vector(d)
 - ``doc_mentions``  chunk → entity
 - ``communities``   report vertices: level, title, summary, findings, rating, size, built_at,
   graph_fingerprint, parent_id, embedding vector(d)
@@ -190,7 +191,10 @@ CREATE INDEX IF NOT EXISTS relations_source ON {s}.relations (space, source_id);
 CREATE INDEX IF NOT EXISTS relations_target ON {s}.relations (space, target_id);
 CREATE INDEX IF NOT EXISTS relations_validity ON {s}.relations (space, valid_from_key, valid_to_key);
 CREATE INDEX IF NOT EXISTS relations_belief ON {s}.relations (space, t_created, t_expired);
-CREATE INDEX IF NOT EXISTS relations_fts ON {s}.relations USING gin (to_tsvector('english', rendered));
+ALTER TABLE {s}.relations ADD COLUMN IF NOT EXISTS rendered_tsv tsvector
+    GENERATED ALWAYS AS (to_tsvector('english', rendered)) STORED;
+DROP INDEX IF EXISTS {s}.relations_fts;
+CREATE INDEX IF NOT EXISTS relations_fts_tsv ON {s}.relations USING gin (rendered_tsv) WITH (fastupdate = off);
 CREATE TABLE IF NOT EXISTS {s}.doc_mentions (
     space text NOT NULL,
     chunk_id bigint NOT NULL REFERENCES {s}.documents(id) ON DELETE CASCADE,
