@@ -36,7 +36,7 @@ def instance_storage_url(settings: Settings) -> str:
     """SQLAlchemy URL of Dagster's instance storage: database ``dagster.storage_database`` on the graph's
     PostgreSQL server (created when missing). Raises :class:`DatabaseError` when it cannot be created."""
     from psycopg import sql
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+    from psycopg.conninfo import conninfo_to_dict
 
     from pgrag_dag.store import db
 

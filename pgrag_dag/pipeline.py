@@ -9,7 +9,6 @@ breaks its contract raises :class:`ContractError` and nothing is written (§3.5)
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import time
 from collections import Counter

@@ -80,6 +80,24 @@ def extraction_answer(messages: list[dict[str, str]]) -> str:
     return json.dumps({"entities": ents, "triples": triples})
 
 
+LONG_NAME = "The " + "very " * 60 + "long committee"
+
+
+def leaky_answer(messages: list[dict[str, str]]) -> str:
+    """:func:`extraction_answer` plus an over-long entity name: with ``gates.max_name_chars`` raised, the
+    gate lets it through and the stage contract (the paper's 200 characters) must catch it."""
+    out = json.loads(extraction_answer(messages))
+    if "entities" in out:
+        out["entities"].append({"name": LONG_NAME, "type": "Organization", "description": "", "aliases": []})
+    return json.dumps(out)
+
+
+def admit_long_names(corpus: "SmallCorpus") -> None:
+    """Serve :func:`leaky_answer` and raise the configured name gate to 500 characters."""
+    corpus.server.answer = leaky_answer
+    corpus.config.write_text(corpus.config.read_text() + "gates:\n  max_name_chars: 500\n")
+
+
 @dataclass
 class SmallCorpus:
     """The fixture's directory, its config file, the stub server and the model name it answers as."""

@@ -10,7 +10,7 @@ import pytest
 
 from pgrag_dag.assets.automation import build_nightly_refresh, build_source_sensor
 from pgrag_dag.assets.definitions import build_defs
-from pgrag_dag.assets.partitions import SPACES, add_partitions
+from pgrag_dag.assets.partitions import add_partitions
 from pgrag_dag.assets.stages import ASSETS
 from pgrag_dag.resources.engine import PgragResource
 from tests.fix_corpus import SmallCorpus
@@ -74,7 +74,7 @@ def test_downstream_rematerialises_only_on_a_changed_data_version(small_corpus: 
 
 
 def test_a_failed_blocking_check_stops_automation_downstream(small_corpus: SmallCorpus, realm: str) -> None:
-    from tests.fix_corpus import extraction_answer
+    from tests.fix_corpus import admit_long_names
 
     key = f"{realm}.main"
     defs = build_defs(pgrag=PgragResource(config_path=str(small_corpus.config)))
@@ -83,17 +83,7 @@ def test_a_failed_blocking_check_stops_automation_downstream(small_corpus: Small
         add_partitions(instance, [key])
         assert dg.materialize(ASSETS, partition_key=key, instance=instance, resources=resources).success
         tick = dg.evaluate_automation_conditions(defs=defs, instance=instance)
-        # a leaking gate: the model emits an over-long name the configured gate lets through
-        long_name = "The " + "very " * 60 + "long committee"
-
-        def leaky(messages: list[dict[str, str]]) -> str:
-            out = json.loads(extraction_answer(messages))
-            if "entities" in out:
-                out["entities"].append({"name": long_name, "type": "Organization", "description": "", "aliases": []})
-            return json.dumps(out)
-
-        small_corpus.server.answer = leaky
-        small_corpus.config.write_text(small_corpus.config.read_text() + "gates:\n  max_name_chars: 500\n")
+        admit_long_names(small_corpus)  # a leaking gate: an over-long name the configured gate lets through
         (small_corpus.root / "docs" / "02_lovelace.txt").write_text("Ada Lovelace met Charles Babbage in 1833.")
         run = dg.materialize(ASSETS, partition_key=key, instance=instance, resources=resources, raise_on_error=False,
                              selection=dg.AssetSelection.assets("chunks", "raw_extractions", "gated_triples"))

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import json
 
 import dagster as dg
 import pytest
 from psycopg import sql
 
-from pgrag_dag.assets.definitions import build_defs
 from pgrag_dag.assets.partitions import SPACES, add_partitions
 from pgrag_dag.assets.stages import ASSETS
 from pgrag_dag.errors import InvalidNameError
 from pgrag_dag.resources.engine import PgragResource
 from pgrag_dag.store import db
 from pgrag_dag.store.schema import schema_for
-from tests.fix_corpus import SmallCorpus, extraction_answer
+from tests.fix_corpus import LONG_NAME, SmallCorpus, admit_long_names
 
 pytestmark = pytest.mark.dagster
 STAGES = ["chunks", "raw_extractions", "gated_triples", "resolved_entities", "relations", "embeddings",
@@ -60,17 +58,7 @@ def test_all_eight_assets_materialise_for_a_partition_with_checks_passing(small_
 
 
 def test_a_leaking_gate_fails_its_blocking_check_and_stops_downstream(small_corpus: SmallCorpus, realm: str) -> None:
-    long_name = "The " + "very " * 60 + "long committee"
-    def leaky(messages: list[dict[str, str]]) -> str:
-        out = json.loads(extraction_answer(messages))
-        if "entities" in out:
-            out["entities"].append({"name": long_name, "type": "Organization", "description": "", "aliases": []})
-        return json.dumps(out)
-
-    small_corpus.server.answer = leaky
-    # the configured gate admits names up to 500 characters; the contract holds the paper's 200
-    text = small_corpus.config.read_text() + "gates:\n  max_name_chars: 500\n"
-    small_corpus.config.write_text(text)
+    admit_long_names(small_corpus)  # the configured gate admits 500 characters; the contract holds the paper's 200
     key = f"{realm}.main"
     with dg.instance_for_test() as instance:
         add_partitions(instance, [key])
@@ -79,7 +67,7 @@ def test_a_leaking_gate_fails_its_blocking_check_and_stops_downstream(small_corp
         failed = [e for e in result.get_asset_check_evaluations() if not e.passed]
         assert [e.asset_key.to_user_string() for e in failed] == ["gated_triples"]
         meta = failed[0].metadata
-        assert meta["num_failures"].value >= 1 and long_name[:40] in meta["failure_cases"].value
+        assert meta["num_failures"].value >= 1 and LONG_NAME[:40] in meta["failure_cases"].value
         materialised = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
         assert materialised == {"chunks", "raw_extractions"}
     with db.connect(small_corpus.settings().database_url) as conn:  # nothing written by the refused stage

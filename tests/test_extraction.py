@@ -16,7 +16,6 @@ import polars as pl
 import psycopg
 import pytest
 
-from pgrag_dag import prompts
 from pgrag_dag.config import ExtractionSettings, LLMSettings
 from pgrag_dag.contracts import RawExtractionContract, validate
 from pgrag_dag.errors import ExtractionError
