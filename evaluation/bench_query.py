@@ -530,6 +530,11 @@ def lightrag_worker(args: argparse.Namespace) -> None:
             "chunks": sum(ln.startswith('{"reference_id": ') for ln in lines), "context_chars": len(ctx or "")}}
 
     serve({"modes": list(MODES), "load_s": load_s}, handle)
+    pending = asyncio.all_tasks(loop)  # LightRAG's background workers: stop them quietly before exit
+    for task in pending:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+    loop.close()
 
 
 # -- the coordinator ------------------------------------------------------------------------------
