@@ -371,8 +371,10 @@ class _Probe:
 
     @property
     def fulltext(self) -> str:
-        """The lexical channel's ``websearch_to_tsquery`` text: any keyword, else any question word."""
-        terms = [*self.keywords.low_level, *self.keywords.high_level] or self.text.split()
+        """The lexical channel's ``websearch_to_tsquery`` text: the low-level keywords (the exact names and
+        terms it exists for, §7.3), else the high-level ones, else the question's words. Themes are the
+        similarity and ranking channels' work; on a large graph they match thousands of relations."""
+        terms = list(self.keywords.low_level) or list(self.keywords.high_level) or self.text.split()
         return channels.fulltext_query(terms)
 
     def texts(self, evidence: frozenset[str]) -> list[str]:

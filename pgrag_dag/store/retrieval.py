@@ -295,16 +295,19 @@ def traverse(
             SELECT w.seed, w.space, adj.neighbour, adj.rel_id, w.hop + 1, w.path || adj.neighbour
               FROM walk AS w
               CROSS JOIN LATERAL (
-                    SELECT r.id AS rel_id, r.target_id AS neighbour FROM {r} AS r
-                     WHERE r.space = w.space AND r.source_id = w.entity_id AND {edge_ok}
+                    -- each step keeps, per vertex and direction, only the cap newest admissible edges:
+                    -- exact, since the per-seed ranking below is hop first, then newest (t_created, id)
+                    (SELECT r.id AS rel_id, r.target_id AS neighbour FROM {r} AS r JOIN {e} AS n ON n.id = r.target_id
+                      WHERE r.space = w.space AND r.source_id = w.entity_id AND {edge_ok}
+                        AND n.space = w.space AND n.dormant_since IS NULL AND n.id <> ALL (w.path)
+                      ORDER BY r.t_created DESC NULLS LAST, r.id LIMIT %(cap)s)
                     UNION ALL
-                    SELECT r.id, r.source_id FROM {r} AS r
-                     WHERE r.space = w.space AND r.target_id = w.entity_id AND {edge_ok}
+                    (SELECT r.id, r.source_id FROM {r} AS r JOIN {e} AS n ON n.id = r.source_id
+                      WHERE r.space = w.space AND r.target_id = w.entity_id AND {edge_ok}
+                        AND n.space = w.space AND n.dormant_since IS NULL AND n.id <> ALL (w.path)
+                      ORDER BY r.t_created DESC NULLS LAST, r.id LIMIT %(cap)s)
               ) AS adj
-              JOIN {e} AS n ON n.id = adj.neighbour
              WHERE w.hop < %(max_hops)s
-               AND n.space = w.space AND n.dormant_since IS NULL
-               AND n.id <> ALL (w.path)
         ),
         reached AS (
             SELECT seed, rel_id, min(hop) AS hop FROM walk WHERE rel_id IS NOT NULL GROUP BY seed, rel_id

@@ -187,8 +187,8 @@ ALTER TABLE {s}.relations ADD COLUMN IF NOT EXISTS valid_to_key text GENERATED A
     CASE length(payload ->> 'valid_to') WHEN 4 THEN (payload ->> 'valid_to') || '-12-31'
                                         WHEN 7 THEN (payload ->> 'valid_to') || '-31'
                                         ELSE payload ->> 'valid_to' END) STORED;
-CREATE INDEX IF NOT EXISTS relations_source ON {s}.relations (space, source_id);
-CREATE INDEX IF NOT EXISTS relations_target ON {s}.relations (space, target_id);
+CREATE INDEX IF NOT EXISTS relations_source ON {s}.relations (space, source_id, t_created DESC NULLS LAST, id);
+CREATE INDEX IF NOT EXISTS relations_target ON {s}.relations (space, target_id, t_created DESC NULLS LAST, id);
 CREATE INDEX IF NOT EXISTS relations_validity ON {s}.relations (space, valid_from_key, valid_to_key);
 CREATE INDEX IF NOT EXISTS relations_belief ON {s}.relations (space, t_created, t_expired);
 ALTER TABLE {s}.relations ADD COLUMN IF NOT EXISTS rendered_tsv tsvector
