@@ -62,7 +62,7 @@ class Resolution:
 
 
 def merge_into(v: Vertex, name: str, entity_type: str, description: str, aliases: list[str]) -> None:
-    """Merge one record into a vertex under §4.6's policy (a specific value never loses to a placeholder).
+    """Merge one record into a vertex under §4.6's policy (a specific value never loses to a bare stub).
 
     The longer surface form becomes canonical and the shorter an alias; a bare ``Concept`` type never
     overwrites a specific one; a longer description wins; alias sets are unioned minus the canonical name.

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
+from collections.abc import Iterator
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -50,14 +53,20 @@ def test_the_nightly_schedule_refreshes_every_known_space(small_corpus: SmallCor
     assert [(r.partition_key, r.run_key) for r in requests] == [(f"{realm}.main", f"{realm}.main:202601010300")]
 
 
-def test_downstream_rematerialises_only_on_a_changed_data_version(small_corpus: SmallCorpus, realm: str) -> None:
-    key = f"{realm}.main"
-    defs = build_defs(pgrag=PgragResource(config_path=str(small_corpus.config)))
-    resources = {"pgrag": PgragResource(config_path=str(small_corpus.config))}
+@contextlib.contextmanager
+def _indexed(corpus: SmallCorpus, key: str) -> Iterator[tuple[dg.DagsterInstance, dg.Definitions, dict[str, Any], Any]]:
+    """A test instance with ``key`` fully materialised and a first automation tick evaluated."""
+    defs = build_defs(pgrag=PgragResource(config_path=str(corpus.config)))
+    resources: dict[str, Any] = {"pgrag": PgragResource(config_path=str(corpus.config))}
     with dg.instance_for_test() as instance:
         add_partitions(instance, [key])
         assert dg.materialize(ASSETS, partition_key=key, instance=instance, resources=resources).success
-        tick = dg.evaluate_automation_conditions(defs=defs, instance=instance)
+        yield instance, defs, resources, dg.evaluate_automation_conditions(defs=defs, instance=instance)
+
+
+def test_downstream_rematerialises_only_on_a_changed_data_version(small_corpus: SmallCorpus, realm: str) -> None:
+    key = f"{realm}.main"
+    with _indexed(small_corpus, key) as (instance, defs, resources, tick):
         # chunks re-materialised with an identical data version: nothing downstream is requested
         assert dg.materialize(ASSETS, partition_key=key, instance=instance, resources=resources,
                               selection=dg.AssetSelection.assets("chunks")).success
@@ -77,12 +86,7 @@ def test_a_failed_blocking_check_stops_automation_downstream(small_corpus: Small
     from tests.fix_corpus import admit_long_names
 
     key = f"{realm}.main"
-    defs = build_defs(pgrag=PgragResource(config_path=str(small_corpus.config)))
-    resources = {"pgrag": PgragResource(config_path=str(small_corpus.config))}
-    with dg.instance_for_test() as instance:
-        add_partitions(instance, [key])
-        assert dg.materialize(ASSETS, partition_key=key, instance=instance, resources=resources).success
-        tick = dg.evaluate_automation_conditions(defs=defs, instance=instance)
+    with _indexed(small_corpus, key) as (instance, defs, resources, tick):
         admit_long_names(small_corpus)  # a leaking gate: an over-long name the configured gate lets through
         (small_corpus.root / "docs" / "02_lovelace.txt").write_text("Ada Lovelace met Charles Babbage in 1833.")
         run = dg.materialize(ASSETS, partition_key=key, instance=instance, resources=resources, raise_on_error=False,
