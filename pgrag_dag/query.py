@@ -36,230 +36,32 @@ default; the assembly report (characters retrieved vs placed per block) is retur
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+import threading
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, get_args
+from typing import Any
 
 import numpy as np
 import psycopg
+from psycopg import sql
 
 from pgrag_dag import fusion as fuse
 from pgrag_dag import keywords as kw
 from pgrag_dag.assembly import BLOCKS, assemble, render_relation, render_validity, summary
-from pgrag_dag.config import RetrievalSettings
 from pgrag_dag.embedding import Embedder
 from pgrag_dag.errors import QueryError, SchemaMismatchError
 from pgrag_dag.llm import ModelClient
-from pgrag_dag.names import WILDCARD_SPACE, validate_realm, validate_space
+from pgrag_dag.names import validate_realm
 from pgrag_dag.prompts import SYNTHESIS_SYSTEM, SYNTHESIS_USER
+from pgrag_dag.query_param import (
+    EVIDENCE, MODES, RELATION_CHANNELS, Fusion, KeywordMode, Mode, QueryParam, QueryResult, RelationChannel,
+    check_mode,
+)
 from pgrag_dag.store import db, retrieval
 from pgrag_dag.store import retrieval_channels as channels
 
 logger = logging.getLogger(__name__)
-
-Mode = Literal["mix", "local", "global", "hybrid", "naive", "bypass"]
-MODES: tuple[str, ...] = get_args(Mode)
-KeywordMode = Literal["model", "lexical", "off"]
-Fusion = Literal["rrf", "quota"]
-RelationChannel = Literal["traversal", "similarity", "lexical"]
-RELATION_CHANNELS: tuple[RelationChannel, ...] = ("traversal", "similarity", "lexical")
-
-_LOCAL = frozenset({"entities", "chunks", "mentions", "traversal", "similarity", "lexical"})
-_GLOBAL = frozenset({"ranked", "communities"})
-EVIDENCE: dict[str, frozenset[str]] = {
-    "mix": _LOCAL, "local": _LOCAL, "global": _GLOBAL, "hybrid": _LOCAL | _GLOBAL,
-    "naive": frozenset({"chunks"}), "bypass": frozenset(),
-}
-"""Evidence sources each mode consults (Table 3): ``entities`` (entity seeds), ``chunks`` (chunk
-vector search), ``mentions`` (mention expansion), the relation channels ``traversal``,
-``similarity``, ``lexical``, ``ranked``, and ``communities``."""
-
-_CAP_FIELDS = {"communities": "max_community_tokens", "passages": "max_passage_tokens",
-               "entities": "max_entity_tokens", "relations": "max_relation_tokens"}
-
-
-@dataclass(frozen=True, kw_only=True)
-class QueryParam:
-    """How to answer one question (§7.1–7.5, §5.4). Keyword-only; validated on construction.
-
-    Args:
-        space: the space to read, or ``"*"`` to read across every space of the realm (read-only).
-        mode: one of :data:`MODES` (Table 3, :data:`EVIDENCE`); ``mix`` is the default.
-        top_k: entities matched by vector search (traversal seeds, mention-expansion anchors).
-        chunk_top_k: chunks by vector search; mention expansion adds up to as many again.
-        max_hops: traversal depth ``k`` (0 disables traversal).
-        max_relation_edges: relations any single matched entity may contribute by traversal.
-        relation_top_k: relations each of the similarity, full-text and ranked channels returns.
-        community_top_k: community reports placed (global, hybrid); three times as many are
-            fetched by similarity, then re-ranked by the ``community_w_*`` blend.
-        include_superseded: read superseded relations too (§5.2); rendered ``[superseded]``.
-        as_of: valid time (§5.4) — ``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD``; only relations whose
-            validity interval overlaps it are read (undated relations always match).
-        as_believed_at: belief time (§5.3) — an ISO-8601 instant (naive = UTC; normalised to an
-            aware ``datetime``); relations, chunks, seed entities and community reports the graph
-            did not hold yet at that instant are not read, nor relations retracted by then.
-        relation_types: predicates (case-insensitive) every relation channel and every traversal
-            step is restricted to; ``None``: no restriction. Stored as a tuple.
-        relation_channels: which of traversal, similarity and lexical run where the mode has them
-            (stored as a tuple).
-        keywords: ``"lexical"`` (default; no model call), ``"model"`` (one call when a client is
-            given to :func:`query_data` / :func:`query`, lexical fallback otherwise) or ``"off"``.
-        fusion: ``"rrf"`` (default, constant ``rrf_k``) or ``"quota"`` (similarity's share
-            ``quota_share`` of the interleave).
-        mmr: maximal marginal relevance over the fused relations (``mmr_lambda``), off by default.
-        node_distance_rerank: re-rank relations by real graph distance from the matched entities
-            (BFS bounded by ``max_hops + 1``), off by default.
-        decompose: split a two-event question into two sub-queries and merge, off by default.
-        community_w_similarity, community_w_rating, community_w_size: community ranking weights
-            (similarity, rating/10, log-normalised size); rating and size 0 give pure similarity.
-        max_community_tokens, max_passage_tokens, max_entity_tokens, max_relation_tokens:
-            per-block caps in tokens (1 token = 4 characters of evidence text); ``None`` (the
-            default) places everything retrieved. An overflowing passage or report is clipped.
-        render_relation_validity: render ``[from X]`` / ``[valid X to Y]`` beside relations (§8.4).
-
-    Raises:
-        QueryError: unknown mode, keyword mode, fusion or channel; a negative count or cap; a
-            weight, share or λ out of range; an invalid ``as_of`` / ``as_believed_at``; an empty
-            ``relation_types``.
-        InvalidNameError: a space name that may not reach SQL.
-    """
-
-    space: str
-    mode: Mode = "mix"
-    top_k: int = 10
-    chunk_top_k: int = 8
-    max_hops: int = 2
-    max_relation_edges: int = 50
-    relation_top_k: int = 20
-    community_top_k: int = 5
-    include_superseded: bool = False
-    as_of: str | None = None
-    as_believed_at: str | datetime | None = None
-    relation_types: Sequence[str] | None = None
-    relation_channels: Sequence[RelationChannel] = RELATION_CHANNELS
-    keywords: KeywordMode = "lexical"
-    fusion: Fusion = "rrf"
-    rrf_k: int = fuse.RRF_K
-    quota_share: float = 0.5
-    mmr: bool = False
-    mmr_lambda: float = fuse.MMR_LAMBDA
-    node_distance_rerank: bool = False
-    decompose: bool = False
-    community_w_similarity: float = 0.6
-    community_w_rating: float = 0.2
-    community_w_size: float = 0.2
-    max_community_tokens: int | None = None
-    max_passage_tokens: int | None = None
-    max_entity_tokens: int | None = None
-    max_relation_tokens: int | None = None
-    render_relation_validity: bool = True
-
-    def __post_init__(self) -> None:
-        check_mode(self.mode)
-        validate_space(self.space, for_write=False)
-        counts = ("top_k", "chunk_top_k", "max_hops", "max_relation_edges", "relation_top_k", "community_top_k",
-                  "rrf_k", *_CAP_FIELDS.values())
-        for name in counts:
-            value = getattr(self, name)
-            if value is None and name in _CAP_FIELDS.values():
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise QueryError(f"{name} must be a non-negative integer, got {value!r}")
-        for name in ("include_superseded", "mmr", "node_distance_rerank", "decompose", "render_relation_validity"):
-            if not isinstance(getattr(self, name), bool):
-                raise QueryError(f"{name} must be a bool, got {getattr(self, name)!r}")
-        for name, allowed in (("keywords", get_args(KeywordMode)), ("fusion", get_args(Fusion))):
-            if getattr(self, name) not in allowed:
-                raise QueryError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
-        for name in ("quota_share", "mmr_lambda", "community_w_similarity", "community_w_rating", "community_w_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
-                raise QueryError(f"{name} must be a number in [0, 1], got {value!r}")
-        chans = tuple(dict.fromkeys(_as_tuple(self.relation_channels, "relation_channels")))
-        if not set(chans) <= set(RELATION_CHANNELS):
-            raise QueryError(f"relation_channels must be among {', '.join(RELATION_CHANNELS)}, got {chans!r}")
-        object.__setattr__(self, "relation_channels", chans)
-        if self.relation_types is not None:
-            types = tuple(t.strip() for t in _as_tuple(self.relation_types, "relation_types"))
-            if not types or not all(types):
-                raise QueryError("relation_types must name at least one predicate (None: no restriction)")
-            object.__setattr__(self, "relation_types", types)
-        if self.as_of is not None:
-            retrieval.as_of_bounds(self.as_of)
-        if self.as_believed_at is not None:
-            object.__setattr__(self, "as_believed_at", retrieval.belief_instant(self.as_believed_at))
-
-    @property
-    def temporal(self) -> retrieval.Temporal:
-        """The temporal predicates this query reads under (:class:`~pgrag_dag.store.retrieval.Temporal`)."""
-        believed = self.as_believed_at
-        assert believed is None or isinstance(believed, datetime)  # normalised in __post_init__
-        return retrieval.Temporal(as_of=self.as_of, believed_at=believed, include_superseded=self.include_superseded)
-
-    @property
-    def caps(self) -> dict[str, int | None]:
-        """Per-block token caps, by block of :data:`~pgrag_dag.assembly.BLOCKS`."""
-        return {block: getattr(self, name) for block, name in _CAP_FIELDS.items()}
-
-    @classmethod
-    def from_settings(cls, settings: RetrievalSettings, *, space: str, **overrides: Any) -> QueryParam:
-        """Defaults from the configured :class:`RetrievalSettings`, then ``overrides``."""
-        names = {f.name for f in fields(cls)}
-        values = {k: v for k, v in settings.model_dump().items() if k in names}
-        return cls(space=space, **{**values, **overrides})
-
-
-def _as_tuple(value: Any, name: str) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
-        raise QueryError(f"{name} must be a list of strings, got {value!r}")
-    return tuple(value)
-
-
-@dataclass
-class QueryResult:
-    """What :func:`query_data` retrieved and what reached the prompt.
-
-    Attributes:
-        question: the question as asked.
-        param: the :class:`QueryParam` used.
-        entities: matched entities, nearest first — ``id, space, name, entity_type, description,
-            score`` (cosine similarity), ``rank`` (1-based).
-        relations: fused, best first — ``id, space, subject, predicate, object, subject_id,
-            object_id, description, negated, valid_from, valid_to, weight, confidence, t_created,
-            t_expired, superseded_by`` (the current superseder), ``superseded`` (in the state read),
-            ``hop`` (traversal: the walked hop; other channels 1 unless node-distance reranking
-            resolved it — ``None`` when farther than its bound), ``channel`` (the channel that ranked
-            it best), ``ranks`` (``{channel: 1-based rank}``), ``score`` (RRF score; ``None`` under
-            the quota), ``rank``.
-        chunks: ``id, space, doc_key, title, chunk_index, text, t_created, via`` (``"vector"`` |
-            ``"mention"``), ``score`` (cosine similarity, ``None`` via mention), ``mentions``
-            (matched entities mentioned, ``None`` via vector), ``rank``, ``ref`` (its ``[n]``).
-        communities: ``id, space, level, title, summary, findings, rating, size, report,
-            built_at, score`` (similarity), ``rank_score`` (the blend), ``rank``.
-        channels: candidates each consulted evidence source returned (keys of :data:`EVIDENCE`).
-        keywords: ``low_level``, ``high_level`` and ``source`` (``model``/``lexical``/``off``).
-        subqueries: the sub-questions retrieved for, when ``decompose`` split the question.
-        warnings: e.g. community reports older than the last graph write; also logged.
-        assembly: per block of :data:`BLOCKS` — ``items_retrieved``, ``items_placed``,
-            ``items_clipped``, ``chars_retrieved``, ``chars_placed`` (characters) — then ``total``,
-            ``caps`` (tokens per block or ``None``) and ``filters`` (``as_of``, ``as_believed_at``
-            as ISO-8601 UTC, ``include_superseded``, ``relation_types``).
-        context: the assembled context text sent to the model.
-    """
-
-    question: str
-    param: QueryParam
-    entities: list[dict[str, Any]] = field(default_factory=list)
-    relations: list[dict[str, Any]] = field(default_factory=list)
-    chunks: list[dict[str, Any]] = field(default_factory=list)
-    communities: list[dict[str, Any]] = field(default_factory=list)
-    channels: dict[str, int] = field(default_factory=dict)
-    keywords: dict[str, Any] = field(default_factory=dict)
-    subqueries: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-    assembly: dict[str, dict[str, Any]] = field(default_factory=dict)
-    context: str = ""
 
 
 def query_data(
@@ -269,8 +71,11 @@ def query_data(
 
     Keywords come from ``client`` only when ``param.keywords == "model"`` (else no model call).
     The question, and the keyword-conditioned entity and global texts, are embedded in one
-    ``embedder`` call (float32 vectors of the realm's width); every read runs in one read-only
-    transaction. Returns a :class:`QueryResult`; the assembly report and any warning are logged.
+    ``embedder`` call (float32 vectors of the realm's width). Every read sees one snapshot: a
+    read-only repeatable-read transaction on a pooled connection (:func:`~pgrag_dag.store.db.read_connection`);
+    where a mode has both, the entity-anchored reads (seeds → traversal, mention expansion) run on
+    it while the independent ones (chunk search, relation similarity and full-text, ranked
+    relations, communities) run on a second pooled connection importing the same snapshot. Returns a :class:`QueryResult`; the assembly report and any warning are logged.
 
     Raises:
         QueryError: an empty question, or a realm or space that does not exist.
@@ -283,11 +88,8 @@ def query_data(
         raise QueryError("the question is empty")
     result = QueryResult(question=question, param=param)
     if param.mode != "bypass":
-        with db.connect(dsn, autocommit=True) as conn:
-            conn.read_only = True
-            _check_realm(conn, realm, embedder)
-            if param.space != WILDCARD_SPACE and not retrieval.space_exists(conn, realm, param.space):
-                raise QueryError(f"space {param.space!r} does not exist in realm {realm!r} (nothing was indexed into it)")
+        with db.read_connection(dsn) as conn:
+            _check_scope(conn, realm, param.space, embedder)
             parts = (kw.decompose(question) if param.decompose else []) or [question]
             result.subqueries = parts if len(parts) > 1 else []
             probes = [_Probe.conditioned(text, param, client) for text in parts]
@@ -297,8 +99,7 @@ def query_data(
                 "source": probes[0].keywords.source,
             }
             vectors = _embed_all(embedder, [t for p in probes for t in p.texts(EVIDENCE[param.mode])])
-            with conn.transaction():
-                found = [_retrieve(conn, realm, param, p, vectors) for p in probes]
+            found = _retrieve_all(conn, dsn, realm, param, probes, vectors)
         _merge(found, result)
     _assemble(result)
     return result
@@ -337,10 +138,6 @@ def synthesis_messages(question: str, context: str, param: QueryParam | None = N
     ]
 
 
-def check_mode(mode: str) -> None:
-    """Raise :class:`QueryError` unless ``mode`` is one of :data:`MODES` (§7.1)."""
-    if mode not in MODES:
-        raise QueryError(f"unknown query mode {mode!r}; expected one of {', '.join(MODES)}")
 
 
 # -- conditioning ---------------------------------------------------------------------------------
@@ -389,8 +186,8 @@ class _Probe:
 # -- retrieval ------------------------------------------------------------------------------------
 
 
-def _check_realm(conn: psycopg.Connection, realm: str, embedder: Embedder) -> None:
-    registered = retrieval.realm_embedding(conn, realm)
+def _check_scope(conn: psycopg.Connection, realm: str, space: str, embedder: Embedder) -> None:
+    registered, space_found = retrieval.read_scope(conn, realm, space)
     if registered is None:
         raise QueryError(f"realm {realm!r} does not exist (it has never been indexed)")
     if registered != (embedder.model, embedder.dim):
@@ -398,6 +195,8 @@ def _check_realm(conn: psycopg.Connection, realm: str, embedder: Embedder) -> No
             f"realm {realm!r} embedding", f"{registered[0]} ({registered[1]})", f"{embedder.model} ({embedder.dim})",
             "query with the embedding model the realm was indexed with",
         )
+    if not space_found:
+        raise QueryError(f"space {space!r} does not exist in realm {realm!r} (nothing was indexed into it)")
 
 
 def _embed_all(embedder: Embedder, texts: list[str]) -> dict[str, np.ndarray]:
@@ -419,51 +218,117 @@ class _Found:
     communities: list[dict[str, Any]] = field(default_factory=list)
     channels: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    lists: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
-def _retrieve(conn: psycopg.Connection, realm: str, p: QueryParam, probe: _Probe, vecs: dict[str, np.ndarray]) -> _Found:
-    """Consult exactly the evidence of ``EVIDENCE[p.mode]`` for one probe; the caller holds the transaction."""
+_ANCHORED = frozenset({"entities", "mentions", "traversal"})
+"""Evidence read from the matched entities (seeds → traversal, mention expansion); every other
+source of :data:`EVIDENCE` is independent of them and may run beside them."""
+
+_side_pool: ThreadPoolExecutor | None = None
+_side_lock = threading.Lock()
+
+
+def _side_executor() -> ThreadPoolExecutor:
+    global _side_pool
+    with _side_lock:
+        if _side_pool is None:
+            _side_pool = ThreadPoolExecutor(max_workers=db.READ_POOL_MAX // 2 or 1, thread_name_prefix="pgrag-read")
+        return _side_pool
+
+
+def _retrieve_all(conn: psycopg.Connection, dsn: str, realm: str, p: QueryParam, probes: list[_Probe],
+                  vecs: dict[str, np.ndarray]) -> list[_Found]:
+    """Consult exactly the evidence of ``EVIDENCE[p.mode]`` for each probe, in one snapshot.
+
+    When the mode has anchored and independent evidence, the independent reads run in a worker
+    thread on a second pooled connection that imports this transaction's snapshot
+    (``pg_export_snapshot`` / ``SET TRANSACTION SNAPSHOT``), so both halves read the same state.
+    """
     ev = EVIDENCE[p.mode]
-    temporal, types, space = p.temporal, p.relation_types, p.space
-    out = _Found()
+    with conn.transaction():
+        if ev & _ANCHORED and ev - _ANCHORED:
+            snapshot = conn.execute("SELECT pg_export_snapshot()").fetchone()
+            side = _side_executor().submit(_independent_on_snapshot, dsn, str(snapshot[0]), realm, p, probes, vecs)
+            try:
+                anchored = [_anchored(conn, realm, p, probe, vecs) for probe in probes]
+            finally:
+                wait([side])  # the snapshot must outlive its importer; the anchored error, if any, wins
+            independent = side.result()
+        else:
+            anchored = [_anchored(conn, realm, p, probe, vecs) for probe in probes]
+            independent = [_independent(conn, realm, p, probe, vecs) for probe in probes]
+        return [_combine(conn, realm, p, a, i) for a, i in zip(anchored, independent)]
+
+
+def _independent_on_snapshot(dsn: str, snapshot: str, realm: str, p: QueryParam, probes: list[_Probe],
+                             vecs: dict[str, np.ndarray]) -> list[_Found]:
+    with db.read_connection(dsn) as side, side.transaction():
+        side.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot)))
+        return [_independent(side, realm, p, probe, vecs) for probe in probes]
+
+
+def _anchored(conn: psycopg.Connection, realm: str, p: QueryParam, probe: _Probe,
+              vecs: dict[str, np.ndarray]) -> _Found:
+    """Entity seeds, then mention expansion (over-fetched: the vector chunks are excluded later) and
+    traversal (§7.2)."""
+    ev, temporal, out = EVIDENCE[p.mode], p.temporal, _Found()
     if "entities" in ev:
-        seeds = retrieval.entity_search(conn, realm, space, vecs[probe.entity_text], p.top_k, temporal=temporal)
+        seeds = retrieval.entity_search(conn, realm, p.space, vecs[probe.entity_text], p.top_k, temporal=temporal)
         out.entities = [_entity(row) for row in seeds]
         out.channels["entities"] = len(seeds)
     seed_ids = [e["id"] for e in out.entities]
+    if "mentions" in ev:
+        mentioned = retrieval.mention_chunks(conn, realm, p.space, seed_ids, 2 * p.chunk_top_k, temporal=temporal)
+        out.chunks = [{**row, "via": "mention", "score": None} for row in mentioned]
+    if "traversal" in ev and "traversal" in p.relation_channels:
+        out.lists["traversal"] = retrieval.traverse(
+            conn, realm, p.space, seed_ids, max_hops=p.max_hops, max_relation_edges=p.max_relation_edges,
+            temporal=temporal, relation_types=p.relation_types)
+    return out
+
+
+def _independent(conn: psycopg.Connection, realm: str, p: QueryParam, probe: _Probe,
+                 vecs: dict[str, np.ndarray]) -> _Found:
+    """Chunk vector search, the similarity, lexical and ranked relation channels, communities (§7.1–7.3)."""
+    ev, temporal, types, space, out = EVIDENCE[p.mode], p.temporal, p.relation_types, p.space, _Found()
     if "chunks" in ev:
         found = retrieval.chunk_search(conn, realm, space, vecs[probe.text], p.chunk_top_k, temporal=temporal)
         out.chunks = [{**row, "via": "vector", "mentions": None} for row in found]
         out.channels["chunks"] = len(found)
-    if "mentions" in ev:
-        mentioned = retrieval.mention_chunks(conn, realm, space, seed_ids, p.chunk_top_k,
-                                             exclude=[c["id"] for c in out.chunks], temporal=temporal)
-        out.chunks += [{**row, "via": "mention", "score": None} for row in mentioned]
-        out.channels["mentions"] = len(mentioned)
-    lists: dict[str, list[dict[str, Any]]] = {}
-    if "traversal" in ev and "traversal" in p.relation_channels:
-        walked = retrieval.traverse(conn, realm, space, seed_ids, max_hops=p.max_hops,
-                                    max_relation_edges=p.max_relation_edges, temporal=temporal, relation_types=types)
-        names = retrieval.entity_names(conn, realm, [i for r in walked for i in (r["source_id"], r["target_id"])])
-        lists["traversal"] = [{**r, "subject": names.get(r["source_id"], f"#{r['source_id']}"),
-                               "object": names.get(r["target_id"], f"#{r['target_id']}")} for r in walked]
     if "similarity" in ev and "similarity" in p.relation_channels:
-        lists["similarity"] = channels.relation_similarity(conn, realm, space, vecs[probe.text], p.relation_top_k,
-                                                           temporal=temporal, relation_types=types)
+        out.lists["similarity"] = channels.relation_similarity(conn, realm, space, vecs[probe.text], p.relation_top_k,
+                                                               temporal=temporal, relation_types=types)
     if "lexical" in ev and "lexical" in p.relation_channels:
-        lists["lexical"] = channels.relation_fulltext(conn, realm, space, probe.fulltext, p.relation_top_k,
-                                                      temporal=temporal, relation_types=types)
+        out.lists["lexical"] = channels.relation_fulltext(conn, realm, space, probe.fulltext, p.relation_top_k,
+                                                          temporal=temporal, relation_types=types)
     if "ranked" in ev:
-        lists["ranked"] = channels.relation_similarity(conn, realm, space, vecs[probe.global_text], p.relation_top_k,
-                                                       temporal=temporal, relation_types=types)
-        if not lists["ranked"]:  # no relation embedding: keyword overlap, then corroboration weight (§7.2)
+        ranked = channels.relation_similarity(conn, realm, space, vecs[probe.global_text], p.relation_top_k,
+                                              temporal=temporal, relation_types=types)
+        if not ranked:  # no relation embedding: keyword overlap, then corroboration weight (§7.2)
             terms = [*probe.keywords.high_level, *probe.keywords.low_level] or probe.text.split()
-            lists["ranked"] = channels.relation_keyword_overlap(conn, realm, space, terms, p.relation_top_k,
-                                                                temporal=temporal, relation_types=types)
-    out.channels.update({name: len(rows) for name, rows in lists.items()})
-    out.relations = _fuse(conn, realm, p, lists, seed_ids)
+            ranked = channels.relation_keyword_overlap(conn, realm, space, terms, p.relation_top_k,
+                                                       temporal=temporal, relation_types=types)
+        out.lists["ranked"] = ranked
     if "communities" in ev:
         _communities(conn, realm, p, vecs[probe.global_text], out)
+    return out
+
+
+def _combine(conn: psycopg.Connection, realm: str, p: QueryParam, anchored: _Found, independent: _Found) -> _Found:
+    """One probe's evidence: vector chunks then up to ``chunk_top_k`` mention chunks not among them;
+    the relation channels fused (§7.3–7.4)."""
+    vector_ids = {c["id"] for c in independent.chunks}
+    mentioned = [c for c in anchored.chunks if c["id"] not in vector_ids][:p.chunk_top_k]
+    out = _Found(entities=anchored.entities, chunks=independent.chunks + mentioned,
+                 communities=independent.communities, warnings=independent.warnings)
+    out.channels = {**anchored.channels, **independent.channels}
+    if "mentions" in EVIDENCE[p.mode]:
+        out.channels["mentions"] = len(mentioned)
+    lists = {name: rows for name in ("traversal", "similarity", "lexical", "ranked")
+             for rows in [anchored.lists.get(name, independent.lists.get(name))] if rows is not None}
+    out.channels.update({name: len(rows) for name, rows in lists.items()})
+    out.relations = _fuse(conn, realm, p, lists, [e["id"] for e in out.entities])
     return out
 
 

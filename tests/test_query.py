@@ -282,9 +282,11 @@ def test_param_defaults_follow_retrieval_settings() -> None:
     assert (p.mode, p.top_k, p.chunk_top_k, p.max_hops, p.max_relation_edges) == ("mix", 4, 8, 3, 50)
 
 
-def test_entity_names_resolves_ids(conn: psycopg.Connection, realm: str, graph: dict[str, int]) -> None:
-    ids = [graph["alpha:Ada Lovelace"], graph["beta:Beta Friend"]]
-    assert retrieval.entity_names(conn, realm, ids) == {ids[0]: "Ada Lovelace", ids[1]: "Beta Friend"}
+def test_traversal_rows_carry_their_endpoint_names(conn: psycopg.Connection, realm: str, graph: dict[str, int]) -> None:
+    walked = retrieval.traverse(conn, realm, "alpha", [graph["alpha:Ada Lovelace"]], max_hops=2, max_relation_edges=50)
+    names = {v: k.split(":", 1)[1] for k, v in graph.items() if not k.startswith("chunk:")}
+    assert walked and all((r["subject"], r["object"]) == (names[r["source_id"]], names[r["target_id"]]) for r in walked)
+    assert ("Ada Lovelace", "Charles Babbage") in {(r["subject"], r["object"]) for r in walked}
 
 
 @pytest.mark.live

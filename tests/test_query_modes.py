@@ -200,6 +200,35 @@ def test_every_mode_consults_exactly_its_table_3_evidence(
         assert result.context == "" and result.keywords == {}
 
 
+def test_independent_reads_run_beside_the_walk_in_one_snapshot(
+    pg_dsn: str, realm: str, g: GraphBuilder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """mix: seeds → traversal on one pooled connection; chunk search and the similarity and lexical
+    channels on a second one importing the first one's snapshot — so a passage committed after the
+    query began (here: just before the chunk search) is read by neither."""
+    question = "How did Ada Lovelace and Charles Babbage pioneer computing engines?"
+    backends: dict[str, set[int]] = {}
+    for module, names in _SPIED.items():
+        for name in names:
+            real = getattr(module, name)
+
+            def spy(conn: psycopg.Connection, *a: Any, _real: Any = real, _name: str = name, **k: Any) -> Any:
+                if _name == "chunk_search":
+                    g.chunk("late", "A passage committed while the query ran.", embedding=EMB.embed_one(question))
+                backends.setdefault(_name, set()).add(conn.info.backend_pid)
+                return _real(conn, *a, **k)
+
+            monkeypatch.setattr(module, name, spy)
+    result = ask(pg_dsn, realm, question, mode="mix")
+    assert "late" not in {c["doc_key"] for c in result.chunks}
+    walk = backends["entity_search"] | backends["mention_chunks"] | backends["traverse"]
+    side = backends["chunk_search"] | backends["relation_similarity"] | backends["relation_fulltext"]
+    assert len(walk) == 1 and len(side) == 1 and walk != side
+    monkeypatch.undo()
+    again = ask(pg_dsn, realm, question, mode="naive")
+    assert again.chunks[0]["doc_key"] == "late"  # committed: the next query reads it first
+
+
 def test_local_reads_the_same_evidence_as_mix(pg_dsn: str, realm: str, g: GraphBuilder) -> None:
     q = "Ada Lovelace worked with Charles Babbage"
     mix, local = ask(pg_dsn, realm, q), ask(pg_dsn, realm, q, mode="local")

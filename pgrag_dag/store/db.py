@@ -2,18 +2,27 @@
 
 The embedded server is started once per data directory and left running (``cleanup_mode=None``),
 so several processes (the Dagster code server, run workers, the CLI) share it.
+
+The query path reads through :func:`read_connection`: a process-wide ``psycopg_pool`` pool per DSN
+of read-only, repeatable-read connections with pgvector's types and its relaxed iterative index scan
+set once per session, so a query pays neither a connection nor a type lookup.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
+import threading
+import weakref
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psycopg
 from pgvector.psycopg import register_vector
+from psycopg import IsolationLevel
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from pgrag_dag.errors import DatabaseError
 
@@ -76,6 +85,83 @@ def connect(dsn: str, *, autocommit: bool = False, vector: bool = True) -> psyco
             # the extension is created by schema initialisation; register after it exists
             conn.rollback()
     return conn
+
+
+READ_POOL_MAX = int(os.environ.get("PGRAG_READ_POOL_MAX", "8"))
+"""Connections one process's read pool may hold per DSN (``PGRAG_READ_POOL_MAX``); a query holds two."""
+
+_pools: dict[tuple[int, str], ConnectionPool] = {}
+_pools_lock = threading.Lock()
+_iterative_sessions: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
+
+
+def _configure_reader(conn: psycopg.Connection) -> None:
+    conn.autocommit = True
+    conn.read_only = True
+    conn.isolation_level = IsolationLevel.REPEATABLE_READ
+    try:
+        register_vector(conn)
+    except psycopg.ProgrammingError:
+        return  # no pgvector yet (nothing indexed): registered on first use, see read_connection
+    conn.execute("SET hnsw.iterative_scan = relaxed_order")
+    _iterative_sessions.add(conn)
+
+
+def _read_pool(dsn: str) -> ConnectionPool:
+    key = (os.getpid(), dsn)  # a forked child never shares its parent's sockets
+    with _pools_lock:
+        pool = _pools.get(key)
+        if pool is None or pool.closed:
+            connect(dsn, vector=False).close()  # fail fast, naming the server, instead of a pool timeout
+            pool = ConnectionPool(
+                dsn, min_size=0, max_size=max(2, READ_POOL_MAX), open=True, configure=_configure_reader,
+                check=ConnectionPool.check_connection, kwargs={"connect_timeout": 10}, name="pgrag-read",
+                timeout=15.0,
+            )
+            _pools[key] = pool
+        return pool
+
+
+@contextlib.contextmanager
+def read_connection(dsn: str) -> Iterator[psycopg.Connection]:
+    """A pooled read-only connection (autocommit; transactions it opens are ``REPEATABLE READ READ
+    ONLY``) with pgvector registered and ``hnsw.iterative_scan = relaxed_order`` for the session.
+
+    Returned to the pool on exit (an open transaction is rolled back by the pool). The pool is
+    per process and DSN, at most :data:`READ_POOL_MAX` connections, closed at interpreter exit.
+
+    Raises:
+        DatabaseError: the server is unreachable (password redacted) or no pooled connection came
+            free within 15 s.
+    """
+    pool = _read_pool(dsn)
+    try:
+        conn = pool.getconn()
+    except PoolTimeout as exc:
+        raise DatabaseError(f"no PostgreSQL connection from the read pool ({redact(dsn)}): {exc}") from None
+    try:
+        if conn not in _iterative_sessions:
+            _configure_reader(conn)  # pgvector was created after this connection was opened
+        yield conn
+    finally:
+        pool.putconn(conn)
+
+
+def iterative_scan_session(conn: psycopg.Connection) -> bool:
+    """Whether ``conn`` runs pgvector's relaxed iterative scan for its whole session (pooled readers)."""
+    return conn in _iterative_sessions
+
+
+def close_read_pools() -> None:
+    """Close every read pool of this process (called at interpreter exit)."""
+    with _pools_lock:
+        pools = list(_pools.values())
+        _pools.clear()
+    for pool in pools:
+        pool.close()
+
+
+atexit.register(close_read_pools)
 
 
 @contextlib.contextmanager

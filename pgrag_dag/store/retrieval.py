@@ -30,6 +30,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from pgrag_dag.errors import QueryError
+from pgrag_dag.store import db
 from pgrag_dag.temporal import lower_bound, normalise_date, upper_bound
 from pgrag_dag.names import WILDCARD_SPACE, schema_for, validate_space
 
@@ -166,12 +167,37 @@ def in_space(alias: str, space: str) -> sql.Composable:
 def fetch(
     conn: psycopg.Connection, query: sql.Composed, params: dict[str, Any], *, vector: bool = False
 ) -> list[Row]:
-    """Rows of ``query`` as dicts, in a savepoint; ``vector`` turns on pgvector's relaxed iterative scan."""
-    with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
-        if vector:
+    """Rows of ``query`` as dicts. ``vector`` runs it under pgvector's relaxed iterative scan: already
+    set for the session on a pooled reader (:func:`~pgrag_dag.store.db.read_connection`), otherwise
+    ``SET LOCAL`` inside a transaction or savepoint of its own."""
+    if vector and not db.iterative_scan_session(conn):
+        with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
             cur.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            cur.execute(query, params)
+            return cur.fetchall()
+    with conn.cursor(row_factory=dict_row) as cur:
         cur.execute(query, params)
         return cur.fetchall()
+
+
+def read_scope(conn: psycopg.Connection, realm: str, space: str) -> tuple[tuple[str, int] | None, bool]:
+    """``(realm_embedding, space_exists)`` in one round trip (§3.5 check before a query).
+
+    ``realm_embedding`` is the realm's registered ``(embedding_model, embedding_dim)`` or ``None``;
+    ``space_exists`` whether any chunk was ever indexed into ``space`` (``True`` for the wildcard
+    ``"*"``). Call it outside a transaction: a realm that was never created is detected by the
+    missing table, then answered by :func:`realm_embedding` and :func:`space_exists`.
+    """
+    wildcard = validate_space(space, for_write=False) == WILDCARD_SPACE
+    exists = sql.SQL("TRUE") if wildcard else sql.SQL(
+        "EXISTS (SELECT 1 FROM {} WHERE space = %(space)s)").format(table(realm, "documents"))
+    query = sql.SQL("SELECT embedding_model, embedding_dim, {} FROM pgrag__control.realms WHERE realm = %(realm)s")
+    try:
+        row = conn.execute(query.format(exists), {"realm": realm, "space": space}).fetchone()
+    except psycopg.errors.UndefinedTable:
+        registered = realm_embedding(conn, realm)
+        return registered, registered is not None and (wildcard or space_exists(conn, realm, space))
+    return (None, False) if row is None else ((str(row[0]), int(row[1])), bool(row[2]))
 
 
 def realm_embedding(conn: psycopg.Connection, realm: str) -> tuple[str, int] | None:
@@ -270,7 +296,8 @@ def traverse(
 
     Each seed contributes at most ``max_relation_edges`` relations, nearest hop first, then newest
     ``t_created`` first (unknown ``t_created`` last). A relation reached from several seeds keeps
-    its smallest hop. Rows: ``id, space, source_id, target_id, predicate, description, negated,
+    its smallest hop. Rows: ``id, space, source_id, target_id, subject, object`` (endpoint canonical
+    names), ``predicate, description, negated,
     valid_from, valid_to, weight, confidence, t_created, t_expired, superseded_by, superseded``
     (superseded in the state read: at ``believed_at`` when set, see :func:`superseded_expr`),
     ``hop, seeds`` (the seed ids that kept it), ordered by ``hop``, then ``t_created`` descending,
@@ -322,10 +349,12 @@ def traverse(
             SELECT rel_id, min(hop) AS hop, array_agg(DISTINCT seed ORDER BY seed) AS seeds
               FROM ranked WHERE rn <= %(cap)s GROUP BY rel_id
         )
-        SELECT r.id, r.space, r.source_id, r.target_id, r.predicate, r.description, r.negated,
-               r.valid_from, r.valid_to, r.weight, r.confidence, r.t_created, r.t_expired, r.superseded_by,
-               {superseded} AS superseded, k.hop, k.seeds
+        SELECT r.id, r.space, r.source_id, r.target_id, a.name AS subject, b.name AS object, r.predicate,
+               r.description, r.negated, r.valid_from, r.valid_to, r.weight, r.confidence, r.t_created,
+               r.t_expired, r.superseded_by, {superseded} AS superseded, k.hop, k.seeds
           FROM kept AS k JOIN {r} AS r ON r.id = k.rel_id
+          JOIN {e} AS a ON a.id = r.source_id
+          JOIN {e} AS b ON b.id = r.target_id
          WHERE {edge_ok}
          ORDER BY k.hop, r.t_created DESC NULLS LAST, r.id""").format(
         e=table(realm, "entities"), r=table(realm, "relations"), in_space=in_space("e", space), edge_ok=edge_ok,
@@ -343,16 +372,14 @@ def mention_chunks(
     entity_ids: Sequence[int],
     k: int,
     *,
-    exclude: Sequence[int] = (),
     temporal: Temporal = CURRENT,
 ) -> list[Row]:
     """Chunks mentioning the matched entities, through ``doc_mentions`` (§7.2 mention expansion).
 
     Ranked by how many distinct matched entities each chunk mentions (most first), then document
     order. The mention edge, the chunk and the entity must all lie in ``space`` (and in one space
-    under the wildcard). Chunk ids in ``exclude`` (already retrieved) are skipped, and with
-    ``temporal.believed_at`` so are chunks indexed after it (§5.3). Rows: ``id, space, doc_key,
-    title, chunk_index, text, t_created, mentions, entity_ids``; at most ``k``.
+    under the wildcard). With ``temporal.believed_at``, chunks indexed after it are skipped (§5.3).
+    Rows: ``id, space, doc_key, title, chunk_index, text, t_created, mentions, entity_ids``; at most ``k``.
     """
     if not entity_ids or k <= 0:
         return []
@@ -362,7 +389,7 @@ def mention_chunks(
                array_agg(DISTINCT m.entity_id ORDER BY m.entity_id) AS entity_ids
           FROM {m} AS m JOIN {d} AS d ON d.id = m.chunk_id AND d.space = m.space
           JOIN {e} AS e ON e.id = m.entity_id AND e.space = m.space
-         WHERE m.entity_id = ANY(%(ids)s) AND {in_space} AND NOT (d.id = ANY(%(exclude)s)) AND {known}
+         WHERE m.entity_id = ANY(%(ids)s) AND {in_space} AND {known}
          GROUP BY d.id
          ORDER BY mentions DESC, d.doc_order, d.doc_key, d.chunk_index, d.id
          LIMIT %(k)s""").format(
@@ -370,13 +397,5 @@ def mention_chunks(
         in_space=in_space("m", space),
         known=created_by("d", temporal),
     )
-    params = {"ids": list(entity_ids), "space": space, "exclude": list(exclude), "k": k, **temporal.params()}
+    params = {"ids": list(entity_ids), "space": space, "k": k, **temporal.params()}
     return fetch(conn, query, params)
-
-
-def entity_names(conn: psycopg.Connection, realm: str, ids: Sequence[int]) -> dict[int, str]:
-    """Canonical names of entity ids (e.g. relation endpoints), as ``{id: name}``; unknown ids are absent."""
-    if not ids:
-        return {}
-    query = sql.SQL("SELECT id, name FROM {e} WHERE id = ANY(%(ids)s)").format(e=table(realm, "entities"))
-    return {int(r["id"]): str(r["name"]) for r in fetch(conn, query, {"ids": sorted(set(ids))})}
