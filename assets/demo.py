@@ -73,7 +73,7 @@ def run_demo() -> None:
         print("\n" + "\n".join(summarise(partition, metas)))
         realm, space = split_partition_key(partition)
         for question, overrides in DEMO_QUESTIONS.get(partition, []):
-            param = QueryParam(space=space, **overrides)
+            param = QueryParam.from_settings(settings.retrieval, space=space, **overrides)
             res = query_data(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder())
             where = ", ".join(f"{k}={v!r}" for k, v in overrides.items())
             print(f"\nquery_data({question!r}, mode=mix{', ' + where if where else ''}):")

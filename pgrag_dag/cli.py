@@ -65,34 +65,37 @@ def query(
     question: str,
     realm: Annotated[str, typer.Option(help="realm to read")] = "wiki",
     space: Annotated[str, typer.Option(help="space to read, or '*' for every space (read-only)")] = "demo",
-    mode: Annotated[str, typer.Option(help="mix | local | global | hybrid | naive | bypass")] = "mix",
-    top_k: Annotated[int, typer.Option(help="entities matched")] = 10,
-    chunk_top_k: Annotated[int, typer.Option(help="passages by vector search")] = 8,
-    max_hops: Annotated[int, typer.Option(help="traversal depth")] = 2,
-    max_relation_edges: Annotated[int, typer.Option(help="relations one matched entity may contribute")] = 50,
+    mode: Annotated[Optional[str], typer.Option(help="mix | local | global | hybrid | naive | bypass")] = None,
+    top_k: Annotated[Optional[int], typer.Option(help="entities matched")] = None,
+    chunk_top_k: Annotated[Optional[int], typer.Option(help="passages by vector search")] = None,
+    max_hops: Annotated[Optional[int], typer.Option(help="traversal depth")] = None,
+    max_relation_edges: Annotated[Optional[int], typer.Option(help="relations one matched entity may contribute")] = None,
     relation_type: Annotated[Optional[list[str]], typer.Option(help="restrict relations to this predicate (repeatable)")] = None,
-    fusion: Annotated[str, typer.Option(help="rrf | quota")] = "rrf",
-    keywords: Annotated[str, typer.Option(help="model | lexical | off")] = "lexical",
-    mmr: Annotated[bool, typer.Option(help="maximal marginal relevance over relations")] = False,
-    node_distance: Annotated[bool, typer.Option(help="rerank relations by graph distance")] = False,
+    fusion: Annotated[Optional[str], typer.Option(help="rrf | quota")] = None,
+    keywords: Annotated[Optional[str], typer.Option(help="model | lexical | off")] = None,
+    mmr: Annotated[Optional[bool], typer.Option("--mmr/--no-mmr", help="maximal marginal relevance over relations")] = None,
+    node_distance: Annotated[Optional[bool], typer.Option("--node-distance/--no-node-distance", help="rerank relations by graph distance")] = None,
     max_passage_tokens: Annotated[Optional[int], typer.Option(help="cap on the passages block (tokens = chars/4)")] = None,
     as_of: Annotated[Optional[str], typer.Option(help="valid-time date YYYY, YYYY-MM or YYYY-MM-DD; undated relations always match")] = None,
     as_believed_at: Annotated[Optional[str], typer.Option(help="belief-time ISO-8601 instant (naive = UTC): the graph as believed then")] = None,
-    include_superseded: Annotated[bool, typer.Option(help="also return superseded relations, marked")] = False,
+    include_superseded: Annotated[Optional[bool], typer.Option("--include-superseded/--no-include-superseded", help="also return superseded relations, marked")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the retrieved data as JSON, no synthesis")] = False,
 ) -> None:
-    """Answer a question (or, with --json, print what was retrieved)."""
+    """Answer a question (or, with --json, print what was retrieved). Options not given take the
+    ``retrieval:`` defaults of pgrag.yaml, then the built-in ones (mode mix, top_k 10, 2 hops, ...)."""
     from pgrag_dag.query import QueryParam, query_data
     from pgrag_dag.query import query as run_query
 
     try:
         engine = _engine()
-        param = QueryParam(  # type: ignore[arg-type]
-            space=space, mode=mode, top_k=top_k, chunk_top_k=chunk_top_k, max_hops=max_hops,
-            max_relation_edges=max_relation_edges, relation_types=relation_type or None, fusion=fusion,
-            keywords=keywords, mmr=mmr, node_distance_rerank=node_distance, max_passage_tokens=max_passage_tokens,
-            as_of=as_of, as_believed_at=as_believed_at, include_superseded=include_superseded,
-        )
+        given = {"mode": mode, "top_k": top_k, "chunk_top_k": chunk_top_k, "max_hops": max_hops,
+                 "max_relation_edges": max_relation_edges, "relation_types": relation_type or None, "fusion": fusion,
+                 "keywords": keywords, "mmr": mmr, "node_distance_rerank": node_distance,
+                 "max_passage_tokens": max_passage_tokens, "as_of": as_of, "as_believed_at": as_believed_at,
+                 "include_superseded": include_superseded}
+        # options not given keep the configured retrieval defaults (pgrag.yaml ``retrieval:``), then QueryParam's
+        param = QueryParam.from_settings(engine.settings.retrieval, space=space,
+                                         **{k: v for k, v in given.items() if v is not None})
         if as_json:
             res = query_data(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder())
             typer.echo(json.dumps({"entities": res.entities, "relations": res.relations, "chunks": res.chunks,

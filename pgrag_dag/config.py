@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
 
 from pgrag_dag.errors import ConfigurationError
@@ -175,12 +175,58 @@ class DagsterSettings(BaseModel):
 
 
 class RetrievalSettings(BaseModel):
-    """Query defaults (§7)."""
+    """Query defaults (§7): any :class:`~pgrag_dag.query.QueryParam` field but the per-question
+    ``space``, ``as_of`` and ``as_believed_at`` — ``retrieval:`` in ``pgrag.yaml`` or
+    ``PGRAG_RETRIEVAL__<FIELD>``. ``None`` (every default) keeps QueryParam's own default; the CLI,
+    the query resource and the demo start from these, then apply what the caller passes.
 
-    top_k: int = 10
-    chunk_top_k: int = 8
-    max_hops: int = 2
-    max_relation_edges: int = 50
+    Raises (through :func:`load_settings`): :class:`ConfigurationError` for an unknown field or a
+    value QueryParam refuses (e.g. ``mode: fancy``, ``mmr_lambda: 2``).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: str | None = None
+    top_k: int | None = None
+    chunk_top_k: int | None = None
+    max_hops: int | None = None
+    max_relation_edges: int | None = None
+    relation_top_k: int | None = None
+    community_top_k: int | None = None
+    include_superseded: bool | None = None
+    relation_types: list[str] | None = None
+    relation_channels: list[str] | None = None
+    keywords: str | None = None
+    fusion: str | None = None
+    rrf_k: int | None = None
+    quota_share: float | None = None
+    mmr: bool | None = None
+    mmr_lambda: float | None = None
+    node_distance_rerank: bool | None = None
+    decompose: bool | None = None
+    community_w_similarity: float | None = None
+    community_w_rating: float | None = None
+    community_w_size: float | None = None
+    max_community_tokens: int | None = None
+    max_passage_tokens: int | None = None
+    max_entity_tokens: int | None = None
+    max_relation_tokens: int | None = None
+    render_relation_validity: bool | None = None
+
+    def preset(self) -> dict[str, Any]:
+        """The fields set (not ``None``), as QueryParam keyword arguments."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+    @model_validator(mode="after")
+    def _valid_for_queries(self) -> RetrievalSettings:
+        from pgrag_dag.errors import QueryError
+        from pgrag_dag.query_param import QueryParam
+
+        try:
+            QueryParam(space="*", **self.preset())
+        except QueryError as exc:
+            raise ValueError(str(exc)) from None
+        return self
 
 
 class Settings(BaseSettings):

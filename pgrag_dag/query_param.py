@@ -4,7 +4,7 @@ evidence each mode consults (paper §7.1, Table 3). The query path itself is :mo
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, get_args
 
@@ -160,10 +160,9 @@ class QueryParam:
 
     @classmethod
     def from_settings(cls, settings: RetrievalSettings, *, space: str, **overrides: Any) -> QueryParam:
-        """Defaults from the configured :class:`RetrievalSettings`, then ``overrides``."""
-        names = {f.name for f in fields(cls)}
-        values = {k: v for k, v in settings.model_dump().items() if k in names}
-        return cls(space=space, **{**values, **overrides})
+        """QueryParam's defaults, then the configured :class:`RetrievalSettings` (fields not ``None``),
+        then ``overrides``. Raises as the constructor."""
+        return cls(space=space, **{**settings.preset(), **overrides})
 
 
 def _as_tuple(value: Any, name: str) -> tuple[str, ...]:

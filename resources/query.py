@@ -17,13 +17,15 @@ import dagster as dg
 
 from pgrag_dag.config import load_settings
 from pgrag_dag.engine import Engine
+from pgrag_dag.errors import QueryError
 from pgrag_dag.query import QueryParam, QueryResult
 from pgrag_dag.query import query as run_query
 from pgrag_dag.query import query_data as run_query_data
 
 
 class QueryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
-    """Query one realm. ``param_fields`` are :class:`~pgrag_dag.query.QueryParam` fields (``space`` required).
+    """Query one realm. ``param_fields`` are :class:`~pgrag_dag.query.QueryParam` fields (``space`` required);
+    fields not given come from the settings' ``retrieval:`` defaults, then QueryParam's.
 
     ``database_url`` overrides the settings' database (default: the embedded server under ``data_dir``).
     Raises what :func:`pgrag_dag.query.query_data` raises (``QueryError``, ``SchemaMismatchError``,
@@ -42,17 +44,23 @@ class QueryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     def query_data(self, question: str, **param_fields: Any) -> QueryResult:
         """Retrieved entities, relations, chunks and the assembly report; see :func:`pgrag_dag.query.query_data`."""
         engine = self.engine()
-        return run_query_data(question, QueryParam(**param_fields), dsn=engine.dsn, realm=self.realm,
+        return run_query_data(question, self._param(engine, param_fields), dsn=engine.dsn, realm=self.realm,
                               embedder=engine.embedder())
 
     def query(self, question: str, **param_fields: Any) -> tuple[str, QueryResult]:
         """``(answer, QueryResult)``; see :func:`pgrag_dag.query.query`."""
         engine = self.engine()
         try:
-            return run_query(question, QueryParam(**param_fields), dsn=engine.dsn, realm=self.realm,
+            return run_query(question, self._param(engine, param_fields), dsn=engine.dsn, realm=self.realm,
                              embedder=engine.embedder(), client=engine.client())
         finally:
             engine.close()
+
+    @staticmethod
+    def _param(engine: Engine, param_fields: dict[str, Any]) -> QueryParam:
+        if "space" not in param_fields:
+            raise QueryError("space is required: a space of the realm, or '*' to read every space")
+        return QueryParam.from_settings(engine.settings.retrieval, **param_fields)
 
     def lineage(self, community_id: int) -> dict[str, Any]:
         """What a community report derives from: entities, relations, chunks, documents (issue 6)."""

@@ -64,3 +64,20 @@ def test_query_options_reach_query_param(cli_env: SmallCorpus, realm: str) -> No
     assert data["assembly"]["filters"]["relation_types"] == ["worked_with"]
     bad = runner.invoke(app, ["query", "x", "--realm", realm, "--space", "main", "--json", "--mode", "sideways"])
     assert bad.exit_code == 2 and "unknown query mode 'sideways'" in bad.output
+
+
+def test_configured_retrieval_defaults_apply_unless_an_option_is_given(
+    cli_env: SmallCorpus, realm: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert runner.invoke(app, ["index", f"{realm}.main"]).exit_code == 0
+    ask = ["query", "Who worked with Charles Babbage?", "--realm", realm, "--space", "main", "--json"]
+    monkeypatch.setenv("PGRAG_RETRIEVAL__MODE", "naive")
+    monkeypatch.setenv("PGRAG_RETRIEVAL__CHUNK_TOP_K", "1")
+    naive = json.loads(runner.invoke(app, ask).output)
+    assert naive["entities"] == [] and naive["relations"] == [] and len(naive["chunks"]) == 1
+    mixed = json.loads(runner.invoke(app, [*ask, "--mode", "mix"]).output)
+    assert mixed["entities"] and mixed["relations"]
+    assert len([c for c in mixed["chunks"] if c["via"] == "vector"]) == 1  # chunk_top_k still configured
+    monkeypatch.setenv("PGRAG_RETRIEVAL__MODE", "fancy")
+    bad = runner.invoke(app, ask)
+    assert bad.exit_code == 2 and "ConfigurationError" in bad.output and "unknown query mode 'fancy'" in bad.output

@@ -6,6 +6,7 @@ import json
 import logging
 import uuid
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -314,3 +315,19 @@ def test_query_resource_reads_through_the_engine(pg_dsn: str, realm: str, graph:
     result = rag.query_data("Ada Lovelace", space="alpha", top_k=1, max_hops=1)
     assert [e["name"] for e in result.entities] == ["Ada Lovelace"]
     assert {r["hop"] for r in result.relations} == {1}
+    with pytest.raises(QueryError, match="space is required"):
+        rag.query_data("Ada Lovelace")
+
+
+def test_query_resource_starts_from_the_configured_retrieval_defaults(
+    pg_dsn: str, realm: str, graph: dict[str, int], tmp_path: Path
+) -> None:
+    from pgrag_dag.resources.query import QueryResource
+
+    config = tmp_path / "pgrag.yaml"
+    config.write_text("retrieval:\n  mode: naive\n  chunk_top_k: 1\n", encoding="utf-8")
+    rag = QueryResource(database_url=pg_dsn, realm=realm, config_path=str(config))
+    naive = rag.query_data("Ada Lovelace", space="alpha")
+    assert (naive.param.mode, naive.param.chunk_top_k, naive.entities) == ("naive", 1, [])
+    mixed = rag.query_data("Ada Lovelace", space="alpha", mode="mix", top_k=1)
+    assert [e["name"] for e in mixed.entities] == ["Ada Lovelace"] and mixed.param.chunk_top_k == 1
