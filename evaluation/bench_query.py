@@ -50,6 +50,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -306,28 +307,34 @@ def serve(ready: dict[str, Any], handle: Callable[[dict[str, Any]], dict[str, An
 
 
 class StepTimer:
-    """Self time per wrapped function (time in wrapped callees is charged to them, not the caller)."""
+    """Self time per wrapped function (time in wrapped callees is charged to them, not the caller), per
+    thread: the query path runs its independent reads in a second thread, so steps of the two threads
+    overlap in wall time and their shares can add up to more than the query."""
 
     def __init__(self) -> None:
         self.ms: dict[str, float] = defaultdict(float)
-        self._stack: list[float] = []
+        self._local = threading.local()
+        self._lock = threading.Lock()
 
     def wrap(self, label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(fn)
         def timed(*args: Any, **kwargs: Any) -> Any:
-            self._stack.append(0.0)
+            stack = self._local.__dict__.setdefault("stack", [])
+            stack.append(0.0)
             t0 = time.perf_counter()
             try:
                 return fn(*args, **kwargs)
             finally:
                 dt = time.perf_counter() - t0
-                self.ms[label] += (dt - self._stack.pop()) * 1000
-                if self._stack:
-                    self._stack[-1] += dt
+                with self._lock:
+                    self.ms[label] += (dt - stack.pop()) * 1000
+                if stack:
+                    stack[-1] += dt
         return timed
 
     def take(self) -> dict[str, float]:
-        out, self.ms = {k: round(v, 3) for k, v in self.ms.items()}, defaultdict(float)
+        with self._lock:
+            out, self.ms = {k: round(v, 3) for k, v in self.ms.items()}, defaultdict(float)
         return out
 
 
