@@ -314,22 +314,23 @@ def traverse(
         return []
     edge_ok = relation_filter("r", temporal, typed=relation_types is not None)
     query = sql.SQL("""
-        WITH RECURSIVE walk (seed, space, entity_id, rel_id, hop, path) AS (
-            SELECT e.id, e.space, e.id, NULL::bigint, 0, ARRAY[e.id]
+        WITH RECURSIVE walk (seed, space, entity_id, rel_id, rel_created, hop, path) AS (
+            SELECT e.id, e.space, e.id, NULL::bigint, NULL::timestamptz, 0, ARRAY[e.id]
               FROM {e} AS e
              WHERE e.id = ANY(%(seeds)s) AND {in_space} AND e.dormant_since IS NULL
           UNION ALL
-            SELECT w.seed, w.space, adj.neighbour, adj.rel_id, w.hop + 1, w.path || adj.neighbour
+            SELECT w.seed, w.space, adj.neighbour, adj.rel_id, adj.rel_created, w.hop + 1, w.path || adj.neighbour
               FROM walk AS w
               CROSS JOIN LATERAL (
                     -- each step keeps, per vertex and direction, only the cap newest admissible edges:
                     -- exact, since the per-seed ranking below is hop first, then newest (t_created, id)
-                    (SELECT r.id AS rel_id, r.target_id AS neighbour FROM {r} AS r JOIN {e} AS n ON n.id = r.target_id
+                    (SELECT r.id AS rel_id, r.t_created AS rel_created, r.target_id AS neighbour
+                       FROM {r} AS r JOIN {e} AS n ON n.id = r.target_id
                       WHERE r.space = w.space AND r.source_id = w.entity_id AND {edge_ok}
                         AND n.space = w.space AND n.dormant_since IS NULL AND n.id <> ALL (w.path)
                       ORDER BY r.t_created DESC NULLS LAST, r.id LIMIT %(cap)s)
                     UNION ALL
-                    (SELECT r.id, r.source_id FROM {r} AS r JOIN {e} AS n ON n.id = r.source_id
+                    (SELECT r.id, r.t_created, r.source_id FROM {r} AS r JOIN {e} AS n ON n.id = r.source_id
                       WHERE r.space = w.space AND r.target_id = w.entity_id AND {edge_ok}
                         AND n.space = w.space AND n.dormant_since IS NULL AND n.id <> ALL (w.path)
                       ORDER BY r.t_created DESC NULLS LAST, r.id LIMIT %(cap)s)
@@ -337,13 +338,13 @@ def traverse(
              WHERE w.hop < %(max_hops)s
         ),
         reached AS (
-            SELECT seed, rel_id, min(hop) AS hop FROM walk WHERE rel_id IS NOT NULL GROUP BY seed, rel_id
+            SELECT seed, rel_id, rel_created, min(hop) AS hop FROM walk WHERE rel_id IS NOT NULL
+             GROUP BY seed, rel_id, rel_created
         ),
         ranked AS (
-            SELECT x.seed, x.rel_id, x.hop,
-                   row_number() OVER (PARTITION BY x.seed
-                                      ORDER BY x.hop, r.t_created DESC NULLS LAST, r.id) AS rn
-              FROM reached AS x JOIN {r} AS r ON r.id = x.rel_id
+            SELECT seed, rel_id, hop,
+                   row_number() OVER (PARTITION BY seed ORDER BY hop, rel_created DESC NULLS LAST, rel_id) AS rn
+              FROM reached
         ),
         kept AS (
             SELECT rel_id, min(hop) AS hop, array_agg(DISTINCT seed ORDER BY seed) AS seeds

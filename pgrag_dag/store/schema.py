@@ -147,6 +147,7 @@ CREATE TABLE IF NOT EXISTS {s}.entities (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS entities_space_lower_name ON {s}.entities (space, lower(name));
 CREATE INDEX IF NOT EXISTS entities_aliases ON {s}.entities USING gin (aliases);
+CREATE INDEX IF NOT EXISTS entities_live ON {s}.entities (id) INCLUDE (space) WHERE dormant_since IS NULL;
 CREATE TABLE IF NOT EXISTS {s}.relations (
     id bigserial PRIMARY KEY,
     space text NOT NULL,
@@ -189,6 +190,11 @@ ALTER TABLE {s}.relations ADD COLUMN IF NOT EXISTS valid_to_key text GENERATED A
                                         ELSE payload ->> 'valid_to' END) STORED;
 CREATE INDEX IF NOT EXISTS relations_source ON {s}.relations (space, source_id, t_created DESC NULLS LAST, id);
 CREATE INDEX IF NOT EXISTS relations_target ON {s}.relations (space, target_id, t_created DESC NULLS LAST, id);
+-- the walk over the current graph (§7.2) reads only these covering partial indexes (index-only scans)
+CREATE INDEX IF NOT EXISTS relations_walk_out ON {s}.relations (space, source_id, t_created DESC NULLS LAST, id)
+    INCLUDE (target_id) WHERE dormant_since IS NULL AND superseded_by IS NULL;
+CREATE INDEX IF NOT EXISTS relations_walk_in ON {s}.relations (space, target_id, t_created DESC NULLS LAST, id)
+    INCLUDE (source_id) WHERE dormant_since IS NULL AND superseded_by IS NULL;
 CREATE INDEX IF NOT EXISTS relations_validity ON {s}.relations (space, valid_from_key, valid_to_key);
 CREATE INDEX IF NOT EXISTS relations_belief ON {s}.relations (space, t_created, t_expired);
 ALTER TABLE {s}.relations ADD COLUMN IF NOT EXISTS rendered_tsv tsvector
