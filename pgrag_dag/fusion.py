@@ -59,17 +59,26 @@ def _order(channels: Mapping[str, Sequence[Row]]) -> list[str]:
 
 
 def _pool(channels: Mapping[str, Sequence[Row]], key: Callable[[Row], Hashable]) -> dict[Hashable, Row]:
-    """Every distinct triple once: the row of the earliest channel, with ``ranks`` over all channels."""
+    """Every distinct triple once: the row of the earliest channel, with ``ranks`` over all channels
+    (a triple's rank in a channel is that of its first occurrence there) and ``channel``, the one
+    ranking it best (ties: the earlier channel)."""
     pool: dict[Hashable, Row] = {}
-    for name in _order(channels):
-        for rank, row in enumerate(dedupe(channels[name], key), 1):
+    order = _order(channels)
+    for name in order:
+        rank = 0
+        for row in channels[name]:
             k = key(row)
-            if k not in pool:
-                pool[k] = {**row, "ranks": {}}
-            pool[k]["ranks"][name] = rank
+            entry = pool.get(k)
+            if entry is not None and name in entry["ranks"]:
+                continue  # a later duplicate within the channel
+            rank += 1
+            if entry is None:
+                entry = pool[k] = {**row, "ranks": {}}
+            entry["ranks"][name] = rank
+    position = {name: i for i, name in enumerate(order)}
     for row in pool.values():
-        order = _order(row["ranks"])
-        row["channel"] = min(order, key=lambda c: (row["ranks"][c], order.index(c)))
+        ranks = row["ranks"]
+        row["channel"] = min(ranks, key=lambda c: (ranks[c], position[c]))
     return pool
 
 
@@ -85,9 +94,9 @@ def rrf(channels: Mapping[str, Sequence[Row]], *, k: int = RRF_K,
     pool = _pool(channels, key)
     for row in pool.values():
         row["score"] = sum(1.0 / (k + r) for r in row["ranks"].values())
-    order = _order(channels)
+    position = {name: i for i, name in enumerate(_order(channels))}
     ranked = sorted(enumerate(pool.values()), key=lambda ir: (
-        -ir[1]["score"], min(ir[1]["ranks"].values()), order.index(ir[1]["channel"]), ir[0]))
+        -ir[1]["score"], min(ir[1]["ranks"].values()), position[ir[1]["channel"]], ir[0]))
     return [row for _, row in ranked]
 
 
@@ -203,9 +212,11 @@ def interleave(lists: Sequence[Sequence[Row]], key: Callable[[Row], Hashable]) -
     seen: set[Hashable] = set()
     for i in range(max((len(x) for x in lists), default=0)):
         for lst in lists:
-            if i < len(lst) and key(lst[i]) not in seen:
-                seen.add(key(lst[i]))
-                out.append(lst[i])
+            if i < len(lst):
+                k = key(lst[i])
+                if k not in seen:
+                    seen.add(k)
+                    out.append(lst[i])
     return out
 
 

@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from concurrent.futures import ThreadPoolExecutor, wait
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -237,54 +238,84 @@ def _side_executor() -> ThreadPoolExecutor:
         return _side_pool
 
 
+class _Beside:
+    """Runs reads beside the query's own connection ``conn``: each :meth:`submit` hands one call to a
+    spare pooled connection, in a worker thread, inside ``conn``'s transaction snapshot
+    (``pg_export_snapshot`` / ``SET TRANSACTION SNAPSHOT``, so every read sees the same state); when no
+    spare is left the call runs at once on ``conn``. ``wait`` joins what was handed out."""
+
+    def __init__(self, conn: psycopg.Connection, spares: list[psycopg.Connection]) -> None:
+        self.conn, self.spares = conn, list(spares)
+        self.futures: list[Future[Any]] = []
+        self.snapshot = str(conn.execute("SELECT pg_export_snapshot()").fetchone()[0]) if spares else ""  # type: ignore[index]
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
+        """Start ``fn(connection, *args)``; returns a getter of its result (re-raising its error)."""
+        if not self.spares:
+            value = fn(self.conn, *args)
+            return lambda: value
+        future = _side_executor().submit(_in_snapshot, self.spares.pop(), self.snapshot, fn, *args)
+        self.futures.append(future)
+        return future.result
+
+    def wait(self) -> None:
+        wait(self.futures)  # the snapshot must outlive its importers
+
+
+def _in_snapshot(conn: psycopg.Connection, snapshot: str, fn: Callable[..., Any], *args: Any) -> Any:
+    with conn.transaction():
+        conn.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot)))
+        return fn(conn, *args)
+
+
 def _retrieve_all(conn: psycopg.Connection, dsn: str, realm: str, p: QueryParam, probes: list[_Probe],
                   vecs: dict[str, np.ndarray]) -> list[_Found]:
     """Consult exactly the evidence of ``EVIDENCE[p.mode]`` for each probe, in one snapshot.
 
-    When the mode has anchored and independent evidence, the independent reads run in a worker
-    thread on a second pooled connection that imports this transaction's snapshot
-    (``pg_export_snapshot`` / ``SET TRANSACTION SNAPSHOT``), so both halves read the same state.
+    Where the mode reads from matched entities, the independent reads and half of the traversal's
+    seeds run on up to two spare pooled connections beside the seeds → traversal chain (:class:`_Beside`).
     """
     ev = EVIDENCE[p.mode]
-    with conn.transaction():
-        if ev & _ANCHORED and ev - _ANCHORED:
-            snapshot = conn.execute("SELECT pg_export_snapshot()").fetchone()
-            side = _side_executor().submit(_independent_on_snapshot, dsn, str(snapshot[0]), realm, p, probes, vecs)
-            try:
-                anchored = [_anchored(conn, realm, p, probe, vecs) for probe in probes]
-            finally:
-                wait([side])  # the snapshot must outlive its importer; the anchored error, if any, wins
-            independent = side.result()
-        else:
-            anchored = [_anchored(conn, realm, p, probe, vecs) for probe in probes]
-            independent = [_independent(conn, realm, p, probe, vecs) for probe in probes]
-        return [_combine(conn, realm, p, a, i) for a, i in zip(anchored, independent)]
+    spares = 2 if ev & _ANCHORED and ev - _ANCHORED else 0
+    with conn.transaction(), db.spare_read_connections(dsn, spares) as spare_conns:
+        beside = _Beside(conn, spare_conns)
+        try:
+            independent = beside.submit(_independent_all, realm, p, probes, vecs)
+            anchored = [_anchored(conn, beside, realm, p, probe, vecs) for probe in probes]
+        finally:
+            beside.wait()  # an error of the anchored reads, if any, wins
+        return [_combine(conn, realm, p, a, i) for a, i in zip(anchored, independent())]
 
 
-def _independent_on_snapshot(dsn: str, snapshot: str, realm: str, p: QueryParam, probes: list[_Probe],
-                             vecs: dict[str, np.ndarray]) -> list[_Found]:
-    with db.read_connection(dsn) as side, side.transaction():
-        side.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(snapshot)))
-        return [_independent(side, realm, p, probe, vecs) for probe in probes]
+def _independent_all(conn: psycopg.Connection, realm: str, p: QueryParam, probes: list[_Probe],
+                     vecs: dict[str, np.ndarray]) -> list[_Found]:
+    return [_independent(conn, realm, p, probe, vecs) for probe in probes]
 
 
-def _anchored(conn: psycopg.Connection, realm: str, p: QueryParam, probe: _Probe,
+def _anchored(conn: psycopg.Connection, beside: _Beside, realm: str, p: QueryParam, probe: _Probe,
               vecs: dict[str, np.ndarray]) -> _Found:
-    """Entity seeds, then mention expansion (over-fetched: the vector chunks are excluded later) and
-    traversal (§7.2)."""
+    """Entity seeds, then traversal — the odd-ranked seeds walked beside (:func:`retrieval.merge_walks`
+    makes the two walks one) — and mention expansion (over-fetched: the vector chunks are excluded
+    later) (§7.2)."""
     ev, temporal, out = EVIDENCE[p.mode], p.temporal, _Found()
     if "entities" in ev:
         seeds = retrieval.entity_search(conn, realm, p.space, vecs[probe.entity_text], p.top_k, temporal=temporal)
         out.entities = [_entity(row) for row in seeds]
         out.channels["entities"] = len(seeds)
     seed_ids = [e["id"] for e in out.entities]
+    if "traversal" in ev and "traversal" in p.relation_channels:
+        def walk(c: psycopg.Connection, ids: list[int]) -> list[dict[str, Any]]:
+            return retrieval.traverse(c, realm, p.space, ids, max_hops=p.max_hops,
+                                      max_relation_edges=p.max_relation_edges, temporal=temporal,
+                                      relation_types=p.relation_types)
+
+        walked_beside = beside.submit(walk, seed_ids[1::2])
+        walked = walk(conn, seed_ids[0::2])
     if "mentions" in ev:
         mentioned = retrieval.mention_chunks(conn, realm, p.space, seed_ids, 2 * p.chunk_top_k, temporal=temporal)
         out.chunks = [{**row, "via": "mention", "score": None} for row in mentioned]
     if "traversal" in ev and "traversal" in p.relation_channels:
-        out.lists["traversal"] = retrieval.traverse(
-            conn, realm, p.space, seed_ids, max_hops=p.max_hops, max_relation_edges=p.max_relation_edges,
-            temporal=temporal, relation_types=p.relation_types)
+        out.lists["traversal"] = retrieval.merge_walks(walked, walked_beside())
     return out
 
 
@@ -389,7 +420,9 @@ def _merge(found: list[_Found], result: QueryResult) -> None:
         return row["id"]
 
     result.entities = fuse.interleave([f.entities for f in found], by_id)
-    result.relations = fuse.interleave([f.relations for f in found], fuse.triple_key)
+    # one probe's fused relations are already distinct triples
+    result.relations = found[0].relations if len(found) == 1 else fuse.interleave([f.relations for f in found],
+                                                                                   fuse.triple_key)
     result.communities = fuse.interleave([f.communities for f in found], by_id)
     vector = fuse.interleave([[c for c in f.chunks if c["via"] == "vector"] for f in found], by_id)
     seen = {c["id"] for c in vector}

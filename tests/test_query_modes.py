@@ -20,7 +20,7 @@ from pgrag_dag.errors import ModelError, QueryError
 from pgrag_dag.llm import Completion
 from pgrag_dag.query import EVIDENCE, MODES, QueryParam, QueryResult, check_mode, query_data
 from pgrag_dag.relations import render_relation as surface
-from pgrag_dag.store import retrieval, schema
+from pgrag_dag.store import db, retrieval, schema
 from pgrag_dag.store import retrieval_channels as channels
 
 EMB = HashingEmbedder(384)
@@ -159,12 +159,14 @@ _SPIED = {
     retrieval: ("entity_search", "chunk_search", "mention_chunks", "traverse"),
     channels: ("relation_similarity", "relation_fulltext", "relation_keyword_overlap", "community_search"),
 }
-_EXPECTED_CALLS = {  # Table 3: what each mode reads, and nothing else
-    "mix": ["chunk_search", "entity_search", "mention_chunks", "relation_fulltext", "relation_similarity", "traverse"],
-    "local": ["chunk_search", "entity_search", "mention_chunks", "relation_fulltext", "relation_similarity", "traverse"],
+_EXPECTED_CALLS = {  # Table 3: what each mode reads, and nothing else (the seeds are walked in two halves)
+    "mix": ["chunk_search", "entity_search", "mention_chunks", "relation_fulltext", "relation_similarity", "traverse",
+            "traverse"],
+    "local": ["chunk_search", "entity_search", "mention_chunks", "relation_fulltext", "relation_similarity", "traverse",
+              "traverse"],
     "global": ["community_search", "relation_similarity"],
     "hybrid": ["chunk_search", "community_search", "entity_search", "mention_chunks", "relation_fulltext",
-               "relation_similarity", "relation_similarity", "traverse"],
+               "relation_similarity", "relation_similarity", "traverse", "traverse"],
     "naive": ["chunk_search"],
     "bypass": [],
 }
@@ -203,9 +205,10 @@ def test_every_mode_consults_exactly_its_table_3_evidence(
 def test_independent_reads_run_beside_the_walk_in_one_snapshot(
     pg_dsn: str, realm: str, g: GraphBuilder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """mix: seeds → traversal on one pooled connection; chunk search and the similarity and lexical
-    channels on a second one importing the first one's snapshot — so a passage committed after the
-    query began (here: just before the chunk search) is read by neither."""
+    """mix: seeds → traversal of half the seeds → mention expansion on one pooled connection; the other
+    half's walk on a second and chunk search with the similarity and lexical channels on a third, both
+    importing the first one's snapshot — so a passage committed after the query began (here: just
+    before the chunk search) is read by none."""
     question = "How did Ada Lovelace and Charles Babbage pioneer computing engines?"
     backends: dict[str, set[int]] = {}
     for module, names in _SPIED.items():
@@ -221,12 +224,40 @@ def test_independent_reads_run_beside_the_walk_in_one_snapshot(
             monkeypatch.setattr(module, name, spy)
     result = ask(pg_dsn, realm, question, mode="mix")
     assert "late" not in {c["doc_key"] for c in result.chunks}
-    walk = backends["entity_search"] | backends["mention_chunks"] | backends["traverse"]
+    main = backends["entity_search"]
+    assert len(main) == 1 and backends["mention_chunks"] == main
+    assert len(backends["traverse"]) == 2 and main < backends["traverse"]
     side = backends["chunk_search"] | backends["relation_similarity"] | backends["relation_fulltext"]
-    assert len(walk) == 1 and len(side) == 1 and walk != side
+    assert len(side) == 1 and side.isdisjoint(backends["traverse"])
     monkeypatch.undo()
     again = ask(pg_dsn, realm, question, mode="naive")
     assert again.chunks[0]["doc_key"] == "late"  # committed: the next query reads it first
+
+
+def test_a_busy_read_pool_runs_everything_on_the_query_connection_with_the_same_result(
+    pg_dsn: str, realm: str, g: GraphBuilder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    question = "How did Ada Lovelace and Charles Babbage pioneer computing engines?"
+    free = ask(pg_dsn, realm, question, mode="hybrid")
+    backends: set[int] = set()
+    for module, name in ((retrieval, "traverse"), (retrieval, "chunk_search"), (channels, "community_search")):
+        def spy(conn: psycopg.Connection, *a: Any, _real: Any = getattr(module, name), **k: Any) -> Any:
+            backends.add(conn.info.backend_pid)
+            return _real(conn, *a, **k)
+
+        monkeypatch.setattr(module, name, spy)
+    pool = db._read_pool(pg_dsn)
+    held = [pool.getconn() for _ in range(pool.max_size - 1)]  # one left: the query's own
+    try:
+        busy = ask(pg_dsn, realm, question, mode="hybrid")
+    finally:
+        for conn in held:
+            pool.putconn(conn)
+    assert len(backends) == 1  # no spare: both walks and the independent reads ran inline
+    assert [(r["id"], r["hop"], r["ranks"]) for r in busy.relations] == [
+        (r["id"], r["hop"], r["ranks"]) for r in free.relations]
+    assert [c["id"] for c in busy.chunks] == [c["id"] for c in free.chunks] and busy.context == free.context
+    assert len(free.relations) > 3 and free.channels["traversal"] > 0
 
 
 def test_local_reads_the_same_evidence_as_mix(pg_dsn: str, realm: str, g: GraphBuilder) -> None:
@@ -525,3 +556,29 @@ def test_decomposition_retrieves_for_both_events(pg_dsn: str, realm: str, g: Gra
 def test_docstring_examples_run(module: Any) -> None:
     failed, attempted = doctest.testmod(module)
     assert attempted > 0 and failed == 0
+
+
+@pytest.mark.parametrize("max_hops, cap", [(1, 3), (2, 4), (3, 50)])
+def test_walks_of_disjoint_seed_halves_merge_into_the_walk_of_all_seeds(
+    conn: psycopg.Connection, realm: str, max_hops: int, cap: int
+) -> None:
+    import random
+
+    rnd = random.Random(max_hops * 100 + cap)
+    b = GraphBuilder(conn, realm)
+    names = [f"Vertex {i}" for i in range(30)]
+    for i in range(160):
+        s, o = rnd.sample(names, 2)
+        b.rel(s, f"p{i}", o, year=rnd.choice([2001, 2002, 2003, 2003, 2004]), embed=False)
+    seeds = [b.ids[f"alpha:{n}"] for n in rnd.sample(names, 8)]
+
+    def walk(ids: list[int]) -> list[dict[str, Any]]:
+        return retrieval.traverse(conn, realm, "alpha", ids, max_hops=max_hops, max_relation_edges=cap)
+
+    whole = walk(seeds)
+    merged = retrieval.merge_walks(walk(seeds[0::2]), walk(seeds[1::2]))
+    assert [(r["id"], r["hop"], list(r["seeds"])) for r in merged] == [
+        (r["id"], r["hop"], list(r["seeds"])) for r in whole]
+    assert len(whole) > cap  # several seeds contributed
+    if cap == 50:  # uncapped: the walk reaches beyond the first hop
+        assert {r["hop"] for r in whole} >= {1, 2}

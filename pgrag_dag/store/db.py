@@ -147,6 +147,29 @@ def read_connection(dsn: str) -> Iterator[psycopg.Connection]:
         pool.putconn(conn)
 
 
+@contextlib.contextmanager
+def spare_read_connections(dsn: str, n: int, *, wait_s: float = 0.05) -> Iterator[list[psycopg.Connection]]:
+    """Up to ``n`` more pooled read connections (as :func:`read_connection`), taking only those the pool
+    can give within ``wait_s`` seconds each — possibly none. A caller that already holds a pooled
+    connection therefore never waits on a busy pool (no deadlock between concurrent queries): it runs
+    inline what it could not hand to a spare. Returned to the pool on exit."""
+    pool = _read_pool(dsn)
+    spares: list[psycopg.Connection] = []
+    try:
+        for _ in range(n):
+            try:
+                conn = pool.getconn(timeout=wait_s)
+            except PoolTimeout:
+                break
+            spares.append(conn)
+            if conn not in _iterative_sessions:
+                _configure_reader(conn)
+        yield list(spares)
+    finally:
+        for conn in spares:
+            pool.putconn(conn)
+
+
 def iterative_scan_session(conn: psycopg.Connection) -> bool:
     """Whether ``conn`` runs pgvector's relaxed iterative scan for its whole session (pooled readers)."""
     return conn in _iterative_sessions
