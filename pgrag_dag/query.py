@@ -272,16 +272,17 @@ def _retrieve_all(conn: psycopg.Connection, dsn: str, realm: str, p: QueryParam,
                   vecs: dict[str, np.ndarray]) -> list[_Found]:
     """Consult exactly the evidence of ``EVIDENCE[p.mode]`` for each probe, in one snapshot.
 
-    Where the mode reads from matched entities, the independent reads and half of the traversal's
-    seeds run on up to two spare pooled connections beside the seeds → traversal chain (:class:`_Beside`).
+    Where the mode has both, the independent reads run on a spare pooled connection beside the seeds →
+    traversal chain (:class:`_Beside`). One spare, not more: on a 2-core machine a third backend (e.g.
+    walking half the seeds beside) only competes for the same cores (measured: no gain).
     """
     ev = EVIDENCE[p.mode]
-    spares = 2 if ev & _ANCHORED and ev - _ANCHORED else 0
+    spares = 1 if ev & _ANCHORED and ev - _ANCHORED else 0
     with conn.transaction(), db.spare_read_connections(dsn, spares) as spare_conns:
         beside = _Beside(conn, spare_conns)
         try:
             independent = beside.submit(_independent_all, realm, p, probes, vecs)
-            anchored = [_anchored(conn, beside, realm, p, probe, vecs) for probe in probes]
+            anchored = [_anchored(conn, realm, p, probe, vecs) for probe in probes]
         finally:
             beside.wait()  # an error of the anchored reads, if any, wins
         return [_combine(conn, realm, p, a, i) for a, i in zip(anchored, independent())]
@@ -292,30 +293,23 @@ def _independent_all(conn: psycopg.Connection, realm: str, p: QueryParam, probes
     return [_independent(conn, realm, p, probe, vecs) for probe in probes]
 
 
-def _anchored(conn: psycopg.Connection, beside: _Beside, realm: str, p: QueryParam, probe: _Probe,
+def _anchored(conn: psycopg.Connection, realm: str, p: QueryParam, probe: _Probe,
               vecs: dict[str, np.ndarray]) -> _Found:
-    """Entity seeds, then traversal — the odd-ranked seeds walked beside (:func:`retrieval.merge_walks`
-    makes the two walks one) — and mention expansion (over-fetched: the vector chunks are excluded
-    later) (§7.2)."""
+    """Entity seeds, then mention expansion (over-fetched: the vector chunks are excluded later) and
+    traversal (§7.2)."""
     ev, temporal, out = EVIDENCE[p.mode], p.temporal, _Found()
     if "entities" in ev:
         seeds = retrieval.entity_search(conn, realm, p.space, vecs[probe.entity_text], p.top_k, temporal=temporal)
         out.entities = [_entity(row) for row in seeds]
         out.channels["entities"] = len(seeds)
     seed_ids = [e["id"] for e in out.entities]
-    if "traversal" in ev and "traversal" in p.relation_channels:
-        def walk(c: psycopg.Connection, ids: list[int]) -> list[dict[str, Any]]:
-            return retrieval.traverse(c, realm, p.space, ids, max_hops=p.max_hops,
-                                      max_relation_edges=p.max_relation_edges, temporal=temporal,
-                                      relation_types=p.relation_types)
-
-        walked_beside = beside.submit(walk, seed_ids[1::2])
-        walked = walk(conn, seed_ids[0::2])
     if "mentions" in ev:
         mentioned = retrieval.mention_chunks(conn, realm, p.space, seed_ids, 2 * p.chunk_top_k, temporal=temporal)
         out.chunks = [{**row, "via": "mention", "score": None} for row in mentioned]
     if "traversal" in ev and "traversal" in p.relation_channels:
-        out.lists["traversal"] = retrieval.merge_walks(walked, walked_beside())
+        out.lists["traversal"] = retrieval.traverse(
+            conn, realm, p.space, seed_ids, max_hops=p.max_hops, max_relation_edges=p.max_relation_edges,
+            temporal=temporal, relation_types=p.relation_types)
     return out
 
 

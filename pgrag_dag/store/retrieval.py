@@ -366,25 +366,6 @@ def traverse(
     return fetch(conn, query, params)
 
 
-def merge_walks(*walks: Sequence[Row]) -> list[Row]:
-    """The rows :func:`traverse` returns for disjoint seed sets, merged into what one traversal from
-    their union returns (§7.2): each seed's cap and ranking are its own, so a relation kept by several
-    walks keeps its smallest ``hop`` and the union of its ``seeds``; ordered by ``hop``, then
-    ``t_created`` descending (unknown last), then ``id``."""
-    merged: dict[int, Row] = {}
-    for walk in walks:
-        for row in walk:
-            seen = merged.get(row["id"])
-            if seen is None:
-                merged[row["id"]] = dict(row)
-            else:
-                seen["hop"] = min(seen["hop"], row["hop"])
-                seen["seeds"] = sorted({*seen["seeds"], *row["seeds"]})
-    never = datetime.min.replace(tzinfo=timezone.utc)
-    return sorted(merged.values(), key=lambda r: (
-        r["hop"], r["t_created"] is None, -(r["t_created"] or never).timestamp(), r["id"]))
-
-
 def mention_chunks(
     conn: psycopg.Connection,
     realm: str,
