@@ -73,10 +73,12 @@ def query_data(
     Keywords come from ``client`` only when ``param.keywords == "model"`` (else no model call).
     The question, and the keyword-conditioned entity and global texts, are embedded in one
     ``embedder`` call (float32 vectors of the realm's width). Every read sees one snapshot: a
-    read-only repeatable-read transaction on a pooled connection (:func:`~pgrag_dag.store.db.read_connection`);
-    where a mode has both, the entity-anchored reads (seeds → traversal, mention expansion) run on
-    it while the independent ones (chunk search, relation similarity and full-text, ranked
-    relations, communities) run on a second pooled connection importing the same snapshot. Returns a :class:`QueryResult`; the assembly report and any warning are logged.
+    read-only repeatable-read transaction on a pooled connection
+    (:func:`~pgrag_dag.store.db.read_connection`); where a mode has both, the entity-anchored reads
+    (seeds → mention expansion, traversal) run on it while the independent ones (chunk search,
+    relation similarity and full-text, ranked relations, communities) run on a spare pooled
+    connection importing the same snapshot, or inline when none is free. Returns a
+    :class:`QueryResult`; the assembly report and any warning are logged.
 
     Raises:
         QueryError: an empty question, or a realm or space that does not exist.
@@ -137,8 +139,6 @@ def synthesis_messages(question: str, context: str, param: QueryParam | None = N
         {"role": "system", "content": SYNTHESIS_SYSTEM},
         {"role": "user", "content": SYNTHESIS_USER.format(question=asked, context=context)},
     ]
-
-
 
 
 # -- conditioning ---------------------------------------------------------------------------------

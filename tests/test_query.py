@@ -37,8 +37,8 @@ def _graph(conn: psycopg.Connection, realm: str) -> dict[str, int]:
     """Two spaces. In ``alpha``, around the seed Ada Lovelace:
 
     hop 1: worked_with Babbage [1833..1852], NOT married_to Babbage, knows Mary Somerville (newest),
-           employed_by Old Firm (superseded); an alpha-space edge to Leaked Neighbour (a ``beta``
-           vertex) and a beta-space edge to Other Leak (a ``beta`` vertex) must never be walked.
+           employed_by Old Firm (superseded). ``beta`` holds Leaked Neighbour and Other Leak, which no
+           edge may join to an ``alpha`` vertex (the schema refuses it: tests/test_query_leaks.py).
     hop 2: Babbage designed Analytical Engine [from 1837] (newer than every hop-1 edge);
            Old Firm located_in Secret Town (reachable only through the superseded edge);
            Mary knows Dormant Person (dormant vertex).
@@ -86,8 +86,6 @@ def _graph(conn: psycopg.Connection, realm: str) -> dict[str, int]:
     rel("alpha", "alpha:Ada Lovelace", "married_to", "alpha:Charles Babbage", year=2002, negated=True)
     rel("alpha", "alpha:Mary Somerville", "knows", "alpha:Ada Lovelace", year=2005)  # incoming edge
     rel("alpha", "alpha:Ada Lovelace", "employed_by", "alpha:Old Firm", year=2003, superseded_by=worked)
-    rel("alpha", "alpha:Ada Lovelace", "corresponded_with", "beta:Leaked Neighbour", year=2004)
-    rel("beta", "alpha:Ada Lovelace", "corresponded_with", "beta:Other Leak", year=2004)
     rel("alpha", "alpha:Charles Babbage", "designed", "alpha:Analytical Engine", year=2030,
         payload={"valid_from": "1837"})
     rel("alpha", "alpha:Old Firm", "located_in", "alpha:Secret Town", year=2003)

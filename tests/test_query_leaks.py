@@ -3,9 +3,9 @@
 Realm A holds the space ``alpha`` (the one queried) and ``beta``; realm B holds its own ``alpha``.
 Every other tenant carries bait: rows that would rank first in each channel if read — the same
 entity names, embeddings equal to the query vectors, rendered text containing every query term — all
-marked ``LEAK``. Realm A also holds mis-scoped rows: an ``alpha`` edge to a ``beta`` vertex, a
-``beta`` edge from the ``alpha`` seed, a ``beta`` edge between two ``alpha`` vertices, and mention edges joining an ``alpha`` entity to ``beta``
-chunks. Realm B's ids collide with realm A's (each realm has its own sequences).
+marked ``LEAK``. Realm A also holds mis-scoped mention edges joining an ``alpha`` entity to ``beta``
+chunks; a mis-scoped relation (an edge whose endpoint lies in another space) cannot be stored at all.
+Realm B's ids collide with realm A's (each realm has its own sequences).
 """
 
 from __future__ import annotations
@@ -69,20 +69,27 @@ def tenants(conn: psycopg.Connection, realm: str, other_realm: str) -> GraphBuil
     a.chunk("letters", "Letters between the two.", embed=False, mentions=("Ada Lovelace", "Charles Babbage"))
     a.community("Pioneers", "Ada Lovelace and the engine notes.")
     _bait(a, "beta", "LEAK-beta")
-    # mis-scoped rows inside realm A
+    # mis-scoped mention rows inside realm A
     a.entity("LEAK-beta Neighbour", space="beta")
-    a.rel("alpha:Ada Lovelace", "corresponded_with", "beta:LEAK-beta Neighbour", space="alpha", embedding=QV,
-          rendered="Ada Lovelace engine notes LEAK-beta neighbour")
-    a.rel("alpha:Ada Lovelace", "knew", "beta:LEAK-beta Other", space="beta", embedding=QV,
-          rendered="Ada Lovelace engine notes LEAK-beta other")
-    a.rel("alpha:Ada Lovelace", "leaked_to", "alpha:Analytical Engine", space="beta", embedding=QV,
-          rendered="Ada Lovelace engine notes LEAK-beta edge between alpha vertices")
     stray = a.chunk("LEAK-beta-stray", "LEAK-beta chunk wrongly linked", space="beta", embed=False)
     m = sql.SQL("INSERT INTO {} (space, chunk_id, entity_id) VALUES (%s, %s, %s)").format(a._t("doc_mentions"))
     conn.execute(m, ("beta", stray, a.ids["alpha:Ada Lovelace"]))
     cross = a.chunk("LEAK-beta-cross", "LEAK-beta chunk under an alpha mention", space="beta", embed=False)
     conn.execute(m, ("alpha", cross, a.ids["alpha:Ada Lovelace"]))
     return a
+
+
+@pytest.mark.parametrize("space, source, target", [
+    ("alpha", "alpha:Ada Lovelace", "beta:LEAK-beta Neighbour"),   # an alpha edge to a beta vertex
+    ("beta", "alpha:Ada Lovelace", "beta:LEAK-beta Neighbour"),    # a beta edge from an alpha vertex
+    ("beta", "alpha:Ada Lovelace", "alpha:Analytical Engine"),     # a beta edge between alpha vertices
+])
+def test_an_edge_whose_endpoint_lies_in_another_space_is_refused(
+    conn: psycopg.Connection, realm: str, tenants: GraphBuilder, space: str, source: str, target: str
+) -> None:
+    insert = sql.SQL("INSERT INTO {} (space, source_id, target_id, predicate) VALUES (%s, %s, %s, 'leaked_to')")
+    with pytest.raises(psycopg.errors.ForeignKeyViolation, match="_in_space"), conn.transaction():
+        conn.execute(insert.format(tenants._t("relations")), (space, tenants.ids[source], tenants.ids[target]))
 
 
 def _leaks(result: QueryResult, marker: str = "leak") -> list[str]:
@@ -125,7 +132,7 @@ def test_the_wildcard_reads_every_space_of_one_realm_without_crossing_spaces(
     assert _leaks(result, "leak-realm") == []  # never another realm
     assert {r["space"] for r in result.relations} == {"alpha", "beta"}
     ends = {n for r in result.relations for n in (r["subject"], r["object"])}
-    assert not {"LEAK-beta Neighbour", "LEAK-beta Other"} & ends  # edges across spaces are never read
+    assert not {"LEAK-beta Neighbour"} & ends
     passages = {c["text"] for c in result.chunks}
     assert "LEAK-beta chunk under an alpha mention" not in passages  # nor mentions across spaces
     assert "LEAK-beta chunk wrongly linked" not in passages

@@ -283,8 +283,8 @@ def traverse(
     """Relations within ``max_hops`` of the seed entities, walked in both edge directions (§3.3, §7.2).
 
     The filters are applied at every step of the walk (a recursive CTE), never to its result (§7.2):
-    each step stays in the seed's space (edge *and* neighbour), never crosses a dormant relation or a
-    dormant entity, and crosses only relations satisfying :func:`relation_filter` for ``temporal`` —
+    each step stays in the seed's space (the edge's; its endpoints lie in it by the realm's foreign keys
+    on ``(space, source_id|target_id)``), never crosses a dormant relation or reaches a dormant entity, and crosses only relations satisfying :func:`relation_filter` for ``temporal`` —
     valid at ``as_of``, believed at ``believed_at``, not superseded unless asked — so a vertex
     reachable only through an excluded edge is never reached, and nothing beyond it surfaces. The
     same predicate is applied again when the kept relations are fetched. Seeds outside ``space`` or
@@ -314,7 +314,10 @@ def traverse(
         return []
     edge_ok = relation_filter("r", temporal, typed=relation_types is not None)
     query = sql.SQL("""
-        WITH RECURSIVE walk (seed, space, entity_id, rel_id, rel_created, hop, path) AS (
+        WITH RECURSIVE dormant AS (
+            SELECT d.id FROM {e} AS d WHERE {d_in_space} AND d.dormant_since IS NOT NULL
+        ),
+        walk (seed, space, entity_id, rel_id, rel_created, hop, path) AS (
             SELECT e.id, e.space, e.id, NULL::bigint, NULL::timestamptz, 0, ARRAY[e.id]
               FROM {e} AS e
              WHERE e.id = ANY(%(seeds)s) AND {in_space} AND e.dormant_since IS NULL
@@ -323,16 +326,17 @@ def traverse(
               FROM walk AS w
               CROSS JOIN LATERAL (
                     -- each step keeps, per vertex and direction, only the cap newest admissible edges:
-                    -- exact, since the per-seed ranking below is hop first, then newest (t_created, id)
-                    (SELECT r.id AS rel_id, r.t_created AS rel_created, r.target_id AS neighbour
-                       FROM {r} AS r JOIN {e} AS n ON n.id = r.target_id
+                    -- exact, since the per-seed ranking below is hop first, then newest (t_created, id).
+                    -- The neighbour lies in the edge's space (foreign key on (space, endpoint)); a
+                    -- dormant one is refused by a hashed look-up, not a probe per edge.
+                    (SELECT r.id AS rel_id, r.t_created AS rel_created, r.target_id AS neighbour FROM {r} AS r
                       WHERE r.space = w.space AND r.source_id = w.entity_id AND {edge_ok}
-                        AND n.space = w.space AND n.dormant_since IS NULL AND n.id <> ALL (w.path)
+                        AND r.target_id <> ALL (w.path) AND r.target_id NOT IN (SELECT id FROM dormant)
                       ORDER BY r.t_created DESC NULLS LAST, r.id LIMIT %(cap)s)
                     UNION ALL
-                    (SELECT r.id, r.t_created, r.source_id FROM {r} AS r JOIN {e} AS n ON n.id = r.source_id
+                    (SELECT r.id, r.t_created, r.source_id FROM {r} AS r
                       WHERE r.space = w.space AND r.target_id = w.entity_id AND {edge_ok}
-                        AND n.space = w.space AND n.dormant_since IS NULL AND n.id <> ALL (w.path)
+                        AND r.source_id <> ALL (w.path) AND r.source_id NOT IN (SELECT id FROM dormant)
                       ORDER BY r.t_created DESC NULLS LAST, r.id LIMIT %(cap)s)
               ) AS adj
              WHERE w.hop < %(max_hops)s
@@ -358,7 +362,8 @@ def traverse(
           JOIN {e} AS b ON b.id = r.target_id
          WHERE {edge_ok}
          ORDER BY k.hop, r.t_created DESC NULLS LAST, r.id""").format(
-        e=table(realm, "entities"), r=table(realm, "relations"), in_space=in_space("e", space), edge_ok=edge_ok,
+        e=table(realm, "entities"), r=table(realm, "relations"), in_space=in_space("e", space),
+        d_in_space=in_space("d", space), edge_ok=edge_ok,
         superseded=superseded_expr("r", temporal),
     )
     params = {"seeds": list(seeds), "space": space, "max_hops": max_hops, "cap": max_relation_edges,

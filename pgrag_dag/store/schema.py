@@ -147,7 +147,8 @@ CREATE TABLE IF NOT EXISTS {s}.entities (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS entities_space_lower_name ON {s}.entities (space, lower(name));
 CREATE INDEX IF NOT EXISTS entities_aliases ON {s}.entities USING gin (aliases);
-CREATE INDEX IF NOT EXISTS entities_live ON {s}.entities (id) INCLUDE (space) WHERE dormant_since IS NULL;
+CREATE UNIQUE INDEX IF NOT EXISTS entities_space_id ON {s}.entities (space, id);
+CREATE INDEX IF NOT EXISTS entities_dormant ON {s}.entities (space, id) WHERE dormant_since IS NOT NULL;
 CREATE TABLE IF NOT EXISTS {s}.relations (
     id bigserial PRIMARY KEY,
     space text NOT NULL,
@@ -190,7 +191,10 @@ ALTER TABLE {s}.relations ADD COLUMN IF NOT EXISTS valid_to_key text GENERATED A
                                         ELSE payload ->> 'valid_to' END) STORED;
 CREATE INDEX IF NOT EXISTS relations_source ON {s}.relations (space, source_id, t_created DESC NULLS LAST, id);
 CREATE INDEX IF NOT EXISTS relations_target ON {s}.relations (space, target_id, t_created DESC NULLS LAST, id);
--- the walk over the current graph (§7.2) reads only these covering partial indexes (index-only scans)
+-- an edge's endpoints lie in its own space, by construction: the walk (§7.2) never needs to look at a neighbour's row
+DO $fk$ BEGIN ALTER TABLE {s}.relations ADD CONSTRAINT relations_source_in_space FOREIGN KEY (space, source_id) REFERENCES {s}.entities (space, id); EXCEPTION WHEN duplicate_object THEN NULL; END $fk$;
+DO $fk$ BEGIN ALTER TABLE {s}.relations ADD CONSTRAINT relations_target_in_space FOREIGN KEY (space, target_id) REFERENCES {s}.entities (space, id); EXCEPTION WHEN duplicate_object THEN NULL; END $fk$;
+-- the walk over the current graph reads only these covering partial indexes (index-only scans)
 CREATE INDEX IF NOT EXISTS relations_walk_out ON {s}.relations (space, source_id, t_created DESC NULLS LAST, id)
     INCLUDE (target_id) WHERE dormant_since IS NULL AND superseded_by IS NULL;
 CREATE INDEX IF NOT EXISTS relations_walk_in ON {s}.relations (space, target_id, t_created DESC NULLS LAST, id)
