@@ -8,9 +8,10 @@ The temporal predicates of one query travel as a :class:`Temporal` (valid time `
 ``believed_at``, ``include_superseded``). :func:`relation_filter` renders them as the one SQL
 predicate every relation read uses — inside each step of the traversal, not after it — and
 ``believed_at`` also bounds the chunks and seed entities a search may return. Vector searches run with
-``SET LOCAL hnsw.iterative_scan = relaxed_order`` (pgvector >= 0.8) inside their own transaction or
-savepoint, so a space filter does not starve an HNSW scan of rows; results are re-sorted by
-distance afterwards, as pgvector recommends for relaxed ordering.
+``hnsw.iterative_scan = relaxed_order`` (pgvector >= 0.8) — set per session on the query path's pooled
+connections, else ``SET LOCAL`` in a transaction or savepoint of their own — so a space filter does not
+starve an HNSW scan of rows; results are re-sorted by distance afterwards, as pgvector recommends for
+relaxed ordering.
 
 Rows are returned as lists of dicts; distances are cosine distances (``<=>``, 0..2) and ``score``
 is cosine similarity ``1 - distance``. Query vectors must have the realm's embedding width.
@@ -283,9 +284,10 @@ def traverse(
     """Relations within ``max_hops`` of the seed entities, walked in both edge directions (§3.3, §7.2).
 
     The filters are applied at every step of the walk (a recursive CTE), never to its result (§7.2):
-    each step stays in the seed's space (the edge's; its endpoints lie in it by the realm's foreign keys
-    on ``(space, source_id|target_id)``), never crosses a dormant relation or reaches a dormant entity, and crosses only relations satisfying :func:`relation_filter` for ``temporal`` —
-    valid at ``as_of``, believed at ``believed_at``, not superseded unless asked — so a vertex
+    each step stays in the seed's space (the edge's; its endpoints lie in it by the realm's foreign
+    keys on ``(space, source_id|target_id)``), never crosses a dormant relation or reaches a dormant
+    entity, and crosses only relations satisfying :func:`relation_filter` for ``temporal`` — valid at
+    ``as_of``, believed at ``believed_at``, not superseded unless asked — so a vertex
     reachable only through an excluded edge is never reached, and nothing beyond it surfaces. The
     same predicate is applied again when the kept relations are fetched. Seeds outside ``space`` or
     dormant are ignored. Paths do not revisit a vertex.
@@ -297,8 +299,8 @@ def traverse(
     Each seed contributes at most ``max_relation_edges`` relations, nearest hop first, then newest
     ``t_created`` first (unknown ``t_created`` last). A relation reached from several seeds keeps
     its smallest hop. Rows: ``id, space, source_id, target_id, subject, object`` (endpoint canonical
-    names), ``predicate, description, negated,
-    valid_from, valid_to, weight, confidence, t_created, t_expired, superseded_by, superseded``
+    names), ``predicate, description, negated, valid_from, valid_to, weight, confidence, t_created,
+    t_expired, superseded_by, superseded``
     (superseded in the state read: at ``believed_at`` when set, see :func:`superseded_expr`),
     ``hop, seeds`` (the seed ids that kept it), ordered by ``hop``, then ``t_created`` descending,
     then ``id``.
