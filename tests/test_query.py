@@ -19,7 +19,7 @@ from pgrag_dag.errors import InvalidNameError, QueryError, SchemaMismatchError
 from pgrag_dag.llm import ModelClient
 from pgrag_dag.prompts import SYNTHESIS_SYSTEM
 from pgrag_dag.query import QueryParam, QueryResult, query, query_data, render_relation
-from pgrag_dag.store import retrieval, schema
+from pgrag_dag.store import db, retrieval, schema
 from pgrag_dag.stub_server import StubServer
 
 EMB = HashingEmbedder(384)
@@ -329,3 +329,15 @@ def test_query_resource_starts_from_the_configured_retrieval_defaults(
     assert (naive.param.mode, naive.param.chunk_top_k, naive.entities) == ("naive", 1, [])
     mixed = rag.query_data("Ada Lovelace", space="alpha", mode="mix", top_k=1)
     assert [e["name"] for e in mixed.entities] == ["Ada Lovelace"] and mixed.param.chunk_top_k == 1
+
+
+def test_vector_searches_are_never_server_side_prepared(pg_dsn: str, realm: str, graph: dict[str, int]) -> None:
+    """A generic plan may skip the HNSW index; each vector search is planned for its own vector."""
+    vec = EMB.embed_one("Ada Lovelace")
+    with db.read_connection(pg_dsn) as conn:
+        for _ in range(8):  # past psycopg's prepare threshold (5)
+            retrieval.entity_search(conn, realm, "alpha", vec, 3)
+            retrieval.traverse(conn, realm, "alpha", [graph["alpha:Ada Lovelace"]], max_hops=2, max_relation_edges=5)
+        prepared = [r[0] for r in conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()]
+    assert any("RECURSIVE" in s for s in prepared)  # other reads are prepared: the check can see them
+    assert not [s for s in prepared if "<=>" in s]
