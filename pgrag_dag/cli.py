@@ -6,6 +6,7 @@ variables. Errors of the engine are printed as one line and exit with status 2.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
@@ -52,10 +53,10 @@ def index(partition: Annotated[str, typer.Argument(help="<realm>.<space>")]) -> 
 
     try:
         realm, space = split_partition_key(partition)
-        engine = _engine()
-        engine.import_cassettes()
-        for r in index_documents(engine, realm, space):
-            typer.echo(f"{r.stage}: {json.dumps(r.metadata, default=str)}")
+        with contextlib.closing(_engine()) as engine:
+            engine.import_cassettes()
+            for r in index_documents(engine, realm, space):
+                typer.echo(f"{r.stage}: {json.dumps(r.metadata, default=str)}")
     except PgragError as exc:
         _fail(exc)
 
@@ -87,24 +88,25 @@ def query(
     from pgrag_dag.query import query as run_query
 
     try:
-        engine = _engine()
-        given = {"mode": mode, "top_k": top_k, "chunk_top_k": chunk_top_k, "max_hops": max_hops,
-                 "max_relation_edges": max_relation_edges, "relation_types": relation_type or None, "fusion": fusion,
-                 "keywords": keywords, "mmr": mmr, "node_distance_rerank": node_distance,
-                 "max_passage_tokens": max_passage_tokens, "as_of": as_of, "as_believed_at": as_believed_at,
-                 "include_superseded": include_superseded}
-        # options not given keep the configured retrieval defaults (pgrag.yaml ``retrieval:``), then QueryParam's
-        param = QueryParam.from_settings(engine.settings.retrieval, space=space,
-                                         **{k: v for k, v in given.items() if v is not None})
-        if as_json:
-            res = query_data(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder())
-            typer.echo(json.dumps({"entities": res.entities, "relations": res.relations, "chunks": res.chunks,
-                                   "communities": res.communities, "warnings": res.warnings,
-                                   "assembly": res.assembly}, default=str, indent=2))
-            return
-        answer, res = run_query(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(),
-                                client=engine.client())
-        typer.echo(answer)
+        with contextlib.closing(_engine()) as engine:  # closes the model client's connection pool
+            given = {"mode": mode, "top_k": top_k, "chunk_top_k": chunk_top_k, "max_hops": max_hops,
+                     "max_relation_edges": max_relation_edges, "relation_types": relation_type or None,
+                     "fusion": fusion, "keywords": keywords, "mmr": mmr, "node_distance_rerank": node_distance,
+                     "max_passage_tokens": max_passage_tokens, "as_of": as_of, "as_believed_at": as_believed_at,
+                     "include_superseded": include_superseded}
+            # options not given keep the configured retrieval defaults (pgrag.yaml ``retrieval:``), then QueryParam's
+            param = QueryParam.from_settings(engine.settings.retrieval, space=space,
+                                             **{k: v for k, v in given.items() if v is not None})
+            if as_json:
+                res = query_data(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(),
+                                 client=engine.client() if param.keywords == "model" else None)
+                typer.echo(json.dumps({"keywords": res.keywords, "entities": res.entities, "relations": res.relations,
+                                       "chunks": res.chunks, "communities": res.communities,
+                                       "warnings": res.warnings, "assembly": res.assembly}, default=str, indent=2))
+                return
+            answer, res = run_query(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(),
+                                    client=engine.client())
+            typer.echo(answer)
     except PgragError as exc:
         _fail(exc)
 

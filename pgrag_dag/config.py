@@ -315,4 +315,7 @@ def load_settings(config: Path | str | None = None, **overrides: Any) -> Setting
     try:
         return cls(**overrides)
     except ValidationError as exc:
-        raise ConfigurationError(f"invalid settings: {exc}") from exc
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in err['loc']) or 'settings'}: {err['msg'].removeprefix('Value error, ')}"
+            for err in exc.errors())
+        raise ConfigurationError(f"invalid settings ({exc.error_count()}): {problems}") from exc

@@ -56,8 +56,8 @@ from pgrag_dag.llm import ModelClient
 from pgrag_dag.names import validate_realm
 from pgrag_dag.prompts import SYNTHESIS_SYSTEM, SYNTHESIS_USER
 from pgrag_dag.query_param import (
-    EVIDENCE, MODES, RELATION_CHANNELS, Fusion, KeywordMode, Mode, QueryParam, QueryResult, RelationChannel,
-    check_mode,
+    EVIDENCE, MAX_HOPS, MODES, RELATION_CHANNELS, Fusion, KeywordMode, Mode, QueryParam, QueryResult,
+    RelationChannel, check_mode,
 )
 from pgrag_dag.store import db, retrieval
 from pgrag_dag.store import retrieval_channels as channels
@@ -81,7 +81,8 @@ def query_data(
     :class:`QueryResult`; the assembly report and any warning are logged.
 
     Raises:
-        QueryError: an empty question, or a realm or space that does not exist.
+        QueryError: an empty question, a realm or space that does not exist, or a read that ran past
+            :data:`~pgrag_dag.store.db.READ_TIMEOUT_S`.
         SchemaMismatchError: ``embedder`` is not the model or width the realm was indexed with (§3.5).
         InvalidNameError: an invalid realm name.
     """
@@ -91,18 +92,26 @@ def query_data(
         raise QueryError("the question is empty")
     result = QueryResult(question=question, param=param)
     if param.mode != "bypass":
-        with db.read_connection(dsn) as conn:
-            _check_scope(conn, realm, param.space, embedder)
-            parts = (kw.decompose(question) if param.decompose else []) or [question]
-            result.subqueries = parts if len(parts) > 1 else []
-            probes = [_Probe.conditioned(text, param, client) for text in parts]
-            result.keywords = {
-                "low_level": list(dict.fromkeys(w for p in probes for w in p.keywords.low_level)),
-                "high_level": list(dict.fromkeys(w for p in probes for w in p.keywords.high_level)),
-                "source": probes[0].keywords.source,
-            }
-            vectors = _embed_all(embedder, [t for p in probes for t in p.texts(EVIDENCE[param.mode])])
-            found = _retrieve_all(conn, dsn, realm, param, probes, vectors)
+        try:
+            with db.read_connection(dsn) as conn:
+                _check_scope(conn, realm, param.space, embedder)
+                parts = (kw.decompose(question) if param.decompose else []) or [question]
+                result.subqueries = parts if len(parts) > 1 else []
+                probes = [_Probe.conditioned(text, param, client) for text in parts]
+                result.keywords = {
+                    "low_level": list(dict.fromkeys(w for p in probes for w in p.keywords.low_level)),
+                    "high_level": list(dict.fromkeys(w for p in probes for w in p.keywords.high_level)),
+                    "source": probes[0].keywords.source,
+                }
+                if param.keywords == "model" and any(p.keywords.source == "lexical" for p in probes):
+                    result.warnings.append("model keywords were asked for but " + (
+                        "no model client was given" if client is None else "the model call failed (see the log)")
+                        + ": lexical keywords were used")
+                vectors = _embed_all(embedder, [t for p in probes for t in p.texts(EVIDENCE[param.mode])])
+                found = _retrieve_all(conn, dsn, realm, param, probes, vectors)
+        except psycopg.errors.QueryCanceled as exc:
+            raise QueryError(f"a read ran past the {db.READ_TIMEOUT_S:g} s read timeout (PGRAG_READ_TIMEOUT_S); "
+                             "lower max_hops or max_relation_edges") from exc
         _merge(found, result)
     _assemble(result)
     return result
@@ -455,6 +464,6 @@ def _assemble(result: QueryResult) -> None:
 
 
 __all__ = [
-    "BLOCKS", "EVIDENCE", "MODES", "RELATION_CHANNELS", "Fusion", "KeywordMode", "Mode", "QueryParam", "QueryResult",
-    "RelationChannel", "check_mode", "query", "query_data", "render_relation", "render_validity", "synthesis_messages",
+    "BLOCKS", "EVIDENCE", "MAX_HOPS", "MODES", "RELATION_CHANNELS", "Fusion", "KeywordMode", "Mode", "QueryParam",
+    "QueryResult", "RelationChannel", "check_mode", "query", "query_data", "render_relation", "render_validity", "synthesis_messages",
 ]

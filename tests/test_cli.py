@@ -81,3 +81,4 @@ def test_configured_retrieval_defaults_apply_unless_an_option_is_given(
     monkeypatch.setenv("PGRAG_RETRIEVAL__MODE", "fancy")
     bad = runner.invoke(app, ask)
     assert bad.exit_code == 2 and "ConfigurationError" in bad.output and "unknown query mode 'fancy'" in bad.output
+    assert len(bad.output.strip().splitlines()) == 1 and "retrieval:" in bad.output  # one line, naming the field

@@ -551,3 +551,34 @@ def test_decomposition_retrieves_for_both_events(pg_dsn: str, realm: str, g: Gra
 def test_docstring_examples_run(module: Any) -> None:
     failed, attempted = doctest.testmod(module)
     assert attempted > 0 and failed == 0
+
+
+def test_max_hops_is_bounded(pg_dsn: str, realm: str, g: GraphBuilder) -> None:
+    from pgrag_dag.query import MAX_HOPS
+
+    assert ask(pg_dsn, realm, "Ada Lovelace", max_hops=MAX_HOPS).relations
+    with pytest.raises(QueryError, match=f"max_hops must be at most {MAX_HOPS}, got 100"):
+        QueryParam(space="alpha", max_hops=100)
+
+
+def test_a_read_past_the_timeout_fails_closed_and_the_next_query_runs(
+    conn: psycopg.Connection, pg_dsn: str, realm: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import random
+
+    rnd = random.Random(11)
+    b = GraphBuilder(conn, realm)
+    names = [f"Vertex {i}" for i in range(40)]
+    for i in range(600):  # dense: a 4-hop walk enumerates far more than a millisecond's worth of paths
+        s, o = rnd.sample(names, 2)
+        b.rel(s, f"p{i}", o, embed=False)
+    b.chunk("notes", "Vertex 1 and Vertex 2.", mentions=("Vertex 1",))
+    db.close_read_pools()
+    monkeypatch.setattr(db, "READ_TIMEOUT_S", 0.001)
+    try:
+        with pytest.raises(QueryError, match="read timeout"):
+            ask(pg_dsn, realm, "Vertex 1", max_hops=4, top_k=10)
+    finally:
+        db.close_read_pools()  # the pools of this test keep its 1 ms timeout
+    monkeypatch.undo()
+    assert ask(pg_dsn, realm, "Vertex 1", max_hops=2).relations

@@ -21,7 +21,7 @@ from typing import Any
 
 import psycopg
 from pgvector.psycopg import register_vector
-from psycopg import IsolationLevel
+from psycopg import IsolationLevel, sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from pgrag_dag.errors import DatabaseError
@@ -90,6 +90,10 @@ def connect(dsn: str, *, autocommit: bool = False, vector: bool = True) -> psyco
 READ_POOL_MAX = int(os.environ.get("PGRAG_READ_POOL_MAX", "8"))
 """Connections one process's read pool may hold per DSN (``PGRAG_READ_POOL_MAX``); a query holds two."""
 
+READ_TIMEOUT_S = float(os.environ.get("PGRAG_READ_TIMEOUT_S", "30"))
+"""``statement_timeout`` of the pooled read sessions, in seconds (``PGRAG_READ_TIMEOUT_S``): no query
+read runs on in the server after its caller has gone."""
+
 _pools: dict[tuple[int, str], ConnectionPool] = {}
 _pools_lock = threading.Lock()
 _iterative_sessions: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
@@ -102,9 +106,12 @@ def _configure_reader(conn: psycopg.Connection) -> None:
     try:
         register_vector(conn)
     except psycopg.ProgrammingError:
-        return  # no pgvector yet (nothing indexed): registered on first use, see read_connection
-    conn.execute("SET hnsw.iterative_scan = relaxed_order")
-    _iterative_sessions.add(conn)
+        pass  # no pgvector yet (nothing indexed): registered on first use, see read_connection
+    else:
+        conn.execute("SET hnsw.iterative_scan = relaxed_order")
+        _iterative_sessions.add(conn)
+    timeout_ms = max(1, round(READ_TIMEOUT_S * 1000))  # last: the set-up itself is never cut short
+    conn.execute(sql.SQL("SET statement_timeout = {}").format(sql.Literal(f"{timeout_ms}ms")))
 
 
 def _read_pool(dsn: str) -> ConnectionPool:
@@ -125,20 +132,27 @@ def _read_pool(dsn: str) -> ConnectionPool:
 @contextlib.contextmanager
 def read_connection(dsn: str) -> Iterator[psycopg.Connection]:
     """A pooled read-only connection (autocommit; transactions it opens are ``REPEATABLE READ READ
-    ONLY``) with pgvector registered and ``hnsw.iterative_scan = relaxed_order`` for the session.
+    ONLY``) with pgvector registered, ``hnsw.iterative_scan = relaxed_order`` and ``statement_timeout``
+    :data:`READ_TIMEOUT_S` for the session.
 
     Returned to the pool on exit (an open transaction is rolled back by the pool). The pool is
     per process and DSN, at most :data:`READ_POOL_MAX` connections, closed at interpreter exit.
 
     Raises:
-        DatabaseError: the server is unreachable (password redacted) or no pooled connection came
-            free within 15 s.
+        DatabaseError: the server is unreachable (password redacted; also when it went away while the
+            pool waited 15 s for a connection — the pool is then discarded), or no pooled connection
+            came free within 15 s.
     """
     pool = _read_pool(dsn)
     try:
         conn = pool.getconn()
     except PoolTimeout as exc:
-        raise DatabaseError(f"no PostgreSQL connection from the read pool ({redact(dsn)}): {exc}") from None
+        with _pools_lock:  # the next query starts a fresh pool, probing the server first
+            if _pools.get((os.getpid(), dsn)) is pool:
+                del _pools[(os.getpid(), dsn)]
+        pool.close(timeout=0)
+        connect(dsn, vector=False).close()  # raises DatabaseError naming why the server is unreachable
+        raise DatabaseError(f"no PostgreSQL connection came free in the read pool ({redact(dsn)}): {exc}") from None
     try:
         if conn not in _iterative_sessions:
             _configure_reader(conn)  # pgvector was created after this connection was opened
