@@ -18,6 +18,25 @@ def test_init_realm_is_idempotent_and_registers_model(conn: psycopg.Connection, 
     assert row == ("hashing-sha256", 384)
 
 
+def test_a_realm_from_an_older_version_is_upgraded_in_place(conn: psycopg.Connection, realm: str) -> None:
+    """Columns, constraints and indexes added since a realm was created appear at its next init."""
+    s = sql.Identifier(schema.schema_for(realm))
+    for table in schema.EMBEDDED_TABLES:
+        conn.execute(sql.SQL("ALTER TABLE {}.{} DROP COLUMN embed_hash").format(s, sql.Identifier(table)))
+    for name in ("relations_source_in_space", "relations_target_in_space"):
+        conn.execute(sql.SQL("ALTER TABLE {}.relations DROP CONSTRAINT {}").format(s, sql.Identifier(name)))
+    conn.execute(sql.SQL("DROP INDEX {}.relations_walk_out").format(s))
+    schema.init_realm(conn, realm, embedding_model="hashing-sha256", dim=384)
+    schema.init_realm(conn, realm, embedding_model="hashing-sha256", dim=384)  # and again: idempotent
+    cols = conn.execute("SELECT table_name FROM information_schema.columns WHERE table_schema = %s "
+                        "AND column_name = 'embed_hash' ORDER BY 1", (schema.schema_for(realm),)).fetchall()
+    assert [c[0] for c in cols] == sorted(schema.EMBEDDED_TABLES)
+    fks = conn.execute("SELECT conname FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'f' "
+                       "AND conname LIKE '%%in_space' ORDER BY 1", (f"{schema.schema_for(realm)}.relations",)).fetchall()
+    assert [f[0] for f in fks] == ["relations_source_in_space", "relations_target_in_space"]
+    assert conn.execute("SELECT to_regclass(%s)", (f"{schema.schema_for(realm)}.relations_walk_out",)).fetchone() != (None,)
+
+
 def test_mixing_embedding_models_in_one_realm_raises(conn: psycopg.Connection, realm: str) -> None:
     with pytest.raises(SchemaMismatchError, match="keeps the embedding model it was created with"):
         schema.init_realm(conn, realm, embedding_model="openai/text-embedding-3-small", dim=1536)

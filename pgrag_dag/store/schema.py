@@ -229,6 +229,11 @@ CREATE TABLE IF NOT EXISTS {s}.communities (
     embed_hash text
 );
 CREATE INDEX IF NOT EXISTS communities_space ON {s}.communities (space, level);
+-- realms created before stale-embedding tracking gain its column
+ALTER TABLE {s}.documents ADD COLUMN IF NOT EXISTS embed_hash text;
+ALTER TABLE {s}.entities ADD COLUMN IF NOT EXISTS embed_hash text;
+ALTER TABLE {s}.relations ADD COLUMN IF NOT EXISTS embed_hash text;
+ALTER TABLE {s}.communities ADD COLUMN IF NOT EXISTS embed_hash text;
 CREATE TABLE IF NOT EXISTS {s}.community_members (
     space text NOT NULL,
     community_id bigint NOT NULL REFERENCES {s}.communities(id) ON DELETE CASCADE,
