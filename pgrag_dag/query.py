@@ -82,7 +82,7 @@ def query_data(
 
     Raises:
         QueryError: an empty question, a realm or space that does not exist, or a read that ran past
-            :data:`~pgrag_dag.store.db.READ_TIMEOUT_S`.
+            the read timeout (:func:`~pgrag_dag.store.db.read_pool_settings`).
         SchemaMismatchError: ``embedder`` is not the model or width the realm was indexed with (§3.5).
         InvalidNameError: an invalid realm name.
     """
@@ -110,7 +110,7 @@ def query_data(
                 vectors = _embed_all(embedder, [t for p in probes for t in p.texts(EVIDENCE[param.mode])])
                 found = _retrieve_all(conn, dsn, realm, param, probes, vectors)
         except psycopg.errors.QueryCanceled as exc:
-            raise QueryError(f"a read ran past the {db.READ_TIMEOUT_S:g} s read timeout (PGRAG_READ_TIMEOUT_S); "
+            raise QueryError(f"a read ran past the read timeout ({db.read_pool_settings()[1]:g} s, PGRAG_READ_TIMEOUT_S); "
                              "lower max_hops or max_relation_edges") from exc
         _merge(found, result)
     _assemble(result)
@@ -243,7 +243,7 @@ def _side_executor() -> ThreadPoolExecutor:
     global _side_pool
     with _side_lock:
         if _side_pool is None:
-            _side_pool = ThreadPoolExecutor(max_workers=db.READ_POOL_MAX // 2 or 1, thread_name_prefix="pgrag-read")
+            _side_pool = ThreadPoolExecutor(max_workers=db.read_pool_settings()[0] // 2, thread_name_prefix="pgrag-read")
         return _side_pool
 
 

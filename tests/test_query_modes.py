@@ -574,7 +574,7 @@ def test_a_read_past_the_timeout_fails_closed_and_the_next_query_runs(
         b.rel(s, f"p{i}", o, embed=False)
     b.chunk("notes", "Vertex 1 and Vertex 2.", mentions=("Vertex 1",))
     db.close_read_pools()
-    monkeypatch.setattr(db, "READ_TIMEOUT_S", 0.001)
+    monkeypatch.setenv("PGRAG_READ_TIMEOUT_S", "0.001")
     try:
         with pytest.raises(QueryError, match="read timeout"):
             ask(pg_dsn, realm, "Vertex 1", max_hops=4, top_k=10)
@@ -582,3 +582,20 @@ def test_a_read_past_the_timeout_fails_closed_and_the_next_query_runs(
         db.close_read_pools()  # the pools of this test keep its 1 ms timeout
     monkeypatch.undo()
     assert ask(pg_dsn, realm, "Vertex 1", max_hops=2).relations
+
+
+@pytest.mark.parametrize("size, timeout, ok", [
+    ("8", "30", True), ("2", "0", True), ("1", "30", False), ("8", "-1", False), ("8", "abc", False), ("x", "1", False),
+])
+def test_read_pool_settings_come_from_the_environment_and_fail_closed(
+    monkeypatch: pytest.MonkeyPatch, size: str, timeout: str, ok: bool
+) -> None:
+    from pgrag_dag.errors import ConfigurationError
+
+    monkeypatch.setenv("PGRAG_READ_POOL_MAX", size)
+    monkeypatch.setenv("PGRAG_READ_TIMEOUT_S", timeout)
+    if ok:
+        assert db.read_pool_settings() == (int(size), float(timeout))
+    else:
+        with pytest.raises(ConfigurationError, match="PGRAG_READ_POOL_MAX"):
+            db.read_pool_settings()

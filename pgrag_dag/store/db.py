@@ -24,7 +24,7 @@ from pgvector.psycopg import register_vector
 from psycopg import IsolationLevel, sql
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from pgrag_dag.errors import DatabaseError
+from pgrag_dag.errors import ConfigurationError, DatabaseError
 
 
 def embedded_server(data_dir: Path, *, keep_running: bool = True) -> Any:
@@ -87,12 +87,25 @@ def connect(dsn: str, *, autocommit: bool = False, vector: bool = True) -> psyco
     return conn
 
 
-READ_POOL_MAX = int(os.environ.get("PGRAG_READ_POOL_MAX", "8"))
-"""Connections one process's read pool may hold per DSN (``PGRAG_READ_POOL_MAX``); a query holds two."""
+def read_pool_settings() -> tuple[int, float]:
+    """``(max connections, statement timeout in seconds)`` of the read pools, from the environment:
+    ``PGRAG_READ_POOL_MAX`` (default 8, at least 2: a query holds two) and ``PGRAG_READ_TIMEOUT_S``
+    (default 30; ``0`` = no timeout). Read when a pool or one of its connections is made.
 
-READ_TIMEOUT_S = float(os.environ.get("PGRAG_READ_TIMEOUT_S", "30"))
-"""``statement_timeout`` of the pooled read sessions, in seconds (``PGRAG_READ_TIMEOUT_S``): no query
-read runs on in the server after its caller has gone."""
+    Raises:
+        ConfigurationError: a value that is not a number, or out of range.
+    """
+    raw_size, raw_timeout = os.environ.get("PGRAG_READ_POOL_MAX", "8"), os.environ.get("PGRAG_READ_TIMEOUT_S", "30")
+    try:
+        size, timeout = int(raw_size), float(raw_timeout)
+    except ValueError:
+        raise ConfigurationError(f"PGRAG_READ_POOL_MAX must be an integer and PGRAG_READ_TIMEOUT_S a number of "
+                                 f"seconds, got {raw_size!r} and {raw_timeout!r}") from None
+    if size < 2 or not 0 <= timeout < float("inf"):
+        raise ConfigurationError(f"PGRAG_READ_POOL_MAX must be at least 2 and PGRAG_READ_TIMEOUT_S a finite number "
+                                 f">= 0 (0: no timeout), got {raw_size!r} and {raw_timeout!r}")
+    return size, timeout
+
 
 _pools: dict[tuple[int, str], ConnectionPool] = {}
 _pools_lock = threading.Lock()
@@ -110,7 +123,8 @@ def _configure_reader(conn: psycopg.Connection) -> None:
     else:
         conn.execute("SET hnsw.iterative_scan = relaxed_order")
         _iterative_sessions.add(conn)
-    timeout_ms = max(1, round(READ_TIMEOUT_S * 1000))  # last: the set-up itself is never cut short
+    timeout_s = read_pool_settings()[1]  # set last: the set-up itself is never cut short
+    timeout_ms = max(1, round(timeout_s * 1000)) if timeout_s > 0 else 0  # 0: none; never rounded to none
     conn.execute(sql.SQL("SET statement_timeout = {}").format(sql.Literal(f"{timeout_ms}ms")))
 
 
@@ -119,9 +133,10 @@ def _read_pool(dsn: str) -> ConnectionPool:
     with _pools_lock:
         pool = _pools.get(key)
         if pool is None or pool.closed:
+            max_size = read_pool_settings()[0]
             connect(dsn, vector=False).close()  # fail fast, naming the server, instead of a pool timeout
             pool = ConnectionPool(
-                dsn, min_size=0, max_size=max(2, READ_POOL_MAX), open=True, configure=_configure_reader,
+                dsn, min_size=0, max_size=max_size, open=True, configure=_configure_reader,
                 check=ConnectionPool.check_connection, kwargs={"connect_timeout": 10}, name="pgrag-read",
                 timeout=15.0,
             )
@@ -132,13 +147,14 @@ def _read_pool(dsn: str) -> ConnectionPool:
 @contextlib.contextmanager
 def read_connection(dsn: str) -> Iterator[psycopg.Connection]:
     """A pooled read-only connection (autocommit; transactions it opens are ``REPEATABLE READ READ
-    ONLY``) with pgvector registered, ``hnsw.iterative_scan = relaxed_order`` and ``statement_timeout``
-    :data:`READ_TIMEOUT_S` for the session.
+    ONLY``) with pgvector registered, ``hnsw.iterative_scan = relaxed_order`` and the
+    ``statement_timeout`` of :func:`read_pool_settings` for the session.
 
     Returned to the pool on exit (an open transaction is rolled back by the pool). The pool is
-    per process and DSN, at most :data:`READ_POOL_MAX` connections, closed at interpreter exit.
+    per process and DSN, at most :func:`read_pool_settings`' connections, closed at interpreter exit.
 
     Raises:
+        ConfigurationError: see :func:`read_pool_settings`.
         DatabaseError: the server is unreachable (password redacted; also when it went away while the
             pool waited 15 s for a connection — the pool is then discarded), or no pooled connection
             came free within 15 s.
