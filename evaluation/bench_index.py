@@ -557,16 +557,21 @@ def main() -> int:
             print(f"\n{r['corpus']}: graph-writing throughput {r['chunks_per_s_graph_writing']} chunks/s is under the "
                   f"target of {TARGET_GRAPH_CHUNKS_PER_S:.0f}; slowest stage: {slow[0]} "
                   f"({r['seconds_per_stage'][slow[0]]:.2f} s). Re-run with --profile for cProfile hotspots.")
-    payload = {
-        "benchmark": "bench_index", "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "argv": sys.argv[1:], "python": sys.version.split()[0], "database": database.kind,
-        "cpu_count": os.cpu_count(), "profiled": args.profile, "peak_rss_mb_at_start": rss_start,
+    write_results(args.out, "bench_index", database.kind, {
+        "profiled": args.profile, "peak_rss_mb_at_start": rss_start,
         "target_graph_chunks_per_s": TARGET_GRAPH_CHUNKS_PER_S, "results": results, "table_markdown": table,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(payload, indent=2, default=str) + "\n", encoding="utf-8")
-    print(f"\nJSON written to {args.out}")
+    })
     return 0
+
+
+def write_results(path: Path, benchmark: str, database: str, fields: dict[str, Any]) -> None:
+    """Write a benchmark's JSON report to ``path``: the run's context (time, argv, Python, CPUs,
+    database), then ``fields``; announce it on stdout."""
+    payload = {"benchmark": benchmark, "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": sys.argv[1:],
+               "python": sys.version.split()[0], "cpu_count": os.cpu_count(), "database": database, **fields}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(payload, indent=2, default=str) + "\n", encoding="utf-8")
+    print(f"\nJSON written to {path}")
 
 
 if __name__ == "__main__":

@@ -564,13 +564,9 @@ def main() -> int:
     table, targets = report(results)
     print()
     print(table)
-    payload = {"benchmark": "bench_query", "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": sys.argv[1:],
-               "python": sys.version.split()[0], "cpu_count": os.cpu_count(), "database": database.kind,
-               "wall_s": round(time.perf_counter() - t_start, 1), "targets": targets, "results": results,
-               "anchors_lightrag_benchmarks_md": ANCHORS, "table_markdown": table}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(payload, indent=2, default=str) + "\n", encoding="utf-8")
-    print(f"\nJSON written to {args.out}")
+    bi.write_results(args.out, "bench_query", database.kind, {
+        "wall_s": round(time.perf_counter() - t_start, 1), "targets": targets, "results": results,
+        "anchors_lightrag_benchmarks_md": ANCHORS, "table_markdown": table})
     return 0
 
 

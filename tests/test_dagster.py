@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 
 import dagster as dg
 import pytest
@@ -20,9 +21,20 @@ STAGES = ["chunks", "raw_extractions", "gated_triples", "resolved_entities", "re
           "communities", "community_hierarchy"]
 
 
-def _materialize(corpus: SmallCorpus, instance: dg.DagsterInstance, key: str) -> dg.ExecuteInProcessResult:
-    return dg.materialize(ASSETS, partition_key=key, instance=instance,
+def _materialize(corpus: SmallCorpus, instance: dg.DagsterInstance, key: str,
+                 selection: dg.AssetSelection | None = None) -> dg.ExecuteInProcessResult:
+    return dg.materialize(ASSETS, partition_key=key, instance=instance, selection=selection,
                           resources={"pgrag": PgragResource(config_path=str(corpus.config))}, raise_on_error=False)
+
+
+@pytest.fixture
+def indexed(small_corpus: SmallCorpus, realm: str) -> Iterator[tuple[dg.DagsterInstance, str]]:
+    """A test instance on which the small corpus's partition ``<realm>.main`` was materialised once."""
+    key = f"{realm}.main"
+    with dg.instance_for_test() as instance:
+        add_partitions(instance, [key])
+        assert _materialize(small_corpus, instance, key).success
+        yield instance, key
 
 
 def test_all_eight_assets_materialise_for_a_partition_with_checks_passing(small_corpus: SmallCorpus, realm: str) -> None:
@@ -97,28 +109,22 @@ def test_code_location_loads() -> None:
 
 
 def test_changing_the_vocabulary_rematerialises_gated_triples_and_downstream_without_a_model_call(
-    small_corpus: SmallCorpus, realm: str
+    small_corpus: SmallCorpus, realm: str, indexed: tuple[dg.DagsterInstance, str]
 ) -> None:
-    key = f"{realm}.main"
-    with dg.instance_for_test() as instance:
-        add_partitions(instance, [key])
-        assert _materialize(small_corpus, instance, key).success
-        calls = len(small_corpus.chat_requests())
-        text = small_corpus.config.read_text().replace(
-            "sources:", "predicate_aliases: {wrote_notes_on: wrote}\n        vocabulary: [wrote]\n        sources:", 1)
-        small_corpus.config.write_text(text)
-        result = dg.materialize(ASSETS, partition_key=key, instance=instance,
-                                selection=dg.AssetSelection.assets("gated_triples").downstream(),
-                                resources={"pgrag": PgragResource(config_path=str(small_corpus.config))},
-                                raise_on_error=False)
-        assert result.success
-        # raw extractions are replayed from PostgreSQL: no extraction or gleaning call; the only model
-        # calls are reports of communities whose relations changed
-        new = small_corpus.chat_requests()[calls:]
-        assert all(r["body"]["messages"][0]["content"].startswith("You write a report") for r in new)
-        comm = next(e for e in result.get_asset_materialization_events() if e.asset_key.to_user_string() == "communities")
-        assert len(new) <= comm.materialization.metadata["communities"].value  # type: ignore[union-attr]
-        assert {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()} == set(STAGES[2:])
+    instance, key = indexed
+    calls = len(small_corpus.chat_requests())
+    text = small_corpus.config.read_text().replace(
+        "sources:", "predicate_aliases: {wrote_notes_on: wrote}\n        vocabulary: [wrote]\n        sources:", 1)
+    small_corpus.config.write_text(text)
+    result = _materialize(small_corpus, instance, key, dg.AssetSelection.assets("gated_triples").downstream())
+    assert result.success
+    # raw extractions are replayed from PostgreSQL: no extraction or gleaning call; the only model
+    # calls are reports of communities whose relations changed
+    new = small_corpus.chat_requests()[calls:]
+    assert all(r["body"]["messages"][0]["content"].startswith("You write a report") for r in new)
+    comm = next(e for e in result.get_asset_materialization_events() if e.asset_key.to_user_string() == "communities")
+    assert len(new) <= comm.materialization.metadata["communities"].value  # type: ignore[union-attr]
+    assert {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()} == set(STAGES[2:])
     with db.connect(small_corpus.settings().database_url) as conn:
         rows = conn.execute(sql.SQL("SELECT predicate, dormant_since IS NOT NULL FROM {}.relations WHERE predicate IN"
                                     " ('wrote', 'wrote_notes_on') ORDER BY 1").format(sql.Identifier(schema_for(realm)))).fetchall()
@@ -126,19 +132,16 @@ def test_changing_the_vocabulary_rematerialises_gated_triples_and_downstream_wit
 
 
 def test_a_changed_source_rematerialises_its_partition_and_only_its_chunks_reach_the_model(
-    small_corpus: SmallCorpus, realm: str
+    small_corpus: SmallCorpus, indexed: tuple[dg.DagsterInstance, str]
 ) -> None:
-    key = f"{realm}.main"
-    with dg.instance_for_test() as instance:
-        add_partitions(instance, [key])
-        assert _materialize(small_corpus, instance, key).success
-        before = small_corpus.chat_requests()
-        (small_corpus.root / "docs" / "02_lovelace.txt").write_text("Ada Lovelace worked with Charles Babbage.")
-        result = _materialize(small_corpus, instance, key)
-        assert result.success
-        new = small_corpus.chat_requests()[len(before):]
-        extracted = [r for r in new if "<<<CHUNK" in r["body"]["messages"][-1]["content"]]
-        assert extracted and all("02_lovelace.txt" in r["body"]["messages"][-1]["content"] for r in extracted)
-        chunks = next(e for e in result.get_asset_materialization_events() if e.asset_key.to_user_string() == "chunks")
-        meta = chunks.materialization.metadata  # type: ignore[union-attr]
-        assert meta["documents_replaced"].value == 1 and meta["documents_unchanged"].value == 1
+    instance, key = indexed
+    before = small_corpus.chat_requests()
+    (small_corpus.root / "docs" / "02_lovelace.txt").write_text("Ada Lovelace worked with Charles Babbage.")
+    result = _materialize(small_corpus, instance, key)
+    assert result.success
+    new = small_corpus.chat_requests()[len(before):]
+    extracted = [r for r in new if "<<<CHUNK" in r["body"]["messages"][-1]["content"]]
+    assert extracted and all("02_lovelace.txt" in r["body"]["messages"][-1]["content"] for r in extracted)
+    chunks = next(e for e in result.get_asset_materialization_events() if e.asset_key.to_user_string() == "chunks")
+    meta = chunks.materialization.metadata  # type: ignore[union-attr]
+    assert meta["documents_replaced"].value == 1 and meta["documents_unchanged"].value == 1
