@@ -27,6 +27,7 @@ def test_index_then_query_json_returns_the_walked_graph(cli_env: SmallCorpus, re
     out = runner.invoke(app, ["query", "Who worked with Charles Babbage?", "--realm", realm, "--space", "main", "--json"])
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)
+    assert data["keywords"]["source"] == "lexical" and "Charles Babbage" in data["keywords"]["low_level"]
     names = {e["name"] for e in data["entities"]}
     assert "Charles Babbage" in names
     triples = {(r["subject"], r["predicate"], r["object"]) for r in data["relations"]}

@@ -327,6 +327,14 @@ def test_query_data_calls_the_model_for_keywords_only_when_asked(pg_dsn: str, re
     query_data("What came of it?", QueryParam(space="alpha"), dsn=pg_dsn, realm=realm, embedder=EMB,
                client=client)  # type: ignore[arg-type]
     assert len(client.calls) == 1  # "lexical" (the default) never calls the model
+    assert not [w for w in res.warnings if "keywords" in w]
+    failed = query_data("What came of it?", ask_model, dsn=pg_dsn, realm=realm, embedder=EMB,
+                        client=_FakeClient("not JSON"))  # type: ignore[arg-type]
+    assert failed.keywords["source"] == "lexical"
+    assert "model keywords were asked for but the model call failed (see the log): lexical keywords were used" \
+        in failed.warnings
+    no_client = query_data("What came of it?", ask_model, dsn=pg_dsn, realm=realm, embedder=EMB)
+    assert any("no model client was given" in w for w in no_client.warnings)
 
 
 # -- relation channels -----------------------------------------------------------------------------
