@@ -1,7 +1,9 @@
 """Refreshing sources and propagating real change (issue 6; dagster-guide §3–4).
 
-- :func:`source_sensor`: one content hash per space in its cursor; requests a ``chunks`` run only for
-  spaces whose sources changed, adding partitions for spaces new to the configuration.
+- :func:`source_sensor`: per space, one hash per stage of what that stage depends on (sources and
+  chunker, extractor, gates and vocabulary, enrichers, community settings) in its cursor; requests,
+  for a space where any changed, a run of exactly the changed stages (downstream follows by
+  automation), adding partitions for spaces new to the configuration.
 - :func:`nightly_refresh`: a schedule (cron from ``dagster.refresh_cron``) refreshing every space.
 - :data:`ON_UPSTREAM_CHANGE`: downstream stages re-materialise only when an upstream *data version*
   changed (or is about to, in the same tick), never after a failed blocking check, and not on a code
@@ -19,6 +21,7 @@ from pgrag_dag.assets.partitions import SPACES
 from pgrag_dag.config import Settings
 from pgrag_dag.errors import PgragError
 from pgrag_dag.names import split_partition_key
+from pgrag_dag.operators import compose
 from pgrag_dag.sources import list_source_files
 
 AC = dg.AutomationCondition
@@ -31,40 +34,71 @@ ON_UPSTREAM_CHANGE = (
 )
 
 
-def space_hash(settings: Settings, partition: str) -> str:
-    """SHA-256 over the space's source files (paths and bytes) and its configuration."""
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def stage_hashes(settings: Settings, partition: str) -> dict[str, str]:
+    """What each stage's output depends on in the configuration, hashed per stage (asset name → hex):
+    ``chunks`` the source files, source declarations, ordering and chunker; ``raw_extractions`` the
+    extractor; ``gated_triples`` the gate settings, vocabulary and extra gates; ``resolved_entities``
+    the enrichers; ``communities`` the community settings and report writer.
+
+    Raises :class:`ConfigurationError` when the composition does not resolve, :class:`OSError` when a
+    source cannot be read.
+    """
     realm, space = split_partition_key(partition)
     spec = settings.space_spec(realm, space)
-    h = hashlib.sha256(spec.model_dump_json().encode())
+    comp = compose(settings, realm, space)
+    h = hashlib.sha256(json.dumps([s.model_dump(mode="json") for s in spec.sources], sort_keys=True).encode())
+    h.update(f"{spec.order}:{spec.order_field}:{comp.chunker.identity}".encode())
     for path in list_source_files(settings, spec):
         h.update(str(path).encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()
+    vocabulary = json.dumps([spec.preset, spec.vocabulary, spec.predicate_aliases, spec.exclusive_groups], sort_keys=True)
+    return {
+        "chunks": h.hexdigest(),
+        "raw_extractions": _digest(comp.extractor.identity),
+        "gated_triples": _digest(settings.gates.model_dump_json(), vocabulary, *(g.identity for g in comp.gates)),
+        "resolved_entities": _digest(*(e.identity for e in comp.enrichers)),
+        "communities": _digest(settings.communities.model_dump_json(), spec.reports),
+    }
 
 
 def build_source_sensor(settings: Settings, target: list[dg.AssetsDefinition]) -> dg.SensorDefinition:
-    """The sensor over the configured sources (running unless ``dagster.sensors`` is false)."""
+    """The sensor over the configured sources and compositions (running unless ``dagster.sensors`` is
+    false). ``target`` must hold the stage assets it may request (:func:`stage_hashes`' keys)."""
 
     @dg.sensor(name="source_sensor", target=target, minimum_interval_seconds=30,
                default_status=dg.DefaultSensorStatus.RUNNING if settings.dagster.sensors else dg.DefaultSensorStatus.STOPPED,
-               description="Requests a run for each realm/space whose document sources changed.")
+               description="Requests a run for each realm/space whose document sources or operator composition "
+                           "changed, of exactly the stages whose inputs changed (automation takes the rest).")
     def source_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
         seen = json.loads(context.cursor) if context.cursor else {}
-        now, broken = {}, []
+        now: dict[str, dict[str, str]] = {}
+        broken = []
         for key in settings.partitions():
             try:
-                now[key] = space_hash(settings, key)
+                now[key] = stage_hashes(settings, key)
             except (PgragError, OSError) as exc:  # one unreadable space must not stop the others
                 broken.append(f"{key}: {exc}")
-                now[key] = seen.get(key, "")
-        changed = sorted(k for k, h in now.items() if h and seen.get(k) != h)
-        if not changed:
-            return dg.SkipReason("no document source changed" + (f"; unreadable: {broken}" if broken else ""))
+                if key in seen:
+                    now[key] = seen[key]
+        requests, changed = [], []
+        for key, hashes in sorted(now.items()):
+            before = seen.get(key)
+            before = before if isinstance(before, dict) else {}  # a cursor of an older version: run it all
+            stages = [stage for stage, h in hashes.items() if before.get(stage) != h]
+            if stages:
+                changed.append(key)
+                requests.append(dg.RunRequest(partition_key=key, asset_selection=[dg.AssetKey(s) for s in stages],
+                                              run_key=f"{key}:{_digest(*hashes.values())[:16]}"))
+        if not requests:
+            return dg.SkipReason("no document source or composition changed" + (f"; unreadable: {broken}" if broken else ""))
         known = set(context.instance.get_dynamic_partitions(SPACES.name))
         new = [k for k in changed if k not in known]
         return dg.SensorResult(
             dynamic_partitions_requests=[SPACES.build_add_request(new)] if new else [],
-            run_requests=[dg.RunRequest(partition_key=k, run_key=f"{k}:{now[k][:16]}") for k in changed],
-            cursor=json.dumps(now, sort_keys=True),
+            run_requests=requests, cursor=json.dumps(now, sort_keys=True),
         )
 
     return source_sensor

@@ -26,7 +26,7 @@ def passed(asset: str, rows_checked: int, contract: str) -> dg.AssetCheckResult:
                                metadata={"rows_checked": rows_checked, "contract": contract})
 
 
-def failed(asset: str, exc: ContractError, *, max_rows: int = 50) -> dg.AssetCheckResult:
+def failed(asset: str, exc: ContractError, *, max_rows: int = 50, check: str = CHECK_NAME) -> dg.AssetCheckResult:
     """The check result of a broken contract, with the offending rows as a table and markdown."""
     cases: Any = exc.failure_cases
     meta: dict[str, Any] = {"contract": exc.contract}
@@ -38,7 +38,7 @@ def failed(asset: str, exc: ContractError, *, max_rows: int = 50) -> dg.AssetChe
             records=[dg.TableRecord(r) for r in fc.to_dicts()],
             schema=dg.TableSchema(columns=[dg.TableColumn(c, "string") for c in fc.columns]),
         )
-    return dg.AssetCheckResult(check_name=CHECK_NAME, asset_key=asset, passed=False,
+    return dg.AssetCheckResult(check_name=check, asset_key=asset, passed=False,
                                severity=dg.AssetCheckSeverity.ERROR, description=str(exc), metadata=meta)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import dagster as dg
 
 from pgrag_dag.assets.partitions import add_partitions
-from pgrag_dag.assets.stages import ASSETS
+from pgrag_dag.assets.stages import build_assets
 from pgrag_dag.config import Settings
 from pgrag_dag.errors import PgragError
 from pgrag_dag.resources.engine import PgragResource
@@ -95,7 +95,7 @@ def materialize_partition(settings: Settings, partition: str, *, config_path: st
     with dg.DagsterInstance.get() as instance:
         add_partitions(instance, [partition])
         result = dg.materialize(
-            ASSETS, partition_key=partition, instance=instance,
+            build_assets(settings), partition_key=partition, instance=instance,
             resources={"pgrag": PgragResource(config_path=config_path, database_url=settings.database_url)},
             raise_on_error=False,
             run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},

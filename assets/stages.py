@@ -1,10 +1,13 @@
-"""The eight indexing assets, partitioned per realm/space. Thin: resolve the partition, call the
-engine's stage function, report. Each carries a blocking ``contract`` check (its Pandera model): a
-frame that breaks it records the failed check with its offending rows, and nothing is written."""
+"""The eight indexing assets, partitioned per realm/space, made by a factory from the configured
+composition (:func:`build_assets`). Thin: resolve the partition, call the engine's stage function,
+report. Each carries a blocking ``contract`` check (its Pandera model), and each user operator a
+blocking ``operator_<name>`` check on its stage: a frame that breaks a contract records the failed
+check with its offending rows, and nothing is written."""
 
 
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
@@ -12,9 +15,11 @@ import dagster as dg
 from pgrag_dag.assets import checks
 from pgrag_dag.assets.automation import ON_UPSTREAM_CHANGE
 from pgrag_dag.assets.partitions import SPACES
+from pgrag_dag.config import Settings
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import ContractError
 from pgrag_dag.names import split_partition_key
+from pgrag_dag.operators import Bound, Composition, compose_all, operator_check_name
 from pgrag_dag.pipeline import (
     StageResult, stage_chunks, stage_embeddings, stage_gated_triples, stage_raw_extractions,
     stage_relations, stage_resolved_entities,
@@ -58,13 +63,30 @@ EXTRA_CHECKS = {
 }
 
 
+STAGE_SLOTS = {"chunks": "chunker", "raw_extractions": "extractor", "gated_triples": "gate",
+               "resolved_entities": "enricher"}
+"""The stage asset each operator slot runs in."""
+
+
+@dataclass(frozen=True)
+class OperatorCheck:
+    """The asset check of one user operator: its check name, operator name and UI description."""
+
+    check: str
+    operator: str
+    description: str
+
+
 def stage_asset(name: str, stage: Stage, contract: str, deps: list[str], *, pool: str | None = None,
-                description: str, extra_checks: tuple[str, ...] = ()) -> dg.AssetsDefinition:
-    """An asset running ``stage`` for its partition, with a blocking check named ``contract`` and the
-    blocking ``extra_checks`` the stage reports on what it wrote."""
+                description: str, extra_checks: tuple[str, ...] = (),
+                operator_checks: tuple[OperatorCheck, ...] = ()) -> dg.AssetsDefinition:
+    """An asset running ``stage`` for its partition, with a blocking check named ``contract``, the
+    blocking ``extra_checks`` the stage reports on what it wrote, and one blocking check per user
+    operator composed into this stage in any space (``operator_checks``)."""
 
     specs = [dg.AssetCheckSpec(checks.CHECK_NAME, asset=name, blocking=True, description=f"Pandera contract {contract}")]
     specs += [dg.AssetCheckSpec(c, asset=name, blocking=True, description=EXTRA_CHECKS[c]) for c in extra_checks]
+    specs += [dg.AssetCheckSpec(o.check, asset=name, blocking=True, description=o.description) for o in operator_checks]
 
     @dg.asset(
         name=name, partitions_def=SPACES, deps=deps, pool=pool, group_name="index",
@@ -77,9 +99,14 @@ def stage_asset(name: str, stage: Stage, contract: str, deps: list[str], *, pool
             result = stage(pgrag.engine(), realm, space)
         except ContractError as exc:
             yield checks.failed(name, exc)
+            for o in operator_checks:
+                if exc.contract.endswith(f"(operator {o.operator})"):
+                    yield checks.failed(name, exc, check=o.check)
             raise dg.Failure(description=f"{name}: contract {exc.contract} broken; nothing was written",
                              metadata={"contract": exc.contract}) from exc
         extra = [checks.measured(name, c, *result.checks[c]) for c in extra_checks]
+        extra += [checks.measured(name, o.check, *result.checks.get(
+            o.check, (True, {"composed": f"not composed in space {realm}.{space}"}))) for o in operator_checks]
         yield dg.MaterializeResult(
             metadata=_metadata(result), data_version=dg.DataVersion(result.data_version),
             check_results=[checks.passed(name, result.rows_checked, contract), *extra],
@@ -88,22 +115,69 @@ def stage_asset(name: str, stage: Stage, contract: str, deps: list[str], *, pool
     return _asset
 
 
-chunks = stage_asset("chunks", stage_chunks, "ChunkContract", [],
-                     description="Documents read from the space's sources, split into overlapping chunks (§4.1, §5.5).")
-raw_extractions = stage_asset("raw_extractions", stage_raw_extractions, "RawExtractionContract", ["chunks"], pool="llm",
-                              description="Model extraction and gleaning per new or changed chunk (§4.1–4.2).")
-gated_triples = stage_asset("gated_triples", stage_gated_triples, "GateDecisionContract", ["raw_extractions"],
-                            description="Every extracted entity and triple, accepted or refused by a gate (Table 2).")
-resolved_entities = stage_asset("resolved_entities", stage_resolved_entities, "EntityContract", ["gated_triples"],
-                                description="Entities resolved to one vertex per canonical name, mentions, dormancy (§4.6).")
-relations = stage_asset("relations", stage_relations, "RelationContract", ["resolved_entities"],
-                        description="Edges with corroboration weight, negation and validity (§4.7, §5.1).",
-                        extra_checks=("graph_quality",))
-embeddings = stage_asset("embeddings", stage_embeddings, "EmbeddingContract", ["relations"],
-                         description="Vectors for chunks, entities and relations (HNSW-indexed).")
-communities = stage_asset("communities", stage_communities, "CommunityMemberContract", ["embeddings"], pool="llm",
-                          description="Leiden communities with one model-written report each (§6).")
-community_hierarchy = stage_asset("community_hierarchy", stage_community_hierarchy, "HierarchyContract", ["communities"],
-                                  pool="llm", description="Parent topics clustered from communities, reports from child reports (§6.1).")
+def _operator_checks(compositions: dict[str, Composition], slot: str) -> tuple[OperatorCheck, ...]:
+    """One check per distinct user operator of ``slot`` across the spaces, naming where it is composed."""
+    where: dict[str, tuple[Bound, list[str]]] = {}
+    for key, comp in compositions.items():
+        for b in comp.user_operators():
+            if b.op.slot == slot:
+                where.setdefault(b.op.name, (b, []))[1].append(key)
+    return tuple(OperatorCheck(operator_check_name(n), n,
+                               f"{b.op.description or n} — user {slot} {b.configured_as}, contract "
+                               f"{b.op.contract.__name__}; composed in {', '.join(keys)}")
+                 for n, (b, keys) in sorted(where.items()))
 
-ASSETS = [chunks, raw_extractions, gated_triples, resolved_entities, relations, embeddings, communities, community_hierarchy]
+
+def _composed(compositions: dict[str, Composition], slot: str) -> str:
+    """The description lines naming which operators each space composes into ``slot``."""
+    if not compositions:
+        return ""
+    lines = []
+    for key, comp in sorted(compositions.items()):
+        bounds = {"chunker": [comp.chunker], "extractor": [comp.extractor], "gate": list(comp.gates),
+                  "enricher": list(comp.enrichers)}[slot]
+        names = ", ".join(f"`{b.configured_as}`" for b in bounds) or ("Table 2 gates only" if slot == "gate" else "none")
+        lines.append(f"- {key}: {names}")
+    return f"\n\n{slot.capitalize()} per space:\n" + "\n".join(lines)
+
+
+def build_assets(settings: Settings | None = None) -> list[dg.AssetsDefinition]:
+    """The eight stage assets for ``settings``' compositions (:mod:`pgrag_dag.operators`): each
+    description names the operators every space composes, and every user operator gets a blocking
+    asset check on its stage (``operator_<name>``). Without settings: the built-in pipeline.
+
+    Raises :class:`ConfigurationError` when a space's composition does not resolve.
+    """
+    comps = compose_all(settings) if settings is not None else {}
+
+    def make(name: str, stage: Stage, contract: str, deps: list[str], description: str, **kw: Any) -> dg.AssetsDefinition:
+        slot = STAGE_SLOTS.get(name)
+        if slot is not None:
+            description += _composed(comps, slot)
+            kw["operator_checks"] = _operator_checks(comps, slot)
+        return stage_asset(name, stage, contract, deps, description=description, **kw)
+
+    return [
+        make("chunks", stage_chunks, "ChunkContract", [],
+             "Documents read from the space's sources, split into chunks by the space's chunker (§4.1, §5.5)."),
+        make("raw_extractions", stage_raw_extractions, "RawExtractionContract", ["chunks"], pool="llm",
+             description="The space's extractor per new or changed chunk: model extraction and gleaning, "
+                         "or an extractor that calls no model (§4.1–4.2)."),
+        make("gated_triples", stage_gated_triples, "GateDecisionContract", ["raw_extractions"],
+             "Every extracted entity and triple, accepted or refused by a gate (Table 2, then the space's extra gates)."),
+        make("resolved_entities", stage_resolved_entities, "EntityContract", ["gated_triples"],
+             "Entities resolved to one vertex per canonical name, then the space's enrichers; mentions, dormancy (§4.6)."),
+        make("relations", stage_relations, "RelationContract", ["resolved_entities"],
+             "Edges with corroboration weight, negation and validity (§4.7, §5.1).", extra_checks=("graph_quality",)),
+        make("embeddings", stage_embeddings, "EmbeddingContract", ["relations"],
+             "Vectors for chunks, entities and relations (HNSW-indexed)."),
+        make("communities", stage_communities, "CommunityMemberContract", ["embeddings"], pool="llm",
+             description="Leiden communities with one report each: model-written, or extractive where the space "
+                         "has no model (§6)."),
+        make("community_hierarchy", stage_community_hierarchy, "HierarchyContract", ["communities"], pool="llm",
+             description="Parent topics clustered from communities, reports from child reports (§6.1)."),
+    ]
+
+
+ASSETS = build_assets()
+"""The built-in pipeline's assets (no user operator checks); :func:`build_assets` for a configuration."""

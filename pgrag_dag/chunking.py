@@ -107,3 +107,37 @@ def chunk_documents(documents: pl.DataFrame, *, chunk_chars: int, overlap_chars:
             )
     schema = {c: pl.Int64 if c in ("chunk_index", "doc_order") else pl.String for c in CHUNK_COLUMNS}
     return pl.DataFrame(rows, schema=schema)
+
+
+def assemble_chunks(documents: pl.DataFrame, pieces: pl.DataFrame) -> pl.DataFrame:
+    """The stored ``chunks`` frame (columns above, plus ``metadata``) from a chunker's output.
+
+    ``pieces`` is what a chunker operator returns (doc_key, chunk_index, text, metadata JSON or null);
+    title, source, doc_order and doc_hash come from ``documents``, content_hash is computed, and the
+    metadata is the document's with the chunk's keys over it. Rows in document order, then chunk index.
+
+    Raises :class:`ContractError` when a piece names a document that was not given.
+    """
+    import json
+
+    from pgrag_dag.errors import ContractError
+
+    strays = pieces.filter(~pl.col("doc_key").is_in(documents["doc_key"].implode()))
+    if strays.height:
+        raise ContractError("ChunkerOutputContract", f"chunks of {strays['doc_key'].n_unique()} unknown document(s), "
+                            f"e.g. {strays['doc_key'][0]!r}", strays.select("doc_key", "chunk_index"))
+    doc_meta = dict(zip(documents["doc_key"].to_list(), documents["metadata"].to_list()))
+
+    def merged(doc_key: str, chunk_meta: str | None) -> str | None:
+        if chunk_meta is None:
+            return doc_meta.get(doc_key)
+        return json.dumps({**json.loads(doc_meta.get(doc_key) or "{}"), **json.loads(chunk_meta)}, ensure_ascii=False)
+
+    docs = documents.select("doc_key", "title", "source", "doc_order", "doc_hash")
+    out = pieces.select("doc_key", "chunk_index", "text", "metadata").join(docs, on="doc_key", how="left")
+    out = out.with_columns(
+        content_hash=pl.col("text").map_elements(lambda t: hashlib.sha256(t.encode("utf-8")).hexdigest(), return_dtype=pl.String),
+        metadata=pl.struct("doc_key", "metadata").map_elements(lambda r: merged(r["doc_key"], r["metadata"]),
+                                                               return_dtype=pl.String, skip_nulls=False),
+    )
+    return out.sort("doc_order", "doc_key", "chunk_index").select(*CHUNK_COLUMNS, "metadata")

@@ -211,6 +211,55 @@ def _ask(client: ModelClient, system: str, user: str, purpose: str) -> dict[str,
         raise
 
 
+EXTRACTIVE_MARK = "Extractive summary (not model-written)"
+"""How every extractive report's summary begins."""
+
+
+def extractive_report(ranked_names: list[str], internal_relations: pl.DataFrame, *, top: int = 5) -> dict[str, Any]:
+    """A community report written without a model (§6, for spaces with no model): the member names by
+    degree and the best-supported internal relations, quoted from the graph — nothing is inferred.
+
+    Args:
+        ranked_names: member names, highest internal degree first.
+        internal_relations: ``source``, ``target`` (names), ``predicate``, ``description``, ``weight``,
+            ``negated`` — relations with both endpoints in the community.
+        top: how many relations become findings.
+
+    Returns the :func:`parse_report` shape; the summary starts with :data:`EXTRACTIVE_MARK`, the
+    rating is ``min(10, 2·log2(1 + relations))`` (how much the graph says about the community).
+    """
+    n, m = len(ranked_names), internal_relations.height
+    if "weight" not in internal_relations.columns:
+        internal_relations = internal_relations.with_columns(weight=pl.lit(1, pl.Int64))
+    head = ", ".join(ranked_names[:3]) + (f" and {n - 3} more" if n > 3 else "")
+    best = internal_relations.sort(["weight", "source", "predicate", "target"], descending=[True, False, False, False])
+    findings = [
+        {"summary": f"{s} {'NOT ' if neg else ''}{p.replace('_', ' ')} {t}",
+         "explanation": (" ".join(str(d or "").split())[:300] + f" (supported by {w} chunk{'s' if w != 1 else ''})").strip()}
+        for s, p, t, d, w, neg in best.select("source", "predicate", "target", "description", "weight", "negated")
+        .head(top).iter_rows()]
+    summary = (f"{EXTRACTIVE_MARK}: {n} entities and {m} relations. Members by connections: "
+               f"{', '.join(ranked_names[:12])}{' …' if n > 12 else ''}.")
+    return {"title": head or "Community", "summary": summary, "findings": findings,
+            "rating": round(min(10.0, 2 * math.log2(1 + m)), 2)}
+
+
+def extractive_parent_report(children: pl.DataFrame) -> dict[str, Any]:
+    """A parent topic's report without a model (§6.1): its children's titles, largest first, as findings.
+
+    ``children``: child reports (``title``, ``size``, ``rating``), largest first. The summary starts with
+    :data:`EXTRACTIVE_MARK`; the rating is the size-weighted mean of the children's.
+    """
+    titles = children["title"].to_list()
+    sizes = children["size"].to_list()
+    total = sum(sizes) or 1
+    rating = sum(r * z for r, z in zip(children["rating"].to_list(), sizes)) / total
+    return {"title": " · ".join(titles[:2]) + (f" and {len(titles) - 2} more" if len(titles) > 2 else ""),
+            "summary": f"{EXTRACTIVE_MARK}: a topic of {len(titles)} communities, {sum(sizes)} entities.",
+            "findings": [{"summary": t, "explanation": f"{z} entities"} for t, z in zip(titles, sizes)],
+            "rating": round(rating, 2)}
+
+
 def _qualify(title: str, candidates: list[str], seen: set[str]) -> str:
     """``title``, or ``title (name)`` with the first candidate not already in it, if taken."""
     if title.lower() not in seen:
@@ -231,19 +280,21 @@ def write_reports(
     clusters: pl.DataFrame,
     entities: pl.DataFrame,
     relations: pl.DataFrame,
-    client: ModelClient,
+    client: ModelClient | None,
     *,
     purpose: str = "community_report",
     concurrency: int = 4,
 ) -> tuple[pl.DataFrame, list[str]]:
-    """One LLM report per cluster, largest cluster first (§6).
+    """One report per cluster, largest cluster first (§6): model-written, or — with ``client=None``
+    — an :func:`extractive_report` (no model).
 
     Args:
         clusters: output of :func:`detect_communities` (``cluster``, ``entity_id``).
         entities: ``id``, ``name``, ``entity_type``, ``description``.
         relations: ``source_id``, ``target_id``, ``predicate``, ``description``, ``negated``,
             ``valid_from``, ``valid_to``; only relations with both endpoints in a cluster are rendered.
-        client: the chat client; one call per cluster with :data:`REPORT_SYSTEM` (JSON mode).
+        client: the chat client; one call per cluster with :data:`REPORT_SYSTEM` (JSON mode); ``None``
+            writes extractive reports, marked as not model-written.
         concurrency: parallel model calls; results keep cluster order.
 
     Returns:
@@ -263,22 +314,30 @@ def write_reports(
         pl.col("target_id").replace_strict(names, default=None, return_dtype=pl.String).alias("target"),
     )
     prompts: list[str] = []
+    inners: list[pl.DataFrame] = []
     degree: dict[int, dict[int, int]] = {}
     for c in order:
         ids = members[c]
         inner = named.filter(pl.col("source_id").is_in(ids) & pl.col("target_id").is_in(ids))
+        inners.append(inner)
         prompts.append(render_community(entities.filter(pl.col("id").is_in(ids)), inner))
         ends = pl.concat([inner["source_id"], inner["target_id"]]).value_counts(name="n")
         degree[c] = {int(e): int(n) for e, n in ends.iter_rows()}
 
     def one(prompt: str) -> dict[str, Any] | str:
         try:
-            return _ask(client, REPORT_SYSTEM, prompt, purpose)
+            return _ask(client, REPORT_SYSTEM, prompt, purpose)  # type: ignore[arg-type]
         except (ValueError, ModelError) as exc:
             return f"{type(exc).__name__}: {exc}"
 
-    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        results = list(pool.map(one, prompts))
+    if client is None:
+        results: list[dict[str, Any] | str] = [
+            extractive_report([names[e] for e in sorted(members[c], key=lambda e: (-degree[c].get(e, 0), names.get(e, "")))
+                               if e in names], inner)
+            for c, inner in zip(order, inners, strict=True)]
+    else:
+        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+            results = list(pool.map(one, prompts))
     rows: list[dict[str, Any]] = []
     failures: list[str] = []
     seen: set[str] = set()
@@ -315,7 +374,7 @@ def build_hierarchy(
     clusters: pl.DataFrame,
     relations: pl.DataFrame,
     reports: pl.DataFrame,
-    client: ModelClient,
+    client: ModelClient | None,
     *,
     settings: CommunitySettings,
     entities: pl.DataFrame | None = None,
@@ -326,7 +385,8 @@ def build_hierarchy(
     Each level: one node per community of the level below (only communities that have a report),
     edge weights summed across the cut (denials scaled by ``negated_weight``), Leiden again; groups
     of at least 2 become parents, whose reports are written from their children's reports with
-    :data:`PARENT_REPORT_SYSTEM`. A community not grouped stays without a parent, so every child is
+    :data:`PARENT_REPORT_SYSTEM` (with ``client=None``: :func:`extractive_parent_report`, no model).
+    A community not grouped stays without a parent, so every child is
     in at most one parent per level — and nesting holds because each level clusters the level below.
     ``settings.levels`` is the number of parent levels above the base (0 = none); recursion stops
     early when a level forms no group.
@@ -371,7 +431,8 @@ def build_hierarchy(
         for group in groups:
             kids = node_reports.filter(pl.col("node").is_in(group)).sort(["size", "node"], descending=[True, False])
             try:
-                report = _ask(client, PARENT_REPORT_SYSTEM, render_child_reports(kids), purpose)
+                report = (extractive_parent_report(kids) if client is None
+                          else _ask(client, PARENT_REPORT_SYSTEM, render_child_reports(kids), purpose))
             except (ValueError, ModelError) as exc:
                 log.warning("parent report for communities %s skipped: %s: %s", group, type(exc).__name__, exc)
                 continue

@@ -15,15 +15,27 @@ from pgrag_dag import contracts
 from pgrag_dag.communities import build_hierarchy, detect_communities, graph_fingerprint, write_reports
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import ModelError
+from pgrag_dag.operators import compose
 from pgrag_dag.pipeline import StageResult, usage_delta
 from pgrag_dag.store import communities as store
 from pgrag_dag.store import graph, vectors
 from pgrag_dag.store.lineage import lineage_summary
 
 
-def _fingerprint(engine: Engine, entities: pl.DataFrame, relations: pl.DataFrame) -> str:
-    """Graph fingerprint combined with the community settings, so a settings change rebuilds."""
-    settings = engine.settings.communities.model_dump_json()
+def report_writer(engine: Engine, realm: str, space: str) -> str:
+    """Who writes the space's community reports: ``model`` or ``extractive`` (the space's ``reports``;
+    ``auto`` = extractive when its extractor calls no model and the only model is ``replay``)."""
+    choice = engine.settings.space_spec(realm, space).reports
+    if choice != "auto":
+        return choice
+    offline = not compose(engine.settings, realm, space).extractor.op.calls_model and engine.settings.llm.models == ["replay"]
+    return "extractive" if offline else "model"
+
+
+def _fingerprint(engine: Engine, entities: pl.DataFrame, relations: pl.DataFrame, writer: str) -> str:
+    """Graph fingerprint combined with the community settings and the report writer, so a change of
+    either rebuilds."""
+    settings = engine.settings.communities.model_dump_json() + ("" if writer == "model" else writer)
     return hashlib.sha256((graph_fingerprint(entities, relations) + settings).encode()).hexdigest()
 
 
@@ -33,7 +45,8 @@ def _embed_reports(engine: Engine, conn: object, realm: str, space: str) -> int:
 
 
 def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
-    """Snapshot the live graph → Leiden → drop clusters under ``min_size`` → one report each, largest first.
+    """Snapshot the live graph → Leiden → drop clusters under ``min_size`` → one report each, largest first
+    (model-written, or extractive where the space has no model: :func:`report_writer`).
 
     Rebuild replaces the space's communities. Raises :class:`ModelError` when there were clusters and
     every report failed (an outage must not replace a build with nothing).
@@ -44,15 +57,17 @@ def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
     with engine.connect() as conn:
         entities, relations = store.load_graph(conn, realm, space)
         stored = store.current_fingerprint(conn, realm, space)
-    fp = _fingerprint(engine, entities, relations)
+    writer = report_writer(engine, realm, space)
+    fp = _fingerprint(engine, entities, relations, writer)
     if stored == fp:
         with engine.connect() as conn:
             members, reports, _ = store.load_base(conn, realm, space)
             lineage = lineage_summary(conn, realm, space)
         return StageResult("communities", {"skipped": "graph unchanged since the last build", "communities": reports.height,
-                                           **lineage, **usage_delta(engine, before)}, fp[:16], members.height)
+                                           "report_writer": writer, **lineage, **usage_delta(engine, before)}, fp[:16], members.height)
     clusters = detect_communities(entities, relations, settings=cs)
-    reports, failures = write_reports(clusters, entities, relations, engine.client(),
+    client = engine.client() if writer == "model" else None
+    reports, failures = write_reports(clusters, entities, relations, client,
                                       concurrency=engine.settings.extraction.concurrency)
     if clusters.height and reports.height == 0:
         raise ModelError(f"every one of {clusters['cluster'].n_unique()} community report(s) failed: {failures[:3]}")
@@ -71,6 +86,7 @@ def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
     return StageResult("communities", {
         "communities": counts["communities"], "members": counts["members"], "clusters_found": int(clusters["cluster"].n_unique()),
         "reports_failed": len(failures), "report_failures": failures[:20], "embedded": embedded,
+        "report_writer": writer, "model_written": writer == "model",
         "largest": int(sizes["size"].max() or 0) if sizes.height else 0,
         **lineage,
         **usage_delta(engine, before), "seconds": round(time.perf_counter() - t0, 3),
@@ -93,7 +109,8 @@ def stage_community_hierarchy(engine: Engine, realm: str, space: str) -> StageRe
                            fp[:16] + f":{parents}", 0)
     if fp is None or engine.settings.communities.levels < 1:
         return StageResult("community_hierarchy", {"parents": 0, "reason": "no communities or levels = 0"}, "empty", 0)
-    parents, children = build_hierarchy(members, relations, reports, engine.client(),
+    writer = report_writer(engine, realm, space)
+    parents, children = build_hierarchy(members, relations, reports, engine.client() if writer == "model" else None,
                                         settings=engine.settings.communities, entities=entities)
     edges = children.rename({"parent": "parent_id", "cluster": "child_id"}).with_columns(pl.all().cast(pl.Int64))
     contracts.validate(contracts.HierarchyContract, edges)
@@ -102,6 +119,6 @@ def stage_community_hierarchy(engine: Engine, realm: str, space: str) -> StageRe
         counts = store.replace_parents(conn, realm, space, fingerprint=fp, parents=parents, children=children)
         embedded = _embed_reports(engine, conn, realm, space)
     return StageResult("community_hierarchy", {
-        "parents": counts["parents"], "children": counts["children"], "embedded": embedded,
+        "parents": counts["parents"], "children": counts["children"], "embedded": embedded, "report_writer": writer,
         **usage_delta(engine, before), "seconds": round(time.perf_counter() - t0, 3),
     }, fp[:16] + f":{counts['parents']}", edges.height)

@@ -39,6 +39,22 @@ class SourceSpec(BaseModel):
     metadata_fields: list[str] = Field(default_factory=list)
 
 
+class OperatorSpec(BaseModel):
+    """One configured operator (:mod:`pgrag_dag.operators`): ``name`` — a built-in, an import path
+    ``module:attribute`` or an entry point of group ``pgrag_dag.operators`` — and its ``options``.
+    A bare string in YAML means ``{name: <string>}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_name(cls, value: Any) -> Any:
+        return {"name": value} if isinstance(value, str) else value
+
+
 class SpaceSpec(BaseModel):
     """A space's document sources, the rule that gives documents their order (§5.2: ``filename`` across
     all sources, ``listed`` = the sources' order, ``metadata`` = a metadata field such as a publication
@@ -53,6 +69,11 @@ class SpaceSpec(BaseModel):
     vocabulary: list[str] = Field(default_factory=list)
     predicate_aliases: dict[str, str] = Field(default_factory=dict)
     exclusive_groups: list[list[str]] = Field(default_factory=list)
+    chunker: OperatorSpec | None = None
+    extractor: OperatorSpec | None = None
+    gates: list[OperatorSpec] = Field(default_factory=list)
+    enrichers: list[OperatorSpec] = Field(default_factory=list)
+    reports: Literal["auto", "model", "extractive"] = "auto"
 
     @model_validator(mode="after")
     def _vocabulary(self) -> "SpaceSpec":
@@ -300,8 +321,9 @@ def config_file() -> Path:
 def load_settings(config: Path | str | None = None, **overrides: Any) -> Settings:
     """Build :class:`Settings` from ``config`` (default :func:`config_file`), the environment and ``overrides``.
 
-    Relative paths in the file resolve against the file's directory. Raises :class:`ConfigurationError`
-    naming the invalid field, or the file when ``config`` is given but does not exist.
+    Relative paths in the file resolve against the file's directory. Every space's operator
+    composition is resolved here. Raises :class:`ConfigurationError` naming the invalid field, the
+    space/stage/option of a bad composition, or the file when ``config`` is given but does not exist.
     """
     from pydantic import ValidationError
 
@@ -313,9 +335,13 @@ def load_settings(config: Path | str | None = None, **overrides: Any) -> Setting
         overrides.setdefault("config_dir", path.resolve().parent)
         cls = type("Settings", (Settings,), {"model_config": {**Settings.model_config, "yaml_file": str(path)}})
     try:
-        return cls(**overrides)
+        settings = cls(**overrides)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(part) for part in err['loc']) or 'settings'}: {err['msg'].removeprefix('Value error, ')}"
             for err in exc.errors())
         raise ConfigurationError(f"invalid settings ({exc.error_count()}): {problems}") from exc
+    from pgrag_dag.operators import compose_all
+
+    compose_all(settings)  # every space's operators resolve and their options validate, or this raises
+    return settings

@@ -10,6 +10,7 @@ Use :func:`validate` to get a :class:`~pgrag_dag.errors.ContractError` carrying 
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any, ClassVar
 
 import pandera.polars as pa
@@ -23,6 +24,75 @@ from pgrag_dag.gates import VAGUE_PREDICATES, identity_key, name_gate
 
 def _rows(data: PolarsData) -> pl.DataFrame:
     return data.lazyframe.collect()
+
+
+class DocumentContract(pa.DataFrameModel):
+    """``documents`` (what a chunker reads, one row per document): unique non-empty doc_key, text, title,
+    source, doc_order, doc_hash, metadata (JSON text)."""
+
+    doc_key: str = pa.Field(str_length={"min_value": 1}, unique=True)
+    text: str
+    title: str
+    source: str
+    doc_order: int
+
+
+class ChunkerOutputContract(pa.DataFrameModel):
+    """What a chunker returns: doc_key, chunk_index (0-based, contiguous per document), non-empty text,
+    metadata (a JSON object as text, or null). The stage adds title, source, order and hashes."""
+
+    doc_key: str = pa.Field(str_length={"min_value": 1})
+    chunk_index: int = pa.Field(ge=0)
+    text: str = pa.Field(str_length={"min_value": 1})
+    metadata: str = pa.Field(nullable=True)
+
+    class Config:
+        unique = ["doc_key", "chunk_index"]
+
+    @pa.dataframe_check
+    def text_not_blank(cls, data: PolarsData) -> pl.LazyFrame:
+        """A chunk has at least one non-whitespace character."""
+        return data.lazyframe.select(pl.col("text").str.strip_chars().str.len_chars() > 0)
+
+    @pa.dataframe_check
+    def indexes_contiguous(cls, data: PolarsData) -> pl.LazyFrame:
+        """Each document's chunk indexes are 0, 1, ..., n-1."""
+        return data.lazyframe.select(
+            (pl.col("chunk_index").rank("ordinal").over("doc_key") - 1).cast(pl.Int64) == pl.col("chunk_index"))
+
+    @pa.dataframe_check
+    def metadata_is_json_object(cls, data: PolarsData) -> pl.LazyFrame:
+        """metadata, when set, parses as a JSON object."""
+        return data.lazyframe.select(pl.col("metadata").map_elements(_is_json_object, return_dtype=pl.Boolean,
+                                                                     skip_nulls=False))
+
+
+def _is_json_object(text: str | None) -> bool:
+    if text is None:
+        return True
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
+
+
+class ExtractorInputContract(pa.DataFrameModel):
+    """What an extractor reads (stored chunks, document order): chunk_id, doc_key, chunk_index, title,
+    source, non-empty text."""
+
+    chunk_id: int = pa.Field(unique=True)
+    doc_key: str
+    chunk_index: int = pa.Field(ge=0)
+    title: str
+    source: str
+    text: str = pa.Field(str_length={"min_value": 1})
+
+
+class GateVerdictContract(pa.DataFrameModel):
+    """What an extra gate returns: one row per input row (the rows every built-in gate accepted, same
+    order) with ``refused`` (bool) and optionally ``offending_value`` (the refused value, nullable)."""
+
+    refused: bool
 
 
 class ChunkContract(pa.DataFrameModel):

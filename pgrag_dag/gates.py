@@ -19,13 +19,17 @@ import functools
 import json
 import re
 import unicodedata
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from pgrag_dag.config import GateSettings
 from pgrag_dag.temporal import normalise_date
 from pgrag_dag.vocabulary import Vocabulary
+
+if TYPE_CHECKING:
+    from pgrag_dag.operators import Bound, OperatorContext
 
 
 class Gate(str, enum.Enum):
@@ -250,3 +254,63 @@ def apply_gates(raw: pl.DataFrame, settings: GateSettings, vocabulary: Vocabular
     for r in raw.filter(pl.col("parse_status") == "ok").iter_rows(named=True):
         rows.extend(gate_extraction(int(r["chunk_id"]), int(r["pass"]), json.loads(r["parsed"]), settings, vocabulary))
     return pl.DataFrame(rows, schema=DECISION_SCHEMA)
+
+
+def apply_extra_gates(decisions: pl.DataFrame, gates: Sequence[Bound], ctx: OperatorContext) -> pl.DataFrame:
+    """Run a space's extra gates (user or built-in :mod:`pgrag_dag.operators` gates) after Table 2's.
+
+    Each gate sees the rows still accepted (``gate_decisions`` columns, in order) and returns one verdict
+    row per input row (:class:`~pgrag_dag.contracts.GateVerdictContract`); a refused row is stored with
+    the gate's name as its reason and ``offending_value`` (the gate's, else the name or subject). Gates
+    only add refusals: rows already refused stay as they were. A triple whose endpoint entity a gate
+    refused is then refused as an orphaned endpoint. Returns the decisions frame (same rows and order).
+
+    Raises :class:`ContractError` when a gate's verdict breaks its contract or has a different row count.
+    """
+    from pgrag_dag.errors import ContractError
+
+    for g in gates:
+        keyed = decisions.with_row_index("_row")
+        open_rows = keyed.filter(pl.col("accepted"))
+        verdict = g.run(open_rows.drop("_row"), ctx)
+        if verdict.height != open_rows.height:
+            raise ContractError(f"GateVerdictContract (operator {g.op.name})",
+                                f"returned {verdict.height} verdicts for {open_rows.height} accepted rows")
+        given = verdict["offending_value"].cast(pl.String) if "offending_value" in verdict.columns else pl.Series(
+            [None] * verdict.height, dtype=pl.String)
+        hits = open_rows.select("_row", "kind", "name", "subject").with_columns(
+            _refused=verdict["refused"], _value=given).filter(pl.col("_refused"))
+        hits = hits.with_columns(_value=pl.coalesce("_value", pl.when(pl.col("kind") == "entity")
+                                                    .then(pl.col("name")).otherwise(pl.col("subject"))))
+        decisions = _refuse(keyed, hits.select("_row", "_value"), g.op.name)
+        decisions = _refuse_orphans(decisions)
+    return decisions
+
+
+def _refuse(keyed: pl.DataFrame, hits: pl.DataFrame, gate: str) -> pl.DataFrame:
+    """``keyed`` (with ``_row``) with the rows of ``hits`` (``_row``, ``_value``) refused by ``gate``."""
+    out = keyed.join(hits, on="_row", how="left")
+    hit = pl.col("_row").is_in(hits["_row"].implode())
+    return out.with_columns(
+        accepted=pl.when(hit).then(False).otherwise(pl.col("accepted")),
+        gate=pl.when(hit).then(pl.lit(gate)).otherwise(pl.col("gate")),
+        offending_value=pl.when(hit).then(pl.col("_value")).otherwise(pl.col("offending_value")),
+    ).sort("_row").drop("_row", "_value")
+
+
+def _refuse_orphans(decisions: pl.DataFrame) -> pl.DataFrame:
+    """Accepted triples whose subject or object is no accepted entity of their chunk and pass → refused
+    as :attr:`Gate.ORPHANED_ENDPOINT` with the missing endpoint as offending value."""
+    keyed = decisions.with_row_index("_row")
+    ents = {(c, p, identity_key(n)) for c, p, n in keyed.filter((pl.col("kind") == "entity") & pl.col("accepted"))
+            .select("chunk_id", "pass", "name").iter_rows()}
+    rows, values = [], []
+    for r in keyed.filter((pl.col("kind") == "triple") & pl.col("accepted")).iter_rows(named=True):
+        missing = next((e for e in (r["subject"], r["object"]) if (r["chunk_id"], r["pass"], identity_key(e)) not in ents), None)
+        if missing is not None:
+            rows.append(r["_row"])
+            values.append(missing)
+    if not rows:
+        return decisions
+    return _refuse(keyed, pl.DataFrame({"_row": rows, "_value": values}, schema={"_row": pl.UInt32, "_value": pl.String}),
+                   Gate.ORPHANED_ENDPOINT.value)

@@ -18,14 +18,16 @@ from typing import Any
 import polars as pl
 
 from pgrag_dag import contracts
-from pgrag_dag.chunking import chunk_documents
+from pgrag_dag.chunking import assemble_chunks
 from pgrag_dag.engine import Engine
-from pgrag_dag.extraction import DocumentContext, extract_chunks
-from pgrag_dag.gates import apply_gates, normalise_predicate
+from pgrag_dag.errors import ContractError, ExtractionError
+from pgrag_dag.extraction import RAW_SCHEMA, DocumentContext
+from pgrag_dag.gates import apply_extra_gates, apply_gates, normalise_predicate
 from pgrag_dag.names import validate_realm, validate_space
+from pgrag_dag.operators import Bound, OperatorContext, compose, compose_user, operator_check_name
 from pgrag_dag.quality import graph_quality, quality_passed
 from pgrag_dag.relations import build_relations
-from pgrag_dag.resolution import resolve_entities
+from pgrag_dag.resolution import apply_enrichers, resolve_entities
 from pgrag_dag.supersession import detect_contradictions, supersede
 from pgrag_dag.sources import load_documents
 from pgrag_dag.store import documents, graph, staging, vectors
@@ -64,15 +66,31 @@ def usage_delta(engine: Engine, before: dict[str, Any]) -> dict[str, Any]:
             for k in after}
 
 
+def operator_context(engine: Engine, realm: str, space: str, bound: Bound, **state: Any) -> OperatorContext:
+    """The :class:`OperatorContext` for ``bound`` in ``realm.space``: the model client only when the
+    operator is declared ``calls_model``; ``state`` passed through."""
+    spec = engine.settings.space_spec(realm, space)
+    return OperatorContext(realm, space, spec.vocabulary_model(), engine.settings.gates,
+                           client=engine.client() if bound.op.calls_model else None, state=dict(state))
+
+
+def _operator_checks(bounds: tuple[Bound, ...] | list[Bound], rows: dict[str, int]) -> dict[str, tuple[bool, dict[str, Any]]]:
+    """One passed check per user operator the stage ran (its frame met its contract)."""
+    user = {id(b) for b in compose_user(bounds)}
+    return {operator_check_name(b.op.name): (True, {**b.describe(), "contract": b.op.contract.__name__, **rows})
+            for b in bounds if id(b) in user}
+
+
 def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
-    """Read sources, chunk, and replace changed documents' chunks (§4.1, §5.5)."""
+    """Read sources, run the space's chunker, and replace changed documents' chunks (§4.1, §5.5)."""
     t0 = time.perf_counter()
     validate_realm(realm)
     validate_space(space)
     engine.init_realm(realm)
+    chunker = compose(engine.settings, realm, space).chunker
     docs = load_documents(engine.settings, realm, space)
-    ck = engine.settings.chunking
-    chunks = chunk_documents(docs, chunk_chars=ck.chunk_chars, overlap_chars=ck.overlap_chars)
+    pieces = chunker.run(docs, operator_context(engine, realm, space, chunker))
+    chunks = assemble_chunks(docs, pieces)
     contracts.validate(contracts.ChunkContract, chunks.with_columns(chunk_id=pl.lit(None, pl.Int64)))
     meta = dict(zip(docs["doc_key"].to_list(), docs["metadata"].to_list()))
     with engine.connect() as conn, conn.transaction():
@@ -82,22 +100,35 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
         "documents": docs.height, "chunks": chunks.height, "documents_added": len(sync.added),
         "documents_replaced": len(sync.replaced), "documents_removed": len(sync.removed),
         "documents_unchanged": len(sync.unchanged), "chunks_inserted": sync.chunks_inserted,
+        "operators": {"chunker": chunker.describe()},
         "seconds": round(time.perf_counter() - t0, 3),
-    }, frame_hash(chunks.select("doc_key", "chunk_index", "content_hash")), chunks.height)
+    }, frame_hash(chunks.select("doc_key", "chunk_index", "content_hash")), chunks.height,
+        checks=_operator_checks([chunker], {"documents": docs.height, "chunks": chunks.height}))
 
 
 def stage_raw_extractions(engine: Engine, realm: str, space: str) -> StageResult:
-    """Extract (and glean) every chunk without a successful first pass (§4.1–4.2, §3.5)."""
+    """Run the space's extractor on every chunk without a successful first pass by that extractor
+    (new, changed, failed before, or extracted by another extractor) (§4.1–4.2, §3.5).
+
+    Raises :class:`ExtractionError` when there were chunks and every first pass failed, and
+    :class:`ContractError` when the extractor's frame breaks its contract or names a chunk it was
+    not given — nothing is written then.
+    """
     t0 = time.perf_counter()
     before = engine.usage()
-    spec = engine.settings.space_spec(realm, space)
+    extractor = compose(engine.settings, realm, space).extractor
     with engine.connect() as conn:
-        todo = staging.chunks_needing_extraction(conn, realm, space)
+        todo = staging.chunks_needing_extraction(conn, realm, space, extractor=extractor.identity)
         seed = staging.document_names(conn, realm, space, sorted(set(todo["doc_key"].to_list())))
-    context = DocumentContext(engine.settings.extraction.context_names_cap, seed)
-    raw = extract_chunks(todo, engine.client(), engine.settings.extraction, vocabulary=spec.vocabulary_model(),
-                         context=context)
-    contracts.validate(contracts.RawExtractionContract, raw)
+    state: dict[str, Any] = {"identity": extractor.identity}
+    if extractor.op.calls_model:
+        cap = getattr(extractor.options, "context_names_cap", engine.settings.extraction.context_names_cap)
+        state["document_context"] = DocumentContext(cap, seed)
+    raw = pl.DataFrame(schema=RAW_SCHEMA)
+    if todo.height:
+        raw = extractor.run(todo, operator_context(engine, realm, space, extractor, **state))
+        raw = raw.select(list(RAW_SCHEMA)).with_columns(prompt_version=pl.lit(extractor.identity))
+        _check_extraction(extractor, todo, raw)
     with engine.connect() as conn, conn.transaction():
         staging.write_raw(conn, realm, space, raw)
         stored = staging.load_raw(conn, realm, space)
@@ -109,8 +140,28 @@ def stage_raw_extractions(engine: Engine, realm: str, space: str) -> StageResult
         "chunks_extracted": todo.height, "chunks_failed": failed.height,
         "failures": failed["error"].to_list()[:20], "passes_written": raw.height,
         "gleaning_failures": raw.filter((pl.col("pass") > 0) & (pl.col("parse_status") != "ok")).height,
+        "operators": {"extractor": extractor.describe()},
         **usage_delta(engine, before), "seconds": round(time.perf_counter() - t0, 3),
-    }, frame_hash(stored.select("chunk_id", "pass", "raw_text", "parse_status")), raw.height)
+    }, frame_hash(stored.select("chunk_id", "pass", "raw_text", "parse_status")), raw.height,
+        checks=_operator_checks([extractor], {"chunks_extracted": todo.height, "passes_written": raw.height}))
+
+
+def _check_extraction(extractor: Bound, todo: pl.DataFrame, raw: pl.DataFrame) -> None:
+    """An extractor writes rows only for chunks it was given, and a first pass for each of them;
+    when every first pass failed the run raises (§3.5: an outage is never an empty corpus)."""
+    label = f"RawExtractionContract (operator {extractor.op.name})"
+    given = set(todo["chunk_id"].to_list())
+    strays = raw.filter(~pl.col("chunk_id").is_in(list(given)))
+    if strays.height:
+        raise ContractError(label, f"rows for {strays['chunk_id'].n_unique()} chunk(s) it was not given",
+                            strays.select("chunk_id", "pass"))
+    missing = given - set(raw.filter(pl.col("pass") == 0)["chunk_id"].to_list())
+    if missing:
+        raise ContractError(label, f"no first pass (pass 0) for {len(missing)} chunk(s), e.g. chunk_id {min(missing)}")
+    firsts = raw.filter(pl.col("pass") == 0)
+    if firsts.filter(pl.col("parse_status") == "ok").height == 0:
+        errors = firsts["error"].drop_nulls().head(3).to_list()
+        raise ExtractionError(f"every one of {todo.height} chunk(s) failed extraction; first errors: {errors}")
 
 
 def stage_gated_triples(engine: Engine, realm: str, space: str) -> StageResult:
@@ -120,6 +171,9 @@ def stage_gated_triples(engine: Engine, realm: str, space: str) -> StageResult:
         raw = staging.load_raw(conn, realm, space)
     vocabulary = engine.settings.space_spec(realm, space).vocabulary_model()
     decisions = apply_gates(raw, engine.settings.gates, vocabulary)
+    gates = compose(engine.settings, realm, space).gates
+    for g in gates:
+        decisions = apply_extra_gates(decisions, [g], operator_context(engine, realm, space, g))
     contracts.validate(contracts.gate_contract(engine.settings.gates), decisions)
     with engine.connect() as conn, conn.transaction():
         stored = staging.load_decisions(conn, realm, space, accepted_only=False)
@@ -132,9 +186,10 @@ def stage_gated_triples(engine: Engine, realm: str, space: str) -> StageResult:
         "entities_accepted": decisions.filter(pl.col("accepted") & (pl.col("kind") == "entity")).height,
         "triples_accepted": decisions.filter(pl.col("accepted") & (pl.col("kind") == "triple")).height,
         "rejected": rejected.height, "rejections_per_gate": per_gate, "rewritten": not unchanged,
-        **_predicate_report(decisions, vocabulary),
+        **_predicate_report(decisions, vocabulary), "operators": {"gates": [g.describe() for g in gates]},
         "seconds": round(time.perf_counter() - t0, 3),
-    }, frame_hash(decisions), decisions.height)
+    }, frame_hash(decisions), decisions.height,
+        checks=_operator_checks(gates, {"decisions": decisions.height}))
 
 
 def _predicate_report(decisions: pl.DataFrame, vocabulary: Vocabulary) -> dict[str, Any]:
@@ -149,13 +204,17 @@ def _predicate_report(decisions: pl.DataFrame, vocabulary: Vocabulary) -> dict[s
 
 
 def stage_resolved_entities(engine: Engine, realm: str, space: str) -> StageResult:
-    """Resolve accepted entities onto vertices (§4.6); rewrite mentions and dormancy (§5.5)."""
+    """Resolve accepted entities onto vertices (§4.6), run the space's enrichers; rewrite mentions and
+    dormancy (§5.5)."""
     t0 = time.perf_counter()
+    enrichers = compose(engine.settings, realm, space).enrichers
+    contexts = [operator_context(engine, realm, space, e) for e in enrichers]
     with engine.connect() as conn, conn.transaction():
         graph.lock_partition(conn, realm, space)
         existing = graph.load_entities(conn, realm, space)
         accepted = staging.load_decisions(conn, realm, space)
         res = resolve_entities(existing, accepted.filter(pl.col("kind") == "entity"))
+        enriched = sum(apply_enrichers(res, [e], ctx) for e, ctx in zip(enrichers, contexts))
         frame = res.entities().with_row_index("row").with_columns(id=pl.col("row").cast(pl.Int64))
         contracts.validate(contracts.EntityContract, frame)
         counts = graph.write_entities(conn, realm, space, res)
@@ -172,8 +231,9 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str) -> StageResu
     return StageResult("resolved_entities", {
         "entities": stored.height, "entities_inserted": counts["inserted"], "entities_updated": counts["updated"],
         "records_resolved": accepted.filter(pl.col("kind") == "entity").height, **dormancy,
+        "entities_enriched": enriched, "operators": {"enrichers": [e.describe() for e in enrichers]},
         "seconds": round(time.perf_counter() - t0, 3),
-    }, frame_hash(stored), frame.height)
+    }, frame_hash(stored), frame.height, checks=_operator_checks(enrichers, {"entities": frame.height}))
 
 
 def stage_relations(engine: Engine, realm: str, space: str) -> StageResult:

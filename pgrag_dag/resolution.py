@@ -14,12 +14,16 @@ description, aliases, changed: bool) and ``lookup`` (identity key of every surfa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from pgrag_dag.gates import identity_key
+
+if TYPE_CHECKING:
+    from pgrag_dag.operators import Bound, OperatorContext
 
 GENERIC_TYPE = "Concept"
 ENTITY_SCHEMA: dict[str, Any] = {
@@ -136,3 +140,40 @@ def _register(res: Resolution, v: Vertex) -> None:
     res.lookup[identity_key(v.name)] = idx  # canonical names take precedence over aliases
     for alias in v.aliases:
         res.lookup.setdefault(identity_key(alias), idx)
+
+
+def apply_enrichers(res: Resolution, enrichers: Sequence[Bound], ctx: OperatorContext) -> int:
+    """Run a space's enrichers over the resolved vertices, in order; returns how many vertices changed.
+
+    Each enricher receives the ``entities`` frame (``id`` = the vertex's position in ``res``, name,
+    entity_type, description, aliases, changed) and returns it with the same rows in the same order;
+    it may change ``entity_type``, ``description`` and ``aliases`` — never the canonical name or the rows
+    (§4.6: one vertex per canonical name). Changed vertices are marked ``changed`` so they are written.
+
+    Raises :class:`ContractError` when an enricher's frame breaks :class:`EntityContract`, lacks one
+    of those columns, or changes a row's id or canonical name.
+    """
+    from pgrag_dag.errors import ContractError
+
+    changed: set[int] = set()
+    for e in enrichers:
+        frame = res.entities().with_row_index("row").with_columns(id=pl.col("row").cast(pl.Int64)).drop("row")
+        out = e.run(frame, ctx)
+        label = f"EntityContract (operator {e.op.name})"
+        missing = [c for c in ("id", "name", "entity_type", "description", "aliases") if c not in out.columns]
+        if missing:
+            raise ContractError(label, f"the enriched frame lacks column(s) {missing}")
+        if out.height != frame.height or out["id"].to_list() != frame["id"].to_list():
+            raise ContractError(label, f"an enricher must return its {frame.height} rows in order; got {out.height}")
+        renamed = out.filter(pl.col("name") != frame["name"])
+        if renamed.height:
+            raise ContractError(label, f"an enricher may not change a canonical name (e.g. {renamed['name'][0]!r})",
+                                renamed.select("id", "name"))
+        for i, (etype, desc, aliases) in enumerate(out.select("entity_type", "description", "aliases").iter_rows()):
+            v = res.vertices[i]
+            new = (etype or GENERIC_TYPE, desc or "", list(aliases or []))
+            if new != (v.entity_type, v.description, v.aliases):
+                v.entity_type, v.description, v.aliases = new
+                v.changed = True
+                changed.add(i)
+    return len(changed)

@@ -26,12 +26,14 @@ def _roots() -> list[dg.AssetsDefinition]:
 
 
 def test_the_sensor_requests_runs_only_for_new_or_changed_spaces(small_corpus: SmallCorpus, realm: str) -> None:
-    sensor = build_source_sensor(small_corpus.settings(), _roots())
+    sensor = build_source_sensor(small_corpus.settings(), ASSETS)
     key = f"{realm}.main"
     with dg.instance_for_test() as instance:
         first = sensor(dg.build_sensor_context(instance=instance, cursor=None))
         assert isinstance(first, dg.SensorResult)
         assert [r.partition_key for r in first.run_requests] == [key]
+        assert first.run_requests[0].asset_selection == [dg.AssetKey(s) for s in
+                                                         ("chunks", "raw_extractions", "gated_triples", "resolved_entities", "communities")]
         assert first.dynamic_partitions_requests[0].partition_keys == [key]  # a new space adds its partition
         add_partitions(instance, [key])
         unchanged = sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor))
@@ -40,6 +42,7 @@ def test_the_sensor_requests_runs_only_for_new_or_changed_spaces(small_corpus: S
         changed = sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor))
         assert isinstance(changed, dg.SensorResult)
         assert [r.partition_key for r in changed.run_requests] == [key] and not changed.dynamic_partitions_requests
+        assert changed.run_requests[0].asset_selection == [dg.AssetKey("chunks")]  # only the sources changed
         assert json.loads(changed.cursor)[key] != json.loads(first.cursor)[key]
 
 

@@ -78,6 +78,10 @@ def _chromium(url: str, *, screenshot: Path | None = None) -> str:
 
 
 def test_the_ui_shows_the_materialised_assets_and_their_checks(small_corpus: SmallCorpus, realm: str, tmp_path: Path) -> None:
+    from tests.test_operators import compose_space
+
+    # a user's gate by import path: the UI must show it as a check of its stage, with its docstring
+    compose_space(small_corpus, realm, gates=["tests.user_operators:full_names"])
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     home = tmp_path / "dagster_home"
     home.mkdir()
@@ -120,7 +124,10 @@ def test_the_ui_shows_the_materialised_assets_and_their_checks(small_corpus: Sma
         check_url = f"http://127.0.0.1:{port}/assets/gated_triples?view=checks"
         check_dom = _chromium(check_url, screenshot=ARTIFACTS / "gated-triples-checks.png")
         assert "contract" in check_dom and "Pandera contract GateDecisionContract" in check_dom
-        for shot in ("asset-graph.png", "gated-triples-checks.png"):
+        user_dom = _chromium(f"{check_url}&checkDetail=operator_full_names", screenshot=ARTIFACTS / "user-gate-check.png")
+        (ARTIFACTS / "user-gate-check.html").write_text(user_dom)
+        assert "operator_full_names" in user_dom and "Refuses one-word entity names" in user_dom
+        for shot in ("asset-graph.png", "gated-triples-checks.png", "user-gate-check.png"):
             assert (ARTIFACTS / shot).stat().st_size > 10_000  # a rendered page, not an empty frame
     finally:
         try:

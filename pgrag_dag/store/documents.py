@@ -31,7 +31,8 @@ class ChunkSync:
 def sync_chunks(conn: psycopg.Connection, realm: str, space: str, chunks: pl.DataFrame, *, metadata: dict[str, str]) -> ChunkSync:
     """Make the space's stored chunks equal ``chunks`` (the ``chunks`` frame), document by document.
 
-    ``metadata`` maps doc_key → document metadata JSON. Runs inside the caller's transaction.
+    ``metadata`` maps doc_key → document metadata JSON; a ``metadata`` column in ``chunks`` (JSON text,
+    the chunk's own, e.g. its section) wins over it. Runs inside the caller's transaction.
     """
     stored = {
         k: h for k, h in conn.execute(
@@ -61,7 +62,7 @@ def sync_chunks(conn: psycopg.Connection, realm: str, space: str, chunks: pl.Dat
                 sql.SQL("""INSERT INTO {} (space, doc_key, chunk_index, title, source, doc_order, text, content_hash,
                                           doc_hash, metadata) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)""").format(_t(realm, "documents")),
                 [(space, r["doc_key"], r["chunk_index"], r["title"], r["source"], r["doc_order"], r["text"],
-                  r["content_hash"], r["doc_hash"], Jsonb(_json(metadata.get(doc_key))))
+                  r["content_hash"], r["doc_hash"], Jsonb(_json(r.get("metadata") or metadata.get(doc_key))))
                  for r in frame.iter_rows(named=True)],
             )
         inserted += frame.height

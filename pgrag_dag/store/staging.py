@@ -18,16 +18,18 @@ from pgrag_dag.gates import DECISION_SCHEMA
 from pgrag_dag.store.schema import qualified as _t
 
 
-def chunks_needing_extraction(conn: psycopg.Connection, realm: str, space: str) -> pl.DataFrame:
-    """Chunks with no successful first pass (new, changed, or failed before), in document order:
-    chunk_id, doc_key, chunk_index, title, source, text."""
+def chunks_needing_extraction(conn: psycopg.Connection, realm: str, space: str, *, extractor: str) -> pl.DataFrame:
+    """Chunks with no successful first pass by ``extractor`` (an extractor identity, stored in
+    ``prompt_version``): new, changed, failed before, or extracted by another extractor — in document
+    order: chunk_id, doc_key, chunk_index, title, source, text."""
     rows = conn.execute(
         sql.SQL("""SELECT d.id, d.doc_key, d.chunk_index, d.title, d.source, d.text FROM {d} d
                     WHERE d.space = %s AND NOT EXISTS (
-                          SELECT 1 FROM {r} r WHERE r.chunk_id = d.id AND r.pass = 0 AND r.parse_status = 'ok')
+                          SELECT 1 FROM {r} r WHERE r.chunk_id = d.id AND r.pass = 0 AND r.parse_status = 'ok'
+                             AND r.prompt_version = %s)
                     ORDER BY d.doc_order, d.doc_key, d.chunk_index""").format(
             d=_t(realm, "documents"), r=_t(realm, "raw_extractions")),
-        (space,),
+        (space, extractor),
     ).fetchall()
     schema = {"chunk_id": pl.Int64, "doc_key": pl.String, "chunk_index": pl.Int64, "title": pl.String,
               "source": pl.String, "text": pl.String}

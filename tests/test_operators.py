@@ -1,0 +1,182 @@
+"""The operator framework: registry, composition at load time, user operators by import path and entry
+point, extra gates and enrichers in the pipeline (real PostgreSQL, real litellm against the stub)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from psycopg import sql
+
+from pgrag_dag.errors import ConfigurationError, ContractError
+from pgrag_dag.operators import builtins, compose, resolve_operator
+from pgrag_dag.pipeline import index_documents, stage_chunks, stage_gated_triples, stage_resolved_entities
+from pgrag_dag.store import db
+from pgrag_dag.store.schema import schema_for
+from tests.fix_corpus import SmallCorpus
+
+
+def compose_space(corpus: SmallCorpus, realm: str, **space: object) -> None:
+    """Rewrite the fixture's configuration with ``space`` merged into space ``main``."""
+    cfg = yaml.safe_load(corpus.config.read_text())
+    cfg["realms"][realm]["spaces"]["main"].update(space)
+    corpus.config.write_text(yaml.safe_dump(cfg))
+
+
+def _rows(dsn: str, realm: str, query: str) -> list[tuple]:
+    with db.connect(dsn) as conn:
+        return conn.execute(sql.SQL(query).format(s=sql.Identifier(schema_for(realm)))).fetchall()
+
+
+def test_the_registry_holds_the_built_ins_under_stable_names() -> None:
+    ops = builtins()
+    assert {n: o.slot for n, o in ops.items()} == {
+        "paragraph_pack": "chunker", "token_window": "chunker", "markdown_heading": "chunker", "paragraph": "chunker",
+        "llm": "extractor", "cooccurrence": "extractor", "name_stoplist": "gate", "type_map": "enricher"}
+    assert [n for n, o in ops.items() if o.calls_model] == ["llm"]
+    assert all(o.description for o in ops.values())
+
+
+def test_defaults_compose_todays_pipeline(small_corpus: SmallCorpus, realm: str) -> None:
+    comp = compose(small_corpus.settings(), realm, "main")
+    assert comp.chunker.op.name == "paragraph_pack" and comp.extractor.op.name == "llm"
+    # the global chunking and extraction sections are the built-ins' options
+    assert (comp.chunker.options.chunk_chars, comp.chunker.options.overlap_chars) == (200, 60)
+    assert comp.extractor.options.concurrency == 2 and comp.extractor.identity == "extract-v2"
+    assert comp.gates == () and comp.enrichers == ()
+
+
+@pytest.mark.parametrize(("space", "message"), [
+    ({"chunker": "sentences_please"}, "space {realm}.main, stage chunker: unknown operator 'sentences_please'"),
+    ({"chunker": "name_stoplist"}, "space {realm}.main, stage chunker: operator 'name_stoplist' is a gate"),
+    ({"chunker": {"name": "token_window", "options": {"tokens": 0}}},
+     "space {realm}.main, stage chunker, operator 'token_window': option tokens:"),
+    ({"chunker": {"name": "token_window", "options": {"token": 10}}},
+     "space {realm}.main, stage chunker, operator 'token_window': option token: Extra inputs are not permitted"),
+    ({"gates": [{"name": "name_stoplist", "options": {}}]}, "stage gate, operator 'name_stoplist': option names: Field required"),
+    ({"extractor": "tests.user_operators:not_an_operator"}, "is a str, not a pgrag_dag Operator"),
+    ({"extractor": "tests.no_such_module:thing"}, "stage extractor: cannot import operator 'tests.no_such_module:thing'"),
+    ({"enrichers": ["tests.user_operators:sentence_chunker"]}, "stage enricher: operator 'tests.user_operators:sentence_chunker' is a chunker"),
+])
+def test_a_bad_composition_fails_at_load_naming_space_stage_and_option(
+        small_corpus: SmallCorpus, realm: str, space: dict, message: str) -> None:
+    compose_space(small_corpus, realm, **space)
+    with pytest.raises(ConfigurationError) as err:
+        small_corpus.settings()
+    assert message.format(realm=realm) in str(err.value)
+
+
+def test_an_extra_gate_may_not_take_a_built_in_gate_s_name(small_corpus: SmallCorpus, realm: str,
+                                                            tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "impostor.py").write_text(
+        "from pgrag_dag.operators import operator\n"
+        "@operator('vague_predicate', 'gate')\n"
+        "def gate(frame, options, ctx):\n    'Pretends to be a built-in gate.'\n    return frame\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    compose_space(small_corpus, realm, gates=["impostor:gate"])
+    with pytest.raises(ConfigurationError, match="the reason of a built-in gate"):
+        small_corpus.settings()
+
+
+def test_a_user_gate_by_import_path_adds_refusals_with_its_own_reason_and_no_model_call(
+        small_corpus: SmallCorpus, realm: str) -> None:
+    index_documents(small_corpus.engine(), realm, "main", communities=False)
+    calls = len(small_corpus.chat_requests())
+    before = dict(_rows(small_corpus.engine().dsn, realm, "SELECT gate, count(*) FROM {s}.gate_decisions WHERE gate IS NOT NULL GROUP BY 1"))
+    compose_space(small_corpus, realm, gates=["tests.user_operators:full_names"])
+    results = {r.stage: r for r in index_documents(small_corpus.engine(), realm, "main", communities=False)}
+    assert len(small_corpus.chat_requests()) == calls  # a gate change re-gates the stored extractions
+    gated = results["gated_triples"].metadata
+    # "Babbage" (a one-word name, here the stub endpoint of a triple) is refused by the house gate,
+    # London (a Place) is kept; the built-in refusals stay
+    assert gated["rejections_per_gate"]["full_names"] >= 1
+    assert {k: v for k, v in gated["rejections_per_gate"].items() if k in before} == before
+    refused = _rows(small_corpus.engine().dsn, realm,
+                    "SELECT DISTINCT kind, offending_value FROM {s}.gate_decisions WHERE gate = 'full_names'")
+    assert refused == [("entity", "Babbage")]
+    # the triple naming Babbage lost its endpoint: refused as orphaned, never accepted
+    orphans = _rows(small_corpus.engine().dsn, realm, "SELECT subject, predicate, object FROM {s}.gate_decisions "
+                                                      "WHERE gate = 'orphaned_endpoint' AND offending_value = 'Babbage'")
+    assert ("Babbage", "designed", "Analytical Engine") in orphans
+    assert results["gated_triples"].checks["operator_full_names"][0] is True
+    assert gated["operators"]["gates"][0]["operator"] == "tests.user_operators:full_names"
+    names = {n for (n,) in _rows(small_corpus.engine().dsn, realm, "SELECT name FROM {s}.entities WHERE dormant_since IS NULL")}
+    assert "Charles Babbage" in names
+
+
+def test_extra_gates_never_accept_what_a_built_in_gate_refused(small_corpus: SmallCorpus, realm: str,
+                                                               tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "lenient.py").write_text(
+        "import polars as pl\nfrom pgrag_dag.operators import operator\n"
+        "@operator('lenient', 'gate')\n"
+        "def gate(frame, options, ctx):\n    'Refuses nothing.'\n"
+        "    return pl.DataFrame({'refused': [False] * frame.height})\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    index_documents(small_corpus.engine(), realm, "main", communities=False)
+    stored = _rows(small_corpus.engine().dsn, realm, "SELECT accepted, gate, count(*) FROM {s}.gate_decisions GROUP BY 1, 2 ORDER BY 1, 2")
+    compose_space(small_corpus, realm, gates=["lenient:gate"])
+    result = stage_gated_triples(small_corpus.engine(), realm, "main")
+    assert result.metadata["rewritten"] is False  # the same decisions: a gate that refuses nothing changes nothing
+    assert _rows(small_corpus.engine().dsn, realm, "SELECT accepted, gate, count(*) FROM {s}.gate_decisions GROUP BY 1, 2 ORDER BY 1, 2") == stored
+
+
+def test_a_gate_returning_the_wrong_number_of_verdicts_breaks_its_contract(
+        small_corpus: SmallCorpus, realm: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "short.py").write_text(
+        "import polars as pl\nfrom pgrag_dag.operators import operator\n"
+        "@operator('short_gate', 'gate')\n"
+        "def gate(frame, options, ctx):\n    'Forgets the last row.'\n"
+        "    return pl.DataFrame({'refused': [False] * (frame.height - 1)})\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    index_documents(small_corpus.engine(), realm, "main", communities=False)
+    compose_space(small_corpus, realm, gates=["short:gate"])
+    with pytest.raises(ContractError, match=r"GateVerdictContract \(operator short_gate\).*verdicts for"):
+        stage_gated_triples(small_corpus.engine(), realm, "main")
+
+
+def test_a_user_operator_loads_by_entry_point(small_corpus: SmallCorpus, realm: str, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real installed distribution's entry point (a dist-info directory on sys.path)."""
+    site = tmp_path / "site"
+    dist = site / "house_rules-1.0.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: house-rules\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[pgrag_dag.operators]\nhouse_gate = house_rules:gate\n")
+    (site / "house_rules.py").write_text(
+        "from tests.user_operators import full_names as gate\n")
+    monkeypatch.syspath_prepend(str(site))
+    import importlib
+
+    importlib.invalidate_caches()
+    assert resolve_operator("house_gate").name == "full_names"
+    compose_space(small_corpus, realm, gates=["house_gate"])
+    comp = compose(small_corpus.settings(), realm, "main")
+    assert comp.gates[0].configured_as == "house_gate" and comp.gates[0].op.slot == "gate"
+    sys.modules.pop("house_rules", None)
+
+
+def test_a_user_chunker_by_import_path_replaces_only_changed_chunks(small_corpus: SmallCorpus, realm: str) -> None:
+    index_documents(small_corpus.engine(), realm, "main", communities=False)
+    compose_space(small_corpus, realm, chunker={"name": "tests.user_operators:sentence_chunker", "options": {"per_chunk": 1}})
+    meta = stage_chunks(small_corpus.engine(), realm, "main").metadata
+    texts = [t for (t,) in _rows(small_corpus.engine().dsn, realm, "SELECT text FROM {s}.documents ORDER BY doc_key, chunk_index")]
+    assert texts[:2] == ["Charles Babbage designed the Difference Engine in London.",
+                         "The British government funded the Difference Engine for a decade."]
+    assert meta["documents_replaced"] == 2 and meta["operators"]["chunker"]["options"] == {"per_chunk": 1}
+
+
+def test_an_enricher_normalises_types_and_may_not_rename(small_corpus: SmallCorpus, realm: str) -> None:
+    index_documents(small_corpus.engine(), realm, "main", communities=False)
+    compose_space(small_corpus, realm, enrichers=[{"name": "type_map", "options": {"mapping": {"person": "Human"}}}])
+    result = stage_resolved_entities(small_corpus.engine(), realm, "main")
+    types = dict(_rows(small_corpus.engine().dsn, realm, "SELECT name, entity_type FROM {s}.entities"))
+    assert types["Ada Lovelace"] == "Human" and types["Charles Babbage"] == "Human" and types["London"] == "Place"
+    assert result.metadata["entities_enriched"] == 2
+    again = stage_resolved_entities(small_corpus.engine(), realm, "main")
+    assert again.metadata["entities_enriched"] == 0 and again.data_version == result.data_version
+    compose_space(small_corpus, realm, enrichers=["tests.user_operators:renaming_enricher"])
+    with pytest.raises(ContractError, match=r"operator renaming_enricher.*may not change a canonical name"):
+        stage_resolved_entities(small_corpus.engine(), realm, "main")
+    assert dict(_rows(small_corpus.engine().dsn, realm, "SELECT name, entity_type FROM {s}.entities")) == types
