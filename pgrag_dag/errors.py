@@ -12,6 +12,7 @@
     │   └── ReplayMissError       the ``replay`` model has no recorded response for a prompt
     ├── ExtractionError           every chunk of a run failed extraction or was refused by the gates
     ├── ContractError             a stage frame broke its Pandera contract
+    ├── OperatorError             a composed operator raised (its name and space in the message)
     └── QueryError                an invalid query (unknown mode, wildcard space on write, ...)
 """
 
@@ -101,6 +102,18 @@ class ContractError(PgragError):
         self.contract = contract
         self.failure_cases = failure_cases
         super().__init__(f"{contract}: {message}")
+
+
+class OperatorError(PgragError):
+    """A composed operator (:mod:`pgrag_dag.operators`) raised; the stage wrote nothing.
+
+    Attributes:
+        operator: the operator's name.
+    """
+
+    def __init__(self, operator: str, where: str, cause: BaseException) -> None:
+        self.operator = operator
+        super().__init__(f"operator {operator!r} ({where}) raised {type(cause).__name__}: {cause}")
 
 
 class QueryError(PgragError):

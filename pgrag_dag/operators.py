@@ -36,7 +36,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from pgrag_dag import contracts
-from pgrag_dag.errors import ConfigurationError, ContractError
+from pgrag_dag.errors import ConfigurationError, ContractError, OperatorError, PgragError
 
 if TYPE_CHECKING:
     from pgrag_dag.config import GateSettings, OperatorSpec, Settings
@@ -212,13 +212,22 @@ class Bound:
         """Validate ``frame`` against the input contract, call the operator, validate its output.
 
         Raises :class:`ContractError` (contract named ``<output contract> (operator <name>)``) when
-        the output breaks the contract, and when the operator returns something other than a frame.
+        the output breaks the contract, lacks a column or is no polars frame; :class:`OperatorError`
+        when the operator raises (a :class:`PgragError` it raises passes through).
         """
         contracts.validate(self.op.input_contract, frame)
-        out = self.op.fn(frame, self.options, ctx)
+        try:
+            out = self.op.fn(frame, self.options, ctx)
+        except PgragError:
+            raise
+        except Exception as exc:  # a user's bug: name it, never a bare traceback from deep inside a stage
+            raise OperatorError(self.op.name, f"{self.op.slot} of space {ctx.realm}.{ctx.space}", exc) from exc
         label = f"{self.op.contract.__name__} (operator {self.op.name})"
         if not isinstance(out, pl.DataFrame):
             raise ContractError(label, f"operator returned {type(out).__name__}, not a polars DataFrame")
+        missing = [c for c in self.op.contract.to_schema().columns if c not in out.columns]
+        if missing:
+            raise ContractError(label, f"the operator's frame lacks column(s) {missing}")
         try:
             return contracts.validate(self.op.contract, out)
         except ContractError as exc:

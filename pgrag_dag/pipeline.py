@@ -127,7 +127,7 @@ def stage_raw_extractions(engine: Engine, realm: str, space: str) -> StageResult
     raw = pl.DataFrame(schema=RAW_SCHEMA)
     if todo.height:
         raw = extractor.run(todo, operator_context(engine, realm, space, extractor, **state))
-        raw = raw.select(list(RAW_SCHEMA)).with_columns(prompt_version=pl.lit(extractor.identity))
+        raw = _complete_raw(raw, extractor)
         _check_extraction(extractor, todo, raw)
     with engine.connect() as conn, conn.transaction():
         staging.write_raw(conn, realm, space, raw)
@@ -144,6 +144,17 @@ def stage_raw_extractions(engine: Engine, realm: str, space: str) -> StageResult
         **usage_delta(engine, before), "seconds": round(time.perf_counter() - t0, 3),
     }, frame_hash(stored.select("chunk_id", "pass", "raw_text", "parse_status")), raw.height,
         checks=_operator_checks([extractor], {"chunks_extracted": todo.height, "passes_written": raw.height}))
+
+
+def _complete_raw(raw: pl.DataFrame, extractor: Bound) -> pl.DataFrame:
+    """An extractor's frame in ``RAW_SCHEMA``: bookkeeping columns it left out get their defaults
+    (model = the operator's name, raw_text = parsed, no error, 0 tokens, no cache hit), and every row
+    carries the extractor's identity as ``prompt_version``."""
+    defaults = {"model": pl.lit(extractor.op.name), "raw_text": pl.col("parsed"), "error": pl.lit(None, pl.String),
+                "prompt_tokens": pl.lit(0), "completion_tokens": pl.lit(0), "cache_hit": pl.lit(False)}
+    raw = raw.with_columns(**{c: e for c, e in defaults.items() if c not in raw.columns})
+    return raw.with_columns(prompt_version=pl.lit(extractor.identity)).select(
+        [pl.col(c).cast(t) for c, t in RAW_SCHEMA.items()])
 
 
 def _check_extraction(extractor: Bound, todo: pl.DataFrame, raw: pl.DataFrame) -> None:

@@ -180,3 +180,30 @@ def test_an_enricher_normalises_types_and_may_not_rename(small_corpus: SmallCorp
     with pytest.raises(ContractError, match=r"operator renaming_enricher.*may not change a canonical name"):
         stage_resolved_entities(small_corpus.engine(), realm, "main")
     assert dict(_rows(small_corpus.engine().dsn, realm, "SELECT name, entity_type FROM {s}.entities")) == types
+
+
+def test_a_user_extractor_needs_only_its_contract_s_columns_and_its_bugs_are_named(
+        small_corpus: SmallCorpus, realm: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "mini.py").write_text(
+        "import json\nimport polars as pl\nfrom pgrag_dag.operators import operator\n"
+        "@operator('titles', 'extractor')\n"
+        "def titles(chunks, options, ctx):\n    'One entity per chunk: its document title.'\n"
+        "    body = [json.dumps({'entities': [{'name': t, 'type': 'Work'}], 'triples': []}) for t in chunks['title']]\n"
+        "    return pl.DataFrame({'chunk_id': chunks['chunk_id'], 'pass': [0] * chunks.height,\n"
+        "                         'parse_status': ['ok'] * chunks.height, 'parsed': body})\n"
+        "@operator('broken', 'extractor')\n"
+        "def broken(chunks, options, ctx):\n    'Divides by zero.'\n    return 1 / 0\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    compose_space(small_corpus, realm, extractor="mini:broken")
+    stage_chunks(small_corpus.engine(), realm, "main")
+    from pgrag_dag.errors import OperatorError
+    from pgrag_dag.pipeline import stage_raw_extractions
+
+    with pytest.raises(OperatorError, match=rf"operator 'broken' \(extractor of space {realm}.main\) raised ZeroDivisionError"):
+        stage_raw_extractions(small_corpus.engine(), realm, "main")
+    assert _rows(small_corpus.engine().dsn, realm, "SELECT count(*) FROM {s}.raw_extractions") == [(0,)]
+    compose_space(small_corpus, realm, extractor="mini:titles")
+    meta = stage_raw_extractions(small_corpus.engine(), realm, "main").metadata
+    assert meta["chunks_extracted"] == meta["passes_written"] > 0 and small_corpus.chat_requests() == []
+    stored = _rows(small_corpus.engine().dsn, realm, "SELECT DISTINCT model, prompt_version, prompt_tokens FROM {s}.raw_extractions")
+    assert len(stored) == 1 and stored[0][0] == "titles" and stored[0][1].startswith("titles@1:") and stored[0][2] == 0
