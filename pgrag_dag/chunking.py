@@ -109,23 +109,30 @@ def chunk_documents(documents: pl.DataFrame, *, chunk_chars: int, overlap_chars:
     return pl.DataFrame(rows, schema=schema)
 
 
-def assemble_chunks(documents: pl.DataFrame, pieces: pl.DataFrame) -> pl.DataFrame:
+def assemble_chunks(documents: pl.DataFrame, pieces: pl.DataFrame, *, operator: str = "paragraph_pack") -> pl.DataFrame:
     """The stored ``chunks`` frame (columns above, plus ``metadata``) from a chunker's output.
 
     ``pieces`` is what a chunker operator returns (doc_key, chunk_index, text, metadata JSON or null);
     title, source, doc_order and doc_hash come from ``documents``, content_hash is computed, and the
     metadata is the document's with the chunk's keys over it. Rows in document order, then chunk index.
 
-    Raises :class:`ContractError` when a piece names a document that was not given.
+    Raises :class:`ContractError` (naming ``operator``, the chunker) when a piece names a document that
+    was not given, or a document with text got no chunk (it would be removed from the index).
     """
     import json
 
     from pgrag_dag.errors import ContractError
 
+    label = f"ChunkerOutputContract (operator {operator})"
     strays = pieces.filter(~pl.col("doc_key").is_in(documents["doc_key"].implode()))
     if strays.height:
-        raise ContractError("ChunkerOutputContract", f"chunks of {strays['doc_key'].n_unique()} unknown document(s), "
+        raise ContractError(label, f"chunks of {strays['doc_key'].n_unique()} unknown document(s), "
                             f"e.g. {strays['doc_key'][0]!r}", strays.select("doc_key", "chunk_index"))
+    lost = documents.filter((pl.col("text").str.strip_chars().str.len_chars() > 0)
+                            & ~pl.col("doc_key").is_in(pieces["doc_key"].implode()))
+    if lost.height:
+        raise ContractError(label, f"no chunk for {lost.height} document(s) with text, e.g. {lost['doc_key'][0]!r} "
+                            "(nothing is removed from the index by a chunker)", lost.select("doc_key"))
     doc_meta = dict(zip(documents["doc_key"].to_list(), documents["metadata"].to_list()))
 
     def merged(doc_key: str, chunk_meta: str | None) -> str | None:

@@ -75,6 +75,11 @@ class SpaceSpec(BaseModel):
     enrichers: list[OperatorSpec] = Field(default_factory=list)
     reports: Literal["auto", "model", "extractive"] = "auto"
 
+    @field_validator("gates", "enrichers", mode="before")
+    @classmethod
+    def _none_is_empty(cls, value: Any) -> Any:
+        return [] if value is None else value
+
     @model_validator(mode="after")
     def _vocabulary(self) -> "SpaceSpec":
         if self.order == "metadata" and not self.order_field:

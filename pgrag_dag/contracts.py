@@ -76,6 +76,19 @@ def _is_json_object(text: str | None) -> bool:
         return False
 
 
+def _is_extraction(text: str | None) -> bool:
+    if text is None:
+        return True
+    try:
+        obj = json.loads(text)
+    except ValueError:
+        return False
+    if not isinstance(obj, dict) or not ({"entities", "triples"} & set(obj)):
+        return False
+    return all(isinstance(obj.get(k, []), list) and all(isinstance(i, dict) for i in obj.get(k, []))
+               for k in ("entities", "triples"))
+
+
 class ExtractorInputContract(pa.DataFrameModel):
     """What an extractor reads (stored chunks, document order): chunk_id, doc_key, chunk_index, title,
     source, non-empty text."""
@@ -132,6 +145,12 @@ class RawExtractionContract(pa.DataFrameModel):
     def parsed_iff_ok(cls, data: PolarsData) -> pl.LazyFrame:
         """A row has parsed JSON exactly when its status is ``ok``."""
         return data.lazyframe.select((pl.col("parse_status") == "ok") == pl.col("parsed").is_not_null())
+
+    @pa.dataframe_check
+    def parsed_is_an_extraction(cls, data: PolarsData) -> pl.LazyFrame:
+        """parsed, when set, is a JSON object with ``entities`` and/or ``triples``, each a list of objects."""
+        return data.lazyframe.select(pl.col("parsed").map_elements(_is_extraction, return_dtype=pl.Boolean,
+                                                                   skip_nulls=False))
 
 
 class GateDecisionContract(pa.DataFrameModel):
@@ -341,4 +360,7 @@ def validate(model: type[pa.DataFrameModel], frame: pl.DataFrame) -> pl.DataFram
         return model.validate(frame, lazy=True)
     except pandera.errors.SchemaErrors as err:
         cases = err.failure_cases
-        raise ContractError(model.__name__, f"{cases.height} failure case(s)", cases) from None
+        which = sorted({f"{c or 'frame'}: {k}" for c, k in cases.select("column", "check").iter_rows()})
+        more = f" and {len(which) - 4} more" if len(which) > 4 else ""
+        raise ContractError(model.__name__, f"{cases.height} failure case(s) — {'; '.join(which[:4])}{more}",
+                            cases) from None

@@ -27,8 +27,10 @@ import importlib
 import importlib.metadata
 import json
 import re
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pandera.polars as pa
@@ -153,9 +155,11 @@ def builtins() -> dict[str, Operator]:
     return dict(_BUILTINS)
 
 
-def resolve_operator(name: str) -> Operator:
+def resolve_operator(name: str, *, search: Path | None = None) -> Operator:
     """The operator ``name`` denotes: a built-in, an import path ``module:attribute`` (or
-    ``module.attribute``), or an entry point of group ``pgrag_dag.operators``.
+    ``module.attribute``), or an entry point of group ``pgrag_dag.operators``. An import path is
+    looked up on ``sys.path`` and then in ``search`` (the configuration file's directory), so a
+    module beside ``pgrag.yaml`` needs no installing.
 
     Raises :class:`ConfigurationError` when nothing by that name exists or it is not an :class:`Operator`.
     """
@@ -172,9 +176,11 @@ def resolve_operator(name: str) -> Operator:
     elif ":" in name or "." in name:
         module, _, attr = name.partition(":") if ":" in name else name.rpartition(".")
         try:
-            target = getattr(importlib.import_module(module), attr)
+            target = getattr(_import(module, search), attr)
         except (ImportError, AttributeError) as exc:
             raise ConfigurationError(f"cannot import operator {name!r}: {exc}") from exc
+        except Exception as exc:  # the module itself fails on import
+            raise ConfigurationError(f"importing operator {name!r} raised {type(exc).__name__}: {exc}") from exc
     else:
         known = ", ".join(sorted(builtins()))
         raise ConfigurationError(f"unknown operator {name!r} (built-ins: {known}; or an import path "
@@ -183,6 +189,19 @@ def resolve_operator(name: str) -> Operator:
         raise ConfigurationError(f"{name!r} is a {type(target).__name__}, not a pgrag_dag Operator "
                                  "(make one with @pgrag_dag.operators.operator)")
     return target
+
+
+def _import(module: str, search: Path | None) -> Any:
+    """``import module``, trying ``search`` after ``sys.path`` (the directory stays on the path, so
+    the module's own imports of its neighbours work in every process that loads the settings)."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if search is None or exc.name != module.split(".")[0] or str(search) in sys.path:
+            raise
+    sys.path.append(str(search))
+    importlib.invalidate_caches()
+    return importlib.import_module(module)
 
 
 @dataclass(frozen=True)
@@ -271,7 +290,7 @@ def operator_check_name(name: str) -> str:
 def _bind(settings: Settings, where: str, slot: str, spec: OperatorSpec) -> Bound:
     """Resolve ``spec`` for ``slot`` and validate its options (defaults first, then the configured ones)."""
     try:
-        op = resolve_operator(spec.name)
+        op = resolve_operator(spec.name, search=settings.config_dir)
     except ConfigurationError as exc:
         raise ConfigurationError(f"{where}, stage {slot}: {exc}") from None
     if op.slot != slot:

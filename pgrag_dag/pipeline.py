@@ -90,7 +90,7 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
     chunker = compose(engine.settings, realm, space).chunker
     docs = load_documents(engine.settings, realm, space)
     pieces = chunker.run(docs, operator_context(engine, realm, space, chunker))
-    chunks = assemble_chunks(docs, pieces)
+    chunks = assemble_chunks(docs, pieces, operator=chunker.op.name)
     contracts.validate(contracts.ChunkContract, chunks.with_columns(chunk_id=pl.lit(None, pl.Int64)))
     meta = dict(zip(docs["doc_key"].to_list(), docs["metadata"].to_list()))
     with engine.connect() as conn, conn.transaction():
@@ -119,7 +119,8 @@ def stage_raw_extractions(engine: Engine, realm: str, space: str) -> StageResult
     extractor = compose(engine.settings, realm, space).extractor
     with engine.connect() as conn:
         todo = staging.chunks_needing_extraction(conn, realm, space, extractor=extractor.identity)
-        seed = staging.document_names(conn, realm, space, sorted(set(todo["doc_key"].to_list())))
+        seed = staging.document_names(conn, realm, space, sorted(set(todo["doc_key"].to_list())),
+                                      extractor=extractor.identity)
     state: dict[str, Any] = {"identity": extractor.identity}
     if extractor.op.calls_model:
         cap = getattr(extractor.options, "context_names_cap", engine.settings.extraction.context_names_cap)
@@ -222,10 +223,15 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str) -> StageResu
     contexts = [operator_context(engine, realm, space, e) for e in enrichers]
     with engine.connect() as conn, conn.transaction():
         graph.lock_partition(conn, realm, space)
-        existing = graph.load_entities(conn, realm, space)
+        existing = graph.load_entities(conn, realm, space, resolved=True)
+        as_stored = {i: (t, d) for i, t, d in graph.load_entities(conn, realm, space).select(
+            "id", "entity_type", "description").iter_rows()}
         accepted = staging.load_decisions(conn, realm, space)
         res = resolve_entities(existing, accepted.filter(pl.col("kind") == "entity"))
-        enriched = sum(apply_enrichers(res, [e], ctx) for e, ctx in zip(enrichers, contexts))
+        enriched = apply_enrichers(res, enrichers, contexts)
+        for v in res.vertices:  # what the enrichers store may differ from what is stored (an enricher changed)
+            if v.id is not None and as_stored.get(v.id) != (v.entity_type, v.description):
+                v.changed = True
         frame = res.entities().with_row_index("row").with_columns(id=pl.col("row").cast(pl.Int64))
         contracts.validate(contracts.EntityContract, frame)
         counts = graph.write_entities(conn, realm, space, res)

@@ -42,6 +42,10 @@ class Vertex:
     description: str
     aliases: list[str]
     changed: bool = False
+    resolved_type: str | None = None
+    """What resolution decided, when an enricher stored another type (else ``None``)."""
+    resolved_description: str | None = None
+    """What resolution decided, when an enricher stored another description (else ``None``)."""
 
 
 @dataclass
@@ -142,38 +146,44 @@ def _register(res: Resolution, v: Vertex) -> None:
         res.lookup.setdefault(identity_key(alias), idx)
 
 
-def apply_enrichers(res: Resolution, enrichers: Sequence[Bound], ctx: OperatorContext) -> int:
-    """Run a space's enrichers over the resolved vertices, in order; returns how many vertices changed.
+def apply_enrichers(res: Resolution, enrichers: Sequence[Bound], contexts: Sequence[OperatorContext]) -> int:
+    """Run a space's enrichers over the resolved vertices, in order; returns how many vertices they
+    changed (relative to resolution).
 
-    Each enricher receives the ``entities`` frame (``id`` = the vertex's position in ``res``, name,
+    ``contexts`` holds one :class:`OperatorContext` per enricher. Each enricher receives the ``entities`` frame (``id`` = the vertex's position in ``res``, name,
     entity_type, description, aliases, changed) and returns it with the same rows in the same order;
-    it may change ``entity_type``, ``description`` and ``aliases`` — never the canonical name or the rows
-    (§4.6: one vertex per canonical name). Changed vertices are marked ``changed`` so they are written.
+    it may change ``entity_type`` and ``description`` — never the canonical name, the aliases or the
+    rows (§4.6: identity belongs to resolution). A vertex an enricher changed keeps what resolution
+    decided in ``resolved_type`` / ``resolved_description``, so removing or changing an enricher
+    re-derives the stored values from resolution, not from an earlier enricher's output.
 
     Raises :class:`ContractError` when an enricher's frame breaks :class:`EntityContract`, lacks one
-    of those columns, or changes a row's id or canonical name.
+    of those columns, reorders or drops rows, or changes a canonical name or aliases.
     """
     from pgrag_dag.errors import ContractError
 
-    changed: set[int] = set()
-    for e in enrichers:
+    resolved = [(v.entity_type, v.description) for v in res.vertices]
+    for e, ctx in zip(enrichers, contexts, strict=True):
         frame = res.entities().with_row_index("row").with_columns(id=pl.col("row").cast(pl.Int64)).drop("row")
         out = e.run(frame, ctx)
         label = f"EntityContract (operator {e.op.name})"
         missing = [c for c in ("id", "name", "entity_type", "description", "aliases") if c not in out.columns]
         if missing:
             raise ContractError(label, f"the enriched frame lacks column(s) {missing}")
-        if out.height != frame.height or out["id"].to_list() != frame["id"].to_list():
-            raise ContractError(label, f"an enricher must return its {frame.height} rows in order; got {out.height}")
-        renamed = out.filter(pl.col("name") != frame["name"])
-        if renamed.height:
-            raise ContractError(label, f"an enricher may not change a canonical name (e.g. {renamed['name'][0]!r})",
-                                renamed.select("id", "name"))
-        for i, (etype, desc, aliases) in enumerate(out.select("entity_type", "description", "aliases").iter_rows()):
-            v = res.vertices[i]
-            new = (etype or GENERIC_TYPE, desc or "", list(aliases or []))
-            if new != (v.entity_type, v.description, v.aliases):
-                v.entity_type, v.description, v.aliases = new
-                v.changed = True
-                changed.add(i)
-    return len(changed)
+        if out.height != frame.height:
+            raise ContractError(label, f"an enricher must return its {frame.height} rows; got {out.height}")
+        if out["id"].to_list() != frame["id"].to_list():
+            raise ContractError(label, "an enricher must return its rows in the order it got them (by id)")
+        for column, what in (("name", "a canonical name"), ("aliases", "aliases")):
+            moved = out.with_row_index("_r").filter(pl.col(column) != frame[column])
+            if moved.height:
+                raise ContractError(label, f"an enricher may not change {what} (e.g. of {frame['name'][moved['_r'][0]]!r})",
+                                    moved.select("id", "name"))
+        for v, etype, desc in zip(res.vertices, out["entity_type"].to_list(), out["description"].to_list()):
+            v.entity_type, v.description = etype or GENERIC_TYPE, desc or ""
+    enriched = 0
+    for v, (rtype, rdesc) in zip(res.vertices, resolved):
+        v.resolved_type = rtype if v.entity_type != rtype else None
+        v.resolved_description = rdesc if v.description != rdesc else None
+        enriched += v.resolved_type is not None or v.resolved_description is not None
+    return enriched

@@ -4,6 +4,7 @@ stub server, and a configuration file pointing at them (the same YAML users writ
 from __future__ import annotations
 
 import json
+import os
 import re
 import uuid
 from collections.abc import Iterator
@@ -14,6 +15,9 @@ import pytest
 import yaml
 
 from pgrag_dag.stub_server import StubServer
+
+SHARED_CORPORA = Path(os.environ.get("PGRAG_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared")) / "corpora"
+"""The shared third-party corpora (``../shared/corpora`` beside the repository, or ``$PGRAG_SHARED_DIR/corpora``)."""
 
 DOCS = {
     "01_babbage.txt": (

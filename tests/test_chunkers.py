@@ -22,8 +22,9 @@ from pgrag_dag.chunkers import (  # noqa: E402
     CHUNKER_OUTPUT_SCHEMA, MarkdownHeadingOptions, ParagraphOptions, TokenWindowOptions, markdown_heading_chunks,
     paragraph_chunks, token_window_chunks,
 )
+from tests.fix_corpus import SHARED_CORPORA  # noqa: E402
 
-CORPORA = Path(__file__).resolve().parents[2] / "shared" / "corpora"
+CORPORA = SHARED_CORPORA
 WIKI = CORPORA / "wikipedia_babbage_lovelace"
 _SENTENCE_BOUNDARY = re.compile(r"""[.!?]["')\]]*$""")
 

@@ -21,8 +21,9 @@ from pgrag_dag.gates import PRONOUNS, Gate, apply_gates, normalise_predicate
 from pgrag_dag.offline_extraction import MODEL, CooccurrenceOptions, extract_cooccurrence, sentences_of
 from pgrag_dag.sources import read_document, title_for
 from pgrag_dag.vocabulary import PRESETS, Vocabulary
+from tests.fix_corpus import SHARED_CORPORA
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "wikipedia_babbage_lovelace"
+SHARED = SHARED_CORPORA / "wikipedia_babbage_lovelace"
 DEMO = Path(__file__).resolve().parents[1] / "corpus" / "wikipedia"
 ARTICLES = ("Ada_Lovelace.txt", "Analytical_Engine.txt", "Charles_Babbage.txt")
 PREDICATE = "co_occurs_in_sentence"

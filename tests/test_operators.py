@@ -167,19 +167,29 @@ def test_a_user_chunker_by_import_path_replaces_only_changed_chunks(small_corpus
     assert meta["documents_replaced"] == 2 and meta["operators"]["chunker"]["options"] == {"per_chunk": 1}
 
 
-def test_an_enricher_normalises_types_and_may_not_rename(small_corpus: SmallCorpus, realm: str) -> None:
+def test_an_enricher_normalises_types_may_not_rename_and_its_removal_reverts(small_corpus: SmallCorpus, realm: str) -> None:
     index_documents(small_corpus.engine(), realm, "main", communities=False)
+    resolved = dict(_rows(small_corpus.engine().dsn, realm, "SELECT name, entity_type FROM {s}.entities"))
     compose_space(small_corpus, realm, enrichers=[{"name": "type_map", "options": {"mapping": {"person": "Human"}}}])
     result = stage_resolved_entities(small_corpus.engine(), realm, "main")
     types = dict(_rows(small_corpus.engine().dsn, realm, "SELECT name, entity_type FROM {s}.entities"))
     assert types["Ada Lovelace"] == "Human" and types["Charles Babbage"] == "Human" and types["London"] == "Place"
-    assert result.metadata["entities_enriched"] == 2
-    again = stage_resolved_entities(small_corpus.engine(), realm, "main")
-    assert again.metadata["entities_enriched"] == 0 and again.data_version == result.data_version
+    assert result.metadata["entities_enriched"] == 2 and result.metadata["entities_updated"] == 2
+    again = stage_resolved_entities(small_corpus.engine(), realm, "main")  # steady: nothing rewritten
+    assert again.metadata["entities_updated"] == 0 and again.data_version == result.data_version
+    # a changed mapping applies to what resolution decided, not to the earlier enricher's output
+    compose_space(small_corpus, realm, enrichers=[{"name": "type_map", "options": {"mapping": {"person": "Individual"}}}])
+    stage_resolved_entities(small_corpus.engine(), realm, "main")
+    assert dict(_rows(small_corpus.engine().dsn, realm, "SELECT name, entity_type FROM {s}.entities"))["Ada Lovelace"] == "Individual"
     compose_space(small_corpus, realm, enrichers=["tests.user_operators:renaming_enricher"])
     with pytest.raises(ContractError, match=r"operator renaming_enricher.*may not change a canonical name"):
         stage_resolved_entities(small_corpus.engine(), realm, "main")
-    assert dict(_rows(small_corpus.engine().dsn, realm, "SELECT name, entity_type FROM {s}.entities")) == types
+    # removing the enricher restores resolution's types
+    compose_space(small_corpus, realm, enrichers=[])
+    reverted = stage_resolved_entities(small_corpus.engine(), realm, "main")
+    assert dict(_rows(small_corpus.engine().dsn, realm, "SELECT name, entity_type FROM {s}.entities")) == resolved
+    assert reverted.metadata["entities_updated"] == 2
+    assert _rows(small_corpus.engine().dsn, realm, "SELECT count(*) FROM {s}.entities WHERE resolved_type IS NOT NULL") == [(0,)]
 
 
 def test_a_user_extractor_needs_only_its_contract_s_columns_and_its_bugs_are_named(
@@ -207,3 +217,41 @@ def test_a_user_extractor_needs_only_its_contract_s_columns_and_its_bugs_are_nam
     assert meta["chunks_extracted"] == meta["passes_written"] > 0 and small_corpus.chat_requests() == []
     stored = _rows(small_corpus.engine().dsn, realm, "SELECT DISTINCT model, prompt_version, prompt_tokens FROM {s}.raw_extractions")
     assert len(stored) == 1 and stored[0][0] == "titles" and stored[0][1].startswith("titles@1:") and stored[0][2] == 0
+
+
+def test_an_operator_module_beside_the_configuration_needs_no_install(small_corpus: SmallCorpus, realm: str) -> None:
+    (small_corpus.root / "house_chunkers.py").write_text(
+        "from tests.user_operators import sentence_chunker as one_per_sentence\n")
+    compose_space(small_corpus, realm, chunker={"name": "house_chunkers:one_per_sentence", "options": {"per_chunk": 1}})
+    try:
+        assert compose(small_corpus.settings(), realm, "main").chunker.op.name == "sentence_chunker"
+    finally:
+        sys.modules.pop("house_chunkers", None)
+        if str(small_corpus.root) in sys.path:
+            sys.path.remove(str(small_corpus.root))
+
+
+def test_malformed_extractions_and_lost_documents_break_the_contract_and_write_nothing(
+        small_corpus: SmallCorpus, realm: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "bad_ops.py").write_text(
+        "import polars as pl\nfrom pgrag_dag.operators import operator\n"
+        "@operator('listy', 'extractor')\n"
+        "def listy(chunks, options, ctx):\n    'Returns a JSON list, not an extraction.'\n"
+        "    return pl.DataFrame({'chunk_id': chunks['chunk_id'], 'pass': [0] * chunks.height,\n"
+        "                         'parse_status': ['ok'] * chunks.height, 'parsed': ['[]'] * chunks.height})\n"
+        "@operator('first_only', 'chunker')\n"
+        "def first_only(docs, options, ctx):\n    'Chunks only the first document.'\n"
+        "    return pl.DataFrame({'doc_key': docs['doc_key'][:1], 'chunk_index': [0], 'text': docs['text'][:1],\n"
+        "                         'metadata': pl.Series([None], dtype=pl.String)})\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from pgrag_dag.pipeline import stage_raw_extractions
+
+    stage_chunks(small_corpus.engine(), realm, "main")
+    compose_space(small_corpus, realm, extractor="bad_ops:listy")
+    with pytest.raises(ContractError, match=r"operator listy.*parsed_is_an_extraction"):
+        stage_raw_extractions(small_corpus.engine(), realm, "main")
+    assert _rows(small_corpus.engine().dsn, realm, "SELECT count(*) FROM {s}.raw_extractions") == [(0,)]
+    compose_space(small_corpus, realm, extractor="llm", chunker="bad_ops:first_only")
+    with pytest.raises(ContractError, match=r"operator first_only.*no chunk for 1 document"):
+        stage_chunks(small_corpus.engine(), realm, "main")
+    assert _rows(small_corpus.engine().dsn, realm, "SELECT count(DISTINCT doc_key) FROM {s}.documents") == [(2,)]

@@ -24,10 +24,14 @@ def lock_partition(conn: psycopg.Connection, realm: str, space: str) -> None:
     conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
 
 
-def load_entities(conn: psycopg.Connection, realm: str, space: str) -> pl.DataFrame:
-    """The space's entities (dormant included): id, name, entity_type, description, aliases."""
+def load_entities(conn: psycopg.Connection, realm: str, space: str, *, resolved: bool = False) -> pl.DataFrame:
+    """The space's entities (dormant included): id, name, entity_type, description, aliases — as stored,
+    or with ``resolved`` the type and description resolution decided (before the space's enrichers)."""
+    cols = ("coalesce(resolved_type, entity_type), coalesce(resolved_description, description)" if resolved
+            else "entity_type, description")
     rows = conn.execute(
-        sql.SQL("SELECT id, name, entity_type, description, aliases FROM {} WHERE space = %s ORDER BY id").format(_t(realm, "entities")),
+        sql.SQL("SELECT id, name, {}, aliases FROM {} WHERE space = %s ORDER BY id").format(
+            sql.SQL(cols), _t(realm, "entities")),
         (space,),
     ).fetchall()
     schema = {k: v for k, v in ENTITY_SCHEMA.items() if k != "changed"}
@@ -53,22 +57,25 @@ def _write_entities(conn: psycopg.Connection, realm: str, space: str, res: Resol
         with conn.cursor() as cur:
             cur.executemany(
                 sql.SQL("""UPDATE {} SET name = %s, entity_type = %s, description = %s, aliases = %s,
-                                         t_updated = now() WHERE id = %s""").format(table),
-                [(v.name, v.entity_type, v.description, v.aliases, v.id) for v in changed],
+                                         resolved_type = %s, resolved_description = %s, t_updated = now()
+                            WHERE id = %s""").format(table),
+                [(v.name, v.entity_type, v.description, v.aliases, v.resolved_type, v.resolved_description, v.id)
+                 for v in changed],
             )
         updated = len(changed)
     new = [v for v in res.vertices if v.id is None]
     if not new:
         return {"inserted": 0, "updated": updated}
     conn.execute("""CREATE TEMP TABLE IF NOT EXISTS pgrag_incoming_ent (ord integer, name text, entity_type text,
-                        description text, aliases text[]) ON COMMIT DROP""")
+                        description text, aliases text[], resolved_type text, resolved_description text) ON COMMIT DROP""")
     conn.execute("TRUNCATE pgrag_incoming_ent")
     with conn.cursor() as cur, cur.copy("COPY pgrag_incoming_ent FROM STDIN") as copy:
         for i, v in enumerate(new):
-            copy.write_row((i, v.name, v.entity_type, v.description, v.aliases))
+            copy.write_row((i, v.name, v.entity_type, v.description, v.aliases, v.resolved_type, v.resolved_description))
     rows = conn.execute(
-        sql.SQL("""INSERT INTO {} (space, name, entity_type, description, aliases)
-                   SELECT %s, name, entity_type, description, aliases FROM pgrag_incoming_ent ORDER BY ord
+        sql.SQL("""INSERT INTO {} (space, name, entity_type, description, aliases, resolved_type, resolved_description)
+                   SELECT %s, name, entity_type, description, aliases, resolved_type, resolved_description
+                     FROM pgrag_incoming_ent ORDER BY ord
                    ON CONFLICT (space, lower(name)) DO NOTHING RETURNING id, lower(name)""").format(table),
         (space,),
     ).fetchall()

@@ -11,7 +11,8 @@ Realm schema ``pgrag_<realm>`` tables (every one carries ``space``):
 - ``raw_extractions``  staging: model text and parsed JSON per (chunk, pass)
 - ``gate_decisions``   staging: every extracted entity/triple, accepted or rejected with its gate
 - ``resolution_rejections``  staging: triples refused only after resolution (self-loops)
-- ``entities``   canonical name, type, description, aliases, dormant_since, embedding vector(d)
+- ``entities``   canonical name, type, description, aliases, resolved_type / resolved_description (what
+  resolution decided where an enricher stored another value, else null), dormant_since, embedding vector(d)
 - ``relations``  subject→object edges: predicate, description, chunk_ids (provenance), weight,
   negated, confidence, payload (valid_from/valid_to, promoted to generated columns, and padded for
   comparison as valid_from_key — YYYY → YYYY-01-01 — and valid_to_key — YYYY → YYYY-12-31, YYYY-MM →
@@ -139,12 +140,17 @@ CREATE TABLE IF NOT EXISTS {s}.entities (
     entity_type text NOT NULL DEFAULT 'Concept',
     description text NOT NULL DEFAULT '',
     aliases text[] NOT NULL DEFAULT '{{}}',
+    resolved_type text,
+    resolved_description text,
     dormant_since timestamptz,
     embedding {v},
     embed_hash text,
     t_created timestamptz NOT NULL DEFAULT now(),
     t_updated timestamptz NOT NULL DEFAULT now()
 );
+-- realms created before enrichers: what resolution decided where an enricher stored something else
+ALTER TABLE {s}.entities ADD COLUMN IF NOT EXISTS resolved_type text;
+ALTER TABLE {s}.entities ADD COLUMN IF NOT EXISTS resolved_description text;
 CREATE UNIQUE INDEX IF NOT EXISTS entities_space_lower_name ON {s}.entities (space, lower(name));
 CREATE INDEX IF NOT EXISTS entities_aliases ON {s}.entities USING gin (aliases);
 CREATE UNIQUE INDEX IF NOT EXISTS entities_space_id ON {s}.entities (space, id);

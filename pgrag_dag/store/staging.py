@@ -36,15 +36,16 @@ def chunks_needing_extraction(conn: psycopg.Connection, realm: str, space: str, 
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
-def document_names(conn: psycopg.Connection, realm: str, space: str,
-                   doc_keys: list[str]) -> dict[str, list[tuple[int, list[str]]]]:
-    """For each document, (chunk_index, entity names) of its stored successful extractions, in document
-    order — the seed of the document context (§4.1) when part of a document is extracted again."""
+def document_names(conn: psycopg.Connection, realm: str, space: str, doc_keys: list[str], *,
+                   extractor: str) -> dict[str, list[tuple[int, list[str]]]]:
+    """For each document, (chunk_index, entity names) of its stored successful extractions by
+    ``extractor`` (an extractor identity), in document order — the seed of the document context
+    (§4.1) when part of a document is extracted again. Another extractor's names never seed it."""
     rows = conn.execute(
         sql.SQL("""SELECT d.doc_key, d.chunk_index, r.parsed FROM {r} r JOIN {d} d ON d.id = r.chunk_id
-                    WHERE r.space = %s AND d.doc_key = ANY(%s) AND r.parse_status = 'ok'
+                    WHERE r.space = %s AND d.doc_key = ANY(%s) AND r.parse_status = 'ok' AND r.prompt_version = %s
                     ORDER BY d.doc_key, d.chunk_index, r.pass""").format(r=_t(realm, "raw_extractions"), d=_t(realm, "documents")),
-        (space, doc_keys),
+        (space, doc_keys, extractor),
     ).fetchall()
     out: dict[str, list[tuple[int, list[str]]]] = {}
     for doc_key, chunk_index, parsed in rows:
