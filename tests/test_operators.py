@@ -255,3 +255,35 @@ def test_malformed_extractions_and_lost_documents_break_the_contract_and_write_n
     with pytest.raises(ContractError, match=r"operator first_only.*no chunk for 1 document"):
         stage_chunks(small_corpus.engine(), realm, "main")
     assert _rows(small_corpus.engine().dsn, realm, "SELECT count(DISTINCT doc_key) FROM {s}.documents") == [(2,)]
+
+
+def test_switching_extractors_back_and_forth_replays_the_first_extraction(small_corpus: SmallCorpus, realm: str) -> None:
+    """Another extractor's names never seed the model's document context, so the prompts of the first
+    llm run come back exactly and are answered from the response cache (batch size 1: each chunk's
+    prompt carries the names its document's earlier chunks produced)."""
+    compose_space(small_corpus, realm, extractor={"name": "llm", "options": {"batch_size": 1}})
+    first = {r.stage: r for r in index_documents(small_corpus.engine(), realm, "main", communities=False)}
+    calls = len(small_corpus.chat_requests())
+    compose_space(small_corpus, realm, extractor="cooccurrence")
+    off = {r.stage: r for r in index_documents(small_corpus.engine(), realm, "main", communities=False)}
+    assert off["raw_extractions"].metadata["chunks_extracted"] == first["chunks"].metadata["chunks"]
+    assert len(small_corpus.chat_requests()) == calls
+    compose_space(small_corpus, realm, extractor={"name": "llm", "options": {"batch_size": 1}})
+    back = {r.stage: r for r in index_documents(small_corpus.engine(), realm, "main", communities=False)}
+    meta = back["raw_extractions"].metadata
+    assert meta["chunks_extracted"] == first["chunks"].metadata["chunks"] and meta["model_calls"] == 0
+    assert meta["cache_hits"] == first["raw_extractions"].metadata["model_calls"]
+    assert len(small_corpus.chat_requests()) == calls
+    assert back["gated_triples"].data_version == first["gated_triples"].data_version
+    # while the cooccurrence rows were stored, the document context read only the llm extractor's
+    from pgrag_dag.store import staging
+
+    compose_space(small_corpus, realm, extractor="cooccurrence")
+    index_documents(small_corpus.engine(), realm, "main", communities=False)
+    with db.connect(small_corpus.engine().dsn) as conn:
+        keys = [k for (k,) in conn.execute(sql.SQL("SELECT DISTINCT doc_key FROM {}.documents").format(
+            sql.Identifier(schema_for(realm))))]
+        assert staging.document_names(conn, realm, "main", keys, extractor="extract-v2") == {}
+        seeded = staging.document_names(conn, realm, "main", keys, extractor=compose(
+            small_corpus.settings(), realm, "main").extractor.identity)
+        assert sorted(seeded) == sorted(keys)
