@@ -6,6 +6,7 @@ check with its offending rows, and nothing is written."""
 
 
 
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -128,6 +129,12 @@ def _operator_checks(compositions: dict[str, Composition], slot: str) -> tuple[O
                  for n, (b, keys) in sorted(where.items()))
 
 
+def _options(b: Bound) -> str:
+    """``key=value`` pairs of a bound operator's options (long values cut), for descriptions."""
+    pairs = [f"{k}={json.dumps(v, default=str)}" for k, v in b.options.model_dump(mode="json").items()]
+    return ", ".join(p if len(p) <= 60 else p[:57] + "..." for p in pairs) or "no options"
+
+
 def _composed(compositions: dict[str, Composition], slot: str) -> str:
     """The description lines naming which operators each space composes into ``slot``."""
     if not compositions:
@@ -136,7 +143,8 @@ def _composed(compositions: dict[str, Composition], slot: str) -> str:
     for key, comp in sorted(compositions.items()):
         bounds = {"chunker": [comp.chunker], "extractor": [comp.extractor], "gate": list(comp.gates),
                   "enricher": list(comp.enrichers)}[slot]
-        names = ", ".join(f"`{b.configured_as}`" for b in bounds) or ("Table 2 gates only" if slot == "gate" else "none")
+        names = ", ".join(f"`{b.configured_as}` ({_options(b)})" for b in bounds) or (
+            "Table 2 gates only" if slot == "gate" else "none")
         lines.append(f"- {key}: {names}")
     return f"\n\n{slot.capitalize()} per space:\n" + "\n".join(lines)
 
