@@ -30,6 +30,8 @@ class SourceSpec(BaseModel):
     reads ``*.jsonl`` files as JSONL and everything else as text.
     """
 
+    model_config = ConfigDict(extra="forbid")
+
     path: Path
     glob: str = "*.txt"
     format: Literal["auto", "text", "jsonl"] = "auto"
@@ -61,6 +63,8 @@ class SpaceSpec(BaseModel):
     date or fiscal year, ``order_field``, ties by file name), and its predicate
     vocabulary (§4.5): a preset (``biography``, ``finance``, ``narrative``), extra terms, an alias map and
     exclusive predicate groups."""
+
+    model_config = ConfigDict(extra="forbid")
 
     sources: list[SourceSpec]
     order: Literal["filename", "listed", "metadata"] = "filename"
@@ -103,6 +107,8 @@ class SpaceSpec(BaseModel):
 
 class RealmSpec(BaseModel):
     """A realm: its spaces."""
+
+    model_config = ConfigDict(extra="forbid")
 
     spaces: dict[str, SpaceSpec]
 

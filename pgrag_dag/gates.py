@@ -157,6 +157,18 @@ def name_gate(name: str, settings: GateSettings, known: frozenset[str] = frozens
     return None
 
 
+def _flag(value: Any) -> bool | None:
+    """A model's negation flag: a boolean, 0/1, or "true"/"false"/"yes"/"no" (any case); ``None`` for
+    anything else (the triple is then malformed). Missing or null means not negated."""
+    if value is None or isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in ("true", "yes", "false", "no"):
+        return value.strip().lower() in ("true", "yes")
+    return None
+
+
 def _confidence(value: Any) -> float | None:
     try:
         c = float(value)
@@ -185,7 +197,9 @@ def gate_extraction(chunk_id: int, p: int, parsed: dict[str, Any], settings: Gat
     known = frozenset(identity_key(clean_name(e.get("name"))) for e in parsed.get("entities", []))
     for ent in parsed.get("entities", []):
         name = clean_name(ent.get("name"))
-        aliases = [a for a in (clean_name(x) for x in ent.get("aliases") or [] if isinstance(x, str)) if a]
+        given = ent.get("aliases") or []
+        given = [given] if isinstance(given, str) else given if isinstance(given, list) else []  # "Ada" is one alias
+        aliases = [a for a in (clean_name(x) for x in given if isinstance(x, str)) if a]
         row = dict.fromkeys(DECISION_SCHEMA) | base | {
             "kind": "entity", "name": name, "entity_type": clean_name(ent.get("type")) or "Concept",
             "description": (ent.get("description") or "").strip() if isinstance(ent.get("description"), str) else "",
@@ -207,10 +221,12 @@ def gate_extraction(chunk_id: int, p: int, parsed: dict[str, Any], settings: Gat
         row = dict.fromkeys(DECISION_SCHEMA) | base | {
             "kind": "triple", "subject": subj, "predicate": pred, "raw_predicate": raw_pred, "object": obj,
             "description": tri.get("description").strip() if isinstance(tri.get("description"), str) else "",
-            "negated": bool(tri.get("negated", False)), "confidence": conf,
+            "negated": _flag(tri.get("negated", False)), "confidence": conf,
             "valid_from": _date(tri.get("valid_from")), "valid_to": _date(tri.get("valid_to")),
         }
         gate, value = _triple_gate(subj, pred, obj, conf, refused, set(accepted), settings)
+        if gate is None and row["negated"] is None:  # "negated": "perhaps" is no assertion either way
+            gate, value = Gate.MALFORMED, f"negated={tri.get('negated')!r}"
         if gate is None:
             for end in (subj, obj):  # endpoint not listed as an entity: a bare Concept stub
                 if identity_key(end) not in accepted:

@@ -235,8 +235,8 @@ class Bound:
         when the operator raises (a :class:`PgragError` it raises passes through).
         """
         contracts.validate(self.op.input_contract, frame)
-        try:
-            out = self.op.fn(frame, self.options, ctx)
+        try:  # a clone (polars shares the buffers): an operator changing its input in place changes nothing
+            out = self.op.fn(frame.clone(), self.options, ctx)
         except PgragError:
             raise
         except Exception as exc:  # a user's bug: name it, never a bare traceback from deep inside a stage
@@ -282,9 +282,11 @@ def compose_user(bounds: Sequence[Bound]) -> list[Bound]:
 
 
 def operator_check_name(name: str) -> str:
-    """The Dagster asset-check name of a user operator: ``operator_<name>`` with every character
-    outside ``[A-Za-z0-9_]`` replaced by ``_``."""
-    return "operator_" + re.sub(r"[^A-Za-z0-9_]", "_", name)
+    """The Dagster asset-check name of a user operator: ``operator_<name>``; a name with characters
+    outside ``[A-Za-z0-9_]`` has them replaced by ``_`` and gains 8 hex digits of its SHA-256, so two
+    names never share a check (``house-rules`` and ``house_rules``, ``名前`` and ``氏名``)."""
+    clean = re.sub(r"[^A-Za-z0-9_]", "_", name)
+    return "operator_" + (clean if clean == name else f"{clean}_{hashlib.sha256(name.encode()).hexdigest()[:8]}")
 
 
 def _bind(settings: Settings, where: str, slot: str, spec: OperatorSpec) -> Bound:
@@ -338,7 +340,17 @@ def compose(settings: Settings, realm: str, space: str) -> Composition:
 
 
 def compose_all(settings: Settings) -> dict[str, Composition]:
-    """Every declared space's composition by partition key (``realm.space``); raises as :func:`compose`."""
+    """Every declared space's composition by partition key (``realm.space``); raises as :func:`compose`,
+    and when two different operators of one slot share a name across spaces."""
     from pgrag_dag.names import partition_key
 
-    return {partition_key(r, s): compose(settings, r, s) for r, spec in settings.realms.items() for s in spec.spaces}
+    comps = {partition_key(r, s): compose(settings, r, s) for r, spec in settings.realms.items() for s in spec.spaces}
+    seen: dict[tuple[str, str], tuple[Operator, str]] = {}  # (slot, name) -> first operator, where
+    for key, comp in comps.items():
+        for b in comp.user_operators():
+            first = seen.setdefault((b.op.slot, b.op.name), (b.op, f"{key} ({b.configured_as})"))
+            if first[0] is not b.op:
+                raise ConfigurationError(
+                    f"space {key}, stage {b.op.slot}: operator {b.configured_as!r} is named {b.op.name!r}, like another "
+                    f"operator in {first[1]}; a {b.op.slot}'s name must denote one operator (its check and reason)")
+    return comps

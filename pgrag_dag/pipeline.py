@@ -67,10 +67,11 @@ def usage_delta(engine: Engine, before: dict[str, Any]) -> dict[str, Any]:
 
 
 def operator_context(engine: Engine, realm: str, space: str, bound: Bound, **state: Any) -> OperatorContext:
-    """The :class:`OperatorContext` for ``bound`` in ``realm.space``: the model client only when the
+    """The :class:`OperatorContext` for ``bound`` in ``realm.space``: the space's vocabulary, a copy of
+    the gate settings (an operator cannot change the engine's), the model client only when the
     operator is declared ``calls_model``; ``state`` passed through."""
     spec = engine.settings.space_spec(realm, space)
-    return OperatorContext(realm, space, spec.vocabulary_model(), engine.settings.gates,
+    return OperatorContext(realm, space, spec.vocabulary_model(), engine.settings.gates.model_copy(deep=True),
                            client=engine.client() if bound.op.calls_model else None, state=dict(state))
 
 

@@ -248,3 +248,20 @@ def test_gate_decision_contract_rejects_a_leaked_row_naming_the_check(row: dict[
     assert isinstance(cases, pl.DataFrame)
     assert (check, 1) in cases.select("check", "index").rows()
     assert {i for (i,) in cases.select("index").rows()} == {1}  # the good row is never blamed
+
+
+@pytest.mark.parametrize(("flag", "negated", "accepted"), [
+    ("no", False, True), ("False", False, True), ("yes", True, True), (1, True, True), (None, False, True),
+    ("perhaps", None, False), (2, None, False)])
+def test_a_negation_flag_is_read_not_coerced(flag: Any, negated: bool | None, accepted: bool) -> None:
+    """``bool("no")`` is True: a string flag is read as what it says, anything else is malformed."""
+    tri = {**_tri(LOVELACE, "knew", BABBAGE), "negated": flag}
+    frame = _gate({"entities": [_ent(LOVELACE), _ent(BABBAGE)], "triples": [tri]}).filter(pl.col("kind") == "triple")
+    assert frame["accepted"].to_list() == [accepted] and frame["negated"].to_list() == [negated]
+    if not accepted:
+        assert frame["gate"].to_list() == [Gate.MALFORMED.value]
+
+
+def test_a_single_alias_given_as_a_string_is_one_alias() -> None:
+    frame = _gate({"entities": [{**_ent(LOVELACE), "aliases": "Ada"}], "triples": []})
+    assert frame["aliases"].to_list() == [["Ada"]]

@@ -3,6 +3,7 @@ point, extra gates and enrichers in the pipeline (real PostgreSQL, real litellm 
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -59,6 +60,7 @@ def test_defaults_compose_todays_pipeline(small_corpus: SmallCorpus, realm: str)
     ({"extractor": "tests.user_operators:not_an_operator"}, "is a str, not a pgrag_dag Operator"),
     ({"extractor": "tests.no_such_module:thing"}, "stage extractor: cannot import operator 'tests.no_such_module:thing'"),
     ({"enrichers": ["tests.user_operators:sentence_chunker"]}, "stage enricher: operator 'tests.user_operators:sentence_chunker' is a chunker"),
+    ({"gate": ["name_stoplist"]}, "gate: Extra inputs are not permitted"),  # a misspelt slot is never ignored
 ])
 def test_a_bad_composition_fails_at_load_naming_space_stage_and_option(
         small_corpus: SmallCorpus, realm: str, space: dict, message: str) -> None:
@@ -287,3 +289,40 @@ def test_switching_extractors_back_and_forth_replays_the_first_extraction(small_
         seeded = staging.document_names(conn, realm, "main", keys, extractor=compose(
             small_corpus.settings(), realm, "main").extractor.identity)
         assert sorted(seeded) == sorted(keys)
+
+
+def test_check_names_never_collide_and_one_name_denotes_one_operator(small_corpus: SmallCorpus, realm: str,
+                                                                     tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pgrag_dag.operators import operator_check_name
+
+    names = ["house-rules", "house_rules", "名前", "氏名"]
+    assert len({operator_check_name(n) for n in names}) == 4 and operator_check_name("house_rules") == "operator_house_rules"
+    assert all(re.fullmatch(r"[A-Za-z0-9_]+", operator_check_name(n)) for n in names)
+    (tmp_path / "twins.py").write_text(
+        "import polars as pl\nfrom pgrag_dag.operators import operator\n"
+        "@operator('house', 'gate')\ndef a(frame, options, ctx):\n    'A.'\n    return pl.DataFrame({'refused': [False] * frame.height})\n"
+        "@operator('house', 'gate')\ndef b(frame, options, ctx):\n    'B.'\n    return pl.DataFrame({'refused': [True] * frame.height})\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    cfg = yaml.safe_load(small_corpus.config.read_text())
+    main = cfg["realms"][realm]["spaces"]["main"]
+    cfg["realms"][realm]["spaces"]["other"] = {**main, "gates": ["twins:b"]}
+    main["gates"] = ["twins:a"]
+    small_corpus.config.write_text(yaml.safe_dump(cfg))
+    with pytest.raises(ConfigurationError, match=r"operator 'twins:b' is named 'house', like another operator in"):
+        small_corpus.settings()
+
+
+def test_an_operator_cannot_change_its_input_or_the_engine_s_gate_settings(
+        small_corpus: SmallCorpus, realm: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "meddling.py").write_text(
+        "import polars as pl\nfrom pgrag_dag.operators import operator\n"
+        "@operator('meddler', 'gate')\n"
+        "def meddler(frame, options, ctx):\n    'Raises the floor and eats a column.'\n"
+        "    ctx.gates.confidence_floor = 5.0\n    frame.drop_in_place('name')\n"
+        "    return pl.DataFrame({'refused': [False] * frame.height})\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    index_documents(small_corpus.engine(), realm, "main", communities=False)
+    compose_space(small_corpus, realm, gates=["meddling:meddler"])
+    engine = small_corpus.engine()
+    result = stage_gated_triples(engine, realm, "main")
+    assert result.metadata["rewritten"] is False and engine.settings.gates.confidence_floor == 0.5
