@@ -26,6 +26,13 @@ def compose_space(corpus: SmallCorpus, realm: str, **space: object) -> None:
     corpus.config.write_text(yaml.safe_dump(cfg))
 
 
+def operator_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, body: str) -> None:
+    """Write module ``name`` (``json``, ``polars as pl`` and ``operator`` imported, then ``body``) and
+    put it on ``sys.path`` for this test."""
+    (tmp_path / f"{name}.py").write_text("import json\nimport polars as pl\nfrom pgrag_dag.operators import operator\n" + body)
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+
 def _rows(dsn: str, realm: str, query: str) -> list[tuple]:
     with db.connect(dsn) as conn:
         return conn.execute(sql.SQL(query).format(s=sql.Identifier(schema_for(realm)))).fetchall()
@@ -72,11 +79,9 @@ def test_a_bad_composition_fails_at_load_naming_space_stage_and_option(
 
 def test_an_extra_gate_may_not_take_a_built_in_gate_s_name(small_corpus: SmallCorpus, realm: str,
                                                             tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "impostor.py").write_text(
-        "from pgrag_dag.operators import operator\n"
-        "@operator('vague_predicate', 'gate')\n"
-        "def gate(frame, options, ctx):\n    'Pretends to be a built-in gate.'\n    return frame\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    operator_module(tmp_path, monkeypatch, "impostor",
+                    "@operator('vague_predicate', 'gate')\n"
+                    "def gate(frame, options, ctx):\n    'Pretends to be a built-in gate.'\n    return frame\n")
     compose_space(small_corpus, realm, gates=["impostor:gate"])
     with pytest.raises(ConfigurationError, match="the reason of a built-in gate"):
         small_corpus.settings()
@@ -110,12 +115,10 @@ def test_a_user_gate_by_import_path_adds_refusals_with_its_own_reason_and_no_mod
 
 def test_extra_gates_never_accept_what_a_built_in_gate_refused(small_corpus: SmallCorpus, realm: str,
                                                                tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "lenient.py").write_text(
-        "import polars as pl\nfrom pgrag_dag.operators import operator\n"
-        "@operator('lenient', 'gate')\n"
-        "def gate(frame, options, ctx):\n    'Refuses nothing.'\n"
-        "    return pl.DataFrame({'refused': [False] * frame.height})\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    operator_module(tmp_path, monkeypatch, "lenient",
+                    "@operator('lenient', 'gate')\n"
+                    "def gate(frame, options, ctx):\n    'Refuses nothing.'\n"
+                    "    return pl.DataFrame({'refused': [False] * frame.height})\n")
     index_documents(small_corpus.engine(), realm, "main", communities=False)
     stored = _rows(small_corpus.engine().dsn, realm, "SELECT accepted, gate, count(*) FROM {s}.gate_decisions GROUP BY 1, 2 ORDER BY 1, 2")
     compose_space(small_corpus, realm, gates=["lenient:gate"])
@@ -126,12 +129,10 @@ def test_extra_gates_never_accept_what_a_built_in_gate_refused(small_corpus: Sma
 
 def test_a_gate_returning_the_wrong_number_of_verdicts_breaks_its_contract(
         small_corpus: SmallCorpus, realm: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "short.py").write_text(
-        "import polars as pl\nfrom pgrag_dag.operators import operator\n"
-        "@operator('short_gate', 'gate')\n"
-        "def gate(frame, options, ctx):\n    'Forgets the last row.'\n"
-        "    return pl.DataFrame({'refused': [False] * (frame.height - 1)})\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    operator_module(tmp_path, monkeypatch, "short",
+                    "@operator('short_gate', 'gate')\n"
+                    "def gate(frame, options, ctx):\n    'Forgets the last row.'\n"
+                    "    return pl.DataFrame({'refused': [False] * (frame.height - 1)})\n")
     index_documents(small_corpus.engine(), realm, "main", communities=False)
     compose_space(small_corpus, realm, gates=["short:gate"])
     with pytest.raises(ContractError, match=r"GateVerdictContract \(operator short_gate\).*verdicts for"):
@@ -196,16 +197,14 @@ def test_an_enricher_normalises_types_may_not_rename_and_its_removal_reverts(sma
 
 def test_a_user_extractor_needs_only_its_contract_s_columns_and_its_bugs_are_named(
         small_corpus: SmallCorpus, realm: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "mini.py").write_text(
-        "import json\nimport polars as pl\nfrom pgrag_dag.operators import operator\n"
-        "@operator('titles', 'extractor')\n"
-        "def titles(chunks, options, ctx):\n    'One entity per chunk: its document title.'\n"
-        "    body = [json.dumps({'entities': [{'name': t, 'type': 'Work'}], 'triples': []}) for t in chunks['title']]\n"
-        "    return pl.DataFrame({'chunk_id': chunks['chunk_id'], 'pass': [0] * chunks.height,\n"
-        "                         'parse_status': ['ok'] * chunks.height, 'parsed': body})\n"
-        "@operator('broken', 'extractor')\n"
-        "def broken(chunks, options, ctx):\n    'Divides by zero.'\n    return 1 / 0\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    operator_module(tmp_path, monkeypatch, "mini",
+                    "@operator('titles', 'extractor')\n"
+                    "def titles(chunks, options, ctx):\n    'One entity per chunk: its document title.'\n"
+                    "    body = [json.dumps({'entities': [{'name': t, 'type': 'Work'}], 'triples': []}) for t in chunks['title']]\n"
+                    "    return pl.DataFrame({'chunk_id': chunks['chunk_id'], 'pass': [0] * chunks.height,\n"
+                    "                         'parse_status': ['ok'] * chunks.height, 'parsed': body})\n"
+                    "@operator('broken', 'extractor')\n"
+                    "def broken(chunks, options, ctx):\n    'Divides by zero.'\n    return 1 / 0\n")
     compose_space(small_corpus, realm, extractor="mini:broken")
     stage_chunks(small_corpus.engine(), realm, "main")
     from pgrag_dag.errors import OperatorError
@@ -235,17 +234,15 @@ def test_an_operator_module_beside_the_configuration_needs_no_install(small_corp
 
 def test_malformed_extractions_and_lost_documents_break_the_contract_and_write_nothing(
         small_corpus: SmallCorpus, realm: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "bad_ops.py").write_text(
-        "import polars as pl\nfrom pgrag_dag.operators import operator\n"
-        "@operator('listy', 'extractor')\n"
-        "def listy(chunks, options, ctx):\n    'Returns a JSON list, not an extraction.'\n"
-        "    return pl.DataFrame({'chunk_id': chunks['chunk_id'], 'pass': [0] * chunks.height,\n"
-        "                         'parse_status': ['ok'] * chunks.height, 'parsed': ['[]'] * chunks.height})\n"
-        "@operator('first_only', 'chunker')\n"
-        "def first_only(docs, options, ctx):\n    'Chunks only the first document.'\n"
-        "    return pl.DataFrame({'doc_key': docs['doc_key'][:1], 'chunk_index': [0], 'text': docs['text'][:1],\n"
-        "                         'metadata': pl.Series([None], dtype=pl.String)})\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    operator_module(tmp_path, monkeypatch, "bad_ops",
+                    "@operator('listy', 'extractor')\n"
+                    "def listy(chunks, options, ctx):\n    'Returns a JSON list, not an extraction.'\n"
+                    "    return pl.DataFrame({'chunk_id': chunks['chunk_id'], 'pass': [0] * chunks.height,\n"
+                    "                         'parse_status': ['ok'] * chunks.height, 'parsed': ['[]'] * chunks.height})\n"
+                    "@operator('first_only', 'chunker')\n"
+                    "def first_only(docs, options, ctx):\n    'Chunks only the first document.'\n"
+                    "    return pl.DataFrame({'doc_key': docs['doc_key'][:1], 'chunk_index': [0], 'text': docs['text'][:1],\n"
+                    "                         'metadata': pl.Series([None], dtype=pl.String)})\n")
     from pgrag_dag.pipeline import stage_raw_extractions
 
     stage_chunks(small_corpus.engine(), realm, "main")
@@ -298,11 +295,9 @@ def test_check_names_never_collide_and_one_name_denotes_one_operator(small_corpu
     names = ["house-rules", "house_rules", "名前", "氏名"]
     assert len({operator_check_name(n) for n in names}) == 4 and operator_check_name("house_rules") == "operator_house_rules"
     assert all(re.fullmatch(r"[A-Za-z0-9_]+", operator_check_name(n)) for n in names)
-    (tmp_path / "twins.py").write_text(
-        "import polars as pl\nfrom pgrag_dag.operators import operator\n"
-        "@operator('house', 'gate')\ndef a(frame, options, ctx):\n    'A.'\n    return pl.DataFrame({'refused': [False] * frame.height})\n"
-        "@operator('house', 'gate')\ndef b(frame, options, ctx):\n    'B.'\n    return pl.DataFrame({'refused': [True] * frame.height})\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    operator_module(tmp_path, monkeypatch, "twins",
+                    "@operator('house', 'gate')\ndef a(frame, options, ctx):\n    'A.'\n    return pl.DataFrame({'refused': [False] * frame.height})\n"
+                    "@operator('house', 'gate')\ndef b(frame, options, ctx):\n    'B.'\n    return pl.DataFrame({'refused': [True] * frame.height})\n")
     cfg = yaml.safe_load(small_corpus.config.read_text())
     main = cfg["realms"][realm]["spaces"]["main"]
     cfg["realms"][realm]["spaces"]["other"] = {**main, "gates": ["twins:b"]}
@@ -314,13 +309,11 @@ def test_check_names_never_collide_and_one_name_denotes_one_operator(small_corpu
 
 def test_an_operator_cannot_change_its_input_or_the_engine_s_gate_settings(
         small_corpus: SmallCorpus, realm: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    (tmp_path / "meddling.py").write_text(
-        "import polars as pl\nfrom pgrag_dag.operators import operator\n"
-        "@operator('meddler', 'gate')\n"
-        "def meddler(frame, options, ctx):\n    'Raises the floor and eats a column.'\n"
-        "    ctx.gates.confidence_floor = 5.0\n    frame.drop_in_place('name')\n"
-        "    return pl.DataFrame({'refused': [False] * frame.height})\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    operator_module(tmp_path, monkeypatch, "meddling",
+                    "@operator('meddler', 'gate')\n"
+                    "def meddler(frame, options, ctx):\n    'Raises the floor and eats a column.'\n"
+                    "    ctx.gates.confidence_floor = 5.0\n    frame.drop_in_place('name')\n"
+                    "    return pl.DataFrame({'refused': [False] * frame.height})\n")
     index_documents(small_corpus.engine(), realm, "main", communities=False)
     compose_space(small_corpus, realm, gates=["meddling:meddler"])
     engine = small_corpus.engine()

@@ -84,27 +84,27 @@ def test_a_composition_change_rematerialises_exactly_the_stages_downstream(small
     assets = build_assets(small_corpus.settings())
     with dg.instance_for_test() as instance:
         add_partitions(instance, [key])
-        first = build_source_sensor(small_corpus.settings(), assets)(dg.build_sensor_context(instance=instance))
+        cursor = build_source_sensor(small_corpus.settings(), assets)(dg.build_sensor_context(instance=instance)).cursor
         assert _materialize(small_corpus.config, instance, key).success
         tick = dg.evaluate_automation_conditions(defs=defs, instance=instance)
 
-        compose_space(small_corpus, realm, gates=[{"name": "name_stoplist", "options": {"names": ["London"]}}])
-        sensed = build_source_sensor(small_corpus.settings(), assets)(dg.build_sensor_context(instance=instance, cursor=first.cursor))
-        assert [r.asset_selection for r in sensed.run_requests] == [[dg.AssetKey("gated_triples")]]
-        run = _materialize(small_corpus.config, instance, key, dg.AssetSelection.assets("gated_triples"))
-        assert run.success
-        tick = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=tick.cursor)
+        def change(stage: str, **space: object) -> Any:
+            """Recompose the space, check the sensor requests ``stage`` alone, materialise it, tick automation."""
+            nonlocal cursor, tick
+            compose_space(small_corpus, realm, **space)
+            sensed = build_source_sensor(small_corpus.settings(), assets)(dg.build_sensor_context(instance=instance, cursor=cursor))
+            assert [r.asset_selection for r in sensed.run_requests] == [[dg.AssetKey(stage)]]
+            cursor = sensed.cursor
+            assert _materialize(small_corpus.config, instance, key, dg.AssetSelection.assets(stage)).success
+            tick = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=tick.cursor)
+            return tick
+
+        tick = change("gated_triples", gates=[{"name": "name_stoplist", "options": {"names": ["London"]}}])
         assert tick.get_requested_partitions(dg.AssetKey("resolved_entities")) == {key}
         assert all(tick.get_requested_partitions(dg.AssetKey(s)) == set() for s in ("chunks", "raw_extractions", "gated_triples"))
         assert ("London",) in _rows(small_corpus.settings().database_url, realm,
                                     "SELECT offending_value FROM {s}.gate_decisions WHERE gate = 'name_stoplist'")
-
-        compose_space(small_corpus, realm, chunker="paragraph")
-        again = build_source_sensor(small_corpus.settings(), assets)(dg.build_sensor_context(instance=instance, cursor=sensed.cursor))
-        assert [r.asset_selection for r in again.run_requests] == [[dg.AssetKey("chunks")]]
-        run = _materialize(small_corpus.config, instance, key, dg.AssetSelection.assets("chunks"))
-        assert run.success
-        tick = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=tick.cursor)
+        tick = change("chunks", chunker="paragraph")
         assert tick.get_requested_partitions(dg.AssetKey("raw_extractions")) == {key}
     assert small_corpus.chat_requests() == []  # the offline extractor and extractive reports call no model
 
