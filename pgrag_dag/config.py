@@ -62,7 +62,8 @@ class SpaceSpec(BaseModel):
     all sources, ``listed`` = the sources' order, ``metadata`` = a metadata field such as a publication
     date or fiscal year, ``order_field``, ties by file name), and its predicate
     vocabulary (§4.5): a preset (``biography``, ``finance``, ``narrative``), extra terms, an alias map and
-    exclusive predicate groups."""
+    exclusive predicate groups. ``allow_empty``: the sources may name no document even when the space
+    holds an index (removing all of it); otherwise that is refused."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -78,6 +79,7 @@ class SpaceSpec(BaseModel):
     gates: list[OperatorSpec] = Field(default_factory=list)
     enrichers: list[OperatorSpec] = Field(default_factory=list)
     reports: Literal["auto", "model", "extractive"] = "auto"
+    allow_empty: bool = False
 
     @field_validator("gates", "enrichers", mode="before")
     @classmethod
@@ -123,21 +125,24 @@ class LLMSettings(BaseModel):
     models: list[str] = Field(default_factory=lambda: ["replay"])
     api_base: str | None = None
     api_key: str | None = None
-    temperature: float = 0.0
-    max_tokens: int = 4096
-    deadline_s: float = 120.0
-    max_retries: int = 3
-    request_timeout_s: float = 60.0
+    temperature: float = Field(default=0.0, ge=0.0)
+    max_tokens: int = Field(default=4096, ge=1)
+    deadline_s: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=3, ge=0)
+    request_timeout_s: float = Field(default=60.0, gt=0)
 
 
 class EmbeddingSettings(BaseModel):
-    """Embedding model: a litellm model name, or ``hashing-sha256`` for the deterministic embedder."""
+    """Embedding model: a litellm model name, or ``hashing-sha256`` for the deterministic embedder;
+    ``dim`` its width, ``batch_size`` texts per call, ``deadline_s`` the wall-clock seconds one batch
+    (with its retries) may take before :class:`~pgrag_dag.errors.ModelError`."""
 
     model: str = "hashing-sha256"
-    dim: int = 384
+    dim: int = Field(default=384, ge=1, le=16000)
     api_base: str | None = None
     api_key: str | None = None
-    batch_size: int = 64
+    batch_size: int = Field(default=64, ge=1)
+    deadline_s: float = Field(default=120.0, gt=0)
 
 
 class ChunkingSettings(BaseModel):
@@ -168,19 +173,19 @@ class ExtractionSettings(BaseModel):
 class GateSettings(BaseModel):
     """Validation gates (§4.3, Table 2)."""
 
-    confidence_floor: float = 0.5
-    max_name_chars: int = 200
+    confidence_floor: float = Field(default=0.5, ge=0.0, le=1.0)
+    max_name_chars: int = Field(default=200, ge=1)
     possessive_gate: bool = False
 
 
 class CommunitySettings(BaseModel):
     """Leiden communities and hierarchy (§6)."""
 
-    min_size: int = 3
-    levels: int = 1
-    resolution: float = 1.0
+    min_size: int = Field(default=3, ge=2)
+    levels: int = Field(default=1, ge=0)
+    resolution: float = Field(default=1.0, gt=0)
     seed: int = 42
-    negated_weight: float = 0.25
+    negated_weight: float = Field(default=0.25, ge=0.0, le=1.0)
 
 
 class TemporalSettings(BaseModel):
@@ -196,7 +201,8 @@ class DagsterSettings(BaseModel):
     schedule's cron (UTC), Dagster's instance storage (``postgres``: a database ``storage_database`` on
     the same PostgreSQL server as the graph, so runs, events and schedules survive and scale out; or
     ``sqlite`` files under the Dagster home), the limit of the ``llm`` pool that model-calling assets
-    share across runs, and how many runs may run at once."""
+    share across runs, and how many runs may run at once; run monitoring's ``run_start_timeout_s`` (a run
+    not started by then fails) and ``run_timeout_s`` (a run going longer is failed; 0 = no limit)."""
 
     sensors: bool = True
     refresh_cron: str = "0 3 * * *"
@@ -204,6 +210,21 @@ class DagsterSettings(BaseModel):
     storage_database: str = "pgrag_dagster"
     llm_pool_limit: int = Field(default=2, ge=1)
     max_concurrent_runs: int = Field(default=4, ge=1)
+    run_start_timeout_s: float = Field(default=180.0, gt=0)
+    run_timeout_s: float = Field(default=0.0, ge=0)
+
+
+class OperationsSettings(BaseModel):
+    """How indexing runs behave around other runs and failures (issue 11).
+
+    ``lock_wait_s``: seconds a stage waits for another run holding its partition before it is refused
+    with :class:`~pgrag_dag.errors.PartitionBusyError` (0 = refuse at once). ``allow_empty``: allow a
+    configuration that would remove every document of an indexed space (per space: ``allow_empty``
+    on the space; on the command line ``--allow-empty``).
+    """
+
+    lock_wait_s: float = Field(default=120.0, ge=0)
+    allow_empty: bool = False
 
 
 class RetrievalSettings(BaseModel):
@@ -280,6 +301,7 @@ class Settings(BaseSettings):
     communities: CommunitySettings = Field(default_factory=CommunitySettings)
     temporal: TemporalSettings = Field(default_factory=TemporalSettings)
     dagster: DagsterSettings = Field(default_factory=DagsterSettings)
+    operations: OperationsSettings = Field(default_factory=OperationsSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     realms: dict[str, RealmSpec] = Field(default_factory=dict)
     cassettes: list[Path] = Field(default_factory=list)

@@ -5,8 +5,9 @@
     PgragError
     ├── ConfigurationError        invalid settings or sources (unknown preset, missing path, ...)
     │   └── InvalidNameError      a realm or space name that may not reach SQL
-    ├── DatabaseError             PostgreSQL unreachable or lacking pgvector
-    │   └── SchemaMismatchError   embedding column missing or of the wrong width; model mixing
+    ├── DatabaseError             PostgreSQL unreachable, lacking pgvector, or a statement it refused
+    │   ├── SchemaMismatchError   embedding column missing or of the wrong width; model mixing
+    │   └── PartitionBusyError    another run holds the partition a stage must write
     ├── SourceError               a document source that cannot be read (binary, unreadable, empty)
     ├── ModelError                a chat/embedding call that failed on every model before its deadline
     │   └── ReplayMissError       the ``replay`` model has no recorded response for a prompt
@@ -42,7 +43,23 @@ class InvalidNameError(ConfigurationError):
 
 
 class DatabaseError(PgragError):
-    """PostgreSQL is unreachable, or lacks the pgvector extension."""
+    """PostgreSQL is unreachable, lacks the pgvector extension, or refused a statement (a deadlock, a
+    lock or statement timeout, a constraint); the message names the server or the statement's error."""
+
+
+class PartitionBusyError(DatabaseError):
+    """Another run holds the realm/space partition a stage must write, past the configured wait.
+
+    Attributes:
+        partition: ``"<realm>.<space>"``.
+        holder: who holds it (PostgreSQL backend pid, application name, since when), as known.
+    """
+
+    def __init__(self, partition: str, holder: str, waited_s: float) -> None:
+        self.partition = partition
+        self.holder = holder
+        super().__init__(f"partition {partition} is being written by another run ({holder}); waited {waited_s:g} s "
+                         "(operations.lock_wait_s) — rerun when it has finished")
 
 
 class SchemaMismatchError(DatabaseError):
