@@ -26,8 +26,11 @@ def test_a_realm_from_an_older_version_is_upgraded_in_place(conn: psycopg.Connec
     for name in ("relations_source_in_space", "relations_target_in_space"):
         conn.execute(sql.SQL("ALTER TABLE {}.relations DROP CONSTRAINT {}").format(s, sql.Identifier(name)))
     conn.execute(sql.SQL("DROP INDEX {}.relations_walk_out").format(s))
-    schema.init_realm(conn, realm, embedding_model="hashing-sha256", dim=384)
-    schema.init_realm(conn, realm, embedding_model="hashing-sha256", dim=384)  # and again: idempotent
+    conn.execute("UPDATE pgrag__control.realms SET schema_version = 0 WHERE realm = %s", (realm,))  # as an older release left it
+    assert schema.init_realm(conn, realm, embedding_model="hashing-sha256", dim=384) is True
+    assert schema.init_realm(conn, realm, embedding_model="hashing-sha256", dim=384) is False  # and again: no DDL
+    assert conn.execute("SELECT schema_version FROM pgrag__control.realms WHERE realm = %s",
+                        (realm,)).fetchone() == (schema.SCHEMA_VERSION,)
     cols = conn.execute("SELECT table_name FROM information_schema.columns WHERE table_schema = %s "
                         "AND column_name = 'embed_hash' ORDER BY 1", (schema.schema_for(realm),)).fetchall()
     assert [c[0] for c in cols] == sorted(schema.EMBEDDED_TABLES)
@@ -35,6 +38,24 @@ def test_a_realm_from_an_older_version_is_upgraded_in_place(conn: psycopg.Connec
                        "AND conname LIKE '%%in_space' ORDER BY 1", (f"{schema.schema_for(realm)}.relations",)).fetchall()
     assert [f[0] for f in fks] == ["relations_source_in_space", "relations_target_in_space"]
     assert conn.execute("SELECT to_regclass(%s)", (f"{schema.schema_for(realm)}.relations_walk_out",)).fetchone() != (None,)
+
+
+def test_a_current_realm_takes_no_table_lock_beside_a_live_reader(conn: psycopg.Connection, pg_dsn: str, realm: str) -> None:
+    """Issue 11: a routine run's initialisation must not queue behind (or deadlock with) a query's
+    ACCESS SHARE locks — it runs no DDL when the realm is at the current schema version."""
+    with db.connect(pg_dsn) as reader:
+        reader.execute(sql.SQL("SELECT count(*) FROM {}").format(schema.qualified(realm, "relations"))).fetchone()
+        reader.execute(sql.SQL("SELECT count(*) FROM {}").format(schema.qualified(realm, "documents"))).fetchone()
+        # the reader's transaction stays open, holding ACCESS SHARE on both tables
+        conn.execute("SET lock_timeout = '1s'")
+        try:
+            assert schema.init_realm(conn, realm, embedding_model="hashing-sha256", dim=384) is False
+        finally:
+            conn.execute("RESET lock_timeout")
+        held = reader.execute("SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND mode = 'AccessShareLock' "
+                              "AND relation = ANY(%s::regclass[])",
+                              ([f"{schema.schema_for(realm)}.relations", f"{schema.schema_for(realm)}.documents"],)).fetchone()
+        assert held == (2,)
 
 
 def test_mixing_embedding_models_in_one_realm_raises(conn: psycopg.Connection, realm: str) -> None:
@@ -76,7 +97,7 @@ def test_concurrent_initialisation_converges(pg_dsn: str) -> None:
     assert errors == []
     c = db.connect(pg_dsn, autocommit=True)
     n = c.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'pgrag_tconcurrent'").fetchone()
-    assert n is not None and n[0] == 10
+    assert n is not None and n[0] == 11  # ten graph tables and stage_pending
     c.execute("DROP SCHEMA pgrag_tconcurrent CASCADE")
     c.execute("DELETE FROM pgrag__control.realms WHERE realm = 'tconcurrent'")
     c.close()

@@ -4,6 +4,21 @@ Initialisation is idempotent and safe when several processes run it at once (a t
 advisory lock serialises it), and fails closed: every embedding column must exist with the realm's
 configured width, and a realm registered under one embedding model refuses another.
 
+DDL runs once per realm and :data:`SCHEMA_VERSION`: the realm registry records the version a realm's
+schema was built at, and :func:`init_realm` only reads the registry and the catalog when it is current
+— no ``ALTER``/``CREATE INDEX`` (which take ``ACCESS EXCLUSIVE``/``SHARE`` locks and would queue behind,
+and deadlock with, live queries) on a routine run. Bump :data:`SCHEMA_VERSION` with every DDL change.
+
+Lock order (issue 11). Queries only read (``ACCESS SHARE``, in one repeatable-read snapshot) and never
+conflict with routine writes. Every writing stage takes, in this order: the stage lock of its partition
+(a session-level advisory lock held for the stage, :func:`pgrag_dag.store.graph.stage_lock`), then in
+its write transaction the partition's transaction-level advisory lock
+(:func:`pgrag_dag.store.graph.lock_partition`), then row locks on its own space's rows, table by table in
+the order documents → raw_extractions → gate_decisions → resolution_rejections → entities →
+doc_mentions → relations → communities → community_members → community_children → stage_pending. Two
+spaces of one realm share tables but never rows (every key carries ``space``), so their writers do not
+wait on each other.
+
 Realm schema ``pgrag_<realm>`` tables (every one carries ``space``):
 
 - ``documents``  chunk vertices: doc_key, chunk_index, title, source, doc_order, text, content_hash,
@@ -23,6 +38,7 @@ Realm schema ``pgrag_<realm>`` tables (every one carries ``space``):
 - ``communities``   report vertices: level, title, summary, findings, rating, size, built_at,
   graph_fingerprint, parent_id, embedding vector(d)
 - ``community_members``, ``community_children``
+- ``stage_pending``  work a stage owes its space (failed community reports), retried by its next run
 - ``community_lineage`` (view): community → relations inside it → contributing chunks → documents
 """
 
@@ -36,6 +52,8 @@ from pgrag_dag.errors import DatabaseError, SchemaMismatchError
 from pgrag_dag.names import schema_for
 
 CONTROL_SCHEMA = "pgrag__control"
+SCHEMA_VERSION = 3
+"""The realm schema's DDL version, recorded per realm in ``pgrag__control.realms.schema_version``."""
 _LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
 
 _CONTROL_DDL = """
@@ -47,6 +65,7 @@ CREATE TABLE IF NOT EXISTS pgrag__control.realms (
     embedding_dim integer NOT NULL CHECK (embedding_dim > 0),
     created_at timestamptz NOT NULL DEFAULT now()
 );
+ALTER TABLE pgrag__control.realms ADD COLUMN IF NOT EXISTS schema_version integer NOT NULL DEFAULT 0;
 CREATE TABLE IF NOT EXISTS pgrag__control.llm_cache (
     key text PRIMARY KEY,
     prompt_key text NOT NULL,
@@ -252,6 +271,14 @@ CREATE TABLE IF NOT EXISTS {s}.community_children (
     child_id bigint NOT NULL REFERENCES {s}.communities(id) ON DELETE CASCADE,
     PRIMARY KEY (parent_id, child_id)
 );
+CREATE TABLE IF NOT EXISTS {s}.stage_pending (
+    space text NOT NULL,
+    stage text NOT NULL,
+    pending integer NOT NULL CHECK (pending >= 0),
+    failures jsonb NOT NULL DEFAULT '[]',
+    recorded_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (space, stage)
+);
 """
 
 # Lineage of community reports (issue 6): report → member entity → relation inside the cluster →
@@ -287,11 +314,25 @@ CREATE INDEX IF NOT EXISTS communities_embedding_hnsw ON {s}.communities USING h
 EMBEDDED_TABLES = ("documents", "entities", "relations", "communities")
 
 
+_CONTROL_PRESENT = """
+SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector')
+   AND to_regclass('pgrag__control.llm_cache') IS NOT NULL
+   AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('pgrag__control.realms')
+                                            AND attname = 'schema_version' AND NOT attisdropped)
+"""
+
+
 def init_control(conn: psycopg.Connection) -> None:
     """Create the pgvector extension and the control schema; idempotent and concurrency-safe.
 
+    When they already exist this only reads the catalog (no DDL, no table lock).
     Raises :class:`DatabaseError` when the ``vector`` extension is not available on the server.
     """
+    with conn.transaction():
+        present = conn.execute(_CONTROL_PRESENT).fetchone()
+    if present and present[0]:
+        register_vector(conn)
+        return
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
         try:
@@ -304,18 +345,28 @@ def init_control(conn: psycopg.Connection) -> None:
     register_vector(conn)
 
 
-def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, dim: int) -> None:
+def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, dim: int) -> bool:
     """Create realm ``realm``'s schema and tables at width ``dim`` and register its embedding model.
 
-    Idempotent; two processes may run it at once. Raises :class:`SchemaMismatchError` when the realm
-    is registered under another model or width, or an embedding column is missing or has another width.
+    Idempotent; two processes may run it at once. When the realm is registered at the current
+    :data:`SCHEMA_VERSION` with this model this only reads the registry and the catalog (returns
+    ``False``); otherwise it runs the DDL under the advisory lock and records the version (``True``).
+
+    Raises :class:`SchemaMismatchError` when the realm is registered under another model or width, or
+    an embedding column is missing or has another width.
     """
     if not isinstance(dim, int) or not 1 <= dim <= 16000:
         raise SchemaMismatchError("embedding width", "1..16000", dim)
     init_control(conn)
+    with conn.transaction():
+        if _realm_current(conn, realm, embedding_model, dim):
+            verify_embedding_columns(conn, realm, dim)
+            return False
     schema = schema_for(realm)
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+        if _realm_current(conn, realm, embedding_model, dim):  # another process built it while we waited
+            return False
         row = conn.execute(
             "SELECT embedding_model, embedding_dim FROM pgrag__control.realms WHERE realm = %s", (realm,)
         ).fetchone()
@@ -324,11 +375,6 @@ def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, di
                 "INSERT INTO pgrag__control.realms (realm, embedding_model, embedding_dim) VALUES (%s, %s, %s)",
                 (realm, embedding_model, dim),
             )
-        elif (row[0], row[1]) != (embedding_model, dim):
-            raise SchemaMismatchError(
-                f"realm {realm!r} embedding", f"{row[0]} ({row[1]})", f"{embedding_model} ({dim})",
-                "a realm keeps the embedding model it was created with; use a new realm for another model",
-            )
         vector_type = sql.SQL("vector({})").format(sql.Literal(dim))
         for stmt in _statements(_REALM_DDL):
             conn.execute(sql.SQL(stmt).format(s=sql.Identifier(schema), v=vector_type))  # type: ignore[arg-type]
@@ -336,6 +382,27 @@ def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, di
         for stmt in _statements(_INDEX_DDL):
             conn.execute(sql.SQL(stmt).format(s=sql.Identifier(schema)))  # type: ignore[arg-type]
         conn.execute(sql.SQL(_LINEAGE_DDL).format(s=sql.Identifier(schema)))  # type: ignore[arg-type]
+        conn.execute("UPDATE pgrag__control.realms SET schema_version = %s WHERE realm = %s", (SCHEMA_VERSION, realm))
+    return True
+
+
+def _realm_current(conn: psycopg.Connection, realm: str, embedding_model: str, dim: int) -> bool:
+    """Whether ``realm`` is registered at :data:`SCHEMA_VERSION` (or later) with its schema present.
+
+    Raises :class:`SchemaMismatchError` when it is registered under another model or width.
+    """
+    row = conn.execute(
+        """SELECT embedding_model, embedding_dim, schema_version, to_regclass(%s) IS NOT NULL
+             FROM pgrag__control.realms WHERE realm = %s""",
+        (f"{schema_for(realm)}.stage_pending", realm)).fetchone()
+    if row is None:
+        return False
+    if (row[0], row[1]) != (embedding_model, dim):
+        raise SchemaMismatchError(
+            f"realm {realm!r} embedding", f"{row[0]} ({row[1]})", f"{embedding_model} ({dim})",
+            "a realm keeps the embedding model it was created with; use a new realm for another model",
+        )
+    return row[2] >= SCHEMA_VERSION and row[3]
 
 
 def verify_embedding_columns(conn: psycopg.Connection, realm: str, dim: int) -> None:
