@@ -46,11 +46,17 @@ def demo() -> None:
 
 
 @app.command()
-def index(partition: Annotated[str, typer.Argument(help="<realm>.<space>")]) -> None:
+def index(partition: Annotated[str, typer.Argument(help="<realm>.<space>")],
+          allow_empty: Annotated[bool, typer.Option("--allow-empty", help="allow sources that name no document "
+                                                   "to remove every document of an indexed space")] = False) -> None:
     """Run the eight stages for one partition as a plain pipeline (no Dagster)."""
+    import os
+
     from pgrag_dag.names import split_partition_key
     from pgrag_dag.pipeline import index_documents
 
+    if allow_empty:
+        os.environ["PGRAG_OPERATIONS__ALLOW_EMPTY"] = "true"
     try:
         realm, space = split_partition_key(partition)
         with contextlib.closing(_engine()) as engine:

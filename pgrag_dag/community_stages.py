@@ -16,9 +16,9 @@ from pgrag_dag.communities import build_hierarchy, detect_communities, graph_fin
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import ModelError
 from pgrag_dag.operators import compose
-from pgrag_dag.pipeline import StageResult, usage_delta
+from pgrag_dag.pipeline import StageResult, usage_delta, writing_stage
 from pgrag_dag.store import communities as store
-from pgrag_dag.store import graph, vectors
+from pgrag_dag.store import locks, vectors
 from pgrag_dag.store.lineage import lineage_summary
 
 
@@ -44,6 +44,7 @@ def _embed_reports(engine: Engine, conn: object, realm: str, space: str) -> int:
     return vectors.write(conn, realm, "communities", rows, engine.embedder().embed([t for _, t, _ in rows]) if rows else [])  # type: ignore[arg-type]
 
 
+@writing_stage("communities")
 def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
     """Snapshot the live graph → Leiden → drop clusters under ``min_size`` → one report each, largest first
     (model-written, or extractive where the space has no model: :func:`report_writer`).
@@ -79,7 +80,7 @@ def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
     )
     contracts.validate(contracts.CommunityMemberContract, audit)
     with engine.connect() as conn, conn.transaction():
-        graph.lock_partition(conn, realm, space)
+        locks.lock_partition(conn, realm, space)
         counts = store.replace_communities(conn, realm, space, fingerprint=fp, reports=reports, members=kept)
         embedded = _embed_reports(engine, conn, realm, space)
         lineage = lineage_summary(conn, realm, space)
@@ -93,6 +94,7 @@ def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
     }, fp[:16], audit.height)
 
 
+@writing_stage("community_hierarchy")
 def stage_community_hierarchy(engine: Engine, realm: str, space: str) -> StageResult:
     """Cluster the stored communities' supergraph into parent topics; parent reports from child reports."""
     t0 = time.perf_counter()
@@ -115,7 +117,7 @@ def stage_community_hierarchy(engine: Engine, realm: str, space: str) -> StageRe
     edges = children.rename({"parent": "parent_id", "cluster": "child_id"}).with_columns(pl.all().cast(pl.Int64))
     contracts.validate(contracts.HierarchyContract, edges)
     with engine.connect() as conn, conn.transaction():
-        graph.lock_partition(conn, realm, space)
+        locks.lock_partition(conn, realm, space)
         counts = store.replace_parents(conn, realm, space, fingerprint=fp, parents=parents, children=children)
         embedded = _embed_reports(engine, conn, realm, space)
     return StageResult("community_hierarchy", {

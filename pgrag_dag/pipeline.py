@@ -8,10 +8,12 @@ breaks its contract raises :class:`ContractError` and nothing is written (§3.5)
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,7 +22,7 @@ import polars as pl
 from pgrag_dag import contracts
 from pgrag_dag.chunking import assemble_chunks
 from pgrag_dag.engine import Engine
-from pgrag_dag.errors import ContractError, ExtractionError
+from pgrag_dag.errors import ConfigurationError, ContractError, ExtractionError
 from pgrag_dag.extraction import RAW_SCHEMA, DocumentContext
 from pgrag_dag.gates import apply_extra_gates, apply_gates, normalise_predicate
 from pgrag_dag.names import validate_realm, validate_space
@@ -30,7 +32,7 @@ from pgrag_dag.relations import build_relations
 from pgrag_dag.resolution import apply_enrichers, resolve_entities
 from pgrag_dag.supersession import detect_contradictions, supersede
 from pgrag_dag.sources import load_documents
-from pgrag_dag.store import documents, graph, staging, vectors
+from pgrag_dag.store import db, documents, graph, locks, staging, vectors
 from pgrag_dag.vocabulary import Vocabulary, off_vocabulary
 
 log = logging.getLogger(__name__)
@@ -48,6 +50,29 @@ class StageResult:
     rows_checked: int = 0
     checks: dict[str, tuple[bool, dict[str, Any]]] = field(default_factory=dict)
     """Further checks on what the stage wrote: name → (passed, metadata), e.g. ``graph_quality``."""
+
+
+Stage = Callable[[Engine, str, str], StageResult]
+
+
+def writing_stage(name: str) -> Callable[[Stage], Stage]:
+    """Decorate a stage function that writes ``realm.space``: the realm and space are validated, the
+    stage runs holding the partition's stage lock (:func:`~pgrag_dag.store.locks.stage_lock`; a second
+    run waits up to ``operations.lock_wait_s`` seconds, then :class:`PartitionBusyError`), and every
+    PostgreSQL error leaving it is a one-line :class:`DatabaseError` (issue 11)."""
+
+    def wrap(fn: Stage) -> Stage:
+        @functools.wraps(fn)
+        def run(engine: Engine, realm: str, space: str) -> StageResult:
+            validate_realm(realm)
+            validate_space(space)
+            with db.database_errors(engine.dsn), locks.stage_lock(
+                    engine.dsn, realm, space, name, wait_s=engine.settings.operations.lock_wait_s):
+                return fn(engine, realm, space)
+
+        return run
+
+    return wrap
 
 
 def frame_hash(frame: pl.DataFrame) -> str:
@@ -82,20 +107,31 @@ def _operator_checks(bounds: tuple[Bound, ...] | list[Bound], rows: dict[str, in
             for b in bounds if id(b) in user}
 
 
+@writing_stage("chunks")
 def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
-    """Read sources, run the space's chunker, and replace changed documents' chunks (§4.1, §5.5)."""
+    """Read sources, run the space's chunker, and replace changed documents' chunks (§4.1, §5.5).
+
+    Raises :class:`ConfigurationError` when the sources now name no document but the space holds an
+    index (``sources: []``, a glob matching nothing, a moved folder) — nothing is removed — unless
+    ``operations.allow_empty`` or the space's ``allow_empty`` is set.
+    """
     t0 = time.perf_counter()
-    validate_realm(realm)
-    validate_space(space)
     engine.init_realm(realm)
     chunker = compose(engine.settings, realm, space).chunker
-    docs = load_documents(engine.settings, realm, space)
+    allow_empty = engine.settings.operations.allow_empty or engine.settings.space_spec(realm, space).allow_empty
+    docs = load_documents(engine.settings, realm, space, allow_empty=allow_empty)
     pieces = chunker.run(docs, operator_context(engine, realm, space, chunker))
     chunks = assemble_chunks(docs, pieces, operator=chunker.op.name)
     contracts.validate(contracts.ChunkContract, chunks.with_columns(chunk_id=pl.lit(None, pl.Int64)))
     meta = dict(zip(docs["doc_key"].to_list(), docs["metadata"].to_list()))
     with engine.connect() as conn, conn.transaction():
-        graph.lock_partition(conn, realm, space)
+        locks.lock_partition(conn, realm, space)
+        indexed = documents.count_documents(conn, realm, space) if docs.height == 0 else 0
+        if indexed and not allow_empty:
+            raise ConfigurationError(
+                f"space {realm}.{space}: its sources name no document, but it holds {indexed} indexed document(s); "
+                "indexing would remove them all. Fix the sources, or pass --allow-empty (operations.allow_empty, "
+                "or allow_empty: true on the space) to remove them")
         sync = documents.sync_chunks(conn, realm, space, chunks, metadata=meta)
     return StageResult("chunks", {
         "documents": docs.height, "chunks": chunks.height, "documents_added": len(sync.added),
@@ -107,6 +143,7 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
         checks=_operator_checks([chunker], {"documents": docs.height, "chunks": chunks.height}))
 
 
+@writing_stage("raw_extractions")
 def stage_raw_extractions(engine: Engine, realm: str, space: str) -> StageResult:
     """Run the space's extractor on every chunk without a successful first pass by that extractor
     (new, changed, failed before, or extracted by another extractor) (§4.1–4.2, §3.5).
@@ -132,6 +169,7 @@ def stage_raw_extractions(engine: Engine, realm: str, space: str) -> StageResult
         raw = _complete_raw(raw, extractor)
         _check_extraction(extractor, todo, raw)
     with engine.connect() as conn, conn.transaction():
+        locks.lock_partition(conn, realm, space)
         staging.write_raw(conn, realm, space, raw)
         stored = staging.load_raw(conn, realm, space)
     firsts = raw.filter(pl.col("pass") == 0)
@@ -177,6 +215,7 @@ def _check_extraction(extractor: Bound, todo: pl.DataFrame, raw: pl.DataFrame) -
         raise ExtractionError(f"every one of {todo.height} chunk(s) failed extraction; first errors: {errors}")
 
 
+@writing_stage("gated_triples")
 def stage_gated_triples(engine: Engine, realm: str, space: str) -> StageResult:
     """Re-gate every stored raw extraction of the space (Table 2) — no model call."""
     t0 = time.perf_counter()
@@ -189,6 +228,7 @@ def stage_gated_triples(engine: Engine, realm: str, space: str) -> StageResult:
         decisions = apply_extra_gates(decisions, [g], operator_context(engine, realm, space, g))
     contracts.validate(contracts.gate_contract(engine.settings.gates), decisions)
     with engine.connect() as conn, conn.transaction():
+        locks.lock_partition(conn, realm, space)
         stored = staging.load_decisions(conn, realm, space, accepted_only=False)
         unchanged = frame_hash(stored) == frame_hash(decisions)
         if not unchanged:  # an identical re-gate writes nothing
@@ -216,6 +256,7 @@ def _predicate_report(decisions: pl.DataFrame, vocabulary: Vocabulary) -> dict[s
     }
 
 
+@writing_stage("resolved_entities")
 def stage_resolved_entities(engine: Engine, realm: str, space: str) -> StageResult:
     """Resolve accepted entities onto vertices (§4.6), run the space's enrichers; rewrite mentions and
     dormancy (§5.5)."""
@@ -223,7 +264,7 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str) -> StageResu
     enrichers = compose(engine.settings, realm, space).enrichers
     contexts = [operator_context(engine, realm, space, e) for e in enrichers]
     with engine.connect() as conn, conn.transaction():
-        graph.lock_partition(conn, realm, space)
+        locks.lock_partition(conn, realm, space)
         existing = graph.load_entities(conn, realm, space, resolved=True)
         as_stored = {i: (t, d) for i, t, d in graph.load_entities(conn, realm, space).select(
             "id", "entity_type", "description").iter_rows()}
@@ -254,11 +295,12 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str) -> StageResu
     }, frame_hash(stored), frame.height, checks=_operator_checks(enrichers, {"entities": frame.height}))
 
 
+@writing_stage("relations")
 def stage_relations(engine: Engine, realm: str, space: str) -> StageResult:
     """One edge per (subject, predicate, object, negated) weighted by distinct chunks (§4.7)."""
     t0 = time.perf_counter()
     with engine.connect() as conn, conn.transaction():
-        graph.lock_partition(conn, realm, space)
+        locks.lock_partition(conn, realm, space)
         lookup, names = graph.entity_lookup(conn, realm, space)
         triples = staging.load_decisions(conn, realm, space).filter(pl.col("kind") == "triple")
         built = build_relations(triples, lookup, names, documents.chunk_order(conn, realm, space))
@@ -314,20 +356,26 @@ def _supersession(engine: Engine, relations: pl.DataFrame, vocabulary: Vocabular
     return result
 
 
+@writing_stage("embeddings")
 def stage_embeddings(engine: Engine, realm: str, space: str) -> StageResult:
     """Embed chunks, entities and relations whose text changed since they were embedded (§3.5, §7.3).
 
-    Embedding failures raise (no fallback vector is ever mixed in). The audit frame of every stored
-    vector is checked against :class:`EmbeddingContract` (width = the realm's, no NaN).
+    The embedding model is called outside any transaction; the vectors are written in one (a row whose
+    text changed meanwhile keeps a stale hash and is embedded again next run). Embedding failures raise
+    (no fallback vector is ever mixed in). The audit frame of every stored vector is checked against
+    :class:`EmbeddingContract` (width = the realm's, no NaN).
     """
     t0 = time.perf_counter()
     embedder = engine.embedder()
+    tables = ("documents", "entities", "relations")
+    with engine.connect() as conn:
+        todo = {table: vectors.pending(conn, realm, space, table) for table in tables}
+    vecs = {table: embedder.embed([t for _, t, _ in rows]) if rows else [] for table, rows in todo.items()}
     counts: dict[str, int] = {}
     with engine.connect() as conn, conn.transaction():
-        for table in ("documents", "entities", "relations"):
-            rows = vectors.pending(conn, realm, space, table)
-            vecs = embedder.embed([t for _, t, _ in rows]) if rows else []
-            counts[f"{table}_embedded"] = vectors.write(conn, realm, table, rows, vecs)
+        locks.lock_partition(conn, realm, space)
+        for table in tables:
+            counts[f"{table}_embedded"] = vectors.write(conn, realm, table, todo[table], vecs[table])
         # community reports are embedded by the communities stage, after this one
         audit = vectors.audit(conn, realm, space, engine.settings.embedding.dim).filter(pl.col("table") != "communities")
         contracts.validate(contracts.EmbeddingContract, audit)
@@ -368,13 +416,13 @@ def delete_document(engine: Engine, realm: str, space: str, doc_key: str) -> lis
     the graph itself. Remove the file from the sources too, or the next ``chunks`` run indexes it again.
     Raises :class:`ConfigurationError` when the space has no such document.
     """
-    from pgrag_dag.errors import ConfigurationError
-
     validate_realm(realm)
     validate_space(space)
-    with engine.connect() as conn, conn.transaction():
-        graph.lock_partition(conn, realm, space)
-        if documents.delete_document_chunks(conn, realm, space, doc_key) == 0:
-            raise ConfigurationError(f"space {realm}.{space} has no document {doc_key!r}")
+    with db.database_errors(engine.dsn), locks.stage_lock(engine.dsn, realm, space, "delete_document",
+                                                          wait_s=engine.settings.operations.lock_wait_s):
+        with engine.connect() as conn, conn.transaction():
+            locks.lock_partition(conn, realm, space)
+            if documents.delete_document_chunks(conn, realm, space, doc_key) == 0:
+                raise ConfigurationError(f"space {realm}.{space} has no document {doc_key!r}")
     return [stage(engine, realm, space) for stage in
             (stage_gated_triples, stage_resolved_entities, stage_relations, stage_embeddings)]

@@ -23,18 +23,21 @@ from pgrag_dag.errors import ConfigurationError, SourceError
 DOCUMENT_COLUMNS = ["doc_key", "title", "source", "doc_order", "text", "doc_hash", "metadata"]
 
 
-def _files(settings: Settings, src: SourceSpec) -> list[Path]:
+def _files(settings: Settings, src: SourceSpec, *, allow_empty: bool = False) -> list[Path]:
+    """The files ``src`` names; with ``allow_empty`` a missing path or an empty glob names none."""
     path = settings.resolve(src.path)
     if path.is_file():
         return [path]
     if not path.is_dir():
+        if allow_empty:
+            return []
         raise ConfigurationError(f"source path {path} does not exist")
     matched = sorted(path.glob(src.glob))
     broken = [p for p in matched if p.is_symlink() and not p.exists()]
     if broken:
         raise SourceError(str(broken[0]), "is a broken symbolic link")
     found = [p for p in matched if p.is_file()]
-    if not found:
+    if not found and not allow_empty:
         raise ConfigurationError(f"source {path} matches no file for glob {src.glob!r}")
     return found
 
@@ -111,17 +114,18 @@ def _jsonl_documents(settings: Settings, src: SourceSpec, path: Path) -> list[di
     return docs
 
 
-def load_documents(settings: Settings, realm: str, space: str) -> pl.DataFrame:
+def load_documents(settings: Settings, realm: str, space: str, *, allow_empty: bool = False) -> pl.DataFrame:
     """Read every document of ``realm``/``space`` into the ``documents`` frame (columns above).
 
     All files are read before anything is written, so a bad file fails the run with nothing changed.
+    With ``allow_empty`` a source whose path is missing or whose glob matches nothing names no document.
     Raises :class:`SourceError` (a bad file or line) or :class:`ConfigurationError` (a bad source, a
     duplicate doc_key, a missing order field).
     """
     spec = settings.space_spec(realm, space)
     found: list[dict[str, Any]] = []
     for src in spec.sources:
-        for path in _files(settings, src):
+        for path in _files(settings, src, allow_empty=allow_empty):
             if src.format == "jsonl" or (src.format == "auto" and path.suffix == ".jsonl"):
                 found += _jsonl_documents(settings, src, path)
             else:

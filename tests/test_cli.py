@@ -55,6 +55,23 @@ def test_engine_errors_exit_2_with_one_line(cli_env: SmallCorpus) -> None:
     assert out.exit_code == 2 and "QueryError" in out.output
 
 
+def test_index_refuses_to_empty_an_indexed_space_without_allow_empty(cli_env: SmallCorpus, realm: str,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    import yaml
+
+    monkeypatch.setenv("PGRAG_OPERATIONS__ALLOW_EMPTY", "false")  # restored after the test; --allow-empty sets it
+    assert runner.invoke(app, ["index", f"{realm}.main"]).exit_code == 0
+    cfg = yaml.safe_load(cli_env.config.read_text())
+    cfg["realms"][realm]["spaces"]["main"]["sources"] = []
+    cli_env.config.write_text(yaml.safe_dump(cfg))
+    out = runner.invoke(app, ["index", f"{realm}.main"])
+    assert out.exit_code == 2 and out.output.count("\n") == 1
+    assert "ConfigurationError" in out.output and "--allow-empty" in out.output
+    out = runner.invoke(app, ["index", f"{realm}.main", "--allow-empty"])
+    assert out.exit_code == 0, out.output
+    assert '"documents_removed": 2' in out.output
+
+
 def test_query_options_reach_query_param(cli_env: SmallCorpus, realm: str) -> None:
     assert runner.invoke(app, ["index", f"{realm}.main"]).exit_code == 0
     out = runner.invoke(app, ["query", "Who worked with Charles Babbage?", "--realm", realm, "--space", "main", "--json",

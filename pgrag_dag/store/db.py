@@ -241,3 +241,17 @@ def redact(dsn: str) -> str:
         return "an unparseable connection string"
     parts.pop("password", None)
     return make_conninfo(**{k: v for k, v in parts.items() if v is not None})
+
+
+@contextlib.contextmanager
+def database_errors(dsn: str) -> Iterator[None]:
+    """Raise every PostgreSQL error leaving the block as :class:`DatabaseError` (issue 11: the CLI's
+    one-line, exit-2 contract holds for all of them): one line naming the server (password redacted),
+    the error class and its first message line; the psycopg error is kept as ``__cause__``.
+    Errors of pgrag-dag itself pass unchanged."""
+    try:
+        yield
+    except (psycopg.Error, PoolTimeout) as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise DatabaseError(f"PostgreSQL ({redact(dsn)}) refused or lost the operation: "
+                            f"{type(exc).__name__}: {first or 'no message'}") from exc

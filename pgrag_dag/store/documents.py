@@ -102,3 +102,10 @@ def chunk_order(conn: psycopg.Connection, realm: str, space: str) -> dict[int, t
     rows = conn.execute(sql.SQL("SELECT id, doc_order, chunk_index FROM {} WHERE space = %s").format(_t(realm, "documents")),
                         (space,)).fetchall()
     return {i: (o, c) for i, o, c in rows}
+
+
+def count_documents(conn: psycopg.Connection, realm: str, space: str) -> int:
+    """How many documents (distinct doc_keys) the space holds."""
+    row = conn.execute(sql.SQL("SELECT count(DISTINCT doc_key) FROM {} WHERE space = %s").format(_t(realm, "documents")),
+                       (space,)).fetchone()
+    return int(row[0]) if row else 0

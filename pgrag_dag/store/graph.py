@@ -1,12 +1,10 @@
 """SQL for the entity graph: ``entities``, ``doc_mentions``, ``relations`` (paper Table 1, §4.6–4.7, §5.5).
 
-Writes are applied under a per-partition advisory lock (:func:`lock_partition`), so concurrent
+Writes are applied under a per-partition advisory lock (:func:`pgrag_dag.store.locks.lock_partition`), so concurrent
 writers resolve against one another instead of splitting a vertex.
 """
 
 from __future__ import annotations
-
-import hashlib
 
 import polars as pl
 import psycopg
@@ -16,12 +14,6 @@ from psycopg.types.json import Jsonb
 from pgrag_dag.gates import identity_key
 from pgrag_dag.resolution import ENTITY_SCHEMA, Resolution, Vertex, merge_into
 from pgrag_dag.store.schema import qualified as _t
-
-
-def lock_partition(conn: psycopg.Connection, realm: str, space: str) -> None:
-    """Serialise graph writes to one realm/space until the current transaction ends."""
-    key = int.from_bytes(hashlib.sha256(f"{realm}.{space}".encode()).digest()[:8], "big", signed=True)
-    conn.execute("SELECT pg_advisory_xact_lock(%s)", (key,))
 
 
 def load_entities(conn: psycopg.Connection, realm: str, space: str, *, resolved: bool = False) -> pl.DataFrame:

@@ -11,9 +11,9 @@ and deadlock with, live queries) on a routine run. Bump :data:`SCHEMA_VERSION` w
 
 Lock order (issue 11). Queries only read (``ACCESS SHARE``, in one repeatable-read snapshot) and never
 conflict with routine writes. Every writing stage takes, in this order: the stage lock of its partition
-(a session-level advisory lock held for the stage, :func:`pgrag_dag.store.graph.stage_lock`), then in
+(a session-level advisory lock held for the stage, :func:`pgrag_dag.store.locks.stage_lock`), then in
 its write transaction the partition's transaction-level advisory lock
-(:func:`pgrag_dag.store.graph.lock_partition`), then row locks on its own space's rows, table by table in
+(:func:`pgrag_dag.store.locks.lock_partition`), then row locks on its own space's rows, table by table in
 the order documents → raw_extractions → gate_decisions → resolution_rejections → entities →
 doc_mentions → relations → communities → community_members → community_children → stage_pending. Two
 spaces of one realm share tables but never rows (every key carries ``space``), so their writers do not
