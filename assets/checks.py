@@ -1,4 +1,4 @@
-"""Turning a stage's contract outcome into a Dagster asset-check result (blocking)."""
+"""Turning a stage's contract outcome and measurements into Dagster asset-check results."""
 
 from __future__ import annotations
 
@@ -42,8 +42,9 @@ def failed(asset: str, exc: ContractError, *, max_rows: int = 50, check: str = C
                                severity=dg.AssetCheckSeverity.ERROR, description=str(exc), metadata=meta)
 
 
-def measured(asset: str, check: str, ok: bool, metrics: dict[str, Any]) -> dg.AssetCheckResult:
-    """A measurement check (e.g. ``graph_quality``): the metrics as metadata; ERROR severity when not ok."""
+def measured(asset: str, check: str, ok: bool, metrics: dict[str, Any], *,
+             severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR) -> dg.AssetCheckResult:
+    """A measurement check (e.g. ``graph_quality``, ``pending_work``): the metrics as metadata, with
+    ``severity`` when not ok."""
     meta = {k: dg.MetadataValue.json(v) if isinstance(v, (list, dict)) or v is None else v for k, v in metrics.items()}
-    return dg.AssetCheckResult(check_name=check, asset_key=asset, passed=ok, metadata=meta,
-                               severity=dg.AssetCheckSeverity.ERROR)
+    return dg.AssetCheckResult(check_name=check, asset_key=asset, passed=ok, metadata=meta, severity=severity)

@@ -18,11 +18,11 @@ from pgrag_dag.assets.automation import ON_UPSTREAM_CHANGE
 from pgrag_dag.assets.partitions import SPACES
 from pgrag_dag.config import Settings
 from pgrag_dag.engine import Engine
-from pgrag_dag.errors import ContractError
+from pgrag_dag.errors import ContractError, PgragError
 from pgrag_dag.names import split_partition_key
 from pgrag_dag.operators import Bound, Composition, compose_all, operator_check_name
 from pgrag_dag.pipeline import (
-    StageResult, stage_chunks, stage_embeddings, stage_gated_triples, stage_raw_extractions,
+    PENDING_CHECK, StageResult, stage_chunks, stage_embeddings, stage_gated_triples, stage_raw_extractions,
     stage_relations, stage_resolved_entities,
 )
 from pgrag_dag.community_stages import stage_communities, stage_community_hierarchy
@@ -62,6 +62,8 @@ EXTRA_CHECKS = {
     "graph_quality": "Table 6 measurements; duplicate edge rows, fragmented short-form vertices and pronoun "
                      "entities must be zero (§8.6)",
 }
+PENDING_DESCRIPTION = ("Work this stage still owes the partition (failed first or gleaning passes, failed community "
+                       "reports); retried by the next run, red until it clears. Non-blocking.")
 
 
 STAGE_SLOTS = {"chunks": "chunker", "raw_extractions": "extractor", "gated_triples": "gate",
@@ -80,13 +82,18 @@ class OperatorCheck:
 
 def stage_asset(name: str, stage: Stage, contract: str, deps: list[str], *, pool: str | None = None,
                 description: str, extra_checks: tuple[str, ...] = (),
-                operator_checks: tuple[OperatorCheck, ...] = ()) -> dg.AssetsDefinition:
+                operator_checks: tuple[OperatorCheck, ...] = (), pending: bool = False) -> dg.AssetsDefinition:
     """An asset running ``stage`` for its partition, with a blocking check named ``contract``, the
-    blocking ``extra_checks`` the stage reports on what it wrote, and one blocking check per user
-    operator composed into this stage in any space (``operator_checks``)."""
+    blocking ``extra_checks`` the stage reports on what it wrote, one blocking check per user
+    operator composed into this stage in any space (``operator_checks``), and with ``pending`` the
+    non-blocking ``pending_work`` check (WARN while the stage owes work).
+
+    A stage error fails the step with a description naming the asset, the partition and the error."""
 
     specs = [dg.AssetCheckSpec(checks.CHECK_NAME, asset=name, blocking=True, description=f"Pandera contract {contract}")]
     specs += [dg.AssetCheckSpec(c, asset=name, blocking=True, description=EXTRA_CHECKS[c]) for c in extra_checks]
+    if pending:
+        specs.append(dg.AssetCheckSpec(PENDING_CHECK, asset=name, blocking=False, description=PENDING_DESCRIPTION))
     specs += [dg.AssetCheckSpec(o.check, asset=name, blocking=True, description=o.description) for o in operator_checks]
 
     @dg.asset(
@@ -105,9 +112,15 @@ def stage_asset(name: str, stage: Stage, contract: str, deps: list[str], *, pool
                     yield checks.failed(name, exc, check=o.check)
             raise dg.Failure(description=f"{name}: contract {exc.contract} broken; nothing was written",
                              metadata={"contract": exc.contract}) from exc
+        except PgragError as exc:
+            raise dg.Failure(description=f"{name} {context.partition_key}: {type(exc).__name__}: {exc}",
+                             metadata={"error": type(exc).__name__}) from exc
         extra = [checks.measured(name, c, *result.checks[c]) for c in extra_checks]
         extra += [checks.measured(name, o.check, *result.checks.get(
             o.check, (True, {"composed": f"not composed in space {realm}.{space}"}))) for o in operator_checks]
+        if pending:
+            extra.append(checks.measured(name, PENDING_CHECK, *result.checks[PENDING_CHECK],
+                                         severity=dg.AssetCheckSeverity.WARN))
         yield dg.MaterializeResult(
             metadata=_metadata(result), data_version=dg.DataVersion(result.data_version),
             check_results=[checks.passed(name, result.rows_checked, contract), *extra],
@@ -168,7 +181,7 @@ def build_assets(settings: Settings | None = None) -> list[dg.AssetsDefinition]:
     return [
         make("chunks", stage_chunks, "ChunkContract", [],
              "Documents read from the space's sources, split into chunks by the space's chunker (§4.1, §5.5)."),
-        make("raw_extractions", stage_raw_extractions, "RawExtractionContract", ["chunks"], pool="llm",
+        make("raw_extractions", stage_raw_extractions, "RawExtractionContract", ["chunks"], pool="llm", pending=True,
              description="The space's extractor per new or changed chunk: model extraction and gleaning, "
                          "or an extractor that calls no model (§4.1–4.2)."),
         make("gated_triples", stage_gated_triples, "GateDecisionContract", ["raw_extractions"],
@@ -179,10 +192,10 @@ def build_assets(settings: Settings | None = None) -> list[dg.AssetsDefinition]:
              "Edges with corroboration weight, negation and validity (§4.7, §5.1).", extra_checks=("graph_quality",)),
         make("embeddings", stage_embeddings, "EmbeddingContract", ["relations"],
              "Vectors for chunks, entities and relations (HNSW-indexed)."),
-        make("communities", stage_communities, "CommunityMemberContract", ["embeddings"], pool="llm",
+        make("communities", stage_communities, "CommunityMemberContract", ["embeddings"], pool="llm", pending=True,
              description="Leiden communities with one report each: model-written, or extractive where the space "
                          "has no model (§6)."),
-        make("community_hierarchy", stage_community_hierarchy, "HierarchyContract", ["communities"], pool="llm",
+        make("community_hierarchy", stage_community_hierarchy, "HierarchyContract", ["communities"], pool="llm", pending=True,
              description="Parent topics clustered from communities, reports from child reports (§6.1)."),
     ]
 

@@ -65,7 +65,7 @@ class LLMExtractionOptions(ExtractionSettings):
 def _llm(chunks: pl.DataFrame, options: LLMExtractionOptions, ctx: OperatorContext) -> pl.DataFrame:
     assert ctx.client is not None, "the llm extractor is declared calls_model; the stage injects the client"
     return extract_chunks(chunks, ctx.client, options, vocabulary=ctx.vocabulary,
-                          context=ctx.state.get("document_context"))
+                          context=ctx.state.get("document_context"), completed=ctx.state.get("completed"))
 
 
 def _cooccurrence(chunks: pl.DataFrame, options: CooccurrenceOptions, ctx: OperatorContext) -> pl.DataFrame:

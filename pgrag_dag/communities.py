@@ -379,6 +379,7 @@ def build_hierarchy(
     settings: CommunitySettings,
     entities: pl.DataFrame | None = None,
     purpose: str = "community_parent_report",
+    failures: list[str] | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Topic tree above the communities by recursive supergraph clustering (§6.1).
 
@@ -396,6 +397,8 @@ def build_hierarchy(
         relations: ``source_id``, ``target_id``, ``weight``, ``negated``.
         reports: base reports from :func:`write_reports` (``cluster``, ``title``, ...).
         entities: optional ``id``, ``name``: member names used to qualify duplicate parent titles.
+        failures: when given, one line per parent report that failed (``"level L communities [...]: reason"``)
+            is appended to it.
 
     Returns:
         ``(parents, children)``: parents with ``parent`` (Int64 local id, after every cluster id),
@@ -435,6 +438,8 @@ def build_hierarchy(
                           else _ask(client, PARENT_REPORT_SYSTEM, render_child_reports(kids), purpose))
             except (ValueError, ModelError) as exc:
                 log.warning("parent report for communities %s skipped: %s: %s", group, type(exc).__name__, exc)
+                if failures is not None:
+                    failures.append(f"level {level} communities {group}: {type(exc).__name__}: {exc}")
                 continue
             entity_ids = sorted(e for n in group for e in under[n])
             report["title"] = _qualify(report["title"], sorted(names[e] for e in entity_ids if e in names), seen)

@@ -168,9 +168,21 @@ def _row(chunk_id: int, p: int, settings: ExtractionSettings, **kw: Any) -> dict
 
 
 def extract_chunk(chunk: dict[str, Any], client: ModelClient, settings: ExtractionSettings, *,
-                  vocabulary: Vocabulary | None = None, names: list[str] | None = None) -> list[dict[str, Any]]:
-    """First pass plus ``settings.gleaning_passes`` gleaning passes for one chunk → raw rows."""
+                  vocabulary: Vocabulary | None = None, names: list[str] | None = None,
+                  completed: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """First pass plus ``settings.gleaning_passes`` gleaning passes for one chunk → raw rows.
+
+    ``completed``: the chunk's stored successful passes 0..p-1 (raw rows) when an earlier run's pass p
+    failed — they are kept as they are and gleaning resumes at pass p (no model call for them).
+    """
     cid = int(chunk["chunk_id"])
+    if completed:
+        rows = [dict(r) for r in completed]
+        parsed = [json.loads(r["parsed"]) for r in rows]
+        merged = {k: [x for p in parsed for x in p.get(k, [])] for k in ("entities", "triples")}
+        if len(rows) > 1 and not parsed[-1].get("entities") and not parsed[-1].get("triples"):
+            return rows  # the last stored gleaning pass found nothing: gleaning had ended
+        return rows + _glean(chunk, client, settings, merged, len(rows), vocabulary=vocabulary, names=names)
     try:
         first = client.complete(extraction_messages(chunk, vocabulary=vocabulary, names=names), purpose="extract")
     except ModelError as exc:
@@ -184,7 +196,16 @@ def extract_chunk(chunk: dict[str, Any], client: ModelClient, settings: Extracti
         client.forget(first)
         return [_row(cid, 0, settings, parse_status="parse_error", error=f"{chunk_label(chunk)}: {exc}", **common)]
     rows = [_row(cid, 0, settings, parse_status="ok", parsed=json.dumps(merged, ensure_ascii=False), **common)]
-    for p in range(1, settings.gleaning_passes + 1):
+    return rows + _glean(chunk, client, settings, merged, 1, vocabulary=vocabulary, names=names)
+
+
+def _glean(chunk: dict[str, Any], client: ModelClient, settings: ExtractionSettings, merged: dict[str, Any],
+           start: int, *, vocabulary: Vocabulary | None, names: list[str] | None) -> list[dict[str, Any]]:
+    """Gleaning passes ``start..settings.gleaning_passes`` over what ``merged`` already holds (§4.2);
+    stops after a failed pass (kept with its error) or one that finds nothing."""
+    cid = int(chunk["chunk_id"])
+    rows: list[dict[str, Any]] = []
+    for p in range(start, settings.gleaning_passes + 1):
         try:
             more = client.complete(gleaning_messages(chunk, merged, vocabulary=vocabulary, names=names), purpose="glean")
         except ModelError as exc:
@@ -208,7 +229,8 @@ def extract_chunk(chunk: dict[str, Any], client: ModelClient, settings: Extracti
 
 
 def extract_chunks(chunks: pl.DataFrame, client: ModelClient, settings: ExtractionSettings, *,
-                   vocabulary: Vocabulary | None = None, context: DocumentContext | None = None) -> pl.DataFrame:
+                   vocabulary: Vocabulary | None = None, context: DocumentContext | None = None,
+                   completed: dict[int, list[dict[str, Any]]] | None = None) -> pl.DataFrame:
     """Extract every chunk (in the frame's order, which should be document order) → ``raw_extractions``.
 
     A document's chunks go in batches of ``settings.batch_size`` (by chunk index); batch r of every
@@ -217,7 +239,10 @@ def extract_chunks(chunks: pl.DataFrame, client: ModelClient, settings: Extracti
     size 1 extracts each document strictly sequentially with per-chunk context. Rows keep chunk order. Raises :class:`ExtractionError` when
     there was at least one chunk and every chunk's first pass failed (§3.5: an outage is never an empty
     corpus); a single failed chunk is logged by ``doc_key#chunk_index`` and kept with its error.
+    ``completed`` maps a chunk_id to its stored successful passes when a later pass failed before:
+    that chunk resumes there (:func:`extract_chunk`).
     """
+    completed = completed or {}
     items = list(chunks.iter_rows(named=True))
     context = context or DocumentContext(settings.context_names_cap)
     size = settings.batch_size
@@ -228,7 +253,8 @@ def extract_chunks(chunks: pl.DataFrame, client: ModelClient, settings: Extracti
         for r in sorted({int(c["chunk_index"]) // size for c in items}):
             batch = [(i, c) for i, c in enumerate(items) if int(c["chunk_index"]) // size == r]
             names = [context.names(c["doc_key"], r * size) for _, c in batch]
-            done = pool.map(lambda job: extract_chunk(job[0][1], client, settings, vocabulary=vocabulary, names=job[1]),
+            done = pool.map(lambda job: extract_chunk(job[0][1], client, settings, vocabulary=vocabulary, names=job[1],
+                                                      completed=completed.get(int(job[0][1]["chunk_id"]))),
                             zip(batch, names))
             for (i, chunk), chunk_rows in zip(batch, done):
                 for row in chunk_rows:

@@ -54,6 +54,9 @@ class StageResult:
 
 Stage = Callable[[Engine, str, str], StageResult]
 
+PENDING_CHECK = "pending_work"
+"""The non-blocking check a stage reports its unfinished work in: red until a later run clears it."""
+
 
 def writing_stage(name: str) -> Callable[[Stage], Stage]:
     """Decorate a stage function that writes ``realm.space``: the realm and space are validated, the
@@ -146,7 +149,9 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
 @writing_stage("raw_extractions")
 def stage_raw_extractions(engine: Engine, realm: str, space: str) -> StageResult:
     """Run the space's extractor on every chunk without a successful first pass by that extractor
-    (new, changed, failed before, or extracted by another extractor) (§4.1–4.2, §3.5).
+    (new, changed, failed before, or extracted by another extractor), and resume chunks whose gleaning
+    pass failed on the model at that pass (§4.1–4.2, §3.5). What is still pending afterwards is reported
+    in the non-blocking ``pending_work`` check.
 
     Raises :class:`ExtractionError` when there were chunks and every first pass failed, and
     :class:`ContractError` when the extractor's frame breaks its contract or names a chunk it was
@@ -159,7 +164,8 @@ def stage_raw_extractions(engine: Engine, realm: str, space: str) -> StageResult
         todo = staging.chunks_needing_extraction(conn, realm, space, extractor=extractor.identity)
         seed = staging.document_names(conn, realm, space, sorted(set(todo["doc_key"].to_list())),
                                       extractor=extractor.identity)
-    state: dict[str, Any] = {"identity": extractor.identity}
+        completed = staging.completed_passes(conn, realm, space, todo["chunk_id"].to_list(), extractor=extractor.identity)
+    state: dict[str, Any] = {"identity": extractor.identity, "completed": completed}
     if extractor.op.calls_model:
         cap = getattr(extractor.options, "context_names_cap", engine.settings.extraction.context_names_cap)
         state["document_context"] = DocumentContext(cap, seed)
@@ -172,18 +178,20 @@ def stage_raw_extractions(engine: Engine, realm: str, space: str) -> StageResult
         locks.lock_partition(conn, realm, space)
         staging.write_raw(conn, realm, space, raw)
         stored = staging.load_raw(conn, realm, space)
+        pending = staging.pending_extraction(conn, realm, space, extractor=extractor.identity)
     firsts = raw.filter(pl.col("pass") == 0)
     failed = firsts.filter(pl.col("parse_status") != "ok")
     for error in failed["error"].to_list():
         log.warning("chunk skipped: %s", error)
     return StageResult("raw_extractions", {
-        "chunks_extracted": todo.height, "chunks_failed": failed.height,
+        "chunks_extracted": todo.height, "chunks_resumed": len(completed), "chunks_failed": failed.height,
         "failures": failed["error"].to_list()[:20], "passes_written": raw.height,
         "gleaning_failures": raw.filter((pl.col("pass") > 0) & (pl.col("parse_status") != "ok")).height,
         "operators": {"extractor": extractor.describe()},
         **usage_delta(engine, before), "seconds": round(time.perf_counter() - t0, 3),
     }, frame_hash(stored.select("chunk_id", "pass", "raw_text", "parse_status")), raw.height,
-        checks=_operator_checks([extractor], {"chunks_extracted": todo.height, "passes_written": raw.height}))
+        checks={**_operator_checks([extractor], {"chunks_extracted": todo.height, "passes_written": raw.height}),
+                PENDING_CHECK: (pending["pending"] == 0, pending)})
 
 
 def _complete_raw(raw: pl.DataFrame, extractor: Bound) -> pl.DataFrame:

@@ -1,7 +1,9 @@
-"""SQL for the staging tables: ``raw_extractions`` and ``gate_decisions``.
+"""SQL for the staging tables: ``raw_extractions``, ``gate_decisions`` and ``stage_pending``.
 
 Raw extractions are kept, so changing a gate re-materialises ``gated_triples`` and everything
-downstream with zero model calls.
+downstream with zero model calls. Work that failed is work still to do (issue 11): a chunk without a
+successful first pass, or with a gleaning pass that failed on the model (``model_error``), is extracted
+again by the next run; ``stage_pending`` records what a stage could not finish (failed community reports).
 """
 
 from __future__ import annotations
@@ -20,20 +22,89 @@ from pgrag_dag.store.schema import qualified as _t
 
 def chunks_needing_extraction(conn: psycopg.Connection, realm: str, space: str, *, extractor: str) -> pl.DataFrame:
     """Chunks with no successful first pass by ``extractor`` (an extractor identity, stored in
-    ``prompt_version``): new, changed, failed before, or extracted by another extractor — in document
-    order: chunk_id, doc_key, chunk_index, title, source, text."""
+    ``prompt_version``) — new, changed, failed before, or extracted by another extractor — or with a
+    gleaning pass of it that failed on the model; in document order: chunk_id, doc_key, chunk_index,
+    title, source, text."""
     rows = conn.execute(
         sql.SQL("""SELECT d.id, d.doc_key, d.chunk_index, d.title, d.source, d.text FROM {d} d
-                    WHERE d.space = %s AND NOT EXISTS (
+                    WHERE d.space = %s AND (NOT EXISTS (
                           SELECT 1 FROM {r} r WHERE r.chunk_id = d.id AND r.pass = 0 AND r.parse_status = 'ok'
-                             AND r.prompt_version = %s)
+                             AND r.prompt_version = %s) OR EXISTS (
+                          SELECT 1 FROM {r} r WHERE r.chunk_id = d.id AND r.pass > 0 AND r.parse_status = 'model_error'
+                             AND r.prompt_version = %s))
                     ORDER BY d.doc_order, d.doc_key, d.chunk_index""").format(
             d=_t(realm, "documents"), r=_t(realm, "raw_extractions")),
-        (space, extractor),
+        (space, extractor, extractor),
     ).fetchall()
     schema = {"chunk_id": pl.Int64, "doc_key": pl.String, "chunk_index": pl.Int64, "title": pl.String,
               "source": pl.String, "text": pl.String}
     return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def completed_passes(conn: psycopg.Connection, realm: str, space: str, chunk_ids: list[int], *,
+                     extractor: str) -> dict[int, list[dict[str, object]]]:
+    """For chunks being extracted again because a gleaning pass failed: chunk_id → the stored rows
+    (``raw_extractions`` frame rows, as dicts) of ``extractor``'s successful passes 0..p-1 before the
+    first failed pass p, so the extractor resumes at p without asking again what succeeded.
+    Chunks whose first pass did not succeed are absent."""
+    rows = conn.execute(
+        sql.SQL("""SELECT r.chunk_id, r.pass, r.model, r.prompt_version, r.raw_text, r.parsed::text, r.parse_status,
+                          r.error, r.prompt_tokens, r.completion_tokens, r.cache_hit
+                     FROM {} r WHERE r.space = %s AND r.chunk_id = ANY(%s) AND r.prompt_version = %s
+                    ORDER BY r.chunk_id, r.pass""").format(_t(realm, "raw_extractions")),
+        (space, chunk_ids, extractor),
+    ).fetchall()
+    out: dict[int, list[dict[str, object]]] = {}
+    broken: set[int] = set()
+    for row in rows:
+        record = dict(zip(RAW_SCHEMA, row))
+        cid = int(record["chunk_id"])
+        if cid in broken or record["parse_status"] != "ok" or record["pass"] != len(out.get(cid, [])):
+            broken.add(cid)
+            continue
+        out.setdefault(cid, []).append(record)
+    return out
+
+
+def pending_extraction(conn: psycopg.Connection, realm: str, space: str, *, extractor: str) -> dict[str, object]:
+    """What extraction still owes the space: ``chunks_without_first_pass`` (no successful pass 0 by
+    ``extractor``), ``gleaning_passes_failed`` (model errors, retried next run), ``pending`` (their sum)
+    and up to five ``examples`` (``doc_key#chunk_index pass p: error``)."""
+    rows = conn.execute(
+        sql.SQL("""SELECT d.doc_key, d.chunk_index, coalesce(r.pass, 0), coalesce(r.error, 'not extracted yet'), r.pass IS NULL OR r.pass = 0
+                     FROM {d} d LEFT JOIN {r} r ON r.chunk_id = d.id AND r.prompt_version = %s
+                    WHERE d.space = %s AND (
+                          (r.pass > 0 AND r.parse_status = 'model_error')
+                       OR ((r.pass = 0 OR r.pass IS NULL) AND NOT EXISTS (
+                          SELECT 1 FROM {r} ok WHERE ok.chunk_id = d.id AND ok.pass = 0 AND ok.parse_status = 'ok'
+                             AND ok.prompt_version = %s)))
+                    ORDER BY d.doc_order, d.doc_key, d.chunk_index, 3""").format(
+            d=_t(realm, "documents"), r=_t(realm, "raw_extractions")),
+        (extractor, space, extractor),
+    ).fetchall()
+    firsts = sum(1 for r in rows if r[4])
+    return {"chunks_without_first_pass": firsts, "gleaning_passes_failed": len(rows) - firsts, "pending": len(rows),
+            "examples": [f"{k}#{i} pass {p}: {e}" for k, i, p, e, _ in rows[:5]]}
+
+
+def record_pending(conn: psycopg.Connection, realm: str, space: str, stage: str, failures: list[str]) -> None:
+    """Record the work ``stage`` could not finish for the space (``failures``: one line each); an
+    empty list clears it."""
+    table = _t(realm, "stage_pending")
+    if not failures:
+        conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s AND stage = %s").format(table), (space, stage))
+        return
+    conn.execute(sql.SQL("""INSERT INTO {} (space, stage, pending, failures) VALUES (%s, %s, %s, %s)
+                            ON CONFLICT (space, stage) DO UPDATE SET pending = excluded.pending,
+                                failures = excluded.failures, recorded_at = now()""").format(table),
+                 (space, stage, len(failures), Jsonb(failures)))
+
+
+def load_pending(conn: psycopg.Connection, realm: str, space: str, stage: str) -> list[str]:
+    """The failures :func:`record_pending` recorded for ``stage`` of the space (empty: nothing pending)."""
+    row = conn.execute(sql.SQL("SELECT failures FROM {} WHERE space = %s AND stage = %s").format(
+        _t(realm, "stage_pending")), (space, stage)).fetchone()
+    return list(row[0]) if row else []
 
 
 def document_names(conn: psycopg.Connection, realm: str, space: str, doc_keys: list[str], *,
