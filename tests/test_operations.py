@@ -3,6 +3,7 @@ errors, and refreshes beside live queries — on real PostgreSQL with real litel
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from pathlib import Path
@@ -207,3 +208,27 @@ def test_queries_beside_repeated_reindexing_of_two_spaces_never_fail(small_corpu
     assert errors == []
     assert len(latencies) >= 40
     assert max(latencies) < 5.0, sorted(latencies)[-5:]
+
+
+# -- numeric settings are range-checked -------------------------------------------------------------
+@pytest.mark.parametrize("override, field", [
+    ({"llm": {"deadline_s": 0}}, "llm.deadline_s"),
+    ({"llm": {"max_retries": -1}}, "llm.max_retries"),
+    ({"llm": {"request_timeout_s": -5}}, "llm.request_timeout_s"),
+    ({"embedding": {"deadline_s": 0}}, "embedding.deadline_s"),
+    ({"embedding": {"batch_size": 0}}, "embedding.batch_size"),
+    ({"communities": {"min_size": 1}}, "communities.min_size"),
+    ({"communities": {"levels": -1}}, "communities.levels"),
+    ({"gates": {"confidence_floor": 1.5}}, "gates.confidence_floor"),
+    ({"gates": {"confidence_floor": -0.1}}, "gates.confidence_floor"),
+    ({"extraction": {"batch_size": 0}}, "extraction.batch_size"),
+    ({"operations": {"lock_wait_s": -1}}, "operations.lock_wait_s"),
+    ({"dagster": {"run_start_timeout_s": 0}}, "dagster.run_start_timeout_s"),
+])
+def test_numeric_settings_out_of_range_are_refused_naming_the_field(tmp_path: Path, override: dict, field: str) -> None:
+    from pgrag_dag.config import load_settings
+
+    path = tmp_path / "pgrag.yaml"
+    path.write_text(yaml.safe_dump(override))
+    with pytest.raises(ConfigurationError, match=r"invalid settings \(1\): " + re.escape(field) + ": "):
+        load_settings(path)
