@@ -120,10 +120,12 @@ def query(
 @app.command()
 def lineage(community_id: int, realm: Annotated[str, typer.Option(help="realm of the community")] = "wiki") -> None:
     """Print what a community report derives from (entities, relations, chunks, documents) as JSON."""
+    from pgrag_dag.store import db
     from pgrag_dag.store.lineage import lineage as community_lineage
 
     try:
-        with _engine().connect() as conn:
+        engine = _engine()
+        with db.database_errors(engine.dsn), engine.connect() as conn:
             typer.echo(json.dumps(community_lineage(conn, realm, community_id), default=str, indent=2))
     except PgragError as exc:
         _fail(exc)
@@ -165,10 +167,11 @@ def stop_db() -> None:
 @cassette_app.command("export")
 def cassette_export(path: Path, purpose: Annotated[Optional[str], typer.Option(help="purpose prefix")] = None) -> None:
     """Write the response cache to a JSONL cassette."""
-    from pgrag_dag.store import cache, schema
+    from pgrag_dag.store import cache, db, schema
 
     try:
-        with _engine().connect(autocommit=True) as conn:
+        engine = _engine()
+        with db.database_errors(engine.dsn), engine.connect(autocommit=True) as conn:
             schema.init_control(conn)
             typer.echo(f"{cache.export_cassette(conn, path, purpose_prefix=purpose)} responses written to {path}")
     except PgragError as exc:
@@ -178,10 +181,11 @@ def cassette_export(path: Path, purpose: Annotated[Optional[str], typer.Option(h
 @cassette_app.command("import")
 def cassette_import(path: Path) -> None:
     """Load a JSONL cassette into the response cache (idempotent)."""
-    from pgrag_dag.store import cache, schema
+    from pgrag_dag.store import cache, db, schema
 
     try:
-        with _engine().connect(autocommit=True) as conn:
+        engine = _engine()
+        with db.database_errors(engine.dsn), engine.connect(autocommit=True) as conn:
             schema.init_control(conn)
             with conn.transaction():
                 typer.echo(f"{cache.import_cassette(conn, path)} responses read from {path}")

@@ -35,14 +35,15 @@ class Engine:
         return db.connect(self.dsn, autocommit=autocommit)
 
     def init_realm(self, realm: str) -> None:
-        """Create the realm's schema at the configured embedding width (idempotent, fails closed)."""
-        with self.connect(autocommit=True) as conn:
+        """Create the realm's schema at the configured embedding width (idempotent, fails closed; no DDL
+        when the realm is at the current schema version)."""
+        with db.database_errors(self.dsn), self.connect(autocommit=True) as conn:
             schema.init_realm(conn, realm, embedding_model=self.settings.embedding.model, dim=self.settings.embedding.dim)
 
     def import_cassettes(self) -> int:
         """Load every configured cassette into the response cache; returns lines read."""
         n = 0
-        with self.connect(autocommit=True) as conn:
+        with db.database_errors(self.dsn), self.connect(autocommit=True) as conn:
             schema.init_control(conn)
             for path in self.settings.cassettes:
                 with conn.transaction():
