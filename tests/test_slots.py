@@ -1,0 +1,155 @@
+"""Dagster operations (issue 11): run monitoring and a one-run-per-partition queue in the generated
+``dagster.yaml``, failure reasons that are never empty, and pool slots of killed runs reclaimed."""
+
+from __future__ import annotations
+
+import fnmatch
+import time
+from pathlib import Path
+
+import dagster as dg
+import pytest
+import yaml
+
+from pgrag_dag.assets.runner import FREE_SLOTS_AFTER_RUN_END_S, dagster_home, run_failure_reasons
+from pgrag_dag.config import load_settings
+
+pytestmark = pytest.mark.dagster
+
+
+@pytest.fixture(autouse=True)
+def _restore_dagster_home(monkeypatch: pytest.MonkeyPatch) -> None:
+    """:func:`dagster_home` exports ``DAGSTER_HOME``; put back what was there after each test."""
+    monkeypatch.setenv("DAGSTER_HOME", "unset-by-test")
+    monkeypatch.delenv("DAGSTER_HOME")
+ROOT = Path(__file__).resolve().parents[1]
+PER_PARTITION = {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True}, "limit": 1}
+
+
+def _home(tmp_path: Path, **dagster: object) -> Path:
+    """A Dagster home written from settings with sqlite instance storage (no database needed)."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    cfg = tmp_path / "pgrag.yaml"
+    cfg.write_text(yaml.safe_dump({"data_dir": "data", "dagster": {"instance_storage": "sqlite", **dagster}}))
+    return dagster_home(load_settings(cfg))
+
+
+def test_dagster_yaml_turns_on_run_monitoring_and_allows_one_run_per_partition(tmp_path: Path) -> None:
+    home = _home(tmp_path / "a", run_start_timeout_s=12.5, run_timeout_s=3600, max_concurrent_runs=3)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert instance.run_monitoring_enabled
+        assert instance.run_monitoring_start_timeout_seconds == 13  # whole seconds, rounded up
+        assert instance.run_monitoring_max_runtime_seconds == 3600
+        assert instance.run_monitoring_settings["free_slots_after_run_end_seconds"] == FREE_SLOTS_AFTER_RUN_END_S
+        # the queued run coordinator (Dagster's default) carries the per-partition limit; dagster dev's
+        # daemon runs the queue and run monitoring because of these settings
+        assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+        queue = instance.get_concurrency_config().run_queue_config
+        assert queue is not None and queue.max_concurrent_runs == 3
+        assert list(queue.tag_concurrency_limits) == [PER_PARTITION]
+        assert {"QUEUED_RUN_COORDINATOR", "MONITORING"} <= set(instance.get_required_daemon_types())
+    home = _home(tmp_path / "b")  # run_timeout_s 0: no limit, so no max_runtime_seconds at all
+    assert "max_runtime_seconds" not in (home / "dagster.yaml").read_text()
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        assert instance.run_monitoring_max_runtime_seconds == 0
+        assert instance.run_monitoring_start_timeout_seconds == 180
+
+
+def test_the_run_queue_starts_one_run_per_partition(tmp_path: Path) -> None:
+    # Dagster's own queued-run daemon, one iteration at a time, on the instance the generated
+    # dagster.yaml gives, with a real code server (tests/queue_defs.py) launching what it dequeues.
+    from dagster._core.workspace.context import WorkspaceProcessContext
+    from dagster._core.workspace.load_target import ModuleTarget
+    from dagster._daemon.run_coordinator.queued_run_coordinator_daemon import QueuedRunCoordinatorDaemon
+
+    from tests.queue_defs import noop_job
+
+    home = _home(tmp_path)
+    target = ModuleTarget(module_name="tests.queue_defs", attribute="defs", working_directory=str(ROOT),
+                          location_name="queue_test")
+    with dg.DagsterInstance.from_config(str(home)) as instance, WorkspaceProcessContext(instance, target) as ctx:
+        location = ctx.create_request_context().get_code_location("queue_test")
+        remote = location.get_repository("__repository__").get_full_job("noop_job")
+
+        def run(partition: str, status: dg.DagsterRunStatus) -> str:
+            return instance.create_run_for_job(noop_job, status=status, tags={"dagster/partition": partition},
+                                               remote_job_origin=remote.get_remote_origin(),
+                                               job_code_origin=remote.get_python_origin()).run_id
+
+        def status(run_id: str) -> str:
+            return instance.get_run_by_id(run_id).status.value  # type: ignore[union-attr]
+
+        def iterate() -> None:
+            list(QueuedRunCoordinatorDaemon(interval_seconds=1).run_iteration(ctx))
+
+        running = run("acme.docs", dg.DagsterRunStatus.STARTED)  # e.g. a materialisation from the CLI
+        second, other, third = (run(p, dg.DagsterRunStatus.QUEUED) for p in ("acme.docs", "acme.wiki", "acme.docs"))
+        iterate()
+        assert status(second) == status(third) == "QUEUED"  # acme.docs has a run in progress
+        assert status(other) != "QUEUED"  # another partition starts at once
+        instance.report_run_failed(instance.get_run_by_id(running))  # type: ignore[arg-type]
+        iterate()
+        assert status(second) != "QUEUED" and status(third) == "QUEUED"  # one at a time, in order
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and {status(other), status(second)} != {"SUCCESS"}:
+            time.sleep(0.5)
+        assert status(other) == status(second) == "SUCCESS"
+
+
+class _Busy(dg.ConfigurableResource):  # type: ignore[type-arg]
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        raise OSError()
+
+
+class PartitionBusy(Exception):
+    pass
+
+
+@dg.asset
+def resource_fails(busy: _Busy) -> None:
+    pass
+
+
+@dg.asset
+def empty_message() -> None:
+    raise TimeoutError()
+
+
+@dg.asset
+def empty_while_handling() -> None:
+    try:
+        {}["partition"]
+    except KeyError:
+        raise PartitionBusy()  # noqa: B904 (the implicit context is the point)
+
+
+@dg.asset
+def failure_without_description() -> None:
+    raise dg.Failure()
+
+
+@dg.asset
+def wrapped_empty() -> None:
+    try:
+        raise TimeoutError()
+    except TimeoutError as exc:
+        raise RuntimeError("stage relations: lock wait over") from exc
+
+
+def test_a_failed_runs_reason_is_never_empty() -> None:
+    quiet = {"loggers": {"console": {"config": {"log_level": "CRITICAL"}}}}
+    expected = {
+        resource_fails: "resource_fails: Initialization of resources [*] failed: OSError (no message)",
+        empty_message: "empty_message: TimeoutError (no message)",
+        empty_while_handling: "empty_while_handling: PartitionBusy (no message), raised while handling KeyError: 'partition'",
+        failure_without_description: "failure_without_description: Failure (no message)",
+        wrapped_empty: "wrapped_empty: TimeoutError (no message), within RuntimeError: stage relations: lock wait over",
+    }
+    with dg.instance_for_test() as instance:
+        for asset, reason in expected.items():
+            result = dg.materialize([asset], instance=instance, resources={"busy": _Busy()}, raise_on_error=False,
+                                    run_config=quiet)
+            reasons = run_failure_reasons(result)
+            assert len(reasons) == 1 and fnmatch.fnmatchcase(reasons[0], reason.replace("[*]", "[[]*[]]")), reasons
+        ok = dg.materialize([dg.asset(name="fine")(lambda: None)], instance=instance, run_config=quiet)
+        assert run_failure_reasons(ok) == []
