@@ -86,7 +86,8 @@ def process_alive(tags: dict[str, str]) -> bool | None:
 class Holder:
     """One claimed or waiting slot of a pool.
 
-    ``state``: ``claimed`` (holds a slot) or ``waiting`` (queued for one). ``status``: the run's Dagster
+    ``state``: ``claimed`` (holds a slot), ``assigned`` (a freed slot is reserved for it; it takes it at
+    its next try) or ``waiting`` (queued for one). ``status``: the run's Dagster
     status (``DagsterRunStatus`` value) or ``UNKNOWN`` when the instance has no such run. ``alive``: what
     :func:`process_alive` says of the run's process. ``orphaned`` with its ``reason`` when the slot will
     never be freed by its run.
@@ -114,9 +115,9 @@ class PoolState:
     holders: list[Holder] = field(default_factory=list)
 
     @property
-    def claimed(self) -> int:
-        """Slots in use."""
-        return sum(h.state == "claimed" for h in self.holders)
+    def in_use(self) -> int:
+        """Slots in use or reserved (``claimed`` and ``assigned`` holders)."""
+        return sum(h.state != "waiting" for h in self.holders)
 
 
 def _judge(record: Any) -> tuple[str, dict[str, str], bool | None, bool, str]:
@@ -158,7 +159,9 @@ def inspect_pools(instance: dg.DagsterInstance) -> list[PoolState]:
         default = limits[key].from_default if key in limits else True  # not yet claimed: the instance default
         holders = []
         entries = [(s.run_id, s.step_key, "claimed") for s in info.claimed_slots]
-        entries += [(p.run_id, p.step_key, "waiting") for p in info.pending_steps if p.assigned_timestamp is None]
+        claimed = {(r, k) for r, k, _ in entries}
+        entries += [(p.run_id, p.step_key, "waiting" if p.assigned_timestamp is None else "assigned")
+                    for p in info.pending_steps if (p.run_id, p.step_key) not in claimed]
         for run_id, step_key, state in entries:
             status, tags, alive, orphaned, reason = _judge(records.get(run_id))
             holders.append(Holder(key, run_id, step_key, state, status, tags.get(HOST_TAG), tags.get(PID_TAG),
@@ -169,11 +172,12 @@ def inspect_pools(instance: dg.DagsterInstance) -> list[PoolState]:
 
 @dataclass(frozen=True)
 class Reclaimed:
-    """What :func:`reclaim` did for one run: the slots freed per pool, whether the run was marked failed
-    (``failed_status`` its status before), and why."""
+    """What :func:`reclaim` did for one run: the slots it freed and the waiting steps it dropped, per
+    pool; whether the run was marked failed (``failed_status``: its status before); and why."""
 
     run_id: str
     slots: dict[str, int]
+    waiting: dict[str, int]
     marked_failed: bool
     failed_status: str | None
     reason: str
@@ -181,8 +185,9 @@ class Reclaimed:
     def describe(self) -> str:
         """One line for a user, e.g. ``freed 1 llm slot of run 3f2a… (process 123 on host h is gone);
         marked the run failed (was STARTED)``."""
-        freed = ", ".join(f"{n} {pool} slot{'s' if n != 1 else ''}" for pool, n in sorted(self.slots.items()))
-        text = f"freed {freed or 'no slots'} of run {self.run_id} ({self.reason})"
+        parts = [f"{n} {pool} slot{'s' if n != 1 else ''}" for pool, n in sorted(self.slots.items()) if n]
+        parts += [f"{n} waiting {pool} step{'s' if n != 1 else ''}" for pool, n in sorted(self.waiting.items()) if n]
+        text = f"freed {' and '.join(parts) or 'no slots'} of run {self.run_id} ({self.reason})"
         return text + (f"; marked the run failed (was {self.failed_status})" if self.marked_failed else "")
 
     def as_dict(self) -> dict[str, Any]:
@@ -211,20 +216,19 @@ def reclaim(instance: dg.DagsterInstance) -> list[Reclaimed]:
         instance.report_run_failed(run, f"pgrag: {reason}; the run can never finish, so it is marked failed "
                                         "and its pool slots are freed.",
                                    JobFailureData(error=None, failure_reason=RunFailureReason.UNEXPECTED_TERMINATION))
-        acted[run.run_id] = Reclaimed(run.run_id, {}, True, run.status.value, reason)
-    counts: dict[str, dict[str, int]] = {}
-    reasons: dict[str, str] = {}
+        acted[run.run_id] = Reclaimed(run.run_id, {}, {}, True, run.status.value, reason)
+    orphans: dict[str, list[Holder]] = {}
     for pool in inspect_pools(instance):
         for h in pool.holders:
             if h.orphaned:
-                counts.setdefault(h.run_id, {}).setdefault(h.pool, 0)
-                counts[h.run_id][h.pool] += h.state == "claimed"
-                reasons.setdefault(h.run_id, h.reason)
-    for run_id, slots in counts.items():
+                orphans.setdefault(h.run_id, []).append(h)
+    for run_id, held in orphans.items():
         instance.event_log_storage.free_concurrency_slots_for_run(run_id)
+        count = {st: {h.pool: sum(x.pool == h.pool and x.state in sts for x in held) for h in held}
+                 for st, sts in (("claimed", ("claimed", "assigned")), ("waiting", ("waiting",)))}
         prior = acted.get(run_id)
-        acted[run_id] = Reclaimed(run_id, slots, prior is not None, prior.failed_status if prior else None,
-                                  prior.reason if prior else reasons[run_id])
+        acted[run_id] = Reclaimed(run_id, count["claimed"], count["waiting"], prior is not None,
+                                  prior.failed_status if prior else None, prior.reason if prior else held[0].reason)
     for r in acted.values():
         log.warning("pgrag: %s", r.describe())
     return list(acted.values())

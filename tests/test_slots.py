@@ -153,3 +153,72 @@ def test_a_failed_runs_reason_is_never_empty() -> None:
             assert len(reasons) == 1 and fnmatch.fnmatchcase(reasons[0], reason.replace("[*]", "[[]*[]]")), reasons
         ok = dg.materialize([dg.asset(name="fine")(lambda: None)], instance=instance, run_config=quiet)
         assert run_failure_reasons(ok) == []
+
+
+def test_pgrag_slots_lists_each_holder_and_frees_only_the_orphaned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # real runs in a real instance, each claiming an llm slot through the event log storage as a step
+    # does; what differs is the process each run's tags name
+    import json
+    import os
+    import socket
+    import subprocess
+
+    from typer.testing import CliRunner
+
+    from pgrag_dag.assets import slots
+    from pgrag_dag.cli import app
+    from tests.queue_defs import noop_job
+
+    home = _home(tmp_path, llm_pool_limit=5)
+    monkeypatch.setenv("PGRAG_CONFIG", str(tmp_path / "pgrag.yaml"))
+    dead = subprocess.Popen(["true"])
+    dead.wait()  # a pid whose process is gone
+    me = slots.process_tags()
+    cases = {
+        "gone": ({**me, slots.PID_TAG: str(dead.pid), slots.START_TAG: "1"}, dg.DagsterRunStatus.STARTED),
+        "reused_pid": ({**me, slots.START_TAG: "1"}, dg.DagsterRunStatus.STARTED),  # this pid, an earlier process
+        "ended": (me, dg.DagsterRunStatus.SUCCESS),
+        "live": (me, dg.DagsterRunStatus.STARTED),
+        "other_host": ({**me, slots.HOST_TAG: socket.gethostname() + "-elsewhere"}, dg.DagsterRunStatus.STARTED),
+        "no_tags": ({}, dg.DagsterRunStatus.STARTED),
+    }
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        ids = {name: instance.create_run_for_job(noop_job, status=status, tags=tags).run_id
+               for name, (tags, status) in cases.items()}
+        storage = instance.event_log_storage
+        storage.initialize_concurrency_limit_to_default("llm")
+        for name in [*cases, "deleted"]:  # "deleted": a run the instance no longer has
+            storage.claim_concurrency_slot("llm", ids.get(name, "0" * 36), "raw_extractions")
+        runner = CliRunner()
+        listed = runner.invoke(app, ["slots", "--json"])
+        assert listed.exit_code == 0, listed.output
+        (llm,) = [p for p in json.loads(listed.output)["pools"] if p["pool"] == "llm"]
+        assert llm["limit"] == 5 and llm["in_use"] == 5
+        holders = {h["run_id"]: h for h in llm["holders"]}
+        name_of = {v: k for k, v in ids.items()} | {"0" * 36: "deleted"}
+        judged = {name_of[r]: (h["state"], h["orphaned"]) for r, h in holders.items()}
+        assert judged == {"gone": ("claimed", True), "reused_pid": ("claimed", True), "ended": ("claimed", True),
+                          "live": ("claimed", False), "other_host": ("claimed", False),
+                          "no_tags": ("waiting", False), "deleted": ("waiting", True)}
+        assert holders[ids["gone"]]["reason"] == f"process {dead.pid} on host {socket.gethostname()} is gone"
+        text = runner.invoke(app, ["slots"]).output
+        assert "pool llm: limit 5 (default), 5 in use, 2 waiting" in text and "4 orphaned" in text
+
+        freed = runner.invoke(app, ["slots", "--free"])
+        assert freed.exit_code == 0, freed.output
+        assert (f"freed 1 llm slot of run {ids['gone']} (process {dead.pid} on host {socket.gethostname()} is gone); "
+                "marked the run failed (was STARTED)") in freed.output
+        assert f"freed 1 llm slot of run {ids['ended']} (run ended (SUCCESS))" in freed.output
+        assert f"freed 1 waiting llm step of run {'0' * 36} (run not in this instance)" in freed.output
+        status = {n: instance.get_run_by_id(r).status.value for n, r in ids.items()}  # type: ignore[union-attr]
+        assert status == {"gone": "FAILURE", "reused_pid": "FAILURE", "ended": "SUCCESS", "live": "STARTED",
+                          "other_host": "STARTED", "no_tags": "STARTED"}
+        failure = instance.get_records_for_run(ids["gone"], of_type=dg.DagsterEventType.RUN_FAILURE).records
+        assert "is gone; the run can never finish" in failure[0].event_log_entry.dagster_event.message  # type: ignore[union-attr]
+        after = json.loads(runner.invoke(app, ["slots", "--json"]).output)
+        (llm,) = [p for p in after["pools"] if p["pool"] == "llm"]
+        # a freed slot went to the waiting run (it takes it at its next try); nothing orphaned is left
+        judged = {name_of[h["run_id"]]: h["state"] for h in llm["holders"]}
+        assert judged == {"live": "claimed", "other_host": "claimed", "no_tags": "assigned"}
+        assert not any(h["orphaned"] for h in llm["holders"]) and llm["in_use"] == 3
+    assert os.environ.get("DAGSTER_HOME") == str(home)
