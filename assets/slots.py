@@ -27,7 +27,7 @@ import os
 import socket
 import threading
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import dagster as dg
 
@@ -96,7 +96,7 @@ class Holder:
     pool: str
     run_id: str
     step_key: str
-    state: str
+    state: Literal["claimed", "assigned", "waiting"]
     status: str
     host: str | None
     pid: str | None
@@ -140,8 +140,11 @@ def _judge(record: Any) -> tuple[str, dict[str, str], bool | None, bool, str]:
 
 
 def inspect_pools(instance: dg.DagsterInstance) -> list[PoolState]:
-    """Every pool the instance knows (and :data:`POOLS`), with its limit and each claimed or waiting slot
-    judged by :func:`_judge`. Empty when the instance's storage has no global concurrency (in-memory)."""
+    """Every pool the instance knows (and :data:`POOLS`), sorted by name, with its limit and one
+    :class:`Holder` per claimed, assigned or waiting step. A holder is orphaned when its run ended, is
+    not in the instance, or is a pgrag run of this host whose process is gone; a run of another host or
+    one without pgrag tags is never orphaned while unfinished. Empty when the instance's storage has no
+    global concurrency (an in-memory instance). Reads only; storage errors propagate."""
     storage = instance.event_log_storage
     if not storage.supports_global_concurrency_limits:
         return []
@@ -205,8 +208,10 @@ def reclaim(instance: dg.DagsterInstance) -> list[Reclaimed]:
     """Mark every gone run of this host failed and free the slots of every orphaned holder.
 
     A gone run is failed with Dagster's ``UNEXPECTED_TERMINATION`` reason and a message naming its
-    process, which also releases it from the run queue's per-partition limit. Returns one
-    :class:`Reclaimed` per run acted on (empty when nothing was orphaned); logs each at WARNING.
+    process, which also releases it from the run queue's per-partition limit. Freeing a slot hands it to
+    the next waiting step. Returns one :class:`Reclaimed` per run acted on (empty when nothing was
+    orphaned) and logs each at WARNING. Live runs, runs of other hosts and runs without pgrag tags are
+    left alone. Storage errors propagate.
     """
     from dagster._core.events import JobFailureData, RunFailureReason  # what run monitoring reports
 

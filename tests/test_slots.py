@@ -4,8 +4,17 @@
 from __future__ import annotations
 
 import fnmatch
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
 import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 import pytest
@@ -13,6 +22,7 @@ import yaml
 
 from pgrag_dag.assets.runner import FREE_SLOTS_AFTER_RUN_END_S, dagster_home, run_failure_reasons
 from pgrag_dag.config import load_settings
+from tests.fix_corpus import SmallCorpus
 
 pytestmark = pytest.mark.dagster
 
@@ -158,10 +168,7 @@ def test_a_failed_runs_reason_is_never_empty() -> None:
 def test_pgrag_slots_lists_each_holder_and_frees_only_the_orphaned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # real runs in a real instance, each claiming an llm slot through the event log storage as a step
     # does; what differs is the process each run's tags name
-    import json
-    import os
     import socket
-    import subprocess
 
     from typer.testing import CliRunner
 
@@ -222,3 +229,160 @@ def test_pgrag_slots_lists_each_holder_and_frees_only_the_orphaned(tmp_path: Pat
         assert judged == {"live": "claimed", "other_host": "claimed", "no_tags": "assigned"}
         assert not any(h["orphaned"] for h in llm["holders"]) and llm["in_use"] == 3
     assert os.environ.get("DAGSTER_HOME") == str(home)
+
+
+# --- killed runs, end to end: materialize_partition in subprocesses, SIGKILLed while they hold llm slots
+
+
+MATERIALIZE = ("import json, sys\n"
+               "from pgrag_dag.assets.runner import materialize_partition\n"
+               "from pgrag_dag.config import load_settings\n"
+               "out = materialize_partition(load_settings(sys.argv[1]), sys.argv[2], config_path=sys.argv[1])\n"
+               "print(json.dumps(out['_run']))\n")
+
+
+@dataclass
+class Killable:
+    """The small corpus with a second space ``other``, Dagster storage in its own PostgreSQL database,
+    and a model that answers nothing until :attr:`gate` is set (so a run stays in raw_extractions)."""
+
+    corpus: SmallCorpus
+    gate: threading.Event
+    instance: dg.DagsterInstance
+    logs: Path
+
+    def launch(self, partition: str, name: str) -> subprocess.Popen[str]:
+        """``materialize_partition(partition)`` in a fresh interpreter; stdout/stderr to ``<name>.out/.err``."""
+        env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PGRAG_CONFIG": str(self.corpus.config)}
+        env.pop("DAGSTER_HOME", None)
+        return subprocess.Popen([sys.executable, "-c", MATERIALIZE, str(self.corpus.config), partition], cwd=ROOT,
+                                env=env, text=True, stdout=(self.logs / f"{name}.out").open("w"),
+                                stderr=(self.logs / f"{name}.err").open("w"))
+
+    def err(self, name: str) -> str:
+        return (self.logs / f"{name}.err").read_text()
+
+    def holders(self) -> list[Any]:
+        from pgrag_dag.assets import slots
+
+        return [h for p in slots.inspect_pools(self.instance) if p.pool == "llm" for h in p.holders]
+
+    def wait_until(self, what: str, fn: Callable[[], Any], procs: dict[str, subprocess.Popen[str]],
+                   timeout: float = 180) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = fn()
+            if got:
+                return got
+            for name, p in procs.items():
+                assert p.poll() is None, f"{name} exited {p.returncode} before {what}: {self.err(name)[-3000:]}"
+            time.sleep(0.3)
+        raise AssertionError(f"timed out waiting for {what}")
+
+    def run_id_of(self, proc: subprocess.Popen[str]) -> str:
+        from pgrag_dag.assets import slots
+
+        (record,) = self.instance.get_run_records(dg.RunsFilter(tags={slots.PID_TAG: str(proc.pid)}))
+        return record.dagster_run.run_id
+
+
+@pytest.fixture
+def killable(small_corpus: SmallCorpus, realm: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Killable]:
+    from psycopg import sql
+
+    from pgrag_dag.store import db
+    from tests.fix_corpus import extraction_answer
+
+    gate = threading.Event()
+    small_corpus.server.answer = lambda messages: (gate.wait(300), extraction_answer(messages))[1]
+    cfg = yaml.safe_load(small_corpus.config.read_text())
+    spaces = cfg["realms"][realm]["spaces"]
+    spaces["other"] = dict(spaces["main"])
+    cfg["llm"]["deadline_s"] = 300
+    name = f"dagster_{realm}"
+    cfg["dagster"] = {"instance_storage": "postgres", "storage_database": name, "sensors": False}
+    small_corpus.config.write_text(yaml.safe_dump(cfg))
+    monkeypatch.setenv("PGRAG_CONFIG", str(small_corpus.config))
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    home = dagster_home(small_corpus.settings())  # creates the storage database and its tables once
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        try:
+            yield Killable(small_corpus, gate, instance, logs)
+        finally:
+            gate.set()
+    with db.connect(small_corpus.settings().database_url, autocommit=True, vector=False) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def _kill(proc: subprocess.Popen[str]) -> None:
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_two_runs_killed_holding_the_llm_slots_do_not_block_the_next_materialisation(killable: Killable, realm: str) -> None:
+    from typer.testing import CliRunner
+
+    from pgrag_dag.cli import app
+
+    procs = {"a": killable.launch(f"{realm}.main", "a"), "b": killable.launch(f"{realm}.other", "b")}
+    pids = {str(p.pid) for p in procs.values()}
+    # both runs are inside raw_extractions, each holding one of the pool's two slots
+    killable.wait_until("both llm slots claimed", lambda: {h.pid for h in killable.holders()
+                                                           if h.state == "claimed"} == pids, procs)
+    ids = {n: killable.run_id_of(p) for n, p in procs.items()}
+    for p in procs.values():
+        _kill(p)
+    listed = CliRunner().invoke(app, ["slots"])
+    assert listed.exit_code == 0, listed.output
+    assert "pool llm: limit 2 (default), 2 in use, 0 waiting" in listed.output
+    for run_id in ids.values():
+        assert f"claimed  run {run_id} step raw_extractions STARTED: ORPHANED (process " in listed.output
+
+    killable.gate.set()
+    started = time.monotonic()
+    c = killable.launch(f"{realm}.main", "c")
+    try:
+        assert c.wait(timeout=240) == 0, killable.err("c")[-3000:]
+    finally:
+        if c.poll() is None:
+            _kill(c)
+    elapsed = time.monotonic() - started
+    reclaimed = json.loads((killable.logs / "c.out").read_text().splitlines()[-1])["reclaimed"]
+    assert {r["run_id"]: (r["slots"], r["marked_failed"]) for r in reclaimed} == {
+        run_id: ({"llm": 1}, True) for run_id in ids.values()}
+    for run_id in ids.values():  # and the user was told
+        assert f"freed 1 llm slot of run {run_id} (process " in killable.err("c")
+        assert killable.instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.FAILURE  # type: ignore[union-attr]
+    assert killable.holders() == [] and elapsed < 240
+
+
+@pytest.mark.slow
+def test_a_run_waiting_for_a_slot_says_who_holds_it_and_takes_it_when_the_holder_is_killed(
+    killable: Killable, realm: str
+) -> None:
+    cfg = yaml.safe_load(killable.corpus.config.read_text())
+    cfg["dagster"]["llm_pool_limit"] = 1
+    killable.corpus.config.write_text(yaml.safe_dump(cfg))
+    a = killable.launch(f"{realm}.main", "a")
+    killable.wait_until("a holding the llm slot", lambda: [h for h in killable.holders() if h.pid == str(a.pid)], {"a": a})
+    holder = killable.run_id_of(a)
+    b = killable.launch(f"{realm}.other", "b")
+    try:
+        procs = {"a": a, "b": b}
+        killable.wait_until("b waiting", lambda: [h for h in killable.holders()
+                                                   if h.pid == str(b.pid) and h.state == "waiting"], procs)
+        said = f"waiting for a slot of pool llm (limit 1), held by run {holder} step raw_extractions (STARTED, running)"
+        killable.wait_until("b saying who it waits for", lambda: said in killable.err("b"), procs, timeout=60)
+        _kill(a)
+        killable.gate.set()
+        assert b.wait(timeout=240) == 0, killable.err("b")[-3000:]
+    finally:
+        for p in (a, b):
+            if p.poll() is None:
+                _kill(p)
+    reclaimed = json.loads((killable.logs / "b.out").read_text().splitlines()[-1])["reclaimed"]
+    assert [(r["run_id"], r["slots"], r["marked_failed"]) for r in reclaimed] == [(holder, {"llm": 1}, True)]
+    assert f"freed 1 llm slot of run {holder} (process {a.pid} on host " in killable.err("b")
+    assert killable.instance.get_run_by_id(holder).status == dg.DagsterRunStatus.FAILURE  # type: ignore[union-attr]
