@@ -106,7 +106,8 @@ def dagster_home(settings: Settings) -> Path:
     return home
 
 
-_BOILERPLATE = {"DagsterExecutionStepExecutionError"}  # "Error occurred while executing op ...": says nothing the step key does not
+_BOILERPLATE = {"DagsterExecutionStepExecutionError"}
+"""Wrappers whose message ("Error occurred while executing op ...") says nothing the step key does not."""
 
 
 def _text(error: Any) -> str:

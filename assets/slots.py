@@ -204,14 +204,14 @@ def gone_runs(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
     return [r.dagster_run for r in records if process_alive(r.dagster_run.tags) is False]
 
 
-def reclaim(instance: dg.DagsterInstance) -> list[Reclaimed]:
+def reclaim(instance: dg.DagsterInstance, *, log_each: bool = True) -> list[Reclaimed]:
     """Mark every gone run of this host failed and free the slots of every orphaned holder.
 
     A gone run is failed with Dagster's ``UNEXPECTED_TERMINATION`` reason and a message naming its
     process, which also releases it from the run queue's per-partition limit. Freeing a slot hands it to
     the next waiting step. Returns one :class:`Reclaimed` per run acted on (empty when nothing was
-    orphaned) and logs each at WARNING. Live runs, runs of other hosts and runs without pgrag tags are
-    left alone. Storage errors propagate.
+    orphaned) and, with ``log_each``, logs each at WARNING. Live runs, runs of other hosts and runs
+    without pgrag tags are left alone. Storage errors propagate.
     """
     from dagster._core.events import JobFailureData, RunFailureReason  # what run monitoring reports
 
@@ -234,7 +234,7 @@ def reclaim(instance: dg.DagsterInstance) -> list[Reclaimed]:
         prior = acted.get(run_id)
         acted[run_id] = Reclaimed(run_id, count["claimed"], count["waiting"], prior is not None,
                                   prior.failed_status if prior else None, prior.reason if prior else held[0].reason)
-    for r in acted.values():
+    for r in acted.values() if log_each else ():
         log.warning("pgrag: %s", r.describe())
     return list(acted.values())
 

@@ -151,7 +151,7 @@ def ui(host: Annotated[str, typer.Option(help="interface to listen on")] = "127.
 
 
 @app.command()
-def slots(free: Annotated[bool, typer.Option("--free", help="mark gone runs failed and free every orphaned slot")] = False,
+def slots(free: Annotated[bool, typer.Option("--free", help="mark gone runs failed, free orphaned slots")] = False,
           as_json: Annotated[bool, typer.Option("--json", help="print the pools as JSON")] = False) -> None:
     """List the Dagster instance's pools (limit, claimed and waiting slots, each with its run, the run's
     status and whether it is orphaned); with --free, reclaim the orphans first: runs of this host whose
@@ -169,7 +169,7 @@ def slots(free: Annotated[bool, typer.Option("--free", help="mark gone runs fail
     except PgragError as exc:
         _fail(exc)
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        freed = pool_slots.reclaim(instance) if free else []
+        freed = pool_slots.reclaim(instance, log_each=False) if free else []  # echoed below
         pools = pool_slots.inspect_pools(instance)
     if as_json:
         typer.echo(json.dumps({"freed": [r.as_dict() for r in freed],
@@ -177,6 +177,8 @@ def slots(free: Annotated[bool, typer.Option("--free", help="mark gone runs fail
         return
     for r in freed:
         typer.echo(r.describe())
+    if free and not freed:
+        typer.echo("nothing orphaned to free")
     for p in pools:
         waiting = sum(h.state == "waiting" for h in p.holders)
         limit = "no limit" if p.limit is None else f"limit {p.limit}{' (default)' if p.from_default else ''}"
