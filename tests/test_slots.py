@@ -228,6 +228,7 @@ def test_pgrag_slots_lists_each_holder_and_frees_only_the_orphaned(tmp_path: Pat
         judged = {name_of[h["run_id"]]: h["state"] for h in llm["holders"]}
         assert judged == {"live": "claimed", "other_host": "claimed", "no_tags": "assigned"}
         assert not any(h["orphaned"] for h in llm["holders"]) and llm["in_use"] == 3
+        assert runner.invoke(app, ["slots", "--free"]).output.startswith("nothing orphaned to free\n")
     assert os.environ.get("DAGSTER_HOME") == str(home)
 
 
