@@ -1,17 +1,23 @@
 """Materialising the eight assets through Dagster into the project's persistent instance.
 
-The instance lives under ``<data_dir>/dagster`` (``DAGSTER_HOME``), with a ``dagster.yaml`` that turns
-telemetry off, so ``dagster dev -w workspace.yaml`` afterwards shows the same materialisations and checks.
+The instance lives under ``<data_dir>/dagster`` (``DAGSTER_HOME``), with a ``dagster.yaml`` written from
+the settings (:func:`dagster_home`), so ``dagster dev -w workspace.yaml`` afterwards shows the same
+materialisations and checks, and its daemon applies the same limits: the ``llm`` pool, at most
+``max_concurrent_runs`` runs, one run per partition at a time (later ones wait in the queue), and run
+monitoring (runs that do not start, or run too long, are failed; slots of ended runs are freed).
 """
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 
+from pgrag_dag.assets import slots
 from pgrag_dag.assets.partitions import add_partitions
 from pgrag_dag.assets.stages import build_assets
 from pgrag_dag.config import Settings
@@ -29,7 +35,19 @@ concurrency:
     default_limit: {pool_limit}
   runs:
     max_concurrent_runs: {max_runs}
+    tag_concurrency_limits:
+      - key: dagster/partition
+        value: {{applyLimitPerUniqueValue: true}}
+        limit: 1
+run_monitoring:
+  enabled: true
+  start_timeout_seconds: {start_timeout}
+{max_runtime}  free_slots_after_run_end_seconds: {free_slots}
 {storage}"""
+
+FREE_SLOTS_AFTER_RUN_END_S = 60
+"""Seconds after a run ended before run monitoring frees the pool slots it still holds (a grace period
+for step processes that outlive their run's end)."""
 
 
 def instance_storage_url(settings: Settings) -> str:
@@ -58,17 +76,29 @@ def instance_storage_url(settings: Settings) -> str:
 
 
 def dagster_home(settings: Settings) -> Path:
-    """``<data_dir>/dagster`` (absolute) with a ``dagster.yaml`` written from the settings (telemetry off,
-    the ``llm`` pool limit, run concurrency, instance storage); also exported as ``DAGSTER_HOME``.
-    With PostgreSQL storage the URL is passed through the ``PGRAG_DAGSTER_STORAGE_URL`` variable."""
+    """``<data_dir>/dagster`` (absolute) with a ``dagster.yaml`` written from the settings; also exported
+    as ``DAGSTER_HOME``. With PostgreSQL storage the URL is passed through ``PGRAG_DAGSTER_STORAGE_URL``.
+
+    The file sets: telemetry off; the default pool limit (``dagster.llm_pool_limit``, the ``llm`` pool);
+    ``dagster.max_concurrent_runs``; a run-queue limit of one run per value of the ``dagster/partition``
+    tag, so a second run of a partition waits in the queue (runs submitted through the queue: the UI,
+    sensors, schedules, backfills; in-process runs of :func:`materialize_partition` are not queued but
+    count as in progress); run monitoring on, with ``start_timeout_seconds`` = ``dagster.run_start_timeout_s``
+    and ``max_runtime_seconds`` = ``dagster.run_timeout_s`` (only when > 0), both rounded up to whole
+    seconds, and ``free_slots_after_run_end_seconds`` = :data:`FREE_SLOTS_AFTER_RUN_END_S`. Queueing
+    and monitoring are done by Dagster's daemon (``dagster dev``). Raises :class:`PgragError` when
+    PostgreSQL storage is configured and its database cannot be created."""
     home = settings.resolve(settings.data_dir) / "dagster"
     home.mkdir(parents=True, exist_ok=True)
     storage = ""
     if settings.dagster.instance_storage == "postgres":
         os.environ["PGRAG_DAGSTER_STORAGE_URL"] = instance_storage_url(settings)
         storage = "storage:\n  postgres:\n    postgres_url:\n      env: PGRAG_DAGSTER_STORAGE_URL\n"
-    text = DAGSTER_YAML.format(pool_limit=settings.dagster.llm_pool_limit, max_runs=settings.dagster.max_concurrent_runs,
-                               storage=storage)
+    d = settings.dagster
+    max_runtime = f"  max_runtime_seconds: {math.ceil(d.run_timeout_s)}\n" if d.run_timeout_s > 0 else ""
+    text = DAGSTER_YAML.format(pool_limit=d.llm_pool_limit, max_runs=d.max_concurrent_runs,
+                               start_timeout=math.ceil(d.run_start_timeout_s), max_runtime=max_runtime,
+                               free_slots=FREE_SLOTS_AFTER_RUN_END_S, storage=storage)
     cfg = home / "dagster.yaml"
     if not cfg.exists() or cfg.read_text(encoding="utf-8") != text:
         cfg.write_text(text, encoding="utf-8")
@@ -76,34 +106,97 @@ def dagster_home(settings: Settings) -> Path:
     return home
 
 
+_BOILERPLATE = {"DagsterExecutionStepExecutionError"}
+"""Wrappers whose message ("Error occurred while executing op ...") says nothing the step key does not."""
+
+
+def _text(error: Any) -> str:
+    """An error's message without its leading class name (``"mod.Cls: text"`` → ``"text"``), whitespace
+    collapsed; ``""`` when it has none (``raise TimeoutError()``; ``dg.Failure()`` renders ``"None"``)."""
+    text = " ".join((getattr(error, "message", None) or "").split())
+    text = re.sub(rf"^(?:[\w.]*\.)?{re.escape(error.cls_name)}(?::\s*|$)", "", text)
+    return "" if text in ("None", error.cls_name) else text
+
+
 def _root_cause(error: Any) -> str:
-    """The innermost error's class and message from Dagster's serialisable error chain."""
-    while getattr(error, "cause", None) is not None:
-        error = error.cause
-    return f"{error.cls_name}: {' '.join(error.message.split())}"
+    """The cause of a failure from Dagster's serialisable error chain (``SerializableErrorInfo``): the
+    innermost error along ``cause`` links, as ``"Class: message"``. When that message is empty, the class
+    name with ``(no message)`` and the innermost non-empty message of the chain — what it was raised while
+    handling (``context``), or what wrapped it. Never empty."""
+    if error is None:
+        return "no error recorded"
+    chain = [error]
+    while chain[-1].cause is not None or chain[-1].context is not None:
+        chain.append(chain[-1].cause if chain[-1].cause is not None else chain[-1].context)
+    primary = 0
+    while primary + 1 < len(chain) and chain[primary].cause is chain[primary + 1]:
+        primary += 1
+    cause = chain[primary]
+    if _text(cause):
+        return f"{cause.cls_name}: {_text(cause)}"
+    below = [e for e in chain[primary + 1:] if _text(e)]
+    above = [e for e in chain[:primary] if _text(e) and e.cls_name not in _BOILERPLATE]
+    if below:
+        return f"{cause.cls_name} (no message), raised while handling {below[-1].cls_name}: {_text(below[-1])}"
+    if above:
+        return f"{cause.cls_name} (no message), within {above[-1].cls_name}: {_text(above[-1])}"
+    return f"{cause.cls_name} (no message)"
+
+
+def run_failure_reasons(result: dg.ExecuteInProcessResult) -> list[str]:
+    """Why a failed run failed: one ``"<step key>: <cause>"`` per failed step (:func:`_root_cause`); when
+    no step failed, one per step whose resources failed to initialise (``PgragResource`` could not load
+    its settings or reach PostgreSQL), else ``"run: <cause>"`` from the run's failure event, else the
+    run's final status. Empty only for a successful run; no entry is ever empty."""
+    if result.success:
+        return []
+    reasons = [f"{ev.step_key or 'run'}: {_root_cause(ev.step_failure_data.error)}"
+               for ev in result.all_events if ev.is_step_failure]
+    if not reasons:
+        reasons = [f"{ev.step_key or 'run'}: {(ev.message or 'resource initialisation failed').rstrip('.')}: "
+                   f"{_root_cause(ev.engine_event_data.error)}"
+                   for ev in result.all_events if ev.event_type == dg.DagsterEventType.RESOURCE_INIT_FAILURE]
+    if reasons:
+        return reasons
+    failure = next((ev for ev in result.all_events if ev.is_run_failure), None)
+    data = failure.event_specific_data if failure is not None else None
+    if data is not None and getattr(data, "error", None) is not None:
+        return [f"run: {_root_cause(data.error)}"]
+    if failure is not None and failure.message:
+        return [f"run: {' '.join(failure.message.split())}"]
+    return [f"run: ended {result.dagster_run.status.value} with no step failure recorded"]
 
 
 def materialize_partition(settings: Settings, partition: str, *, config_path: str | None = None) -> dict[str, dict[str, Any]]:
     """Materialise every asset (and its blocking check) for ``partition`` in the persistent instance.
 
     The assets read their settings from ``config_path`` (default ``PGRAG_CONFIG`` or ``./pgrag.yaml``).
+    The run is tagged with this host and process (:func:`~pgrag_dag.assets.slots.process_tags`). Before it
+    starts, runs of this host whose process is gone are marked failed and the pool slots of those and of
+    ended runs are freed (:func:`~pgrag_dag.assets.slots.reclaim`, each logged at WARNING); while a step
+    waits for a pool slot the same is repeated every few seconds and who holds the slots is logged once
+    (:class:`~pgrag_dag.assets.slots.SlotWatch`). A slot held by a live run is waited for.
 
-    Returns each asset's materialisation metadata (plain values). Raises :class:`PgragError` naming the
-    failed step when the run fails.
+    Returns each asset's materialisation metadata (plain values), plus ``_checks`` (check → passed),
+    ``_quality`` (the graph_quality check's metadata) and ``_run`` (``run_id``; ``reclaimed``: what was
+    freed, :meth:`~pgrag_dag.assets.slots.Reclaimed.as_dict` each). Raises :class:`PgragError` naming
+    each failed step and its cause (:func:`run_failure_reasons`) when the run fails.
     """
     dagster_home(settings)
     with dg.DagsterInstance.get() as instance:
         add_partitions(instance, [partition])
-        result = dg.materialize(
-            build_assets(settings), partition_key=partition, instance=instance,
-            resources={"pgrag": PgragResource(config_path=config_path, database_url=settings.database_url)},
-            raise_on_error=False,
-            run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
-        )
+        reclaimed = slots.reclaim(instance)
+        with slots.SlotWatch(instance) as watch:
+            result = dg.materialize(
+                build_assets(settings), partition_key=partition, instance=instance,
+                resources={"pgrag": PgragResource(config_path=config_path, database_url=settings.database_url)},
+                raise_on_error=False, tags=slots.process_tags(),
+                run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+            )
+        reclaimed += watch.reclaimed
         if not result.success:
-            errors = [f"{ev.step_key}: {_root_cause(ev.event_specific_data.error)}"  # type: ignore[union-attr]
-                      for ev in result.all_events if ev.is_step_failure]
-            raise PgragError(f"Dagster run {result.run_id} for {partition} failed: " + " | ".join(errors))
+            raise PgragError(f"Dagster run {result.run_id} for {partition} failed: "
+                             + " | ".join(run_failure_reasons(result)))
         out: dict[str, dict[str, Any]] = {}
         for ev in result.get_asset_materialization_events():
             mat = ev.materialization
@@ -112,5 +205,5 @@ def materialize_partition(settings: Settings, partition: str, *, config_path: st
         out["_checks"] = {f"{e.asset_key.to_user_string()}:{e.check_name}": e.passed for e in evaluations}
         out["_quality"] = next(({k: getattr(v, "value", v) for k, v in e.metadata.items()}
                                 for e in evaluations if e.check_name == "graph_quality"), {})
-        out["_run"] = {"run_id": result.run_id}
+        out["_run"] = {"run_id": result.run_id, "reclaimed": [r.as_dict() for r in reclaimed]}
         return out

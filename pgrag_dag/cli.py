@@ -1,4 +1,4 @@
-"""pgrag command line: demo, index, query, lineage, ui, cassette import/export, stop-db.
+"""pgrag command line: demo, index, query, lineage, ui, slots, cassette import/export, stop-db.
 
 Every command reads the settings from PGRAG_CONFIG (default ./pgrag.yaml) and PGRAG_ environment
 variables. Errors of the engine are printed as one line and exit with status 2.
@@ -148,6 +148,47 @@ def ui(host: Annotated[str, typer.Option(help="interface to listen on")] = "127.
     exe = shutil.which("dagster") or "dagster"
     typer.echo(f"Dagster home {home}; UI on http://{host}:{port}")
     os.execvp(exe, [exe, "dev", "-w", "workspace.yaml", "-h", host, "-p", str(port)])
+
+
+@app.command()
+def slots(free: Annotated[bool, typer.Option("--free", help="mark gone runs failed, free orphaned slots")] = False,
+          as_json: Annotated[bool, typer.Option("--json", help="print the pools as JSON")] = False) -> None:
+    """List the Dagster instance's pools (limit, claimed and waiting slots, each with its run, the run's
+    status and whether it is orphaned); with --free, reclaim the orphans first: runs of this host whose
+    process is gone are marked failed, and slots of those and of ended runs are freed."""
+    from dataclasses import asdict
+
+    import dagster as dg
+
+    from pgrag_dag.assets import slots as pool_slots
+    from pgrag_dag.assets.runner import dagster_home
+    from pgrag_dag.config import load_settings
+
+    try:
+        home = dagster_home(load_settings())
+    except PgragError as exc:
+        _fail(exc)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        freed = pool_slots.reclaim(instance, log_each=False) if free else []  # echoed below
+        pools = pool_slots.inspect_pools(instance)
+    if as_json:
+        typer.echo(json.dumps({"freed": [r.as_dict() for r in freed],
+                               "pools": [{**asdict(p), "in_use": p.in_use} for p in pools]}, indent=2))
+        return
+    for r in freed:
+        typer.echo(r.describe())
+    if free and not freed:
+        typer.echo("nothing orphaned to free")
+    for p in pools:
+        waiting = sum(h.state == "waiting" for h in p.holders)
+        limit = "no limit" if p.limit is None else f"limit {p.limit}{' (default)' if p.from_default else ''}"
+        typer.echo(f"pool {p.pool}: {limit}, {p.in_use} in use, {waiting} waiting")
+        for h in p.holders:
+            mark = "ORPHANED" if h.orphaned else "held"
+            typer.echo(f"  {h.state:<8} run {h.run_id} step {h.step_key} {h.status}: {mark} ({h.reason})")
+    orphans = sum(h.orphaned for p in pools for h in p.holders)
+    if orphans:
+        typer.echo(f"{orphans} orphaned; `pgrag slots --free` frees them")
 
 
 @app.command("stop-db")
