@@ -72,6 +72,7 @@ class HashingEmbedder:
         return vec / norm
 
     def embed(self, texts: list[str]) -> list[np.ndarray]:
+        """Texts → one float32 unit vector of shape (dim,) each, in order (see :meth:`embed_one`)."""
         return [self.embed_one(t) for t in texts]
 
 
@@ -95,6 +96,10 @@ class LiteLLMEmbedder:
         self.deadline_s = settings.deadline_s if deadline_s is None else deadline_s
 
     def embed(self, texts: list[str]) -> list[np.ndarray]:
+        """Texts → one float32 vector of shape (dim,) each, in order, ``settings.batch_size`` per request.
+
+        Raises :class:`ModelError` / :class:`SchemaMismatchError` as the class says.
+        """
         out: list[np.ndarray] = []
         size = self.settings.batch_size
         for start in range(0, len(texts), size):

@@ -74,5 +74,6 @@ class Engine:
                                                                   "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
 
     def close(self) -> None:
+        """Close the model client's cache pool (if a client was made)."""
         if self._client is not None:
             self._client.close()

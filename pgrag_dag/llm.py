@@ -79,6 +79,7 @@ class Usage:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def as_dict(self) -> dict[str, float | int]:
+        """The counters as a plain dict (cost rounded to 6 decimals), for asset metadata."""
         return {
             "model_calls": self.model_calls, "cache_hits": self.cache_hits,
             "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
