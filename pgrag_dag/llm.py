@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import psycopg
-from psycopg_pool import ConnectionPool, PoolClosed, PoolTimeout
+from psycopg_pool import ConnectionPool, PoolClosed
 
 from pgrag_dag.config import LLMSettings
 from pgrag_dag.errors import DatabaseError, ModelError, ReplayMissError
@@ -175,11 +175,12 @@ class ModelClient:
             self._check_up()
             raise
         try:
-            if not self._spool_loaded:
-                self._load_spool(conn)
-            yield conn
-        except (psycopg.Error, PoolTimeout) as exc:
-            raise self._went_down(db.database_error(self.dsn, exc, "using the response cache")) from None
+            with db.database_errors(self.dsn):
+                if not self._spool_loaded:
+                    self._load_spool(conn)
+                yield conn
+        except DatabaseError as exc:
+            raise self._went_down(exc) from None
         finally:
             pool.putconn(conn)
 

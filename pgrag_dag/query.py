@@ -124,14 +124,14 @@ def query_data(
 @contextlib.contextmanager
 def _read_errors(dsn: str) -> Iterator[None]:
     """A read past the statement timeout becomes :class:`QueryError`; any other psycopg error a
-    :class:`DatabaseError` naming the server (a query never leaks a raw driver error)."""
-    try:
-        yield
-    except psycopg.errors.QueryCanceled as exc:
-        raise QueryError(f"a read ran past the read timeout ({db.read_pool_settings()[1]:g} s, PGRAG_READ_TIMEOUT_S); "
-                         "lower max_hops or max_relation_edges") from exc
-    except psycopg.Error as exc:
-        raise db.database_error(dsn, exc, "reading") from exc
+    :class:`DatabaseError` naming the server (:func:`~pgrag_dag.store.db.database_errors`): a query
+    never leaks a raw driver error."""
+    with db.database_errors(dsn):
+        try:
+            yield
+        except psycopg.errors.QueryCanceled as exc:
+            raise QueryError(f"a read ran past the read timeout ({db.read_pool_settings()[1]:g} s, "
+                             "PGRAG_READ_TIMEOUT_S); lower max_hops or max_relation_edges") from exc
 
 
 def query(

@@ -7,7 +7,7 @@ The query path reads through :func:`read_connection`: a process-wide ``psycopg_p
 of read-only, repeatable-read connections with pgvector's types and its relaxed iterative index scan
 set once per session, so a query pays neither a connection nor a type lookup.
 
-An outage is a :class:`DatabaseError` of one line naming the server (:func:`database_error`):
+An outage is a :class:`DatabaseError` of one line naming the server (:func:`database_errors`):
 :func:`pooled_connection` checks every pooled connection it hands out and, when one fails, probes the
 server, so a server that went away is reported at once instead of after a pool's wait.
 """
@@ -98,13 +98,6 @@ def one_line(exc: BaseException, limit: int = 300) -> str:
     name when it has no message."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def database_error(dsn: str, exc: BaseException, doing: str) -> DatabaseError:
-    """The :class:`DatabaseError` for a psycopg error (or pool timeout) ``exc`` met while ``doing``
-    something (``"reading"``, ``"reading the response cache"``, …): one line naming the server
-    (password redacted), the error class and its message. Returned, not raised."""
-    return DatabaseError(f"PostgreSQL ({redact(dsn)}) failed while {doing}: {type(exc).__name__}: {one_line(exc)}")
 
 
 def probe(dsn: str, *, connect_timeout: float = 10.0) -> None:
