@@ -21,7 +21,6 @@ import logging
 import math
 import random
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import igraph as ig
@@ -30,7 +29,7 @@ import polars as pl
 from pgrag_dag.config import CommunitySettings
 from pgrag_dag.errors import ModelError
 from pgrag_dag.extraction import parse_json_object
-from pgrag_dag.llm import ModelClient
+from pgrag_dag.llm import ModelClient, map_calls
 from pgrag_dag.prompts import PARENT_REPORT_SYSTEM, REPORT_SYSTEM
 
 log = logging.getLogger(__name__)
@@ -303,6 +302,10 @@ def write_reports(
         text for embedding); failures as ``"cluster N: reason"``. A report that cannot be parsed, or
         whose call raised :class:`ModelError`, is logged and skipped — never fabricated. A title equal
         (case-insensitively) to an earlier one is qualified with a member entity name not in it.
+
+    Raises:
+        DatabaseError: the response cache's database went away; raised at once, no further report is
+            asked for (:func:`~pgrag_dag.llm.map_calls`).
     """
     names = {int(i): str(n) for i, n in entities.select("id", "name").iter_rows()}
     members: dict[int, list[int]] = defaultdict(list)
@@ -336,8 +339,7 @@ def write_reports(
                                if e in names], inner)
             for c, inner in zip(order, inners, strict=True)]
     else:
-        with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-            results = list(pool.map(one, prompts))
+        results = map_calls(one, prompts, concurrency=concurrency)
     rows: list[dict[str, Any]] = []
     failures: list[str] = []
     seen: set[str] = set()
@@ -405,6 +407,9 @@ def build_hierarchy(
         ``level`` (1..levels), ``title``, ``summary``, ``findings`` (JSON text), ``rating``, ``size``
         (entities under it), ``report``; children with ``parent``, ``cluster`` (a base cluster or a
         lower-level parent). A parent whose report is unusable is logged and not created.
+
+    Raises:
+        DatabaseError: the response cache's database went away (raised at once; no further report).
     """
     names = {} if entities is None else {int(i): str(n) for i, n in entities.select("id", "name").iter_rows()}
     node_of: dict[int, int] = {}  # entity id -> current-level node

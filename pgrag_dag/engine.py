@@ -6,6 +6,7 @@ One :class:`Engine` per process or Dagster step; stage functions in :mod:`pgrag_
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -51,10 +52,15 @@ class Engine:
         return n
 
     def client(self) -> ModelClient:
-        """The chat client (failover list, deadline, cache, replay) — one per engine."""
+        """The chat client (failover list, deadline, cache, replay) — one per engine. Responses it
+        could not cache are spooled under ``<data_dir>/spool/`` and loaded by the next client."""
         if self._client is None:
-            self._client = ModelClient(self.dsn, self.settings.llm)
+            self._client = ModelClient(self.dsn, self.settings.llm, spool_dir=self.spool_dir())
         return self._client
+
+    def spool_dir(self) -> Path:
+        """``<data_dir>/spool``: model responses received while the response cache could not be written."""
+        return self.settings.resolve(self.settings.data_dir) / "spool"
 
     def embedder(self) -> Embedder:
         """The realm's embedder (hashing or litellm), per the settings."""
@@ -68,5 +74,6 @@ class Engine:
                                                                   "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
 
     def close(self) -> None:
+        """Close the model client's cache pool (if a client was made)."""
         if self._client is not None:
             self._client.close()

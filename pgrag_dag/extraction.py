@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import polars as pl
@@ -26,7 +25,7 @@ from pgrag_dag import prompts
 from pgrag_dag.config import ExtractionSettings, GateSettings
 from pgrag_dag.errors import ExtractionError, ModelError
 from pgrag_dag.gates import clean_name, identity_key, name_gate
-from pgrag_dag.llm import ModelClient
+from pgrag_dag.llm import ModelClient, map_calls
 from pgrag_dag.vocabulary import Vocabulary
 
 log = logging.getLogger(__name__)
@@ -174,6 +173,8 @@ def extract_chunk(chunk: dict[str, Any], client: ModelClient, settings: Extracti
 
     ``completed``: the chunk's stored successful passes 0..p-1 (raw rows) when an earlier run's pass p
     failed — they are kept as they are and gleaning resumes at pass p (no model call for them).
+    A :class:`ModelError` is kept in the chunk's rows (``model_error``); a :class:`DatabaseError` (the
+    response cache is gone) propagates, whichever pass met it.
     """
     cid = int(chunk["chunk_id"])
     if completed:
@@ -241,26 +242,27 @@ def extract_chunks(chunks: pl.DataFrame, client: ModelClient, settings: Extracti
     corpus); a single failed chunk is logged by ``doc_key#chunk_index`` and kept with its error.
     ``completed`` maps a chunk_id to its stored successful passes when a later pass failed before:
     that chunk resumes there (:func:`extract_chunk`).
+    Raises :class:`DatabaseError` at once when the response cache's database goes away: no further
+    chunk is started (:func:`~pgrag_dag.llm.map_calls`) and the client makes no further model call.
     """
     completed = completed or {}
     items = list(chunks.iter_rows(named=True))
     context = context or DocumentContext(settings.context_names_cap)
     size = settings.batch_size
     results: dict[int, list[dict[str, Any]]] = {}
-    with ThreadPoolExecutor(max_workers=max(1, settings.concurrency)) as pool:
-        # round r holds batch r of every document (chunk_index // batch_size == r): a chunk's prompt
-        # depends only on its own document, whatever else is being extracted
-        for r in sorted({int(c["chunk_index"]) // size for c in items}):
-            batch = [(i, c) for i, c in enumerate(items) if int(c["chunk_index"]) // size == r]
-            names = [context.names(c["doc_key"], r * size) for _, c in batch]
-            done = pool.map(lambda job: extract_chunk(job[0][1], client, settings, vocabulary=vocabulary, names=job[1],
-                                                      completed=completed.get(int(job[0][1]["chunk_id"]))),
-                            zip(batch, names))
-            for (i, chunk), chunk_rows in zip(batch, done):
-                for row in chunk_rows:
-                    if row["parse_status"] == "ok":
-                        context.add(chunk["doc_key"], int(chunk["chunk_index"]), entity_names(json.loads(row["parsed"])))
-                results[i] = chunk_rows
+    # round r holds batch r of every document (chunk_index // batch_size == r): a chunk's prompt
+    # depends only on its own document, whatever else is being extracted
+    for r in sorted({int(c["chunk_index"]) // size for c in items}):
+        batch = [(i, c) for i, c in enumerate(items) if int(c["chunk_index"]) // size == r]
+        names = [context.names(c["doc_key"], r * size) for _, c in batch]
+        done = map_calls(lambda job: extract_chunk(job[0][1], client, settings, vocabulary=vocabulary, names=job[1],
+                                                   completed=completed.get(int(job[0][1]["chunk_id"]))),
+                         list(zip(batch, names)), concurrency=settings.concurrency)
+        for (i, chunk), chunk_rows in zip(batch, done):
+            for row in chunk_rows:
+                if row["parse_status"] == "ok":
+                    context.add(chunk["doc_key"], int(chunk["chunk_index"]), entity_names(json.loads(row["parsed"])))
+            results[i] = chunk_rows
     rows = [row for i in range(len(items)) for row in results[i]]
     frame = pl.DataFrame(rows, schema=RAW_SCHEMA)
     firsts = frame.filter(pl.col("pass") == 0)

@@ -10,24 +10,47 @@
      the response;
 2. raise :class:`ModelError` when every model failed.
 
+When the cache's database goes away the client fails closed and fast: cache access waits at most a
+few seconds (:data:`DB_WAIT_S`), the failure is a one-line :class:`DatabaseError` naming the server,
+and from then on every :meth:`ModelClient.complete`, in any thread, raises it at once without calling
+a model. A response the model gave that could not be cached is kept (:attr:`ModelClient.unsaved`)
+and, with a spool directory, written there as a one-line cassette; the next client of that directory
+loads it into the cache on first use, so a rerun serves it instead of asking the model again.
+
 Usage (calls, cache hits, tokens, estimated cost) is counted on the client for asset metadata.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import os
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg_pool import ConnectionPool, PoolClosed
 
 from pgrag_dag.config import LLMSettings
-from pgrag_dag.errors import ModelError, ReplayMissError
-from pgrag_dag.store import cache
+from pgrag_dag.errors import DatabaseError, ModelError, ReplayMissError
+from pgrag_dag.store import cache, db
+
+log = logging.getLogger(__name__)
 
 REPLAY = "replay"
+DB_WAIT_S = 3.0
+"""Seconds a cache access waits for a connection (and a new connection for the server) before the
+client declares the database gone."""
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -56,6 +79,7 @@ class Usage:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def as_dict(self) -> dict[str, float | int]:
+        """The counters as a plain dict (cost rounded to 6 decimals), for asset metadata."""
         return {
             "model_calls": self.model_calls, "cache_hits": self.cache_hits,
             "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
@@ -90,29 +114,94 @@ class ModelClient:
     Args:
         dsn: PostgreSQL DSN holding the ``pgrag__control.llm_cache`` table.
         settings: failover list, deadline (seconds), retries, temperature, ``api_base``.
+        spool_dir: where responses that could not be cached are written (one cassette file each) and
+            from where earlier ones are loaded into the cache on first use; ``None`` keeps them in
+            memory only (:attr:`unsaved`).
+        db_wait_s: seconds a cache access waits for a connection before the database counts as gone.
 
     Thread-safe: operators call :meth:`complete` from a bounded thread pool.
     """
 
-    def __init__(self, dsn: str, settings: LLMSettings) -> None:
+    def __init__(self, dsn: str, settings: LLMSettings, *, spool_dir: Path | None = None,
+                 db_wait_s: float = DB_WAIT_S) -> None:
         if not settings.models:
             raise ModelError("the model failover list is empty")
         self.dsn = dsn
         self.settings = settings
         self.usage = Usage()
-        self._pool: Any = None
+        self.spool_dir = spool_dir
+        self.db_wait_s = db_wait_s
+        self.unsaved: list[dict[str, Any]] = []
+        """Responses received whose cache write failed (cassette entries), in arrival order."""
+        self._pool: ConnectionPool | None = None
         self._pool_lock = threading.Lock()
+        self._down: str | None = None  # the DatabaseError message, once the database went away
+        self._spool_loaded = spool_dir is None
 
     # -- cache access -------------------------------------------------------------------------
-    def _conn(self) -> Any:
-        with self._pool_lock:
-            if self._pool is None:
-                from psycopg_pool import ConnectionPool
+    def _check_up(self) -> None:
+        if self._down is not None:
+            raise DatabaseError(self._down)
 
-                self._pool = ConnectionPool(
-                    self.dsn, min_size=1, max_size=4, open=True, kwargs={"autocommit": True}
-                )
-        return self._pool.connection()
+    def _went_down(self, exc: DatabaseError) -> DatabaseError:
+        """Record that the database is gone (first error wins) and stop the pool's reconnecting."""
+        with self._pool_lock:
+            if self._down is None:
+                kept = f"in {self.spool_dir}" if self.spool_dir is not None else "in memory"
+                self._down = (f"response cache unavailable: {exc}; no further model calls "
+                              f"(responses received are kept {kept})")
+                log.error("%s", self._down)
+                if self._pool is not None:  # off this thread: closing waits for the pool's workers
+                    threading.Thread(target=self._pool.close, daemon=True, name="pgrag-cache-close").start()
+        return DatabaseError(self._down)
+
+    @contextlib.contextmanager
+    def _cache(self) -> Iterator[psycopg.Connection]:
+        """A cache connection; a database that is gone, or any psycopg error, is a
+        :class:`DatabaseError` (and the client is down from then on)."""
+        self._check_up()
+        try:
+            with self._pool_lock:
+                if self._pool is None:
+                    self._pool = ConnectionPool(
+                        self.dsn, min_size=1, max_size=4, open=True, timeout=self.db_wait_s, name="pgrag-cache",
+                        kwargs={"autocommit": True, "connect_timeout": max(1, round(self.db_wait_s))},
+                    )
+                pool = self._pool
+            conn = db.pooled_connection(pool, self.dsn, timeout_s=self.db_wait_s, connect_timeout=self.db_wait_s)
+        except DatabaseError as exc:
+            raise self._went_down(exc) from None
+        except PoolClosed:  # another thread found the database gone and closed the pool meanwhile
+            self._check_up()
+            raise
+        try:
+            with db.database_errors(self.dsn):
+                if not self._spool_loaded:
+                    self._load_spool(conn)
+                yield conn
+        except DatabaseError as exc:
+            raise self._went_down(exc) from None
+        finally:
+            pool.putconn(conn)
+
+    def _load_spool(self, conn: psycopg.Connection) -> None:
+        with self._pool_lock:  # every thread's first lookup waits until the spool is in the cache
+            if not self._spool_loaded:
+                n = cache.import_spool(conn, self.spool_dir)  # type: ignore[arg-type]
+                if n:
+                    log.info("loaded %d spooled response(s) from %s into the cache", n, self.spool_dir)
+                self._spool_loaded = True
+
+    def _keep(self, entry: dict[str, Any]) -> None:
+        """Keep a response whose cache write failed: in memory, and in the spool directory if any."""
+        with self.usage.lock:
+            self.unsaved.append(entry)
+        if self.spool_dir is not None:
+            try:
+                cache.spool(entry, self.spool_dir)
+            except OSError as exc:
+                log.error("could not spool response %s to %s (kept in memory only): %s", entry["key"][:16],
+                          self.spool_dir, exc)
 
     def close(self) -> None:
         """Close the cache connection pool."""
@@ -131,8 +220,11 @@ class ModelClient:
     def complete(self, messages: list[dict[str, str]], *, purpose: str, json_mode: bool = True) -> Completion:
         """Answer ``messages`` (OpenAI chat format) for ``purpose`` (``extract``, ``glean``, ...).
 
-        Raises :class:`ReplayMissError` when only ``replay`` was available and it missed, and
-        :class:`ModelError` when every model of the failover list failed within its deadline.
+        Raises :class:`ReplayMissError` when only ``replay`` was available and it missed,
+        :class:`ModelError` when every model of the failover list failed within its deadline, and
+        :class:`DatabaseError` (one line naming the server) when the cache's database is gone — now or
+        earlier in this client's life; no model is called then. A response received before the cache
+        write failed is kept (:attr:`unsaved`, the spool directory) and the call raises.
         """
         params = self.params(json_mode=json_mode)
         pkey = prompt_key(messages, params)
@@ -140,14 +232,14 @@ class ModelClient:
         replay_miss: ReplayMissError | None = None
         for model in self.settings.models:
             if model == REPLAY:
-                with self._conn() as conn:
+                with self._cache() as conn:
                     hit = cache.get_by_prompt(conn, pkey)
                 if hit is None:
                     replay_miss = ReplayMissError(pkey, purpose, "this prompt was never recorded; add a live model to llm.models or import a cassette that has it")
                     errors.append(str(replay_miss))
                     continue
                 return self._hit(hit, replayed=True)
-            with self._conn() as conn:
+            with self._cache() as conn:
                 hit = cache.get_by_key(conn, cache_key(model, pkey))
             if hit is not None:
                 return self._hit(hit, replayed=False)
@@ -171,7 +263,7 @@ class ModelClient:
         Replayed responses are recorded evidence and are never dropped.
         """
         if completion.key and not completion.replayed:
-            with self._conn() as conn:
+            with self._cache() as conn:
                 cache.delete(conn, completion.key)
 
     def _call(
@@ -184,6 +276,7 @@ class ModelClient:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
+            self._check_up()  # the database went away meanwhile: no more paid calls
             attempt += 1
             try:
                 resp = litellm.completion(
@@ -198,22 +291,46 @@ class ModelClient:
                     cost = float(litellm.completion_cost(completion_response=resp) or 0.0)
                 except Exception:  # unknown models have no price in the local cost map
                     cost = 0.0
-                with self.usage.lock:
-                    self.usage.model_calls += 1
-                    self.usage.prompt_tokens += pt
-                    self.usage.completion_tokens += ct
-                    self.usage.cost_usd += cost
-                entry = {
-                    "key": cache_key(model, pkey), "prompt_key": pkey, "model": model, "purpose": purpose,
-                    "request": {"messages": messages, "params": params}, "response": text,
-                    "prompt_tokens": pt, "completion_tokens": ct,
-                }
-                with self._conn() as conn:
-                    cache.put(conn, entry)
-                return Completion(text, model, pt, ct, False, entry["key"], False)
             except Exception as exc:  # litellm maps provider errors onto many exception types
                 last = f"{type(exc).__name__}: {exc}"
                 pause = min(2.0 ** (attempt - 1) * 0.5, max(0.0, deadline - time.monotonic()))
                 if pause > 0 and attempt <= self.settings.max_retries:
                     time.sleep(pause)
+                continue
+            with self.usage.lock:
+                self.usage.model_calls += 1
+                self.usage.prompt_tokens += pt
+                self.usage.completion_tokens += ct
+                self.usage.cost_usd += cost
+            entry = {
+                "key": cache_key(model, pkey), "prompt_key": pkey, "model": model, "purpose": purpose,
+                "request": {"messages": messages, "params": params}, "response": text,
+                "prompt_tokens": pt, "completion_tokens": ct,
+            }
+            try:
+                with self._cache() as conn:
+                    cache.put(conn, entry)
+            except DatabaseError:
+                self._keep(entry)
+                raise
+            return Completion(text, model, pt, ct, False, entry["key"], False)
         raise ModelError(f"{model} failed after {attempt} attempt(s) within {self.settings.deadline_s:.0f}s: {last}")
+
+
+def map_calls(fn: Callable[[T], R], items: Sequence[T], *, concurrency: int) -> list[R]:
+    """``[fn(item) for item in items]`` on at most ``concurrency`` threads, results in order.
+
+    The first exception ``fn`` raises (e.g. :class:`DatabaseError` once the cache is gone) is raised
+    at once: items not yet started are cancelled, and calls in flight finish in the background (a
+    response they receive is kept by the client) instead of being waited for.
+    """
+    pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="pgrag-model")
+    try:
+        futures = [pool.submit(fn, item) for item in items]
+        wait(futures, return_when=FIRST_EXCEPTION)
+        for future in futures:
+            if future.done() and future.exception() is not None:
+                raise future.exception()  # type: ignore[misc]
+        return [future.result() for future in futures]
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)

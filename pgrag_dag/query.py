@@ -35,9 +35,10 @@ default; the assembly report (characters retrieved vs placed per block) is retur
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -72,18 +73,22 @@ def query_data(
 
     Keywords come from ``client`` only when ``param.keywords == "model"`` (else no model call).
     The question, and the keyword-conditioned entity and global texts, are embedded in one
-    ``embedder`` call (float32 vectors of the realm's width). Every read sees one snapshot: a
-    read-only repeatable-read transaction on a pooled connection
-    (:func:`~pgrag_dag.store.db.read_connection`); where a mode has both, the entity-anchored reads
-    (seeds → mention expansion, traversal) run on it while the independent ones (chunk search,
-    relation similarity and full-text, ranked relations, communities) run on a spare pooled
-    connection importing the same snapshot, or inline when none is free. Returns a
-    :class:`QueryResult`; the assembly report and any warning are logged.
+    ``embedder`` call (float32 vectors of the realm's width). No connection is held while a model
+    or the embedder is called: the realm and space are checked on a pooled connection given back at
+    once, then keywords and vectors are computed, then every read sees one snapshot: a read-only
+    repeatable-read transaction on a pooled connection (:func:`~pgrag_dag.store.db.read_connection`);
+    where a mode has both, the entity-anchored reads (seeds → mention expansion, traversal) run on it
+    while the independent ones (chunk search, relation similarity and full-text, ranked relations,
+    communities) run on a spare pooled connection importing the same snapshot, or inline when none is
+    free. Returns a :class:`QueryResult`; the assembly report and any warning are logged.
 
     Raises:
         QueryError: an empty question, a realm or space that does not exist, or a read that ran past
             the read timeout (:func:`~pgrag_dag.store.db.read_pool_settings`).
         SchemaMismatchError: ``embedder`` is not the model or width the realm was indexed with (§3.5).
+        ModelError: the embedder failed within its deadline (a litellm embedder names its model).
+        DatabaseError: PostgreSQL is unreachable or went away during the query (one line naming the
+            server), or refused a read — never a raw psycopg error.
         InvalidNameError: an invalid realm name.
     """
     check_mode(param.mode)
@@ -92,29 +97,41 @@ def query_data(
         raise QueryError("the question is empty")
     result = QueryResult(question=question, param=param)
     if param.mode != "bypass":
-        try:
+        with _read_errors(dsn):
             with db.read_connection(dsn) as conn:
                 _check_scope(conn, realm, param.space, embedder)
-                parts = (kw.decompose(question) if param.decompose else []) or [question]
-                result.subqueries = parts if len(parts) > 1 else []
-                probes = [_Probe.conditioned(text, param, client) for text in parts]
-                result.keywords = {
-                    "low_level": list(dict.fromkeys(w for p in probes for w in p.keywords.low_level)),
-                    "high_level": list(dict.fromkeys(w for p in probes for w in p.keywords.high_level)),
-                    "source": probes[0].keywords.source,
-                }
-                if param.keywords == "model" and any(p.keywords.source == "lexical" for p in probes):
-                    result.warnings.append("model keywords were asked for but " + (
-                        "no model client was given" if client is None else "the model call failed (see the log)")
-                        + ": lexical keywords were used")
-                vectors = _embed_all(embedder, [t for p in probes for t in p.texts(EVIDENCE[param.mode])])
+        parts = (kw.decompose(question) if param.decompose else []) or [question]
+        result.subqueries = parts if len(parts) > 1 else []
+        probes = [_Probe.conditioned(text, param, client) for text in parts]
+        result.keywords = {
+            "low_level": list(dict.fromkeys(w for p in probes for w in p.keywords.low_level)),
+            "high_level": list(dict.fromkeys(w for p in probes for w in p.keywords.high_level)),
+            "source": probes[0].keywords.source,
+        }
+        if param.keywords == "model" and any(p.keywords.source == "lexical" for p in probes):
+            result.warnings.append("model keywords were asked for but " + (
+                "no model client was given" if client is None else "the model call failed (see the log)")
+                + ": lexical keywords were used")
+        vectors = _embed_all(embedder, [t for p in probes for t in p.texts(EVIDENCE[param.mode])])
+        with _read_errors(dsn):
+            with db.read_connection(dsn) as conn:
                 found = _retrieve_all(conn, dsn, realm, param, probes, vectors)
-        except psycopg.errors.QueryCanceled as exc:
-            raise QueryError(f"a read ran past the read timeout ({db.read_pool_settings()[1]:g} s, PGRAG_READ_TIMEOUT_S); "
-                             "lower max_hops or max_relation_edges") from exc
         _merge(found, result)
     _assemble(result)
     return result
+
+
+@contextlib.contextmanager
+def _read_errors(dsn: str) -> Iterator[None]:
+    """A read past the statement timeout becomes :class:`QueryError`; any other psycopg error a
+    :class:`DatabaseError` naming the server (:func:`~pgrag_dag.store.db.database_errors`): a query
+    never leaks a raw driver error."""
+    with db.database_errors(dsn):
+        try:
+            yield
+        except psycopg.errors.QueryCanceled as exc:
+            raise QueryError(f"a read ran past the read timeout ({db.read_pool_settings()[1]:g} s, "
+                             "PGRAG_READ_TIMEOUT_S); lower max_hops or max_relation_edges") from exc
 
 
 def query(

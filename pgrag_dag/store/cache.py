@@ -2,11 +2,17 @@
 
 A cassette line: ``{"key", "prompt_key", "model", "purpose", "request", "response",
 "prompt_tokens", "completion_tokens"}`` — ``request`` holds the exact messages and parameters.
+
+A *spool* is a directory of one-line cassettes (:func:`spool`): responses a model gave while the
+cache could not be written, loaded into the cache by the next client (:func:`import_spool`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +20,8 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from pgrag_dag.errors import ConfigurationError
+
+log = logging.getLogger(__name__)
 
 CASSETTE_FIELDS = ("key", "prompt_key", "model", "purpose", "request", "response", "prompt_tokens", "completion_tokens")
 
@@ -75,8 +83,50 @@ def export_cassette(conn: psycopg.Connection, path: Path, *, purpose_prefix: str
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as fh:
         for row in rows:
-            fh.write(json.dumps(dict(zip(CASSETTE_FIELDS, row)), ensure_ascii=False, sort_keys=True) + "\n")
+            fh.write(cassette_line(dict(zip(CASSETTE_FIELDS, row))))
     return len(rows)
+
+
+def cassette_line(entry: dict[str, Any]) -> str:
+    """One cassette line (canonical JSON of a cache entry, keys sorted, ending in a newline)."""
+    return json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n"
+
+
+def spool(entry: dict[str, Any], directory: Path) -> Path:
+    """Write one cache entry (a cassette line's fields) to its own cassette ``<key>.jsonl`` under
+    ``directory`` (created if needed), atomically: a reader sees the whole file or none. Returns it.
+
+    Raises :class:`OSError` when the file cannot be written.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{entry['key']}.jsonl"
+    tmp = directory / f".{entry['key']}.{uuid.uuid4().hex}.tmp"
+    with tmp.open("w", encoding="utf-8") as fh:
+        fh.write(cassette_line({k: entry.get(k) for k in CASSETTE_FIELDS}))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+def import_spool(conn: psycopg.Connection, directory: Path) -> int:
+    """Load every spooled cassette (``*.jsonl``) of ``directory`` into the cache and remove it; an entry
+    whose key is cached already is left as it is (idempotent: two importers may race). A file that is
+    not a cassette is renamed ``*.bad`` and logged, never retried. Returns the entries read.
+
+    Raises psycopg errors as the cache raises them (the file then stays for the next import).
+    """
+    n = 0
+    for path in sorted(directory.glob("*.jsonl")) if directory.is_dir() else []:
+        try:
+            n += import_cassette(conn, path)
+        except ConfigurationError as exc:
+            if path.exists():  # another importer may have taken it meanwhile
+                log.warning("spooled response %s is unreadable and was set aside: %s", path, exc)
+                path.replace(path.with_suffix(".bad"))
+            continue
+        path.unlink(missing_ok=True)
+    return n
 
 
 def import_cassette(conn: psycopg.Connection, path: Path) -> int:

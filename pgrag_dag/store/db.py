@@ -6,6 +6,10 @@ so several processes (the Dagster code server, run workers, the CLI) share it.
 The query path reads through :func:`read_connection`: a process-wide ``psycopg_pool`` pool per DSN
 of read-only, repeatable-read connections with pgvector's types and its relaxed iterative index scan
 set once per session, so a query pays neither a connection nor a type lookup.
+
+An outage is a :class:`DatabaseError` of one line naming the server (:func:`database_errors`):
+:func:`pooled_connection` checks every pooled connection it hands out and, when one fails, probes the
+server, so a server that went away is reported at once instead of after a pool's wait.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import atexit
 import contextlib
 import os
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -68,16 +73,17 @@ def resolve_dsn(database_url: str | None, data_dir: Path) -> str:
     return database_url if database_url else embedded_dsn(data_dir)
 
 
-def connect(dsn: str, *, autocommit: bool = False, vector: bool = True) -> psycopg.Connection:
-    """Open a connection with pgvector types registered.
+def connect(dsn: str, *, autocommit: bool = False, vector: bool = True,
+            connect_timeout: float = 10.0) -> psycopg.Connection:
+    """Open a connection with pgvector types registered, waiting at most ``connect_timeout`` seconds
+    (whole seconds, at least 1, as libpq counts them).
 
     Raises :class:`DatabaseError` naming the DSN's host when the server is unreachable.
     """
     try:
-        conn = psycopg.connect(dsn, autocommit=autocommit, connect_timeout=10)
+        conn = psycopg.connect(dsn, autocommit=autocommit, connect_timeout=max(1, round(connect_timeout)))
     except (psycopg.OperationalError, psycopg.ProgrammingError) as exc:
-        reason = " ".join(str(exc).split())
-        raise DatabaseError(f"cannot connect to PostgreSQL ({redact(dsn)}): {reason}") from None
+        raise DatabaseError(f"cannot connect to PostgreSQL ({redact(dsn)}): {one_line(exc)}") from None
     if vector:
         try:
             register_vector(conn)
@@ -85,6 +91,51 @@ def connect(dsn: str, *, autocommit: bool = False, vector: bool = True) -> psyco
             # the extension is created by schema initialisation; register after it exists
             conn.rollback()
     return conn
+
+
+def one_line(exc: BaseException, limit: int = 300) -> str:
+    """``exc``'s message on one line (whitespace runs collapsed), at most ``limit`` characters; its class
+    name when it has no message."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def probe(dsn: str, *, connect_timeout: float = 10.0) -> None:
+    """Open and close one connection: returns when the server answers.
+
+    Raises :class:`DatabaseError` (see :func:`connect`) when it does not within ``connect_timeout`` s.
+    """
+    connect(dsn, vector=False, connect_timeout=connect_timeout).close()
+
+
+def pooled_connection(pool: ConnectionPool, dsn: str, *, timeout_s: float,
+                      connect_timeout: float = 10.0) -> psycopg.Connection:
+    """A connection from ``pool`` (of ``dsn``) that has just answered a round trip; give it back with
+    ``pool.putconn``. Create the pool without a ``check``: this is the check.
+
+    A pooled connection that fails the round trip is returned to the pool (which discards it) and the
+    server probed (:func:`probe`): a server that went away is a :class:`DatabaseError` at once, not
+    after ``timeout_s``; one that answers means the connection alone had died, and another is taken.
+
+    Raises:
+        DatabaseError: the server is unreachable (naming it and why); or no connection came free
+            within ``timeout_s`` seconds although the server answers (the pool is busy).
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            conn = pool.getconn(timeout=max(0.0, deadline - time.monotonic()))
+        except PoolTimeout:
+            probe(dsn, connect_timeout=connect_timeout)
+            raise DatabaseError(f"no PostgreSQL connection came free within {timeout_s:g} s in pool {pool.name!r} "
+                                f"({redact(dsn)}); the server answers, every connection was busy") from None
+        try:
+            ConnectionPool.check_connection(conn)
+        except psycopg.Error:
+            pool.putconn(conn)
+            probe(dsn, connect_timeout=connect_timeout)
+            continue
+        return conn
 
 
 def read_pool_settings() -> tuple[int, float]:
@@ -128,19 +179,26 @@ def _configure_reader(conn: psycopg.Connection) -> None:
     conn.execute(sql.SQL("SET statement_timeout = {}").format(sql.Literal(f"{timeout_ms}ms")))
 
 
+READ_WAIT_S = 15.0
+"""Seconds a query waits for a pooled read connection before :class:`DatabaseError`."""
+
+_suspect: set[tuple[int, str]] = set()
+"""(pid, DSN) of read pools whose server failed a probe or broke a connection: probed before use."""
+
+
 def _read_pool(dsn: str) -> ConnectionPool:
     key = (os.getpid(), dsn)  # a forked child never shares its parent's sockets
     with _pools_lock:
         pool = _pools.get(key)
         if pool is None or pool.closed:
             max_size = read_pool_settings()[0]
-            connect(dsn, vector=False).close()  # fail fast, naming the server, instead of a pool timeout
+            probe(dsn)  # fail fast, naming the server, instead of a pool timeout
             pool = ConnectionPool(
                 dsn, min_size=0, max_size=max_size, open=True, configure=_configure_reader,
-                check=ConnectionPool.check_connection, kwargs={"connect_timeout": 10}, name="pgrag-read",
-                timeout=15.0,
+                kwargs={"connect_timeout": 10}, name="pgrag-read", timeout=READ_WAIT_S,
             )
             _pools[key] = pool
+            _suspect.discard(key)
         return pool
 
 
@@ -151,38 +209,42 @@ def read_connection(dsn: str) -> Iterator[psycopg.Connection]:
     ``statement_timeout`` of :func:`read_pool_settings` for the session.
 
     Returned to the pool on exit (an open transaction is rolled back by the pool). The pool is
-    per process and DSN, at most :func:`read_pool_settings`' connections, closed at interpreter exit.
+    per process and DSN, at most :func:`read_pool_settings`' connections — one pool, kept through an
+    outage (it reconnects by itself), so connections never exceed that maximum — and closed at
+    interpreter exit. After the server failed a probe or broke a connection, the next call probes it
+    first, so during an outage every query fails at once.
 
     Raises:
         ConfigurationError: see :func:`read_pool_settings`.
-        DatabaseError: the server is unreachable (password redacted; also when it went away while the
-            pool waited 15 s for a connection — the pool is then discarded), or no pooled connection
-            came free within 15 s.
+        DatabaseError: the server is unreachable (one line naming it, password redacted), or no pooled
+            connection came free within :data:`READ_WAIT_S` seconds although it answers.
     """
+    key = (os.getpid(), dsn)
     pool = _read_pool(dsn)
     try:
-        conn = pool.getconn()
-    except PoolTimeout as exc:
-        with _pools_lock:  # the next query starts a fresh pool, probing the server first
-            if _pools.get((os.getpid(), dsn)) is pool:
-                del _pools[(os.getpid(), dsn)]
-        pool.close(timeout=0)
-        connect(dsn, vector=False).close()  # raises DatabaseError naming why the server is unreachable
-        raise DatabaseError(f"no PostgreSQL connection came free in the read pool ({redact(dsn)}): {exc}") from None
+        if key in _suspect:
+            probe(dsn)
+            _suspect.discard(key)
+        conn = pooled_connection(pool, dsn, timeout_s=READ_WAIT_S)
+    except DatabaseError:
+        _suspect.add(key)
+        raise
     try:
         if conn not in _iterative_sessions:
             _configure_reader(conn)  # pgvector was created after this connection was opened
         yield conn
     finally:
+        if conn.broken:
+            _suspect.add(key)
         pool.putconn(conn)
 
 
 @contextlib.contextmanager
 def spare_read_connections(dsn: str, n: int, *, wait_s: float = 0.05) -> Iterator[list[psycopg.Connection]]:
     """Up to ``n`` more pooled read connections (as :func:`read_connection`), taking only those the pool
-    can give within ``wait_s`` seconds each — possibly none. A caller that already holds a pooled
-    connection therefore never waits on a busy pool (no deadlock between concurrent queries): it runs
-    inline what it could not hand to a spare. Returned to the pool on exit."""
+    can give within ``wait_s`` seconds each — possibly none — and that answer a round trip. A caller that
+    already holds a pooled connection therefore never waits on a busy pool (no deadlock between
+    concurrent queries): it runs inline what it could not hand to a spare. Returned to the pool on exit."""
     pool = _read_pool(dsn)
     spares: list[psycopg.Connection] = []
     try:
@@ -191,13 +253,32 @@ def spare_read_connections(dsn: str, n: int, *, wait_s: float = 0.05) -> Iterato
                 conn = pool.getconn(timeout=wait_s)
             except PoolTimeout:
                 break
+            try:
+                ConnectionPool.check_connection(conn)
+                if conn not in _iterative_sessions:
+                    _configure_reader(conn)
+            except psycopg.Error:
+                pool.putconn(conn)  # discarded by the pool; the caller runs inline
+                break
             spares.append(conn)
-            if conn not in _iterative_sessions:
-                _configure_reader(conn)
         yield list(spares)
     finally:
         for conn in spares:
             pool.putconn(conn)
+
+
+def read_pool_stats(dsn: str) -> dict[str, int]:
+    """This process's read pool of ``dsn``, now: ``{"max", "open", "idle", "checked_out", "waiting"}`` —
+    connections allowed, managed (including one being opened), idle in the pool, out of it (managed
+    minus idle), and requests waiting for one; all zero when there is no pool (nothing read yet)."""
+    with _pools_lock:
+        pool = _pools.get((os.getpid(), dsn))
+    if pool is None or pool.closed:
+        return {"max": 0, "open": 0, "idle": 0, "checked_out": 0, "waiting": 0}
+    stats = pool.get_stats()
+    size, idle = stats.get("pool_size", 0), stats.get("pool_available", 0)
+    return {"max": pool.max_size, "open": size, "idle": idle, "checked_out": size - idle,
+            "waiting": stats.get("requests_waiting", 0)}
 
 
 def iterative_scan_session(conn: psycopg.Connection) -> bool:
