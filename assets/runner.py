@@ -23,6 +23,7 @@ from pgrag_dag.assets.stages import build_assets
 from pgrag_dag.config import Settings
 from pgrag_dag.errors import PgragError
 from pgrag_dag.resources.engine import PgragResource
+from pgrag_dag.store import db
 
 DAGSTER_YAML = """# written by pgrag-dag from its settings (the dagster section of pgrag.yaml)
 telemetry:
@@ -55,8 +56,6 @@ def instance_storage_url(settings: Settings) -> str:
     PostgreSQL server (created when missing). Raises :class:`DatabaseError` when it cannot be created."""
     from psycopg import sql
     from psycopg.conninfo import conninfo_to_dict
-
-    from pgrag_dag.store import db
 
     dsn = db.resolve_dsn(settings.database_url, settings.resolve(settings.data_dir))
     name = settings.dagster.storage_database
@@ -171,7 +170,8 @@ def materialize_partition(settings: Settings, partition: str, *, config_path: st
     """Materialise every asset (and its blocking check) for ``partition`` in the persistent instance.
 
     The assets read their settings from ``config_path`` (default ``PGRAG_CONFIG`` or ``./pgrag.yaml``).
-    The run is tagged with this host and process (:func:`~pgrag_dag.assets.slots.process_tags`). Before it
+    Each pool's limit is created first, once (:func:`~pgrag_dag.assets.slots.ensure_pool_limits`: two runs
+    starting together would race on it). The run is tagged with this host and process (:func:`~pgrag_dag.assets.slots.process_tags`). Before it
     starts, runs of this host whose process is gone are marked failed and the pool slots of those and of
     ended runs are freed (:func:`~pgrag_dag.assets.slots.reclaim`, each logged at WARNING); while a step
     waits for a pool slot the same is repeated every few seconds and who holds the slots is logged once
@@ -185,6 +185,7 @@ def materialize_partition(settings: Settings, partition: str, *, config_path: st
     dagster_home(settings)
     with dg.DagsterInstance.get() as instance:
         add_partitions(instance, [partition])
+        slots.ensure_pool_limits(instance, db.resolve_dsn(settings.database_url, settings.resolve(settings.data_dir)))
         reclaimed = slots.reclaim(instance)
         with slots.SlotWatch(instance) as watch:
             result = dg.materialize(

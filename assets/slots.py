@@ -239,6 +239,42 @@ def reclaim(instance: dg.DagsterInstance, *, log_each: bool = True) -> list[Recl
     return list(acted.values())
 
 
+POOL_INIT_LOCK = 727_274_002
+"""PostgreSQL advisory lock key serialising :func:`ensure_pool_limits` across processes."""
+
+
+def ensure_pool_limits(instance: dg.DagsterInstance, dsn: str) -> list[str]:
+    """Create the limit row of every pool in :data:`POOLS` at the instance's default pool limit, once,
+    before any run claims a slot — returns the pools it initialised.
+
+    Dagster creates it lazily at a run's first claim; two runs making that first claim at once race on
+    PostgreSQL storage (the loser's insert hits the unique key and its transaction aborts: the run fails
+    with ``InFailedSqlTransaction``). Here it is done under an advisory lock on ``dsn`` (the graph's
+    server), with Dagster's own condition: no row yet, or a default-limit row whose limit changed.
+    Raises :class:`~pgrag_dag.errors.DatabaseError` when the server is unreachable.
+    """
+    from pgrag_dag.store import db
+
+    storage = instance.event_log_storage
+    default = storage.get_pool_config().default_pool_limit
+    if not storage.supports_global_concurrency_limits or default is None:
+        return []
+
+    def stale() -> list[str]:
+        limits = {p.name: p for p in storage.get_pool_limits()}
+        return [pool for pool in POOLS if pool not in limits
+                or (limits[pool].from_default and limits[pool].limit != default)]
+
+    if not stale():
+        return []
+    with db.connect(dsn, autocommit=True, vector=False) as conn:
+        conn.execute("SELECT pg_advisory_lock(%s)", (POOL_INIT_LOCK,))
+        todo = stale()
+        for pool in todo:
+            storage.initialize_concurrency_limit_to_default(pool)
+    return todo
+
+
 class SlotWatch:
     """While a run of this process waits for a pool slot: reclaim orphaned slots every ``interval_s``
     seconds, and log once per set of holders who it is waiting for (so a wait is never silent).

@@ -141,8 +141,16 @@ def ui(host: Annotated[str, typer.Option(help="interface to listen on")] = "127.
     from pgrag_dag.assets.runner import dagster_home
     from pgrag_dag.config import load_settings
 
+    import dagster as dg
+
+    from pgrag_dag.assets.slots import ensure_pool_limits
+    from pgrag_dag.store import db
+
     try:
-        home = dagster_home(load_settings())  # starts the embedded database, exports DAGSTER_HOME
+        settings = load_settings()
+        home = dagster_home(settings)  # starts the embedded database, exports DAGSTER_HOME
+        with dg.DagsterInstance.from_config(str(home)) as instance:  # runs the UI launches never race on it
+            ensure_pool_limits(instance, db.resolve_dsn(settings.database_url, settings.resolve(settings.data_dir)))
     except PgragError as exc:
         _fail(exc)
     exe = shutil.which("dagster") or "dagster"

@@ -387,3 +387,48 @@ def test_a_run_waiting_for_a_slot_says_who_holds_it_and_takes_it_when_the_holder
     assert [(r["run_id"], r["slots"], r["marked_failed"]) for r in reclaimed] == [(holder, {"llm": 1}, True)]
     assert f"freed 1 llm slot of run {holder} (process {a.pid} on host " in killable.err("b")
     assert killable.instance.get_run_by_id(holder).status == dg.DagsterRunStatus.FAILURE  # type: ignore[union-attr]
+
+
+def test_runs_starting_together_never_race_on_a_pool_s_first_limit(pg_dsn: str, tmp_path: Path) -> None:
+    """Dagster creates a pool's limit row at a run's first claim; two runs making it at once on PostgreSQL
+    storage failed one of them with InFailedSqlTransaction. materialize_partition now creates it first,
+    once, under a lock — eight processes' worth of instances doing so at once all succeed."""
+    import threading
+
+    from psycopg import sql
+
+    from pgrag_dag.assets import slots
+    from pgrag_dag.store import db
+
+    name = f"dagster_pools_{os.getpid()}"
+    cfg = tmp_path / "pgrag.yaml"
+    cfg.write_text(yaml.safe_dump({"database_url": pg_dsn, "data_dir": "data", "dagster": {
+        "instance_storage": "postgres", "storage_database": name, "llm_pool_limit": 3}}))
+    home = dagster_home(load_settings(cfg))
+    try:
+        errors: list[BaseException] = []
+        done: list[list[str]] = []
+        start = threading.Barrier(8)
+
+        def first_claim() -> None:
+            try:
+                with dg.DagsterInstance.from_config(str(home)) as instance:
+                    start.wait()
+                    done.append(slots.ensure_pool_limits(instance, pg_dsn))
+            except BaseException as exc:  # collected and asserted below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=first_claim) for _ in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert errors == []
+        assert sorted(done) == [[]] * 7 + [["llm"]]  # exactly one initialised it
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            limits = {p.name: (p.limit, p.from_default) for p in instance.event_log_storage.get_pool_limits()}
+            assert limits == {"llm": (3, True)}
+            assert slots.ensure_pool_limits(instance, pg_dsn) == []
+    finally:
+        with db.connect(pg_dsn, autocommit=True, vector=False) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
