@@ -11,6 +11,7 @@ from pgrag_dag.assets.runner import materialize_partition
 from pgrag_dag.config import load_settings
 from pgrag_dag.engine import Engine
 from pgrag_dag.names import split_partition_key
+from pgrag_dag.store import db
 
 DEMO_QUESTION = "How did Ada Lovelace contribute to Charles Babbage's Analytical Engine?"
 # partition -> (question, QueryParam overrides) asked by the demo with synthesis (recorded in the cassettes)
@@ -65,7 +66,7 @@ def run_demo() -> None:
 
     settings = load_settings()
     engine = Engine.from_settings(settings)
-    print(f"database: {engine.dsn}")
+    print(f"database: {db.redact(engine.dsn)}")
     print(f"cassettes: {engine.import_cassettes()} recorded responses loaded")
     for partition in settings.partitions():
         metas = materialize_partition(settings, partition)

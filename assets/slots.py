@@ -244,13 +244,16 @@ POOL_INIT_LOCK = 727_274_002
 
 
 def ensure_pool_limits(instance: dg.DagsterInstance, dsn: str) -> list[str]:
-    """Create the limit row of every pool in :data:`POOLS` at the instance's default pool limit, once,
-    before any run claims a slot — returns the pools it initialised.
+    """Set the limit of every pool in :data:`POOLS` to the instance's default pool limit (the settings'
+    ``dagster.llm_pool_limit``) before any run claims a slot — returns the pools it set.
 
-    Dagster creates it lazily at a run's first claim; two runs making that first claim at once race on
-    PostgreSQL storage (the loser's insert hits the unique key and its transaction aborts: the run fails
-    with ``InFailedSqlTransaction``). Here it is done under an advisory lock on ``dsn`` (the graph's
-    server), with Dagster's own condition: no row yet, or a default-limit row whose limit changed.
+    Dagster creates the limit lazily at a run's first claim, and re-creates it when the default changed;
+    on PostgreSQL storage both fail (two runs making the first claim at once: the loser's insert hits the
+    unique key; a changed default: the insert always does) and the transaction aborts, failing the run
+    with ``InFailedSqlTransaction``. Here a missing limit is created and a different one set
+    (``set_concurrency_slots``: Dagster then leaves it alone), under an advisory lock on ``dsn`` (the
+    graph's server) so processes starting together do it once. The settings own these pools' limits:
+    one set by hand (``dagster instance concurrency set``) is reset to the settings'.
     Raises :class:`~pgrag_dag.errors.DatabaseError` when the server is unreachable.
     """
     from pgrag_dag.store import db
@@ -260,19 +263,21 @@ def ensure_pool_limits(instance: dg.DagsterInstance, dsn: str) -> list[str]:
     if not storage.supports_global_concurrency_limits or default is None:
         return []
 
-    def stale() -> list[str]:
-        limits = {p.name: p for p in storage.get_pool_limits()}
-        return [pool for pool in POOLS if pool not in limits
-                or (limits[pool].from_default and limits[pool].limit != default)]
+    def stale() -> dict[str, bool]:  # pool -> whether a limit row exists
+        limits = {p.name: p.limit for p in storage.get_pool_limits()}
+        return {pool: pool in limits for pool in POOLS if limits.get(pool) != default}
 
     if not stale():
         return []
     with db.connect(dsn, autocommit=True, vector=False) as conn:
         conn.execute("SELECT pg_advisory_lock(%s)", (POOL_INIT_LOCK,))
         todo = stale()
-        for pool in todo:
-            storage.initialize_concurrency_limit_to_default(pool)
-    return todo
+        for pool, exists in todo.items():
+            if exists:
+                storage.set_concurrency_slots(pool, default)
+            else:
+                storage.initialize_concurrency_limit_to_default(pool)
+    return sorted(todo)
 
 
 class SlotWatch:

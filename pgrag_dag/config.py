@@ -367,6 +367,9 @@ def load_settings(config: Path | str | None = None, **overrides: Any) -> Setting
     if path.is_file():
         overrides.setdefault("config_dir", path.resolve().parent)
         cls = type("Settings", (Settings,), {"model_config": {**Settings.model_config, "yaml_file": str(path)}})
+    import yaml
+    from pydantic_settings import SettingsError
+
     try:
         settings = cls(**overrides)
     except ValidationError as exc:
@@ -374,6 +377,13 @@ def load_settings(config: Path | str | None = None, **overrides: Any) -> Setting
             f"{'.'.join(str(part) for part in err['loc']) or 'settings'}: {err['msg'].removeprefix('Value error, ')}"
             for err in exc.errors())
         raise ConfigurationError(f"invalid settings ({exc.error_count()}): {problems}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigurationError(f"configuration file {path} is not valid YAML: {' '.join(str(exc).split())}") from None
+    except (SettingsError, ValueError, TypeError) as exc:  # a PGRAG_ variable that is not JSON; a file that is no mapping
+        cause = exc.__cause__ or exc
+        raise ConfigurationError(f"invalid settings ({path if path.is_file() else 'environment'}): "
+                                 f"{' '.join(str(exc).split())}"
+                                 + (f" ({' '.join(str(cause).split())})" if cause is not exc else "")) from None
     from pgrag_dag.operators import compose_all
 
     compose_all(settings)  # every space's operators resolve and their options validate, or this raises

@@ -133,8 +133,8 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
         if indexed and not allow_empty:
             raise ConfigurationError(
                 f"space {realm}.{space}: its sources name no document, but it holds {indexed} indexed document(s); "
-                "indexing would remove them all. Fix the sources, or pass --allow-empty (operations.allow_empty, "
-                "or allow_empty: true on the space) to remove them")
+                "indexing would remove them all. Fix the sources, or allow it to remove them: `pgrag index --allow-empty`, "
+                "PGRAG_OPERATIONS__ALLOW_EMPTY=true (e.g. for pgrag demo or Dagster), or allow_empty: true on the space")
         sync = documents.sync_chunks(conn, realm, space, chunks, metadata=meta)
     return StageResult("chunks", {
         "documents": docs.height, "chunks": chunks.height, "documents_added": len(sync.added),

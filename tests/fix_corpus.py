@@ -145,3 +145,9 @@ def small_corpus(tmp_path: Path, pg_dsn: str, realm: str) -> Iterator[SmallCorpu
         path = tmp_path / "pgrag.yaml"
         path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
         yield SmallCorpus(tmp_path, path, server, model)
+
+
+def pytest_report_header() -> str:
+    """Say where the shared corpora are read from, and whether they are there (tests on them fail without)."""
+    found = "found" if SHARED_CORPORA.is_dir() else "MISSING — set PGRAG_SHARED_DIR to the folder holding corpora/"
+    return f"pgrag shared corpora: {SHARED_CORPORA} ({found})"

@@ -232,3 +232,30 @@ def test_numeric_settings_out_of_range_are_refused_naming_the_field(tmp_path: Pa
     path.write_text(yaml.safe_dump(override))
     with pytest.raises(ConfigurationError, match=r"invalid settings \(1\): " + re.escape(field) + ": "):
         load_settings(path)
+
+
+def test_a_configuration_file_that_is_not_yaml_or_an_environment_value_that_is_not_json_is_a_configuration_error(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pgrag_dag.config import load_settings
+
+    path = tmp_path / "pgrag.yaml"
+    path.write_text("llm: {models: [\n")
+    with pytest.raises(ConfigurationError, match="is not valid YAML"):
+        load_settings(path)
+    path.write_text('"just a string"\n')
+    with pytest.raises(ConfigurationError, match="invalid settings"):
+        load_settings(path)
+    path.write_text("llm: {}\n")
+    monkeypatch.setenv("PGRAG_LLM__MODELS", "notjson")
+    with pytest.raises(ConfigurationError, match='field "llm"'):
+        load_settings(path)
+
+
+@pytest.mark.parametrize("dsn", ["mysql://u:secret@127.0.0.1/x", "postgresql://u:secret@[::1",
+                                 "host=127.0.0.1 port=1 user=u password=secret connect_timeout=1",
+                                 "postgresql://u:secret@127.0.0.1:1/x"])
+def test_connection_errors_never_show_the_password(dsn: str) -> None:
+    with pytest.raises(DatabaseError) as err:
+        db.connect(dsn, connect_timeout=1)
+    assert "secret" not in str(err.value) and "\n" not in str(err.value)
+    assert "secret" not in db.scrub(f'missing "=" after "{dsn}"', dsn)

@@ -429,6 +429,13 @@ def test_runs_starting_together_never_race_on_a_pool_s_first_limit(pg_dsn: str, 
             limits = {p.name: (p.limit, p.from_default) for p in instance.event_log_storage.get_pool_limits()}
             assert limits == {"llm": (3, True)}
             assert slots.ensure_pool_limits(instance, pg_dsn) == []
+        # a changed llm_pool_limit is applied (Dagster's own re-initialisation aborted the run on PostgreSQL)
+        cfg.write_text(cfg.read_text().replace("llm_pool_limit: 3", "llm_pool_limit: 1"))
+        home = dagster_home(load_settings(cfg))
+        with dg.DagsterInstance.from_config(str(home)) as instance:
+            assert slots.ensure_pool_limits(instance, pg_dsn) == ["llm"]
+            assert {p.name: p.limit for p in instance.event_log_storage.get_pool_limits()} == {"llm": 1}
+            assert slots.ensure_pool_limits(instance, pg_dsn) == []
     finally:
         with db.connect(pg_dsn, autocommit=True, vector=False) as conn:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))

@@ -17,6 +17,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import re
 import threading
 import time
 import weakref
@@ -83,7 +84,7 @@ def connect(dsn: str, *, autocommit: bool = False, vector: bool = True,
     try:
         conn = psycopg.connect(dsn, autocommit=autocommit, connect_timeout=max(1, round(connect_timeout)))
     except (psycopg.OperationalError, psycopg.ProgrammingError) as exc:
-        raise DatabaseError(f"cannot connect to PostgreSQL ({redact(dsn)}): {one_line(exc)}") from None
+        raise DatabaseError(f"cannot connect to PostgreSQL ({redact(dsn)}): {scrub(one_line(exc), dsn)}") from None
     if vector:
         try:
             register_vector(conn)
@@ -324,6 +325,17 @@ def redact(dsn: str) -> str:
     return make_conninfo(**{k: v for k, v in parts.items() if v is not None})
 
 
+_SECRET = re.compile(r"(://[^:/@\s]*:)[^@\s]*@|(password\s*=\s*)('[^']*'|\S+)", re.IGNORECASE)
+
+
+def scrub(text: str, dsn: str) -> str:
+    """``text`` (a driver message) with the connection string and any password in it masked: libpq
+    quotes an unparseable DSN verbatim in its errors."""
+    if dsn:
+        text = text.replace(dsn, "<the connection string>")
+    return _SECRET.sub(lambda m: (m.group(1) + "***@") if m.group(1) else m.group(2) + "***", text)
+
+
 @contextlib.contextmanager
 def database_errors(dsn: str) -> Iterator[None]:
     """Raise every PostgreSQL error leaving the block as :class:`DatabaseError` (issue 11: the CLI's
@@ -333,6 +345,6 @@ def database_errors(dsn: str) -> Iterator[None]:
     try:
         yield
     except (psycopg.Error, PoolTimeout) as exc:
-        first = (str(exc).strip().splitlines() or [""])[0]
+        first = scrub((str(exc).strip().splitlines() or [""])[0], dsn)
         raise DatabaseError(f"PostgreSQL ({redact(dsn)}) refused or lost the operation: "
                             f"{type(exc).__name__}: {first or 'no message'}") from exc
