@@ -58,17 +58,34 @@ def lineage(conn: psycopg.Connection, realm: str, community_id: int) -> dict[str
     }
 
 
+_LEVEL0 = """
+WITH m AS (SELECT mm.community_id, mm.entity_id FROM {members} mm JOIN {c} c ON c.id = mm.community_id
+            WHERE mm.space = %(space)s AND c.space = %(space)s AND c.level = 0),
+     l AS (SELECT m.community_id, r.id AS relation_id, d.id AS chunk_id, d.doc_key
+             FROM m JOIN {rel} r ON r.space = %(space)s AND r.source_id = m.entity_id AND r.dormant_since IS NULL
+             JOIN m m2 ON m2.community_id = m.community_id AND m2.entity_id = r.target_id
+             CROSS JOIN LATERAL unnest(r.chunk_ids) AS cid(chunk_id)
+             JOIN {docs} d ON d.id = cid.chunk_id)
+"""
+
+
 def lineage_summary(conn: psycopg.Connection, realm: str, space: str, *, sample: int = 5) -> dict[str, Any]:
     """Counts over the space's communities (relations, chunks, documents they derive from) and a sample
-    of the largest reports with their counts — the ``communities`` asset's lineage metadata."""
-    rows = conn.execute(sql.SQL(
+    of the largest reports with their counts — the ``communities`` asset's lineage metadata.
+
+    Reads the level-0 lineage of this space directly (what ``community_lineage`` gives for it), so its
+    cost follows the space, not the realm's other spaces."""
+    tables = {"members": qualified(realm, "community_members"), "c": qualified(realm, "communities"),
+              "rel": qualified(realm, "relations"), "docs": qualified(realm, "documents")}
+    level0 = sql.SQL(_LEVEL0).format(**tables)
+    rows = conn.execute(level0 + sql.SQL(
         """SELECT c.id, c.title, c.size, count(DISTINCT l.relation_id), count(DISTINCT l.chunk_id), count(DISTINCT l.doc_key)
-             FROM {c} c LEFT JOIN {lin} l ON l.community_id = c.id
-            WHERE c.space = %s AND c.level = 0 GROUP BY c.id, c.title, c.size ORDER BY c.size DESC, c.id""").format(
-        c=qualified(realm, "communities"), lin=qualified(realm, "community_lineage")), (space,)).fetchall()
-    totals = conn.execute(sql.SQL(
-        "SELECT count(DISTINCT relation_id), count(DISTINCT chunk_id), count(DISTINCT doc_key) FROM {} WHERE space = %s AND level = 0")
-        .format(qualified(realm, "community_lineage")), (space,)).fetchone()
+             FROM {c} c LEFT JOIN l ON l.community_id = c.id
+            WHERE c.space = %(space)s AND c.level = 0 GROUP BY c.id, c.title, c.size ORDER BY c.size DESC, c.id""").format(
+        **tables), {"space": space}).fetchall()
+    totals = conn.execute(level0 + sql.SQL(
+        "SELECT count(DISTINCT relation_id), count(DISTINCT chunk_id), count(DISTINCT doc_key) FROM l"),
+        {"space": space}).fetchone()
     assert totals is not None
     return {
         "lineage_relations": totals[0], "lineage_chunks": totals[1], "lineage_documents": totals[2],
