@@ -79,7 +79,7 @@ def test_a_second_run_waits_for_the_first_within_the_configured_wait(small_corpu
             held.set()
             time.sleep(1.0)
 
-    t = threading.Thread(target=other_run)
+    t = threading.Thread(target=other_run, daemon=True)
     t.start()
     held.wait(5)
     t0 = time.monotonic()
@@ -102,7 +102,7 @@ def test_two_runs_of_one_partition_at_once_equal_one_run(small_corpus: SmallCorp
     for i in range(reps):
         space, errors = f"s{i}", []
         before = len(small_corpus.chat_requests())
-        start = threading.Barrier(2)
+        start = threading.Barrier(2, timeout=60)  # a run failing early never strands the other
 
         def run() -> None:
             engine = small_corpus.engine()
@@ -114,7 +114,7 @@ def test_two_runs_of_one_partition_at_once_equal_one_run(small_corpus: SmallCorp
             finally:
                 engine.close()
 
-        threads = [threading.Thread(target=run) for _ in range(2)]
+        threads = [threading.Thread(target=run, daemon=True) for _ in range(2)]
         for t in threads:
             t.start()
         for t in threads:
@@ -189,14 +189,20 @@ def test_queries_beside_repeated_reindexing_of_two_spaces_never_fail(small_corpu
             latencies.append(time.monotonic() - t0)
             n += 1
 
-    readers = [threading.Thread(target=ask, args=(s,)) for s in ("alpha", "beta", "alpha", "beta")]
+    def refresh(space: str) -> None:
+        try:
+            index_documents(small_corpus.engine(), realm, space)
+        except BaseException as exc:  # collected and asserted below
+            errors.append(exc)
+
+    readers = [threading.Thread(target=ask, args=(s,), daemon=True) for s in ("alpha", "beta", "alpha", "beta")]
     for t in readers:
         t.start()
     try:
         for round_ in range(3):
             doc = Path(small_corpus.root / "docs" / "02_lovelace.txt")
             doc.write_text(doc.read_text() + f"\n\nAda Lovelace corresponded with Charles Babbage ({round_}).")
-            writers = [threading.Thread(target=index_documents, args=(small_corpus.engine(), realm, s)) for s in ("alpha", "beta")]
+            writers = [threading.Thread(target=refresh, args=(s,), daemon=True) for s in ("alpha", "beta")]
             for t in writers:
                 t.start()
             for t in writers:

@@ -406,9 +406,11 @@ def test_runs_starting_together_never_race_on_a_pool_s_first_limit(pg_dsn: str, 
         "instance_storage": "postgres", "storage_database": name, "llm_pool_limit": 3}}))
     home = dagster_home(load_settings(cfg))
     try:
+        with dg.DagsterInstance.from_config(str(home)):
+            pass  # the storage's tables are created once, before the race under test
         errors: list[BaseException] = []
         done: list[list[str]] = []
-        start = threading.Barrier(8)
+        start = threading.Barrier(8, timeout=60)  # a thread that fails early never strands the others
 
         def first_claim() -> None:
             try:
@@ -418,7 +420,7 @@ def test_runs_starting_together_never_race_on_a_pool_s_first_limit(pg_dsn: str, 
             except BaseException as exc:  # collected and asserted below
                 errors.append(exc)
 
-        threads = [threading.Thread(target=first_claim) for _ in range(8)]
+        threads = [threading.Thread(target=first_claim, daemon=True) for _ in range(8)]
         for t in threads:
             t.start()
         for t in threads:
