@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 import numpy as np
 
-from common import DATASETS, OUT, Timer, cpu_s, dense_recall, peak_rss_mb, rss_mb, write
+from common import DATASETS, OUT, Timer, cpu_s, dense_recall, onnx_mean_pooled, peak_rss_mb, rss_mb, write
 
 BATCH = int(os.environ.get("BATCH", "32"))
 MAX_LEN = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
@@ -42,20 +42,7 @@ class OnnxMiniLM:
         self.output = next(o.name for o in self.sess.get_outputs() if len(o.shape) == 3)
 
     def _run(self, texts):
-        encs = self.tok.encode_batch(texts)
-        n = max(len(e.ids) for e in encs)
-        ids = np.zeros((len(encs), n), np.int64)
-        mask = np.zeros((len(encs), n), np.int64)
-        for i, e in enumerate(encs):
-            ids[i, : len(e.ids)] = e.ids
-            mask[i, : len(e.ids)] = 1
-        feed = {"input_ids": ids, "attention_mask": mask}
-        if "token_type_ids" in self.inputs:
-            feed["token_type_ids"] = np.zeros_like(ids)
-        h = self.sess.run([self.output], feed)[0]
-        m = mask[..., None].astype(np.float32)
-        v = (h * m).sum(1) / np.maximum(m.sum(1), 1e-9)
-        return v / np.linalg.norm(v, axis=1, keepdims=True)
+        return onnx_mean_pooled(self.sess, self.output, self.tok.encode_batch(texts), "token_type_ids" in self.inputs)
 
     def encode(self, texts, kind):
         # length-sorted batches keep padding small

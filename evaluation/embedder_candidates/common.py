@@ -117,3 +117,21 @@ class Timer:
 def write(name: str, data: dict) -> None:
     (OUT / f"{name}.json").write_text(json.dumps(data, indent=1))
     print(json.dumps(data, indent=1))
+
+
+def onnx_mean_pooled(sess, output: str, encodings, wants_types: bool) -> np.ndarray:
+    """Run a BERT-style ONNX graph on tokenizer ``encodings`` (padded here to the batch's longest) and
+    mean-pool ``output`` (batch, sequence, hidden) over the attention mask -> float32 unit vectors."""
+    width = max(len(e.ids) for e in encodings)
+    ids = np.zeros((len(encodings), width), np.int64)
+    mask = np.zeros((len(encodings), width), np.int64)
+    for i, e in enumerate(encodings):
+        ids[i, : len(e.ids)] = e.ids
+        mask[i, : len(e.ids)] = 1
+    feed = {"input_ids": ids, "attention_mask": mask}
+    if wants_types:
+        feed["token_type_ids"] = np.zeros_like(ids)
+    hidden = sess.run([output], feed)[0]
+    m = mask[..., None].astype(np.float32)
+    v = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
+    return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)

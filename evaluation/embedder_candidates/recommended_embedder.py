@@ -11,9 +11,13 @@ usage: recommended_embedder.py   (runs a paraphrase sanity check)
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).parent))
+from common import onnx_mean_pooled  # noqa: E402
 
 
 class MiniLMEmbedder:
@@ -44,20 +48,7 @@ class MiniLMEmbedder:
         self.batch_size = batch_size
 
     def _batch(self, texts: list[str]) -> np.ndarray:
-        encs = self.tok.encode_batch(texts)
-        width = max(len(e.ids) for e in encs)
-        ids = np.zeros((len(encs), width), np.int64)
-        mask = np.zeros((len(encs), width), np.int64)
-        for i, e in enumerate(encs):
-            ids[i, : len(e.ids)] = e.ids
-            mask[i, : len(e.ids)] = 1
-        feed = {"input_ids": ids, "attention_mask": mask}
-        if self.wants_types:
-            feed["token_type_ids"] = np.zeros_like(ids)
-        hidden = self.sess.run(["last_hidden_state"], feed)[0]
-        m = mask[..., None].astype(np.float32)
-        v = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
-        return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+        return onnx_mean_pooled(self.sess, "last_hidden_state", self.tok.encode_batch(texts), self.wants_types)
 
     def embed(self, texts: list[str]) -> list[np.ndarray]:
         """Texts -> float32 unit vectors (384,), in input order; length-sorted batches keep padding small."""

