@@ -133,16 +133,32 @@ class LLMSettings(BaseModel):
 
 
 class EmbeddingSettings(BaseModel):
-    """Embedding model: a litellm model name, or ``hashing-sha256`` for the deterministic embedder;
-    ``dim`` its width, ``batch_size`` texts per call, ``deadline_s`` the wall-clock seconds one batch
-    (with its retries) may take before :class:`~pgrag_dag.errors.ModelError`."""
+    """Embedding model (§3.5, issue 12).
 
-    model: str = "hashing-sha256"
+    ``model``: ``local/all-MiniLM-L6-v2`` (the default: real weights installed with the package, run
+    in-process, no network), any litellm embedding model (``openai/text-embedding-3-small``, …), or
+    ``hashing-sha256`` (the deterministic feature-hashing embedder: tests and large benchmarks only —
+    it is far below BM25 on retrieval). ``dim`` its width, ``batch_size`` texts per request (windows
+    per forward pass for a local model), ``deadline_s`` the wall-clock seconds one litellm batch (with its
+    retries) may take before :class:`~pgrag_dag.errors.ModelError`, ``threads`` the local model's
+    intra-op threads (0: one per core).
+
+    Asymmetric models: ``query_prefix``/``passage_prefix`` are prepended to query/passage texts, and
+    ``query_input_type``/``passage_input_type`` sent as the provider's ``input_type``; unset (``None``)
+    takes the model's known convention (:func:`pgrag_dag.embedding.convention_for`), ``""`` turns it off.
+    """
+
+    model: str = "local/all-MiniLM-L6-v2"
     dim: int = Field(default=384, ge=1, le=16000)
     api_base: str | None = None
     api_key: str | None = None
     batch_size: int = Field(default=64, ge=1)
     deadline_s: float = Field(default=120.0, gt=0)
+    threads: int = Field(default=0, ge=0)
+    query_prefix: str | None = None
+    passage_prefix: str | None = None
+    query_input_type: str | None = None
+    passage_input_type: str | None = None
 
 
 class ChunkingSettings(BaseModel):

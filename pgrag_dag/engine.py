@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 
 from pgrag_dag.config import Settings
-from pgrag_dag.embedding import Embedder, make_embedder
+from pgrag_dag.embedding import Embedder, configured_convention, make_embedder
 from pgrag_dag.llm import ModelClient
 from pgrag_dag.store import cache, db, schema
 
@@ -39,7 +39,8 @@ class Engine:
         """Create the realm's schema at the configured embedding width (idempotent, fails closed; no DDL
         when the realm is at the current schema version)."""
         with db.database_errors(self.dsn), self.connect(autocommit=True) as conn:
-            schema.init_realm(conn, realm, embedding_model=self.settings.embedding.model, dim=self.settings.embedding.dim)
+            schema.init_realm(conn, realm, embedding_model=self.settings.embedding.model, dim=self.settings.embedding.dim,
+                              convention=configured_convention(self.settings.embedding))
 
     def import_cassettes(self) -> int:
         """Load every configured cassette into the response cache; returns lines read."""
@@ -63,7 +64,7 @@ class Engine:
         return self.settings.resolve(self.settings.data_dir) / "spool"
 
     def embedder(self) -> Embedder:
-        """The realm's embedder (hashing or litellm), per the settings."""
+        """The realm's embedder (local, litellm or hashing), per the settings; created on first use."""
         if self._embedder is None:
             self._embedder = make_embedder(self.settings.embedding)
         return self._embedder

@@ -61,6 +61,7 @@ from pgrag_dag.query_param import (
     RelationChannel, check_mode,
 )
 from pgrag_dag.store import db, retrieval
+from pgrag_dag.store.schema import check_embedding
 from pgrag_dag.store import retrieval_channels as channels
 
 logger = logging.getLogger(__name__)
@@ -217,11 +218,7 @@ def _check_scope(conn: psycopg.Connection, realm: str, space: str, embedder: Emb
     registered, space_found = retrieval.read_scope(conn, realm, space)
     if registered is None:
         raise QueryError(f"realm {realm!r} does not exist (it has never been indexed)")
-    if registered != (embedder.model, embedder.dim):
-        raise SchemaMismatchError(
-            f"realm {realm!r} embedding", f"{registered[0]} ({registered[1]})", f"{embedder.model} ({embedder.dim})",
-            "query with the embedding model the realm was indexed with",
-        )
+    check_embedding(realm, registered, (embedder.model, embedder.dim, embedder.convention))
     if not space_found:
         raise QueryError(f"space {space!r} does not exist in realm {realm!r} (nothing was indexed into it)")
 
@@ -229,7 +226,7 @@ def _check_scope(conn: psycopg.Connection, realm: str, space: str, embedder: Emb
 def _embed_all(embedder: Embedder, texts: list[str]) -> dict[str, np.ndarray]:
     unique = list(dict.fromkeys(texts))
     out: dict[str, np.ndarray] = {}
-    for text, raw in zip(unique, embedder.embed(unique)):
+    for text, raw in zip(unique, embedder.embed(unique, "query")):
         vec = np.asarray(raw, dtype=np.float32)
         if vec.shape != (embedder.dim,):
             raise SchemaMismatchError(f"embedding model {embedder.model}", embedder.dim, int(vec.shape[0]))

@@ -19,6 +19,11 @@ from pgrag_dag.store import db, schema
 
 _counter = itertools.count()
 
+# Tests embed with the deterministic hashing embedder (fast, identical in every process) unless a test is
+# about the local model: those remove this variable (monkeypatch.delenv) or configure the model explicitly.
+# Subprocesses (the CLI, Dagster runs) inherit it. The environment overrides pgrag.yaml, not keyword arguments.
+os.environ["PGRAG_EMBEDDING__MODEL"] = "hashing-sha256"
+
 
 @pytest.fixture(scope="session")
 def pg_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:

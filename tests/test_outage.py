@@ -25,7 +25,7 @@ from psycopg.conninfo import make_conninfo
 from pgrag_dag import names
 from pgrag_dag.communities import write_reports
 from pgrag_dag.config import EmbeddingSettings, ExtractionSettings, LLMSettings
-from pgrag_dag.embedding import HashingEmbedder, make_embedder
+from pgrag_dag.embedding import SYMMETRIC, HashingEmbedder, InputKind, make_embedder
 from pgrag_dag.errors import DatabaseError, ModelError, PgragError
 from pgrag_dag.extraction import extract_chunks
 from pgrag_dag.llm import ModelClient, cache_key, import_litellm
@@ -207,9 +207,10 @@ class SlowEmbedder:
 
     def __init__(self, seconds: float, before: Callable[[], None] | None = None) -> None:
         self.model, self.dim, self.seconds, self.before = EMBEDDING_MODEL, 384, seconds, before
+        self.convention = SYMMETRIC
         self._hashing = HashingEmbedder(384)
 
-    def embed(self, texts: list[str]) -> list[np.ndarray]:
+    def embed(self, texts: list[str], kind: InputKind = "passage") -> list[np.ndarray]:
         if self.before is not None:
             self.before()
         time.sleep(self.seconds)

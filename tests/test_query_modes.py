@@ -15,7 +15,7 @@ import pytest
 from psycopg import sql
 
 from pgrag_dag import assembly, keywords
-from pgrag_dag.embedding import HashingEmbedder
+from pgrag_dag.embedding import HashingEmbedder, InputKind
 from pgrag_dag.errors import ModelError, QueryError
 from pgrag_dag.llm import Completion
 from pgrag_dag.query import EVIDENCE, MODES, QueryParam, QueryResult, check_mode, query_data
@@ -280,9 +280,10 @@ class _SpyEmbedder(HashingEmbedder):
         super().__init__(384)
         self.seen: list[list[str]] = []
 
-    def embed(self, texts: list[str]) -> list[np.ndarray]:
+    def embed(self, texts: list[str], kind: InputKind = "passage") -> list[np.ndarray]:
         self.seen.append(list(texts))
-        return super().embed(texts)
+        assert kind == "query"
+        return super().embed(texts, kind)
 
 
 def test_lexical_keywords_split_named_things_from_themes() -> None:

@@ -186,10 +186,18 @@ def fetch(
         return cur.fetchall()
 
 
-def read_scope(conn: psycopg.Connection, realm: str, space: str) -> tuple[tuple[str, int] | None, bool]:
+_IDENTITY: LiteralString = """SELECT r.embedding_model, r.embedding_dim,
+       COALESCE(to_jsonb(r) ->> 'embedding_convention', 'symmetric')"""
+# (to_jsonb: a control schema from before the convention column reads as "symmetric", which it was)
+
+Identity = tuple[str, int, str]
+"""A realm's registered embedding: ``(embedding_model, embedding_dim, embedding_convention)``."""
+
+
+def read_scope(conn: psycopg.Connection, realm: str, space: str) -> tuple[Identity | None, bool]:
     """``(realm_embedding, space_exists)`` in one round trip (§3.5 check before a query).
 
-    ``realm_embedding`` is the realm's registered ``(embedding_model, embedding_dim)`` or ``None``;
+    ``realm_embedding`` is the realm's registered :data:`Identity` or ``None``;
     ``space_exists`` whether any chunk was ever indexed into ``space`` (``True`` for the wildcard
     ``"*"``). Call it outside a transaction: a realm that was never created is detected by the
     missing table, then answered by :func:`realm_embedding` and :func:`space_exists`.
@@ -197,23 +205,21 @@ def read_scope(conn: psycopg.Connection, realm: str, space: str) -> tuple[tuple[
     wildcard = validate_space(space, for_write=False) == WILDCARD_SPACE
     exists = sql.SQL("TRUE") if wildcard else sql.SQL(
         "EXISTS (SELECT 1 FROM {} WHERE space = %(space)s)").format(table(realm, "documents"))
-    query = sql.SQL("SELECT embedding_model, embedding_dim, {} FROM pgrag__control.realms WHERE realm = %(realm)s")
+    query = sql.SQL(_IDENTITY + ", {} FROM pgrag__control.realms AS r WHERE realm = %(realm)s")
     try:
         row = conn.execute(query.format(exists), {"realm": realm, "space": space}).fetchone()
     except psycopg.errors.UndefinedTable:
         registered = realm_embedding(conn, realm)
         return registered, registered is not None and (wildcard or space_exists(conn, realm, space))
-    return (None, False) if row is None else ((str(row[0]), int(row[1])), bool(row[2]))
+    return (None, False) if row is None else ((str(row[0]), int(row[1]), str(row[2])), bool(row[3]))
 
 
-def realm_embedding(conn: psycopg.Connection, realm: str) -> tuple[str, int] | None:
-    """The realm's registered ``(embedding_model, embedding_dim)``, or ``None`` if it is not registered."""
+def realm_embedding(conn: psycopg.Connection, realm: str) -> Identity | None:
+    """The realm's registered :data:`Identity`, or ``None`` if it is not registered."""
     if conn.execute("SELECT to_regclass('pgrag__control.realms')").fetchone() == (None,):
         return None  # a database nothing was ever indexed into
-    row = conn.execute(
-        "SELECT embedding_model, embedding_dim FROM pgrag__control.realms WHERE realm = %s", (realm,)
-    ).fetchone()
-    return None if row is None else (str(row[0]), int(row[1]))
+    row = conn.execute(_IDENTITY + " FROM pgrag__control.realms AS r WHERE realm = %s", (realm,)).fetchone()
+    return None if row is None else (str(row[0]), int(row[1]), str(row[2]))
 
 
 def space_exists(conn: psycopg.Connection, realm: str, space: str) -> bool:

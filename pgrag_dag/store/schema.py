@@ -22,7 +22,8 @@ wait on each other.
 Realm schema ``pgrag_<realm>`` tables (every one carries ``space``):
 
 - ``documents``  chunk vertices: doc_key, chunk_index, title, source, doc_order, text, content_hash,
-  metadata, embedding vector(d)
+  metadata, full-text ``search_tsv`` = ``to_tsvector('english', title || ' ' || text)`` (GIN index
+  ``documents_fts_tsv``), embedding vector(d)
 - ``raw_extractions``  staging: model text and parsed JSON per (chunk, pass)
 - ``gate_decisions``   staging: every extracted entity/triple, accepted or rejected with its gate
 - ``resolution_rejections``  staging: triples refused only after resolution (self-loops)
@@ -52,7 +53,7 @@ from pgrag_dag.errors import DatabaseError, SchemaMismatchError
 from pgrag_dag.names import schema_for
 
 CONTROL_SCHEMA = "pgrag__control"
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 """The realm schema's DDL version, recorded per realm in ``pgrag__control.realms.schema_version``."""
 _LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
 
@@ -66,6 +67,7 @@ CREATE TABLE IF NOT EXISTS pgrag__control.realms (
     created_at timestamptz NOT NULL DEFAULT now()
 );
 ALTER TABLE pgrag__control.realms ADD COLUMN IF NOT EXISTS schema_version integer NOT NULL DEFAULT 0;
+ALTER TABLE pgrag__control.realms ADD COLUMN IF NOT EXISTS embedding_convention text NOT NULL DEFAULT 'symmetric';
 CREATE TABLE IF NOT EXISTS pgrag__control.llm_cache (
     key text PRIMARY KEY,
     prompt_key text NOT NULL,
@@ -100,6 +102,9 @@ CREATE TABLE IF NOT EXISTS {s}.documents (
     t_created timestamptz NOT NULL DEFAULT now(),
     UNIQUE (space, doc_key, chunk_index)
 );
+ALTER TABLE {s}.documents ADD COLUMN IF NOT EXISTS search_tsv tsvector
+    GENERATED ALWAYS AS (to_tsvector('english', title || ' ' || text)) STORED;
+CREATE INDEX IF NOT EXISTS documents_fts_tsv ON {s}.documents USING gin (search_tsv) WITH (fastupdate = off);
 CREATE TABLE IF NOT EXISTS {s}.raw_extractions (
     id bigserial PRIMARY KEY,
     space text NOT NULL,
@@ -318,7 +323,7 @@ _CONTROL_PRESENT = """
 SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector')
    AND to_regclass('pgrag__control.llm_cache') IS NOT NULL
    AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('pgrag__control.realms')
-                                            AND attname = 'schema_version' AND NOT attisdropped)
+                                            AND attname = 'embedding_convention' AND NOT attisdropped)
 """
 
 
@@ -345,35 +350,38 @@ def init_control(conn: psycopg.Connection) -> None:
     register_vector(conn)
 
 
-def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, dim: int) -> bool:
-    """Create realm ``realm``'s schema and tables at width ``dim`` and register its embedding model.
+def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, dim: int,
+               convention: str = "symmetric") -> bool:
+    """Create realm ``realm``'s schema and tables at width ``dim`` and register its embedding model and
+    its query/passage ``convention`` (:attr:`pgrag_dag.embedding.Convention.name`).
 
     Idempotent; two processes may run it at once. When the realm is registered at the current
     :data:`SCHEMA_VERSION` with this model this only reads the registry and the catalog (returns
     ``False``); otherwise it runs the DDL under the advisory lock and records the version (``True``).
 
-    Raises :class:`SchemaMismatchError` when the realm is registered under another model or width, or
-    an embedding column is missing or has another width.
+    Raises :class:`SchemaMismatchError` when the realm is registered under another model, width or
+    convention (``pgrag reembed`` switches a realm deliberately), or an embedding column is missing or
+    has another width.
     """
     if not isinstance(dim, int) or not 1 <= dim <= 16000:
         raise SchemaMismatchError("embedding width", "1..16000", dim)
     init_control(conn)
     with conn.transaction():
-        if _realm_current(conn, realm, embedding_model, dim):
+        if _realm_current(conn, realm, embedding_model, dim, convention):
             verify_embedding_columns(conn, realm, dim)
             return False
     schema = schema_for(realm)
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
-        if _realm_current(conn, realm, embedding_model, dim):  # another process built it while we waited
+        if _realm_current(conn, realm, embedding_model, dim, convention):  # another process built it while we waited
             return False
         row = conn.execute(
             "SELECT embedding_model, embedding_dim FROM pgrag__control.realms WHERE realm = %s", (realm,)
         ).fetchone()
         if row is None:
             conn.execute(
-                "INSERT INTO pgrag__control.realms (realm, embedding_model, embedding_dim) VALUES (%s, %s, %s)",
-                (realm, embedding_model, dim),
+                """INSERT INTO pgrag__control.realms (realm, embedding_model, embedding_dim, embedding_convention)
+                   VALUES (%s, %s, %s, %s)""", (realm, embedding_model, dim, convention),
             )
         vector_type = sql.SQL("vector({})").format(sql.Literal(dim))
         for stmt in _statements(_REALM_DDL):
@@ -386,23 +394,35 @@ def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, di
     return True
 
 
-def _realm_current(conn: psycopg.Connection, realm: str, embedding_model: str, dim: int) -> bool:
+def _realm_current(conn: psycopg.Connection, realm: str, embedding_model: str, dim: int, convention: str) -> bool:
     """Whether ``realm`` is registered at :data:`SCHEMA_VERSION` (or later) with its schema present.
 
-    Raises :class:`SchemaMismatchError` when it is registered under another model or width.
+    Raises :class:`SchemaMismatchError` when it is registered under another model, width or convention.
     """
     row = conn.execute(
-        """SELECT embedding_model, embedding_dim, schema_version, to_regclass(%s) IS NOT NULL
+        """SELECT embedding_model, embedding_dim, embedding_convention, schema_version, to_regclass(%s) IS NOT NULL
              FROM pgrag__control.realms WHERE realm = %s""",
         (f"{schema_for(realm)}.stage_pending", realm)).fetchone()
     if row is None:
         return False
-    if (row[0], row[1]) != (embedding_model, dim):
+    check_embedding(realm, (row[0], row[1], row[2]), (embedding_model, dim, convention))
+    return row[3] >= SCHEMA_VERSION and row[4]
+
+
+def describe_embedding(identity: tuple[str, int, str]) -> str:
+    """``model (dim)``, with the convention when it is not symmetric."""
+    model, dim, convention = identity
+    return f"{model} ({dim})" + ("" if convention == "symmetric" else f" {convention}")
+
+
+def check_embedding(realm: str, registered: tuple[str, int, str], configured: tuple[str, int, str]) -> None:
+    """Raise :class:`SchemaMismatchError` unless the configured ``(model, dim, convention)`` is the one
+    the realm is registered with (§3.5); the message names both and the command that switches."""
+    if registered != configured:
         raise SchemaMismatchError(
-            f"realm {realm!r} embedding", f"{row[0]} ({row[1]})", f"{embedding_model} ({dim})",
-            "a realm keeps the embedding model it was created with; use a new realm for another model",
+            f"realm {realm!r} embedding", describe_embedding(registered), describe_embedding(configured),
+            f"configure the realm's model again, or switch every vector deliberately: pgrag reembed {realm}",
         )
-    return row[2] >= SCHEMA_VERSION and row[3]
 
 
 def verify_embedding_columns(conn: psycopg.Connection, realm: str, dim: int) -> None:

@@ -13,9 +13,9 @@ from psycopg import sql
 
 from pgrag_dag.store.schema import qualified as _t
 
-# The text each table embeds, as a SQL expression over the row.
+# The text each table embeds, as a SQL expression over the row: a chunk carries its document's title (issue 12).
 EMBED_TEXT = {
-    "documents": sql.SQL("text"),
+    "documents": sql.SQL("CASE WHEN title = '' THEN text ELSE title || E'\\n' || text END"),
     "entities": sql.SQL("name || ': ' || description"),
     "relations": sql.SQL("rendered"),
     "communities": sql.SQL("report"),
