@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -119,3 +120,53 @@ def test_the_disney_filings_supersede_by_fiscal_year_and_answer_as_of_a_date(pg_
     assert cfos("2005") == {"Thomas O. Staggs"}
     assert cfos("2012") == {"James A. Rasulo"}
     assert cfos("2016") == {"James A. Rasulo", "Christine M. McCarthy"}  # no filing states when Rasulo's tenure ended
+
+
+# The entities a reader of the Wikipedia articles would call relevant to "Who translated Menabrea's paper?"
+# (the paper, its author, the journal it appeared in, who commissioned and made the translation, what it became).
+MENABREA_RELEVANT = {
+    "Menabrea's article on the Analytical Engine", "Luigi Menabrea", "Luigi Federico Menabrea", "Charles Wheatstone",
+    "Bibliothèque universelle de Genève", "Sketch of the Analytical Engine", "Ada Lovelace", "Turin talks", "Notes",
+    "Analytical Engine", "Taylor's Scientific Memoirs",
+}
+DISNEY_CFOS = {"Thomas O. Staggs", "James A. Rasulo", "Christine M. McCarthy"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model", ["local/all-MiniLM-L6-v2", "hashing-sha256"])
+def test_the_demo_queries_find_relevant_entities_first_with_the_local_model(
+        pg_dsn: str, model: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 12's "done when": with the local model, the demo's Menabrea and CFO questions seed on relevant
+    entities; the hashing embedder (the old default) does not — which is why it is no longer the default."""
+    from pgrag_dag.assets.demo import CFO_QUESTION
+    from pgrag_dag.config import EmbeddingSettings
+    from pgrag_dag.query import QueryParam, query_data
+
+    monkeypatch.delenv("PGRAG_EMBEDDING__MODEL")
+    base = load_settings(ROOT / "pgrag.yaml")
+    assert base.embedding.model == "local/all-MiniLM-L6-v2"  # the demo's configuration uses the local model
+    tag = f"t{os.getpid()}_{model.split('/')[0].split('-')[0]}"
+    realms = {f"{tag}_wiki": RealmSpec(spaces={"demo": base.space_spec("wiki", "demo")}),
+              f"{tag}_tenk": RealmSpec(spaces={"disney": base.space_spec("tenk", "disney")})}
+    settings = load_settings(ROOT / "pgrag.yaml", database_url=pg_dsn, realms=realms,
+                             embedding=EmbeddingSettings(model=model, dim=384))
+    engine = Engine.from_settings(settings)
+    try:
+        engine.import_cassettes()
+        index_documents(engine, f"{tag}_wiki", "demo")
+        index_documents(engine, f"{tag}_tenk", "disney", communities=False)
+        assert engine.usage()["model_calls"] == 0
+
+        def top(realm: str, space: str, question: str, n: int) -> list[str]:
+            res = query_data(question, QueryParam(space=space), dsn=engine.dsn, realm=realm, embedder=engine.embedder())
+            return [e["name"] for e in res.entities[:n]]
+
+        menabrea = top(f"{tag}_wiki", "demo", "Who translated Menabrea's paper?", 4)
+        cfo = top(f"{tag}_tenk", "disney", CFO_QUESTION, 5)  # the demo's own question
+        relevant = set(menabrea) <= MENABREA_RELEVANT and DISNEY_CFOS <= set(cfo)
+        assert relevant is (model != "hashing-sha256"), (model, menabrea, cfo)
+    finally:
+        with engine.connect(autocommit=True) as conn:
+            for name in realms:
+                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema_for(name))))
+                conn.execute("DELETE FROM pgrag__control.realms WHERE realm = %s", (name,))

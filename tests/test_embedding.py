@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -13,8 +14,12 @@ import numpy as np
 import pytest
 
 from pgrag_dag.config import EmbeddingSettings
-from pgrag_dag.embedding import HASHING_MODEL, HashingEmbedder, LiteLLMEmbedder, make_embedder
-from pgrag_dag.errors import SchemaMismatchError
+from pgrag_dag import embedding
+from pgrag_dag.embedding import (
+    HASHING_MODEL, LOCAL_MODEL, SYMMETRIC, HashingEmbedder, LiteLLMEmbedder, LocalEmbedder, configured_convention,
+    convention_for, make_embedder,
+)
+from pgrag_dag.errors import ModelError, SchemaMismatchError
 from pgrag_dag.stub_server import StubServer
 
 TEXTS = ["Ada Lovelace wrote the first published algorithm.", "Charles Babbage", "Ampère’s force law", "", "!!!"]
@@ -89,3 +94,109 @@ def test_litellm_embedder_raises_schema_mismatch_when_the_width_differs(stub_llm
         LiteLLMEmbedder(settings, deadline_s=10).embed(["Charles Babbage"])
     assert (info.value.expected, info.value.found) == (256, 384)
     assert "stub-emb" in info.value.table
+
+
+# -- query/passage conventions (issue 12) -------------------------------------------------------------
+
+
+def test_known_conventions_by_model_name_and_their_overrides() -> None:
+    def name(model: str, **kw: str) -> str:
+        return convention_for(EmbeddingSettings(model=model, dim=8, **kw)).name
+
+    assert name("openai/text-embedding-3-small") == SYMMETRIC
+    assert name("cohere/embed-english-v3.0") == "input_type(query='search_query', passage='search_document')"
+    assert name("voyage/voyage-3") == "input_type(query='query', passage='document')"
+    assert name("ollama/nomic-embed-text") == "prefix(query='search_query: ', passage='search_document: ')"
+    assert name("huggingface/intfloat/multilingual-e5-small") == "prefix(query='query: ', passage='passage: ')"
+    # configuration wins field by field; "" turns a known field off
+    assert name("huggingface/intfloat/e5-base", passage_prefix="") == "prefix(query='query: ', passage='')"
+    assert name("cohere/embed-english-v3.0", query_input_type="", passage_input_type="") == SYMMETRIC
+    assert name("openai/my-e5", query_prefix="q: ", passage_prefix="p: ") == "prefix(query='q: ', passage='p: ')"
+    # the hashing and local models are symmetric whatever is configured for litellm models
+    assert configured_convention(EmbeddingSettings(model=HASHING_MODEL, dim=8, query_prefix="q: ")) == SYMMETRIC
+
+
+@pytest.mark.live
+def test_litellm_embedder_sends_the_query_and_passage_prefixes(stub_llm: StubServer) -> None:
+    settings = EmbeddingSettings(model="openai/stub-emb", dim=384, api_base=stub_llm.base_url, api_key="x",
+                                 query_prefix="query: ", passage_prefix="passage: ")
+    embedder = LiteLLMEmbedder(settings, deadline_s=10)
+    assert embedder.convention == "prefix(query='query: ', passage='passage: ')"
+    passage, = embedder.embed(["Charles Babbage"])
+    query, = embedder.embed(["Charles Babbage"], "query")
+    inputs = [r["body"]["input"] for r in stub_llm.requests if r["path"].endswith("/embeddings")]
+    assert inputs == [["passage: Charles Babbage"], ["query: Charles Babbage"]]
+    assert np.array_equal(query, HashingEmbedder(384).embed_one("query: Charles Babbage"))
+    assert not np.array_equal(query, passage)
+
+
+@pytest.mark.live
+def test_litellm_embedder_sends_the_providers_input_type_per_kind(stub_llm: StubServer) -> None:
+    settings = EmbeddingSettings(model="openai/stub-emb", dim=384, api_base=stub_llm.base_url, api_key="x",
+                                 query_input_type="search_query", passage_input_type="search_document")
+    embedder = LiteLLMEmbedder(settings, deadline_s=10)
+    embedder.embed(["Ada"], "query")
+    embedder.embed(["Ada"])
+    bodies = [r["body"] for r in stub_llm.requests if r["path"].endswith("/embeddings")]
+    assert [(b["input"], b.get("input_type")) for b in bodies] == [(["Ada"], "search_query"), (["Ada"], "search_document")]
+
+
+# -- the local model (issue 12) ---------------------------------------------------------------------
+
+LOCAL = EmbeddingSettings(model=LOCAL_MODEL, dim=384)
+
+
+@pytest.fixture(scope="module")
+def local() -> LocalEmbedder:
+    return LocalEmbedder(LOCAL)
+
+
+@pytest.mark.slow
+def test_the_local_model_ranks_a_paraphrase_above_an_unrelated_sentence(local: LocalEmbedder) -> None:
+    texts = ["Who translated Menabrea's paper on the Analytical Engine?",
+             "Ada Lovelace rendered the Italian engineer's article about Babbage's calculating machine into English.",
+             "The Uniform Penny Post was introduced in Britain in 1840."]
+    query, paraphrase, unrelated = local.embed(texts, "query")
+    for v in (query, paraphrase, unrelated):
+        assert v.shape == (384,) and v.dtype == np.float32 and abs(float(np.linalg.norm(v)) - 1) < 1e-5
+    assert float(query @ paraphrase) > float(query @ unrelated) + 0.3
+    # the hashing embedder, sharing no word with the paraphrase, ranks the unrelated sentence above it
+    hq, hp, hu = HashingEmbedder(384).embed(texts)
+    assert float(hq @ hp) < float(hq @ hu)
+
+
+def test_local_vectors_do_not_depend_on_batching_or_order(local: LocalEmbedder) -> None:
+    together = local.embed(TEXTS + [TEXTS[0] * 40])
+    alone = [local.embed([t])[0] for t in TEXTS + [TEXTS[0] * 40]]
+    reversed_ = local.embed((TEXTS + [TEXTS[0] * 40])[::-1])[::-1]
+    for a, b, c in zip(together, alone, reversed_):
+        assert float(a @ b) > 0.9999 and float(a @ c) > 0.9999
+    assert local.embed([]) == []
+
+
+def test_a_text_longer_than_the_window_is_embedded_whole(local: LocalEmbedder) -> None:
+    """Past 256 word pieces the rest of the text still counts (windows are averaged, not truncated)."""
+    head = "Charles Babbage designed the Difference Engine and the Analytical Engine in London. " * 30
+    tail = "The recipe calls for two cups of flour, sugar, butter and a pinch of salt, baked for an hour. " * 12
+    whole, head_only, tail_only = local.embed([head + tail, head, tail])
+    assert float(whole @ tail_only) > float(head_only @ tail_only) + 0.1
+    assert float(whole @ head_only) > 0.7
+
+
+def test_the_local_model_refuses_files_that_are_not_the_recorded_ones(monkeypatch: pytest.MonkeyPatch) -> None:
+    files = embedding._LOCAL_MODELS[LOCAL_MODEL]
+    monkeypatch.setitem(embedding._LOCAL_MODELS, LOCAL_MODEL, dataclasses.replace(files, tokenizer_sha256="0" * 64))
+    with pytest.raises(ModelError, match=r"tokenizer\.json has SHA-256 be50c362.*expected 0000"):
+        LocalEmbedder(LOCAL)
+    monkeypatch.setitem(embedding._LOCAL_MODELS, LOCAL_MODEL, dataclasses.replace(files, onnx_package="no_such_wheel"))
+    with pytest.raises(ModelError, match="package 'no_such_wheel' is not installed"):
+        LocalEmbedder(LOCAL)
+
+
+def test_the_local_model_refuses_another_width_and_unknown_names() -> None:
+    with pytest.raises(SchemaMismatchError, match=r"embedding\.dim\): expected 384, found 768"):
+        make_embedder(EmbeddingSettings(model=LOCAL_MODEL, dim=768))
+    with pytest.raises(ModelError, match="unknown local embedding model 'local/bge-small'"):
+        make_embedder(EmbeddingSettings(model="local/bge-small", dim=384))
+    assert isinstance(make_embedder(LOCAL), LocalEmbedder)
+    assert EmbeddingSettings().model == LOCAL_MODEL  # the default is the local model, not the hashing embedder
