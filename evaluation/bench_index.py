@@ -389,7 +389,7 @@ def bench_demo(dsn: str, args: argparse.Namespace) -> dict[str, Any] | None:
         print(f"(a) demo corpus skipped: the cassette {DEMO_CASSETTE.relative_to(REPO)} does not exist yet "
               "(record it with corpus/record_cassette.py)")
         return None
-    from pgrag_dag.config import load_settings
+    from pgrag_dag.config import EmbeddingSettings, load_settings
     from pgrag_dag.engine import Engine
 
     base = load_settings(database_url=dsn)  # the project's pgrag.yaml: chunking, extraction, realm wiki
@@ -402,6 +402,9 @@ def bench_demo(dsn: str, args: argparse.Namespace) -> dict[str, Any] | None:
     settings = base.model_copy(update={
         "realms": {DEMO_REALM: base.realms["wiki"]}, "cassettes": [DEMO_CASSETTE],
         "llm": base.llm.model_copy(update={"models": ["replay"]}),
+        # the write path with the hashing embedder, comparable across runs (the local model's throughput is
+        # measured by evaluation/bench_recall.py)
+        "embedding": EmbeddingSettings(model="hashing-sha256", dim=384),
     })
     runs, imported = [], 0
     for i in range(args.repeat):
@@ -444,7 +447,8 @@ def bench_wiki2(dsn: str, args: argparse.Namespace) -> dict[str, Any]:
             llm_extra = {"api_base": stub.base_url, "api_key": "none", "max_retries": 0, "deadline_s": 30}
         settings = load_settings(
             database_url=dsn, config_dir=tmpdir, data_dir=tmpdir / ".pgrag", cassettes=[],
-            llm=LLMSettings(models=models, **llm_extra), embedding=EmbeddingSettings(), chunking=ChunkingSettings(),
+            llm=LLMSettings(models=models, **llm_extra), embedding=EmbeddingSettings(model="hashing-sha256", dim=384),
+            chunking=ChunkingSettings(),
             extraction=ExtractionSettings(gleaning_passes=0), gates=GateSettings(), communities=CommunitySettings(),
             realms={WIKI2_REALM: RealmSpec(spaces={WIKI2_SPACE: SpaceSpec(sources=[SourceSpec(path=tmpdir, glob="*.txt")])})},
         )
