@@ -388,7 +388,7 @@ def stage_embeddings(engine: Engine, realm: str, space: str) -> StageResult:
         audit = vectors.audit(conn, realm, space, engine.settings.embedding.dim).filter(pl.col("table") != "communities")
         contracts.validate(contracts.EmbeddingContract, audit)
     return StageResult("embeddings", {
-        **counts, "vectors": audit.height, "model": embedder.model, "dim": embedder.dim,
+        **counts, "vectors": audit.height, "model": embedder.model, "dim": embedder.dim, "convention": embedder.convention,
         "seconds": round(time.perf_counter() - t0, 3),
     }, frame_hash(audit.select("table", "row_id", "embed_hash")), audit.height)
 
