@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from pgrag_dag.config import Settings
-from pgrag_dag.embedding import configured_convention
+from pgrag_dag.embedding import Embedder, configured_convention
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import ConfigurationError, ModelError, SchemaMismatchError
 from pgrag_dag.names import validate_realm
@@ -87,6 +87,10 @@ def reembed_realm(engine: Engine, realm: str, *, force: bool = False, progress: 
                               "to": schema.describe_embedding(configured)}
     if registered == configured and not force:
         return result
+    embedder = engine.embedder()  # a local model loads here, before any lock is taken
+    if (embedder.model, embedder.dim, embedder.convention) != configured:
+        raise SchemaMismatchError("embedder", schema.describe_embedding(configured),
+                                  schema.describe_embedding((embedder.model, embedder.dim, embedder.convention)))
     declared = engine.settings.realms.get(realm)
     with db.database_errors(engine.dsn), engine.connect(autocommit=True) as conn:
         schema.init_control(conn)  # a control schema from before the convention column gains it
@@ -96,7 +100,7 @@ def reembed_realm(engine: Engine, realm: str, *, force: bool = False, progress: 
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 todo = {table: vectors.every_text(conn, realm, table) for table in schema.EMBEDDED_TABLES}
             t_embed = time.perf_counter()
-            by_text = _embed_distinct(engine, configured, [t for rows in todo.values() for _, t, _ in rows],
+            by_text = _embed_distinct(embedder, [t for rows in todo.values() for _, t, _ in rows],
                                       batch_size=batch_size or engine.settings.embedding.batch_size, progress=progress)
             embed_s = time.perf_counter() - t_embed
             with conn.transaction():
@@ -114,14 +118,12 @@ def reembed_realm(engine: Engine, realm: str, *, force: bool = False, progress: 
             "texts_per_s": round(len(by_text) / embed_s, 1) if embed_s > 0 else None}
 
 
-def _embed_distinct(engine: Engine, configured: Identity, texts: list[str], *, batch_size: int,
+def _embed_distinct(embedder: Embedder, texts: list[str], *, batch_size: int,
                     progress: Progress | None) -> dict[str, np.ndarray]:
     """Each distinct text of ``texts`` → its passage vector (float32, shape ``(dim,)``), embedded
-    ``batch_size`` at a time with ``progress(done, total)`` before the first batch and after each."""
-    embedder = engine.embedder()
-    if (embedder.model, embedder.dim, embedder.convention) != configured:
-        raise SchemaMismatchError("embedder", schema.describe_embedding(configured),
-                                  schema.describe_embedding((embedder.model, embedder.dim, embedder.convention)))
+    ``batch_size`` at a time with ``progress(done, total)`` before the first batch and after each.
+    Raises :class:`ModelError` / :class:`SchemaMismatchError` for a missing, non-finite or
+    wrong-width vector."""
     unique = list(dict.fromkeys(texts))
     out: dict[str, np.ndarray] = {}
     if progress:
