@@ -8,7 +8,7 @@ import logging
 from typing import Any
 
 from pgrag_dag.assets.runner import materialize_partition
-from pgrag_dag.config import load_settings
+from pgrag_dag.config import Settings, load_settings
 from pgrag_dag.engine import Engine
 from pgrag_dag.names import split_partition_key
 from pgrag_dag.store import db
@@ -68,6 +68,7 @@ def run_demo() -> None:
     engine = Engine.from_settings(settings)
     print(f"database: {db.redact(engine.dsn)}")
     print(f"cassettes: {engine.import_cassettes()} recorded responses loaded")
+    _switch_embedders(engine, settings)
     for partition in settings.partitions():
         metas = materialize_partition(settings, partition)
         logging.getLogger("pgrag_dag").setLevel(logging.WARNING)  # the run's managed loggers were at INFO
@@ -88,6 +89,19 @@ def run_demo() -> None:
                               client=engine.client())
             print("  answer (synthesised, replayed): " + answer.replace("\n", "\n  "))
     engine.close()
+
+
+def _switch_embedders(engine: Engine, settings: Settings) -> None:
+    """Re-embed each configured realm that an earlier demo in this data directory embedded with another
+    model (e.g. the hashing embedder, the default before issue 12), saying so in one line."""
+    from pgrag_dag.cli import reembed_progress
+    from pgrag_dag.reembed import reembed_if_switched, summary
+
+    for realm in settings.realms:
+        with reembed_progress(realm) as progress:
+            result = reembed_if_switched(engine, realm, echo=print, progress=progress)
+        if result is not None:
+            print(summary(result))
 
 
 def _shown(relations: list[dict[str, Any]], question: str) -> list[dict[str, Any]]:

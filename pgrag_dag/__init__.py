@@ -4,7 +4,7 @@ in :mod:`pgrag_dag.assets` and :mod:`pgrag_dag.resources`.
 
 Public surface::
 
-    from pgrag_dag import Engine, load_settings, index_documents, query_data, query, QueryParam
+    from pgrag_dag import Engine, load_settings, index_documents, query_data, query, QueryParam, reembed_realm
 """
 
 from pgrag_dag.config import Settings, load_settings
@@ -15,10 +15,11 @@ from pgrag_dag.errors import (
 )
 from pgrag_dag.pipeline import StageResult, delete_document, index_documents
 from pgrag_dag.query import QueryParam, QueryResult, query, query_data
+from pgrag_dag.reembed import reembed_realm
 
 __all__ = [
     "ConfigurationError", "ContractError", "DatabaseError", "Engine", "ExtractionError", "InvalidNameError",
     "ModelError", "PgragError", "QueryError", "QueryParam", "QueryResult", "ReplayMissError",
     "SchemaMismatchError", "Settings", "SourceError", "StageResult", "delete_document", "index_documents", "load_settings",
-    "query", "query_data",
+    "query", "query_data", "reembed_realm",
 ]

@@ -1,4 +1,4 @@
-"""pgrag command line: demo, index, query, lineage, ui, slots, cassette import/export, stop-db.
+"""pgrag command line: demo, index, query, reembed, lineage, ui, slots, cassette import/export, stop-db.
 
 Every command reads the settings from PGRAG_CONFIG (default ./pgrag.yaml) and PGRAG_ environment
 variables. Errors of the engine are printed as one line and exit with status 2.
@@ -10,6 +10,8 @@ import contextlib
 import json
 import logging
 import sys
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -115,6 +117,52 @@ def query(
             typer.echo(answer)
     except PgragError as exc:
         _fail(exc)
+
+
+@contextlib.contextmanager
+def reembed_progress(realm: str) -> Iterator[Callable[[int, int], None]]:
+    """A rich progress bar on stderr for :func:`pgrag_dag.reembed.reembed_realm` (texts embedded of
+    the total, texts/s), shown from the first call of the ``progress(done, total)`` callback it yields
+    (a command that embeds nothing prints nothing)."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+    bar = Progress(TextColumn(f"re-embedding {realm}"), BarColumn(), MofNCompleteColumn(), TextColumn("texts"),
+                   TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=Console(stderr=True))
+    task: TaskID | None = None
+    start = 0.0
+
+    def update(done: int, total: int) -> None:
+        nonlocal task, start
+        if task is None:
+            bar.start()
+            task, start = bar.add_task(realm, total=total, rate=""), time.monotonic()
+        rate = done / max(time.monotonic() - start, 1e-6)
+        bar.update(task, completed=done, rate=f"{rate:,.1f} texts/s" if done else "")
+
+    try:
+        yield update
+    finally:
+        if task is not None:
+            bar.stop()
+
+
+@app.command()
+def reembed(realm: Annotated[str, typer.Argument(help="the realm to switch to the configured embedder")],
+            force: Annotated[bool, typer.Option("--force", help="re-embed even when the realm is registered "
+                                                "under the configured embedder")] = False,
+            as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False) -> None:
+    """Re-embed every vector of a realm with the configured embedder (``embedding:`` in pgrag.yaml) and
+    rebuild its vector columns and HNSW indexes in place, in one transaction: on any failure nothing
+    changes. Stages of the realm wait meanwhile; queries wait only for the final write."""
+    from pgrag_dag.reembed import reembed_realm, summary
+
+    try:
+        with contextlib.closing(_engine()) as engine, reembed_progress(realm) as progress:
+            result = reembed_realm(engine, realm, force=force, progress=progress)
+    except PgragError as exc:
+        _fail(exc)
+    typer.echo(json.dumps(result, indent=2) if as_json else summary(result))
 
 
 @app.command()

@@ -100,3 +100,30 @@ def test_configured_retrieval_defaults_apply_unless_an_option_is_given(
     bad = runner.invoke(app, ask)
     assert bad.exit_code == 2 and "ConfigurationError" in bad.output and "unknown query mode 'fancy'" in bad.output
     assert len(bad.output.strip().splitlines()) == 1 and "retrieval:" in bad.output  # one line, naming the field
+
+
+def test_reembed_switches_a_realm_with_a_progress_bar_and_a_one_line_summary(cli_env: SmallCorpus, realm: str,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    assert runner.invoke(app, ["index", f"{realm}.main"]).exit_code == 0
+    monkeypatch.setenv("PGRAG_EMBEDDING__DIM", "64")
+    question = ["query", "Who worked with Charles Babbage?", "--realm", realm, "--space", "main", "--json"]
+    out = runner.invoke(app, question)
+    assert out.exit_code == 2 and "SchemaMismatchError" in out.output and f"pgrag reembed {realm}" in out.output
+    out = runner.invoke(app, ["reembed", realm])
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"realm {realm}: re-embedded ")
+    assert "from hashing-sha256 (384) to hashing-sha256 (64) in " in lines[0] and lines[0].endswith(" texts/s)")
+    assert f"re-embedding {realm}" in out.stderr and "texts/s" in out.stderr  # the progress bar
+    out = runner.invoke(app, ["reembed", realm, "--json"])
+    assert out.exit_code == 0 and json.loads(out.stdout)["reembedded"] is False
+    out = runner.invoke(app, ["reembed", realm, "--force", "--json"])
+    data = json.loads(out.stdout)
+    assert out.exit_code == 0 and data["reembedded"] is True and data["rows"]["documents"] == 3
+    assert runner.invoke(app, question).exit_code == 0
+
+
+def test_reembed_of_an_unknown_realm_exits_2_with_one_line(cli_env: SmallCorpus) -> None:
+    out = runner.invoke(app, ["reembed", "nosuchrealm"])
+    assert out.exit_code == 2 and out.output.count("\n") == 1
+    assert out.output.startswith("error: ConfigurationError: realm 'nosuchrealm' does not exist")

@@ -5,6 +5,7 @@
   (model calls included), so a second run of a partition waits for the first one's stage — at most
   ``operations.lock_wait_s`` seconds — and is then refused with :class:`PartitionBusyError` naming the
   holder. A killed holder's connection closes and PostgreSQL releases its lock at once.
+  :func:`stage_locks` holds those of several spaces at once (``pgrag reembed``: every space of a realm).
 - :func:`lock_partition`  the transaction-level advisory lock every write transaction of a partition
   takes first, so writes of different stages (and :func:`~pgrag_dag.pipeline.delete_document`) never
   interleave.
@@ -20,7 +21,7 @@ import hashlib
 import os
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import psycopg
 
@@ -69,17 +70,34 @@ def stage_lock(dsn: str, realm: str, space: str, stage: str, *, wait_s: float) -
         PartitionBusyError: another run still holds it after ``wait_s`` seconds.
         DatabaseError: the server is unreachable.
     """
+    with stage_locks(dsn, realm, [space], stage, wait_s=wait_s):
+        yield
+
+
+@contextlib.contextmanager
+def stage_locks(dsn: str, realm: str, spaces: Iterable[str], stage: str, *, wait_s: float) -> Iterator[None]:
+    """Hold the stage locks of every ``realm.<space>`` of ``spaces`` for the ``with`` block, as
+    :func:`stage_lock` does for one: on one connection, taken in sorted space order (two holders of
+    several never deadlock), waiting at most ``wait_s`` seconds in all (``pgrag reembed`` holds every
+    space of a realm this way, so no stage of the realm runs while its vectors are switched).
+
+    Raises:
+        PartitionBusyError: a space's lock is still held by another run after ``wait_s`` seconds (the
+            locks taken so far are released).
+        DatabaseError: the server is unreachable.
+    """
     conn = db.connect(dsn, autocommit=True, vector=False)
     try:
         label = f"pgrag {stage} pid {os.getpid()}@{socket.gethostname()}"
         conn.execute("SELECT set_config('application_name', %s, false)", (label[:63],))
-        key = _key("stage", realm, space)
         start = time.monotonic()
-        while not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:  # type: ignore[index]
-            waited = time.monotonic() - start
-            if waited >= wait_s:
-                raise PartitionBusyError(f"{realm}.{space}", holder(conn, key), round(waited, 1))
-            time.sleep(min(0.2, wait_s - waited))
+        for space in sorted(set(spaces)):
+            key = _key("stage", realm, space)
+            while not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:  # type: ignore[index]
+                waited = time.monotonic() - start
+                if waited >= wait_s:
+                    raise PartitionBusyError(f"{realm}.{space}", holder(conn, key), round(waited, 1))
+                time.sleep(min(0.2, wait_s - waited))
         yield
     finally:
-        conn.close()  # closing the session releases the lock
+        conn.close()  # closing the session releases the locks

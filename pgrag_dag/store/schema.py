@@ -17,7 +17,10 @@ its write transaction the partition's transaction-level advisory lock
 the order documents → raw_extractions → gate_decisions → resolution_rejections → entities →
 doc_mentions → relations → communities → community_members → community_children → stage_pending. Two
 spaces of one realm share tables but never rows (every key carries ``space``), so their writers do not
-wait on each other.
+wait on each other. ``pgrag reembed`` (:mod:`pgrag_dag.reembed`) takes the stage locks of every space of
+the realm (in sorted space order, held for the whole command), then in its one write transaction the
+schema lock (:func:`lock_ddl`), the partition locks of every space (sorted), the registry row and the
+four embedded tables (``ACCESS EXCLUSIVE``: queries of the realm wait for its commit).
 
 Realm schema ``pgrag_<realm>`` tables (every one carries ``space``):
 
@@ -327,6 +330,12 @@ SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector')
 """
 
 
+def lock_ddl(conn: psycopg.Connection) -> None:
+    """Take the schema lock (a transaction-level advisory lock) that serialises every DDL of pgrag —
+    control and realm initialisation, re-embedding — until the current transaction ends."""
+    conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+
+
 def init_control(conn: psycopg.Connection) -> None:
     """Create the pgvector extension and the control schema; idempotent and concurrency-safe.
 
@@ -339,7 +348,7 @@ def init_control(conn: psycopg.Connection) -> None:
         register_vector(conn)
         return
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+        lock_ddl(conn)
         try:
             for stmt in _statements(_CONTROL_DDL):
                 conn.execute(sql.SQL(stmt))  # type: ignore[arg-type]
@@ -372,7 +381,7 @@ def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, di
             return False
     schema = schema_for(realm)
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+        lock_ddl(conn)
         if _realm_current(conn, realm, embedding_model, dim, convention):  # another process built it while we waited
             return False
         row = conn.execute(
@@ -387,8 +396,7 @@ def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, di
         for stmt in _statements(_REALM_DDL):
             conn.execute(sql.SQL(stmt).format(s=sql.Identifier(schema), v=vector_type))  # type: ignore[arg-type]
         verify_embedding_columns(conn, realm, dim)
-        for stmt in _statements(_INDEX_DDL):
-            conn.execute(sql.SQL(stmt).format(s=sql.Identifier(schema)))  # type: ignore[arg-type]
+        create_embedding_indexes(conn, realm)
         conn.execute(sql.SQL(_LINEAGE_DDL).format(s=sql.Identifier(schema)))  # type: ignore[arg-type]
         conn.execute("UPDATE pgrag__control.realms SET schema_version = %s WHERE realm = %s", (SCHEMA_VERSION, realm))
     return True
@@ -442,6 +450,45 @@ def verify_embedding_columns(conn: psycopg.Connection, realm: str, dim: int) -> 
         expected = f"vector({dim})"
         if row is None or row[0] != expected:
             raise SchemaMismatchError(f"{schema}.{table}.embedding", expected, row[0] if row else None)
+
+
+def create_embedding_indexes(conn: psycopg.Connection, realm: str) -> None:
+    """Create the HNSW indexes (cosine distance, ``vector_cosine_ops``) ``<table>_embedding_hnsw`` of the
+    four :data:`EMBEDDED_TABLES` where they are missing (§3.5); run it only after
+    :func:`verify_embedding_columns`. Building one over ~170k vectors of width 384 takes minutes."""
+    for stmt in _statements(_INDEX_DDL):
+        conn.execute(sql.SQL(stmt).format(s=sql.Identifier(schema_for(realm))))  # type: ignore[arg-type]
+
+
+def retype_embeddings(conn: psycopg.Connection, realm: str, dim: int) -> None:
+    """In the caller's transaction: drop the realm's HNSW indexes and make every embedding column of
+    :data:`EMBEDDED_TABLES` ``vector(dim)``, every vector ``NULL`` (§3.5; ``pgrag reembed``). Takes
+    ``ACCESS EXCLUSIVE`` on the four tables and rewrites them; recreate the indexes with
+    :func:`create_embedding_indexes` after writing the new vectors (one bulk build each)."""
+    if not isinstance(dim, int) or not 1 <= dim <= 16000:
+        raise SchemaMismatchError("embedding width", "1..16000", dim)
+    schema = sql.Identifier(schema_for(realm))
+    for table in EMBEDDED_TABLES:
+        conn.execute(sql.SQL("DROP INDEX IF EXISTS {}.{}").format(schema, sql.Identifier(f"{table}_embedding_hnsw")))
+        conn.execute(sql.SQL("ALTER TABLE {}.{} ALTER COLUMN embedding TYPE vector({}) USING NULL").format(
+            schema, sql.Identifier(table), sql.Literal(dim)))
+
+
+def switch_registration(conn: psycopg.Connection, realm: str, *, registered: tuple[str, int, str],
+                        configured: tuple[str, int, str]) -> None:
+    """In the caller's transaction: record ``configured`` (model, width in dimensions, convention) as the
+    realm's embedding (§3.5) where it is still ``registered`` (the row stays locked until the
+    transaction ends).
+
+    Raises :class:`SchemaMismatchError` when the realm's registration is no longer ``registered``
+    (another ``pgrag reembed`` switched it meanwhile, or it was removed)."""
+    cur = conn.execute(
+        """UPDATE pgrag__control.realms SET embedding_model = %s, embedding_dim = %s, embedding_convention = %s
+            WHERE realm = %s AND (embedding_model, embedding_dim, embedding_convention) = (%s, %s, %s)""",
+        (*configured, realm, *registered))
+    if cur.rowcount != 1:
+        raise SchemaMismatchError(f"realm {realm!r} embedding", describe_embedding(registered),
+                                  "another registration", "it changed while re-embedding; run pgrag reembed again")
 
 
 def qualified(realm: str, table: str) -> sql.Composed:

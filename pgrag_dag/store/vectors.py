@@ -22,25 +22,51 @@ EMBED_TEXT = {
 }
 
 
+def _texts(realm: str, table: str, where: sql.Composable) -> sql.Composed:
+    """``SELECT id, t, h`` — the row's text (:data:`EMBED_TEXT`) and its SHA-256 (hex) — over the rows
+    of ``table`` matching ``where`` (which may use ``space``, ``embed_hash`` and ``missing``), by id."""
+    expr = EMBED_TEXT[table]
+    return sql.SQL("""SELECT id, t, h FROM (SELECT id, {e} AS t, encode(sha256(convert_to({e}, 'UTF8')), 'hex') AS h,
+                                                 space, embed_hash, embedding IS NULL AS missing FROM {tab}) x
+                       WHERE {where} ORDER BY id""").format(e=expr, tab=_t(realm, table), where=where)
+
+
 def pending(conn: psycopg.Connection, realm: str, space: str, table: str) -> list[tuple[int, str, str]]:
     """(id, text, sha256 of text) for the space's rows of ``table`` whose embedding is missing or stale."""
-    expr = EMBED_TEXT[table]
-    return conn.execute(
-        sql.SQL("""SELECT id, t, h FROM (SELECT id, {e} AS t, encode(sha256(convert_to({e}, 'UTF8')), 'hex') AS h,
-                                               embed_hash, embedding IS NULL AS missing
-                                          FROM {tab} WHERE space = %s) x
-                    WHERE missing OR embed_hash IS DISTINCT FROM h ORDER BY id""").format(e=expr, tab=_t(realm, table)),
-        (space,),
-    ).fetchall()
+    where = sql.SQL("space = %s AND (missing OR embed_hash IS DISTINCT FROM h)")
+    return conn.execute(_texts(realm, table, where), (space,)).fetchall()
+
+
+def every_text(conn: psycopg.Connection, realm: str, table: str) -> list[tuple[int, str, str]]:
+    """(id, text, sha256 of text) for every row of ``table`` in every space of the realm, by id
+    (``pgrag reembed`` embeds them all, stored vector or not)."""
+    return conn.execute(_texts(realm, table, sql.SQL("TRUE"))).fetchall()
+
+
+def spaces(conn: psycopg.Connection, realm: str) -> list[str]:
+    """Every space with a row in one of the realm's embedded tables, sorted."""
+    union = sql.SQL(" UNION ").join(sql.SQL("SELECT DISTINCT space FROM {}").format(_t(realm, table))
+                                    for table in EMBED_TEXT)
+    return [r[0] for r in conn.execute(sql.SQL("SELECT space FROM ({}) x ORDER BY space").format(union)).fetchall()]
 
 
 def write(conn: psycopg.Connection, realm: str, table: str, rows: list[tuple[int, str, str]], vectors: list[np.ndarray]) -> int:
-    """Store ``vectors`` (one per pending row, in order) with their text hashes."""
-    with conn.cursor() as cur:
-        cur.executemany(
-            sql.SQL("UPDATE {} SET embedding = %s, embed_hash = %s WHERE id = %s").format(_t(realm, table)),
-            [(vec, h, i) for (i, _, h), vec in zip(rows, vectors, strict=True)],
-        )
+    """Store ``vectors`` (one per ``(id, text, hash)`` row, in order) with their text hashes, in the
+    caller's transaction: one binary ``COPY`` into a temporary table, then one ``UPDATE … FROM``.
+    Rows deleted meanwhile are skipped; returns ``len(rows)``. A vector of another width than the
+    column's is a PostgreSQL error (nothing of the transaction is kept)."""
+    if not rows:
+        return 0
+    if len(rows) != len(vectors):
+        raise ValueError(f"{len(rows)} rows but {len(vectors)} vectors")
+    conn.execute("CREATE TEMPORARY TABLE pgrag_vectors_in (id bigint, embedding vector, embed_hash text) ON COMMIT DROP")
+    with conn.cursor() as cur, cur.copy("COPY pgrag_vectors_in (id, embedding, embed_hash) FROM STDIN WITH (FORMAT BINARY)") as copy:
+        copy.set_types(["int8", "vector", "text"])
+        for (i, _, h), vec in zip(rows, vectors, strict=True):
+            copy.write_row((i, vec, h))
+    conn.execute(sql.SQL("""UPDATE {} t SET embedding = v.embedding, embed_hash = v.embed_hash
+                              FROM pgrag_vectors_in v WHERE t.id = v.id""").format(_t(realm, table)))
+    conn.execute("DROP TABLE pgrag_vectors_in")
     return len(rows)
 
 
