@@ -24,7 +24,8 @@ behind that default is in ``evaluation/README.md``), fused by RRF keyed by chunk
 
 Conditioning (§7.2, :mod:`pgrag_dag.keywords`): low-level keywords are appended to the question for
 the entity query vector; high-level keywords to it for the global vector (``ranked`` relations and
-communities); both form the full-text query. Relations arrive by up to four channels
+communities); the low-level ones (else the high-level ones, else the question's words) form the
+full-text query of relations and chunks — naive mode extracts keywords only for the latter. Relations arrive by up to four channels
 (:mod:`pgrag_dag.store.retrieval`, :mod:`pgrag_dag.store.retrieval_channels`) — traversal up to
 ``max_hops``, similarity over relation embeddings, full-text over the rendered relation, and the
 global ranking (relation similarity to the global vector, or keyword overlap then weight when no
@@ -77,7 +78,8 @@ def query_data(
 
     Keywords come from ``client`` only when ``param.keywords == "model"`` (else no model call).
     The question, and the keyword-conditioned entity and global texts, are embedded in one
-    ``embedder`` call (float32 vectors of the realm's width). No connection is held while a model
+    ``embedder`` call (float32 vectors of the realm's width), or none when no vector read runs (naive
+    mode with only the full-text chunk channel). No connection is held while a model
     or the embedder is called: the realm and space are checked on a pooled connection given back at
     once, then keywords and vectors are computed, then every read sees one snapshot: a read-only
     repeatable-read transaction on a pooled connection (:func:`~pgrag_dag.store.db.read_connection`);
@@ -116,7 +118,7 @@ def query_data(
             result.warnings.append("model keywords were asked for but " + (
                 "no model client was given" if client is None else "the model call failed (see the log)")
                 + ": lexical keywords were used")
-        vectors = _embed_all(embedder, [t for p in probes for t in p.texts(EVIDENCE[param.mode])])
+        vectors = _embed_all(embedder, [t for p in probes for t in p.texts(param)])
         with _read_errors(dsn):
             with db.read_connection(dsn) as conn:
                 found = _retrieve_all(conn, dsn, realm, param, probes, vectors)
@@ -183,7 +185,10 @@ class _Probe:
 
     @classmethod
     def conditioned(cls, text: str, param: QueryParam, client: ModelClient | None) -> _Probe:
-        if param.keywords == "off" or param.mode in ("naive", "bypass"):
+        """Keywords per ``param.keywords``; none in bypass mode, nor in naive mode unless its chunk search
+        runs the full-text channel (keywords are its text, :attr:`fulltext`)."""
+        lexical_chunks = "fulltext" in param.chunk_channels
+        if param.keywords == "off" or param.mode == "bypass" or (param.mode == "naive" and not lexical_chunks):
             return cls(text, kw.Keywords(source="off"))
         return cls(text, kw.extract(text, client if param.keywords == "model" else None))
 
@@ -199,14 +204,21 @@ class _Probe:
 
     @property
     def fulltext(self) -> str:
-        """The lexical channel's ``websearch_to_tsquery`` text: the low-level keywords (the exact names and
-        terms it exists for, §7.3), else the high-level ones, else the question's words. Themes are the
-        similarity and ranking channels' work; on a large graph they match thousands of relations."""
+        """The full-text channels' ``websearch_to_tsquery`` text (relations and chunks): the low-level
+        keywords (the exact names and terms it exists for, §7.3), any of them, else the high-level ones,
+        else the question's words. Themes are the similarity and ranking channels' work; on a large graph
+        they match thousands of relations, and PostgreSQL's ranking has no inverse document frequency to
+        discount them (measured on chunks: evaluation/README.md, "Chunk recall")."""
         terms = list(self.keywords.low_level) or list(self.keywords.high_level) or self.text.split()
         return channels.fulltext_query(terms)
 
-    def texts(self, evidence: frozenset[str]) -> list[str]:
-        out = [self.text]
+    def texts(self, param: QueryParam) -> list[str]:
+        """The texts to embed for ``param``'s mode: the question (unless no vector read uses it — e.g.
+        naive mode with only the full-text chunk channel), the entity text, the global text."""
+        evidence = EVIDENCE[param.mode]
+        question_read = ("chunks" in evidence and "vector" in param.chunk_channels) or (
+            "similarity" in evidence and "similarity" in param.relation_channels)
+        out = [self.text] if question_read else []
         if "entities" in evidence:
             out.append(self.entity_text)
         if evidence & {"ranked", "communities"}:
@@ -229,6 +241,8 @@ def _check_scope(conn: psycopg.Connection, realm: str, space: str, embedder: Emb
 def _embed_all(embedder: Embedder, texts: list[str]) -> dict[str, np.ndarray]:
     unique = list(dict.fromkeys(texts))
     out: dict[str, np.ndarray] = {}
+    if not unique:
+        return out  # no vector read: the embedder is not called
     for text, raw in zip(unique, embedder.embed(unique, "query")):
         vec = np.asarray(raw, dtype=np.float32)
         if vec.shape != (embedder.dim,):
