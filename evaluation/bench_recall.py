@@ -326,7 +326,8 @@ def markdown(res: dict[str, Any], data: dict[str, dict[str, Any]]) -> str:
         lat = "/".join(f"{per[ds]['p50_ms']:.1f}" for ds in ds_names)
         lines.append(f"| {arm} | " + " | ".join(cells) + f" | {mean5:.3f} | {lat} |")
     lines += ["", "Query p50 is per data set (MuSiQue/HotpotQA): `query_data` end to end for the arms (question "
-              "embedding, realm check, snapshot, search, fusion, assembly); in-process scoring for the baselines.", ""]
+              "embedding, realm check, snapshot, search, fusion, assembly; arms interleaved); for the baselines "
+              "in-process scoring only (rank_bm25, numpy), no database — not comparable with the arms.", ""]
     d = res["decision"]
     lines += ["## Decision", "", "Hybrid minus dense (local model), and questions whose recall@5 hybrid raised / "
               "lowered:", "", "| hybrid | " + " | ".join(f"{ds} Δr@2 / Δr@5 | {ds} better / worse" for ds in ds_names)
@@ -380,7 +381,7 @@ def main() -> int:
     ap.add_argument("--reuse", action="store_true",
                     help="query the realms a previous run left under --data-dir instead of indexing (no throughput)")
     args = ap.parse_args()
-    t_start = time.perf_counter()
+    t_start, load_start = time.perf_counter(), [round(x, 2) for x in os.getloadavg()]
     data = load(args.questions)
     database = Database(args.data_dir)
     work = Path(tempfile.mkdtemp(prefix="pgrag_bench_recall_"))
@@ -404,10 +405,12 @@ def main() -> int:
 
     commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     res["meta"] = {"commit": commit, "questions": args.questions, "database": database.kind,
+                   "load_average_start": load_start, "load_average_end": [round(x, 2) for x in os.getloadavg()],
                    "seconds": round(time.perf_counter() - t_start, 1), "date": time.strftime("%Y-%m-%d %H:%M"),
                    "note": f"{args.questions} questions per data set; naive mode, chunk_top_k 5; passage "
                            f"recall@k = |gold ∩ top-k| / |gold|, averaged. Engine at {commit}, run "
-                           f"{time.strftime('%Y-%m-%d')} on this 2-core machine ({round(time.perf_counter() - t_start)} s)."}
+                           f"{time.strftime('%Y-%m-%d')} on this 2-core machine ({round(time.perf_counter() - t_start)} s; "
+                           f"load average {load_start[0]} at the start, {os.getloadavg()[0]:.2f} at the end)."}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(res, indent=1, default=str), encoding="utf-8")
     text = markdown(res, data)
