@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -401,6 +402,7 @@ def main() -> int:
         for engine in engines.values():
             engine.close()
         database.close()
+        shutil.rmtree(work, ignore_errors=True)
     import subprocess
 
     commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()

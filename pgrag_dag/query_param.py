@@ -73,9 +73,10 @@ class QueryParam:
             (stored as a tuple).
         chunk_channels: which of :data:`CHUNK_CHANNELS` chunk search runs where the mode has it
             (naive, mix, local, hybrid), default :data:`DEFAULT_CHUNK_CHANNELS`; two are fused by RRF
-            (``rrf_k``) keyed by chunk id. The full-text channel searches the question's words (or its
-            keywords where the mode conditions on them: the relation lexical channel's text). Empty:
-            no chunk search (mention expansion still runs). Stored as a tuple.
+            (``rrf_k``) keyed by chunk id. The full-text channel searches the low-level keywords, else
+            the high-level ones, else (``keywords="off"``) the question's words — the relation lexical
+            channel's text; naive mode extracts keywords for it. Empty: no chunk search (mention
+            expansion still runs). Stored as a tuple.
         keywords: ``"lexical"`` (default; no model call), ``"model"`` (one call when a client is
             given to :func:`query_data` / :func:`query`, lexical fallback otherwise) or ``"off"``.
         fusion: ``"rrf"`` (default, constant ``rrf_k``) or ``"quota"`` (similarity's share
