@@ -76,7 +76,8 @@ def query(
     space: Annotated[str, typer.Option(help="space to read, or '*' for every space (read-only)")] = "demo",
     mode: Annotated[Optional[str], typer.Option(help="mix | local | global | hybrid | naive | bypass")] = None,
     top_k: Annotated[Optional[int], typer.Option(help="entities matched")] = None,
-    chunk_top_k: Annotated[Optional[int], typer.Option(help="passages by vector search")] = None,
+    chunk_top_k: Annotated[Optional[int], typer.Option(help="passages by chunk search")] = None,
+    chunk_channel: Annotated[Optional[list[str]], typer.Option(help="chunk search channel: vector | fulltext (repeatable; two are fused by RRF)")] = None,
     max_hops: Annotated[Optional[int], typer.Option(help="traversal depth")] = None,
     max_relation_edges: Annotated[Optional[int], typer.Option(help="relations one matched entity may contribute")] = None,
     relation_type: Annotated[Optional[list[str]], typer.Option(help="restrict relations to this predicate (repeatable)")] = None,
@@ -97,8 +98,8 @@ def query(
 
     try:
         with contextlib.closing(_engine()) as engine:  # closes the model client's connection pool
-            given = {"mode": mode, "top_k": top_k, "chunk_top_k": chunk_top_k, "max_hops": max_hops,
-                     "max_relation_edges": max_relation_edges, "relation_types": relation_type or None,
+            given = {"mode": mode, "top_k": top_k, "chunk_top_k": chunk_top_k, "chunk_channels": chunk_channel or None,
+                     "max_hops": max_hops, "max_relation_edges": max_relation_edges, "relation_types": relation_type or None,
                      "fusion": fusion, "keywords": keywords, "mmr": mmr, "node_distance_rerank": node_distance,
                      "max_passage_tokens": max_passage_tokens, "as_of": as_of, "as_believed_at": as_believed_at,
                      "include_superseded": include_superseded}

@@ -265,6 +265,7 @@ class RetrievalSettings(BaseModel):
     include_superseded: bool | None = None
     relation_types: list[str] | None = None
     relation_channels: list[str] | None = None
+    chunk_channels: list[str] | None = None
     keywords: str | None = None
     fusion: str | None = None
     rrf_k: int | None = None

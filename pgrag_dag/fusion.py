@@ -1,18 +1,20 @@
 """Merging and re-ranking retrieved evidence (paper §7.2–7.4): pure functions over lists of dicts.
 
 Relation channels (:data:`CHANNELS`, in precedence order) each give a ranked list of relation rows
-(``subject``, ``predicate``, ``object``, ``negated``, ``hop``, ...). They are merged by
+(``subject``, ``predicate``, ``object``, ``negated``, ``hop``, ...); the chunk channels
+(:data:`CHUNK_CHANNELS`, after them in precedence) ranked chunk rows. They are merged by
 
 - :func:`rrf` — reciprocal rank fusion, the default: ``score = Σ_c 1 / (k + r_c)`` over the
   channels ``c`` that returned the triple at 1-based rank ``r_c`` (``k = 60``);
 - :func:`quota` — the fixed-share interleave: traversal against similarity so that every prefix
   gives the similarity channel ``floor(share · n)`` of its ``n`` slots, then the other channels.
 
-Both de-duplicate on :func:`triple_key` — (subject, predicate, object) case-insensitively, a denial
-keeping its ``NOT`` so it never merges with the assertion — and give every merged row ``ranks``
-(``{channel: rank}``), ``channel`` (the channel that ranked it best; ties go to the earlier
-channel of :data:`CHANNELS`, so a walked row keeps its true ``hop``) and ``score`` (the RRF score,
-or ``None`` under the quota). Input rows are never mutated.
+Both de-duplicate on ``key`` — by default :func:`triple_key`: (subject, predicate, object)
+case-insensitively, a denial keeping its ``NOT`` so it never merges with the assertion; chunks by
+their ``id`` — and give every merged row ``ranks`` (``{channel: rank}``), ``channel`` (the channel
+that ranked it best; ties go to the earlier channel in precedence, so a walked row keeps its true
+``hop`` and a chunk both channels ranked alike is the vector channel's) and ``score`` (the RRF
+score, or ``None`` under the quota). Input rows are never mutated.
 
 Then, off by default: :func:`mmr` (maximal marginal relevance, λ = 0.7) and
 :func:`node_distance_rerank` (graph distance from the matched entities, §7.4);
@@ -31,6 +33,9 @@ import numpy as np
 Row = dict[str, Any]
 CHANNELS: tuple[str, ...] = ("traversal", "similarity", "lexical", "ranked")
 """Relation channels: k-hop traversal, relation-embedding similarity, full-text, global ranking."""
+CHUNK_CHANNELS: tuple[str, ...] = ("vector", "fulltext")
+"""Chunk channels, in precedence order: chunk-embedding similarity, full-text over title and text.
+:func:`rrf` fuses them like relation channels, keyed by chunk id."""
 
 RRF_K = 60
 MMR_LAMBDA = 0.7
@@ -54,8 +59,11 @@ def dedupe(items: Sequence[Row], key: Callable[[Row], Hashable] = triple_key) ->
     return out
 
 
+_PRECEDENCE = CHANNELS + CHUNK_CHANNELS
+
+
 def _order(channels: Mapping[str, Sequence[Row]]) -> list[str]:
-    return [c for c in CHANNELS if c in channels] + sorted(c for c in channels if c not in CHANNELS)
+    return [c for c in _PRECEDENCE if c in channels] + sorted(c for c in channels if c not in _PRECEDENCE)
 
 
 def _pool(channels: Mapping[str, Sequence[Row]], key: Callable[[Row], Hashable]) -> dict[Hashable, Row]:
@@ -221,6 +229,6 @@ def interleave(lists: Sequence[Sequence[Row]], key: Callable[[Row], Hashable]) -
 
 
 __all__ = [
-    "CHANNELS", "MMR_LAMBDA", "RRF_K", "dedupe", "interleave", "mmr", "node_distance_rerank", "quota",
+    "CHANNELS", "CHUNK_CHANNELS", "MMR_LAMBDA", "RRF_K", "dedupe", "interleave", "mmr", "node_distance_rerank", "quota",
     "rank_communities", "rrf", "triple_key",
 ]

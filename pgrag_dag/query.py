@@ -4,24 +4,28 @@
 injected :class:`~pgrag_dag.llm.ModelClient`. The six modes of Table 3 consult exactly the
 evidence of :data:`EVIDENCE`:
 
-========  ========  ======  ====================================  ===========
-mode      entities  chunks  relations                             communities
-========  ========  ======  ====================================  ===========
-mix       ✓         ✓       traversal + similarity + lexical      —
-local     ✓         ✓       traversal + similarity + lexical      —
-global    —         —       ranked                                ✓
-hybrid    ✓         ✓       traversal + similarity + lexical      ✓
-                            + ranked
-naive     —         ✓       —                                     —
-bypass    —         —       —                                     —
-========  ========  ======  ====================================  ===========
+========  ========  ==============================  ================================  ===========
+mode      entities  chunks                          relations                         communities
+========  ========  ==============================  ================================  ===========
+mix       ✓         vector (+ fulltext) + mentions  traversal + similarity + lexical  —
+local     ✓         vector (+ fulltext) + mentions  traversal + similarity + lexical  —
+global    —         —                               ranked                            ✓
+hybrid    ✓         vector (+ fulltext) + mentions  traversal + similarity + lexical  ✓
+                                                    + ranked
+naive     —         vector (+ fulltext)             —                                 —
+bypass    —         —                               —                                 —
+========  ========  ==============================  ================================  ===========
 
-"chunks" means chunk vector search, plus mention expansion wherever entities are matched. An
-unknown mode raises :class:`QueryError` — a query never silently runs in another mode (§7.1).
+"chunks" is chunk search by the ``chunk_channels`` — ``vector`` (HNSW over chunk embeddings, the
+default) and ``fulltext`` (PostgreSQL full-text over title and text, off by default; the measurement
+behind that default is in ``evaluation/README.md``), fused by RRF keyed by chunk id and cut to
+``chunk_top_k`` — plus mention expansion wherever entities are matched. An unknown mode raises
+:class:`QueryError` — a query never silently runs in another mode (§7.1).
 
 Conditioning (§7.2, :mod:`pgrag_dag.keywords`): low-level keywords are appended to the question for
 the entity query vector; high-level keywords to it for the global vector (``ranked`` relations and
-communities); both form the full-text query. Relations arrive by up to four channels
+communities); the low-level ones (else the high-level ones, else the question's words) form the
+full-text query of relations and chunks — naive mode extracts keywords only for the latter. Relations arrive by up to four channels
 (:mod:`pgrag_dag.store.retrieval`, :mod:`pgrag_dag.store.retrieval_channels`) — traversal up to
 ``max_hops``, similarity over relation embeddings, full-text over the rendered relation, and the
 global ranking (relation similarity to the global vector, or keyword overlap then weight when no
@@ -57,8 +61,8 @@ from pgrag_dag.llm import ModelClient
 from pgrag_dag.names import validate_realm
 from pgrag_dag.prompts import SYNTHESIS_SYSTEM, SYNTHESIS_USER
 from pgrag_dag.query_param import (
-    EVIDENCE, MAX_HOPS, MODES, RELATION_CHANNELS, Fusion, KeywordMode, Mode, QueryParam, QueryResult,
-    RelationChannel, check_mode,
+    CHUNK_CHANNELS, DEFAULT_CHUNK_CHANNELS, EVIDENCE, MAX_HOPS, MODES, RELATION_CHANNELS, ChunkChannel, Fusion,
+    KeywordMode, Mode, QueryParam, QueryResult, RelationChannel, check_mode,
 )
 from pgrag_dag.store import db, retrieval
 from pgrag_dag.store.schema import check_embedding
@@ -74,7 +78,8 @@ def query_data(
 
     Keywords come from ``client`` only when ``param.keywords == "model"`` (else no model call).
     The question, and the keyword-conditioned entity and global texts, are embedded in one
-    ``embedder`` call (float32 vectors of the realm's width). No connection is held while a model
+    ``embedder`` call (float32 vectors of the realm's width), or none when no vector read runs (naive
+    mode with only the full-text chunk channel). No connection is held while a model
     or the embedder is called: the realm and space are checked on a pooled connection given back at
     once, then keywords and vectors are computed, then every read sees one snapshot: a read-only
     repeatable-read transaction on a pooled connection (:func:`~pgrag_dag.store.db.read_connection`);
@@ -113,7 +118,7 @@ def query_data(
             result.warnings.append("model keywords were asked for but " + (
                 "no model client was given" if client is None else "the model call failed (see the log)")
                 + ": lexical keywords were used")
-        vectors = _embed_all(embedder, [t for p in probes for t in p.texts(EVIDENCE[param.mode])])
+        vectors = _embed_all(embedder, [t for p in probes for t in p.texts(param)])
         with _read_errors(dsn):
             with db.read_connection(dsn) as conn:
                 found = _retrieve_all(conn, dsn, realm, param, probes, vectors)
@@ -180,7 +185,10 @@ class _Probe:
 
     @classmethod
     def conditioned(cls, text: str, param: QueryParam, client: ModelClient | None) -> _Probe:
-        if param.keywords == "off" or param.mode in ("naive", "bypass"):
+        """Keywords per ``param.keywords``; none in bypass mode, nor in naive mode unless its chunk search
+        runs the full-text channel (keywords are its text, :attr:`fulltext`)."""
+        lexical_chunks = "fulltext" in param.chunk_channels
+        if param.keywords == "off" or param.mode == "bypass" or (param.mode == "naive" and not lexical_chunks):
             return cls(text, kw.Keywords(source="off"))
         return cls(text, kw.extract(text, client if param.keywords == "model" else None))
 
@@ -196,14 +204,21 @@ class _Probe:
 
     @property
     def fulltext(self) -> str:
-        """The lexical channel's ``websearch_to_tsquery`` text: the low-level keywords (the exact names and
-        terms it exists for, §7.3), else the high-level ones, else the question's words. Themes are the
-        similarity and ranking channels' work; on a large graph they match thousands of relations."""
+        """The full-text channels' ``websearch_to_tsquery`` text (relations and chunks): the low-level
+        keywords (the exact names and terms it exists for, §7.3), any of them, else the high-level ones,
+        else the question's words. Themes are the similarity and ranking channels' work; on a large graph
+        they match thousands of relations, and PostgreSQL's ranking has no inverse document frequency to
+        discount them (measured on chunks: evaluation/README.md, "Chunk recall")."""
         terms = list(self.keywords.low_level) or list(self.keywords.high_level) or self.text.split()
         return channels.fulltext_query(terms)
 
-    def texts(self, evidence: frozenset[str]) -> list[str]:
-        out = [self.text]
+    def texts(self, param: QueryParam) -> list[str]:
+        """The texts to embed for ``param``'s mode: the question (unless no vector read uses it — e.g.
+        naive mode with only the full-text chunk channel), the entity text, the global text."""
+        evidence = EVIDENCE[param.mode]
+        question_read = ("chunks" in evidence and "vector" in param.chunk_channels) or (
+            "similarity" in evidence and "similarity" in param.relation_channels)
+        out = [self.text] if question_read else []
         if "entities" in evidence:
             out.append(self.entity_text)
         if evidence & {"ranked", "communities"}:
@@ -226,6 +241,8 @@ def _check_scope(conn: psycopg.Connection, realm: str, space: str, embedder: Emb
 def _embed_all(embedder: Embedder, texts: list[str]) -> dict[str, np.ndarray]:
     unique = list(dict.fromkeys(texts))
     out: dict[str, np.ndarray] = {}
+    if not unique:
+        return out  # no vector read: the embedder is not called
     for text, raw in zip(unique, embedder.embed(unique, "query")):
         vec = np.asarray(raw, dtype=np.float32)
         if vec.shape != (embedder.dim,):
@@ -328,7 +345,7 @@ def _anchored(conn: psycopg.Connection, realm: str, p: QueryParam, probe: _Probe
     seed_ids = [e["id"] for e in out.entities]
     if "mentions" in ev:
         mentioned = retrieval.mention_chunks(conn, realm, p.space, seed_ids, 2 * p.chunk_top_k, temporal=temporal)
-        out.chunks = [{**row, "via": "mention", "score": None} for row in mentioned]
+        out.chunks = [{**row, "via": "mention", "ranks": {}, "rrf_score": None, "score": None} for row in mentioned]
     if "traversal" in ev and "traversal" in p.relation_channels:
         out.lists["traversal"] = retrieval.traverse(
             conn, realm, p.space, seed_ids, max_hops=p.max_hops, max_relation_edges=p.max_relation_edges,
@@ -338,12 +355,10 @@ def _anchored(conn: psycopg.Connection, realm: str, p: QueryParam, probe: _Probe
 
 def _independent(conn: psycopg.Connection, realm: str, p: QueryParam, probe: _Probe,
                  vecs: dict[str, np.ndarray]) -> _Found:
-    """Chunk vector search, the similarity, lexical and ranked relation channels, communities (§7.1–7.3)."""
+    """Chunk search, the similarity, lexical and ranked relation channels, communities (§7.1–7.3)."""
     ev, temporal, types, space, out = EVIDENCE[p.mode], p.temporal, p.relation_types, p.space, _Found()
     if "chunks" in ev:
-        found = retrieval.chunk_search(conn, realm, space, vecs[probe.text], p.chunk_top_k, temporal=temporal)
-        out.chunks = [{**row, "via": "vector", "mentions": None} for row in found]
-        out.channels["chunks"] = len(found)
+        _chunks(conn, realm, p, probe, vecs, out)
     if "similarity" in ev and "similarity" in p.relation_channels:
         out.lists["similarity"] = channels.relation_similarity(conn, realm, space, vecs[probe.text], p.relation_top_k,
                                                                temporal=temporal, relation_types=types)
@@ -363,11 +378,35 @@ def _independent(conn: psycopg.Connection, realm: str, p: QueryParam, probe: _Pr
     return out
 
 
+def _chunks(conn: psycopg.Connection, realm: str, p: QueryParam, probe: _Probe, vecs: dict[str, np.ndarray],
+            out: _Found) -> None:
+    """Chunk search: each of ``p.chunk_channels`` returns up to ``chunk_top_k`` chunks — the vector channel
+    nearest the question's vector, the full-text one best matching :attr:`_Probe.fulltext` — fused by RRF
+    keyed by chunk id and cut to ``chunk_top_k`` (§7.3 applied to chunks). One channel keeps its order."""
+    lists: dict[str, list[dict[str, Any]]] = {}
+    if "vector" in p.chunk_channels:
+        lists["vector"] = retrieval.chunk_search(conn, realm, p.space, vecs[probe.text], p.chunk_top_k,
+                                                 temporal=p.temporal)
+    if "fulltext" in p.chunk_channels:
+        lists["fulltext"] = retrieval.chunk_fulltext(conn, realm, p.space, probe.fulltext, p.chunk_top_k,
+                                                     temporal=p.temporal)
+    cosine = {row["id"]: row["score"] for row in lists.get("vector", [])}
+    fused = fuse.rrf(lists, k=p.rrf_k, key=_by_id)[:p.chunk_top_k]
+    out.chunks = [{**row, "via": "+".join(c for c in CHUNK_CHANNELS if c in row["ranks"]), "rrf_score": row["score"],
+                   "score": cosine.get(row["id"]), "mentions": None} for row in fused]
+    out.channels["chunks"] = len(out.chunks)
+    out.channels.update({f"chunks_{name}": len(rows) for name, rows in lists.items()})
+
+
+def _by_id(row: dict[str, Any]) -> Any:
+    return row["id"]
+
+
 def _combine(conn: psycopg.Connection, realm: str, p: QueryParam, anchored: _Found, independent: _Found) -> _Found:
-    """One probe's evidence: vector chunks then up to ``chunk_top_k`` mention chunks not among them;
+    """One probe's evidence: searched chunks then up to ``chunk_top_k`` mention chunks not among them;
     the relation channels fused (§7.3–7.4)."""
-    vector_ids = {c["id"] for c in independent.chunks}
-    mentioned = [c for c in anchored.chunks if c["id"] not in vector_ids][:p.chunk_top_k]
+    searched_ids = {c["id"] for c in independent.chunks}
+    mentioned = [c for c in anchored.chunks if c["id"] not in searched_ids][:p.chunk_top_k]
     out = _Found(entities=anchored.entities, chunks=independent.chunks + mentioned,
                  communities=independent.communities, warnings=independent.warnings)
     out.channels = {**anchored.channels, **independent.channels}
@@ -433,19 +472,16 @@ def _relation(row: dict[str, Any]) -> dict[str, Any]:
 
 def _merge(found: list[_Found], result: QueryResult) -> None:
     """One probe's evidence as is; several (decomposed) interleaved round-robin, de-duplicated."""
-    def by_id(row: dict[str, Any]) -> Any:
-        return row["id"]
-
-    result.entities = fuse.interleave([f.entities for f in found], by_id)
+    result.entities = fuse.interleave([f.entities for f in found], _by_id)
     # one probe's fused relations are already distinct triples
     result.relations = found[0].relations if len(found) == 1 else fuse.interleave([f.relations for f in found],
                                                                                    fuse.triple_key)
-    result.communities = fuse.interleave([f.communities for f in found], by_id)
-    vector = fuse.interleave([[c for c in f.chunks if c["via"] == "vector"] for f in found], by_id)
-    seen = {c["id"] for c in vector}
-    mention = [c for c in fuse.interleave([[c for c in f.chunks if c["via"] == "mention"] for f in found], by_id)
+    result.communities = fuse.interleave([f.communities for f in found], _by_id)
+    searched = fuse.interleave([[c for c in f.chunks if c["via"] != "mention"] for f in found], _by_id)
+    seen = {c["id"] for c in searched}
+    mention = [c for c in fuse.interleave([[c for c in f.chunks if c["via"] == "mention"] for f in found], _by_id)
                if c["id"] not in seen]
-    result.chunks = [{**c, "rank": rank, "ref": rank} for rank, c in enumerate(vector + mention, 1)]
+    result.chunks = [{**c, "rank": rank, "ref": rank} for rank, c in enumerate(searched + mention, 1)]
     for rows in (result.entities, result.relations, result.communities):
         for rank, row in enumerate(rows, 1):
             row["rank"] = rank
@@ -460,8 +496,8 @@ def _merge(found: list[_Found], result: QueryResult) -> None:
 def _assemble(result: QueryResult) -> None:
     """Build ``result.context`` and ``result.assembly`` (§7.5, §8.3) and log the report."""
     p = result.param
-    chunk_keys = ("id", "space", "doc_key", "title", "chunk_index", "text", "t_created", "via", "score", "mentions",
-                  "rank", "ref")
+    chunk_keys = ("id", "space", "doc_key", "title", "chunk_index", "text", "t_created", "via", "ranks", "rrf_score",
+                  "score", "mentions", "rank", "ref")
     result.chunks = [{k: c[k] for k in chunk_keys} for c in result.chunks]
     built = assemble(communities=result.communities, chunks=result.chunks, entities=result.entities,
                      relations=result.relations, caps=p.caps, validity=p.render_relation_validity)
@@ -478,6 +514,7 @@ def _assemble(result: QueryResult) -> None:
 
 
 __all__ = [
-    "BLOCKS", "EVIDENCE", "MAX_HOPS", "MODES", "RELATION_CHANNELS", "Fusion", "KeywordMode", "Mode", "QueryParam",
-    "QueryResult", "RelationChannel", "check_mode", "query", "query_data", "render_relation", "render_validity", "synthesis_messages",
+    "BLOCKS", "CHUNK_CHANNELS", "DEFAULT_CHUNK_CHANNELS", "EVIDENCE", "MAX_HOPS", "MODES", "RELATION_CHANNELS",
+    "ChunkChannel", "Fusion", "KeywordMode", "Mode", "QueryParam", "QueryResult", "RelationChannel", "check_mode",
+    "query", "query_data", "render_relation", "render_validity", "synthesis_messages",
 ]

@@ -20,6 +20,13 @@ KeywordMode = Literal["model", "lexical", "off"]
 Fusion = Literal["rrf", "quota"]
 RelationChannel = Literal["traversal", "similarity", "lexical"]
 RELATION_CHANNELS: tuple[RelationChannel, ...] = ("traversal", "similarity", "lexical")
+ChunkChannel = Literal["vector", "fulltext"]
+CHUNK_CHANNELS: tuple[ChunkChannel, ...] = ("vector", "fulltext")
+"""Chunk search channels (§7.3 applied to chunks): ``vector`` — HNSW over chunk embeddings
+(:func:`~pgrag_dag.store.retrieval.chunk_search`); ``fulltext`` — PostgreSQL full-text over title and
+text (:func:`~pgrag_dag.store.retrieval.chunk_fulltext`). Where both run they are fused by RRF."""
+DEFAULT_CHUNK_CHANNELS: tuple[ChunkChannel, ...] = ("vector",)
+"""The chunk channels a query runs unless told otherwise (see evaluation/README.md, "Chunk recall")."""
 
 _LOCAL = frozenset({"entities", "chunks", "mentions", "traversal", "similarity", "lexical"})
 _GLOBAL = frozenset({"ranked", "communities"})
@@ -28,7 +35,7 @@ EVIDENCE: dict[str, frozenset[str]] = {
     "naive": frozenset({"chunks"}), "bypass": frozenset(),
 }
 """Evidence sources each mode consults (Table 3): ``entities`` (entity seeds), ``chunks`` (chunk
-vector search), ``mentions`` (mention expansion), the relation channels ``traversal``,
+search by the ``chunk_channels``), ``mentions`` (mention expansion), the relation channels ``traversal``,
 ``similarity``, ``lexical``, ``ranked``, and ``communities``."""
 
 MAX_HOPS = 4
@@ -47,7 +54,8 @@ class QueryParam:
         space: the space to read, or ``"*"`` to read across every space of the realm (read-only).
         mode: one of :data:`MODES` (Table 3, :data:`EVIDENCE`); ``mix`` is the default.
         top_k: entities matched by vector search (traversal seeds, mention-expansion anchors).
-        chunk_top_k: chunks by vector search; mention expansion adds up to as many again.
+        chunk_top_k: chunks by chunk search (each chunk channel returns as many, the fused list is cut
+            to as many); mention expansion adds up to as many again.
         max_hops: traversal depth ``k`` (0 disables traversal; at most :data:`MAX_HOPS`).
         max_relation_edges: relations any single matched entity may contribute by traversal.
         relation_top_k: relations each of the similarity, full-text and ranked channels returns.
@@ -63,6 +71,12 @@ class QueryParam:
             step is restricted to; ``None``: no restriction. Stored as a tuple.
         relation_channels: which of traversal, similarity and lexical run where the mode has them
             (stored as a tuple).
+        chunk_channels: which of :data:`CHUNK_CHANNELS` chunk search runs where the mode has it
+            (naive, mix, local, hybrid), default :data:`DEFAULT_CHUNK_CHANNELS`; two are fused by RRF
+            (``rrf_k``) keyed by chunk id. The full-text channel searches the low-level keywords, else
+            the high-level ones, else (``keywords="off"``) the question's words — the relation lexical
+            channel's text; naive mode extracts keywords for it. Empty: no chunk search (mention
+            expansion still runs). Stored as a tuple.
         keywords: ``"lexical"`` (default; no model call), ``"model"`` (one call when a client is
             given to :func:`query_data` / :func:`query`, lexical fallback otherwise) or ``"off"``.
         fusion: ``"rrf"`` (default, constant ``rrf_k``) or ``"quota"`` (similarity's share
@@ -79,7 +93,7 @@ class QueryParam:
         render_relation_validity: render ``[from X]`` / ``[valid X to Y]`` beside relations (§8.4).
 
     Raises:
-        QueryError: unknown mode, keyword mode, fusion or channel; a negative count or cap;
+        QueryError: unknown mode, keyword mode, fusion, relation or chunk channel; a negative count or cap;
             ``max_hops`` above :data:`MAX_HOPS`; a
             weight, share or λ out of range; an invalid ``as_of`` / ``as_believed_at``; an empty
             ``relation_types``.
@@ -99,6 +113,7 @@ class QueryParam:
     as_believed_at: str | datetime | None = None
     relation_types: Sequence[str] | None = None
     relation_channels: Sequence[RelationChannel] = RELATION_CHANNELS
+    chunk_channels: Sequence[ChunkChannel] = DEFAULT_CHUNK_CHANNELS
     keywords: KeywordMode = "lexical"
     fusion: Fusion = "rrf"
     rrf_k: int = fuse.RRF_K
@@ -144,6 +159,10 @@ class QueryParam:
         if not set(chans) <= set(RELATION_CHANNELS):
             raise QueryError(f"relation_channels must be among {', '.join(RELATION_CHANNELS)}, got {chans!r}")
         object.__setattr__(self, "relation_channels", chans)
+        chunk_chans = tuple(dict.fromkeys(_as_tuple(self.chunk_channels, "chunk_channels")))
+        if not set(chunk_chans) <= set(CHUNK_CHANNELS):
+            raise QueryError(f"chunk_channels must be among {', '.join(CHUNK_CHANNELS)}, got {chunk_chans!r}")
+        object.__setattr__(self, "chunk_channels", chunk_chans)
         if self.relation_types is not None:
             types = tuple(t.strip() for t in _as_tuple(self.relation_types, "relation_types"))
             if not types or not all(types):
@@ -195,12 +214,19 @@ class QueryResult:
             resolved it — ``None`` when farther than its bound), ``channel`` (the channel that ranked
             it best), ``ranks`` (``{channel: 1-based rank}``), ``score`` (RRF score; ``None`` under
             the quota), ``rank``.
-        chunks: ``id, space, doc_key, title, chunk_index, text, t_created, via`` (``"vector"`` |
-            ``"mention"``), ``score`` (cosine similarity, ``None`` via mention), ``mentions``
-            (matched entities mentioned, ``None`` via vector), ``rank``, ``ref`` (its ``[n]``).
+        chunks: searched chunks (fused, best first), then mention-expanded ones — ``id, space, doc_key,
+            title, chunk_index, text, t_created, via`` (the chunk channels that found it, joined by
+            ``+`` in :data:`CHUNK_CHANNELS` order: ``"vector"``, ``"fulltext"``,
+            ``"vector+fulltext"``; or ``"mention"``), ``ranks`` (``{channel: 1-based rank}``; ``{}``
+            via mention), ``rrf_score`` (the RRF score over ``ranks``; ``None`` via mention),
+            ``score`` (cosine similarity when the vector channel found it, else ``None``),
+            ``mentions`` (matched entities mentioned, ``None`` unless via mention), ``rank``,
+            ``ref`` (its ``[n]``).
         communities: ``id, space, level, title, summary, findings, rating, size, report,
             built_at, score`` (similarity), ``rank_score`` (the blend), ``rank``.
-        channels: candidates each consulted evidence source returned (keys of :data:`EVIDENCE`).
+        channels: candidates each consulted evidence source returned (keys of :data:`EVIDENCE`;
+            ``chunks`` counts the fused chunk list), and per chunk channel that ran,
+            ``chunks_vector`` / ``chunks_fulltext``: candidates it returned before fusion.
         keywords: ``low_level``, ``high_level`` and ``source`` (``model``/``lexical``/``off``).
         subqueries: the sub-questions retrieved for, when ``decompose`` split the question.
         warnings: e.g. community reports older than the last graph write; also logged.

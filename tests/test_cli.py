@@ -82,6 +82,12 @@ def test_query_options_reach_query_param(cli_env: SmallCorpus, realm: str) -> No
     assert data["assembly"]["filters"]["relation_types"] == ["worked_with"]
     bad = runner.invoke(app, ["query", "x", "--realm", realm, "--space", "main", "--json", "--mode", "sideways"])
     assert bad.exit_code == 2 and "unknown query mode 'sideways'" in bad.output
+    lexical = runner.invoke(app, ["query", "Who worked with Charles Babbage?", "--realm", realm, "--space", "main",
+                                  "--json", "--mode", "naive", "--chunk-channel", "fulltext"])
+    assert lexical.exit_code == 0, lexical.output
+    assert {c["via"] for c in json.loads(lexical.output)["chunks"]} == {"fulltext"}
+    bad = runner.invoke(app, ["query", "x", "--realm", realm, "--space", "main", "--json", "--chunk-channel", "bm25"])
+    assert bad.exit_code == 2 and "chunk_channels must be among vector, fulltext" in bad.output
 
 
 def test_configured_retrieval_defaults_apply_unless_an_option_is_given(

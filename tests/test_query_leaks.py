@@ -103,6 +103,7 @@ def _leaks(result: QueryResult, marker: str = "leak") -> list[str]:
 _CHANNELS: dict[str, tuple[dict[str, Any], str]] = {  # channel -> (query parameters, what it must have found)
     "entity seeds": ({"relation_channels": [], "top_k": 20}, "entities"),
     "chunk seeds": ({"mode": "naive", "chunk_top_k": 20}, "chunks"),
+    "chunk full-text": ({"mode": "naive", "chunk_top_k": 20, "chunk_channels": ["fulltext"]}, "chunks_fulltext"),
     "traversal": ({"relation_channels": ["traversal"], "max_hops": 3, "top_k": 20}, "traversal"),
     "relation similarity": ({"relation_channels": ["similarity"], "relation_top_k": 50}, "similarity"),
     "full-text": ({"relation_channels": ["lexical"], "relation_top_k": 50}, "lexical"),
@@ -111,7 +112,7 @@ _CHANNELS: dict[str, tuple[dict[str, Any], str]] = {  # channel -> (query parame
     "global ranking": ({"mode": "global", "relation_top_k": 50}, "ranked"),
     "hybrid, diversified": ({"mode": "hybrid", "top_k": 20, "chunk_top_k": 20, "relation_top_k": 50,
                              "community_top_k": 20, "max_hops": 3, "mmr": True, "node_distance_rerank": True,
-                             "decompose": True}, "ranked"),
+                             "decompose": True, "chunk_channels": ["vector", "fulltext"]}, "ranked"),
 }
 
 
@@ -128,7 +129,7 @@ def test_the_wildcard_reads_every_space_of_one_realm_without_crossing_spaces(
     pg_dsn: str, realm: str, tenants: GraphBuilder
 ) -> None:
     result = ask(pg_dsn, realm, Q, space="*", mode="hybrid", top_k=20, chunk_top_k=20, relation_top_k=50,
-                 community_top_k=20, max_hops=3)
+                 community_top_k=20, max_hops=3, chunk_channels=["vector", "fulltext"])
     assert _leaks(result, "leak-realm") == []  # never another realm
     assert {r["space"] for r in result.relations} == {"alpha", "beta"}
     ends = {n for r in result.relations for n in (r["subject"], r["object"])}
@@ -144,6 +145,7 @@ def test_store_channels_are_scoped_directly(conn: psycopg.Connection, realm: str
     reads: dict[str, list[dict[str, Any]]] = {
         "entity_search": retrieval.entity_search(conn, realm, "alpha", ENTITY_V, 50),
         "chunk_search": retrieval.chunk_search(conn, realm, "alpha", QV, 50),
+        "chunk_fulltext": retrieval.chunk_fulltext(conn, realm, "alpha", channels.fulltext_query(Q.split()), 50),
         "traverse": retrieval.traverse(conn, realm, "alpha", [ada], max_hops=3, max_relation_edges=50),
         "mention_chunks": retrieval.mention_chunks(conn, realm, "alpha", [ada], 50),
         "relation_similarity": channels.relation_similarity(conn, realm, "alpha", QV, 50, temporal=t),
@@ -168,6 +170,7 @@ def test_bait_is_what_an_unscoped_read_would_return(conn: psycopg.Connection, ot
     """The bait is attractive: read in its own tenant, it ranks first in every channel."""
     assert channels.relation_similarity(conn, other_realm, "alpha", QV, 1)[0]["object"] == "LEAK-realm Notes"
     assert "LEAK-realm" in retrieval.chunk_search(conn, other_realm, "alpha", QV, 1)[0]["text"]
+    assert "LEAK-realm" in retrieval.chunk_fulltext(conn, other_realm, "alpha", channels.fulltext_query(Q.split()), 1)[0]["text"]
     assert retrieval.entity_search(conn, other_realm, "alpha", ENTITY_V, 1)[0]["description"] == "LEAK-realm"
     assert "LEAK" in channels.community_search(conn, other_realm, "alpha", GLOBAL_V, 1)[0]["title"]
     assert np.isclose(channels.relation_similarity(conn, other_realm, "alpha", QV, 1)[0]["score"], 1.0)

@@ -18,7 +18,7 @@ from pgrag_dag import assembly, keywords
 from pgrag_dag.embedding import HashingEmbedder, InputKind
 from pgrag_dag.errors import ModelError, QueryError
 from pgrag_dag.llm import Completion
-from pgrag_dag.query import EVIDENCE, MODES, QueryParam, QueryResult, check_mode, query_data
+from pgrag_dag.query import DEFAULT_CHUNK_CHANNELS, EVIDENCE, MODES, QueryParam, QueryResult, check_mode, query_data
 from pgrag_dag.relations import render_relation as surface
 from pgrag_dag.store import db, retrieval, schema
 from pgrag_dag.store import retrieval_channels as channels
@@ -156,16 +156,17 @@ def test_unknown_mode_raises() -> None:
 
 
 _SPIED = {
-    retrieval: ("entity_search", "chunk_search", "mention_chunks", "traverse"),
+    retrieval: ("entity_search", "chunk_search", "chunk_fulltext", "mention_chunks", "traverse"),
     channels: ("relation_similarity", "relation_fulltext", "relation_keyword_overlap", "community_search"),
 }
-_EXPECTED_CALLS = {  # Table 3: what each mode reads, and nothing else
-    "mix": ["chunk_search", "entity_search", "mention_chunks", "relation_fulltext", "relation_similarity", "traverse"],
-    "local": ["chunk_search", "entity_search", "mention_chunks", "relation_fulltext", "relation_similarity", "traverse"],
+_CHUNK_CALLS = [{"vector": "chunk_search", "fulltext": "chunk_fulltext"}[c] for c in DEFAULT_CHUNK_CHANNELS]
+_EXPECTED_CALLS = {  # Table 3: what each mode reads, and nothing else (chunk search: the default chunk channels)
+    "mix": ["entity_search", "mention_chunks", "relation_fulltext", "relation_similarity", "traverse", *_CHUNK_CALLS],
+    "local": ["entity_search", "mention_chunks", "relation_fulltext", "relation_similarity", "traverse", *_CHUNK_CALLS],
     "global": ["community_search", "relation_similarity"],
-    "hybrid": ["chunk_search", "community_search", "entity_search", "mention_chunks", "relation_fulltext",
-               "relation_similarity", "relation_similarity", "traverse"],
-    "naive": ["chunk_search"],
+    "hybrid": ["community_search", "entity_search", "mention_chunks", "relation_fulltext",
+               "relation_similarity", "relation_similarity", "traverse", *_CHUNK_CALLS],
+    "naive": [*_CHUNK_CALLS],
     "bypass": [],
 }
 
@@ -185,8 +186,10 @@ def test_every_mode_consults_exactly_its_table_3_evidence(
 
             monkeypatch.setattr(module, name, spy)
     result = ask(pg_dsn, realm, "How did Ada Lovelace and Charles Babbage pioneer computing engines?", mode=mode)
-    assert sorted(calls) == _EXPECTED_CALLS[mode]
-    assert set(result.channels) == EVIDENCE[mode]
+    assert sorted(calls) == sorted(_EXPECTED_CALLS[mode])
+    chunk_channels = {c for c in result.channels if c.startswith("chunks_")}
+    assert set(result.channels) - chunk_channels == EVIDENCE[mode]
+    assert chunk_channels == ({f"chunks_{c}" for c in DEFAULT_CHUNK_CHANNELS} if "chunks" in EVIDENCE[mode] else set())
     ev = EVIDENCE[mode]
     assert bool(result.entities) == ("entities" in ev)
     assert bool(result.chunks) == ("chunks" in ev)

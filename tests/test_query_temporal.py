@@ -328,6 +328,19 @@ def test_documents_indexed_after_the_belief_instant_are_not_retrieved(
     assert len(_ask(pg_dsn, realm, as_of="1625").chunks) == 4
 
 
+def test_the_fulltext_chunk_channel_reads_only_documents_known_at_the_belief_instant(
+    pg_dsn: str, realm: str, graph: dict[str, int]
+) -> None:
+    lexical: dict[str, Any] = {"mode": "naive", "chunk_channels": ["fulltext"]}
+    now = _ask(pg_dsn, realm, **lexical)
+    assert {(c["doc_key"], c["via"]) for c in now.chunks} == {("old-notes", "fulltext"), ("new-notes", "fulltext")}
+    then = _ask(pg_dsn, realm, as_believed_at="2015-01-01", **lexical)
+    assert [(c["doc_key"], c["via"]) for c in then.chunks] == [("old-notes", "fulltext")]
+    assert _ask(pg_dsn, realm, as_believed_at="2009-12-31", **lexical).chunks == []
+    fused = _ask(pg_dsn, realm, as_believed_at="2015-01-01", chunk_channels=["vector", "fulltext"])
+    assert {(c["doc_key"], c["via"]) for c in fused.chunks} == {("old-notes", "vector+fulltext"), ("old-letter", "mention")}
+
+
 # -- reporting -------------------------------------------------------------------------------------
 
 

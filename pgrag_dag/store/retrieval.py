@@ -1,4 +1,4 @@
-"""Read SQL for the query path (paper §3.3, §5.3–5.4, §7.2).
+"""Read SQL for the query path (paper §3.3, §5.3–5.4, §7.2–7.3).
 
 Every function reads one realm schema (``pgrag_<realm>``, composed with ``psycopg.sql.Identifier``)
 and is scoped to one space, or to every space when ``space`` is the read-only wildcard ``"*"``.
@@ -14,7 +14,8 @@ starve an HNSW scan of rows; results are re-sorted by distance afterwards, as pg
 relaxed ordering.
 
 Rows are returned as lists of dicts; distances are cosine distances (``<=>``, 0..2) and ``score``
-is cosine similarity ``1 - distance``. Query vectors must have the realm's embedding width.
+is cosine similarity ``1 - distance`` — except :func:`chunk_fulltext`, the chunks' full-text channel,
+whose ``score`` is ``ts_rank_cd``. Query vectors must have the realm's embedding width.
 """
 
 from __future__ import annotations
@@ -278,6 +279,38 @@ def chunk_search(
         d=table(realm, "documents"), in_space=in_space("d", space), known=created_by("d", temporal)
     )
     return fetch(conn, query, {"q": qvec, "k": k, "space": space, **temporal.params()}, vector=True)
+
+
+def chunk_fulltext(
+    conn: psycopg.Connection, realm: str, space: str, text: str, k: int, *, temporal: Temporal = CURRENT
+) -> list[Row]:
+    """The ``k`` chunks of ``space`` best matching ``websearch_to_tsquery('english', text)`` (§7.3
+    lexical channel, over chunks), ranked by ``ts_rank_cd`` against the stored ``search_tsv`` =
+    ``to_tsvector('english', title || ' ' || text)`` (GIN index ``documents_fts_tsv``), then id.
+
+    ``text`` is websearch syntax: plain words are AND-ed, ``or`` separates alternatives, quotes make a
+    phrase — the query path passes :func:`~pgrag_dag.store.retrieval_channels.fulltext_query` of its
+    terms (any of them). A text without lexemes (empty, only stop words or punctuation) matches
+    nothing. Scope and belief time as :func:`chunk_search`; unlike it, chunks not yet embedded are
+    found too. Rows have :func:`chunk_search`'s shape — ``id, space, doc_key, title, chunk_index,
+    text, t_created, distance`` (always ``None``: no vector was compared), ``score`` (``ts_rank_cd``
+    with normalisation 0, > 0; not comparable with cosine similarity) — best first.
+    """
+    if k <= 0 or not text.strip():
+        return []
+    query = sql.SQL("""
+        WITH q AS (SELECT websearch_to_tsquery('english', %(text)s) AS q),
+        hits AS MATERIALIZED (
+            SELECT d.id, d.space, d.doc_key, d.title, d.chunk_index, d.text, d.t_created,
+                   NULL::double precision AS distance, ts_rank_cd(d.search_tsv, q.q) AS score
+              FROM q, {d} AS d
+             WHERE numnode(q.q) > 0 AND d.search_tsv @@ q.q AND {in_space} AND {known}
+             ORDER BY score DESC, d.id
+             LIMIT %(k)s)
+        SELECT * FROM hits ORDER BY score DESC, id""").format(
+        d=table(realm, "documents"), in_space=in_space("d", space), known=created_by("d", temporal)
+    )
+    return fetch(conn, query, {"text": text, "k": k, "space": space, **temporal.params()})
 
 
 def traverse(
