@@ -4,8 +4,9 @@ The embedded server is started once per data directory and left running (``clean
 so several processes (the Dagster code server, run workers, the CLI) share it.
 
 The query path reads through :func:`read_connection`: a process-wide ``psycopg_pool`` pool per DSN
-of read-only, repeatable-read connections with pgvector's types and its relaxed iterative index scan
-set once per session, so a query pays neither a connection nor a type lookup.
+of read-only, repeatable-read connections with pgvector's types registered once per connection, so a
+query pays neither a connection nor a type lookup. Every connection handed out has the engine's own
+session settings: the pool's ``reset`` hook undoes whatever its last borrower SET and applies them again.
 
 An outage is a :class:`DatabaseError` of one line naming the server (:func:`database_errors`):
 :func:`pooled_connection` checks every pooled connection it hands out and, when one fails, probes the
@@ -23,11 +24,12 @@ import time
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, LiteralString
 
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import IsolationLevel, sql
+from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from pgrag_dag.errors import ConfigurationError, DatabaseError
@@ -164,20 +166,54 @@ _pools_lock = threading.Lock()
 _iterative_sessions: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
 
 
-def _configure_reader(conn: psycopg.Connection) -> None:
+_READER_RESET: LiteralString = ("SET SESSION AUTHORIZATION DEFAULT; RESET ALL; CLOSE ALL; UNLISTEN *; "
+                                "SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD PLANS")
+"""What a returned reader's borrower may have changed, undone: every run-time parameter (planner,
+``hnsw.*``, ``search_path``, timeouts, role, …) back to its session default, cursors, notifications,
+advisory locks, temporary tables and cached plans gone. ``DISCARD ALL`` less ``DEALLOCATE ALL``: psycopg's
+prepared statements (the engine's own query texts) survive, their plans are made again."""
+
+
+def _reader_session(conn: psycopg.Connection) -> None:
+    """Give ``conn`` the engine's read session: autocommit, ``REPEATABLE READ READ ONLY`` transactions,
+    tuple rows, ``default_transaction_read_only`` (autocommit statements too), the relaxed iterative scan
+    where pgvector is registered, and the statement timeout of :func:`read_pool_settings` (set last: the
+    set-up itself is never cut short); ``hnsw.ef_search`` and the planner keep the server's defaults."""
     conn.autocommit = True
     conn.read_only = True
     conn.isolation_level = IsolationLevel.REPEATABLE_READ
+    conn.deferrable = None
+    conn.row_factory = tuple_row
+    timeout_s = read_pool_settings()[1]
+    timeout_ms = max(1, round(timeout_s * 1000)) if timeout_s > 0 else 0  # 0: none; never rounded to none
+    iterative = sql.SQL("SET hnsw.iterative_scan = relaxed_order; ") if conn in _iterative_sessions else sql.SQL("")
+    conn.execute(sql.SQL("SET default_transaction_read_only = on; {}SET statement_timeout = {}").format(
+        iterative, sql.Literal(f"{timeout_ms}ms")))
+
+
+def _configure_reader(conn: psycopg.Connection) -> None:
+    """The pool's ``configure`` hook: register pgvector's types, then :func:`_reader_session`."""
+    conn.autocommit = True
     try:
         register_vector(conn)
     except psycopg.ProgrammingError:
         pass  # no pgvector yet (nothing indexed): registered on first use, see read_connection
     else:
-        conn.execute("SET hnsw.iterative_scan = relaxed_order")
         _iterative_sessions.add(conn)
-    timeout_s = read_pool_settings()[1]  # set last: the set-up itself is never cut short
-    timeout_ms = max(1, round(timeout_s * 1000)) if timeout_s > 0 else 0  # 0: none; never rounded to none
-    conn.execute(sql.SQL("SET statement_timeout = {}").format(sql.Literal(f"{timeout_ms}ms")))
+    _reader_session(conn)
+
+
+def _reset_reader(conn: psycopg.Connection) -> None:
+    """The pool's ``reset`` hook (issue 13): whatever the last borrower SET — planner switches,
+    ``hnsw.ef_search``, ``search_path``, timeouts, ``default_transaction_read_only``, a role — the next one
+    gets the engine's session (:data:`_READER_RESET`, then :func:`_reader_session`). An error here makes
+    the pool discard the connection."""
+    conn.autocommit = True  # the reset runs outside any transaction (the pool rolled back an open one)
+    conn.execute(_READER_RESET)
+    if conn in _iterative_sessions:
+        _reader_session(conn)
+    else:
+        _configure_reader(conn)  # pgvector may exist by now
 
 
 READ_WAIT_S = 15.0
@@ -195,7 +231,7 @@ def _read_pool(dsn: str) -> ConnectionPool:
             max_size = read_pool_settings()[0]
             probe(dsn)  # fail fast, naming the server, instead of a pool timeout
             pool = ConnectionPool(
-                dsn, min_size=0, max_size=max_size, open=True, configure=_configure_reader,
+                dsn, min_size=0, max_size=max_size, open=True, configure=_configure_reader, reset=_reset_reader,
                 kwargs={"connect_timeout": 10}, name="pgrag-read", timeout=READ_WAIT_S,
             )
             _pools[key] = pool
@@ -206,10 +242,12 @@ def _read_pool(dsn: str) -> ConnectionPool:
 @contextlib.contextmanager
 def read_connection(dsn: str) -> Iterator[psycopg.Connection]:
     """A pooled read-only connection (autocommit; transactions it opens are ``REPEATABLE READ READ
-    ONLY``) with pgvector registered, ``hnsw.iterative_scan = relaxed_order`` and the
-    ``statement_timeout`` of :func:`read_pool_settings` for the session.
+    ONLY``, ``default_transaction_read_only`` on) with pgvector registered, ``hnsw.iterative_scan =
+    relaxed_order`` and the ``statement_timeout`` of :func:`read_pool_settings` for the session, every other
+    setting at the server's default — whatever an earlier borrower SET (issue 13).
 
-    Returned to the pool on exit (an open transaction is rolled back by the pool). The pool is
+    Returned to the pool on exit (an open transaction is rolled back, then the session reset by the
+    pool in its worker; a connection whose reset fails is discarded). The pool is
     per process and DSN, at most :func:`read_pool_settings`' connections — one pool, kept through an
     outage (it reconnects by itself), so connections never exceed that maximum — and closed at
     interpreter exit. After the server failed a probe or broke a connection, the next call probes it
