@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import os
 import re
 import threading
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, LiteralString
+from typing import Any, Concatenate, LiteralString, ParamSpec, TypeVar
 
 import psycopg
 from pgvector.psycopg import register_vector
@@ -33,6 +34,9 @@ from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from pgrag_dag.errors import ConfigurationError, DatabaseError
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def embedded_server(data_dir: Path, *, keep_running: bool = True) -> Any:
@@ -372,6 +376,40 @@ def scrub(text: str, dsn: str) -> str:
     if dsn:
         text = text.replace(dsn, "<the connection string>")
     return _SECRET.sub(lambda m: (m.group(1) + "***@") if m.group(1) else m.group(2) + "***", text)
+
+
+def privilege_error(conn: psycopg.Connection, exc: psycopg.errors.InsufficientPrivilege) -> DatabaseError:
+    """The one-line :class:`DatabaseError` for a privilege schema initialisation lacks (issue 13): the role,
+    the database, PostgreSQL's reason and what to ask the DBA for — a superuser to run ``CREATE EXTENSION
+    vector`` (pgvector is not a trusted extension), ``CREATE`` on the database (for pgrag's schemas), or
+    ownership of / ``CREATE`` on an existing pgrag schema."""
+    user, dbname = conn.info.user, conn.info.dbname
+    reason = exc.diag.message_primary or (str(exc).strip().splitlines() or ["permission denied"])[0]
+    role, database = sql.Identifier(user).as_string(conn), sql.Identifier(dbname).as_string(conn)
+    if "extension" in reason:
+        ask = f"ask a superuser to run CREATE EXTENSION vector; in database {database} once, then retry"
+    elif "for database" in reason:
+        ask = f"ask the DBA for CREATE on the database: GRANT CREATE ON DATABASE {database} TO {role};"
+    elif found := re.search(r"for schema (\S+)", reason):
+        ask = f"ask the DBA for GRANT USAGE, CREATE ON SCHEMA {found.group(1)} TO {role}; (or run pgrag as its owner)"
+    else:
+        ask = "ask the DBA to make the role the owner of pgrag's schemas (pgrag__control, pgrag_<realm>), or run pgrag as their owner"
+    return DatabaseError(f"PostgreSQL role {user!r} may not initialise pgrag in database {dbname!r} "
+                         f"({' '.join(reason.split())}): {ask}")
+
+
+def privileged(fn: Callable[Concatenate[psycopg.Connection, P], R]) -> Callable[Concatenate[psycopg.Connection, P], R]:
+    """Decorator for functions ``fn(conn, ...)`` that run DDL: a missing privilege
+    (``InsufficientPrivilege``) leaves them as :func:`privilege_error`'s :class:`DatabaseError`."""
+
+    @functools.wraps(fn)
+    def wrapper(conn: psycopg.Connection, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(conn, *args, **kwargs)
+        except psycopg.errors.InsufficientPrivilege as exc:
+            raise privilege_error(conn, exc) from exc
+
+    return wrapper
 
 
 @contextlib.contextmanager

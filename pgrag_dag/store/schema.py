@@ -53,7 +53,8 @@ from psycopg import sql
 from pgvector.psycopg import register_vector
 
 from pgrag_dag.errors import DatabaseError, SchemaMismatchError
-from pgrag_dag.names import schema_for
+from pgrag_dag.names import schema_for, validate_realm
+from pgrag_dag.store.db import privileged
 
 CONTROL_SCHEMA = "pgrag__control"
 SCHEMA_VERSION = 4
@@ -336,11 +337,13 @@ def lock_ddl(conn: psycopg.Connection) -> None:
     conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
 
 
+@privileged
 def init_control(conn: psycopg.Connection) -> None:
     """Create the pgvector extension and the control schema; idempotent and concurrency-safe.
 
     When they already exist this only reads the catalog (no DDL, no table lock).
-    Raises :class:`DatabaseError` when the ``vector`` extension is not available on the server.
+    Raises :class:`DatabaseError` when the ``vector`` extension is not available on the server, or the
+    role may not create it or the schema (one line saying what to ask the DBA for).
     """
     with conn.transaction():
         present = conn.execute(_CONTROL_PRESENT).fetchone()
@@ -359,6 +362,7 @@ def init_control(conn: psycopg.Connection) -> None:
     register_vector(conn)
 
 
+@privileged
 def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, dim: int,
                convention: str = "symmetric") -> bool:
     """Create realm ``realm``'s schema and tables at width ``dim`` and register its embedding model and
@@ -370,8 +374,10 @@ def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, di
 
     Raises :class:`SchemaMismatchError` when the realm is registered under another model, width or
     convention (``pgrag reembed`` switches a realm deliberately), or an embedding column is missing or
-    has another width.
+    has another width; :class:`~pgrag_dag.errors.InvalidNameError` for an invalid realm name, before any
+    DDL; :class:`DatabaseError` for a privilege the role lacks (one line saying what to ask the DBA for).
     """
+    validate_realm(realm)
     if not isinstance(dim, int) or not 1 <= dim <= 16000:
         raise SchemaMismatchError("embedding width", "1..16000", dim)
     init_control(conn)
