@@ -1,4 +1,6 @@
-"""Partitions: one dynamic partition per realm/space, key ``"<realm>.<space>"``, from the sources.
+"""Partitions: one dynamic partition per realm/space, key ``"<realm>.<space>"`` with the space
+percent-encoded where Dagster or its UI would read a character (:func:`pgrag_dag.names.partition_key`:
+``wiki.demo``, ``acme.tenant%3Aacme%2Feng%20Straße``), from the sources.
 
 Dagster does not validate dynamic keys, so keys are validated by :func:`pgrag_dag.names.split_partition_key`
 before they are added or used.

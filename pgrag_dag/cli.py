@@ -48,20 +48,24 @@ def demo() -> None:
 
 
 @app.command()
-def index(partition: Annotated[str, typer.Argument(help="<realm>.<space>")],
+def index(partition: Annotated[str, typer.Argument(help="<realm>.<space>: the space as in pgrag.yaml (quote it "
+                                                        "if it has blanks), or its Dagster partition key")],
           allow_empty: Annotated[bool, typer.Option("--allow-empty", help="allow sources that name no document "
                                                    "to remove every document of an indexed space")] = False) -> None:
     """Run the eight stages for one partition as a plain pipeline (no Dagster)."""
     import os
 
-    from pgrag_dag.names import split_partition_key
+    from pgrag_dag.config import load_settings
+    from pgrag_dag.engine import Engine
+    from pgrag_dag.names import parse_partition
     from pgrag_dag.pipeline import index_documents
 
     if allow_empty:
         os.environ["PGRAG_OPERATIONS__ALLOW_EMPTY"] = "true"
     try:
-        realm, space = split_partition_key(partition)
-        with contextlib.closing(_engine()) as engine:
+        settings = load_settings()
+        realm, space = parse_partition(partition, [(r, s) for r, spec in settings.realms.items() for s in spec.spaces])
+        with contextlib.closing(Engine.from_settings(settings)) as engine:
             engine.import_cassettes()
             for r in index_documents(engine, realm, space):
                 typer.echo(f"{r.stage}: {json.dumps(r.metadata, default=str)}")

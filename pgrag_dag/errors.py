@@ -4,7 +4,7 @@
 
     PgragError
     ├── ConfigurationError        invalid settings or sources (unknown preset, missing path, ...)
-    │   └── InvalidNameError      a realm or space name that may not reach SQL
+    │   └── InvalidNameError      an invalid realm, space or partition-key name
     ├── DatabaseError             PostgreSQL unreachable, lacking pgvector, or a statement it refused
     │   ├── SchemaMismatchError   embedding column missing or of the wrong width; model mixing
     │   └── PartitionBusyError    another run holds the partition a stage must write
@@ -29,17 +29,19 @@ class ConfigurationError(PgragError):
 
 
 class InvalidNameError(ConfigurationError):
-    """A realm or space name was rejected before it could reach SQL text.
+    """A realm, space or partition-key name was rejected before it could reach SQL text or Dagster
+    (:mod:`pgrag_dag.names`).
 
     Attributes:
-        kind: ``"realm"`` or ``"space"``.
+        kind: ``"realm"``, ``"space"`` or ``"partition"``.
         value: the rejected name, verbatim.
     """
 
     def __init__(self, kind: str, value: str, reason: str) -> None:
         self.kind = kind
         self.value = value
-        super().__init__(f"invalid {kind} name {value!r}: {reason}")
+        shown = repr(value) if len(value) <= 80 else repr(value[:80]) + "…"  # one readable line
+        super().__init__(f"invalid {kind} name {shown}: {reason}")
 
 
 class DatabaseError(PgragError):

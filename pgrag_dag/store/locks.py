@@ -30,7 +30,8 @@ from pgrag_dag.store import db
 
 
 def _key(kind: str, realm: str, space: str) -> int:
-    """A signed 64-bit advisory lock key for ``kind`` of ``realm.space``."""
+    """A signed 64-bit advisory lock key for ``kind`` of ``realm.space``: SHA-256 of the text, unambiguous
+    for any space (a realm holds neither ``.`` nor ``:``)."""
     text = f"{realm}.{space}" if kind == "partition" else f"{kind}:{realm}.{space}"
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big", signed=True)
 
