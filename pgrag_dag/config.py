@@ -21,6 +21,13 @@ if TYPE_CHECKING:
     from pgrag_dag.vocabulary import Vocabulary
 
 
+class StrictModel(BaseModel):
+    """A settings section that refuses unknown keys (a typo is an error naming the nearest valid key,
+    :mod:`pgrag_dag.config_errors`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
 class SourceSpec(BaseModel):
     """One document source: a directory with a glob, or a single file; text files, or JSONL files in
     which each line is a document (``text_field`` holds its text, ``title_field`` its title, ``key_field``
@@ -115,7 +122,7 @@ class RealmSpec(BaseModel):
     spaces: dict[str, SpaceSpec]
 
 
-class LLMSettings(BaseModel):
+class LLMSettings(StrictModel):
     """Chat-model access through litellm (§3.5).
 
     ``models`` is the failover list, tried in order; the name ``replay`` serves only recorded
@@ -132,7 +139,7 @@ class LLMSettings(BaseModel):
     request_timeout_s: float = Field(default=60.0, gt=0)
 
 
-class EmbeddingSettings(BaseModel):
+class EmbeddingSettings(StrictModel):
     """Embedding model (§3.5, issue 12).
 
     ``model``: ``local/all-MiniLM-L6-v2`` (the default: real weights installed with the package, run
@@ -161,7 +168,7 @@ class EmbeddingSettings(BaseModel):
     passage_input_type: str | None = None
 
 
-class ChunkingSettings(BaseModel):
+class ChunkingSettings(StrictModel):
     """Paragraph chunker (§4.1): character budget per chunk and characters of overlap."""
 
     chunk_chars: int = 2000
@@ -174,7 +181,7 @@ class ChunkingSettings(BaseModel):
         return self
 
 
-class ExtractionSettings(BaseModel):
+class ExtractionSettings(StrictModel):
     """Extraction (§3.4, §4.1–4.2): gleaning passes, document-context cap (names), concurrency (model
     calls in flight) and batch size (chunks whose calls run together; each batch sees the names found
     by earlier batches of its document; 1 = strictly sequential)."""
@@ -186,7 +193,7 @@ class ExtractionSettings(BaseModel):
     prompt_version: str = "extract-v2"
 
 
-class GateSettings(BaseModel):
+class GateSettings(StrictModel):
     """Validation gates (§4.3, Table 2)."""
 
     confidence_floor: float = Field(default=0.5, ge=0.0, le=1.0)
@@ -194,7 +201,7 @@ class GateSettings(BaseModel):
     possessive_gate: bool = False
 
 
-class CommunitySettings(BaseModel):
+class CommunitySettings(StrictModel):
     """Leiden communities and hierarchy (§6)."""
 
     min_size: int = Field(default=3, ge=2)
@@ -204,7 +211,7 @@ class CommunitySettings(BaseModel):
     negated_weight: float = Field(default=0.25, ge=0.0, le=1.0)
 
 
-class TemporalSettings(BaseModel):
+class TemporalSettings(StrictModel):
     """The temporal model's optional parts (§7.4): LLM contradiction detection over the residue the
     declarative supersession pass leaves, off by default, at most ``contradiction_max_pairs`` calls."""
 
@@ -212,7 +219,7 @@ class TemporalSettings(BaseModel):
     contradiction_max_pairs: int = Field(default=200, ge=0)
 
 
-class DagsterSettings(BaseModel):
+class DagsterSettings(StrictModel):
     """How the code location runs: the source sensor and the refresh schedule (on by default), the
     schedule's cron (UTC), Dagster's instance storage (``postgres``: a database ``storage_database`` on
     the same PostgreSQL server as the graph, so runs, events and schedules survive and scale out; or
@@ -230,7 +237,7 @@ class DagsterSettings(BaseModel):
     run_timeout_s: float = Field(default=0.0, ge=0)
 
 
-class OperationsSettings(BaseModel):
+class OperationsSettings(StrictModel):
     """How indexing runs behave around other runs and failures (issue 11).
 
     ``lock_wait_s``: seconds a stage waits for another run holding its partition before it is refused
@@ -390,9 +397,9 @@ def load_settings(config: Path | str | None = None, **overrides: Any) -> Setting
     try:
         settings = cls(**overrides)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in err['loc']) or 'settings'}: {err['msg'].removeprefix('Value error, ')}"
-            for err in exc.errors())
+        from pgrag_dag.config_errors import describe
+
+        problems = "; ".join(describe(err, Settings, env_prefix="PGRAG_") for err in exc.errors())  # unknown keys name the nearest valid one
         raise ConfigurationError(f"invalid settings ({exc.error_count()}): {problems}") from exc
     except yaml.YAMLError as exc:
         raise ConfigurationError(f"configuration file {path} is not valid YAML: {' '.join(str(exc).split())}") from None

@@ -306,7 +306,10 @@ def _bind(settings: Settings, where: str, slot: str, spec: OperatorSpec) -> Boun
     try:
         options = op.options.model_validate({**base, **spec.options})
     except ValidationError as exc:
-        problems = "; ".join(f"option {'.'.join(str(p) for p in e['loc']) or '(options)'}: "
+        from pgrag_dag.config_errors import describe
+
+        problems = "; ".join(describe(e, op.options, top="options") if e["type"] == "extra_forbidden"  # names the nearest
+                             else f"option {'.'.join(str(p) for p in e['loc']) or '(options)'}: "
                              f"{e['msg'].removeprefix('Value error, ')}" for e in exc.errors())
         raise ConfigurationError(f"{where}, stage {slot}, operator {spec.name!r}: {problems}") from None
     return Bound(op, options, spec.name)

@@ -62,12 +62,12 @@ def test_defaults_compose_todays_pipeline(small_corpus: SmallCorpus, realm: str)
     ({"chunker": {"name": "token_window", "options": {"tokens": 0}}},
      "space {realm}.main, stage chunker, operator 'token_window': option tokens:"),
     ({"chunker": {"name": "token_window", "options": {"token": 10}}},
-     "space {realm}.main, stage chunker, operator 'token_window': option token: Extra inputs are not permitted"),
+     "space {realm}.main, stage chunker, operator 'token_window': options: unknown key 'token' (did you mean 'tokens'?)"),
     ({"gates": [{"name": "name_stoplist", "options": {}}]}, "stage gate, operator 'name_stoplist': option names: Field required"),
     ({"extractor": "tests.user_operators:not_an_operator"}, "is a str, not a pgrag_dag Operator"),
     ({"extractor": "tests.no_such_module:thing"}, "stage extractor: cannot import operator 'tests.no_such_module:thing'"),
     ({"enrichers": ["tests.user_operators:sentence_chunker"]}, "stage enricher: operator 'tests.user_operators:sentence_chunker' is a chunker"),
-    ({"gate": ["name_stoplist"]}, "gate: Extra inputs are not permitted"),  # a misspelt slot is never ignored
+    ({"gate": ["name_stoplist"]}, "spaces.main: unknown key 'gate' (did you mean 'gates'?)"),  # a misspelt slot is never ignored
 ])
 def test_a_bad_composition_fails_at_load_naming_space_stage_and_option(
         small_corpus: SmallCorpus, realm: str, space: dict, message: str) -> None:
