@@ -65,6 +65,10 @@ def index(partition: Annotated[str, typer.Argument(help="<realm>.<space>")],
             engine.import_cassettes()
             for r in index_documents(engine, realm, space):
                 typer.echo(f"{r.stage}: {json.dumps(r.metadata, default=str)}")
+                for name, (ok, meta) in r.checks.items():  # a red check is said on stderr, one line each
+                    if not ok:
+                        typer.echo(f"check {r.stage}:{name} failed: {meta.get('reason') or json.dumps(meta, default=str)}",
+                                   err=True)
     except PgragError as exc:
         _fail(exc)
 

@@ -34,6 +34,7 @@ from pgrag_dag.supersession import detect_contradictions, supersede
 from pgrag_dag.sources import load_documents
 from pgrag_dag.store import db, documents, graph, locks, staging, vectors
 from pgrag_dag.vocabulary import Vocabulary, off_vocabulary
+from pgrag_dag.yield_checks import YIELD_CHECK, extraction_yield, gate_yield, logged
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +192,8 @@ def stage_raw_extractions(engine: Engine, realm: str, space: str) -> StageResult
         **usage_delta(engine, before), "seconds": round(time.perf_counter() - t0, 3),
     }, frame_hash(stored.select("chunk_id", "pass", "raw_text", "parse_status")), raw.height,
         checks={**_operator_checks([extractor], {"chunks_extracted": todo.height, "passes_written": raw.height}),
-                PENDING_CHECK: (pending["pending"] == 0, pending)})
+                PENDING_CHECK: (pending["pending"] == 0, pending),
+                YIELD_CHECK: logged(extraction_yield(stored), stage="raw_extractions", realm=realm, space=space)})
 
 
 def _complete_raw(raw: pl.DataFrame, extractor: Bound) -> pl.DataFrame:
@@ -250,7 +252,8 @@ def stage_gated_triples(engine: Engine, realm: str, space: str) -> StageResult:
         **_predicate_report(decisions, vocabulary), "operators": {"gates": [g.describe() for g in gates]},
         "seconds": round(time.perf_counter() - t0, 3),
     }, frame_hash(decisions), decisions.height,
-        checks=_operator_checks(gates, {"decisions": decisions.height}))
+        checks={**_operator_checks(gates, {"decisions": decisions.height}),
+                YIELD_CHECK: logged(gate_yield(raw, decisions), stage="gated_triples", realm=realm, space=space)})
 
 
 def _predicate_report(decisions: pl.DataFrame, vocabulary: Vocabulary) -> dict[str, Any]:
