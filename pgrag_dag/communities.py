@@ -28,7 +28,7 @@ import polars as pl
 
 from pgrag_dag.config import CommunitySettings
 from pgrag_dag.errors import ModelError
-from pgrag_dag.extraction import parse_json_object
+from pgrag_dag.extraction import evict_hint, parse_json_object
 from pgrag_dag.llm import ModelClient, map_calls
 from pgrag_dag.prompts import PARENT_REPORT_SYSTEM, REPORT_SYSTEM
 
@@ -205,8 +205,10 @@ def _ask(client: ModelClient, system: str, user: str, purpose: str) -> dict[str,
     completion = client.complete(messages, purpose=purpose, json_mode=True)
     try:
         return parse_report(completion.text)
-    except ValueError:
+    except ValueError as exc:
         client.forget(completion)  # an unusable live response is asked again next build
+        if hint := evict_hint(completion):
+            raise ValueError(f"{exc}{hint}") from exc
         raise
 
 
