@@ -65,8 +65,9 @@ EXTRA_CHECKS = {
 }
 SOFT_CHECKS = {YIELD_CHECK: YIELD_DESCRIPTION}
 """Non-blocking checks of severity ERROR a stage may report (``soft_checks``): name → description."""
-PENDING_DESCRIPTION = ("Work this stage still owes the partition (failed first or gleaning passes, failed community "
-                       "reports); retried by the next run, red until it clears. Non-blocking.")
+PENDING_DESCRIPTION = ("Work this stage still owes the partition (failed first or gleaning passes, failed or "
+                       "deadline-cut community reports, named by their members); retried by the next run, red until "
+                       "it clears. Non-blocking.")
 
 
 STAGE_SLOTS = {"chunks": "chunker", "raw_extractions": "extractor", "gated_triples": "gate",

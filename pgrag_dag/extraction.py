@@ -9,7 +9,8 @@ Output frame ``raw_extractions`` — one row per (chunk, pass): chunk_id, pass (
 
 The model's text is untrusted: it is parsed (code fences, leading prose and trailing commas are
 tolerated), never repaired or guessed at. A chunk whose first pass fails keeps its raw text and
-error; a failed gleaning pass is logged and the first pass kept.
+error; a failed gleaning pass is logged and the first pass kept. Stored responses that failed to parse
+are parsed again on every run (:func:`reparse_extraction`), so a fixed parser recovers them.
 """
 
 from __future__ import annotations
