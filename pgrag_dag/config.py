@@ -195,10 +195,7 @@ class GateSettings(BaseModel):
 
 
 class CommunitySettings(BaseModel):
-    """Leiden communities and hierarchy (§6). ``report_deadline_s``: wall-clock seconds one build may
-    spend on model-written reports (unset: no limit) — reports not in by then are skipped, named and
-    owed to the next run; ``max_reports``: a budget of model-written reports per build, given to the
-    largest clusters (the rest are skipped and named, not owed)."""
+    """Leiden communities and hierarchy (§6)."""
 
     min_size: int = Field(default=3, ge=2)
     levels: int = Field(default=1, ge=0)
@@ -206,7 +203,11 @@ class CommunitySettings(BaseModel):
     seed: int = 42
     negated_weight: float = Field(default=0.25, ge=0.0, le=1.0)
     report_deadline_s: float | None = Field(default=None, gt=0)
+    """Wall-clock seconds one build may spend on model-written reports (unset: no limit); reports not in
+    by then are skipped, named by their members, and owed to the next run."""
     max_reports: int | None = Field(default=None, ge=1)
+    """A budget of model-written reports per build, spent on the largest clusters; the rest are skipped
+    and named, not owed."""
 
 
 class TemporalSettings(BaseModel):
