@@ -38,8 +38,9 @@ def poisoned(small_corpus: SmallCorpus, realm: str, monkeypatch: pytest.MonkeyPa
     cassette = small_corpus.root / "recorded.jsonl"
     with db.connect(engine.dsn, autocommit=True) as conn:
         cache.export_cassette(conn, cassette)
-        conn.execute("DELETE FROM pgrag__control.llm_cache WHERE model = %s", (small_corpus.model,))
-    lines = [e for e in map(json.loads, cassette.read_text().splitlines()) if e["model"] == small_corpus.model]
+        lines = [e for e in map(json.loads, cassette.read_text().splitlines()) if e["model"] == small_corpus.model]
+        # only the cassette answers these prompts (earlier tests' models recorded the same ones)
+        conn.execute("DELETE FROM pgrag__control.llm_cache WHERE prompt_key = ANY(%s)", ([e["prompt_key"] for e in lines],))
     poisoned = [e for e in lines if e["purpose"] == "extract" and "never built" in e["request"]["messages"][-1]["content"]]
     assert len(poisoned) == 1
     poisoned[0]["response"] = POISON
@@ -91,7 +92,7 @@ def test_the_error_of_a_replayed_poison_response_names_the_prompt_key_to_evict(p
     assert hint is not None and hint.group(1) in first.checks[PENDING_CHECK][1]["examples"][0]
     out = runner.invoke(app, ["cache", "evict", "--prompt-key", hint.group(1)])
     assert out.exit_code == 0, out.output
-    *removed, summary = out.output.splitlines()  # every model's response to that prompt (earlier tests' too)
+    *removed, summary = out.output.splitlines()  # every model's response to that prompt
     assert summary == f"{len(removed)} cached response(s) removed"
     assert any(f"(prompt {hint.group(1)}, model {poisoned.model}" in line and POISON in line for line in removed)
     again = _raw(poisoned.engine(), realm, "copy")
