@@ -26,6 +26,7 @@ from pgrag_dag.pipeline import (
     stage_relations, stage_resolved_entities,
 )
 from pgrag_dag.community_stages import stage_communities, stage_community_hierarchy
+from pgrag_dag.yield_checks import YIELD_CHECK, YIELD_DESCRIPTION
 from pgrag_dag.resources.engine import PgragResource
 
 Stage = Callable[[Engine, str, str], StageResult]
@@ -62,8 +63,11 @@ EXTRA_CHECKS = {
     "graph_quality": "Table 6 measurements; duplicate edge rows, fragmented short-form vertices and pronoun "
                      "entities must be zero (§8.6)",
 }
-PENDING_DESCRIPTION = ("Work this stage still owes the partition (failed first or gleaning passes, failed community "
-                       "reports); retried by the next run, red until it clears. Non-blocking.")
+SOFT_CHECKS = {YIELD_CHECK: YIELD_DESCRIPTION}
+"""Non-blocking checks of severity ERROR a stage may report (``soft_checks``): name → description."""
+PENDING_DESCRIPTION = ("Work this stage still owes the partition (failed first or gleaning passes, failed or "
+                       "deadline-cut community reports, named by their members); retried by the next run, red until "
+                       "it clears. Non-blocking.")
 
 
 STAGE_SLOTS = {"chunks": "chunker", "raw_extractions": "extractor", "gated_triples": "gate",
@@ -82,11 +86,13 @@ class OperatorCheck:
 
 def stage_asset(name: str, stage: Stage, contract: str, deps: list[str], *, pool: str | None = None,
                 description: str, extra_checks: tuple[str, ...] = (),
-                operator_checks: tuple[OperatorCheck, ...] = (), pending: bool = False) -> dg.AssetsDefinition:
+                operator_checks: tuple[OperatorCheck, ...] = (), pending: bool = False,
+                soft_checks: tuple[str, ...] = ()) -> dg.AssetsDefinition:
     """An asset running ``stage`` for its partition, with a blocking check named ``contract``, the
     blocking ``extra_checks`` the stage reports on what it wrote, one blocking check per user
     operator composed into this stage in any space (``operator_checks``), and with ``pending`` the
-    non-blocking ``pending_work`` check (WARN while the stage owes work).
+    non-blocking ``pending_work`` check (WARN while the stage owes work); ``soft_checks`` are
+    non-blocking checks of severity ERROR (:data:`SOFT_CHECKS`, e.g. ``yield``).
 
     A stage error fails the step with a description naming the asset, the partition and the error."""
 
@@ -94,6 +100,7 @@ def stage_asset(name: str, stage: Stage, contract: str, deps: list[str], *, pool
     specs += [dg.AssetCheckSpec(c, asset=name, blocking=True, description=EXTRA_CHECKS[c]) for c in extra_checks]
     if pending:
         specs.append(dg.AssetCheckSpec(PENDING_CHECK, asset=name, blocking=False, description=PENDING_DESCRIPTION))
+    specs += [dg.AssetCheckSpec(c, asset=name, blocking=False, description=SOFT_CHECKS[c]) for c in soft_checks]
     specs += [dg.AssetCheckSpec(o.check, asset=name, blocking=True, description=o.description) for o in operator_checks]
 
     @dg.asset(
@@ -121,6 +128,7 @@ def stage_asset(name: str, stage: Stage, contract: str, deps: list[str], *, pool
         if pending:
             extra.append(checks.measured(name, PENDING_CHECK, *result.checks[PENDING_CHECK],
                                          severity=dg.AssetCheckSeverity.WARN))
+        extra += [checks.measured(name, c, *result.checks[c]) for c in soft_checks]
         yield dg.MaterializeResult(
             metadata=_metadata(result), data_version=dg.DataVersion(result.data_version),
             check_results=[checks.passed(name, result.rows_checked, contract), *extra],
@@ -182,10 +190,12 @@ def build_assets(settings: Settings | None = None) -> list[dg.AssetsDefinition]:
         make("chunks", stage_chunks, "ChunkContract", [],
              "Documents read from the space's sources, split into chunks by the space's chunker (§4.1, §5.5)."),
         make("raw_extractions", stage_raw_extractions, "RawExtractionContract", ["chunks"], pool="llm", pending=True,
+             soft_checks=(YIELD_CHECK,),
              description="The space's extractor per new or changed chunk: model extraction and gleaning, "
                          "or an extractor that calls no model (§4.1–4.2)."),
         make("gated_triples", stage_gated_triples, "GateDecisionContract", ["raw_extractions"],
-             "Every extracted entity and triple, accepted or refused by a gate (Table 2, then the space's extra gates)."),
+             "Every extracted entity and triple, accepted or refused by a gate (Table 2, then the space's extra gates).",
+             soft_checks=(YIELD_CHECK,)),
         make("resolved_entities", stage_resolved_entities, "EntityContract", ["gated_triples"],
              "Entities resolved to one vertex per canonical name, then the space's enrichers; mentions, dormancy (§4.6)."),
         make("relations", stage_relations, "RelationContract", ["resolved_entities"],

@@ -30,7 +30,7 @@ from pgrag_dag.chunkers import (
 )
 from pgrag_dag.chunking import chunk_documents
 from pgrag_dag.config import ChunkingSettings, ExtractionSettings
-from pgrag_dag.extraction import extract_chunks
+from pgrag_dag.extraction import extract_chunks, reparse_extraction
 from pgrag_dag.gates import identity_key
 from pgrag_dag.offline_extraction import CooccurrenceOptions, extract_cooccurrence
 from pgrag_dag.operators import Operator, OperatorContext, register
@@ -118,7 +118,7 @@ BUILTINS = [
     Operator("llm", "extractor", _llm, LLMExtractionOptions,
              "Model extraction with gleaning, the document's names threaded through its chunks (§4.1–4.2).",
              calls_model=True, defaults=lambda s: s.extraction.model_dump(),
-             identity=lambda o: o.prompt_version),  # type: ignore[attr-defined]
+             identity=lambda o: o.prompt_version, reparse=reparse_extraction),  # type: ignore[attr-defined]
     Operator("cooccurrence", "extractor", _cooccurrence, CooccurrenceOptions,
              "No model: proper-noun-phrase entities and one edge per pair named in one sentence, weighted "
              "by the chunks it occurs in."),

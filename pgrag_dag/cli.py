@@ -1,4 +1,4 @@
-"""pgrag command line: demo, index, query, reembed, lineage, ui, slots, cassette import/export, stop-db.
+"""pgrag command line: demo, index, query, reembed, lineage, ui, slots, cassette import/export, cache evict, stop-db.
 
 Every command reads the settings from PGRAG_CONFIG (default ./pgrag.yaml) and PGRAG_ environment
 variables. Errors of the engine are printed as one line and exit with status 2.
@@ -22,6 +22,8 @@ from pgrag_dag.errors import PgragError
 app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
 cassette_app = typer.Typer(no_args_is_help=True, help="Export or import recorded model responses (JSONL).")
 app.add_typer(cassette_app, name="cassette")
+cache_app = typer.Typer(no_args_is_help=True, help="Evict poison responses from the LLM response cache.")
+app.add_typer(cache_app, name="cache")
 
 
 def _engine():  # type: ignore[no-untyped-def]
@@ -69,6 +71,10 @@ def index(partition: Annotated[str, typer.Argument(help="<realm>.<space>: the sp
             engine.import_cassettes()
             for r in index_documents(engine, realm, space):
                 typer.echo(f"{r.stage}: {json.dumps(r.metadata, default=str)}")
+                for name, (ok, meta) in r.checks.items():  # a red check is said on stderr, one line each
+                    if not ok:
+                        typer.echo(f"check {r.stage}:{name} failed: {meta.get('reason') or json.dumps(meta, default=str)}",
+                                   err=True)
     except PgragError as exc:
         _fail(exc)
 
@@ -293,6 +299,32 @@ def cassette_import(path: Path) -> None:
                 typer.echo(f"{cache.import_cassette(conn, path)} responses read from {path}")
     except PgragError as exc:
         _fail(exc)
+
+
+@cache_app.command("evict")
+def cache_evict(
+    prompt_key: Annotated[Optional[str], typer.Option("--prompt-key", help="evict every cached response to this "
+                                                      "prompt (its key or first 16 digits, as an error shows it)")] = None,
+    parse_errors: Annotated[bool, typer.Option("--parse-errors", help="evict the responses behind --space's "
+                                               "extraction passes that still do not parse; the next run asks again")] = False,
+    space: Annotated[Optional[str], typer.Option("--space", help="<realm>.<space> for --parse-errors")] = None,
+) -> None:
+    """Remove poison responses from the response cache and say what was removed; a cassette import
+    never brings them back."""
+    from pgrag_dag.cache_evict import evict_parse_errors, evict_prompt
+    from pgrag_dag.errors import ConfigurationError
+    from pgrag_dag.names import split_partition_key
+
+    try:
+        if (prompt_key is None) == (not parse_errors) or (parse_errors and space is None):
+            raise ConfigurationError("give either --prompt-key KEY or --parse-errors --space REALM.SPACE")
+        with contextlib.closing(_engine()) as engine:
+            done = (evict_prompt(engine, prompt_key) if prompt_key is not None
+                    else evict_parse_errors(engine, *split_partition_key(space)))  # type: ignore[arg-type]
+    except PgragError as exc:
+        _fail(exc)
+    for line in done.lines():
+        typer.echo(line)
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -6,7 +6,8 @@ Pure operators — no SQL, no Dagster; the only I/O is the injected :class:`~pgr
 - :func:`graph_fingerprint`   SHA-256 of the graph, so an unchanged graph's rebuild can be skipped
 - :func:`render_community`    a cluster's entities and internal relations as prompt text
 - :func:`parse_report`        model text → report dict, or :class:`ValueError`
-- :func:`write_reports`       one report per cluster, largest first; unusable reports skipped
+- :mod:`pgrag_dag.community_reports`  one report per cluster, largest first, in batches to commit as
+                              they come; unusable reports skipped, and those past a deadline or budget
 - :func:`build_hierarchy`     recursive supergraph clustering → parent reports from child reports
 
 Local ids: base clusters are numbered ``0..n-1`` (0 = largest); parents continue after the largest
@@ -28,9 +29,9 @@ import polars as pl
 
 from pgrag_dag.config import CommunitySettings
 from pgrag_dag.errors import ModelError
-from pgrag_dag.extraction import parse_json_object
-from pgrag_dag.llm import ModelClient, map_calls
-from pgrag_dag.prompts import PARENT_REPORT_SYSTEM, REPORT_SYSTEM
+from pgrag_dag.extraction import evict_hint, parse_json_object
+from pgrag_dag.llm import ModelClient
+from pgrag_dag.prompts import PARENT_REPORT_SYSTEM
 
 log = logging.getLogger(__name__)
 
@@ -205,8 +206,10 @@ def _ask(client: ModelClient, system: str, user: str, purpose: str) -> dict[str,
     completion = client.complete(messages, purpose=purpose, json_mode=True)
     try:
         return parse_report(completion.text)
-    except ValueError:
+    except ValueError as exc:
         client.forget(completion)  # an unusable live response is asked again next build
+        if hint := evict_hint(completion):
+            raise ValueError(f"{exc}{hint}") from exc
         raise
 
 
@@ -274,85 +277,11 @@ def _reports_frame(rows: list[dict[str, Any]], key: str) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={key: pl.Int64, **_REPORT_SCHEMA})
 
 
-# -- reports ------------------------------------------------------------------------------------
-def write_reports(
-    clusters: pl.DataFrame,
-    entities: pl.DataFrame,
-    relations: pl.DataFrame,
-    client: ModelClient | None,
-    *,
-    purpose: str = "community_report",
-    concurrency: int = 4,
-) -> tuple[pl.DataFrame, list[str]]:
-    """One report per cluster, largest cluster first (§6): model-written, or — with ``client=None``
-    — an :func:`extractive_report` (no model).
-
-    Args:
-        clusters: output of :func:`detect_communities` (``cluster``, ``entity_id``).
-        entities: ``id``, ``name``, ``entity_type``, ``description``.
-        relations: ``source_id``, ``target_id``, ``predicate``, ``description``, ``negated``,
-            ``valid_from``, ``valid_to``; only relations with both endpoints in a cluster are rendered.
-        client: the chat client; one call per cluster with :data:`REPORT_SYSTEM` (JSON mode); ``None``
-            writes extractive reports, marked as not model-written.
-        concurrency: parallel model calls; results keep cluster order.
-
-    Returns:
-        ``(reports, failures)``: reports with ``cluster`` (Int64), ``title``, ``summary``,
-        ``findings`` (JSON text), ``rating`` (0–10), ``size`` (member entities), ``report`` (flattened
-        text for embedding); failures as ``"cluster N: reason"``. A report that cannot be parsed, or
-        whose call raised :class:`ModelError`, is logged and skipped — never fabricated. A title equal
-        (case-insensitively) to an earlier one is qualified with a member entity name not in it.
-
-    Raises:
-        DatabaseError: the response cache's database went away; raised at once, no further report is
-            asked for (:func:`~pgrag_dag.llm.map_calls`).
-    """
-    names = {int(i): str(n) for i, n in entities.select("id", "name").iter_rows()}
-    members: dict[int, list[int]] = defaultdict(list)
-    for c, e in clusters.select("cluster", "entity_id").sort("cluster", "entity_id").iter_rows():
-        members[int(c)].append(int(e))
-    order = sorted(members, key=lambda c: (-len(members[c]), c))
-    named = relations.with_columns(
-        pl.col("source_id").replace_strict(names, default=None, return_dtype=pl.String).alias("source"),
-        pl.col("target_id").replace_strict(names, default=None, return_dtype=pl.String).alias("target"),
-    )
-    prompts: list[str] = []
-    inners: list[pl.DataFrame] = []
-    degree: dict[int, dict[int, int]] = {}
-    for c in order:
-        ids = members[c]
-        inner = named.filter(pl.col("source_id").is_in(ids) & pl.col("target_id").is_in(ids))
-        inners.append(inner)
-        prompts.append(render_community(entities.filter(pl.col("id").is_in(ids)), inner))
-        ends = pl.concat([inner["source_id"], inner["target_id"]]).value_counts(name="n")
-        degree[c] = {int(e): int(n) for e, n in ends.iter_rows()}
-
-    def one(prompt: str) -> dict[str, Any] | str:
-        try:
-            return _ask(client, REPORT_SYSTEM, prompt, purpose)  # type: ignore[arg-type]
-        except (ValueError, ModelError) as exc:
-            return f"{type(exc).__name__}: {exc}"
-
-    if client is None:
-        results: list[dict[str, Any] | str] = [
-            extractive_report([names[e] for e in sorted(members[c], key=lambda e: (-degree[c].get(e, 0), names.get(e, "")))
-                               if e in names], inner)
-            for c, inner in zip(order, inners, strict=True)]
-    else:
-        results = map_calls(one, prompts, concurrency=concurrency)
-    rows: list[dict[str, Any]] = []
-    failures: list[str] = []
-    seen: set[str] = set()
-    for c, result in zip(order, results, strict=True):
-        if isinstance(result, str):
-            log.warning("community report for cluster %d skipped: %s", c, result)
-            failures.append(f"cluster {c}: {result}")
-            continue
-        ranked = sorted(members[c], key=lambda e: (-degree[c].get(e, 0), names.get(e, "")))
-        result["title"] = _qualify(result["title"], [names[e] for e in ranked if e in names], seen)
-        seen.add(result["title"].lower())
-        rows.append(_row("cluster", c, result, len(members[c])))
-    return _reports_frame(rows, "cluster"), failures
+def member_label(names: list[str], *, shown: int = 8) -> str:
+    """How a log line or a pending-work line names a community's members: ``N entities: A, B, …``
+    (the first ``shown`` names, then ``and K more``)."""
+    head = ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+    return f"{len(names)} entit{'y' if len(names) == 1 else 'ies'}: {head}"
 
 
 def _row(key: str, ident: int, report: dict[str, Any], size: int) -> dict[str, Any]:
@@ -399,8 +328,8 @@ def build_hierarchy(
         relations: ``source_id``, ``target_id``, ``weight``, ``negated``.
         reports: base reports from :func:`write_reports` (``cluster``, ``title``, ...).
         entities: optional ``id``, ``name``: member names used to qualify duplicate parent titles.
-        failures: when given, one line per parent report that failed (``"level L communities [...]: reason"``)
-            is appended to it.
+        failures: when given, one line per parent report that failed (``"level L communities [...]: reason
+            [members: N entities: A, B, …]"``) is appended to it.
 
     Returns:
         ``(parents, children)``: parents with ``parent`` (Int64 local id, after every cluster id),
@@ -442,9 +371,11 @@ def build_hierarchy(
                 report = (extractive_parent_report(kids) if client is None
                           else _ask(client, PARENT_REPORT_SYSTEM, render_child_reports(kids), purpose))
             except (ValueError, ModelError) as exc:
-                log.warning("parent report for communities %s skipped: %s: %s", group, type(exc).__name__, exc)
+                who = member_label(sorted(names.get(e, str(e)) for n in group for e in under[n]))
+                line = f"level {level} communities {group}: {type(exc).__name__}: {exc} [members: {who}]"
+                log.warning("parent report skipped: %s", line)
                 if failures is not None:
-                    failures.append(f"level {level} communities {group}: {type(exc).__name__}: {exc}")
+                    failures.append(line)
                 continue
             entity_ids = sorted(e for n in group for e in under[n])
             report["title"] = _qualify(report["title"], sorted(names[e] for e in entity_ids if e in names), seen)

@@ -2,20 +2,24 @@
 
 Same shape as :mod:`pgrag_dag.pipeline`'s stages. Both skip the rebuild — no model call, no write —
 when the graph (and the community settings) are unchanged since the stored build and no report of it
-failed. A failed report is recorded as pending work (``stage_pending``), reported in the non-blocking
-``pending_work`` check, and retried by the next run; the reports that succeeded come from the response
-cache then, with no model call.
+failed. The communities stage commits its build batch by batch, largest clusters first, so a build cut
+short (a deadline, a budget, a killed run) covers the largest clusters. A failed or deadline-cut report
+is recorded as pending work (``stage_pending``, naming the cluster's members), reported in the
+non-blocking ``pending_work`` check, and retried by the next run; the reports that succeeded come from
+the response cache then, with no model call.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import time
 
 import polars as pl
 
 from pgrag_dag import contracts
-from pgrag_dag.communities import build_hierarchy, detect_communities, graph_fingerprint, write_reports
+from pgrag_dag.communities import build_hierarchy, detect_communities, graph_fingerprint, member_label
+from pgrag_dag.community_reports import ReportBatch, SkippedReport, report_batches
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import ModelError
 from pgrag_dag.operators import compose
@@ -52,8 +56,13 @@ def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
     """Snapshot the live graph → Leiden → drop clusters under ``min_size`` → one report each, largest first
     (model-written, or extractive where the space has no model: :func:`report_writer`).
 
-    Rebuild replaces the space's communities. Raises :class:`ModelError` when there were clusters and
-    every report failed (an outage must not replace a build with nothing).
+    Rebuild replaces the space's communities, committed batch by batch as the reports come in, largest
+    clusters first (:func:`~pgrag_dag.community_reports.report_batches`), so a build cut short by
+    ``communities.report_deadline_s``, ``communities.max_reports`` or a killed run still covers the
+    largest clusters. Every skipped report is named with its members in the log and in the metadata
+    (``skipped_reports``); failed and deadline-cut ones are owed (``pending_work``) and asked again by
+    the next run. Raises :class:`ModelError` when there were clusters and no report was written (an
+    outage must not replace a build with nothing).
     """
     t0 = time.perf_counter()
     before = engine.usage()
@@ -73,10 +82,47 @@ def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
                            checks={PENDING_CHECK: _pending_check([])})
     clusters = detect_communities(entities, relations, settings=cs)
     client = engine.client() if writer == "model" else None
-    reports, failures = write_reports(clusters, entities, relations, client,
-                                      concurrency=engine.settings.extraction.concurrency)
-    if clusters.height and reports.height == 0:
-        raise ModelError(f"every one of {clusters['cluster'].n_unique()} community report(s) failed: {failures[:3]}")
+    names = dict(zip(entities["id"].to_list(), entities["name"].to_list()))
+    left = {int(c): [names.get(e, str(e)) for e in g] for c, g in
+            clusters.group_by("cluster").agg(pl.col("entity_id").sort()).iter_rows()}
+    skipped: list[SkippedReport] = []
+    done: dict[str, int] = {"communities": 0, "members": 0, "embedded": 0, "checked": 0, "largest": 0}
+    batches = report_batches(clusters, entities, relations, client, concurrency=engine.settings.extraction.concurrency,
+                             deadline_s=cs.report_deadline_s, max_reports=cs.max_reports)
+    with contextlib.closing(batches):
+        for batch in batches:  # committed as they come, largest clusters first
+            skipped += batch.skipped
+            for skip in batch.skipped:
+                left.pop(skip.cluster, None)
+            if batch.reports:
+                _commit(engine, realm, space, fp, batch.frame(), clusters, entities, left, skipped, done)
+    if clusters.height and done["communities"] == 0:
+        raise ModelError(f"every one of {clusters['cluster'].n_unique()} community report(s) failed or was cut: "
+                         f"{[s.line() for s in skipped[:3]]}")
+    failures = [s.line() for s in skipped if s.owed]
+    with engine.connect() as conn, conn.transaction():
+        locks.lock_partition(conn, realm, space)
+        if not clusters.height:  # an empty graph: the build is nothing
+            store.replace_communities(conn, realm, space, fingerprint=fp, reports=ReportBatch().frame(), members=clusters)
+        staging.record_pending(conn, realm, space, "communities", failures)
+        lineage = lineage_summary(conn, realm, space)
+    return StageResult("communities", {
+        "communities": done["communities"], "members": done["members"], "clusters_found": int(clusters["cluster"].n_unique()),
+        "reports_failed": sum(s.kind == "failed" for s in skipped), "report_failures": failures[:20],
+        "reports_cut": {k: sum(s.kind == k for s in skipped) for k in ("deadline", "budget")},
+        "skipped_reports": [s.record() for s in skipped[:20]], "reports_retried": len(owed), "embedded": done["embedded"],
+        "report_writer": writer, "model_written": writer == "model", "largest": done["largest"],
+        **lineage,
+        **usage_delta(engine, before), "seconds": round(time.perf_counter() - t0, 3),
+    }, fp[:16], done["checked"], checks={PENDING_CHECK: _pending_check(failures)})
+
+
+def _commit(engine: Engine, realm: str, space: str, fp: str, reports: pl.DataFrame, clusters: pl.DataFrame,
+            entities: pl.DataFrame, left: dict[int, list[str]], skipped: list[SkippedReport], done: dict[str, int]) -> None:
+    """Commit one batch of a build (§6): the first replaces the stored build, later ones add to it; the
+    reports are embedded, and what a run killed now would leave undone is recorded as pending (the
+    owed skips so far and every cluster not committed yet). Updates ``left`` and ``done`` in place."""
+    cs = engine.settings.communities
     kept = clusters.filter(pl.col("cluster").is_in(reports["cluster"].implode()))
     sizes = kept.group_by("cluster").len("size").with_columns(pl.col("size").cast(pl.Int64))
     audit = kept.join(sizes, on="cluster").with_columns(
@@ -84,20 +130,20 @@ def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
         min_size=pl.lit(cs.min_size, pl.Int64),
     )
     contracts.validate(contracts.CommunityMemberContract, audit)
+    for c in reports["cluster"].to_list():
+        left.pop(int(c), None)
+    owed = [s.line() for s in skipped if s.owed] + [
+        f"cluster {c}: not written yet, the build was cut short [members: {member_label(n)}]" for c, n in sorted(left.items())]
     with engine.connect() as conn, conn.transaction():
         locks.lock_partition(conn, realm, space)
-        counts = store.replace_communities(conn, realm, space, fingerprint=fp, reports=reports, members=kept)
-        staging.record_pending(conn, realm, space, "communities", failures)
-        embedded = _embed_reports(engine, conn, realm, space)
-        lineage = lineage_summary(conn, realm, space)
-    return StageResult("communities", {
-        "communities": counts["communities"], "members": counts["members"], "clusters_found": int(clusters["cluster"].n_unique()),
-        "reports_failed": len(failures), "report_failures": failures[:20], "reports_retried": len(owed), "embedded": embedded,
-        "report_writer": writer, "model_written": writer == "model",
-        "largest": int(sizes["size"].max() or 0) if sizes.height else 0,
-        **lineage,
-        **usage_delta(engine, before), "seconds": round(time.perf_counter() - t0, 3),
-    }, fp[:16], audit.height, checks={PENDING_CHECK: _pending_check(failures)})
+        write = store.append_communities if done["communities"] else store.replace_communities
+        counts = write(conn, realm, space, fingerprint=fp, reports=reports, members=kept)
+        staging.record_pending(conn, realm, space, "communities", owed)
+        done["embedded"] += _embed_reports(engine, conn, realm, space)
+    done["communities"] += counts["communities"]
+    done["members"] += counts["members"]
+    done["checked"] += audit.height
+    done["largest"] = max(done["largest"], int(sizes["size"].max() or 0))
 
 
 def _pending_check(failures: list[str]) -> tuple[bool, dict[str, object]]:

@@ -209,6 +209,12 @@ class CommunitySettings(StrictModel):
     resolution: float = Field(default=1.0, gt=0)
     seed: int = 42
     negated_weight: float = Field(default=0.25, ge=0.0, le=1.0)
+    report_deadline_s: float | None = Field(default=None, gt=0)
+    """Wall-clock seconds one build may spend on model-written reports (unset: no limit); reports not in
+    by then are skipped, named by their members, and owed to the next run."""
+    max_reports: int | None = Field(default=None, ge=1)
+    """A budget of model-written reports per build, spent on the largest clusters; the rest are skipped
+    and named, not owed."""
 
 
 class TemporalSettings(StrictModel):

@@ -9,7 +9,8 @@ Output frame ``raw_extractions`` — one row per (chunk, pass): chunk_id, pass (
 
 The model's text is untrusted: it is parsed (code fences, leading prose and trailing commas are
 tolerated), never repaired or guessed at. A chunk whose first pass fails keeps its raw text and
-error; a failed gleaning pass is logged and the first pass kept.
+error; a failed gleaning pass is logged and the first pass kept. Stored responses that failed to parse
+are parsed again on every run (:func:`reparse_extraction`), so a fixed parser recovers them.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pgrag_dag import prompts
 from pgrag_dag.config import ExtractionSettings, GateSettings
 from pgrag_dag.errors import ExtractionError, ModelError
 from pgrag_dag.gates import clean_name, identity_key, name_gate
-from pgrag_dag.llm import ModelClient, map_calls
+from pgrag_dag.llm import Completion, ModelClient, map_calls
 from pgrag_dag.vocabulary import Vocabulary
 
 log = logging.getLogger(__name__)
@@ -86,6 +87,23 @@ def parse_extraction(text: str) -> dict[str, list[dict[str, Any]]]:
             raise ValueError(f"'{key}' is not a list of objects")
         out[key] = items
     return out
+
+
+def reparse_extraction(text: str) -> str:
+    """The ``parsed`` JSON text of a stored raw response, by today's :func:`parse_extraction` — how the
+    ``llm`` extractor's ``parse_error`` rows are re-evaluated on every run, with no model call.
+
+    Raises :class:`ValueError` when it still does not parse."""
+    return json.dumps(parse_extraction(text), ensure_ascii=False)
+
+
+def evict_hint(completion: Completion) -> str:
+    """What an error about an unusable response adds: for a replayed one (kept in the cache, unlike a
+    live model's, which is forgotten at once) how to evict it; else ``""``."""
+    if not completion.replayed or not completion.prompt_key:
+        return ""
+    pk = completion.prompt_key[:16]
+    return f" (replayed response to prompt {pk}; `pgrag cache evict --prompt-key {pk}` removes it)"
 
 
 def system_prompt(vocabulary: Vocabulary | None) -> str:
@@ -195,7 +213,8 @@ def extract_chunk(chunk: dict[str, Any], client: ModelClient, settings: Extracti
     except ValueError as exc:
         log.warning("extraction of %s unparseable: %s", chunk_label(chunk), exc)
         client.forget(first)
-        return [_row(cid, 0, settings, parse_status="parse_error", error=f"{chunk_label(chunk)}: {exc}", **common)]
+        return [_row(cid, 0, settings, parse_status="parse_error", error=f"{chunk_label(chunk)}: {exc}{evict_hint(first)}",
+                     **common)]
     rows = [_row(cid, 0, settings, parse_status="ok", parsed=json.dumps(merged, ensure_ascii=False), **common)]
     return rows + _glean(chunk, client, settings, merged, 1, vocabulary=vocabulary, names=names)
 
@@ -220,7 +239,8 @@ def _glean(chunk: dict[str, Any], client: ModelClient, settings: ExtractionSetti
         except ValueError as exc:
             log.warning("gleaning pass %d of %s unparseable; first pass kept: %s", p, chunk_label(chunk), exc)
             client.forget(more)
-            rows.append(_row(cid, p, settings, parse_status="parse_error", error=f"{chunk_label(chunk)}: {exc}", **common))
+            rows.append(_row(cid, p, settings, parse_status="parse_error", error=f"{chunk_label(chunk)}: {exc}{evict_hint(more)}",
+                             **common))
             break
         rows.append(_row(cid, p, settings, parse_status="ok", parsed=json.dumps(extra, ensure_ascii=False), **common))
         if not extra["entities"] and not extra["triples"]:

@@ -56,7 +56,8 @@ R = TypeVar("R")
 @dataclass(frozen=True)
 class Completion:
     """One chat response: ``text``; which ``model`` answered; token counts; whether it was a cache hit;
-    ``key`` (its cache key) and ``replayed`` (served by the ``replay`` model)."""
+    ``key`` (its cache key), ``replayed`` (served by the ``replay`` model) and ``prompt_key`` (what
+    ``pgrag cache evict --prompt-key`` takes)."""
 
     text: str
     model: str
@@ -65,6 +66,7 @@ class Completion:
     cache_hit: bool
     key: str = ""
     replayed: bool = False
+    prompt_key: str = ""
 
 
 @dataclass
@@ -255,7 +257,7 @@ class ModelClient:
         with self.usage.lock:
             self.usage.cache_hits += 1
         return Completion(hit["response"], hit["model"], hit["prompt_tokens"], hit["completion_tokens"], True,
-                          hit["key"], replayed)
+                          hit["key"], replayed, hit["prompt_key"])
 
     def forget(self, completion: Completion) -> None:
         """Drop a live model's cached response that proved unusable, so a retry asks the model again.
@@ -313,7 +315,7 @@ class ModelClient:
             except DatabaseError:
                 self._keep(entry)
                 raise
-            return Completion(text, model, pt, ct, False, entry["key"], False)
+            return Completion(text, model, pt, ct, False, entry["key"], False, pkey)
         raise ModelError(f"{model} failed after {attempt} attempt(s) within {self.settings.deadline_s:.0f}s: {last}")
 
 

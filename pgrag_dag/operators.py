@@ -92,6 +92,9 @@ class Operator:
         defaults: settings → default options (built-ins read the global ``chunking`` / ``extraction``).
         identity: options → the string stored with an extractor's rows (default: name, version and an
             options hash); rows of another identity are extracted again.
+        reparse: for an extractor whose ``raw_text`` is model output: raw text → the ``parsed`` JSON
+            text, raising :class:`ValueError` when it does not parse. Every run re-parses the stored
+            ``parse_error`` rows with it (no model call), so a fixed parser recovers them.
     """
 
     name: str
@@ -104,6 +107,7 @@ class Operator:
     version: str = "1"
     defaults: Callable[[Settings], dict[str, Any]] | None = None
     identity: Callable[[BaseModel], str] | None = None
+    reparse: Callable[[str], str] | None = None
 
     @property
     def input_contract(self) -> type[pa.DataFrameModel]:
@@ -118,8 +122,10 @@ class Operator:
 
 def operator(name: str, slot: str, *, options: type[BaseModel] = NoOptions, description: str | None = None,
              output_contract: type[pa.DataFrameModel] | None = None, calls_model: bool = False,
-             version: str = "1") -> Callable[[Callable[..., pl.DataFrame]], Operator]:
-    """Decorator making an :class:`Operator` of ``fn(frame, options, ctx)``.
+             version: str = "1", reparse: Callable[[str], str] | None = None,
+             ) -> Callable[[Callable[..., pl.DataFrame]], Operator]:
+    """Decorator making an :class:`Operator` of ``fn(frame, options, ctx)`` (``reparse``: see
+    :class:`Operator`).
 
     Raises :class:`ConfigurationError` for an unknown slot or an output contract that does not
     refine the slot's.
@@ -132,7 +138,7 @@ def operator(name: str, slot: str, *, options: type[BaseModel] = NoOptions, desc
 
     def wrap(fn: Callable[..., pl.DataFrame]) -> Operator:
         text = description if description is not None else " ".join((fn.__doc__ or "").split())
-        return Operator(name, slot, fn, options, text, output_contract, calls_model, version)
+        return Operator(name, slot, fn, options, text, output_contract, calls_model, version, reparse=reparse)
 
     return wrap
 

@@ -34,6 +34,7 @@ from pgrag_dag.supersession import detect_contradictions, supersede
 from pgrag_dag.sources import load_documents
 from pgrag_dag.store import db, documents, graph, locks, staging, vectors
 from pgrag_dag.vocabulary import Vocabulary, off_vocabulary
+from pgrag_dag.yield_checks import YIELD_CHECK, extraction_yield, gate_yield, logged
 
 log = logging.getLogger(__name__)
 
@@ -150,8 +151,11 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
 def stage_raw_extractions(engine: Engine, realm: str, space: str) -> StageResult:
     """Run the space's extractor on every chunk without a successful first pass by that extractor
     (new, changed, failed before, or extracted by another extractor), and resume chunks whose gleaning
-    pass failed on the model at that pass (§4.1–4.2, §3.5). What is still pending afterwards is reported
-    in the non-blocking ``pending_work`` check.
+    pass failed on the model at that pass (§4.1–4.2, §3.5). Stored responses that failed to parse are
+    parsed again from their raw text first (the extractor's ``reparse``, no model call): one that parses
+    now is kept and its chunk resumes after it. What is still pending afterwards is reported in the
+    non-blocking ``pending_work`` check; the non-blocking ``yield`` check fails when no chunk of the
+    space yielded an entity or a triple.
 
     Raises :class:`ExtractionError` when there were chunks and every first pass failed, and
     :class:`ContractError` when the extractor's frame breaks its contract or names a chunk it was
@@ -161,10 +165,14 @@ def stage_raw_extractions(engine: Engine, realm: str, space: str) -> StageResult
     before = engine.usage()
     extractor = compose(engine.settings, realm, space).extractor
     with engine.connect() as conn:
-        todo = staging.chunks_needing_extraction(conn, realm, space, extractor=extractor.identity)
+        recovered = _reparsed(staging.parse_failures(conn, realm, space, extractor=extractor.identity), extractor)
+        todo = staging.chunks_needing_extraction(conn, realm, space, extractor=extractor.identity, also=sorted(recovered))
         seed = staging.document_names(conn, realm, space, sorted(set(todo["doc_key"].to_list())),
                                       extractor=extractor.identity)
         completed = staging.completed_passes(conn, realm, space, todo["chunk_id"].to_list(), extractor=extractor.identity)
+    for cid, row in recovered.items():  # a recovered pass resumes its chunk after it, with no model call for it
+        if row["pass"] == len(completed.get(cid, [])):
+            completed.setdefault(cid, []).append(row)
     state: dict[str, Any] = {"identity": extractor.identity, "completed": completed}
     if extractor.op.calls_model:
         cap = getattr(extractor.options, "context_names_cap", engine.settings.extraction.context_names_cap)
@@ -184,14 +192,16 @@ def stage_raw_extractions(engine: Engine, realm: str, space: str) -> StageResult
     for error in failed["error"].to_list():
         log.warning("chunk skipped: %s", error)
     return StageResult("raw_extractions", {
-        "chunks_extracted": todo.height, "chunks_resumed": len(completed), "chunks_failed": failed.height,
+        "chunks_extracted": todo.height, "chunks_resumed": len(completed), "parse_errors_recovered": len(recovered),
+        "chunks_failed": failed.height,
         "failures": failed["error"].to_list()[:20], "passes_written": raw.height,
         "gleaning_failures": raw.filter((pl.col("pass") > 0) & (pl.col("parse_status") != "ok")).height,
         "operators": {"extractor": extractor.describe()},
         **usage_delta(engine, before), "seconds": round(time.perf_counter() - t0, 3),
     }, frame_hash(stored.select("chunk_id", "pass", "raw_text", "parse_status")), raw.height,
         checks={**_operator_checks([extractor], {"chunks_extracted": todo.height, "passes_written": raw.height}),
-                PENDING_CHECK: (pending["pending"] == 0, pending)})
+                PENDING_CHECK: (pending["pending"] == 0, pending),
+                YIELD_CHECK: logged(extraction_yield(stored), stage="raw_extractions", realm=realm, space=space)})
 
 
 def _complete_raw(raw: pl.DataFrame, extractor: Bound) -> pl.DataFrame:
@@ -203,6 +213,24 @@ def _complete_raw(raw: pl.DataFrame, extractor: Bound) -> pl.DataFrame:
     raw = raw.with_columns(**{c: e for c, e in defaults.items() if c not in raw.columns})
     return raw.with_columns(prompt_version=pl.lit(extractor.identity)).select(
         [pl.col(c).cast(t) for c, t in RAW_SCHEMA.items()])
+
+
+def _reparsed(failures: pl.DataFrame, extractor: Bound) -> dict[int, dict[str, Any]]:
+    """The stored ``parse_error`` rows (``failures``, one per chunk at most: gleaning stops at one) that
+    the extractor's :attr:`~pgrag_dag.operators.Operator.reparse` parses now, as ``ok`` rows by chunk
+    id — a fixed parser re-evaluates what failed before, with no model call (issue 13)."""
+    if extractor.op.reparse is None:
+        return {}
+    out: dict[int, dict[str, Any]] = {}
+    for row in failures.iter_rows(named=True):
+        try:
+            parsed = extractor.op.reparse(row["raw_text"])
+        except ValueError:
+            continue
+        out[int(row["chunk_id"])] = {**row, "parsed": parsed, "parse_status": "ok", "error": None}
+    if out:
+        log.info("%d stored response(s) that failed to parse parse now; their chunks resume after them", len(out))
+    return out
 
 
 def _check_extraction(extractor: Bound, todo: pl.DataFrame, raw: pl.DataFrame) -> None:
@@ -250,7 +278,8 @@ def stage_gated_triples(engine: Engine, realm: str, space: str) -> StageResult:
         **_predicate_report(decisions, vocabulary), "operators": {"gates": [g.describe() for g in gates]},
         "seconds": round(time.perf_counter() - t0, 3),
     }, frame_hash(decisions), decisions.height,
-        checks=_operator_checks(gates, {"decisions": decisions.height}))
+        checks={**_operator_checks(gates, {"decisions": decisions.height}),
+                YIELD_CHECK: logged(gate_yield(raw, decisions), stage="gated_triples", realm=realm, space=space)})
 
 
 def _predicate_report(decisions: pl.DataFrame, vocabulary: Vocabulary) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import pytest
 from psycopg import sql
 
 from pgrag_dag import communities as cm
+from pgrag_dag import community_reports as cr
 from pgrag_dag.config import CommunitySettings, LLMSettings
 from pgrag_dag.llm import ModelClient
 from pgrag_dag.names import schema_for
@@ -165,7 +166,7 @@ def three_clusters() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
 def test_reports_are_written_largest_first(llm: tuple[StubServer, ModelClient]) -> None:
     server, client = llm
     ents, rels, clusters = three_clusters()
-    reports, failures = cm.write_reports(clusters, ents, rels, client, concurrency=1)
+    reports, failures = cr.write_reports(clusters, ents, rels, client, concurrency=1)
     assert failures == []
     assert reports["cluster"].to_list() == [0, 1, 2]
     assert reports["size"].to_list() == [4, 3, 3]
@@ -179,7 +180,7 @@ def test_unusable_report_is_skipped_and_the_others_kept(llm: tuple[StubServer, M
     server, client = llm
     server.answer = lambda m: "I cannot help with that." if "Entity 04" in m[-1]["content"] else report_answer(m)
     ents, rels, clusters = three_clusters()
-    reports, failures = cm.write_reports(clusters, ents, rels, client)
+    reports, failures = cr.write_reports(clusters, ents, rels, client)
     assert reports["cluster"].to_list() == [0, 1] or reports["cluster"].to_list() == [0, 2]
     skipped = ({0, 1, 2} - set(reports["cluster"].to_list())).pop()
     assert 4 in clusters.filter(pl.col("cluster") == skipped)["entity_id"].to_list()
@@ -197,7 +198,7 @@ def test_model_failure_for_one_cluster_is_skipped_and_the_others_kept(llm: tuple
 
     server.answer = answer
     ents, rels, clusters = three_clusters()
-    reports, failures = cm.write_reports(clusters, ents, rels, client)
+    reports, failures = cr.write_reports(clusters, ents, rels, client)
     assert reports["cluster"].to_list() == [1, 2]
     assert len(failures) == 1 and failures[0].startswith("cluster 0: ModelError")
 
@@ -207,7 +208,7 @@ def test_duplicate_titles_are_qualified_with_a_member_name(llm: tuple[StubServer
     server, client = llm
     server.answer = lambda m: json.dumps({"title": "Shared Theme", "summary": "s", "findings": [], "rating": 5})
     ents, rels, clusters = three_clusters()
-    reports, _ = cm.write_reports(clusters, ents, rels, client)
+    reports, _ = cr.write_reports(clusters, ents, rels, client)
     titles = reports["title"].to_list()
     assert titles[0] == "Shared Theme" and len(set(titles)) == 3
     for cluster, title in zip(reports["cluster"].to_list()[1:], titles[1:], strict=True):
@@ -230,7 +231,7 @@ def test_every_child_is_in_exactly_one_parent_built_from_child_reports(llm: tupl
     ents, rels = hierarchy_graph()
     clusters = cm.detect_communities(ents, rels, settings=CommunitySettings())
     assert len(groups(clusters)) == 5
-    reports, _ = cm.write_reports(clusters, ents, rels, client)
+    reports, _ = cr.write_reports(clusters, ents, rels, client)
     parents, children = cm.build_hierarchy(clusters, rels, reports, client, settings=CommunitySettings(levels=1))
     assert children["cluster"].is_unique().all()
     assert sorted(children.group_by("parent").len()["len"].to_list()) == [2, 2]
@@ -252,7 +253,7 @@ def test_second_level_nests_the_first(llm: tuple[StubServer, ModelClient]) -> No
     _, client = llm
     ents, rels = hierarchy_graph()
     clusters = cm.detect_communities(ents, rels, settings=CommunitySettings())
-    reports, _ = cm.write_reports(clusters, ents, rels, client)
+    reports, _ = cr.write_reports(clusters, ents, rels, client)
     parents, children = cm.build_hierarchy(clusters, rels, reports, client, settings=CommunitySettings(levels=2))
     assert parents["level"].to_list() == [1, 1, 2]
     top = parents.filter(pl.col("level") == 2)["parent"][0]
@@ -311,7 +312,7 @@ def test_replace_communities_twice_leaves_only_the_second_build(
     fingerprint = cm.graph_fingerprint(ents, rels)
     assert store.current_fingerprint(conn, realm, "main") is None
     clusters = cm.detect_communities(ents, rels, settings=settings)
-    reports, _ = cm.write_reports(clusters, ents, rels, client)
+    reports, _ = cr.write_reports(clusters, ents, rels, client)
     parents, children = cm.build_hierarchy(clusters, rels, reports, client, settings=settings, entities=ents)
     reports = reports.with_columns(pl.Series("embedding", [[0.5] * 384] * reports.height))  # optional column
     args = {"fingerprint": fingerprint, "reports": reports, "members": clusters, "parents": parents, "children": children}

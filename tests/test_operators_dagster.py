@@ -48,7 +48,7 @@ def test_user_operators_show_in_the_asset_graph_with_their_description_and_check
     by_key = {a.key.to_user_string(): a for a in defs.assets}  # type: ignore[union-attr]
     gated = by_key["gated_triples"]
     specs = {s.name: s for s in gated.check_specs}
-    assert set(specs) == {"contract", "operator_full_names"} and specs["operator_full_names"].blocking
+    assert set(specs) == {"contract", "operator_full_names", "yield"} and specs["operator_full_names"].blocking
     assert specs["operator_full_names"].description.startswith("Refuses one-word entity names")
     assert f"composed in {realm}.main" in specs["operator_full_names"].description
     chunks = by_key["chunks"]

@@ -23,7 +23,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from pgrag_dag import names
-from pgrag_dag.communities import write_reports
+from pgrag_dag.community_reports import write_reports
 from pgrag_dag.config import EmbeddingSettings, ExtractionSettings, LLMSettings
 from pgrag_dag.embedding import SYMMETRIC, HashingEmbedder, InputKind, make_embedder
 from pgrag_dag.errors import DatabaseError, ModelError, PgragError

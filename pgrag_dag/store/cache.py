@@ -5,10 +5,15 @@ A cassette line: ``{"key", "prompt_key", "model", "purpose", "request", "respons
 
 A *spool* is a directory of one-line cassettes (:func:`spool`): responses a model gave while the
 cache could not be written, loaded into the cache by the next client (:func:`import_spool`).
+
+An *evicted* response (:func:`evict_prompt`, :func:`evict_responses`; ``pgrag cache evict``) is
+deleted and remembered in ``pgrag__control.llm_evicted`` by (key, SHA-256 of its text), so re-importing
+the cassette it came from never brings it back; another response for the same prompt is admitted.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -17,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from pgrag_dag.errors import ConfigurationError
@@ -52,15 +58,19 @@ def _one(conn: psycopg.Connection, where: str, value: str) -> dict[str, Any] | N
 
 
 def put(conn: psycopg.Connection, entry: dict[str, Any]) -> None:
-    """Insert one cache entry (a cassette line's fields); an existing key is left as it is."""
+    """Insert one cache entry (a cassette line's fields); an existing key is left as it is, and an
+    evicted response (same key, same text) is not admitted again."""
     conn.execute(
         """INSERT INTO pgrag__control.llm_cache
                (key, prompt_key, model, purpose, request, response, prompt_tokens, completion_tokens)
-           VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (key) DO NOTHING""",
+           SELECT %s::text, %s::text, %s::text, %s::text, %s::jsonb, %s::text, %s::int, %s::int
+            WHERE NOT EXISTS (SELECT 1 FROM pgrag__control.llm_evicted e WHERE e.key = %s AND e.response_sha256 = %s)
+           ON CONFLICT (key) DO NOTHING""",
         (
             entry["key"], entry["prompt_key"], entry["model"], entry.get("purpose", ""),
             Jsonb(entry["request"]), entry["response"],
             int(entry.get("prompt_tokens", 0)), int(entry.get("completion_tokens", 0)),
+            entry["key"], hashlib.sha256(str(entry["response"]).encode("utf-8")).hexdigest(),
         ),
     )
 
@@ -68,6 +78,42 @@ def put(conn: psycopg.Connection, entry: dict[str, Any]) -> None:
 def delete(conn: psycopg.Connection, key: str) -> None:
     """Remove one cache entry by its key."""
     conn.execute("DELETE FROM pgrag__control.llm_cache WHERE key = %s", (key,))
+
+
+EVICTED_FIELDS = ("key", "prompt_key", "model", "purpose", "created_at", "response")
+
+_EVICT = sql.SQL("""
+WITH gone AS (DELETE FROM pgrag__control.llm_cache c {using} WHERE {where}
+              RETURNING c.key, c.prompt_key, c.model, c.purpose, c.created_at, c.response),
+     kept AS (INSERT INTO pgrag__control.llm_evicted (key, response_sha256, prompt_key, model, purpose)
+              SELECT key, encode(sha256(convert_to(response, 'UTF8')), 'hex'), prompt_key, model, purpose FROM gone
+              ON CONFLICT DO NOTHING)
+SELECT key, prompt_key, model, purpose, created_at, response FROM gone ORDER BY created_at, key""")
+
+
+def evict_prompt(conn: psycopg.Connection, prefix: str) -> list[dict[str, Any]]:
+    """Evict every cached response (any model) whose prompt key starts with ``prefix`` (lowercase hex,
+    at least 8 digits — error messages show 16). Returns what was removed (:data:`EVICTED_FIELDS`).
+
+    Raises :class:`ConfigurationError` for a prefix that is not 8–64 hexadecimal digits.
+    """
+    if not 8 <= len(prefix) <= 64 or any(c not in "0123456789abcdef" for c in prefix):
+        raise ConfigurationError(f"prompt key {prefix!r}: give at least 8 of its lowercase hexadecimal digits "
+                                 "(as an error message shows it)")
+    query = _EVICT.format(using=sql.SQL(""), where=sql.SQL("c.prompt_key LIKE %s"))
+    return [dict(zip(EVICTED_FIELDS, r)) for r in conn.execute(query, (prefix + "%",)).fetchall()]
+
+
+def evict_responses(conn: psycopg.Connection, responses: list[tuple[str, str]], *,
+                    purposes: tuple[str, ...]) -> list[dict[str, Any]]:
+    """Evict the cached responses whose (model, response text) is one of ``responses`` and whose
+    purpose is one of ``purposes``. Returns what was removed (:data:`EVICTED_FIELDS`)."""
+    if not responses:
+        return []
+    query = _EVICT.format(using=sql.SQL("USING unnest(%s::text[], %s::text[]) AS u(model, response)"),
+                          where=sql.SQL("c.model = u.model AND c.response = u.response AND c.purpose = ANY(%s)"))
+    params = ([m for m, _ in responses], [r for _, r in responses], list(purposes))
+    return [dict(zip(EVICTED_FIELDS, r)) for r in conn.execute(query, params).fetchall()]
 
 
 def export_cassette(conn: psycopg.Connection, path: Path, *, purpose_prefix: str | None = None) -> int:

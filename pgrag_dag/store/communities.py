@@ -1,8 +1,11 @@
 """Community store (paper §6, §6.1): read the graph snapshot, replace a space's communities.
 
 The realm schema is always a ``psycopg.sql.Identifier``; every value is a parameter.
-A build replaces the space's communities in one transaction — derived data is rebuilt, never
-accumulated — and every row of one build carries the same ``built_at`` (the transaction's ``now()``).
+A build replaces the space's communities — derived data is rebuilt, never accumulated: its first
+batch replaces the previous build (:func:`replace_communities`) and later batches of the same build
+are added to it (:func:`append_communities`), largest clusters first, each in one transaction, so a
+build cut short still holds its largest clusters. Every row of one batch carries the same
+``built_at`` (its transaction's ``now()``).
 """
 
 from __future__ import annotations
@@ -112,16 +115,37 @@ def replace_communities(
         parents = parents.with_columns(pl.lit(1, dtype=pl.Int64).alias("level"))
     with conn.transaction():
         deleted = conn.execute(sql.SQL("DELETE FROM {s}.communities WHERE space = %s").format(s=s), (space,)).rowcount
-        ids = _insert(conn, s, space, fingerprint, reports.sort("cluster"), "cluster", level=None)
-        member_rows = [
-            (space, ids[int(c)], int(e))
-            for c, e in members.select("cluster", "entity_id").unique().sort("cluster", "entity_id").iter_rows()
-            if int(c) in ids
-        ]
-        _many(conn, sql.SQL("INSERT INTO {s}.community_members (space, community_id, entity_id) VALUES (%s, %s, %s)").format(s=s), member_rows)
+        ids, n_members = _insert_base(conn, s, space, fingerprint, reports, members)
         n_parents, n_edges = _insert_parents(conn, s, space, fingerprint, parents, children, ids)
-    return {"deleted": max(deleted, 0), "communities": reports.height, "members": len(member_rows),
+    return {"deleted": max(deleted, 0), "communities": reports.height, "members": n_members,
             "parents": n_parents, "children": n_edges}
+
+
+def append_communities(conn: psycopg.Connection, realm: str, space: str, *, fingerprint: str,
+                       reports: pl.DataFrame, members: pl.DataFrame) -> dict[str, int]:
+    """Add level-0 communities to the build :func:`replace_communities` began (same ``fingerprint``),
+    without removing any — how a build is committed batch by batch, largest clusters first (§6).
+
+    ``reports`` and ``members`` as for :func:`replace_communities`. Returns counts ``communities``,
+    ``members``. Raises :class:`~pgrag_dag.errors.InvalidNameError` for the wildcard space.
+    """
+    validate_space(space)
+    with conn.transaction():
+        _, n_members = _insert_base(conn, sql.Identifier(schema_for(realm)), space, fingerprint, reports, members)
+    return {"communities": reports.height, "members": n_members}
+
+
+def _insert_base(conn: psycopg.Connection, s: sql.Identifier, space: str, fingerprint: str,
+                 reports: pl.DataFrame, members: pl.DataFrame) -> tuple[dict[int, int], int]:
+    """Insert level-0 report rows and their members; (local id → ``communities.id``, members inserted)."""
+    ids = _insert(conn, s, space, fingerprint, reports.sort("cluster"), "cluster", level=None)
+    member_rows = [
+        (space, ids[int(c)], int(e))
+        for c, e in members.select("cluster", "entity_id").unique().sort("cluster", "entity_id").iter_rows()
+        if int(c) in ids
+    ]
+    _many(conn, sql.SQL("INSERT INTO {s}.community_members (space, community_id, entity_id) VALUES (%s, %s, %s)").format(s=s), member_rows)
+    return ids, len(member_rows)
 
 
 def _insert_parents(

@@ -84,6 +84,15 @@ CREATE TABLE IF NOT EXISTS pgrag__control.llm_cache (
     created_at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS llm_cache_prompt_key ON pgrag__control.llm_cache (prompt_key, created_at DESC);
+CREATE TABLE IF NOT EXISTS pgrag__control.llm_evicted (
+    key text NOT NULL,
+    response_sha256 text NOT NULL,
+    prompt_key text NOT NULL,
+    model text NOT NULL,
+    purpose text NOT NULL DEFAULT '',
+    evicted_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (key, response_sha256)
+);
 """
 
 # {s} is the realm schema, {v} the vector type with its width.
@@ -326,6 +335,7 @@ EMBEDDED_TABLES = ("documents", "entities", "relations", "communities")
 _CONTROL_PRESENT = """
 SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector')
    AND to_regclass('pgrag__control.llm_cache') IS NOT NULL
+   AND to_regclass('pgrag__control.llm_evicted') IS NOT NULL
    AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('pgrag__control.realms')
                                             AND attname = 'embedding_convention' AND NOT attisdropped)
 """

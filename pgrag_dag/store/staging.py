@@ -20,21 +20,22 @@ from pgrag_dag.gates import DECISION_SCHEMA
 from pgrag_dag.store.schema import qualified as _t
 
 
-def chunks_needing_extraction(conn: psycopg.Connection, realm: str, space: str, *, extractor: str) -> pl.DataFrame:
+def chunks_needing_extraction(conn: psycopg.Connection, realm: str, space: str, *, extractor: str,
+                              also: list[int] | None = None) -> pl.DataFrame:
     """Chunks with no successful first pass by ``extractor`` (an extractor identity, stored in
     ``prompt_version``) — new, changed, failed before, or extracted by another extractor — or with a
-    gleaning pass of it that failed on the model; in document order: chunk_id, doc_key, chunk_index,
-    title, source, text."""
+    gleaning pass of it that failed on the model, and the chunks ``also`` names (chunk ids); in
+    document order: chunk_id, doc_key, chunk_index, title, source, text."""
     rows = conn.execute(
         sql.SQL("""SELECT d.id, d.doc_key, d.chunk_index, d.title, d.source, d.text FROM {d} d
-                    WHERE d.space = %s AND (NOT EXISTS (
+                    WHERE d.space = %s AND (d.id = ANY(%s) OR NOT EXISTS (
                           SELECT 1 FROM {r} r WHERE r.chunk_id = d.id AND r.pass = 0 AND r.parse_status = 'ok'
                              AND r.prompt_version = %s) OR EXISTS (
                           SELECT 1 FROM {r} r WHERE r.chunk_id = d.id AND r.pass > 0 AND r.parse_status = 'model_error'
                              AND r.prompt_version = %s))
                     ORDER BY d.doc_order, d.doc_key, d.chunk_index""").format(
             d=_t(realm, "documents"), r=_t(realm, "raw_extractions")),
-        (space, extractor, extractor),
+        (space, also or [], extractor, extractor),
     ).fetchall()
     schema = {"chunk_id": pl.Int64, "doc_key": pl.String, "chunk_index": pl.Int64, "title": pl.String,
               "source": pl.String, "text": pl.String}
@@ -64,6 +65,32 @@ def completed_passes(conn: psycopg.Connection, realm: str, space: str, chunk_ids
             continue
         out.setdefault(cid, []).append(record)
     return out
+
+
+def parse_failures(conn: psycopg.Connection, realm: str, space: str, *, extractor: str | None = None) -> pl.DataFrame:
+    """The space's stored ``parse_error`` rows that kept their raw text (the ``raw_extractions``
+    frame), of ``extractor`` (an identity) or of any; by chunk and pass."""
+    rows = conn.execute(
+        sql.SQL("""SELECT r.chunk_id, r.pass, r.model, r.prompt_version, r.raw_text, r.parsed::text, r.parse_status,
+                          r.error, r.prompt_tokens, r.completion_tokens, r.cache_hit
+                     FROM {} r WHERE r.space = %s AND r.parse_status = 'parse_error' AND r.raw_text IS NOT NULL
+                      AND (%s::text IS NULL OR r.prompt_version = %s) ORDER BY r.chunk_id, r.pass""").format(
+            _t(realm, "raw_extractions")), (space, extractor, extractor),
+    ).fetchall()
+    return pl.DataFrame(rows, schema=RAW_SCHEMA, orient="row")
+
+
+def owe_again(conn: psycopg.Connection, realm: str, space: str, passes: list[tuple[int, int]], reason: str) -> int:
+    """Mark stored passes ((chunk_id, pass) pairs) as work still to do — ``model_error`` with
+    ``reason`` — so the next run asks for them again (a first pass, or gleaning resumed at that pass).
+    Returns the rows marked."""
+    if not passes:
+        return 0
+    cur = conn.execute(
+        sql.SQL("""UPDATE {} r SET parse_status = 'model_error', error = %s FROM unnest(%s::bigint[], %s::int[]) AS u(c, p)
+                    WHERE r.space = %s AND r.chunk_id = u.c AND r.pass = u.p""").format(_t(realm, "raw_extractions")),
+        (reason, [c for c, _ in passes], [p for _, p in passes], space))
+    return cur.rowcount
 
 
 def pending_extraction(conn: psycopg.Connection, realm: str, space: str, *, extractor: str) -> dict[str, object]:
