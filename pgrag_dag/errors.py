@@ -11,7 +11,8 @@
     ├── SourceError               a document source that cannot be read (binary, unreadable, empty)
     ├── ModelError                a chat/embedding call that failed on every model before its deadline
     │   ├── ReplayMissError       the ``replay`` model has no recorded response for a prompt
-    │   └── ModelAccessError      a model refused its configuration (key, access, name): not retried
+    │   ├── ModelAccessError      a model refused its configuration (key, access, name): not retried
+    │   └── EmbeddingIncompleteError  the embedding model failed; rows are left without a vector
     ├── ExtractionError           every chunk of a run failed extraction or was refused by the gates
     ├── ContractError             a stage frame broke its Pandera contract
     ├── OperatorError             a composed operator raised (its name and space in the message)
@@ -104,6 +105,20 @@ class ModelAccessError(ModelError):
 
     def __init__(self, message: str, models: tuple[str, ...] = ()) -> None:
         self.models = models
+        super().__init__(message)
+
+
+class EmbeddingIncompleteError(ModelError):
+    """The embedding model failed during the ``embeddings`` stage (issue 13 item 9): what it embedded
+    was written, and the rows left without a vector are counted; the stage's next run embeds them.
+
+    Attributes:
+        pending: the ``pending_work`` check's metadata — ``pending`` (rows without a vector),
+            ``without_vector`` and ``fallback_only`` per table, ``model_error``.
+    """
+
+    def __init__(self, message: str, pending: dict[str, object]) -> None:
+        self.pending = pending
         super().__init__(message)
 
 

@@ -102,7 +102,7 @@ def reembed_realm(engine: Engine, realm: str, *, force: bool = False, progress: 
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 todo = {table: vectors.every_text(conn, realm, table) for table in schema.EMBEDDED_TABLES}
             t_embed = time.perf_counter()
-            by_text = _embed_distinct(embedder, [t for rows in todo.values() for _, t, _ in rows],
+            by_text = embed_distinct(embedder, [t for rows in todo.values() for _, t, _ in rows],
                                       batch_size=batch_size or engine.settings.embedding.batch_size, progress=progress)
             embed_s = time.perf_counter() - t_embed
             with conn.transaction():
@@ -120,7 +120,7 @@ def reembed_realm(engine: Engine, realm: str, *, force: bool = False, progress: 
             "texts_per_s": round(len(by_text) / embed_s, 1) if embed_s > 0 else None}
 
 
-def _embed_distinct(embedder: Embedder, texts: list[str], *, batch_size: int,
+def embed_distinct(embedder: Embedder, texts: list[str], *, batch_size: int,
                     progress: Progress | None) -> dict[str, np.ndarray]:
     """Each distinct text of ``texts`` → its passage vector (float32, shape ``(dim,)``), embedded
     ``batch_size`` at a time with ``progress(done, total)`` before the first batch and after each.

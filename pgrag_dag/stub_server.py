@@ -45,8 +45,10 @@ class StubServer:
         self.answer = answer
         self.requests: list[dict[str, Any]] = []
         self.embedder = HashingEmbedder(embedding_dim)
-        self.refusals: dict[str, StubStatus] = {}
-        """Route (``chat`` / ``embeddings``) → the refusal every request of it gets (:meth:`refuse`)."""
+        self.refusals: dict[str, tuple[StubStatus, int]] = {}
+        """Route (``chat`` / ``embeddings``) → (the refusal its requests get, requests still answered
+        before it starts) (:meth:`refuse`)."""
+        self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
@@ -55,15 +57,29 @@ class StubServer:
         host, port = self._httpd.server_address[:2]
         return f"http://{host}:{port}/v1"
 
-    def refuse(self, status: int, message: str = "", *, route: Route = "any") -> None:
-        """Answer every later request of ``route`` with HTTP ``status`` and ``message`` (an OpenAI-style
-        ``{"error": {"message", "type", "code"}}`` body), until :meth:`accept`."""
-        for r in ("chat", "embeddings") if route == "any" else (route,):
-            self.refusals[r] = StubStatus(status, message)
+    def refuse(self, status: int, message: str = "", *, route: Route = "any", after: int = 0) -> None:
+        """Answer every later request of ``route`` — past the next ``after``, answered normally — with HTTP
+        ``status`` and ``message`` (an OpenAI-style ``{"error": {"message", "type", "code"}}`` body),
+        until :meth:`accept`."""
+        with self._lock:
+            for r in ("chat", "embeddings") if route == "any" else (route,):
+                self.refusals[r] = (StubStatus(status, message), after)
+
+    def _refusal(self, route: str) -> StubStatus | None:
+        """The refusal this request of ``route`` gets, if any (counting down :meth:`refuse`'s ``after``)."""
+        with self._lock:
+            if route not in self.refusals:
+                return None
+            refusal, after = self.refusals[route]
+            if after > 0:
+                self.refusals[route] = (refusal, after - 1)
+                return None
+            return refusal
 
     def accept(self) -> None:
         """Stop refusing (:meth:`refuse`): answer every route normally again."""
-        self.refusals.clear()
+        with self._lock:
+            self.refusals.clear()
 
     def __enter__(self) -> "StubServer":
         self._thread.start()
@@ -98,8 +114,9 @@ class StubServer:
                 body = json.loads(self.rfile.read(length) or b"{}")
                 server.requests.append({"path": self.path, "body": body})
                 route = "embeddings" if self.path.endswith("/embeddings") else "chat"
-                if route in server.refusals:
-                    self._refuse(server.refusals[route])
+                refusal = server._refusal(route)
+                if refusal is not None:
+                    self._refuse(refusal)
                     return
                 if self.path.endswith("/embeddings"):
                     inputs = body.get("input", [])

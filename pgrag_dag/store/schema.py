@@ -43,6 +43,13 @@ Realm schema ``pgrag_<realm>`` tables (every one carries ``space``):
   graph_fingerprint, parent_id, embedding vector(d)
 - ``community_members``, ``community_children``
 - ``stage_pending``  work a stage owes its space (failed community reports), retried by its next run
+
+Every embedded table also has ``embed_hash`` (SHA-256 of the text its vector embeds), and, for rows the
+model refused under ``embedding.fallback: hashing`` (issue 13), ``embed_fallback`` (the fallback
+embedder's name) and ``fallback_embedding`` (its vector) — the indexed ``embedding`` column stays
+``NULL`` for them, so no vector search ever compares the model's vectors with the fallback's. The
+partial indexes ``<table>_unembedded`` (documents, entities, relations) hold the rows without an
+``embedding``, which every query counts.
 - ``community_lineage`` (view): community → relations inside it → contributing chunks → documents
 """
 
@@ -57,7 +64,7 @@ from pgrag_dag.names import schema_for
 from pgrag_dag.store import vector_index
 
 CONTROL_SCHEMA = "pgrag__control"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The realm schema's DDL version, recorded per realm in ``pgrag__control.realms.schema_version``."""
 _LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
 
@@ -268,6 +275,19 @@ ALTER TABLE {s}.documents ADD COLUMN IF NOT EXISTS embed_hash text;
 ALTER TABLE {s}.entities ADD COLUMN IF NOT EXISTS embed_hash text;
 ALTER TABLE {s}.relations ADD COLUMN IF NOT EXISTS embed_hash text;
 ALTER TABLE {s}.communities ADD COLUMN IF NOT EXISTS embed_hash text;
+-- issue 13: a vector the fallback embedder made (never in the indexed column) and which embedder made it
+ALTER TABLE {s}.documents ADD COLUMN IF NOT EXISTS embed_fallback text;
+ALTER TABLE {s}.entities ADD COLUMN IF NOT EXISTS embed_fallback text;
+ALTER TABLE {s}.relations ADD COLUMN IF NOT EXISTS embed_fallback text;
+ALTER TABLE {s}.communities ADD COLUMN IF NOT EXISTS embed_fallback text;
+ALTER TABLE {s}.documents ADD COLUMN IF NOT EXISTS fallback_embedding vector;
+ALTER TABLE {s}.entities ADD COLUMN IF NOT EXISTS fallback_embedding vector;
+ALTER TABLE {s}.relations ADD COLUMN IF NOT EXISTS fallback_embedding vector;
+ALTER TABLE {s}.communities ADD COLUMN IF NOT EXISTS fallback_embedding vector;
+-- rows vector search cannot see, counted by every query (issue 13): usually none, so these stay empty
+CREATE INDEX IF NOT EXISTS documents_unembedded ON {s}.documents (space) WHERE embedding IS NULL;
+CREATE INDEX IF NOT EXISTS entities_unembedded ON {s}.entities (space) WHERE embedding IS NULL;
+CREATE INDEX IF NOT EXISTS relations_unembedded ON {s}.relations (space) WHERE embedding IS NULL;
 CREATE TABLE IF NOT EXISTS {s}.community_members (
     space text NOT NULL,
     community_id bigint NOT NULL REFERENCES {s}.communities(id) ON DELETE CASCADE,
