@@ -66,8 +66,8 @@ EXTRA_CHECKS = {
 SOFT_CHECKS = {YIELD_CHECK: YIELD_DESCRIPTION}
 """Non-blocking checks of severity ERROR a stage may report (``soft_checks``): name → description."""
 PENDING_DESCRIPTION = ("Work this stage still owes the partition (failed first or gleaning passes, failed or "
-                       "deadline-cut community reports, named by their members); retried by the next run, red until "
-                       "it clears. Non-blocking.")
+                       "deadline-cut community reports, named by their members, rows left without a vector); retried "
+                       "by the next run, red until it clears. Non-blocking.")
 
 
 STAGE_SLOTS = {"chunks": "chunker", "raw_extractions": "extractor", "gated_triples": "gate",
@@ -120,8 +120,13 @@ def stage_asset(name: str, stage: Stage, contract: str, deps: list[str], *, pool
             raise dg.Failure(description=f"{name}: contract {exc.contract} broken; nothing was written",
                              metadata={"contract": exc.contract}) from exc
         except PgragError as exc:
+            owed = getattr(exc, "pending", None)  # work the failed stage leaves behind (EmbeddingIncompleteError)
+            if pending and isinstance(owed, dict):
+                yield checks.measured(name, PENDING_CHECK, False, owed, severity=dg.AssetCheckSeverity.WARN)
             raise dg.Failure(description=f"{name} {context.partition_key}: {type(exc).__name__}: {exc}",
-                             metadata={"error": type(exc).__name__}) from exc
+                             metadata={"error": type(exc).__name__,
+                                       **({"pending": dg.MetadataValue.json(owed)} if isinstance(owed, dict) else {})}
+                             ) from exc
         extra = [checks.measured(name, c, *result.checks[c]) for c in extra_checks]
         extra += [checks.measured(name, o.check, *result.checks.get(
             o.check, (True, {"composed": f"not composed in space {realm}.{space}"}))) for o in operator_checks]
@@ -201,7 +206,8 @@ def build_assets(settings: Settings | None = None) -> list[dg.AssetsDefinition]:
         make("relations", stage_relations, "RelationContract", ["resolved_entities"],
              "Edges with corroboration weight, negation and validity (§4.7, §5.1).", extra_checks=("graph_quality",)),
         make("embeddings", stage_embeddings, "EmbeddingContract", ["relations"],
-             "Vectors for chunks, entities and relations (HNSW-indexed)."),
+             "Vectors for chunks, entities and relations (HNSW-indexed); rows left without one are pending work.",
+             pending=True),
         make("communities", stage_communities, "CommunityMemberContract", ["embeddings"], pool="llm", pending=True,
              description="Leiden communities with one report each: model-written, or extractive where the space "
                          "has no model (§6)."),

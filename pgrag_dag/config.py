@@ -153,6 +153,12 @@ class EmbeddingSettings(StrictModel):
     Asymmetric models: ``query_prefix``/``passage_prefix`` are prepended to query/passage texts, and
     ``query_input_type``/``passage_input_type`` sent as the provider's ``input_type``; unset (``None``)
     takes the model's known convention (:func:`pgrag_dag.embedding.convention_for`), ``""`` turns it off.
+
+    ``fallback`` (issue 13, §3.5): ``none`` (the default) — when the model fails, the ``embeddings``
+    stage keeps what it embedded and raises; ``hashing`` — rows the model refused are embedded by the
+    SHA-256 hashing embedder instead, flagged per row, kept out of every vector search (its vectors are
+    not comparable with the model's), reported, and re-embedded by the model on the next run
+    (:mod:`pgrag_dag.embedding_runs`).
     """
 
     model: str = "local/all-MiniLM-L6-v2"
@@ -166,6 +172,7 @@ class EmbeddingSettings(StrictModel):
     passage_prefix: str | None = None
     query_input_type: str | None = None
     passage_input_type: str | None = None
+    fallback: Literal["none", "hashing"] = "none"
 
 
 class ChunkingSettings(StrictModel):

@@ -24,7 +24,7 @@ from typing import Any, Literal, Protocol
 import numpy as np
 
 from pgrag_dag.config import EmbeddingSettings
-from pgrag_dag.errors import ModelError, SchemaMismatchError
+from pgrag_dag.errors import ModelAccessError, ModelError, SchemaMismatchError
 
 HASHING_MODEL = "hashing-sha256"
 SYMMETRIC = "symmetric"
@@ -161,7 +161,10 @@ class LiteLLMEmbedder:
 
     Raises :class:`ModelError` (one line naming the model, the deadline and the last error) when a
     batch fails within its deadline, and :class:`SchemaMismatchError` when the model returns vectors of
-    another width than configured.
+    another width than configured. Errors retrying cannot fix are not retried
+    (:mod:`pgrag_dag.model_errors`): :class:`ModelAccessError` when the model refuses its configuration
+    (no or a refused key, no access, an unknown model — the message names ``embedding.api_key`` or the
+    provider's variable, or ``embedding.model``), :class:`ModelError` when it refuses a request as invalid.
     """
 
     def __init__(self, settings: EmbeddingSettings, *, deadline_s: float | None = None) -> None:
@@ -192,6 +195,7 @@ class LiteLLMEmbedder:
         return out
 
     def _request(self, batch: list[str], extra: dict[str, Any]) -> Any:
+        from pgrag_dag import model_errors
         from pgrag_dag.llm import import_litellm
         from pgrag_dag.store.db import one_line
 
@@ -208,6 +212,13 @@ class LiteLLMEmbedder:
             except _Abandoned as exc:  # a provider's error, if one came before, says more
                 last = last if attempt > 1 else f"no response within {exc.args[0]:.3g} s"
             except Exception as exc:  # litellm maps provider errors onto many exception types
+                refusal = model_errors.refusal(exc, model=self.model, kind="embedding",
+                                               api_key_set=self.settings.api_key is not None,
+                                               api_base=self.settings.api_base)
+                if refusal is not None and refusal.scope == "model":
+                    raise ModelAccessError(refusal.message, (self.model,)) from exc
+                if refusal is not None:
+                    raise ModelError(refusal.message) from exc
                 last = f"{type(exc).__name__}: {one_line(exc)}"
             pause = min(0.5 * 2.0 ** (attempt - 1), deadline - time.monotonic() - 0.05)
             if pause > 0:

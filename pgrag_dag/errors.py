@@ -10,7 +10,9 @@
     │   └── PartitionBusyError    another run holds the partition a stage must write
     ├── SourceError               a document source that cannot be read (binary, unreadable, empty)
     ├── ModelError                a chat/embedding call that failed on every model before its deadline
-    │   └── ReplayMissError       the ``replay`` model has no recorded response for a prompt
+    │   ├── ReplayMissError       the ``replay`` model has no recorded response for a prompt
+    │   ├── ModelAccessError      a model refused its configuration (key, access, name): not retried
+    │   └── EmbeddingIncompleteError  the embedding model failed; rows are left without a vector
     ├── ExtractionError           every chunk of a run failed extraction or was refused by the gates
     ├── ContractError             a stage frame broke its Pandera contract
     ├── OperatorError             a composed operator raised (its name and space in the message)
@@ -91,6 +93,35 @@ class SourceError(PgragError):
 
 class ModelError(PgragError):
     """A model call failed on every model of the failover list within its wall-clock deadline."""
+
+
+class ModelAccessError(ModelError):
+    """A model refused its configuration — no or a refused API key, no access, an unknown model or
+    provider — so that every call of it would fail (issue 13 item 10): not retried, and not called
+    again by the same client. The message is one line naming the model and the setting or environment
+    variable to fix (:mod:`pgrag_dag.model_errors`).
+
+    Attributes:
+        models: the refused models, in failover order.
+    """
+
+    def __init__(self, message: str, models: tuple[str, ...] = ()) -> None:
+        self.models = models
+        super().__init__(message)
+
+
+class EmbeddingIncompleteError(ModelError):
+    """The embedding model failed during the ``embeddings`` stage (issue 13 item 9): what it embedded
+    was written, and the rows left without a vector are counted; the stage's next run embeds them.
+
+    Attributes:
+        pending: the ``pending_work`` check's metadata — ``pending`` (rows without a vector),
+            ``without_vector`` and ``fallback_only`` per table, ``model_error``.
+    """
+
+    def __init__(self, message: str, pending: dict[str, object]) -> None:
+        self.pending = pending
+        super().__init__(message)
 
 
 class ReplayMissError(ModelError):

@@ -24,7 +24,7 @@ import polars as pl
 
 from pgrag_dag import prompts
 from pgrag_dag.config import ExtractionSettings, GateSettings
-from pgrag_dag.errors import ExtractionError, ModelError
+from pgrag_dag.errors import ExtractionError, ModelAccessError, ModelError
 from pgrag_dag.gates import clean_name, identity_key, name_gate
 from pgrag_dag.llm import Completion, ModelClient, map_calls
 from pgrag_dag.vocabulary import Vocabulary
@@ -192,7 +192,8 @@ def extract_chunk(chunk: dict[str, Any], client: ModelClient, settings: Extracti
     ``completed``: the chunk's stored successful passes 0..p-1 (raw rows) when an earlier run's pass p
     failed — they are kept as they are and gleaning resumes at pass p (no model call for them).
     A :class:`ModelError` is kept in the chunk's rows (``model_error``); a :class:`DatabaseError` (the
-    response cache is gone) propagates, whichever pass met it.
+    response cache is gone) and a :class:`ModelAccessError` (no model of the failover list accepts its
+    configuration: a missing key, an unknown model) propagate, whichever pass met them.
     """
     cid = int(chunk["chunk_id"])
     if completed:
@@ -204,6 +205,8 @@ def extract_chunk(chunk: dict[str, Any], client: ModelClient, settings: Extracti
         return rows + _glean(chunk, client, settings, merged, len(rows), vocabulary=vocabulary, names=names)
     try:
         first = client.complete(extraction_messages(chunk, vocabulary=vocabulary, names=names), purpose="extract")
+    except ModelAccessError:  # no chunk can be extracted with this configuration: the stage stops at once
+        raise
     except ModelError as exc:
         return [_row(cid, 0, settings, parse_status="model_error", error=f"{chunk_label(chunk)}: {exc}")]
     common = {"model": first.model, "raw_text": first.text, "prompt_tokens": first.prompt_tokens,
@@ -228,6 +231,8 @@ def _glean(chunk: dict[str, Any], client: ModelClient, settings: ExtractionSetti
     for p in range(start, settings.gleaning_passes + 1):
         try:
             more = client.complete(gleaning_messages(chunk, merged, vocabulary=vocabulary, names=names), purpose="glean")
+        except ModelAccessError:
+            raise
         except ModelError as exc:
             log.warning("gleaning pass %d of %s failed; first pass kept: %s", p, chunk_label(chunk), exc)
             rows.append(_row(cid, p, settings, parse_status="model_error", error=f"{chunk_label(chunk)}: {exc}"))
@@ -263,7 +268,8 @@ def extract_chunks(chunks: pl.DataFrame, client: ModelClient, settings: Extracti
     ``completed`` maps a chunk_id to its stored successful passes when a later pass failed before:
     that chunk resumes there (:func:`extract_chunk`).
     Raises :class:`DatabaseError` at once when the response cache's database goes away: no further
-    chunk is started (:func:`~pgrag_dag.llm.map_calls`) and the client makes no further model call.
+    chunk is started (:func:`~pgrag_dag.llm.map_calls`) and the client makes no further model call;
+    likewise :class:`ModelAccessError` when every model refuses its configuration (issue 13).
     """
     completed = completed or {}
     items = list(chunks.iter_rows(named=True))

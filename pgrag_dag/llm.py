@@ -7,7 +7,9 @@
      model; a miss moves on to the next model, or raises :class:`ReplayMissError` if none is left;
    - any litellm model: serve a cached response for (model, messages, parameters) if there is one;
      otherwise call litellm, retrying with backoff until the per-call wall-clock deadline, and cache
-     the response;
+     the response — except errors retrying cannot fix (:mod:`pgrag_dag.model_errors`): a model that
+     refuses its configuration (API key, access, name) raises :class:`ModelAccessError` at once and is
+     not called again by this client; a request refused as invalid fails at once;
 2. raise :class:`ModelError` when every model failed.
 
 When the cache's database goes away the client fails closed and fast: cache access waits at most a
@@ -38,8 +40,9 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import ConnectionPool, PoolClosed
 
+from pgrag_dag import model_errors
 from pgrag_dag.config import LLMSettings
-from pgrag_dag.errors import DatabaseError, ModelError, ReplayMissError
+from pgrag_dag.errors import DatabaseError, ModelAccessError, ModelError, ReplayMissError
 from pgrag_dag.store import cache, db
 
 log = logging.getLogger(__name__)
@@ -139,6 +142,7 @@ class ModelClient:
         self._pool_lock = threading.Lock()
         self._down: str | None = None  # the DatabaseError message, once the database went away
         self._spool_loaded = spool_dir is None
+        self._refused: dict[str, str] = {}  # model → why it refused its configuration (never called again)
 
     # -- cache access -------------------------------------------------------------------------
     def _check_up(self) -> None:
@@ -223,7 +227,11 @@ class ModelClient:
         """Answer ``messages`` (OpenAI chat format) for ``purpose`` (``extract``, ``glean``, ...).
 
         Raises :class:`ReplayMissError` when only ``replay`` was available and it missed,
-        :class:`ModelError` when every model of the failover list failed within its deadline, and
+        :class:`ModelAccessError` (one line naming the model and the setting or environment variable to
+        fix) when every live model of the failover list refused its configuration — a missing or refused
+        API key, no access, an unknown model (:mod:`pgrag_dag.model_errors`): such a model is not
+        retried, and this client calls it no more — :class:`ModelError` when every model of the failover
+        list failed within its deadline (a request the provider refuses as invalid is not retried), and
         :class:`DatabaseError` (one line naming the server) when the cache's database is gone — now or
         earlier in this client's life; no model is called then. A response received before the cache
         write failed is kept (:attr:`unsaved`, the spool directory) and the call raises.
@@ -232,6 +240,7 @@ class ModelClient:
         pkey = prompt_key(messages, params)
         errors: list[str] = []
         replay_miss: ReplayMissError | None = None
+        refused: list[str] = []
         for model in self.settings.models:
             if model == REPLAY:
                 with self._cache() as conn:
@@ -245,12 +254,21 @@ class ModelClient:
                 hit = cache.get_by_key(conn, cache_key(model, pkey))
             if hit is not None:
                 return self._hit(hit, replayed=False)
+            if model in self._refused:  # refused its configuration earlier: never asked again
+                errors.append(self._refused[model])
+                refused.append(model)
+                continue
             try:
                 return self._call(model, messages, params, pkey, purpose)
+            except ModelAccessError as exc:
+                errors.append(str(exc))
+                refused.append(model)
             except ModelError as exc:
                 errors.append(f"{model}: {exc}")
         if replay_miss is not None and len(errors) == 1:
             raise replay_miss
+        if refused and len(refused) == len([m for m in self.settings.models if m != REPLAY]):
+            raise ModelAccessError("; ".join(errors), tuple(refused))
         raise ModelError(f"every model failed for {purpose} prompt {pkey[:16]}: " + "; ".join(errors))
 
     def _hit(self, hit: dict[str, Any], *, replayed: bool) -> Completion:
@@ -294,6 +312,15 @@ class ModelClient:
                 except Exception:  # unknown models have no price in the local cost map
                     cost = 0.0
             except Exception as exc:  # litellm maps provider errors onto many exception types
+                refusal = model_errors.refusal(exc, model=model, kind="chat", api_key_set=self.settings.api_key is not None,
+                                               api_base=self.settings.api_base)
+                if refusal is not None and refusal.scope == "model":
+                    with self.usage.lock:
+                        self._refused.setdefault(model, refusal.message)
+                    log.error("%s", refusal.message)
+                    raise ModelAccessError(refusal.message, (model,)) from exc
+                if refusal is not None:
+                    raise ModelError(refusal.message) from exc
                 last = f"{type(exc).__name__}: {exc}"
                 pause = min(2.0 ** (attempt - 1) * 0.5, max(0.0, deadline - time.monotonic()))
                 if pause > 0 and attempt <= self.settings.max_retries:

@@ -22,7 +22,9 @@ import polars as pl
 from pgrag_dag import contracts
 from pgrag_dag.chunking import assemble_chunks
 from pgrag_dag.engine import Engine
-from pgrag_dag.errors import ConfigurationError, ContractError, ExtractionError
+from pgrag_dag.embedding import HashingEmbedder
+from pgrag_dag.embedding_runs import describe, embed_pending, pending_check
+from pgrag_dag.errors import ConfigurationError, ContractError, EmbeddingIncompleteError, ExtractionError
 from pgrag_dag.extraction import RAW_SCHEMA, DocumentContext
 from pgrag_dag.gates import apply_extra_gates, apply_gates, normalise_predicate
 from pgrag_dag.names import validate_realm, validate_space
@@ -395,31 +397,48 @@ def _supersession(engine: Engine, relations: pl.DataFrame, vocabulary: Vocabular
 
 @writing_stage("embeddings")
 def stage_embeddings(engine: Engine, realm: str, space: str) -> StageResult:
-    """Embed chunks, entities and relations whose text changed since they were embedded (§3.5, §7.3).
+    """Embed chunks, entities and relations without a vector or whose text changed since (§3.5, §7.3).
 
-    The embedding model is called outside any transaction; the vectors are written in one (a row whose
-    text changed meanwhile keeps a stale hash and is embedded again next run). Embedding failures raise
-    (no fallback vector is ever mixed in). The audit frame of every stored vector is checked against
+    The embedding model is called outside any transaction (:func:`~pgrag_dag.embedding_runs.embed_pending`);
+    the vectors are written in one (a row whose text changed meanwhile keeps a stale hash and is embedded
+    again next run). When the model fails, what it embedded is written and the rest is left for the next
+    run: the non-blocking ``pending_work`` check and every query of the space report the rows without a
+    vector, and the stage raises :class:`EmbeddingIncompleteError` — unless ``embedding.fallback:
+    hashing``, which embeds those rows apart, flagged, outside every vector search (never mixed with
+    the model's vectors). The audit frame of every stored vector is checked against
     :class:`EmbeddingContract` (width = the realm's, no NaN).
     """
     t0 = time.perf_counter()
     embedder = engine.embedder()
-    tables = ("documents", "entities", "relations")
+    settings = engine.settings.embedding
+    fallback = HashingEmbedder(settings.dim) if settings.fallback == "hashing" else None
     with engine.connect() as conn:
-        todo = {table: vectors.pending(conn, realm, space, table) for table in tables}
-    vecs = {table: embedder.embed([t for _, t, _ in rows]) if rows else [] for table, rows in todo.items()}
+        todo = {table: vectors.pending(conn, realm, space, table) for table in vectors.UNEMBEDDED_TABLES}
+    run = embed_pending(embedder, todo, batch_size=settings.batch_size, fallback=fallback)
     counts: dict[str, int] = {}
     with engine.connect() as conn, conn.transaction():
         locks.lock_partition(conn, realm, space)
-        for table in tables:
-            counts[f"{table}_embedded"] = vectors.write(conn, realm, table, todo[table], vecs[table])
+        for table, done in run.tables.items():
+            counts[f"{table}_embedded"] = vectors.write(conn, realm, table, done.rows, done.vectors)
+            if fallback is not None:
+                counts[f"{table}_fallback"] = vectors.write(conn, realm, table, done.fallback_rows,
+                                                            done.fallback_vectors, fallback=fallback.model)
         # community reports are embedded by the communities stage, after this one
-        audit = vectors.audit(conn, realm, space, engine.settings.embedding.dim).filter(pl.col("table") != "communities")
-        contracts.validate(contracts.EmbeddingContract, audit)
+        audit = vectors.audit(conn, realm, space, settings.dim).filter(pl.col("table") != "communities")
+        contracts.validate(contracts.EmbeddingContract, audit.filter(~pl.col("missing")))  # rows left: pending_work
+        left = vectors.unembedded(conn, realm, space)
+    passed, pending = pending_check(left, run.error)
+    if run.error is not None:
+        log.warning("embeddings %s.%s: %s; %s", realm, space, run.error, pending)
+        if fallback is None:
+            raise EmbeddingIncompleteError(
+                f"embeddings {realm}.{space}: {run.error}; {describe(pending['without_vector']) or 'no row'} "
+                "left without a vector (vector search cannot find them; queries warn) — the next run embeds them, "
+                "or set embedding.fallback: hashing", pending)
     return StageResult("embeddings", {
         **counts, "vectors": audit.height, "model": embedder.model, "dim": embedder.dim, "convention": embedder.convention,
-        "seconds": round(time.perf_counter() - t0, 3),
-    }, frame_hash(audit.select("table", "row_id", "embed_hash")), audit.height)
+        "unembedded": left, "model_error": run.error, "seconds": round(time.perf_counter() - t0, 3),
+    }, frame_hash(audit.select("table", "row_id", "embed_hash")), audit.height, checks={PENDING_CHECK: (passed, pending)})
 
 
 INDEX_STAGES = ("chunks", "raw_extractions", "gated_triples", "resolved_entities", "relations", "embeddings")

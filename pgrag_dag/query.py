@@ -56,6 +56,7 @@ from pgrag_dag import fusion as fuse
 from pgrag_dag import keywords as kw
 from pgrag_dag.assembly import BLOCKS, assemble, render_relation, render_validity, summary
 from pgrag_dag.embedding import Embedder
+from pgrag_dag.embedding_runs import query_warnings
 from pgrag_dag.errors import QueryError, SchemaMismatchError
 from pgrag_dag.llm import ModelClient
 from pgrag_dag.names import validate_realm
@@ -66,6 +67,7 @@ from pgrag_dag.query_param import (
 )
 from pgrag_dag.store import db, retrieval
 from pgrag_dag.store.schema import check_embedding
+from pgrag_dag.store.vectors import unembedded
 from pgrag_dag.store import retrieval_channels as channels
 
 logger = logging.getLogger(__name__)
@@ -86,7 +88,9 @@ def query_data(
     where a mode has both, the entity-anchored reads (seeds → mention expansion, traversal) run on it
     while the independent ones (chunk search, relation similarity and full-text, ranked relations,
     communities) run on a spare pooled connection importing the same snapshot, or inline when none is
-    free. Returns a :class:`QueryResult`; the assembly report and any warning are logged.
+    free. Returns a :class:`QueryResult`; the assembly report and any warning are logged — among them,
+    how many chunks, entities and relations of the space no vector search can find (no vector yet, or
+    only a fallback vector: :func:`~pgrag_dag.embedding_runs.query_warnings`).
 
     Raises:
         QueryError: an empty question, a realm or space that does not exist, or a read that ran past
@@ -106,6 +110,7 @@ def query_data(
         with _read_errors(dsn):
             with db.read_connection(dsn) as conn:
                 _check_scope(conn, realm, param.space, embedder)
+                result.warnings += query_warnings(unembedded(conn, realm, param.space), param.space, embedder.model)
         parts = (kw.decompose(question) if param.decompose else []) or [question]
         result.subqueries = parts if len(parts) > 1 else []
         probes = [_Probe.conditioned(text, param, client) for text in parts]

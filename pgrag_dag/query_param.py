@@ -229,7 +229,9 @@ class QueryResult:
             ``chunks_vector`` / ``chunks_fulltext``: candidates it returned before fusion.
         keywords: ``low_level``, ``high_level`` and ``source`` (``model``/``lexical``/``off``).
         subqueries: the sub-questions retrieved for, when ``decompose`` split the question.
-        warnings: e.g. community reports older than the last graph write; also logged.
+        warnings: e.g. community reports older than the last graph write, or chunks, entities and
+            relations of the space without a vector (the embeddings stage failed or has not run; or
+            only a fallback vector) — vector search cannot find them; also logged.
         assembly: per block of :data:`BLOCKS` — ``items_retrieved``, ``items_placed``,
             ``items_clipped``, ``chars_retrieved``, ``chars_placed`` (characters) — then ``total``,
             ``caps`` (tokens per block or ``None``) and ``filters`` (``as_of``, ``as_believed_at``

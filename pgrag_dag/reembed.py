@@ -31,7 +31,7 @@ from pgrag_dag.embedding import Embedder, configured_convention
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import ConfigurationError, ModelError, SchemaMismatchError
 from pgrag_dag.names import validate_realm
-from pgrag_dag.store import db, locks, schema, vectors
+from pgrag_dag.store import db, locks, schema, vector_index, vectors
 from pgrag_dag.store.retrieval import Identity, realm_embedding
 
 Progress = Callable[[int, int], None]
@@ -74,7 +74,8 @@ def reembed_realm(engine: Engine, realm: str, *, force: bool = False, progress: 
         ConfigurationError: the realm does not exist (it was never indexed).
         PartitionBusyError: a stage of the realm still runs after ``operations.lock_wait_s`` seconds.
         ModelError: the embedder failed, or returned a non-finite vector.
-        SchemaMismatchError: the embedder's identity or width is not the configured one, or the realm's
+        SchemaMismatchError: the embedder's identity or width is not the configured one, the width is
+            above what an HNSW index can hold (4,000 dimensions; refused before any work), or the realm's
             registration changed meanwhile.
         DatabaseError: PostgreSQL refused or lost the operation (nothing was changed).
     """
@@ -87,6 +88,7 @@ def reembed_realm(engine: Engine, realm: str, *, force: bool = False, progress: 
                               "to": schema.describe_embedding(configured)}
     if registered == configured and not force:
         return result
+    vector_index.check_indexable(realm, schema.schema_for(realm), schema.EMBEDDED_TABLES, configured[1])
     embedder = engine.embedder()  # a local model loads here, before any lock is taken
     if (embedder.model, embedder.dim, embedder.convention) != configured:
         raise SchemaMismatchError("embedder", schema.describe_embedding(configured),
@@ -100,7 +102,7 @@ def reembed_realm(engine: Engine, realm: str, *, force: bool = False, progress: 
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 todo = {table: vectors.every_text(conn, realm, table) for table in schema.EMBEDDED_TABLES}
             t_embed = time.perf_counter()
-            by_text = _embed_distinct(embedder, [t for rows in todo.values() for _, t, _ in rows],
+            by_text = embed_distinct(embedder, [t for rows in todo.values() for _, t, _ in rows],
                                       batch_size=batch_size or engine.settings.embedding.batch_size, progress=progress)
             embed_s = time.perf_counter() - t_embed
             with conn.transaction():
@@ -118,7 +120,7 @@ def reembed_realm(engine: Engine, realm: str, *, force: bool = False, progress: 
             "texts_per_s": round(len(by_text) / embed_s, 1) if embed_s > 0 else None}
 
 
-def _embed_distinct(embedder: Embedder, texts: list[str], *, batch_size: int,
+def embed_distinct(embedder: Embedder, texts: list[str], *, batch_size: int,
                     progress: Progress | None) -> dict[str, np.ndarray]:
     """Each distinct text of ``texts`` → its passage vector (float32, shape ``(dim,)``), embedded
     ``batch_size`` at a time with ``progress(done, total)`` before the first batch and after each.

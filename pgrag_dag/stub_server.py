@@ -1,9 +1,12 @@
 """A local OpenAI-compatible HTTP server for tests and for recording cassettes offline.
 
 Serves ``POST /v1/chat/completions`` and ``POST /v1/embeddings`` on loopback. Chat answers come
-from a callable ``answer(messages) -> str`` (raise :class:`LookupError` to return HTTP 404, any
-other exception gives HTTP 500); embeddings from the deterministic hashing embedder. Every request
-is appended to :attr:`StubServer.requests` so tests can assert on what reached the "model".
+from a callable ``answer(messages) -> str`` (raise :class:`LookupError` to return HTTP 404,
+:class:`StubStatus` for any status, any other exception gives HTTP 500); embeddings from the
+deterministic hashing embedder. :meth:`StubServer.refuse` makes every later request of a route fail
+with one HTTP status (401, 403, 404, 400, 429, 500, …) and an OpenAI-style error body, as a provider
+does, until :meth:`StubServer.accept`. Every request is appended to :attr:`StubServer.requests` so tests
+can assert on what reached the "model".
 """
 
 from __future__ import annotations
@@ -12,11 +15,27 @@ import json
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 
 from pgrag_dag.embedding import HashingEmbedder
 
 Answer = Callable[[list[dict[str, str]]], str]
+Route = Literal["chat", "embeddings", "any"]
+
+# OpenAI's error ``type`` and ``code`` per status, as its API sends them
+_ERROR_KINDS = {
+    400: ("invalid_request_error", None), 401: ("invalid_request_error", "invalid_api_key"),
+    402: ("insufficient_quota", "insufficient_quota"), 403: ("permission_error", "model_not_allowed"),
+    404: ("invalid_request_error", "model_not_found"), 429: ("requests", "rate_limit_exceeded"),
+}
+
+
+class StubStatus(Exception):
+    """Raised by an ``answer`` callable: reply with HTTP ``status`` and ``message`` (OpenAI error body)."""
+
+    def __init__(self, status: int, message: str = "") -> None:
+        self.status = status
+        super().__init__(message or f"stub refused with HTTP {status}")
 
 
 class StubServer:
@@ -26,6 +45,10 @@ class StubServer:
         self.answer = answer
         self.requests: list[dict[str, Any]] = []
         self.embedder = HashingEmbedder(embedding_dim)
+        self.refusals: dict[str, tuple[StubStatus, int]] = {}
+        """Route (``chat`` / ``embeddings``) → (the refusal its requests get, requests still answered
+        before it starts) (:meth:`refuse`)."""
+        self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
@@ -33,6 +56,30 @@ class StubServer:
     def base_url(self) -> str:
         host, port = self._httpd.server_address[:2]
         return f"http://{host}:{port}/v1"
+
+    def refuse(self, status: int, message: str = "", *, route: Route = "any", after: int = 0) -> None:
+        """Answer every later request of ``route`` — past the next ``after``, answered normally — with HTTP
+        ``status`` and ``message`` (an OpenAI-style ``{"error": {"message", "type", "code"}}`` body),
+        until :meth:`accept`."""
+        with self._lock:
+            for r in ("chat", "embeddings") if route == "any" else (route,):
+                self.refusals[r] = (StubStatus(status, message), after)
+
+    def _refusal(self, route: str) -> StubStatus | None:
+        """The refusal this request of ``route`` gets, if any (counting down :meth:`refuse`'s ``after``)."""
+        with self._lock:
+            if route not in self.refusals:
+                return None
+            refusal, after = self.refusals[route]
+            if after > 0:
+                self.refusals[route] = (refusal, after - 1)
+                return None
+            return refusal
+
+    def accept(self) -> None:
+        """Stop refusing (:meth:`refuse`): answer every route normally again."""
+        with self._lock:
+            self.refusals.clear()
 
     def __enter__(self) -> "StubServer":
         self._thread.start()
@@ -57,10 +104,20 @@ class StubServer:
                 self.end_headers()
                 self.wfile.write(data)
 
+            def _refuse(self, refusal: StubStatus) -> None:
+                kind, code = _ERROR_KINDS.get(refusal.status, ("server_error", None))
+                self._send(refusal.status, {"error": {"message": str(refusal), "type": kind, "code": code,
+                                                      "param": None}})
+
             def do_POST(self) -> None:  # noqa: N802 (http.server API)
                 length = int(self.headers.get("Content-Length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 server.requests.append({"path": self.path, "body": body})
+                route = "embeddings" if self.path.endswith("/embeddings") else "chat"
+                refusal = server._refusal(route)
+                if refusal is not None:
+                    self._refuse(refusal)
+                    return
                 if self.path.endswith("/embeddings"):
                     inputs = body.get("input", [])
                     inputs = [inputs] if isinstance(inputs, str) else inputs
@@ -76,6 +133,9 @@ class StubServer:
                     return
                 try:
                     text = server.answer(body.get("messages", []))
+                except StubStatus as exc:
+                    self._refuse(exc)
+                    return
                 except LookupError as exc:
                     self._send(404, {"error": {"message": str(exc), "type": "not_found"}})
                     return

@@ -15,7 +15,9 @@ relaxed ordering.
 
 Rows are returned as lists of dicts; distances are cosine distances (``<=>``, 0..2) and ``score``
 is cosine similarity ``1 - distance`` — except :func:`chunk_fulltext`, the chunks' full-text channel,
-whose ``score`` is ``ts_rank_cd``. Query vectors must have the realm's embedding width.
+whose ``score`` is ``ts_rank_cd``. Query vectors must have the realm's embedding width; every vector
+search orders by :func:`~pgrag_dag.store.vector_index.distance`, the expression the realm's HNSW index
+holds (through ``halfvec`` above 2,000 dimensions).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from psycopg.rows import dict_row
 
 from pgrag_dag.errors import QueryError
 from pgrag_dag.store import db
+from pgrag_dag.store.vector_index import distance
 from pgrag_dag.temporal import lower_bound, normalise_date, upper_bound
 from pgrag_dag.names import WILDCARD_SPACE, schema_for, validate_space
 
@@ -244,13 +247,14 @@ def entity_search(
         return []
     query = sql.SQL("""
         WITH hits AS MATERIALIZED (
-            SELECT e.id, e.space, e.name, e.entity_type, e.description, e.embedding <=> %(q)s AS distance
+            SELECT e.id, e.space, e.name, e.entity_type, e.description, {dist} AS distance
               FROM {e} AS e
              WHERE {in_space} AND e.dormant_since IS NULL AND e.embedding IS NOT NULL AND {known}
-             ORDER BY e.embedding <=> %(q)s
+             ORDER BY {dist}
              LIMIT %(k)s)
         SELECT *, 1 - distance AS score FROM hits ORDER BY distance, id""").format(
-        e=table(realm, "entities"), in_space=in_space("e", space), known=created_by("e", temporal)
+        e=table(realm, "entities"), in_space=in_space("e", space), known=created_by("e", temporal),
+        dist=distance("e", len(qvec)),
     )
     return fetch(conn, query, {"q": qvec, "k": k, "space": space, **temporal.params()}, vector=True)
 
@@ -270,13 +274,14 @@ def chunk_search(
     query = sql.SQL("""
         WITH hits AS MATERIALIZED (
             SELECT d.id, d.space, d.doc_key, d.title, d.chunk_index, d.text, d.t_created,
-                   d.embedding <=> %(q)s AS distance
+                   {dist} AS distance
               FROM {d} AS d
              WHERE {in_space} AND d.embedding IS NOT NULL AND {known}
-             ORDER BY d.embedding <=> %(q)s
+             ORDER BY {dist}
              LIMIT %(k)s)
         SELECT *, 1 - distance AS score FROM hits ORDER BY distance, id""").format(
-        d=table(realm, "documents"), in_space=in_space("d", space), known=created_by("d", temporal)
+        d=table(realm, "documents"), in_space=in_space("d", space), known=created_by("d", temporal),
+        dist=distance("d", len(qvec)),
     )
     return fetch(conn, query, {"q": qvec, "k": k, "space": space, **temporal.params()}, vector=True)
 

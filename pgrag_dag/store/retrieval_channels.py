@@ -37,6 +37,7 @@ from psycopg import sql
 from pgrag_dag.store.retrieval import (
     CURRENT, Row, Temporal, fetch, in_space, relation_filter, scope_params, superseded_expr, table,
 )
+from pgrag_dag.store.vector_index import distance
 
 _RELATION: LiteralString = """
     SELECT r.id, r.space, r.source_id, r.target_id, a.name AS subject, b.name AS object, r.predicate,
@@ -68,13 +69,14 @@ def relation_similarity(
         return []
     query = sql.SQL("""
         WITH hits AS MATERIALIZED (
-            SELECT r.id, r.embedding <=> %(q)s AS distance
+            SELECT r.id, {dist} AS distance
               FROM {r} AS r""" + _ENDPOINTS + """
              WHERE {in_space} AND r.embedding IS NOT NULL AND {ok}
-             ORDER BY r.embedding <=> %(q)s
+             ORDER BY {dist}
              LIMIT %(k)s)""" + _RELATION + """, 1 - h.distance AS score
           FROM hits AS h JOIN {r} AS r ON r.id = h.id""" + _ENDPOINTS + """
-         ORDER BY h.distance, r.id""").format(**_parts(realm, space, temporal, relation_types))
+         ORDER BY h.distance, r.id""").format(**_parts(realm, space, temporal, relation_types),
+                                              dist=distance("r", len(qvec)))
     params = {"q": qvec, "k": k, "space": space, **scope_params(temporal, relation_types)}
     return fetch(conn, query, params, vector=True)
 
@@ -211,13 +213,13 @@ def community_search(
     query = sql.SQL("""
         WITH hits AS MATERIALIZED (
             SELECT c.id, c.space, c.level, c.title, c.summary, c.findings, c.rating, c.size, c.report,
-                   c.built_at, c.embedding <=> %(q)s AS distance
+                   c.built_at, {dist} AS distance
               FROM {c} AS c
              WHERE {in_space} AND c.embedding IS NOT NULL AND {known}
-             ORDER BY c.embedding <=> %(q)s
+             ORDER BY {dist}
              LIMIT %(k)s)
         SELECT *, 1 - distance AS score FROM hits ORDER BY distance, id""").format(
-        c=table(realm, "communities"), in_space=in_space("c", space), known=known)
+        c=table(realm, "communities"), in_space=in_space("c", space), known=known, dist=distance("c", len(qvec)))
     return fetch(conn, query, {"q": qvec, "k": k, "space": space, **temporal.params()}, vector=True)
 
 

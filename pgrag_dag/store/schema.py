@@ -43,6 +43,13 @@ Realm schema ``pgrag_<realm>`` tables (every one carries ``space``):
   graph_fingerprint, parent_id, embedding vector(d)
 - ``community_members``, ``community_children``
 - ``stage_pending``  work a stage owes its space (failed community reports), retried by its next run
+
+Every embedded table also has ``embed_hash`` (SHA-256 of the text its vector embeds), and, for rows the
+model refused under ``embedding.fallback: hashing`` (issue 13), ``embed_fallback`` (the fallback
+embedder's name) and ``fallback_embedding`` (its vector) — the indexed ``embedding`` column stays
+``NULL`` for them, so no vector search ever compares the model's vectors with the fallback's. The
+partial indexes ``<table>_unembedded`` (documents, entities, relations) hold the rows without an
+``embedding``, which every query counts.
 - ``community_lineage`` (view): community → relations inside it → contributing chunks → documents
 """
 
@@ -54,10 +61,11 @@ from pgvector.psycopg import register_vector
 
 from pgrag_dag.errors import DatabaseError, SchemaMismatchError
 from pgrag_dag.names import schema_for, validate_realm
+from pgrag_dag.store import vector_index
 from pgrag_dag.store.db import privileged
 
 CONTROL_SCHEMA = "pgrag__control"
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 """The realm schema's DDL version, recorded per realm in ``pgrag__control.realms.schema_version``."""
 _LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
 
@@ -277,6 +285,19 @@ ALTER TABLE {s}.documents ADD COLUMN IF NOT EXISTS embed_hash text;
 ALTER TABLE {s}.entities ADD COLUMN IF NOT EXISTS embed_hash text;
 ALTER TABLE {s}.relations ADD COLUMN IF NOT EXISTS embed_hash text;
 ALTER TABLE {s}.communities ADD COLUMN IF NOT EXISTS embed_hash text;
+-- issue 13: a vector the fallback embedder made (never in the indexed column) and which embedder made it
+ALTER TABLE {s}.documents ADD COLUMN IF NOT EXISTS embed_fallback text;
+ALTER TABLE {s}.entities ADD COLUMN IF NOT EXISTS embed_fallback text;
+ALTER TABLE {s}.relations ADD COLUMN IF NOT EXISTS embed_fallback text;
+ALTER TABLE {s}.communities ADD COLUMN IF NOT EXISTS embed_fallback text;
+ALTER TABLE {s}.documents ADD COLUMN IF NOT EXISTS fallback_embedding vector;
+ALTER TABLE {s}.entities ADD COLUMN IF NOT EXISTS fallback_embedding vector;
+ALTER TABLE {s}.relations ADD COLUMN IF NOT EXISTS fallback_embedding vector;
+ALTER TABLE {s}.communities ADD COLUMN IF NOT EXISTS fallback_embedding vector;
+-- rows vector search cannot see, counted by every query (issue 13): usually none, so these stay empty
+CREATE INDEX IF NOT EXISTS documents_unembedded ON {s}.documents (space) WHERE embedding IS NULL;
+CREATE INDEX IF NOT EXISTS entities_unembedded ON {s}.entities (space) WHERE embedding IS NULL;
+CREATE INDEX IF NOT EXISTS relations_unembedded ON {s}.relations (space) WHERE embedding IS NULL;
 CREATE TABLE IF NOT EXISTS {s}.community_members (
     space text NOT NULL,
     community_id bigint NOT NULL REFERENCES {s}.communities(id) ON DELETE CASCADE,
@@ -319,14 +340,6 @@ SELECT c.space, c.id AS community_id, c.level, c.title, r.id AS relation_id, r.s
                       AND r.target_id IN (SELECT entity_id FROM members m2 WHERE m2.community_id = c.id)
   CROSS JOIN LATERAL unnest(r.chunk_ids) AS cid(chunk_id)
   JOIN {s}.documents chunk ON chunk.id = cid.chunk_id
-"""
-
-# HNSW indexes: created only after every embedding column has been verified.
-_INDEX_DDL = """
-CREATE INDEX IF NOT EXISTS documents_embedding_hnsw ON {s}.documents USING hnsw (embedding vector_cosine_ops);
-CREATE INDEX IF NOT EXISTS entities_embedding_hnsw ON {s}.entities USING hnsw (embedding vector_cosine_ops);
-CREATE INDEX IF NOT EXISTS relations_embedding_hnsw ON {s}.relations USING hnsw (embedding vector_cosine_ops);
-CREATE INDEX IF NOT EXISTS communities_embedding_hnsw ON {s}.communities USING hnsw (embedding vector_cosine_ops);
 """
 
 EMBEDDED_TABLES = ("documents", "entities", "relations", "communities")
@@ -384,12 +397,15 @@ def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, di
 
     Raises :class:`SchemaMismatchError` when the realm is registered under another model, width or
     convention (``pgrag reembed`` switches a realm deliberately), or an embedding column is missing or
-    has another width; :class:`~pgrag_dag.errors.InvalidNameError` for an invalid realm name, before any
-    DDL; :class:`DatabaseError` for a privilege the role lacks (one line saying what to ask the DBA for).
+    has another width, and — before any DDL or write — when ``dim`` exceeds what an HNSW index can hold
+    (4,000 dimensions, :mod:`pgrag_dag.store.vector_index`); :class:`~pgrag_dag.errors.InvalidNameError` for an
+    invalid realm name, before any DDL; :class:`DatabaseError` for a privilege the role lacks (one line saying
+    what to ask the DBA for).
     """
     validate_realm(realm)
     if not isinstance(dim, int) or not 1 <= dim <= 16000:
         raise SchemaMismatchError("embedding width", "1..16000", dim)
+    vector_index.check_indexable(realm, schema_for(realm), EMBEDDED_TABLES, dim)
     init_control(conn)
     with conn.transaction():
         if _realm_current(conn, realm, embedding_model, dim, convention):
@@ -456,33 +472,49 @@ def verify_embedding_columns(conn: psycopg.Connection, realm: str, dim: int) -> 
     """
     schema = schema_for(realm)
     for table in EMBEDDED_TABLES:
-        row = conn.execute(
-            """SELECT format_type(a.atttypid, a.atttypmod)
-                 FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
-                 JOIN pg_namespace n ON n.oid = c.relnamespace
-                WHERE n.nspname = %s AND c.relname = %s AND a.attname = 'embedding' AND NOT a.attisdropped""",
-            (schema, table),
-        ).fetchone()
+        found = _embedding_type(conn, schema, table)
         expected = f"vector({dim})"
-        if row is None or row[0] != expected:
-            raise SchemaMismatchError(f"{schema}.{table}.embedding", expected, row[0] if row else None)
+        if found is None or found[0] != expected:
+            raise SchemaMismatchError(f"{schema}.{table}.embedding", expected, found[0] if found else None)
+
+
+def _embedding_type(conn: psycopg.Connection, schema: str, table: str) -> tuple[str, int] | None:
+    """``(type as written, e.g. vector(384); its width)`` of ``schema.table.embedding``, or ``None``."""
+    row = conn.execute(
+        """SELECT format_type(a.atttypid, a.atttypmod), a.atttypmod
+             FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+             JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = %s AND c.relname = %s AND a.attname = 'embedding' AND NOT a.attisdropped""",
+        (schema, table),
+    ).fetchone()
+    return None if row is None else (str(row[0]), int(row[1]))
 
 
 def create_embedding_indexes(conn: psycopg.Connection, realm: str) -> None:
-    """Create the HNSW indexes (cosine distance, ``vector_cosine_ops``) ``<table>_embedding_hnsw`` of the
-    four :data:`EMBEDDED_TABLES` where they are missing (§3.5); run it only after
-    :func:`verify_embedding_columns`. Building one over ~170k vectors of width 384 takes minutes."""
-    for stmt in _statements(_INDEX_DDL):
-        conn.execute(sql.SQL(stmt).format(s=sql.Identifier(schema_for(realm))))  # type: ignore[arg-type]
+    """Create the HNSW indexes (cosine distance) ``<table>_embedding_hnsw`` of the four
+    :data:`EMBEDDED_TABLES` where they are missing (§3.5), of the kind the column's width needs
+    (:mod:`pgrag_dag.store.vector_index`: ``vector_cosine_ops`` up to 2,000 dimensions, a ``halfvec``
+    expression index up to 4,000); run it only after :func:`verify_embedding_columns`. Building one
+    over ~170k vectors of width 384 takes minutes.
+
+    Raises :class:`SchemaMismatchError` when a column is missing or wider than an index allows."""
+    schema = schema_for(realm)
+    for table in EMBEDDED_TABLES:
+        found = _embedding_type(conn, schema, table)
+        if found is None:
+            raise SchemaMismatchError(f"{schema}.{table}.embedding", "a vector column", None)
+        vector_index.check_indexable(realm, schema, EMBEDDED_TABLES, found[1])
+        conn.execute(vector_index.index_ddl(schema, table, found[1]))
 
 
 def retype_embeddings(conn: psycopg.Connection, realm: str, dim: int) -> None:
     """In the caller's transaction: drop the realm's HNSW indexes and make every embedding column of
     :data:`EMBEDDED_TABLES` ``vector(dim)``, every vector ``NULL`` (§3.5; ``pgrag reembed``). Takes
     ``ACCESS EXCLUSIVE`` on the four tables and rewrites them; recreate the indexes with
-    :func:`create_embedding_indexes` after writing the new vectors (one bulk build each)."""
-    if not isinstance(dim, int) or not 1 <= dim <= 16000:
-        raise SchemaMismatchError("embedding width", "1..16000", dim)
+    :func:`create_embedding_indexes` after writing the new vectors (one bulk build each, of the kind the
+    new width needs: across 2,000 dimensions a ``vector`` index becomes a ``halfvec`` one or back).
+    Raises :class:`SchemaMismatchError` for a width no HNSW index can hold, before changing anything."""
+    vector_index.check_indexable(realm, schema_for(realm), EMBEDDED_TABLES, dim)
     schema = sql.Identifier(schema_for(realm))
     for table in EMBEDDED_TABLES:
         conn.execute(sql.SQL("DROP INDEX IF EXISTS {}.{}").format(schema, sql.Identifier(f"{table}_embedding_hnsw")))

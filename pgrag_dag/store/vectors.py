@@ -1,7 +1,10 @@
 """SQL for the embedding columns of ``documents``, ``entities``, ``relations`` and ``communities``.
 
-A row is (re-)embedded when ``embed_hash`` differs from the SHA-256 of the text it embeds, so
-unchanged rows are never re-embedded and changed descriptions are.
+A row is (re-)embedded when it has no ``embedding`` or its ``embed_hash`` differs from the SHA-256 of
+the text it embeds, so unchanged rows are never re-embedded and changed descriptions are. A row the
+model refused may hold a fallback vector instead (issue 13): in ``fallback_embedding``, named by
+``embed_fallback``, never in the indexed ``embedding`` column — it stays pending, so the next run
+embeds it with the model.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ import polars as pl
 import psycopg
 from psycopg import sql
 
+from pgrag_dag.names import WILDCARD_SPACE, validate_space
 from pgrag_dag.store.schema import qualified as _t
 
 # The text each table embeds, as a SQL expression over the row: a chunk carries its document's title (issue 12).
@@ -32,7 +36,8 @@ def _texts(realm: str, table: str, where: sql.Composable) -> sql.Composed:
 
 
 def pending(conn: psycopg.Connection, realm: str, space: str, table: str) -> list[tuple[int, str, str]]:
-    """(id, text, sha256 of text) for the space's rows of ``table`` whose embedding is missing or stale."""
+    """(id, text, sha256 of text) for the space's rows of ``table`` whose embedding is missing (rows
+    with only a fallback vector included) or stale."""
     where = sql.SQL("space = %s AND (missing OR embed_hash IS DISTINCT FROM h)")
     return conn.execute(_texts(realm, table, where), (space,)).fetchall()
 
@@ -50,11 +55,16 @@ def spaces(conn: psycopg.Connection, realm: str) -> list[str]:
     return [r[0] for r in conn.execute(sql.SQL("SELECT space FROM ({}) x ORDER BY space").format(union)).fetchall()]
 
 
-def write(conn: psycopg.Connection, realm: str, table: str, rows: list[tuple[int, str, str]], vectors: list[np.ndarray]) -> int:
+def write(conn: psycopg.Connection, realm: str, table: str, rows: list[tuple[int, str, str]], vectors: list[np.ndarray],
+          *, fallback: str | None = None) -> int:
     """Store ``vectors`` (one per ``(id, text, hash)`` row, in order) with their text hashes, in the
     caller's transaction: one binary ``COPY`` into a temporary table, then one ``UPDATE … FROM``.
-    Rows deleted meanwhile are skipped; returns ``len(rows)``. A vector of another width than the
-    column's is a PostgreSQL error (nothing of the transaction is kept)."""
+    Returns the rows updated (rows deleted meanwhile are skipped). A vector of another width than the
+    column's is a PostgreSQL error (nothing of the transaction is kept).
+
+    The realm's model's vectors go to ``embedding`` (and clear any fallback vector). With ``fallback``
+    (the fallback embedder's model name) they go to ``fallback_embedding``, flagged ``embed_fallback =
+    fallback``, and only where the row has no ``embedding`` (a stale vector of the model is kept)."""
     if not rows:
         return 0
     if len(rows) != len(vectors):
@@ -64,10 +74,17 @@ def write(conn: psycopg.Connection, realm: str, table: str, rows: list[tuple[int
         copy.set_types(["int8", "vector", "text"])
         for (i, _, h), vec in zip(rows, vectors, strict=True):
             copy.write_row((i, vec, h))
-    conn.execute(sql.SQL("""UPDATE {} t SET embedding = v.embedding, embed_hash = v.embed_hash
-                              FROM pgrag_vectors_in v WHERE t.id = v.id""").format(_t(realm, table)))
+    if fallback is None:
+        updated = conn.execute(sql.SQL("""UPDATE {} t SET embedding = v.embedding, embed_hash = v.embed_hash, embed_fallback = NULL,
+                                                fallback_embedding = NULL
+                                  FROM pgrag_vectors_in v WHERE t.id = v.id""").format(_t(realm, table)))
+    else:
+        updated = conn.execute(sql.SQL("""UPDATE {} t SET fallback_embedding = v.embedding, embed_hash = v.embed_hash,
+                                                embed_fallback = %s
+                                  FROM pgrag_vectors_in v WHERE t.id = v.id AND t.embedding IS NULL""").format(
+            _t(realm, table)), (fallback,))
     conn.execute("DROP TABLE pgrag_vectors_in")
-    return len(rows)
+    return updated.rowcount
 
 
 def audit(conn: psycopg.Connection, realm: str, space: str, expected_dim: int) -> pl.DataFrame:
@@ -88,3 +105,29 @@ def audit(conn: psycopg.Connection, realm: str, space: str, expected_dim: int) -
     schema = {"table": pl.String, "row_id": pl.Int64, "dim": pl.Int64, "expected_dim": pl.Int64,
               "finite": pl.Boolean, "missing": pl.Boolean, "embed_hash": pl.String}
     return pl.DataFrame(parts, schema=schema, orient="row")
+
+
+UNEMBEDDED_TABLES = ("documents", "entities", "relations")
+"""The tables the ``embeddings`` stage embeds after earlier stages committed their rows."""
+
+
+def unembedded(conn: psycopg.Connection, realm: str, space: str) -> dict[str, dict[str, int]]:
+    """Rows no vector search can find, per table of :data:`UNEMBEDDED_TABLES`: ``{table: {"missing":
+    rows without an embedding, "fallback": how many of them hold a fallback vector}}`` in ``space``
+    (every space for the read-only wildcard ``"*"``). One statement over the partial indexes
+    ``<table>_unembedded``, so it costs next to nothing while every row is embedded. A realm whose
+    schema predates fallback vectors reports ``fallback`` 0."""
+    where = sql.SQL("TRUE") if validate_space(space, for_write=False) == WILDCARD_SPACE else sql.SQL("space = %(space)s")
+
+    def counts(fallback: sql.Composable) -> sql.Composed:
+        return sql.SQL(" UNION ALL ").join(
+            sql.SQL("SELECT {name}, count(*), {fb} FROM {tab} WHERE embedding IS NULL AND {where}").format(
+                name=sql.Literal(table), fb=fallback, tab=_t(realm, table), where=where)
+            for table in UNEMBEDDED_TABLES)
+
+    try:
+        with conn.transaction():
+            rows = conn.execute(counts(sql.SQL("count(embed_fallback)")), {"space": space}).fetchall()
+    except psycopg.errors.UndefinedColumn:  # the realm has not been initialised at schema version 5 yet
+        rows = conn.execute(counts(sql.SQL("0")), {"space": space}).fetchall()
+    return {str(t): {"missing": int(n), "fallback": int(f)} for t, n, f in rows}

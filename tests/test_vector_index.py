@@ -1,0 +1,171 @@
+"""Embedding models wider than 2,000 dimensions (issue 13 item 11, paper §3.5): a realm stores
+``vector(d)``, indexes a ``halfvec`` expression HNSW above 2,000 dimensions, every vector search orders
+by that expression (so the index serves it), realms of different widths coexist, and a width above the
+index limit is refused before anything is written. Real PostgreSQL, real stages, the hashing embedder
+at width 3,072 (text-embedding-3-large's)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from pgrag_dag.embedding import HashingEmbedder
+from pgrag_dag.errors import SchemaMismatchError
+from pgrag_dag.pipeline import index_documents
+from pgrag_dag.query import QueryParam, query_data
+from pgrag_dag.reembed import reembed_realm
+from pgrag_dag.store import db, retrieval, retrieval_channels, schema, vectors
+from pgrag_dag.store.schema import EMBEDDED_TABLES, schema_for
+from tests.fix_corpus import SmallCorpus
+
+WIDE = 3072
+
+
+def _drop(conn: psycopg.Connection, realm: str) -> None:
+    conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema_for(realm))))
+    conn.execute("DELETE FROM pgrag__control.realms WHERE realm = %s", (realm,))
+
+
+@pytest.fixture
+def fresh(conn: psycopg.Connection) -> Iterator[list[str]]:
+    """Names of realms a test creates itself; dropped afterwards."""
+    made: list[str] = []
+    yield made
+    for name in made:
+        _drop(conn, name)
+
+
+def _index_defs(conn: psycopg.Connection, realm: str) -> dict[str, str]:
+    rows = conn.execute("SELECT tablename, indexdef FROM pg_indexes WHERE schemaname = %s "
+                        "AND indexname LIKE '%%embedding_hnsw'", (schema_for(realm),)).fetchall()
+    return dict(rows)
+
+
+def _search_plans(conn: psycopg.Connection, realm: str, dim: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """table → the plan of the real search function over it: EXPLAIN of the very statement it runs, with
+    sequential scans and sorts disabled, so that the nearest-neighbour ORDER BY is served by an index
+    whenever one can serve it (on these few rows the planner would rather sort them)."""
+    plans: dict[str, str] = {}
+    real = retrieval.fetch
+
+    def explained(c: psycopg.Connection, query: sql.Composed, params: dict[str, Any], *, vector: bool = False) -> Any:
+        if vector:
+            with c.transaction():
+                c.execute("SET LOCAL enable_seqscan = off")
+                c.execute("SET LOCAL enable_sort = off")
+                rows = c.execute(sql.SQL("EXPLAIN ") + query, params, prepare=False).fetchall()
+            plans[len(plans)] = " ".join(r[0] for r in rows)  # type: ignore[index]
+        return real(c, query, params, vector=vector)
+
+    q = HashingEmbedder(dim).embed_one("Charles Babbage designed the Difference Engine")
+    with monkeypatch.context() as m:
+        m.setattr(retrieval, "fetch", explained)
+        m.setattr(retrieval_channels, "fetch", explained)
+        found = {
+            "entities": retrieval.entity_search(conn, realm, "main", q, 3),
+            "documents": retrieval.chunk_search(conn, realm, "main", q, 3),
+            "relations": retrieval_channels.relation_similarity(conn, realm, "main", q, 3),
+            "communities": retrieval_channels.community_search(conn, realm, "main", q, 3),
+        }
+    assert all(found.values()), {t: len(rows) for t, rows in found.items()}
+    return dict(zip(found, plans.values()))
+
+
+def test_a_3072_dimension_realm_indexes_halfvec_and_every_vector_search_uses_the_index(
+        small_corpus: SmallCorpus, realm: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch) -> None:
+    _drop(conn, realm)  # the fixture made it at 384; the stages create it at the configured width
+    monkeypatch.setenv("PGRAG_EMBEDDING__DIM", str(WIDE))
+    engine = small_corpus.engine()
+    index_documents(engine, realm, "main")
+
+    assert conn.execute("SELECT embedding_dim FROM pgrag__control.realms WHERE realm = %s", (realm,)).fetchone() == (WIDE,)
+    schema.verify_embedding_columns(conn, realm, WIDE)  # stored at full precision: vector(3072)
+    defs = _index_defs(conn, realm)
+    assert sorted(defs) == sorted(EMBEDDED_TABLES)
+    for table, definition in defs.items():
+        assert f"((embedding)::halfvec({WIDE})) halfvec_cosine_ops" in definition, definition
+    audit = vectors.audit(conn, realm, "main", WIDE)
+    assert audit.height and not audit["missing"].any() and (audit["dim"] == WIDE).all()
+
+    for table, plan in _search_plans(conn, realm, WIDE, monkeypatch).items():
+        assert f"Index Scan using {table}_embedding_hnsw" in plan, (table, plan)
+
+    result = query_data("Who designed the Difference Engine?", QueryParam(space="main", mode="hybrid", keywords="lexical"),
+                        dsn=engine.dsn, realm=realm, embedder=engine.embedder())
+    assert "Charles Babbage" in {e["name"] for e in result.entities}
+    assert any("Difference Engine" in c["text"] for c in result.chunks) and result.relations and result.communities
+    assert not [w for w in result.warnings if "embedding" in w]
+
+
+def test_realms_of_different_widths_coexist(conn: psycopg.Connection, realm: str, fresh: list[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    wide = f"{realm}_w"
+    fresh.append(wide)
+    assert schema.init_realm(conn, wide, embedding_model="hashing-sha256", dim=WIDE) is True
+    texts = ["Charles Babbage: mathematician", "Ada Lovelace: writer", "London: a city"]
+    for name, dim in ((realm, 384), (wide, WIDE)):
+        embedder = HashingEmbedder(dim)
+        with conn.transaction():
+            ids = [conn.execute(sql.SQL("INSERT INTO {} (space, name, description) VALUES ('main', %s, %s) RETURNING id")
+                                .format(schema.qualified(name, "entities")), t.split(": ")).fetchone()[0] for t in texts]
+            vectors.write(conn, name, "entities", [(i, t, "h") for i, t in zip(ids, texts)], embedder.embed(texts))
+    for name, dim in ((realm, 384), (wide, WIDE)):
+        q = HashingEmbedder(dim).embed_one("Ada Lovelace: writer")
+        hits = retrieval.entity_search(conn, name, "main", q, 2)
+        assert hits[0]["name"] == "Ada Lovelace" and hits[0]["score"] == pytest.approx(1.0, abs=1e-3)
+    assert "vector_cosine_ops" in _index_defs(conn, realm)["entities"]
+    assert "halfvec_cosine_ops" in _index_defs(conn, wide)["entities"]
+    schema.init_realm(conn, realm, embedding_model="hashing-sha256", dim=384)  # each keeps its own width
+    schema.init_realm(conn, wide, embedding_model="hashing-sha256", dim=WIDE)
+
+
+@pytest.mark.parametrize("dim", [4001, 8192])
+def test_a_width_above_the_index_limit_fails_before_any_write(conn: psycopg.Connection, realm: str, dim: int) -> None:
+    name = f"{realm}_toowide"
+    with pytest.raises(SchemaMismatchError) as info:
+        schema.init_realm(conn, name, embedding_model="openai/too-wide", dim=dim)
+    message = str(info.value)
+    assert "\n" not in message
+    for part in (repr(name), schema_for(name), "documents,entities,relations,communities", str(dim), "4000",
+                 "embedding.dim"):
+        assert part in message, (part, message)
+    assert conn.execute("SELECT count(*) FROM pgrag__control.realms WHERE realm = %s", (name,)).fetchone() == (0,)
+    assert conn.execute("SELECT to_regnamespace(%s)", (schema_for(name),)).fetchone() == (None,)
+
+
+def test_reembedding_across_2000_dimensions_switches_the_index_kind_both_ways(
+        small_corpus: SmallCorpus, realm: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch) -> None:
+    engine = small_corpus.engine()
+    index_documents(engine, realm, "main")
+    assert all("vector_cosine_ops" in d for d in _index_defs(conn, realm).values())
+
+    monkeypatch.setenv("PGRAG_EMBEDDING__DIM", str(WIDE))
+    wide = small_corpus.engine()
+    assert reembed_realm(wide, realm)["reembedded"]
+    assert all(f"::halfvec({WIDE})" in d for d in _index_defs(conn, realm).values())
+    for table, plan in _search_plans(conn, realm, WIDE, monkeypatch).items():
+        assert f"Index Scan using {table}_embedding_hnsw" in plan, (table, plan)
+
+    monkeypatch.setenv("PGRAG_EMBEDDING__DIM", "384")
+    assert reembed_realm(small_corpus.engine(), realm)["reembedded"]
+    assert all("vector_cosine_ops" in d and "halfvec" not in d for d in _index_defs(conn, realm).values())
+    for table, plan in _search_plans(conn, realm, 384, monkeypatch).items():
+        assert f"Index Scan using {table}_embedding_hnsw" in plan, (table, plan)
+
+
+def test_reembedding_to_a_width_above_the_limit_changes_nothing(small_corpus: SmallCorpus, realm: str,
+                                                               conn: psycopg.Connection,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    index_documents(small_corpus.engine(), realm, "main", communities=False)
+    before = _index_defs(conn, realm)
+    monkeypatch.setenv("PGRAG_EMBEDDING__DIM", "4096")
+    with pytest.raises(SchemaMismatchError, match="4096.*4000|4000.*4096"):
+        reembed_realm(small_corpus.engine(), realm)
+    assert _index_defs(conn, realm) == before
+    assert conn.execute("SELECT embedding_dim FROM pgrag__control.realms WHERE realm = %s", (realm,)).fetchone() == (384,)
+    with db.connect(small_corpus.engine().dsn) as c:
+        schema.verify_embedding_columns(c, realm, 384)
