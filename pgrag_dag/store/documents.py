@@ -48,9 +48,6 @@ def sync_chunks(conn: psycopg.Connection, realm: str, space: str, chunks: pl.Dat
         hashes = ",".join(frame["content_hash"].to_list())
         if stored.get(doc_key) == hashes:
             unchanged.append(doc_key)
-            # document order may change without the text changing
-            conn.execute(sql.SQL("UPDATE {} SET doc_order = %s WHERE space = %s AND doc_key = %s AND doc_order <> %s")
-                         .format(_t(realm, "documents")), (int(frame["doc_order"][0]), space, doc_key, int(frame["doc_order"][0])))
             continue
         if doc_key in stored:
             delete_document_chunks(conn, realm, space, doc_key)
@@ -66,10 +63,30 @@ def sync_chunks(conn: psycopg.Connection, realm: str, space: str, chunks: pl.Dat
                  for r in frame.iter_rows(named=True)],
             )
         inserted += frame.height
+    _restamp(conn, realm, space, pl.concat([wanted[k] for k in unchanged]) if unchanged else None, metadata)
     removed = sorted(set(stored) - set(wanted))
     for doc_key in removed:
         delete_document_chunks(conn, realm, space, doc_key)
     return ChunkSync(added, replaced, removed, unchanged, inserted)
+
+
+def _restamp(conn: psycopg.Connection, realm: str, space: str, frame: pl.DataFrame | None, metadata: dict[str, str]) -> int:
+    """Bring unchanged documents' chunks up to date where only their order or metadata changed (a file
+    renamed in the order, a JSONL field edited, chunk offsets recorded since they were indexed): one
+    set-based UPDATE touching only rows that differ. Returns how many rows it changed."""
+    if frame is None or frame.height == 0:
+        return 0
+    import json
+
+    metas = [json.dumps(_json(r.get("metadata") or metadata.get(r["doc_key"])), ensure_ascii=False)
+             for r in frame.iter_rows(named=True)]
+    return conn.execute(
+        sql.SQL("""UPDATE {t} d SET doc_order = v.doc_order, metadata = v.metadata
+                     FROM unnest(%s::text[], %s::int[], %s::int[], %s::jsonb[]) AS v(doc_key, chunk_index, doc_order, metadata)
+                    WHERE d.space = %s AND d.doc_key = v.doc_key AND d.chunk_index = v.chunk_index
+                      AND (d.doc_order, d.metadata) IS DISTINCT FROM (v.doc_order, v.metadata)""").format(t=_t(realm, "documents")),
+        (frame["doc_key"].to_list(), frame["chunk_index"].to_list(), frame["doc_order"].to_list(), metas, space),
+    ).rowcount
 
 
 def _json(text: str | None) -> object:
