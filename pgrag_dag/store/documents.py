@@ -7,7 +7,8 @@ new chunks inserted; a document no longer in the sources is removed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field
 
 import polars as pl
 import psycopg
@@ -19,20 +20,27 @@ from pgrag_dag.store.schema import qualified as _t
 
 @dataclass(frozen=True)
 class ChunkSync:
-    """What :func:`sync_chunks` changed: doc_keys added, replaced, removed, unchanged; chunks inserted."""
+    """What :func:`sync_chunks` changed: doc_keys added, replaced, removed, unchanged; chunks inserted;
+    doc_keys ``kept`` (stored, absent from ``chunks``, kept as asked) and ``withheld`` (stored, absent,
+    not removed because removals were withheld)."""
 
     added: list[str]
     replaced: list[str]
     removed: list[str]
     unchanged: list[str]
     chunks_inserted: int
+    kept: list[str] = field(default_factory=list)
+    withheld: list[str] = field(default_factory=list)
 
 
-def sync_chunks(conn: psycopg.Connection, realm: str, space: str, chunks: pl.DataFrame, *, metadata: dict[str, str]) -> ChunkSync:
+def sync_chunks(conn: psycopg.Connection, realm: str, space: str, chunks: pl.DataFrame, *, metadata: dict[str, str],
+                keep: Collection[str] = (), keep_all: bool = False) -> ChunkSync:
     """Make the space's stored chunks equal ``chunks`` (the ``chunks`` frame), document by document.
 
     ``metadata`` maps doc_key → document metadata JSON; a ``metadata`` column in ``chunks`` (JSON text,
-    the chunk's own, e.g. its section) wins over it. Runs inside the caller's transaction.
+    the chunk's own, e.g. its section) wins over it. A stored document absent from ``chunks`` is removed
+    unless its doc_key is in ``keep`` (a document that could not be read this time: its chunks stay as
+    they are); with ``keep_all`` none is removed. Runs inside the caller's transaction.
     """
     stored = {
         k: h for k, h in conn.execute(
@@ -64,10 +72,12 @@ def sync_chunks(conn: psycopg.Connection, realm: str, space: str, chunks: pl.Dat
             )
         inserted += frame.height
     _restamp(conn, realm, space, pl.concat([wanted[k] for k in unchanged]) if unchanged else None, metadata)
-    removed = sorted(set(stored) - set(wanted))
+    absent = set(stored) - set(wanted)
+    kept = sorted(absent & set(keep))
+    removed = [] if keep_all else sorted(absent - set(kept))
     for doc_key in removed:
         delete_document_chunks(conn, realm, space, doc_key)
-    return ChunkSync(added, replaced, removed, unchanged, inserted)
+    return ChunkSync(added, replaced, removed, unchanged, inserted, kept, sorted(absent - set(kept)) if keep_all else [])
 
 
 def _restamp(conn: psycopg.Connection, realm: str, space: str, frame: pl.DataFrame | None, metadata: dict[str, str]) -> int:
