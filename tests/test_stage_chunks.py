@@ -3,6 +3,7 @@ carry citable offsets, keys and titles of any size and content are stored or ref
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -151,3 +152,38 @@ def test_issue13_the_skipped_documents_check_warns_without_blocking_the_run(smal
         assert check.metadata["documents_skipped"].value == 4
         mat = result.get_asset_materialization_events()[0].materialization.metadata  # type: ignore[union-attr]
         assert mat["documents_skipped"].value == 4 and "skipped_documents_sample" in mat
+
+
+# -- issue 13, items 1 and 7: keys, titles, texts and metadata of any size and content ----------------
+
+LONG_URL = "https://example.org/?q=" + "".join(hashlib.sha256(str(i).encode()).hexdigest() for i in range(200))
+
+
+def test_issue13_a_doc_key_past_the_btree_limit_is_indexed_re_indexed_and_deleted(small_corpus: SmallCorpus, realm: str) -> None:
+    from pgrag_dag.pipeline import delete_document
+
+    _jsonl_space(small_corpus, realm, [json.dumps({"url": LONG_URL, "title": "漢字 " * 300, "text": "Ada Lovelace wrote."}),
+                                       json.dumps({"url": "https://example.org/short", "title": "Short", "text": "Babbage."})])
+    engine = small_corpus.engine()
+    assert stage_chunks(engine, realm, "news").metadata["documents_added"] == 2
+    assert _rows(engine.dsn, realm, "SELECT doc_key FROM {s}.documents WHERE space = 'news' AND doc_key = %s", (LONG_URL,))
+    again = stage_chunks(engine, realm, "news").metadata
+    assert again["documents_unchanged"] == 2 and again["chunks_inserted"] == 0
+    delete_document(engine, realm, "news", LONG_URL)
+    assert _rows(engine.dsn, realm, "SELECT DISTINCT doc_key FROM {s}.documents WHERE space = 'news'") == [("https://example.org/short",)]
+
+
+def test_issue13_nul_and_lone_surrogates_in_a_jsonl_record_never_reach_postgresql(small_corpus: SmallCorpus, realm: str) -> None:
+    rec = {"url": "https://example.org/\u0000x\ud800", "title": "Ada\u0000 \ud800Lovelace", "text": "Ada\u0000 Lovelace wrote \udfffnotes.",
+           "tag": "a\u0000b"}
+    path = _jsonl_space(small_corpus, realm, [json.dumps(rec)])
+    cfg = yaml.safe_load(small_corpus.config.read_text())
+    cfg["realms"][realm]["spaces"]["news"]["sources"][0]["metadata_fields"] = ["tag"]
+    small_corpus.config.write_text(yaml.safe_dump(cfg))
+    meta = stage_chunks(small_corpus.engine(), realm, "news").metadata
+    assert meta["documents_added"] == 1 and meta["documents_cleaned"] == 1 and path.exists()
+    (key, title, text, stored), = _rows(small_corpus.engine().dsn, realm,
+                                         "SELECT doc_key, title, text, metadata FROM {s}.documents WHERE space = 'news'")
+    assert (key, title, text) == ("https://example.org/x\\ud800", "Ada \ufffdLovelace", "Ada Lovelace wrote \ufffdnotes.")
+    assert stored["tag"] == "ab"
+    assert "NUL (U+0000) removed" in meta["cleaned_documents_sample"][0]["reason"]

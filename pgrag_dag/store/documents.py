@@ -93,7 +93,8 @@ def _restamp(conn: psycopg.Connection, realm: str, space: str, frame: pl.DataFra
     return conn.execute(
         sql.SQL("""UPDATE {t} d SET doc_order = v.doc_order, metadata = v.metadata
                      FROM unnest(%s::text[], %s::int[], %s::int[], %s::jsonb[]) AS v(doc_key, chunk_index, doc_order, metadata)
-                    WHERE d.space = %s AND d.doc_key = v.doc_key AND d.chunk_index = v.chunk_index
+                    WHERE d.space = %s AND md5(d.doc_key) = md5(v.doc_key) AND d.doc_key = v.doc_key
+                      AND d.chunk_index = v.chunk_index
                       AND (d.doc_order, d.metadata) IS DISTINCT FROM (v.doc_order, v.metadata)""").format(t=_t(realm, "documents")),
         (frame["doc_key"].to_list(), frame["chunk_index"].to_list(), frame["doc_order"].to_list(), metas, space),
     ).rowcount
@@ -107,7 +108,8 @@ def _json(text: str | None) -> object:
 
 def delete_document_chunks(conn: psycopg.Connection, realm: str, space: str, doc_key: str) -> int:
     """Remove a document's chunks (and, by cascade, their extractions, decisions and mentions)."""
-    cur = conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s AND doc_key = %s").format(_t(realm, "documents")), (space, doc_key))
+    cur = conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s AND md5(doc_key) = md5(%s) AND doc_key = %s").format(
+        _t(realm, "documents")), (space, doc_key, doc_key))
     return cur.rowcount
 
 
