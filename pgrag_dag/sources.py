@@ -280,7 +280,7 @@ def source_report(read: Sources, *, kept: Collection[str] = (), withheld: Collec
                   limit: int = 20) -> dict[str, Any]:
     """Asset metadata of what :func:`read_sources` skipped and cleaned: ``documents_skipped`` (count),
     ``skipped_documents_sample`` (up to ``limit`` rows: doc_key, where, reason, ``kept`` — whether its
-    stored chunks were kept), ``documents_kept_unreadable`` (indexed documents skipped and kept),
+    stored chunks were kept), ``skipped_documents_kept`` (indexed documents skipped and kept),
     ``removals_withheld`` (documents not removed because a skipped record's key is unknown),
     ``documents_cleaned`` and ``cleaned_documents_sample`` (doc_key, where, what was done). Long keys
     are cut to 200 characters for display."""
@@ -288,7 +288,7 @@ def source_report(read: Sources, *, kept: Collection[str] = (), withheld: Collec
         "documents_skipped": len(read.skipped),
         "skipped_documents_sample": [{"doc_key": _short(s.doc_key), "where": _short(s.where), "reason": s.reason,
                                       "kept": s.doc_key in kept} for s in read.skipped[:limit]],
-        "documents_kept_unreadable": len(kept), "removals_withheld": len(withheld),
+        "skipped_documents_kept": len(kept), "removals_withheld": len(withheld),
         "documents_cleaned": len(read.cleaned),
         "cleaned_documents_sample": [{"doc_key": _short(c.doc_key), "where": _short(c.where), "reason": c.reason}
                                      for c in read.cleaned[:limit]],

@@ -87,7 +87,7 @@ def test_issue13_an_indexed_document_whose_file_becomes_unreadable_keeps_its_chu
     lovelace = small_corpus.root / "docs" / "02_lovelace.txt"
     lovelace.write_bytes(b"\x80\x81 no longer UTF-8")
     meta = stage_chunks(engine, realm, "main").metadata
-    assert meta["documents_removed"] == 0 and meta["documents_kept_unreadable"] == 1
+    assert meta["documents_removed"] == 0 and meta["skipped_documents_kept"] == 1
     assert meta["skipped_documents_sample"][0]["kept"] is True
     assert _rows(engine.dsn, realm, "SELECT id, text FROM {s}.documents WHERE doc_key = 'docs/02_lovelace.txt' ORDER BY id") == before
     lovelace.unlink()  # gone from the sources: now it is removed
