@@ -44,8 +44,8 @@ def stage_hashes(settings: Settings, partition: str) -> dict[str, str]:
     extractor; ``gated_triples`` the gate settings, vocabulary and extra gates; ``resolved_entities``
     the enrichers; ``communities`` the community settings and report writer.
 
-    Raises :class:`ConfigurationError` when the composition does not resolve, :class:`OSError` when a
-    source cannot be read.
+    A source file that cannot be read hashes as such (the chunks stage skips and reports it). Raises
+    :class:`ConfigurationError` when the composition does not resolve or a source path is missing.
     """
     realm, space = split_partition_key(partition)
     spec = settings.space_spec(realm, space)
@@ -53,7 +53,11 @@ def stage_hashes(settings: Settings, partition: str) -> dict[str, str]:
     h = hashlib.sha256(json.dumps([s.model_dump(mode="json") for s in spec.sources], sort_keys=True).encode())
     h.update(f"{spec.order}:{spec.order_field}:{comp.chunker.identity}".encode())
     for path in list_source_files(settings, spec):
-        h.update(str(path).encode() + b"\0" + path.read_bytes())
+        try:
+            data = path.read_bytes()
+        except OSError as exc:  # a file that cannot be read is a change too: the run reports and skips it
+            data = f"\0unreadable: {exc.strerror or exc}".encode()
+        h.update(str(path).encode("utf-8", "surrogateescape") + b"\0" + data)
     vocabulary = json.dumps([spec.preset, spec.vocabulary, spec.predicate_aliases, spec.exclusive_groups], sort_keys=True)
     return {
         "chunks": h.hexdigest(),

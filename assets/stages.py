@@ -22,7 +22,7 @@ from pgrag_dag.errors import ContractError, PgragError
 from pgrag_dag.names import split_partition_key
 from pgrag_dag.operators import Bound, Composition, compose_all, operator_check_name
 from pgrag_dag.pipeline import (
-    PENDING_CHECK, StageResult, stage_chunks, stage_embeddings, stage_gated_triples, stage_raw_extractions,
+    PENDING_CHECK, SKIPPED_CHECK, StageResult, stage_chunks, stage_embeddings, stage_gated_triples, stage_raw_extractions,
     stage_relations, stage_resolved_entities,
 )
 from pgrag_dag.community_stages import stage_communities, stage_community_hierarchy
@@ -65,6 +65,10 @@ EXTRA_CHECKS = {
 }
 SOFT_CHECKS = {YIELD_CHECK: YIELD_DESCRIPTION}
 """Non-blocking checks of severity ERROR a stage may report (``soft_checks``): name → description."""
+WARN_CHECKS = {SKIPPED_CHECK: "Documents of the space that could not be read (empty, binary, undecodable, unreadable, "
+                               "a bad JSONL line), each with its doc_key and reason: skipped, every other document "
+                               "indexed, an indexed one kept as stored. Non-blocking; WARN until the sources are fixed."}
+"""Non-blocking checks of severity WARN a stage may report (``warn_checks``): name → description."""
 PENDING_DESCRIPTION = ("Work this stage still owes the partition (failed first or gleaning passes, failed or "
                        "deadline-cut community reports, named by their members, rows left without a vector); retried "
                        "by the next run, red until it clears. Non-blocking.")
@@ -87,12 +91,13 @@ class OperatorCheck:
 def stage_asset(name: str, stage: Stage, contract: str, deps: list[str], *, pool: str | None = None,
                 description: str, extra_checks: tuple[str, ...] = (),
                 operator_checks: tuple[OperatorCheck, ...] = (), pending: bool = False,
-                soft_checks: tuple[str, ...] = ()) -> dg.AssetsDefinition:
+                soft_checks: tuple[str, ...] = (), warn_checks: tuple[str, ...] = ()) -> dg.AssetsDefinition:
     """An asset running ``stage`` for its partition, with a blocking check named ``contract``, the
     blocking ``extra_checks`` the stage reports on what it wrote, one blocking check per user
     operator composed into this stage in any space (``operator_checks``), and with ``pending`` the
     non-blocking ``pending_work`` check (WARN while the stage owes work); ``soft_checks`` are
-    non-blocking checks of severity ERROR (:data:`SOFT_CHECKS`, e.g. ``yield``).
+    non-blocking checks of severity ERROR (:data:`SOFT_CHECKS`, e.g. ``yield``), ``warn_checks`` of
+    severity WARN (:data:`WARN_CHECKS`, e.g. ``skipped_documents``).
 
     A stage error fails the step with a description naming the asset, the partition and the error."""
 
@@ -101,6 +106,7 @@ def stage_asset(name: str, stage: Stage, contract: str, deps: list[str], *, pool
     if pending:
         specs.append(dg.AssetCheckSpec(PENDING_CHECK, asset=name, blocking=False, description=PENDING_DESCRIPTION))
     specs += [dg.AssetCheckSpec(c, asset=name, blocking=False, description=SOFT_CHECKS[c]) for c in soft_checks]
+    specs += [dg.AssetCheckSpec(c, asset=name, blocking=False, description=WARN_CHECKS[c]) for c in warn_checks]
     specs += [dg.AssetCheckSpec(o.check, asset=name, blocking=True, description=o.description) for o in operator_checks]
 
     @dg.asset(
@@ -134,6 +140,7 @@ def stage_asset(name: str, stage: Stage, contract: str, deps: list[str], *, pool
             extra.append(checks.measured(name, PENDING_CHECK, *result.checks[PENDING_CHECK],
                                          severity=dg.AssetCheckSeverity.WARN))
         extra += [checks.measured(name, c, *result.checks[c]) for c in soft_checks]
+        extra += [checks.measured(name, c, *result.checks[c], severity=dg.AssetCheckSeverity.WARN) for c in warn_checks]
         yield dg.MaterializeResult(
             metadata=_metadata(result), data_version=dg.DataVersion(result.data_version),
             check_results=[checks.passed(name, result.rows_checked, contract), *extra],
@@ -192,8 +199,8 @@ def build_assets(settings: Settings | None = None) -> list[dg.AssetsDefinition]:
         return stage_asset(name, stage, contract, deps, description=description, **kw)
 
     return [
-        make("chunks", stage_chunks, "ChunkContract", [],
-             "Documents read from the space's sources, split into chunks by the space's chunker (§4.1, §5.5)."),
+        make("chunks", stage_chunks, "ChunkContract", [], warn_checks=(SKIPPED_CHECK,),
+             description="Documents read from the space's sources, split into chunks by the space's chunker (§4.1, §5.5)."),
         make("raw_extractions", stage_raw_extractions, "RawExtractionContract", ["chunks"], pool="llm", pending=True,
              soft_checks=(YIELD_CHECK,),
              description="The space's extractor per new or changed chunk: model extraction and gleaning, "

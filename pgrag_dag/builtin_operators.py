@@ -26,9 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from pgrag_dag.chunkers import (
     MarkdownHeadingOptions, ParagraphOptions, TokenWindowOptions, markdown_heading_chunks, paragraph_chunks,
-    token_window_chunks,
+    paragraph_pack_chunks, token_window_chunks,
 )
-from pgrag_dag.chunking import chunk_documents
 from pgrag_dag.config import ChunkingSettings, ExtractionSettings
 from pgrag_dag.extraction import extract_chunks, reparse_extraction
 from pgrag_dag.gates import identity_key
@@ -44,8 +43,7 @@ class ParagraphPackOptions(ChunkingSettings):
 
 
 def _paragraph_pack(documents: pl.DataFrame, options: ParagraphPackOptions, ctx: OperatorContext) -> pl.DataFrame:
-    chunks = chunk_documents(documents, chunk_chars=options.chunk_chars, overlap_chars=options.overlap_chars)
-    return chunks.select("doc_key", "chunk_index", "text", metadata=pl.lit(None, pl.String))
+    return paragraph_pack_chunks(documents, chunk_chars=options.chunk_chars, overlap_chars=options.overlap_chars)
 
 
 def _plain(fn: Any) -> Any:

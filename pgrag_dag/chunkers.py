@@ -5,7 +5,9 @@ least ``doc_key`` and ``text`` (String; null text = empty document; other column
 ``chunks`` has exactly :data:`CHUNKER_OUTPUT_SCHEMA`: doc_key (String), chunk_index (Int64, 0-based,
 contiguous per document), text (String, non-empty) and metadata (String: a JSON object), rows in
 input document order, then chunk order. A chunk's text is always a contiguous substring of its
-document, surrounding whitespace stripped; an empty or blank document yields no rows. Options are
+document, surrounding whitespace stripped, and its metadata holds where: ``char_start`` and
+``char_end``, the ``[start, end)`` character offsets (code points) into the document's text; an empty
+or blank document yields no rows. Options are
 pydantic models forbidding unknown fields: a bad value raises :class:`pydantic.ValidationError`.
 """
 
@@ -20,7 +22,7 @@ from typing import Any
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from pgrag_dag.chunking import split_sentences
+from pgrag_dag.chunking import Span, chunk_spans, hard_spans, paragraph_spans, sentence_spans, strip_span
 
 CHUNKER_OUTPUT_SCHEMA: dict[str, Any] = {
     "doc_key": pl.String,
@@ -29,10 +31,8 @@ CHUNKER_OUTPUT_SCHEMA: dict[str, Any] = {
     "metadata": pl.String,
 }
 
-Span = tuple[int, int]  # [start, end) character offsets into a document's text
 Chunk = tuple[Span, dict[str, Any]]  # a chunk's span and its metadata
 
-_BLANK_LINE = re.compile(r"\n[^\S\n]*\n")  # a line holding only whitespace (tolerates \r of CRLF)
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?[ \t]*$")
 _ATX_CLOSING = re.compile(r"(?:^|[ \t]+)#+$")
 _MEDIAWIKI = re.compile(r"^(={1,6})[ \t]*([^=].*?)[ \t]*\1[ \t]*$")
@@ -97,44 +97,6 @@ class ParagraphOptions(BaseModel):
         return self
 
 
-def _strip(text: str, start: int, end: int) -> Span | None:
-    """``[start, end)`` narrowed past surrounding whitespace, or None when nothing is left."""
-    while start < end and text[start].isspace():
-        start += 1
-    while end > start and text[end - 1].isspace():
-        end -= 1
-    return (start, end) if start < end else None
-
-
-def _paragraph_spans(text: str, start: int, end: int) -> list[Span]:
-    """Non-empty paragraphs of ``text[start:end]`` (separated by blank lines), stripped."""
-    cuts = [start, *(at for m in _BLANK_LINE.finditer(text, start, end) for at in m.span()), end]
-    return [span for a, b in zip(cuts[::2], cuts[1::2]) if (span := _strip(text, a, b))]
-
-
-def _sentence_spans(text: str, start: int, end: int) -> list[Span]:
-    """Sentences of ``text[start:end]`` (via :func:`split_sentences`), located in the source."""
-    spans, cursor = [], start
-    for sentence in split_sentences(text[start:end]):
-        at = text.find(sentence, cursor, end)
-        if at < 0:  # cannot happen: split_sentences returns stripped substrings in order
-            raise ValueError(f"sentence not found in its paragraph: {sentence[:60]!r}")
-        spans.append((at, at + len(sentence)))
-        cursor = at + len(sentence)
-    return spans
-
-
-def _hard_spans(text: str, start: int, end: int, max_chars: int) -> list[Span]:
-    """Cut one over-long sentence into pieces of ≤ ``max_chars``, preferably at whitespace."""
-    cuts = [start]
-    while end - cuts[-1] > max_chars:
-        limit = cuts[-1] + max_chars
-        cut = max(text.rfind(" ", cuts[-1], limit + 1), text.rfind("\n", cuts[-1], limit + 1))
-        cuts.append(cut if cut > cuts[-1] + max_chars // 2 else limit)
-    cuts.append(end)
-    return [span for a, b in zip(cuts, cuts[1:]) if (span := _strip(text, a, b))]
-
-
 def _bounded_spans(text: str, start: int, end: int, max_chars: int) -> list[Span]:
     """Split ``text[start:end]`` into spans of ≤ ``max_chars``, packing greedily.
 
@@ -142,15 +104,15 @@ def _bounded_spans(text: str, start: int, end: int, max_chars: int) -> list[Span
     sentence over the budget by whitespace-cut pieces. Consecutive units are then packed into one
     span while the packed span (gaps included) stays within ``max_chars``.
     """
-    if (whole := _strip(text, start, end)) is None or whole[1] - whole[0] <= max_chars:
+    if (whole := strip_span(text, start, end)) is None or whole[1] - whole[0] <= max_chars:
         return [whole] if whole else []
     units: list[Span] = []
-    for ps, pe in _paragraph_spans(text, *whole):
+    for ps, pe in paragraph_spans(text, *whole):
         if pe - ps <= max_chars:
             units.append((ps, pe))
             continue
-        for ss, se in _sentence_spans(text, ps, pe):
-            units.extend(_hard_spans(text, ss, se, max_chars))
+        for ss, se in sentence_spans(text, ps, pe):
+            units.extend(hard_spans(text, ss, se, max_chars))
     packed: list[Span] = []
     for us, ue in units:
         if packed and ue - packed[-1][0] <= max_chars:
@@ -168,8 +130,23 @@ def _frame(documents: pl.DataFrame, per_document: Callable[[str, str], Iterator[
     for doc_key, text in documents.select("doc_key", "text").iter_rows():
         text = text or ""
         for index, ((start, end), meta) in enumerate(per_document(doc_key, text)):
+            meta = {**meta, "char_start": start, "char_end": end}
             rows.append((doc_key, index, text[start:end], json.dumps(meta, ensure_ascii=False)))
     return pl.DataFrame(rows, schema=CHUNKER_OUTPUT_SCHEMA, orient="row")
+
+
+def paragraph_pack_chunks(documents: pl.DataFrame, *, chunk_chars: int, overlap_chars: int) -> pl.DataFrame:
+    """Whole paragraphs packed up to ``chunk_chars`` characters with up to ``overlap_chars`` carried
+    forward from a sentence start (§4.1; :func:`pgrag_dag.chunking.chunk_spans`): the default chunker.
+
+    Returns:
+        Frame of :data:`CHUNKER_OUTPUT_SCHEMA`; metadata ``{"char_start": a, "char_end": b}`` only.
+
+    Raises:
+        ValueError: a frame without ``doc_key``/``text``.
+    """
+    return _frame(documents, lambda doc_key, text: (
+        (span, {}) for span in chunk_spans(text, chunk_chars=chunk_chars, overlap_chars=overlap_chars)))
 
 
 def _lossy(doc_key: str, detail: str) -> ValueError:
@@ -242,11 +219,11 @@ def token_window_chunks(documents: pl.DataFrame, options: TokenWindowOptions) ->
         start = 0
         while True:
             end = min(start + options.tokens, len(ids))
-            span = _strip(text, offsets[start], offsets[end])
+            span = strip_span(text, offsets[start], offsets[end])
             while span is not None and end > start + options.overlap_tokens + 1 and options.tokens < len(
                     litellm.encode(model="", text=text[span[0] : span[1]], custom_tokenizer=tokenizer)):
                 end -= 1  # stripping changed the tokenization: shorten the window by a token
-                span = _strip(text, offsets[start], offsets[end])
+                span = strip_span(text, offsets[start], offsets[end])
             if span is not None:
                 yield span, {"token_start": start, "token_end": end}
             if end >= len(ids):
@@ -355,7 +332,7 @@ def paragraph_chunks(documents: pl.DataFrame, options: ParagraphOptions) -> pl.D
     def per_document(doc_key: str, text: str) -> Iterator[Chunk]:
         groups: list[tuple[int, int, int]] = []  # (first paragraph, start, end)
         first: tuple[int, int] | None = None
-        for k, (start, end) in enumerate(_paragraph_spans(text, 0, len(text))):
+        for k, (start, end) in enumerate(paragraph_spans(text, 0, len(text))):
             first = first or (k, start)
             if end - first[1] >= options.min_chars:
                 groups.append((first[0], first[1], end))

@@ -388,12 +388,37 @@ def config_file() -> Path:
     return Path(os.environ.get("PGRAG_CONFIG", "pgrag.yaml"))
 
 
+def _check_yaml(path: Path) -> None:
+    """Raise a one-line :class:`ConfigurationError` naming ``path`` and the line when the file is not
+    UTF-8, not YAML (a syntax error, two documents) or not a mapping of settings (a list, a bare value)."""
+    import yaml
+
+    try:
+        node = yaml.compose(path.read_bytes().decode("utf-8"), Loader=yaml.SafeLoader)
+    except UnicodeDecodeError as exc:
+        raise ConfigurationError(f"configuration file {path}: is not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigurationError(f"configuration file {path}: cannot be read ({exc.strerror or exc})") from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = "; ".join(p for p in (exc.context, exc.problem) if p) or " ".join(str(exc).split())
+        raise ConfigurationError(f"configuration file {path}{where}: is not valid YAML: {what}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigurationError(f"configuration file {path}: is not valid YAML: {' '.join(str(exc).split())}") from None
+    if node is not None and not isinstance(node, yaml.MappingNode):
+        kind = "a list" if isinstance(node, yaml.SequenceNode) else f"the single value {node.value[:40]!r}"
+        raise ConfigurationError(f"configuration file {path} line {node.start_mark.line + 1}: is {kind}, not a mapping "
+                                 "of settings (e.g. `realms:` at the start of a line)")
+
+
 def load_settings(config: Path | str | None = None, **overrides: Any) -> Settings:
     """Build :class:`Settings` from ``config`` (default :func:`config_file`), the environment and ``overrides``.
 
     Relative paths in the file resolve against the file's directory. Every space's operator
     composition is resolved here. Raises :class:`ConfigurationError` naming the invalid field, the
-    space/stage/option of a bad composition, or the file when ``config`` is given but does not exist.
+    space/stage/option of a bad composition, the file when ``config`` is given but does not exist, or
+    the file and the line when it is not YAML or not a mapping.
     """
     from pydantic import ValidationError
 
@@ -402,6 +427,7 @@ def load_settings(config: Path | str | None = None, **overrides: Any) -> Setting
         raise ConfigurationError(f"configuration file {path} does not exist")
     cls: type[Settings] = Settings
     if path.is_file():
+        _check_yaml(path)
         overrides.setdefault("config_dir", path.resolve().parent)
         cls = type("Settings", (Settings,), {"model_config": {**Settings.model_config, "yaml_file": str(path)}})
     import yaml

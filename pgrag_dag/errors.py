@@ -84,10 +84,11 @@ class SchemaMismatchError(DatabaseError):
 
 
 class SourceError(PgragError):
-    """A document could not be read or is empty; ``path`` names it."""
+    """A document could not be read or is empty; ``path`` names it (a file, or ``file:line``), ``reason`` says why."""
 
     def __init__(self, path: str, reason: str) -> None:
         self.path = path
+        self.reason = reason
         super().__init__(f"document {path}: {reason}")
 
 

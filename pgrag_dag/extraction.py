@@ -18,15 +18,16 @@ from __future__ import annotations
 import json
 import logging
 import re
-from typing import Any
+from typing import Any, Literal
 
 import polars as pl
 
 from pgrag_dag import prompts
 from pgrag_dag.config import ExtractionSettings, GateSettings
 from pgrag_dag.errors import ExtractionError, ModelAccessError, ModelError
-from pgrag_dag.gates import clean_name, identity_key, name_gate
+from pgrag_dag.gates import UNENCODABLE, clean_name, identity_key, name_gate
 from pgrag_dag.llm import Completion, ModelClient, map_calls
+from pgrag_dag.storable import clean_json, clean_text, escape_unstorable, has_lone_surrogate
 from pgrag_dag.vocabulary import Vocabulary
 
 log = logging.getLogger(__name__)
@@ -41,10 +42,13 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 
 
-def parse_json_object(text: str) -> dict[str, Any]:
+def parse_json_object(text: str, *, lone_surrogates: Literal["replace", "keep"] = "replace") -> dict[str, Any]:
     """Parse the one JSON object in a model response.
 
-    Accepts the object bare, inside a code fence, after leading prose, or with trailing commas.
+    Accepts the object bare, inside a code fence, after leading prose, or with trailing commas. Every
+    string in it (object keys too) comes back storable (issue 13): NUL (``\u0000``) removed, and a lone
+    surrogate (``\ud800``) replaced by U+FFFD — or, with ``lone_surrogates="keep"``, left for the caller
+    to refuse (:func:`parse_extraction`).
     Raises :class:`ValueError` for anything else (no object, two candidates, invalid JSON).
     """
     if text is None:
@@ -69,15 +73,21 @@ def parse_json_object(text: str) -> dict[str, Any]:
             raise ValueError(f"invalid JSON: {exc.msg} at character {exc.pos}") from exc
     if not isinstance(obj, dict):
         raise ValueError("the JSON value is not an object")
-    return obj
+    if lone_surrogates == "keep":
+        return clean_json(obj, lambda s: s.replace("\x00", ""))
+    return clean_json(obj, lambda s: clean_text(s)[0])
 
 
 def parse_extraction(text: str) -> dict[str, list[dict[str, Any]]]:
     """Parse an extraction response into ``{"entities": [...], "triples": [...]}``.
 
-    Raises :class:`ValueError` when the object has neither list, or either is not a list of objects.
+    NUL is removed from every string. An entity or triple holding a lone surrogate anywhere (a
+    character no UTF-8 encoder accepts) is kept with those characters replaced by U+FFFD and an
+    :data:`~pgrag_dag.gates.UNENCODABLE` key naming the field and its original (escaped) value: the
+    gates refuse it (:attr:`~pgrag_dag.gates.Gate.UNENCODABLE_TEXT`) and it never feeds the document
+    context. Raises :class:`ValueError` when the object has neither list, or either is not a list of objects.
     """
-    obj = parse_json_object(text)
+    obj = parse_json_object(text, lone_surrogates="keep")
     if "entities" not in obj and "triples" not in obj:
         raise ValueError("the object has neither 'entities' nor 'triples'")
     out: dict[str, list[dict[str, Any]]] = {}
@@ -85,7 +95,7 @@ def parse_extraction(text: str) -> dict[str, list[dict[str, Any]]]:
         items = obj.get(key) or []
         if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
             raise ValueError(f"'{key}' is not a list of objects")
-        out[key] = items
+        out[key] = [_mark_unencodable(i) for i in items]
     return out
 
 
@@ -104,6 +114,18 @@ def evict_hint(completion: Completion) -> str:
         return ""
     pk = completion.prompt_key[:16]
     return f" (replayed response to prompt {pk}; `pgrag cache evict --prompt-key {pk}` removes it)"
+def _mark_unencodable(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` unchanged when storable; else its strings cleaned and :data:`UNENCODABLE` set."""
+    bad = next(((k, v) for k, v in record.items() if has_lone_surrogate(json.dumps([k, v], ensure_ascii=False))), None)
+    if bad is None:
+        return record
+    return clean_json(record, lambda s: clean_text(s)[0]) | {
+        UNENCODABLE: f"{escape_unstorable(bad[0])}: {escape_unstorable(json.dumps(bad[1], ensure_ascii=False))}"}
+
+
+def usable(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``records`` without those :func:`parse_extraction` marked :data:`UNENCODABLE`."""
+    return [r for r in records if UNENCODABLE not in r]
 
 
 def system_prompt(vocabulary: Vocabulary | None) -> str:
@@ -127,6 +149,8 @@ def extraction_messages(chunk: dict[str, Any], *, vocabulary: Vocabulary | None 
 def gleaning_messages(chunk: dict[str, Any], previous: dict[str, Any], *, vocabulary: Vocabulary | None = None,
                       names: list[str] | None = None) -> list[dict[str, str]]:
     """The gleaning-pass messages: what was already extracted, and a request for what was missed (§4.2)."""
+    if any(UNENCODABLE in r for v in previous.values() for r in v):  # asked for again: the model may write it well
+        previous = {k: usable(v) for k, v in previous.items()}
     user = prompts.GLEAN_USER.format(
         previous=json.dumps(previous, ensure_ascii=False, sort_keys=True),
         title=chunk["title"], source=chunk["source"], context=_context(names), text=chunk["text"],
@@ -166,8 +190,8 @@ class DocumentContext:
 
 
 def entity_names(parsed: dict[str, Any]) -> list[str]:
-    """The entity names of one parsed extraction, in order."""
-    return [e.get("name") for e in parsed.get("entities", []) if isinstance(e.get("name"), str)]
+    """The entity names of one parsed extraction, in order (an :data:`UNENCODABLE` record's left out)."""
+    return [e.get("name") for e in usable(parsed.get("entities", [])) if isinstance(e.get("name"), str)]
 
 
 def chunk_label(chunk: dict[str, Any]) -> str:

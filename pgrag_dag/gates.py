@@ -7,7 +7,9 @@ Output frame ``gate_decisions`` — one row per extracted entity or triple: chun
 object, negated, confidence, valid_from, valid_to, accepted (bool), gate (a :class:`Gate` value, null
 when accepted), offending_value (the value the gate refused).
 
-Gates reject; they never repair. A triple endpoint the extractor did not list becomes a bare
+Gates reject; they never repair. An entity or triple that held a lone surrogate (text no database can
+store, replaced by U+FFFD and marked :data:`UNENCODABLE` by the parser) is refused as
+``unencodable_text`` with the escaped original as offending value. A triple endpoint the extractor did not list becomes a bare
 ``Concept`` stub entity unless its name fails a name gate, in which case the triple is rejected as an
 orphaned endpoint and no stub vertex is made for it.
 """
@@ -33,7 +35,8 @@ if TYPE_CHECKING:
 
 
 class Gate(str, enum.Enum):
-    """One member per gate of the paper's Table 2, plus malformed records."""
+    """One member per gate of the paper's Table 2, plus malformed records and records holding text no
+    database can store (a lone surrogate, issue 13)."""
 
     VAGUE_PREDICATE = "vague_predicate"
     PRONOMINAL_NAME = "pronominal_name"
@@ -45,6 +48,12 @@ class Gate(str, enum.Enum):
     CONFIDENCE_FLOOR = "confidence_floor"
     ORPHANED_ENDPOINT = "orphaned_endpoint"
     MALFORMED = "malformed"
+    UNENCODABLE_TEXT = "unencodable_text"
+
+
+UNENCODABLE = "_unencodable"
+"""The key :func:`pgrag_dag.extraction.parse_extraction` sets on an entity or triple that held a lone
+surrogate (``"<field>: <escaped value>"``); such a record is refused as :attr:`Gate.UNENCODABLE_TEXT`."""
 
 
 DECISION_SCHEMA: dict[str, Any] = {
@@ -78,21 +87,30 @@ _POSSESSIVE = re.compile(r"^[A-Z][\w.\- ]*['’]s\s+[a-z][a-z ]*$")
 _PROPER = r"(?:[A-Z][\w.'’\-]*)(?:\s+(?:[A-Z][\w.'’\-]*|de|da|von|van|of|la|le|du))*"
 _CONJUNCTION = re.compile(rf"^{_PROPER}(?:\s*,\s*{_PROPER})*(?:\s*,)?\s+(?:and|&)\s+{_PROPER}$")
 _CONJ_SPLIT = re.compile(r"\s*(?:,\s*and\s+|\s+and\s+|\s*&\s*|\s*,\s*)")
-_ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"))
+_ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u2060\ufeff"))  # removed from every stored name
+# a zero-width (non-)joiner with an ASCII character, a space or nothing beside it: stored only inside an
+# emoji sequence or a non-Latin word
+_STRAY_JOINER = re.compile(r"(?<![^\x00-\x7f\s\u200c\u200d])[\u200c\u200d]|[\u200c\u200d](?![^\x00-\x7f\s])")
+_IDENTITY_DROP = dict.fromkeys(map(ord, "\u00ad\u061c\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+                                        "\u2060\u2066\u2067\u2068\u2069\ufeff"))  # invisible: never part of an identity
 _QUOTES = "\"'“”‘’«»`"
 
 
 @functools.lru_cache(maxsize=200_000)
 def identity_key(name: str) -> str:
-    """The form names are compared in (§4.6): NFC, zero-width characters removed, wrapping quote
-    marks stripped, whitespace collapsed, lowercased."""
-    s = unicodedata.normalize("NFC", name).translate(_ZERO_WIDTH)
+    """The form names are compared in (§4.6): NFC, every invisible character removed (zero-width space,
+    joiners — also inside emoji sequences —, word joiner, soft hyphen, BOM, bidirectional marks and
+    controls), wrapping quote marks stripped, whitespace collapsed, lowercased. ``"👩\u200d🔬"`` and
+    ``"👩🔬"`` are one identity; CJK and right-to-left names are compared as written."""
+    s = unicodedata.normalize("NFC", name).translate(_IDENTITY_DROP)
     s = " ".join(s.split()).strip(_QUOTES).strip()
     return s.lower()
 
 
 def clean_name(name: Any) -> str:
-    """A surface name as stored: NFC, zero-width removed, wrapping quotes stripped, whitespace collapsed."""
+    """A surface name as stored: NFC, zero-width space, word joiner and BOM removed, a zero-width
+    (non-)joiner kept only between two non-ASCII, non-space characters (an emoji sequence such as
+    ``👩\u200d🔬``, a Persian or Indic word), wrapping quotes stripped, whitespace collapsed."""
     if not isinstance(name, str):
         return ""
     return _clean(name)
@@ -101,7 +119,10 @@ def clean_name(name: Any) -> str:
 @functools.lru_cache(maxsize=200_000)
 def _clean(name: str) -> str:
     s = unicodedata.normalize("NFC", name).translate(_ZERO_WIDTH)
-    return " ".join(s.split()).strip(_QUOTES).strip()
+    s = " ".join(s.split()).strip(_QUOTES).strip()
+    while (t := _STRAY_JOINER.sub("", s)) != s:
+        s = t
+    return s.strip(_QUOTES).strip()
 
 
 def normalise_predicate(predicate: Any) -> str:
@@ -205,12 +226,12 @@ def gate_extraction(chunk_id: int, p: int, parsed: dict[str, Any], settings: Gat
             "description": (ent.get("description") or "").strip() if isinstance(ent.get("description"), str) else "",
             "aliases": [a for a in aliases if identity_key(a) != identity_key(name) and name_gate(a, settings) is None],
         }
-        gate = name_gate(name, settings, known, row["entity_type"])
+        gate = Gate.UNENCODABLE_TEXT if UNENCODABLE in ent else name_gate(name, settings, known, row["entity_type"])
         if gate is None:
             accepted.setdefault(identity_key(name), name)
         else:
             refused.add(identity_key(name))
-        rows.append(row | _verdict(gate, name))
+        rows.append(row | _verdict(gate, ent[UNENCODABLE] if gate is Gate.UNENCODABLE_TEXT else name))
     for tri in parsed.get("triples", []):
         subj, obj = clean_name(tri.get("subject")), clean_name(tri.get("object"))
         raw_pred = tri.get("predicate") if isinstance(tri.get("predicate"), str) else None
@@ -224,7 +245,8 @@ def gate_extraction(chunk_id: int, p: int, parsed: dict[str, Any], settings: Gat
             "negated": _flag(tri.get("negated", False)), "confidence": conf,
             "valid_from": _date(tri.get("valid_from")), "valid_to": _date(tri.get("valid_to")),
         }
-        gate, value = _triple_gate(subj, pred, obj, conf, refused, set(accepted), settings)
+        gate, value = ((Gate.UNENCODABLE_TEXT, tri[UNENCODABLE]) if UNENCODABLE in tri
+                       else _triple_gate(subj, pred, obj, conf, refused, set(accepted), settings))
         if gate is None and row["negated"] is None:  # "negated": "perhaps" is no assertion either way
             gate, value = Gate.MALFORMED, f"negated={tri.get('negated')!r}"
         if gate is None:

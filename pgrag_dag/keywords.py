@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from pgrag_dag.prompts import KEYWORDS_SYSTEM, KEYWORDS_USER
+from pgrag_dag.storable import clean_json, clean_text
 
 if TYPE_CHECKING:
     from pgrag_dag.llm import ModelClient
@@ -138,7 +139,7 @@ def extract(question: str, client: ModelClient | None = None) -> Keywords:
 
 
 def _parse(text: str) -> tuple[list[str], list[str]]:
-    data = json.loads(text)
+    data = clean_json(json.loads(text), lambda s: clean_text(s)[0])  # storable: they become query parameters
     if not isinstance(data, dict):
         raise ValueError("the keyword response is not a JSON object")
     out: list[list[str]] = []

@@ -43,6 +43,7 @@ from psycopg_pool import ConnectionPool, PoolClosed
 from pgrag_dag import model_errors
 from pgrag_dag.config import LLMSettings
 from pgrag_dag.errors import DatabaseError, ModelAccessError, ModelError, ReplayMissError
+from pgrag_dag.storable import escape_unstorable
 from pgrag_dag.store import cache, db
 
 log = logging.getLogger(__name__)
@@ -303,7 +304,7 @@ class ModelClient:
                     model=model, messages=messages, api_base=self.settings.api_base, api_key=self.settings.api_key,
                     timeout=min(self.settings.request_timeout_s, remaining), num_retries=0, **params,
                 )
-                text = resp.choices[0].message.content or ""
+                text = escape_unstorable(resp.choices[0].message.content or "")  # NUL, lone surrogates: as JSON escapes
                 usage = getattr(resp, "usage", None)
                 pt = int(getattr(usage, "prompt_tokens", 0) or 0)
                 ct = int(getattr(usage, "completion_tokens", 0) or 0)

@@ -24,7 +24,7 @@ from pgrag_dag.chunking import assemble_chunks
 from pgrag_dag.engine import Engine
 from pgrag_dag.embedding import HashingEmbedder
 from pgrag_dag.embedding_runs import describe, embed_pending, pending_check
-from pgrag_dag.errors import ConfigurationError, ContractError, EmbeddingIncompleteError, ExtractionError
+from pgrag_dag.errors import ConfigurationError, ContractError, EmbeddingIncompleteError, ExtractionError, SourceError
 from pgrag_dag.extraction import RAW_SCHEMA, DocumentContext
 from pgrag_dag.gates import apply_extra_gates, apply_gates, normalise_predicate
 from pgrag_dag.names import validate_realm, validate_space
@@ -33,7 +33,7 @@ from pgrag_dag.quality import graph_quality, quality_passed
 from pgrag_dag.relations import build_relations
 from pgrag_dag.resolution import apply_enrichers, resolve_entities
 from pgrag_dag.supersession import detect_contradictions, supersede
-from pgrag_dag.sources import load_documents
+from pgrag_dag.sources import read_sources, source_report
 from pgrag_dag.store import db, documents, graph, locks, staging, vectors
 from pgrag_dag.vocabulary import Vocabulary, off_vocabulary
 from pgrag_dag.yield_checks import YIELD_CHECK, extraction_yield, gate_yield, logged
@@ -59,6 +59,8 @@ Stage = Callable[[Engine, str, str], StageResult]
 
 PENDING_CHECK = "pending_work"
 """The non-blocking check a stage reports its unfinished work in: red until a later run clears it."""
+SKIPPED_CHECK = "skipped_documents"
+"""The chunks stage's non-blocking check (WARN): documents it could not read, with doc_key and reason."""
 
 
 def writing_stage(name: str) -> Callable[[Stage], Stage]:
@@ -117,7 +119,14 @@ def _operator_checks(bounds: tuple[Bound, ...] | list[Bound], rows: dict[str, in
 def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
     """Read sources, run the space's chunker, and replace changed documents' chunks (§4.1, §5.5).
 
-    Raises :class:`ConfigurationError` when the sources now name no document but the space holds an
+    A document that cannot be read (empty, binary, undecodable, unreadable, a bad JSONL line) is
+    skipped and reported in the metadata and the non-blocking ``skipped_documents`` check, with its
+    doc_key and reason; every other document is indexed. A skipped document that is indexed keeps its
+    stored chunks (nothing is lost to an unreadable file), and when a skipped record's doc_key cannot be
+    known (a JSONL file that cannot be read, a line that is no JSON object) no document is removed.
+
+    Raises :class:`SourceError` when every document of the space was skipped (nothing is changed), and
+    :class:`ConfigurationError` when the sources now name no document but the space holds an
     index (``sources: []``, a glob matching nothing, a moved folder) — nothing is removed — unless
     ``operations.allow_empty`` or the space's ``allow_empty`` is set.
     """
@@ -125,7 +134,14 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
     engine.init_realm(realm)
     chunker = compose(engine.settings, realm, space).chunker
     allow_empty = engine.settings.operations.allow_empty or engine.settings.space_spec(realm, space).allow_empty
-    docs = load_documents(engine.settings, realm, space, allow_empty=allow_empty)
+    read = read_sources(engine.settings, realm, space, allow_empty=allow_empty)
+    docs = read.documents
+    if read.skipped and docs.height == 0:  # §3.5: a run in which every document fails raises
+        first = read.skipped[0]
+        raise SourceError(first.where, f"{first.reason}; every document of space {realm}.{space} was refused "
+                                       f"({len(read.skipped)}), nothing was changed — fix the sources and run again")
+    for s in read.skipped:
+        log.warning("document skipped: %s: %s", s.where, s.reason)
     pieces = chunker.run(docs, operator_context(engine, realm, space, chunker))
     chunks = assemble_chunks(docs, pieces, operator=chunker.op.name)
     contracts.validate(contracts.ChunkContract, chunks.with_columns(chunk_id=pl.lit(None, pl.Int64)))
@@ -138,15 +154,19 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
                 f"space {realm}.{space}: its sources name no document, but it holds {indexed} indexed document(s); "
                 "indexing would remove them all. Fix the sources, or allow it to remove them: `pgrag index --allow-empty`, "
                 "PGRAG_OPERATIONS__ALLOW_EMPTY=true (e.g. for pgrag demo or Dagster), or allow_empty: true on the space")
-        sync = documents.sync_chunks(conn, realm, space, chunks, metadata=meta)
+        sync = documents.sync_chunks(conn, realm, space, chunks, metadata=meta,
+                                     keep={s.doc_key for s in read.skipped if s.doc_key is not None},
+                                     keep_all=any(s.doc_key is None for s in read.skipped))
+    skipped = source_report(read, kept=sync.kept, withheld=sync.withheld)
     return StageResult("chunks", {
         "documents": docs.height, "chunks": chunks.height, "documents_added": len(sync.added),
         "documents_replaced": len(sync.replaced), "documents_removed": len(sync.removed),
-        "documents_unchanged": len(sync.unchanged), "chunks_inserted": sync.chunks_inserted,
+        "documents_unchanged": len(sync.unchanged), "chunks_inserted": sync.chunks_inserted, **skipped,
         "operators": {"chunker": chunker.describe()},
         "seconds": round(time.perf_counter() - t0, 3),
     }, frame_hash(chunks.select("doc_key", "chunk_index", "content_hash")), chunks.height,
-        checks=_operator_checks([chunker], {"documents": docs.height, "chunks": chunks.height}))
+        checks={**_operator_checks([chunker], {"documents": docs.height, "chunks": chunks.height}),
+                SKIPPED_CHECK: (not read.skipped, skipped)})
 
 
 @writing_stage("raw_extractions")

@@ -5,122 +5,227 @@ JSONL record its ``key_field`` (URL or id), else its title, made composite with 
 titles repeat — §5.5, §8.11),
 title (str), source (str, the same relative path, shown to the model), doc_order (int, 0-based, from the space's order rule),
 text (str, UTF-8, LF line ends), doc_hash (str, SHA-256 hex of text), metadata (str, JSON).
+
+One bad document never costs the others (issue 13): :func:`read_sources` reads what it can and reports
+every file or JSONL line it refused (:class:`SkippedDocument`: empty, binary, undecodable, unreadable,
+not a JSON object, no text, a title or metadata too large) and every record whose strings it had to
+clean (NUL removed, lone surrogates replaced — :mod:`pgrag_dag.storable`). A leading byte-order mark
+is stripped from every file, every JSONL line and every JSONL text.
 """
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 from collections import Counter
-from typing import Any
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import polars as pl
 
 from pgrag_dag.config import Settings, SourceSpec, SpaceSpec
 from pgrag_dag.errors import ConfigurationError, SourceError
+from pgrag_dag.storable import clean_json, clean_key, clean_text
 
 DOCUMENT_COLUMNS = ["doc_key", "title", "source", "doc_order", "text", "doc_hash", "metadata"]
+MAX_TITLE_CHARS = 1_000
+"""Longest title a document may have, in characters: it is part of every prompt of its chunks and of their
+full-text index (``to_tsvector`` refuses more than 1 MB). A longer one refuses the record."""
+MAX_METADATA_BYTES = 1_000_000
+"""Largest document metadata, in bytes of JSON (stored with every chunk). Larger refuses the record."""
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+
+
+@dataclass(frozen=True)
+class SkippedDocument:
+    """A document the run refused: ``where`` (its file, or ``file:line``), ``reason``, and ``doc_key`` —
+    the key it has or would have, or ``None`` when it cannot be known (a JSONL file that cannot be read,
+    a line that is no JSON object). An indexed document that is skipped is kept as it is stored."""
+
+    where: str
+    reason: str
+    doc_key: str | None
+
+
+@dataclass(frozen=True)
+class CleanedDocument:
+    """A document indexed after its strings were made storable: ``doc_key``, ``where``, what was done."""
+
+    doc_key: str
+    where: str
+    reason: str
+
+
+@dataclass
+class Sources:
+    """What :func:`read_sources` found: the ``documents`` frame, and the documents it skipped or cleaned."""
+
+    documents: pl.DataFrame
+    skipped: list[SkippedDocument] = field(default_factory=list)
+    cleaned: list[CleanedDocument] = field(default_factory=list)
 
 
 def _files(settings: Settings, src: SourceSpec, *, allow_empty: bool = False) -> list[Path]:
-    """The files ``src`` names; with ``allow_empty`` a missing path or an empty glob names none."""
+    """The files ``src`` names (broken links included: reading them fails, naming them); with
+    ``allow_empty`` a missing path or an empty glob names none."""
     path = settings.resolve(src.path)
     if path.is_file():
         return [path]
     if not path.is_dir():
         if allow_empty:
             return []
-        raise ConfigurationError(f"source path {path} does not exist")
-    matched = sorted(path.glob(src.glob))
-    broken = [p for p in matched if p.is_symlink() and not p.exists()]
-    if broken:
-        raise SourceError(str(broken[0]), "is a broken symbolic link")
-    found = [p for p in matched if p.is_file()]
+        raise ConfigurationError(f"source path {clean_key(str(path))} does not exist")
+    found = [p for p in sorted(path.glob(src.glob)) if p.is_file() or (p.is_symlink() and not p.exists())]
     if not found and not allow_empty:
-        raise ConfigurationError(f"source {path} matches no file for glob {src.glob!r}")
+        raise ConfigurationError(f"source {clean_key(str(path))} matches no file for glob {src.glob!r}")
     return found
 
 
 def list_source_files(settings: Settings, spec: SpaceSpec) -> list[Path]:
     """Every file a space's sources name: by file name across all sources for ``order="filename"``,
-    else in the sources' order (sorted within each). Raises :class:`ConfigurationError` for a missing
-    path or an empty glob, :class:`SourceError` for a broken link."""
+    else in the sources' order (sorted within each); broken links included. Raises
+    :class:`ConfigurationError` for a missing path or an empty glob."""
     files = [p for src in spec.sources for p in _files(settings, src)]
     if spec.order == "filename":
         files.sort(key=lambda p: (p.name, str(p)))
     return files
 
 
-def read_document(path: Path) -> str:
-    """Read one text document: UTF-8 (BOM stripped), CRLF/CR normalised to LF.
+def _decode(path: Path) -> str:
+    """A file's text: UTF-8 (BOM stripped), or UTF-16/32 when its byte-order mark says so; CRLF/CR → LF.
 
-    Raises :class:`SourceError` naming the file when it is unreadable, binary, not UTF-8 or empty.
+    Raises :class:`SourceError` naming the file when it is unreadable, a broken link or not UTF-8.
     """
+    where = clean_key(str(path))
+    if path.is_symlink() and not path.exists():
+        raise SourceError(where, "cannot be read (a broken symbolic link)")
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise SourceError(str(path), f"cannot be read ({exc.strerror or exc})") from exc
-    if b"\x00" in data:
-        raise SourceError(str(path), "is binary (contains NUL bytes), not a text document")
+        raise SourceError(where, f"cannot be read ({exc.strerror or exc})") from exc
+    encoding = next((enc for bom, enc in _BOMS if data.startswith(bom)), "utf-8-sig")
     try:
-        text = data.decode("utf-8-sig")
+        text = data.decode(encoding)
     except UnicodeDecodeError as exc:
-        raise SourceError(str(path), f"is not valid UTF-8 text (byte {exc.start})") from exc
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
+        raise SourceError(where, f"is not valid {'UTF-8' if encoding == 'utf-8-sig' else encoding.upper()} "
+                                 f"text (byte {exc.start})") from exc
+    return text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def read_document(path: Path) -> str:
+    """Read one text document: UTF-8 (BOM stripped; UTF-16/32 with a BOM), CRLF/CR normalised to LF.
+
+    Raises :class:`SourceError` naming the file when it is unreadable, binary (holds NUL), not UTF-8 or empty.
+    """
+    text = _decode(path)
+    if "\x00" in text:
+        raise SourceError(clean_key(str(path)), "is binary (contains NUL bytes), not a text document")
     if not text.strip():
-        raise SourceError(str(path), "is empty")
+        raise SourceError(clean_key(str(path)), "is empty")
     return text
 
 
 def title_for(path: Path) -> str:
     """A document title from its file name: ``Ada_Lovelace.txt`` → ``Ada Lovelace``."""
-    return path.stem.replace("_", " ").strip()
+    return clean_key(path.stem.replace("_", " ").strip())
 
 
 def _key(settings: Settings, path: Path) -> str:
     try:
-        return str(path.relative_to(settings.config_dir.resolve()))
+        return clean_key(str(path.relative_to(settings.config_dir.resolve())))
     except ValueError:
-        return str(path)
+        return clean_key(str(path))
+
+
+def _text_document(settings: Settings, path: Path) -> dict[str, Any]:
+    """One text file as a found entry (see :func:`read_sources`); refused with its reason when bad."""
+    entry = {"key": _key(settings, path), "title": title_for(path), "metadata": {"file_name": clean_key(path.name)},
+             "file": path, "where": clean_key(str(path)), "cleaned": []}
+    try:
+        return entry | {"text": read_document(path)}
+    except SourceError as exc:
+        return entry | {"skipped": exc.reason}
+
+
+def _storable(value: Any, what: str, notes: list[str]) -> Any:
+    """``value`` with every string cleaned (:func:`clean_text`); what was done is added to ``notes``."""
+    def clean(s: str) -> str:
+        out, done = clean_text(s)
+        notes.extend(f"{what}: {d}" for d in done)
+        return out
+
+    return clean_json(value, clean)
+
+
+def _record(src: SourceSpec, path: Path, lineno: int, rec: dict[str, Any]) -> dict[str, Any]:
+    """One JSONL record as a found entry, its strings cleaned; ``skipped`` set when it must be refused."""
+    notes: list[str] = []
+    raw_title = rec.get(src.title_field)
+    title = _storable(str(raw_title) if raw_title else f"{clean_key(path.stem)} {lineno}", "title", notes)
+    key = rec.get(src.key_field) if src.key_field else None
+    entry: dict[str, Any] = {
+        "key": clean_key(str(key)) if key else None, "title": title, "file": path, "cleaned": notes,
+        "where": f"{clean_key(str(path))}:{lineno}",
+        "metadata": _storable({f: rec.get(f) for f in src.metadata_fields if f in rec}, "metadata", notes) | {"line": lineno},
+    }
+    body = rec.get(src.text_field)
+    if not isinstance(body, str) or not body.lstrip("\ufeff").strip():
+        return entry | {"skipped": f"has no text in field {src.text_field!r}"}
+    if len(title) > MAX_TITLE_CHARS:
+        return entry | {"skipped": f"has a title of {len(title):,} characters (at most {MAX_TITLE_CHARS:,}; "
+                                   f"is title_field {src.title_field!r} the right field?)"}
+    size = len(json.dumps(entry["metadata"], default=str).encode("utf-8"))
+    if size > MAX_METADATA_BYTES:
+        return entry | {"skipped": f"has {size:,} bytes of metadata (at most {MAX_METADATA_BYTES:,})"}
+    text = _storable(body.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n"), "text", notes)
+    return entry | {"text": text}
 
 
 def _jsonl_documents(settings: Settings, src: SourceSpec, path: Path) -> list[dict[str, Any]]:
-    """One document per line of a JSONL file; raises :class:`SourceError` naming ``file:line``."""
+    """One found entry per line of a JSONL file (a bad line is an entry refused with ``file:line`` and its
+    reason); a file that cannot be read or is empty is one refused entry without a key."""
+    where = clean_key(str(path))
+    try:
+        text = _decode(path)
+    except SourceError as exc:
+        return [{"key": None, "file": path, "where": where, "metadata": {}, "cleaned": [], "skipped": exc.reason}]
+    if not text.strip():
+        return [{"key": None, "file": path, "where": where, "metadata": {}, "cleaned": [], "skipped": "is empty"}]
     docs, titles = [], Counter[str]()
-    text = read_document(path)
     for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.lstrip("\ufeff")  # concatenated files carry their byte-order marks along
         if not line.strip():
             continue
-        where = f"{path}:{lineno}"
+        bad = {"key": None, "file": path, "where": f"{where}:{lineno}", "metadata": {"line": lineno}, "cleaned": []}
         try:
             rec = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise SourceError(where, f"is not JSON ({exc.msg})") from None
+            docs.append(bad | {"skipped": f"is not JSON ({exc.msg})"})
+            continue
         if not isinstance(rec, dict):
-            raise SourceError(where, "is not a JSON object")
-        body = rec.get(src.text_field)
-        if not isinstance(body, str) or not body.strip():
-            raise SourceError(where, f"has no text in field {src.text_field!r}")
-        title = str(rec.get(src.title_field) or f"{path.stem} {lineno}")
-        titles[title] += 1
-        key = rec.get(src.key_field) if src.key_field else None
-        docs.append({"key": str(key) if key else None, "title": title, "text": body.replace("\r\n", "\n"),
-                     "metadata": {f: rec.get(f) for f in src.metadata_fields if f in rec} | {"line": lineno},
-                     "file": path})
+            docs.append(bad | {"skipped": "is not a JSON object"})
+            continue
+        entry = _record(src, path, lineno, rec)
+        titles[entry["title"]] += 1
+        docs.append(entry)
     for d in docs:  # §5.5/§8.11: the URL or id, else the title — made composite when titles repeat
-        if d["key"] is None:
+        if d["key"] is None and "title" in d:
             d["key"] = d["title"] if titles[d["title"]] == 1 else f"{d['title']}#{_key(settings, path)}:{d['metadata']['line']}"
     return docs
 
 
-def load_documents(settings: Settings, realm: str, space: str, *, allow_empty: bool = False) -> pl.DataFrame:
-    """Read every document of ``realm``/``space`` into the ``documents`` frame (columns above).
+def read_sources(settings: Settings, realm: str, space: str, *, allow_empty: bool = False) -> Sources:
+    """Read every document of ``realm``/``space``: the ``documents`` frame (columns above) of those that
+    could be read, and the ones skipped (with their reasons) or cleaned. Nothing is written.
 
-    All files are read before anything is written, so a bad file fails the run with nothing changed.
-    With ``allow_empty`` a source whose path is missing or whose glob matches nothing names no document.
-    Raises :class:`SourceError` (a bad file or line) or :class:`ConfigurationError` (a bad source, a
-    duplicate doc_key, a missing order field).
+    Skipped documents keep their place in the order (``order`` ``filename`` or ``listed``), so the
+    others' ``doc_order`` does not shift. With ``allow_empty`` a source whose path is missing or whose
+    glob matches nothing names no document. Raises :class:`ConfigurationError` for a bad source, a
+    duplicate doc_key or a missing order field.
     """
     spec = settings.space_spec(realm, space)
     found: list[dict[str, Any]] = []
@@ -129,20 +234,62 @@ def load_documents(settings: Settings, realm: str, space: str, *, allow_empty: b
             if src.format == "jsonl" or (src.format == "auto" and path.suffix == ".jsonl"):
                 found += _jsonl_documents(settings, src, path)
             else:
-                found.append({"key": _key(settings, path), "title": title_for(path), "text": read_document(path),
-                              "metadata": {"file_name": path.name}, "file": path})
+                found.append(_text_document(settings, path))
     if spec.order == "filename":
         found.sort(key=lambda d: (d["file"].name, str(d["file"]), d["metadata"].get("line", 0)))
     elif spec.order == "metadata":
-        missing = [d["key"] for d in found if d["metadata"].get(spec.order_field) is None]
+        missing = [d["key"] for d in found if "skipped" not in d and d["metadata"].get(spec.order_field) is None]
         if missing:
             raise ConfigurationError(f"order_field {spec.order_field!r} is missing for documents {missing[:3]}")
-        found.sort(key=lambda d: (str(d["metadata"][spec.order_field]), d["file"].name, d["metadata"].get("line", 0)))
-    keys = Counter(d["key"] for d in found)
+        found = sorted((d for d in found if "skipped" not in d),
+                       key=lambda d: (str(d["metadata"][spec.order_field]), d["file"].name, d["metadata"].get("line", 0))
+                       ) + [d for d in found if "skipped" in d]
+    good = [(order, d) for order, d in enumerate(found) if "skipped" not in d]
+    keys = Counter(d["key"] for _, d in good)
     dupes = [k for k, n in keys.items() if n > 1]
     if dupes:
         raise ConfigurationError(f"space {realm}.{space} has documents with the same doc_key: {dupes[:3]}")
     rows = [{"doc_key": d["key"], "title": d["title"], "source": d["key"], "doc_order": order, "text": d["text"],
              "doc_hash": hashlib.sha256(d["text"].encode("utf-8")).hexdigest(),
-             "metadata": json.dumps(d["metadata"], default=str)} for order, d in enumerate(found)]
-    return pl.DataFrame(rows, schema={c: pl.Int64 if c == "doc_order" else pl.String for c in DOCUMENT_COLUMNS})
+             "metadata": json.dumps(d["metadata"], default=str)} for order, d in good]
+    frame = pl.DataFrame(rows, schema={c: pl.Int64 if c == "doc_order" else pl.String for c in DOCUMENT_COLUMNS})
+    return Sources(frame,
+                   [SkippedDocument(d["where"], d["skipped"], d["key"]) for d in found if "skipped" in d],
+                   [CleanedDocument(d["key"], d["where"], "; ".join(d["cleaned"])) for _, d in good if d["cleaned"]])
+
+
+def load_documents(settings: Settings, realm: str, space: str, *, allow_empty: bool = False) -> pl.DataFrame:
+    """Read every document of ``realm``/``space`` into the ``documents`` frame (columns above), strictly:
+    one bad file or line fails the whole load (the chunks stage uses :func:`read_sources`, which skips it).
+
+    With ``allow_empty`` a source whose path is missing or whose glob matches nothing names no document.
+    Raises :class:`SourceError` (the first bad file or line) or :class:`ConfigurationError` (a bad
+    source, a duplicate doc_key, a missing order field).
+    """
+    read = read_sources(settings, realm, space, allow_empty=allow_empty)
+    if read.skipped:
+        raise SourceError(read.skipped[0].where, read.skipped[0].reason)
+    return read.documents
+
+
+def _short(text: str | None, limit: int = 200) -> str | None:
+    return text if text is None or len(text) <= limit else text[: limit - 1] + "…"
+
+
+def source_report(read: Sources, *, kept: Collection[str] = (), withheld: Collection[str] = (),
+                  limit: int = 20) -> dict[str, Any]:
+    """Asset metadata of what :func:`read_sources` skipped and cleaned: ``documents_skipped`` (count),
+    ``skipped_documents_sample`` (up to ``limit`` rows: doc_key, where, reason, ``kept`` — whether its
+    stored chunks were kept), ``skipped_documents_kept`` (indexed documents skipped and kept),
+    ``removals_withheld`` (documents not removed because a skipped record's key is unknown),
+    ``documents_cleaned`` and ``cleaned_documents_sample`` (doc_key, where, what was done). Long keys
+    are cut to 200 characters for display."""
+    return {
+        "documents_skipped": len(read.skipped),
+        "skipped_documents_sample": [{"doc_key": _short(s.doc_key), "where": _short(s.where), "reason": s.reason,
+                                      "kept": s.doc_key in kept} for s in read.skipped[:limit]],
+        "skipped_documents_kept": len(kept), "removals_withheld": len(withheld),
+        "documents_cleaned": len(read.cleaned),
+        "cleaned_documents_sample": [{"doc_key": _short(c.doc_key), "where": _short(c.where), "reason": c.reason}
+                                     for c in read.cleaned[:limit]],
+    }

@@ -20,8 +20,9 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from pgrag_dag.chunkers import (  # noqa: E402
     CHUNKER_OUTPUT_SCHEMA, MarkdownHeadingOptions, ParagraphOptions, TokenWindowOptions, markdown_heading_chunks,
-    paragraph_chunks, token_window_chunks,
+    paragraph_chunks, paragraph_pack_chunks, token_window_chunks,
 )
+from pgrag_dag.builtin_operators import ParagraphPackOptions  # noqa: E402
 from tests.fix_corpus import SHARED_CORPORA  # noqa: E402
 
 CORPORA = SHARED_CORPORA
@@ -118,6 +119,8 @@ def _rows(out: pl.DataFrame, docs: pl.DataFrame) -> list[dict]:
         assert row["text"] in texts[row["doc_key"]]
         row["metadata"] = json.loads(row["metadata"])
         assert isinstance(row["metadata"], dict)
+        start, end = row["metadata"].pop("char_start"), row["metadata"].pop("char_end")  # issue 13: citable offsets
+        assert texts[row["doc_key"]][start:end] == row["text"]
         rows.append(row)
     return rows
 
@@ -303,10 +306,15 @@ def test_token_window_lossy_tokenizer_names_the_document(ada: str, monkeypatch: 
 # ------------------------------------------------------------------------------------- shared
 
 
+def paragraph_pack(documents: pl.DataFrame, options: ParagraphPackOptions) -> pl.DataFrame:
+    return paragraph_pack_chunks(documents, chunk_chars=options.chunk_chars, overlap_chars=options.overlap_chars)
+
+
 CHUNKERS = [
     (token_window_chunks, TokenWindowOptions(tokens=300, overlap_tokens=30)),
     (markdown_heading_chunks, MarkdownHeadingOptions()),
     (paragraph_chunks, ParagraphOptions()),
+    (paragraph_pack, ParagraphPackOptions(chunk_chars=1000, overlap_chars=200)),  # the default chunker
 ]
 
 

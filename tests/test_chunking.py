@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 
 import polars as pl
 import pytest
 
-from pgrag_dag.chunking import CHUNK_COLUMNS, chunk_documents, chunk_text, split_sentences
+from pgrag_dag.chunking import CHUNK_COLUMNS, assemble_chunks, chunk_documents, chunk_text, split_sentences
 from pgrag_dag.contracts import ChunkContract, validate
 from pgrag_dag.errors import ContractError
 
@@ -53,7 +54,9 @@ def test_paragraphs_are_packed_whole_within_the_budget() -> None:
 
 def test_blank_lines_with_whitespace_separate_paragraphs_and_empty_ones_vanish() -> None:
     text = "First paragraph.\n   \n\n\nSecond paragraph.\n\n  \n"
-    assert chunk_text(text, chunk_chars=200, overlap_chars=0) == ["First paragraph.\n\nSecond paragraph."]
+    # packed together with the document's own separator between them (issue 13: chunks are substrings)
+    assert chunk_text(text, chunk_chars=200, overlap_chars=0) == ["First paragraph.\n   \n\n\nSecond paragraph."]
+    assert chunk_text(text, chunk_chars=200, overlap_chars=0)[0] in text
 
 
 def test_overlap_is_carried_and_starts_at_a_sentence_boundary() -> None:
@@ -156,3 +159,58 @@ def test_chunk_contract_accepts_chunked_documents_and_rejects_a_tampered_hash() 
     assert isinstance(cases, pl.DataFrame)
     assert cases["check"].to_list() == ["hash_matches_text"]
     assert cases["index"].to_list() == [1]
+
+
+# -- issue 13, item 3: chunks are real substrings of their document, with citable offsets ------------
+
+_IRREGULAR = (
+    "  Charles Babbage was an English polymath.  He designed the Difference Engine.\n"
+    "The British government funded it for a decade.\n\n\n\n"
+    "Ada Lovelace wrote notes on the Analytical Engine.   She described an algorithm for it.\n \t\n"
+    + " ".join(f"Fact {i} about the engine is short." for i in range(20))
+    + "\n\n\nThe end.\n"
+)
+
+
+@pytest.mark.parametrize("overlap", [0, 60])
+def test_issue13_every_paragraph_pack_chunk_is_a_contiguous_substring_of_its_document(overlap: int) -> None:
+    """Irregular separators (several blank lines, double spaces, a sentence ending a line) and an
+    over-long paragraph cut into sentence runs with overlap: the document's own text, never re-joined."""
+    chunks = chunk_text(_IRREGULAR, chunk_chars=200, overlap_chars=overlap)
+    assert len(chunks) >= 5
+    for c in chunks:
+        assert c in _IRREGULAR, c
+        assert c == c.strip()
+    if overlap:  # the overlap is carried: the next chunk starts inside the previous one
+        assert sum(nxt[:20] in prev for prev, nxt in zip(chunks, chunks[1:])) >= 3
+
+
+def test_issue13_a_document_without_breaks_or_punctuation_is_split_at_the_size_limit() -> None:
+    for text in ("x" * 5_000, "巴贝奇设计了差分机" * 600, " ".join(["word"] * 2_000)):
+        chunks = chunk_text(text, chunk_chars=2_000, overlap_chars=200)
+        assert len(chunks) >= 3 and all(0 < len(c) <= 2_000 for c in chunks)
+        assert all(c in text for c in chunks)
+        assert "".join(chunks).replace(" ", "") == text.replace(" ", "")  # nothing lost, nothing repeated
+
+
+def test_issue13_assembled_chunks_carry_their_character_offsets() -> None:
+    from pgrag_dag.builtin_operators import ParagraphPackOptions, _paragraph_pack
+
+    docs = _documents(_IRREGULAR, "Ampère’s law — naïve café.\n\nSecond paragraph here.")
+    pieces = _paragraph_pack(docs, ParagraphPackOptions(chunk_chars=200, overlap_chars=60), None)  # type: ignore[arg-type]
+    frame = assemble_chunks(docs, pieces)
+    texts = dict(docs.select("doc_key", "text").iter_rows())
+    for doc_key, text, meta in frame.select("doc_key", "text", "metadata").iter_rows():
+        m = json.loads(meta)
+        assert texts[doc_key][m["char_start"]:m["char_end"]] == text
+        assert m["char_end"] - m["char_start"] == len(text)
+
+
+def test_issue13_a_user_chunker_that_re_joins_text_gets_offsets_only_where_its_chunks_are_found() -> None:
+    docs = _documents("One.\n\nTwo.\n\nOne.")
+    pieces = pl.DataFrame({"doc_key": ["doc0.txt"] * 3, "chunk_index": [0, 1, 2], "text": ["One.", "One. Two.", "One."],
+                           "metadata": [None, None, '{"char_start": 5, "char_end": 9}']})
+    metas = [json.loads(m) for m in assemble_chunks(docs, pieces)["metadata"]]
+    assert (metas[0]["char_start"], metas[0]["char_end"]) == (0, 4)
+    assert "char_start" not in metas[1]  # not a substring: no offsets rather than wrong ones
+    assert (metas[2]["char_start"], metas[2]["char_end"]) == (12, 16)  # a wrong claim is corrected

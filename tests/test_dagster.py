@@ -46,7 +46,7 @@ def test_all_eight_assets_materialise_for_a_partition_with_checks_passing(small_
         mats = {e.asset_key.to_user_string(): e for e in result.get_asset_materialization_events()}
         assert sorted(mats) == sorted(STAGES)
         evaluations = result.get_asset_check_evaluations()
-        assert len(evaluations) == 15 and all(e.passed for e in evaluations)  # 8 contracts + graph_quality + 4 pending_work + 2 yield
+        assert len(evaluations) == 16 and all(e.passed for e in evaluations)  # 8 contracts + graph_quality + 4 pending_work + 2 yield + skipped_documents
         quality = next(e for e in evaluations if e.check_name == "graph_quality").metadata
         assert quality["pronoun_entities"].value == 0 and quality["fragmented_short_form_vertices"].value == 0
         assert quality["duplicate_edge_rows"].value == 0 and quality["entities"].value > 0

@@ -167,7 +167,7 @@ def test_make_demo_runs_offline_with_the_local_model_and_replays_every_answer(
     try:
         demo.run_demo()
         out = capsys.readouterr().out
-        assert out.count("checks           15/15 passed (all green)") == 2  # 8 contracts, graph_quality, 4 pending_work, 2 yield
+        assert out.count("checks           16/16 passed (all green)") == 2  # 8 contracts, graph_quality, 4 pending_work, 2 yield, skipped_documents
         assert out.count("answer (synthesised, replayed): ") == 4 and "answer: not shown" not in out
         assert "As of 2012, the chief financial officer was James A. Rasulo" in out
         settings = load_settings(ROOT / "pgrag.yaml")

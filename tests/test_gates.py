@@ -265,3 +265,19 @@ def test_a_negation_flag_is_read_not_coerced(flag: Any, negated: bool | None, ac
 def test_a_single_alias_given_as_a_string_is_one_alias() -> None:
     frame = _gate({"entities": [{**_ent(LOVELACE), "aliases": "Ada"}], "triples": []})
     assert frame["aliases"].to_list() == [["Ada"]]
+
+
+@pytest.mark.parametrize(("raw", "stored", "identity"), [
+    ("👩\u200d🔬 Lab", "👩\u200d🔬 Lab", "👩🔬 lab"),  # a ZWJ emoji sequence is stored whole
+    ("❤️\u200d🔥", "❤️\u200d🔥", "❤️🔥"),
+    ("کتاب\u200cخانه", "کتاب\u200cخانه", "کتابخانه"),  # a Persian ZWNJ too
+    ("\u200dAda\u200b Love\u200dlace\u2060", "Ada Lovelace", "ada lovelace"),  # stray joiners go
+    ("\u200fמשה\u200e", "\u200fמשה\u200e", "משה"),  # bidirectional marks: not part of the identity
+    ("李白", "李白", "李白"),
+])
+def test_issue13_zero_width_characters_leave_the_identity_but_an_emoji_joiner_stays_in_the_stored_name(
+        raw: str, stored: str, identity: str) -> None:
+    from pgrag_dag.gates import clean_name, identity_key
+
+    assert clean_name(raw) == stored
+    assert identity_key(raw) == identity_key(stored) == identity

@@ -106,7 +106,7 @@ def test_a_space_with_punctuation_blanks_and_unicode_indexes_queries_and_materia
         assert result.success and result.dagster_run.tags["dagster/partition"] == key
         assert instance.get_dynamic_partitions(SPACES.name) == [key]
         checks = result.get_asset_check_evaluations()
-        assert len(checks) == 15 and all(e.passed for e in checks)  # 8 contracts, graph_quality, 4 pending_work, 2 yield
+        assert len(checks) == 16 and all(e.passed for e in checks)  # 8 contracts, graph_quality, 4 pending_work, 2 yield, skipped_documents
         assert {e.partition for e in result.get_asset_materialization_events()} == {key}
     calls = len(small_corpus.chat_requests())
 

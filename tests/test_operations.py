@@ -249,12 +249,32 @@ def test_a_configuration_file_that_is_not_yaml_or_an_environment_value_that_is_n
     with pytest.raises(ConfigurationError, match="is not valid YAML"):
         load_settings(path)
     path.write_text('"just a string"\n')
-    with pytest.raises(ConfigurationError, match="invalid settings"):
+    with pytest.raises(ConfigurationError, match="not a mapping of settings"):
         load_settings(path)
     path.write_text("llm: {}\n")
     monkeypatch.setenv("PGRAG_LLM__MODELS", "notjson")
     with pytest.raises(ConfigurationError, match='field "llm"'):
         load_settings(path)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("realms:\n  r:\n    spaces: [\n", r"line 4, column 1: is not valid YAML: while parsing a flow node; expected the node "
+                                        r"content, but found '<stream end>'$"),
+    ("llm:\n  models: [x]\n\tdeadline_s: 5\n", r"line 3, column 1: is not valid YAML: .*found character '\\t'"),
+    ("a: 1\n---\nb: 2\n", r"line 2, column 1: is not valid YAML: expected a single document in the stream"),
+    ("# settings\n\n- realms\n- llm\n", r"line 3: is a list, not a mapping of settings"),
+    ("pgrag\n", r"line 1: is the single value 'pgrag', not a mapping of settings"),
+], ids=["syntax", "tab", "two-documents", "list", "scalar"])
+def test_issue13_a_yaml_error_or_a_non_mapping_file_is_one_line_naming_the_file_and_line(
+        tmp_path: Path, text: str, message: str) -> None:
+    from pgrag_dag.config import load_settings
+
+    path = tmp_path / "pgrag.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigurationError) as err:
+        load_settings(path)
+    assert "\n" not in str(err.value)
+    assert re.search(re.escape(f"configuration file {path} ") + message, str(err.value)), str(err.value)
 
 
 @pytest.mark.parametrize("dsn", ["mysql://u:secret@127.0.0.1/x", "postgresql://u:secret@[::1",

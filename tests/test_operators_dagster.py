@@ -53,7 +53,7 @@ def test_user_operators_show_in_the_asset_graph_with_their_description_and_check
     assert f"composed in {realm}.main" in specs["operator_full_names"].description
     chunks = by_key["chunks"]
     assert f"- {realm}.main: `tests.user_operators:sentence_chunker` (per_chunk=3)" in (chunks.descriptions_by_key[chunks.key] or "")
-    assert {s.name for s in chunks.check_specs} == {"contract", "operator_sentence_chunker"}
+    assert {s.name for s in chunks.check_specs} == {"contract", "operator_sentence_chunker", "skipped_documents"}
     # lineage is the same eight-stage chain
     assert by_key["raw_extractions"].dependency_keys == {dg.AssetKey("chunks")}
 

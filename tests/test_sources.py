@@ -156,3 +156,77 @@ def test_one_bad_file_fails_the_whole_load(tmp_path: Path) -> None:
     with pytest.raises(SourceError) as info:
         load_documents(settings, "r1", "s1")
     assert info.value.path == str(corpus / "b.txt")
+
+
+# -- issue 13: any Unicode, any bytes; one bad document never costs the others ------------------------
+
+def test_issue13_read_sources_skips_bad_files_with_their_reasons_and_keeps_the_order_of_the_rest(tmp_path: Path) -> None:
+    from pgrag_dag.sources import read_sources
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("First.\n", encoding="utf-8")
+    (corpus / "b.txt").write_bytes(b"\x00\x01binary")
+    (corpus / "c.txt").write_text("Third.\n", encoding="utf-8")
+    (corpus / "d.txt").symlink_to(corpus / "gone.txt")
+    read = read_sources(_settings(tmp_path, SourceSpec(path=Path("corpus"))), "r1", "s1")
+    assert read.documents.select("doc_key", "doc_order").rows() == [("corpus/a.txt", 0), ("corpus/c.txt", 2)]
+    assert [(s.doc_key, s.reason) for s in read.skipped] == [
+        ("corpus/b.txt", "is binary (contains NUL bytes), not a text document"),
+        ("corpus/d.txt", "cannot be read (a broken symbolic link)")]
+
+
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16", "utf-32"])
+def test_issue13_a_leading_byte_order_mark_is_stripped_from_text_files(tmp_path: Path, encoding: str) -> None:
+    p = tmp_path / "doc.txt"
+    p.write_bytes("Ampère’s law\r\n\r\n李白 שלום 👩‍🔬\r\n".encode(encoding))
+    assert read_document(p) == "Ampère’s law\n\n李白 שלום 👩‍🔬\n"
+
+
+def test_issue13_a_leading_byte_order_mark_is_stripped_from_jsonl_files_lines_and_texts(tmp_path: Path) -> None:
+    lines = [json.dumps({"title": "A", "text": "\ufeffAlpha."}), "\ufeff" + json.dumps({"title": "B", "text": "Beta."})]
+    (tmp_path / "n.jsonl").write_bytes(b"\xef\xbb\xbf" + "\n".join(lines).encode("utf-8"))
+    docs = load_documents(_settings(tmp_path, SourceSpec(path=Path("n.jsonl"))), "r1", "s1")
+    assert docs.select("doc_key", "text").rows() == [("A", "Alpha."), ("B", "Beta.")]
+
+
+def test_issue13_nul_and_lone_surrogates_in_jsonl_keys_titles_texts_and_metadata_are_cleaned(tmp_path: Path) -> None:
+    from pgrag_dag.sources import read_sources
+
+    rec = {"url": "https://example.org/a\u0000b\ud800", "title": "Ada\u0000 Lovelace", "text": "Ada\u0000 wrote \udc80notes.",
+           "tags": {"k\u0000ey": ["v\ud83d", "ok"]}}
+    (tmp_path / "n.jsonl").write_text(json.dumps(rec) + "\n", encoding="utf-8")  # json escapes: \u0000, \ud800
+    src = SourceSpec(path=Path("n.jsonl"), key_field="url", metadata_fields=["tags"])
+    read = read_sources(_settings(tmp_path, src), "r1", "s1")
+    row = read.documents.row(0, named=True)
+    assert row["doc_key"] == "https://example.org/ab\\ud800"  # a key stays distinct: escaped, not replaced
+    assert row["title"] == "Ada Lovelace" and row["text"] == "Ada wrote \ufffdnotes."
+    assert json.loads(row["metadata"]) == {"tags": {"key": ["v\ufffd", "ok"]}, "line": 1}
+    for value in row.values():
+        str(value).encode("utf-8")  # storable: no lone surrogate left
+        assert "\x00" not in str(value)
+    assert [c.doc_key for c in read.cleaned] == [row["doc_key"]]
+    assert "NUL (U+0000) removed" in read.cleaned[0].reason and "text" in read.cleaned[0].reason
+
+
+def test_issue13_a_file_name_that_is_not_utf8_becomes_an_escaped_doc_key(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / os.fsdecode(b"caf\xe9.txt")).write_text("Coffee.\n", encoding="utf-8")
+    docs = load_documents(_settings(tmp_path, SourceSpec(path=Path("corpus"))), "r1", "s1")
+    assert docs.select("doc_key", "title").rows() == [("corpus/caf\\xe9.txt", "caf\\xe9")]
+    assert json.loads(docs["metadata"][0]) == {"file_name": "caf\\xe9.txt"}
+
+
+def test_issue13_an_overlong_title_or_metadata_refuses_its_record_with_the_reason(tmp_path: Path) -> None:
+    from pgrag_dag.sources import MAX_METADATA_BYTES, MAX_TITLE_CHARS, read_sources
+
+    lines = [json.dumps({"title": "T" * (MAX_TITLE_CHARS + 1), "text": "Long title."}),
+             json.dumps({"title": "Fat", "text": "Big metadata.", "blob": "x" * MAX_METADATA_BYTES}),
+             json.dumps({"title": "Fine", "text": "Kept."})]
+    (tmp_path / "n.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    read = read_sources(_settings(tmp_path, SourceSpec(path=Path("n.jsonl"), metadata_fields=["blob"])), "r1", "s1")
+    assert read.documents["doc_key"].to_list() == ["Fine"]
+    assert [s.where.rsplit("/", 1)[-1] for s in read.skipped] == ["n.jsonl:1", "n.jsonl:2"]
+    assert "title of 1,001 characters (at most 1,000" in read.skipped[0].reason
+    assert read.skipped[1].reason.startswith("has 1,000,") and "bytes of metadata" in read.skipped[1].reason

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 
 import threading
@@ -131,3 +132,31 @@ def test_hostile_realm_names_never_reach_sql(conn: psycopg.Connection, name: str
     with pytest.raises(InvalidNameError):
         schema.init_realm(conn, name, embedding_model="hashing-sha256", dim=384)
     assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'public'").fetchone() == (1,)
+
+
+LONG_KEY = "https://example.org/?q=" + "".join(hashlib.sha256(str(i).encode()).hexdigest() for i in range(200))
+"""A 12,823-character URL that compresses poorly: past the btree limit even as a compressed index entry."""
+
+
+def test_issue13_a_realm_of_schema_4_indexes_doc_keys_by_md5_after_its_upgrade(conn: psycopg.Connection, realm: str) -> None:
+    """Issue 13: a doc_key past the btree limit (~2,700 bytes) raised ProgramLimitExceeded on the old unique
+    constraint; the upgrade replaces it by a unique index on md5(doc_key), in place, keeping the rows."""
+    s = sql.Identifier(schema.schema_for(realm))
+    conn.execute(sql.SQL("DROP INDEX {}.documents_space_key_chunk").format(s))  # as schema 4 left it
+    conn.execute(sql.SQL("ALTER TABLE {}.documents ADD CONSTRAINT documents_space_doc_key_chunk_index_key "
+                         "UNIQUE (space, doc_key, chunk_index)").format(s))
+    insert = sql.SQL("INSERT INTO {}.documents (space, doc_key, chunk_index, title, source, doc_order, text, content_hash, "
+                     "doc_hash) VALUES ('s', %s, 0, 't', 's', 0, 'x', 'h', 'h')").format(s)
+    conn.execute(insert, ("short.txt",))
+    long_key = LONG_KEY
+    with pytest.raises(psycopg.errors.ProgramLimitExceeded):
+        conn.execute(insert, (long_key,))
+    conn.execute("UPDATE pgrag__control.realms SET schema_version = 4 WHERE realm = %s", (realm,))
+    assert schema.init_realm(conn, realm, embedding_model="hashing-sha256", dim=384) is True
+    conn.execute(insert, (long_key,))
+    with pytest.raises(psycopg.errors.UniqueViolation):  # still one row per (space, doc_key, chunk_index)
+        conn.execute(insert, (long_key,))
+    assert conn.execute(sql.SQL("SELECT count(*) FROM {}.documents").format(s)).fetchone() == (2,)
+    cons = conn.execute("SELECT conname FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'u'",
+                        (f"{schema.schema_for(realm)}.documents",)).fetchall()
+    assert cons == []

@@ -7,7 +7,8 @@ new chunks inserted; a document no longer in the sources is removed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field
 
 import polars as pl
 import psycopg
@@ -19,20 +20,27 @@ from pgrag_dag.store.schema import qualified as _t
 
 @dataclass(frozen=True)
 class ChunkSync:
-    """What :func:`sync_chunks` changed: doc_keys added, replaced, removed, unchanged; chunks inserted."""
+    """What :func:`sync_chunks` changed: doc_keys added, replaced, removed, unchanged; chunks inserted;
+    doc_keys ``kept`` (stored, absent from ``chunks``, kept as asked) and ``withheld`` (stored, absent,
+    not removed because removals were withheld)."""
 
     added: list[str]
     replaced: list[str]
     removed: list[str]
     unchanged: list[str]
     chunks_inserted: int
+    kept: list[str] = field(default_factory=list)
+    withheld: list[str] = field(default_factory=list)
 
 
-def sync_chunks(conn: psycopg.Connection, realm: str, space: str, chunks: pl.DataFrame, *, metadata: dict[str, str]) -> ChunkSync:
+def sync_chunks(conn: psycopg.Connection, realm: str, space: str, chunks: pl.DataFrame, *, metadata: dict[str, str],
+                keep: Collection[str] = (), keep_all: bool = False) -> ChunkSync:
     """Make the space's stored chunks equal ``chunks`` (the ``chunks`` frame), document by document.
 
     ``metadata`` maps doc_key → document metadata JSON; a ``metadata`` column in ``chunks`` (JSON text,
-    the chunk's own, e.g. its section) wins over it. Runs inside the caller's transaction.
+    the chunk's own, e.g. its section) wins over it. A stored document absent from ``chunks`` is removed
+    unless its doc_key is in ``keep`` (a document that could not be read this time: its chunks stay as
+    they are); with ``keep_all`` none is removed. Runs inside the caller's transaction.
     """
     stored = {
         k: h for k, h in conn.execute(
@@ -48,9 +56,6 @@ def sync_chunks(conn: psycopg.Connection, realm: str, space: str, chunks: pl.Dat
         hashes = ",".join(frame["content_hash"].to_list())
         if stored.get(doc_key) == hashes:
             unchanged.append(doc_key)
-            # document order may change without the text changing
-            conn.execute(sql.SQL("UPDATE {} SET doc_order = %s WHERE space = %s AND doc_key = %s AND doc_order <> %s")
-                         .format(_t(realm, "documents")), (int(frame["doc_order"][0]), space, doc_key, int(frame["doc_order"][0])))
             continue
         if doc_key in stored:
             delete_document_chunks(conn, realm, space, doc_key)
@@ -66,10 +71,33 @@ def sync_chunks(conn: psycopg.Connection, realm: str, space: str, chunks: pl.Dat
                  for r in frame.iter_rows(named=True)],
             )
         inserted += frame.height
-    removed = sorted(set(stored) - set(wanted))
+    _restamp(conn, realm, space, pl.concat([wanted[k] for k in unchanged]) if unchanged else None, metadata)
+    absent = set(stored) - set(wanted)
+    kept = sorted(absent & set(keep))
+    removed = [] if keep_all else sorted(absent - set(kept))
     for doc_key in removed:
         delete_document_chunks(conn, realm, space, doc_key)
-    return ChunkSync(added, replaced, removed, unchanged, inserted)
+    return ChunkSync(added, replaced, removed, unchanged, inserted, kept, sorted(absent - set(kept)) if keep_all else [])
+
+
+def _restamp(conn: psycopg.Connection, realm: str, space: str, frame: pl.DataFrame | None, metadata: dict[str, str]) -> int:
+    """Bring unchanged documents' chunks up to date where only their order or metadata changed (a file
+    renamed in the order, a JSONL field edited, chunk offsets recorded since they were indexed): one
+    set-based UPDATE touching only rows that differ. Returns how many rows it changed."""
+    if frame is None or frame.height == 0:
+        return 0
+    import json
+
+    metas = [json.dumps(_json(r.get("metadata") or metadata.get(r["doc_key"])), ensure_ascii=False)
+             for r in frame.iter_rows(named=True)]
+    return conn.execute(
+        sql.SQL("""UPDATE {t} d SET doc_order = v.doc_order, metadata = v.metadata
+                     FROM unnest(%s::text[], %s::int[], %s::int[], %s::jsonb[]) AS v(doc_key, chunk_index, doc_order, metadata)
+                    WHERE d.space = %s AND md5(d.doc_key) = md5(v.doc_key) AND d.doc_key = v.doc_key
+                      AND d.chunk_index = v.chunk_index
+                      AND (d.doc_order, d.metadata) IS DISTINCT FROM (v.doc_order, v.metadata)""").format(t=_t(realm, "documents")),
+        (frame["doc_key"].to_list(), frame["chunk_index"].to_list(), frame["doc_order"].to_list(), metas, space),
+    ).rowcount
 
 
 def _json(text: str | None) -> object:
@@ -80,7 +108,8 @@ def _json(text: str | None) -> object:
 
 def delete_document_chunks(conn: psycopg.Connection, realm: str, space: str, doc_key: str) -> int:
     """Remove a document's chunks (and, by cascade, their extractions, decisions and mentions)."""
-    cur = conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s AND doc_key = %s").format(_t(realm, "documents")), (space, doc_key))
+    cur = conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s AND md5(doc_key) = md5(%s) AND doc_key = %s").format(
+        _t(realm, "documents")), (space, doc_key, doc_key))
     return cur.rowcount
 
 

@@ -24,8 +24,9 @@ four embedded tables (``ACCESS EXCLUSIVE``: queries of the realm wait for its co
 
 Realm schema ``pgrag_<realm>`` tables (every one carries ``space``):
 
-- ``documents``  chunk vertices: doc_key, chunk_index, title, source, doc_order, text, content_hash,
-  metadata, full-text ``search_tsv`` = ``to_tsvector('english', title || ' ' || text)`` (GIN index
+- ``documents``  chunk vertices: doc_key (any length: unique per space and chunk_index through the
+  index ``documents_space_key_chunk`` on ``md5(doc_key)``), chunk_index, title, source, doc_order, text,
+  content_hash, metadata (with the chunk's ``char_start``/``char_end``), full-text ``search_tsv`` = ``to_tsvector('english', title || ' ' || text)`` (GIN index
   ``documents_fts_tsv``), embedding vector(d)
 - ``raw_extractions``  staging: model text and parsed JSON per (chunk, pass)
 - ``gate_decisions``   staging: every extracted entity/triple, accepted or rejected with its gate
@@ -65,7 +66,7 @@ from pgrag_dag.store import vector_index
 from pgrag_dag.store.db import privileged
 
 CONTROL_SCHEMA = "pgrag__control"
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """The realm schema's DDL version, recorded per realm in ``pgrag__control.realms.schema_version``."""
 _LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
 
@@ -120,9 +121,12 @@ CREATE TABLE IF NOT EXISTS {s}.documents (
     metadata jsonb NOT NULL DEFAULT '{{}}',
     embedding {v},
     embed_hash text,
-    t_created timestamptz NOT NULL DEFAULT now(),
-    UNIQUE (space, doc_key, chunk_index)
+    t_created timestamptz NOT NULL DEFAULT now()
 );
+-- a doc_key of any length (issue 13): the unique index holds its MD5, not the key, which could pass the
+-- btree's ~2,700-byte limit; lookups by doc_key add md5(doc_key) = md5(%s) to use it
+CREATE UNIQUE INDEX IF NOT EXISTS documents_space_key_chunk ON {s}.documents (space, md5(doc_key), chunk_index);
+ALTER TABLE {s}.documents DROP CONSTRAINT IF EXISTS documents_space_doc_key_chunk_index_key;
 ALTER TABLE {s}.documents ADD COLUMN IF NOT EXISTS search_tsv tsvector
     GENERATED ALWAYS AS (to_tsvector('english', title || ' ' || text)) STORED;
 CREATE INDEX IF NOT EXISTS documents_fts_tsv ON {s}.documents USING gin (search_tsv) WITH (fastupdate = off);
