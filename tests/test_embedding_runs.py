@@ -192,7 +192,7 @@ def test_a_realm_of_schema_version_4_gains_the_fallback_columns_in_place(conn: p
 
     assert schema.init_realm(conn, realm, embedding_model="hashing-sha256", dim=384) is True
     assert schema.init_realm(conn, realm, embedding_model="hashing-sha256", dim=384) is False
-    assert conn.execute("SELECT schema_version FROM pgrag__control.realms WHERE realm = %s", (realm,)).fetchone() == (5,)
+    assert conn.execute("SELECT schema_version FROM pgrag__control.realms WHERE realm = %s", (realm,)).fetchone() == (schema.SCHEMA_VERSION,)
     cols = conn.execute("SELECT table_name, column_name, data_type FROM information_schema.columns WHERE table_schema = %s "
                         "AND column_name IN ('embed_fallback', 'fallback_embedding') ORDER BY 1, 2",
                         (schema_for(realm),)).fetchall()
