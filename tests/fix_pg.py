@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,9 +34,16 @@ def pg_dsn(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if url:
         yield url
         return
-    server = db.embedded_server(Path(tmp_path_factory.mktemp("pgserver")))
-    yield str(server.get_uri())
-    server.stop()
+    # Not under pytest's base temp: a later pytest session of the same user resets that tree to mode 0700,
+    # which locks the server (running as its own OS user) out of its own files mid-session.
+    home = Path(tempfile.mkdtemp(prefix="pgrag-test-pg-"))
+    home.chmod(0o755)
+    server = db.embedded_server(home)
+    try:
+        yield str(server.get_uri())
+    finally:
+        server.stop()
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture

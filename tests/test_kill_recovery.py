@@ -195,6 +195,7 @@ class Lab:
     def start(self, realm: str, model: str, label: str) -> subprocess.Popen:
         env = {**os.environ, "PGRAG_CONFIG": str(self.config), "PGRAG_DATABASE_URL": self.dsn,
                "PGRAG_LLM__MODELS": json.dumps([model]), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+        env.pop("PGRAG_EMBEDDING__MODEL", None)  # this test's YAML embeds through the stub server, which holds the call
         out = (self.logs / f"{realm}-{label}.out").open("w")
         err = (self.logs / f"{realm}-{label}.err").open("w")
         proc = subprocess.Popen([str(PGRAG), "index", f"{realm}.main"], env=env, stdout=out, stderr=err,
