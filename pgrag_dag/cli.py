@@ -173,6 +173,9 @@ def reembed(realm: Annotated[str, typer.Argument(help="the realm to switch to th
             result = reembed_realm(engine, realm, force=force, progress=progress)
     except PgragError as exc:
         _fail(exc)
+    except KeyboardInterrupt:
+        typer.echo(f"interrupted: realm {realm} is unchanged (still its previous embedder)", err=True)
+        raise typer.Exit(130) from None
     typer.echo(json.dumps(result, indent=2) if as_json else summary(result))
 
 

@@ -328,7 +328,8 @@ class LocalEmbedder:
         if files is None:
             raise ModelError(f"unknown local embedding model {settings.model!r}; known: {sorted(_LOCAL_MODELS)}")
         if settings.dim != files.dim:
-            raise SchemaMismatchError(f"embedding model {settings.model} (embedding.dim)", files.dim, settings.dim)
+            raise SchemaMismatchError(f"embedding model {settings.model} (embedding.dim)", files.dim, settings.dim,
+                                      f"the model's vectors have {files.dim} dimensions: set embedding.dim: {files.dim}")
         import onnxruntime
         from tokenizers import Tokenizer
 

@@ -75,12 +75,13 @@ class SchemaMismatchError(DatabaseError):
         found: what was found or configured instead; ``None`` when the column is missing.
     """
 
-    def __init__(self, table: str, expected: int | str, found: int | str | None, detail: str = "") -> None:
+    def __init__(self, table: str, expected: int | str, found: int | str | None, detail: str = "", *,
+                 message: str | None = None) -> None:
         self.table = table
         self.expected = expected
         self.found = found
-        msg = f"{table}: expected {expected}, found {found}"
-        super().__init__(msg + (f" ({detail})" if detail else ""))
+        msg = f"{table}: expected {expected}, found {found}" + (f" ({detail})" if detail else "")
+        super().__init__(message or msg)
 
 
 class SourceError(PgragError):

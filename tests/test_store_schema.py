@@ -62,8 +62,8 @@ def test_a_current_realm_takes_no_table_lock_beside_a_live_reader(conn: psycopg.
 
 
 def test_mixing_embedding_models_in_one_realm_raises(conn: psycopg.Connection, realm: str) -> None:
-    with pytest.raises(SchemaMismatchError, match=rf"expected hashing-sha256 \(384\), found openai/text-embedding-3-small "
-                                                  rf"\(1536\) .*pgrag reembed {realm}"):
+    with pytest.raises(SchemaMismatchError, match=rf"is embedded with hashing-sha256 \(384\) but the configuration says "
+                                                  rf"openai/text-embedding-3-small \(1536\): .*`pgrag reembed {realm}`"):
         schema.init_realm(conn, realm, embedding_model="openai/text-embedding-3-small", dim=1536)
 
 
@@ -71,13 +71,13 @@ def test_changing_the_query_passage_convention_of_a_realm_raises(conn: psycopg.C
     """The registry records the mode convention beside the model (issue 12): same model, same width,
     other prefixes is a mismatch, as a width change is."""
     e5 = "prefix(query='query: ', passage='passage: ')"
-    with pytest.raises(SchemaMismatchError, match=re.escape(f"found hashing-sha256 (384) {e5}")):
+    with pytest.raises(SchemaMismatchError, match=re.escape(f"the configuration says hashing-sha256 (384) {e5}:")):
         schema.init_realm(conn, realm, embedding_model="hashing-sha256", dim=384, convention=e5)
     other = f"{realm}_e5"
     try:
         assert schema.init_realm(conn, other, embedding_model="openai/e5", dim=384, convention=e5) is True
         assert schema.init_realm(conn, other, embedding_model="openai/e5", dim=384, convention=e5) is False
-        with pytest.raises(SchemaMismatchError, match=r"expected openai/e5 \(384\) prefix.*found openai/e5 \(384\) \(configure"):
+        with pytest.raises(SchemaMismatchError, match=r"embedded with openai/e5 \(384\) prefix.*configuration says openai/e5 \(384\): configure"):
             schema.init_realm(conn, other, embedding_model="openai/e5", dim=384)
     finally:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema.schema_for(other))))

@@ -466,6 +466,9 @@ def check_embedding(realm: str, registered: tuple[str, int, str], configured: tu
         raise SchemaMismatchError(
             f"realm {realm!r} embedding", describe_embedding(registered), describe_embedding(configured),
             f"configure the realm's model again, or switch every vector deliberately: pgrag reembed {realm}",
+            message=f"realm {realm!r} is embedded with {describe_embedding(registered)} but the configuration says "
+                    f"{describe_embedding(configured)}: configure the realm's model again, or switch every vector "
+                    f"deliberately with `pgrag reembed {realm}`",
         )
 
 
