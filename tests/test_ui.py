@@ -88,7 +88,8 @@ def test_the_ui_shows_the_materialised_assets_and_their_checks(small_corpus: Sma
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     port = _port()
     env = {**os.environ, "DAGSTER_HOME": str(home), "PGRAG_CONFIG": str(small_corpus.config),
-           "LITELLM_LOCAL_MODEL_COST_MAP": "True", "DAGSTER_DISABLE_TELEMETRY": "1"}
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True", "DAGSTER_DISABLE_TELEMETRY": "1",
+           "PGRAG_DAGSTER__SENSORS": "false"}  # only the run this test launches (the daemon would start one too)
     log = (tmp_path / "dagster-dev.log").open("w")
     proc = subprocess.Popen([str(Path(sys.executable).parent / "dagster"), "dev", "-w", str(ROOT / "workspace.yaml"),
                              "-h", "127.0.0.1", "-p", str(port)], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
