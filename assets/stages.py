@@ -63,12 +63,13 @@ EXTRA_CHECKS = {
     "graph_quality": "Table 6 measurements; duplicate edge rows, fragmented short-form vertices and pronoun "
                      "entities must be zero (§8.6)",
 }
-SOFT_CHECKS = {YIELD_CHECK: YIELD_DESCRIPTION}
-"""Non-blocking checks of severity ERROR a stage may report (``soft_checks``): name → description."""
-WARN_CHECKS = {SKIPPED_CHECK: "Documents of the space that could not be read (empty, binary, undecodable, unreadable, "
-                               "a bad JSONL line), each with its doc_key and reason: skipped, every other document "
-                               "indexed, an indexed one kept as stored. Non-blocking; WARN until the sources are fixed."}
-"""Non-blocking checks of severity WARN a stage may report (``warn_checks``): name → description."""
+SOFT_CHECKS = {
+    YIELD_CHECK: (YIELD_DESCRIPTION, dg.AssetCheckSeverity.ERROR),
+    SKIPPED_CHECK: ("Documents of the space that could not be read (empty, binary, undecodable, unreadable, a bad "
+                    "JSONL line), each with its doc_key and reason: skipped, every other document indexed, an indexed "
+                    "one kept as stored. Non-blocking; WARN until the sources are fixed.", dg.AssetCheckSeverity.WARN),
+}
+"""Non-blocking checks a stage may report (``soft_checks``): name → (description, severity when failed)."""
 PENDING_DESCRIPTION = ("Work this stage still owes the partition (failed first or gleaning passes, failed or "
                        "deadline-cut community reports, named by their members, rows left without a vector); retried "
                        "by the next run, red until it clears. Non-blocking.")
@@ -91,13 +92,13 @@ class OperatorCheck:
 def stage_asset(name: str, stage: Stage, contract: str, deps: list[str], *, pool: str | None = None,
                 description: str, extra_checks: tuple[str, ...] = (),
                 operator_checks: tuple[OperatorCheck, ...] = (), pending: bool = False,
-                soft_checks: tuple[str, ...] = (), warn_checks: tuple[str, ...] = ()) -> dg.AssetsDefinition:
+                soft_checks: tuple[str, ...] = ()) -> dg.AssetsDefinition:
     """An asset running ``stage`` for its partition, with a blocking check named ``contract``, the
     blocking ``extra_checks`` the stage reports on what it wrote, one blocking check per user
     operator composed into this stage in any space (``operator_checks``), and with ``pending`` the
     non-blocking ``pending_work`` check (WARN while the stage owes work); ``soft_checks`` are
-    non-blocking checks of severity ERROR (:data:`SOFT_CHECKS`, e.g. ``yield``), ``warn_checks`` of
-    severity WARN (:data:`WARN_CHECKS`, e.g. ``skipped_documents``).
+    further non-blocking checks, each with its own severity (:data:`SOFT_CHECKS`: ``yield`` ERROR,
+    ``skipped_documents`` WARN).
 
     A stage error fails the step with a description naming the asset, the partition and the error."""
 
@@ -105,8 +106,7 @@ def stage_asset(name: str, stage: Stage, contract: str, deps: list[str], *, pool
     specs += [dg.AssetCheckSpec(c, asset=name, blocking=True, description=EXTRA_CHECKS[c]) for c in extra_checks]
     if pending:
         specs.append(dg.AssetCheckSpec(PENDING_CHECK, asset=name, blocking=False, description=PENDING_DESCRIPTION))
-    specs += [dg.AssetCheckSpec(c, asset=name, blocking=False, description=SOFT_CHECKS[c]) for c in soft_checks]
-    specs += [dg.AssetCheckSpec(c, asset=name, blocking=False, description=WARN_CHECKS[c]) for c in warn_checks]
+    specs += [dg.AssetCheckSpec(c, asset=name, blocking=False, description=SOFT_CHECKS[c][0]) for c in soft_checks]
     specs += [dg.AssetCheckSpec(o.check, asset=name, blocking=True, description=o.description) for o in operator_checks]
 
     @dg.asset(
@@ -139,8 +139,7 @@ def stage_asset(name: str, stage: Stage, contract: str, deps: list[str], *, pool
         if pending:
             extra.append(checks.measured(name, PENDING_CHECK, *result.checks[PENDING_CHECK],
                                          severity=dg.AssetCheckSeverity.WARN))
-        extra += [checks.measured(name, c, *result.checks[c]) for c in soft_checks]
-        extra += [checks.measured(name, c, *result.checks[c], severity=dg.AssetCheckSeverity.WARN) for c in warn_checks]
+        extra += [checks.measured(name, c, *result.checks[c], severity=SOFT_CHECKS[c][1]) for c in soft_checks]
         yield dg.MaterializeResult(
             metadata=_metadata(result), data_version=dg.DataVersion(result.data_version),
             check_results=[checks.passed(name, result.rows_checked, contract), *extra],
@@ -199,7 +198,7 @@ def build_assets(settings: Settings | None = None) -> list[dg.AssetsDefinition]:
         return stage_asset(name, stage, contract, deps, description=description, **kw)
 
     return [
-        make("chunks", stage_chunks, "ChunkContract", [], warn_checks=(SKIPPED_CHECK,),
+        make("chunks", stage_chunks, "ChunkContract", [], soft_checks=(SKIPPED_CHECK,),
              description="Documents read from the space's sources, split into chunks by the space's chunker (§4.1, §5.5)."),
         make("raw_extractions", stage_raw_extractions, "RawExtractionContract", ["chunks"], pool="llm", pending=True,
              soft_checks=(YIELD_CHECK,),

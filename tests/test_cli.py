@@ -118,7 +118,7 @@ def test_reembed_switches_a_realm_with_a_progress_bar_and_a_one_line_summary(cli
     out = runner.invoke(app, ["reembed", realm])
     assert out.exit_code == 0, out.output
     lines = out.stdout.splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"realm {realm}: re-embedded ")
+    assert len(lines) == 1 and lines[0].startswith(f"realm {realm}: re-embedded ") and "(3 chunks, " in lines[0]
     assert "from hashing-sha256 (384) to hashing-sha256 (64) in " in lines[0] and lines[0].endswith(" texts/s)")
     assert f"re-embedding {realm}" in out.stderr and "texts/s" in out.stderr  # the progress bar
     out = runner.invoke(app, ["reembed", realm, "--json"])
