@@ -34,7 +34,7 @@ from pgrag_dag.relations import build_relations
 from pgrag_dag.resolution import apply_enrichers, resolve_entities
 from pgrag_dag.supersession import detect_contradictions, supersede
 from pgrag_dag.sources import read_sources, source_report
-from pgrag_dag.store import db, documents, graph, locks, staging, vectors
+from pgrag_dag.store import db, documents, graph, history, locks, staging, vectors
 from pgrag_dag.vocabulary import Vocabulary, off_vocabulary
 from pgrag_dag.yield_checks import YIELD_CHECK, extraction_yield, gate_yield, logged
 
@@ -500,5 +500,6 @@ def delete_document(engine: Engine, realm: str, space: str, doc_key: str) -> lis
             locks.lock_partition(conn, realm, space)
             if documents.delete_document_chunks(conn, realm, space, doc_key) == 0:
                 raise ConfigurationError(f"space {realm}.{space} has no document {doc_key!r}")
+            history.log_documents(conn, realm, space, [(doc_key, "removed")])
     return [stage(engine, realm, space) for stage in
             (stage_gated_triples, stage_resolved_entities, stage_relations, stage_embeddings)]

@@ -2,7 +2,8 @@
 
 Idempotent re-indexing: a document whose chunk hashes are unchanged is left alone; a changed one has
 its previous chunks removed (cascading to their raw extractions, gate decisions and mentions) and its
-new chunks inserted; a document no longer in the sources is removed.
+new chunks inserted; a document no longer in the sources is removed. Removed chunks are archived and
+each document added, replaced or removed is logged in the belief history (issue 14).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from pgrag_dag.store import history
 from pgrag_dag.store.schema import qualified as _t
 
 
@@ -77,6 +79,8 @@ def sync_chunks(conn: psycopg.Connection, realm: str, space: str, chunks: pl.Dat
     removed = [] if keep_all else sorted(absent - set(kept))
     for doc_key in removed:
         delete_document_chunks(conn, realm, space, doc_key)
+    history.log_documents(conn, realm, space, [(k, "added") for k in added] + [(k, "replaced") for k in replaced]
+                          + [(k, "removed") for k in removed])
     return ChunkSync(added, replaced, removed, unchanged, inserted, kept, sorted(absent - set(kept)) if keep_all else [])
 
 
@@ -107,7 +111,9 @@ def _json(text: str | None) -> object:
 
 
 def delete_document_chunks(conn: psycopg.Connection, realm: str, space: str, doc_key: str) -> int:
-    """Remove a document's chunks (and, by cascade, their extractions, decisions and mentions)."""
+    """Remove a document's chunks (and, by cascade, their extractions, decisions and mentions); each chunk
+    is archived in ``documents_removed`` first (:mod:`pgrag_dag.store.history`), so belief-time reads
+    still find it. Returns how many chunks were removed; the caller logs the document event."""
     cur = conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s AND md5(doc_key) = md5(%s) AND doc_key = %s").format(
         _t(realm, "documents")), (space, doc_key, doc_key))
     return cur.rowcount

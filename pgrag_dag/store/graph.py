@@ -97,7 +97,7 @@ def replace_mentions(conn: psycopg.Connection, realm: str, space: str, mentions:
     """Replace the space's ``doc_mentions`` with ``mentions`` (chunk_id, entity_id) and restamp dormancy.
 
     An entity no chunk mentions becomes dormant (``dormant_since = now()``); a mentioned dormant entity
-    revives. Returns counts ``mentions``, ``dormant``, ``revived``.
+    revives unless it is archived (retention, issue 14: archived entities stay dormant until unarchived). Returns counts ``mentions``, ``dormant``, ``revived``.
     """
     pairs = mentions.unique().sort("chunk_id", "entity_id")
     stored = conn.execute(
@@ -117,7 +117,7 @@ def replace_mentions(conn: psycopg.Connection, realm: str, space: str, mentions:
     ).rowcount
     revived = conn.execute(
         sql.SQL("""UPDATE {e} e SET dormant_since = NULL WHERE e.space = %s AND e.dormant_since IS NOT NULL
-                   AND EXISTS (SELECT 1 FROM {m} m WHERE m.entity_id = e.id)""").format(e=ent, m=men), (space,),
+                   AND e.archived_at IS NULL AND EXISTS (SELECT 1 FROM {m} m WHERE m.entity_id = e.id)""").format(e=ent, m=men), (space,),
     ).rowcount
     return {"mentions": pairs.height, "dormant": dormant, "revived": revived}
 

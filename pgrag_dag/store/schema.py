@@ -51,6 +51,8 @@ embedder's name) and ``fallback_embedding`` (its vector) — the indexed ``embed
 ``NULL`` for them, so no vector search ever compares the model's vectors with the fallback's. The
 partial indexes ``<table>_unembedded`` (documents, entities, relations) hold the rows without an
 ``embedding``, which every query counts.
+- ``belief_log``, ``relation_belief``, ``entity_belief``, ``documents_removed``: the append-only belief
+  history and its triggers (:mod:`pgrag_dag.store.history`, schema version 7)
 - ``community_lineage`` (view): community → relations inside it → contributing chunks → documents
 """
 
@@ -62,11 +64,11 @@ from pgvector.psycopg import register_vector
 
 from pgrag_dag.errors import DatabaseError, SchemaMismatchError
 from pgrag_dag.names import schema_for, validate_realm
-from pgrag_dag.store import vector_index
+from pgrag_dag.store import history, vector_index
 from pgrag_dag.store.db import privileged
 
 CONTROL_SCHEMA = "pgrag__control"
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """The realm schema's DDL version, recorded per realm in ``pgrag__control.realms.schema_version``."""
 _LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
 
@@ -434,6 +436,7 @@ def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, di
         verify_embedding_columns(conn, realm, dim)
         create_embedding_indexes(conn, realm)
         conn.execute(sql.SQL(_LINEAGE_DDL).format(s=sql.Identifier(schema)))  # type: ignore[arg-type]
+        history.create_history(conn, schema)
         conn.execute("UPDATE pgrag__control.realms SET schema_version = %s WHERE realm = %s", (SCHEMA_VERSION, realm))
     return True
 

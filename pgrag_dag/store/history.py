@@ -1,0 +1,304 @@
+"""The append-only belief history of a realm (paper §5.3, §6.1; issue 14): DDL, triggers and writes.
+
+Belief time is kept as history, never rewritten. Three tables per realm schema, each carrying ``space``:
+
+- ``belief_log``: one row per change of belief state, written once and never updated — ``seq``
+  (bigserial), ``kind`` (``relation`` | ``entity`` | ``document``), ``object_id`` (the relation or
+  entity id; ``NULL`` for documents), ``doc_key`` (documents), ``event``, ``superseded_by`` (for
+  ``superseded``: the superseding relation), ``at`` (database clock, the writing transaction's
+  ``now()``) and ``xid`` (the writing transaction, ``xid8``: what the change feed's snapshot
+  watermarks compare). Events: relations ``asserted`` | ``superseded`` | ``restored`` | ``dormant`` |
+  ``revived`` | ``deleted``; entities ``created`` | ``dormant`` | ``revived`` | ``archived`` |
+  ``unarchived`` | ``deleted``; documents ``added`` | ``replaced`` | ``removed``.
+- ``relation_belief``: the intervals ``[believed_from, believed_to)`` during which a relation was in the
+  graph (not dormant), with its ``state`` then — ``current`` or ``superseded`` (by ``superseded_by``).
+  ``believed_to`` is ``NULL`` while the interval is open; closing it is the one write ever allowed.
+- ``entity_belief``: the intervals during which an entity was live (neither dormant nor archived).
+- ``documents_removed``: every chunk row ever deleted from ``documents`` (a document replaced or removed),
+  with its text, vector, ``t_created``, ``t_removed`` and the entities it mentioned (``entity_ids``), so a
+  belief-time read can return the chunks the system had at that instant.
+
+The logs and intervals are written by statement-level triggers on ``relations`` and ``entities`` (and a
+row trigger archiving deleted chunks), so no write path can change a belief state without recording it,
+and an UPDATE that leaves the state as it was records nothing (re-indexing unchanged input moves nothing).
+Document events are written by :func:`log_documents` from the chunk sync. UPDATE and DELETE on the logs
+are refused by triggers, except closing an open interval — and explicit deletion
+(:func:`forgetting`, issue 14 item 4), which is never the default.
+
+A relation row's own ``t_created`` / ``t_expired`` / ``superseded_by`` / ``dormant_since`` describe its
+present state (the present-time query path reads only them, through partial indexes); belief-time reads
+(``as_believed_at``) read the intervals (:mod:`pgrag_dag.store.retrieval`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import psycopg
+from psycopg import sql
+
+from pgrag_dag.names import schema_for
+
+RELATION_EVENTS = ("asserted", "superseded", "restored", "dormant", "revived", "deleted")
+ENTITY_EVENTS = ("created", "dormant", "revived", "archived", "unarchived", "deleted")
+DOCUMENT_EVENTS = ("added", "replaced", "removed")
+FORGET_SETTING = "pgrag.forget"
+"""A transaction-local setting (``SET LOCAL pgrag.forget = 'on'``) that lets explicit deletion remove history."""
+
+_RELATION_STATE = "CASE WHEN {x}.dormant_since IS NOT NULL THEN NULL WHEN {x}.superseded_by IS NOT NULL THEN 'superseded' ELSE 'current' END"
+
+# The rows of one UPDATE whose belief state changed (a CTE ``c`` over the trigger's transition tables):
+# a relation's state is NULL (dormant: not in the graph), 'superseded' or 'current'; a change of superseder counts.
+_RELATION_CHANGES = """c AS (
+            SELECT n.id, n.space, (""" + _RELATION_STATE.format(x="o") + """) AS s_old,
+                   (""" + _RELATION_STATE.format(x="n") + """) AS s_new, n.superseded_by AS by_new
+              FROM old_rows o JOIN new_rows n ON n.id = o.id
+             WHERE (""" + _RELATION_STATE.format(x="o") + """) IS DISTINCT FROM (""" + _RELATION_STATE.format(x="n") + """)
+                OR (n.dormant_since IS NULL AND n.superseded_by IS NOT NULL AND o.superseded_by IS DISTINCT FROM n.superseded_by))"""
+_ENTITY_CHANGES = """c AS (
+            SELECT n.id, n.space, o.dormant_since IS NULL AS live_old, n.dormant_since IS NULL AS live_new,
+                   CASE WHEN o.archived_at IS NULL AND n.archived_at IS NOT NULL THEN 'archived'
+                        WHEN o.archived_at IS NOT NULL AND n.archived_at IS NULL THEN 'unarchived'
+                        WHEN n.dormant_since IS NULL THEN 'revived' ELSE 'dormant' END AS event
+              FROM old_rows o JOIN new_rows n ON n.id = o.id
+             WHERE (o.dormant_since IS NULL) <> (n.dormant_since IS NULL) OR (o.archived_at IS NULL) <> (n.archived_at IS NULL))"""
+
+# Each entry is one statement (function bodies contain semicolons); {s} is the realm schema.
+HISTORY_DDL: tuple[str, ...] = (
+    """ALTER TABLE {s}.entities ADD COLUMN IF NOT EXISTS archived_at timestamptz""",
+    """CREATE TABLE IF NOT EXISTS {s}.belief_log (
+        seq bigserial PRIMARY KEY,
+        space text NOT NULL,
+        kind text NOT NULL CHECK (kind IN ('relation', 'entity', 'document')),
+        object_id bigint,
+        doc_key text,
+        event text NOT NULL,
+        superseded_by bigint,
+        at timestamptz NOT NULL DEFAULT now(),
+        xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
+        CHECK ((kind = 'document') = (doc_key IS NOT NULL AND object_id IS NULL))
+    )""",
+    """CREATE INDEX IF NOT EXISTS belief_log_space_xid ON {s}.belief_log (space, xid)""",
+    """CREATE INDEX IF NOT EXISTS belief_log_object ON {s}.belief_log (kind, object_id)""",
+    """CREATE TABLE IF NOT EXISTS {s}.relation_belief (
+        id bigserial PRIMARY KEY,
+        space text NOT NULL,
+        relation_id bigint NOT NULL,
+        state text NOT NULL CHECK (state IN ('current', 'superseded')),
+        superseded_by bigint,
+        believed_from timestamptz NOT NULL,
+        believed_to timestamptz,
+        CHECK (believed_to IS NULL OR believed_to >= believed_from)
+    )""",
+    """CREATE INDEX IF NOT EXISTS relation_belief_relation ON {s}.relation_belief (relation_id, believed_from)
+        INCLUDE (believed_to, state)""",
+    """CREATE UNIQUE INDEX IF NOT EXISTS relation_belief_open ON {s}.relation_belief (relation_id) WHERE believed_to IS NULL""",
+    """CREATE TABLE IF NOT EXISTS {s}.entity_belief (
+        id bigserial PRIMARY KEY,
+        space text NOT NULL,
+        entity_id bigint NOT NULL,
+        believed_from timestamptz NOT NULL,
+        believed_to timestamptz,
+        CHECK (believed_to IS NULL OR believed_to >= believed_from)
+    )""",
+    """CREATE INDEX IF NOT EXISTS entity_belief_entity ON {s}.entity_belief (entity_id, believed_from) INCLUDE (believed_to)""",
+    """CREATE UNIQUE INDEX IF NOT EXISTS entity_belief_open ON {s}.entity_belief (entity_id) WHERE believed_to IS NULL""",
+    """CREATE TABLE IF NOT EXISTS {s}.documents_removed (
+        id bigint PRIMARY KEY,
+        space text NOT NULL,
+        doc_key text NOT NULL,
+        chunk_index integer NOT NULL,
+        title text NOT NULL,
+        source text NOT NULL,
+        doc_order integer NOT NULL,
+        text text NOT NULL,
+        content_hash text NOT NULL,
+        metadata jsonb NOT NULL DEFAULT '{{}}',
+        embedding vector,
+        embed_hash text,
+        embed_fallback text,
+        fallback_embedding vector,
+        entity_ids bigint[] NOT NULL DEFAULT '{{}}',
+        t_created timestamptz NOT NULL,
+        t_removed timestamptz NOT NULL DEFAULT now()
+    )""",
+    """CREATE INDEX IF NOT EXISTS documents_removed_belief ON {s}.documents_removed (space, t_created, t_removed)""",
+    """CREATE INDEX IF NOT EXISTS documents_removed_entities ON {s}.documents_removed USING gin (entity_ids)""",
+    # ---- migration: a realm built before the history reconstructs it once from the rows' stamps
+    """INSERT INTO {s}.relation_belief (space, relation_id, state, superseded_by, believed_from, believed_to)
+       SELECT r.space, r.id, 'current', NULL, COALESCE(r.t_created, '-infinity'),
+              CASE WHEN r.superseded_by IS NOT NULL OR r.dormant_since IS NOT NULL
+                   THEN greatest(COALESCE(r.t_created, '-infinity'),
+                                 least(COALESCE(r.t_expired, 'infinity'), COALESCE(r.dormant_since, 'infinity'))) END
+         FROM {s}.relations r
+        WHERE NOT EXISTS (SELECT 1 FROM {s}.relation_belief b WHERE b.relation_id = r.id)""",
+    """INSERT INTO {s}.relation_belief (space, relation_id, state, superseded_by, believed_from, believed_to)
+       SELECT r.space, r.id, 'superseded', r.superseded_by, b.believed_to,
+              CASE WHEN r.dormant_since IS NOT NULL THEN greatest(b.believed_to, r.dormant_since) END
+         FROM {s}.relations r JOIN {s}.relation_belief b ON b.relation_id = r.id
+        WHERE r.superseded_by IS NOT NULL AND b.state = 'current'
+          AND NOT EXISTS (SELECT 1 FROM {s}.relation_belief x WHERE x.relation_id = r.id AND x.state = 'superseded')""",
+    """INSERT INTO {s}.entity_belief (space, entity_id, believed_from, believed_to)
+       SELECT e.space, e.id, e.t_created, CASE WHEN e.dormant_since IS NOT NULL THEN greatest(e.t_created, e.dormant_since) END
+         FROM {s}.entities e
+        WHERE NOT EXISTS (SELECT 1 FROM {s}.entity_belief b WHERE b.entity_id = e.id)""",
+    """INSERT INTO {s}.belief_log (space, kind, object_id, event, at)
+       SELECT e.space, 'entity', e.id, 'created', e.t_created FROM {s}.entities e
+        WHERE NOT EXISTS (SELECT 1 FROM {s}.belief_log l WHERE l.kind = 'entity' AND l.object_id = e.id)""",
+    """INSERT INTO {s}.belief_log (space, kind, object_id, event, superseded_by, at)
+       SELECT r.space, 'relation', r.id, 'asserted', NULL, COALESCE(r.t_created, '-infinity') FROM {s}.relations r
+        WHERE NOT EXISTS (SELECT 1 FROM {s}.belief_log l WHERE l.kind = 'relation' AND l.object_id = r.id)""",
+    """INSERT INTO {s}.belief_log (space, kind, doc_key, event, at)
+       SELECT d.space, 'document', d.doc_key, 'added', min(d.t_created) FROM {s}.documents d
+        WHERE NOT EXISTS (SELECT 1 FROM {s}.belief_log l WHERE l.kind = 'document' AND l.space = d.space)
+        GROUP BY d.space, d.doc_key""",
+    # ---- relations: every change of belief state, set-based (statement triggers over transition tables)
+    """CREATE OR REPLACE FUNCTION {s}.relations_history_insert() RETURNS trigger LANGUAGE plpgsql AS $f$
+    BEGIN
+        INSERT INTO {s}.relation_belief (space, relation_id, state, superseded_by, believed_from)
+        SELECT n.space, n.id, """ + _RELATION_STATE.format(x="n") + """, n.superseded_by, now()
+          FROM new_rows n WHERE n.dormant_since IS NULL;
+        INSERT INTO {s}.belief_log (space, kind, object_id, event, superseded_by)
+        SELECT n.space, 'relation', n.id, 'asserted', n.superseded_by FROM new_rows n ORDER BY n.id;
+        RETURN NULL;
+    END $f$""",
+    """CREATE OR REPLACE FUNCTION {s}.relations_history_update() RETURNS trigger LANGUAGE plpgsql AS $f$
+    BEGIN
+        WITH """ + _RELATION_CHANGES + """
+        UPDATE {s}.relation_belief b SET believed_to = now() FROM c WHERE b.relation_id = c.id AND b.believed_to IS NULL;
+        WITH """ + _RELATION_CHANGES + """
+        INSERT INTO {s}.relation_belief (space, relation_id, state, superseded_by, believed_from)
+        SELECT c.space, c.id, c.s_new, CASE WHEN c.s_new = 'superseded' THEN c.by_new END, now()
+          FROM c WHERE c.s_new IS NOT NULL;
+        WITH """ + _RELATION_CHANGES + """
+        INSERT INTO {s}.belief_log (space, kind, object_id, event, superseded_by)
+        SELECT c.space, 'relation', c.id,
+               CASE WHEN c.s_new IS NULL THEN 'dormant' WHEN c.s_old IS NULL THEN 'revived'
+                    WHEN c.s_new = 'superseded' THEN 'superseded' ELSE 'restored' END,
+               CASE WHEN c.s_new = 'superseded' THEN c.by_new END
+          FROM c ORDER BY c.id;
+        RETURN NULL;
+    END $f$""",
+    """CREATE OR REPLACE FUNCTION {s}.relations_history_delete() RETURNS trigger LANGUAGE plpgsql AS $f$
+    BEGIN
+        INSERT INTO {s}.belief_log (space, kind, object_id, event) SELECT o.space, 'relation', o.id, 'deleted'
+          FROM old_rows o ORDER BY o.id;
+        RETURN NULL;
+    END $f$""",
+    # ---- entities: live = not dormant (archived entities are dormant too)
+    """CREATE OR REPLACE FUNCTION {s}.entities_history_insert() RETURNS trigger LANGUAGE plpgsql AS $f$
+    BEGIN
+        INSERT INTO {s}.entity_belief (space, entity_id, believed_from)
+        SELECT n.space, n.id, now() FROM new_rows n WHERE n.dormant_since IS NULL;
+        INSERT INTO {s}.belief_log (space, kind, object_id, event)
+        SELECT n.space, 'entity', n.id, 'created' FROM new_rows n ORDER BY n.id;
+        RETURN NULL;
+    END $f$""",
+    """CREATE OR REPLACE FUNCTION {s}.entities_history_update() RETURNS trigger LANGUAGE plpgsql AS $f$
+    BEGIN
+        WITH """ + _ENTITY_CHANGES + """
+        UPDATE {s}.entity_belief b SET believed_to = now() FROM c
+         WHERE b.entity_id = c.id AND b.believed_to IS NULL AND NOT c.live_new;
+        WITH """ + _ENTITY_CHANGES + """
+        INSERT INTO {s}.entity_belief (space, entity_id, believed_from)
+        SELECT c.space, c.id, now() FROM c WHERE c.live_new AND NOT c.live_old;
+        WITH """ + _ENTITY_CHANGES + """
+        INSERT INTO {s}.belief_log (space, kind, object_id, event) SELECT c.space, 'entity', c.id, c.event FROM c ORDER BY c.id;
+        RETURN NULL;
+    END $f$""",
+    """CREATE OR REPLACE FUNCTION {s}.entities_history_delete() RETURNS trigger LANGUAGE plpgsql AS $f$
+    BEGIN
+        INSERT INTO {s}.belief_log (space, kind, object_id, event) SELECT o.space, 'entity', o.id, 'deleted'
+          FROM old_rows o ORDER BY o.id;
+        RETURN NULL;
+    END $f$""",
+    # ---- chunks: a deleted chunk is archived with the entities it mentioned (unless explicitly forgotten)
+    """CREATE OR REPLACE FUNCTION {s}.documents_archive() RETURNS trigger LANGUAGE plpgsql AS $f$
+    BEGIN
+        IF COALESCE(current_setting('""" + FORGET_SETTING + """', true), '') <> 'on' THEN
+            INSERT INTO {s}.documents_removed (id, space, doc_key, chunk_index, title, source, doc_order, text,
+                                               content_hash, metadata, embedding, embed_hash, embed_fallback,
+                                               fallback_embedding, entity_ids, t_created)
+            VALUES (OLD.id, OLD.space, OLD.doc_key, OLD.chunk_index, OLD.title, OLD.source, OLD.doc_order, OLD.text,
+                    OLD.content_hash, OLD.metadata, OLD.embedding, OLD.embed_hash, OLD.embed_fallback,
+                    OLD.fallback_embedding,
+                    COALESCE((SELECT array_agg(m.entity_id ORDER BY m.entity_id) FROM {s}.doc_mentions m
+                               WHERE m.chunk_id = OLD.id), '{{}}'), OLD.t_created)
+            ON CONFLICT (id) DO NOTHING;
+        END IF;
+        RETURN OLD;
+    END $f$""",
+    # ---- the logs are append-only: only an open interval may be closed; only explicit deletion removes
+    """CREATE OR REPLACE FUNCTION {s}.history_append_only() RETURNS trigger LANGUAGE plpgsql AS $f$
+    BEGIN
+        IF TG_OP = 'UPDATE' AND TG_TABLE_NAME IN ('relation_belief', 'entity_belief')
+           AND OLD.believed_to IS NULL AND NEW.believed_to IS NOT NULL
+           AND (to_jsonb(NEW) - 'believed_to') = (to_jsonb(OLD) - 'believed_to') THEN
+            RETURN NEW;
+        END IF;
+        IF TG_OP = 'DELETE' AND COALESCE(current_setting('""" + FORGET_SETTING + """', true), '') = 'on' THEN
+            RETURN OLD;
+        END IF;
+        RAISE EXCEPTION 'the belief history is append-only: % on %.% refused', TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME
+            USING ERRCODE = 'insufficient_privilege';
+    END $f$""",
+)
+
+_TRIGGERS: tuple[tuple[str, str, str, str], ...] = (
+    # (trigger name, table, timing and event, function + transition tables)
+    ("relations_history_ins", "relations", "AFTER INSERT", "REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.relations_history_insert()"),
+    ("relations_history_upd", "relations", "AFTER UPDATE", "REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.relations_history_update()"),
+    ("relations_history_del", "relations", "AFTER DELETE", "REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.relations_history_delete()"),
+    ("entities_history_ins", "entities", "AFTER INSERT", "REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.entities_history_insert()"),
+    ("entities_history_upd", "entities", "AFTER UPDATE", "REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.entities_history_update()"),
+    ("entities_history_del", "entities", "AFTER DELETE", "REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.entities_history_delete()"),
+    ("documents_archive", "documents", "BEFORE DELETE", "FOR EACH ROW EXECUTE FUNCTION {s}.documents_archive()"),
+    ("belief_log_append_only", "belief_log", "BEFORE UPDATE OR DELETE", "FOR EACH ROW EXECUTE FUNCTION {s}.history_append_only()"),
+    ("relation_belief_append_only", "relation_belief", "BEFORE UPDATE OR DELETE", "FOR EACH ROW EXECUTE FUNCTION {s}.history_append_only()"),
+    ("entity_belief_append_only", "entity_belief", "BEFORE UPDATE OR DELETE", "FOR EACH ROW EXECUTE FUNCTION {s}.history_append_only()"),
+)
+
+
+def create_history(conn: psycopg.Connection, schema: str) -> None:
+    """Run :data:`HISTORY_DDL` and (re)create the triggers in realm schema ``schema``, inside the caller's
+    DDL transaction (:func:`pgrag_dag.store.schema.init_realm`). Idempotent: a realm built before the history
+    gets its intervals and log reconstructed once from the rows' ``t_created`` / ``t_expired`` /
+    ``dormant_since`` (relations without ``t_created`` are believed from ``-infinity``: always known, §5.3)."""
+    s = sql.Identifier(schema)
+    for stmt in HISTORY_DDL:
+        conn.execute(sql.SQL(stmt).format(s=s))  # type: ignore[arg-type]
+    for name, tab, when, rest in _TRIGGERS:
+        conn.execute(sql.SQL("DROP TRIGGER IF EXISTS {n} ON {s}.{t}").format(n=sql.Identifier(name), s=s, t=sql.Identifier(tab)))
+        conn.execute(sql.SQL("CREATE TRIGGER {n} " + when + " ON {s}.{t} " + rest).format(  # type: ignore[arg-type]
+            n=sql.Identifier(name), s=s, t=sql.Identifier(tab)))
+
+
+def log_documents(conn: psycopg.Connection, realm: str, space: str, events: Sequence[tuple[str, str]]) -> int:
+    """Append one ``belief_log`` row per ``(doc_key, event)`` (event in :data:`DOCUMENT_EVENTS`), in the
+    caller's transaction. Returns how many were written. Raises :class:`ValueError` for an unknown event."""
+    bad = sorted({e for _, e in events} - set(DOCUMENT_EVENTS))
+    if bad:
+        raise ValueError(f"unknown document event(s) {bad}; expected one of {DOCUMENT_EVENTS}")
+    if not events:
+        return 0
+    with conn.cursor() as cur:
+        cur.executemany(
+            sql.SQL("INSERT INTO {} (space, kind, doc_key, event) VALUES (%s, 'document', %s, %s)").format(_t(realm, "belief_log")),
+            [(space, k, e) for k, e in events])
+    return len(events)
+
+
+def _t(realm: str, table: str) -> sql.Composed:
+    return sql.SQL("{}.{}").format(sql.Identifier(schema_for(realm)), sql.Identifier(table))
+
+
+@contextmanager
+def forgetting(conn: psycopg.Connection) -> Iterator[None]:
+    """Inside the caller's transaction, allow explicit deletion to remove history rows and to delete chunks
+    without archiving them (``SET LOCAL`` :data:`FORGET_SETTING`); reset on exit. Never the default."""
+    conn.execute(sql.SQL("SELECT set_config({}, 'on', true)").format(sql.Literal(FORGET_SETTING)))
+    try:
+        yield
+    finally:
+        conn.execute(sql.SQL("SELECT set_config({}, '', true)").format(sql.Literal(FORGET_SETTING)))
