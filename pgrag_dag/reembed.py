@@ -100,7 +100,8 @@ def reembed_realm(engine: Engine, realm: str, *, force: bool = False, progress: 
         with locks.stage_locks(engine.dsn, realm, known, STAGE, wait_s=engine.settings.operations.lock_wait_s):
             with conn.transaction():  # one snapshot of every table
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                todo = {table: vectors.every_text(conn, realm, table) for table in schema.EMBEDDED_TABLES}
+                todo = {table: vectors.every_text(conn, realm, table)
+                        for table in schema.EMBEDDED_TABLES + schema.ARCHIVE_TABLES}
             t_embed = time.perf_counter()
             by_text = embed_distinct(embedder, [t for rows in todo.values() for _, t, _ in rows],
                                       batch_size=batch_size or engine.settings.embedding.batch_size, progress=progress)

@@ -239,10 +239,11 @@ def test_belief_before_a_supersession_restores_the_superseded_edge(
     assert ("Ada Lovelace", "enemy_of", "Bob") in now and ("Ada Lovelace", "ally_of", "Bob") not in now
 
     then = _ask(pg_dsn, realm, as_believed_at="2015-01-01")
-    assert ("Ada Lovelace", "ally_of", "Bob") in _triples(then)  # superseded_by is set now, t_expired > T
+    assert ("Ada Lovelace", "ally_of", "Bob") in _triples(then)  # superseded since, but current at T
     assert ("Ada Lovelace", "enemy_of", "Bob") not in _triples(then)  # t_created after T
     ally = next(r for r in then.relations if r["predicate"] == "ally_of")
-    assert ally["superseded_by"] is not None and ally["superseded"] is False
+    # as the graph stood at T (issue 14): not superseded then, so no superseder and no t_expired yet
+    assert ally["superseded_by"] is None and ally["t_expired"] is None and ally["superseded"] is False
     assert "(Ada Lovelace) --[ally_of]--> (Bob)" in then.context
     assert "[superseded]" not in then.context  # at T it was current
 

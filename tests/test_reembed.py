@@ -98,12 +98,14 @@ def test_reembed_switches_every_vector_column_and_index_to_the_new_width(indexed
     result = reembed_realm(narrow, realm, progress=lambda done, total: seen.append((done, total)), batch_size=5)
 
     assert result["reembedded"] and result["from"] == "hashing-sha256 (384)" and result["to"] == "hashing-sha256 (64)"
-    assert result["rows"] == {t: len(before[t]) for t in EMBEDDED_TABLES} and result["spaces"] == ["main"]
+    # nothing was removed from the space, so the archive of removed chunks has no row to re-embed
+    assert result["rows"] == {**{t: len(before[t]) for t in EMBEDDED_TABLES}, "documents_removed": 0}
+    assert result["spaces"] == ["main"]
     total = result["texts"]
     assert seen[0] == (0, total) and seen[-1] == (total, total) and len(seen) == 1 + -(-total // 5)
     assert _registry(dsn, realm) == ("hashing-sha256", 64, "symmetric")
     snap = _snapshot(dsn, realm)
-    assert snap["columns"] == [(t, "vector(64)") for t in sorted(EMBEDDED_TABLES)]
+    assert snap["columns"] == [(t, "vector(64)") for t in sorted((*EMBEDDED_TABLES, "documents_removed"))]
     assert [name for name, _ in snap["indexes"]] == sorted(f"{t}_embedding_hnsw" for t in EMBEDDED_TABLES)
     assert all(f"{t}_embedding_hnsw" in plan for t, plan in _hnsw_plans(dsn, realm, 64).items())
     reference = HashingEmbedder(64)

@@ -18,6 +18,11 @@ Belief time is kept as history, never rewritten. Three tables per realm schema, 
   with its text, vector, ``t_created``, ``t_removed`` and the entities it mentioned (``entity_ids``), so a
   belief-time read can return the chunks the system had at that instant.
 
+Each change is stamped with the row's own stamp for it — ``t_created`` for an assertion (none: believed
+from ``-infinity``, always known, §5.3), ``t_expired`` for a supersession, ``dormant_since`` /
+``archived_at`` for dormancy and archiving — and ``now()`` for a restoration or revival; the engine writes
+every stamp as ``now()``, so in practice each is the writing transaction's database clock.
+
 The logs and intervals are written by statement-level triggers on ``relations`` and ``entities`` (and a
 row trigger archiving deleted chunks), so no write path can change a belief state without recording it,
 and an UPDATE that leaves the state as it was records nothing (re-indexing unchanged input moves nothing).
@@ -52,7 +57,9 @@ _RELATION_STATE = "CASE WHEN {x}.dormant_since IS NOT NULL THEN NULL WHEN {x}.su
 # a relation's state is NULL (dormant: not in the graph), 'superseded' or 'current'; a change of superseder counts.
 _RELATION_CHANGES = """c AS (
             SELECT n.id, n.space, (""" + _RELATION_STATE.format(x="o") + """) AS s_old,
-                   (""" + _RELATION_STATE.format(x="n") + """) AS s_new, n.superseded_by AS by_new
+                   (""" + _RELATION_STATE.format(x="n") + """) AS s_new, n.superseded_by AS by_new,
+                   CASE WHEN n.dormant_since IS NOT NULL THEN n.dormant_since
+                        WHEN n.superseded_by IS NOT NULL THEN COALESCE(n.t_expired, now()) ELSE now() END AS at
               FROM old_rows o JOIN new_rows n ON n.id = o.id
              WHERE (""" + _RELATION_STATE.format(x="o") + """) IS DISTINCT FROM (""" + _RELATION_STATE.format(x="n") + """)
                 OR (n.dormant_since IS NULL AND n.superseded_by IS NOT NULL AND o.superseded_by IS DISTINCT FROM n.superseded_by))"""
@@ -60,9 +67,52 @@ _ENTITY_CHANGES = """c AS (
             SELECT n.id, n.space, o.dormant_since IS NULL AS live_old, n.dormant_since IS NULL AS live_new,
                    CASE WHEN o.archived_at IS NULL AND n.archived_at IS NOT NULL THEN 'archived'
                         WHEN o.archived_at IS NOT NULL AND n.archived_at IS NULL THEN 'unarchived'
-                        WHEN n.dormant_since IS NULL THEN 'revived' ELSE 'dormant' END AS event
+                        WHEN n.dormant_since IS NULL THEN 'revived' ELSE 'dormant' END AS event,
+                   CASE WHEN n.dormant_since IS NULL THEN now() ELSE COALESCE(n.archived_at, n.dormant_since) END AS at
               FROM old_rows o JOIN new_rows n ON n.id = o.id
              WHERE (o.dormant_since IS NULL) <> (n.dormant_since IS NULL) OR (o.archived_at IS NULL) <> (n.archived_at IS NULL))"""
+
+def _relation_from_stamps(rows: str) -> tuple[str, ...]:
+    """The history of relation ``rows`` (a table or transition table, aliased ``n``) reconstructed from
+    their stamps: current from ``t_created`` (none: ``-infinity``) until ``t_expired`` (superseded;
+    none: ``t_created``) or ``dormant_since``; superseded from then until ``dormant_since``. Used for
+    realms built before the history (``rows`` then selects those with no ``belief_log`` row yet, so the
+    log, written last, marks them done) and for every INSERT (the engine inserts current rows only)."""
+    born = "COALESCE(n.t_created, '-infinity')"
+    expired = f"greatest({born}, COALESCE(n.t_expired, n.t_created, '-infinity'))"
+    ended = f"CASE WHEN n.superseded_by IS NOT NULL THEN {expired} WHEN n.dormant_since IS NOT NULL THEN greatest({born}, n.dormant_since) END"
+    return (
+        f"""INSERT INTO {{s}}.relation_belief (space, relation_id, state, superseded_by, believed_from, believed_to)
+            SELECT n.space, n.id, 'current', NULL, {born}, {ended} FROM {rows} AS n""",
+        f"""INSERT INTO {{s}}.relation_belief (space, relation_id, state, superseded_by, believed_from, believed_to)
+            SELECT n.space, n.id, 'superseded', n.superseded_by, {expired},
+                   CASE WHEN n.dormant_since IS NOT NULL THEN greatest({expired}, n.dormant_since) END
+              FROM {rows} AS n WHERE n.superseded_by IS NOT NULL""",
+        f"""INSERT INTO {{s}}.belief_log (space, kind, object_id, event, superseded_by, at)
+            SELECT space, 'relation', id, event, sup, at FROM (
+                SELECT n.space, n.id, 'asserted' AS event, NULL::bigint AS sup, {born} AS at, 0 AS k FROM {rows} AS n
+                UNION ALL SELECT n.space, n.id, 'superseded', n.superseded_by, {expired}, 1 FROM {rows} AS n
+                 WHERE n.superseded_by IS NOT NULL
+                UNION ALL SELECT n.space, n.id, 'dormant', NULL, greatest({born}, n.dormant_since), 2 FROM {rows} AS n
+                 WHERE n.dormant_since IS NOT NULL) x ORDER BY id, k""",
+    )
+
+
+def _entity_from_stamps(rows: str) -> tuple[str, ...]:
+    """The history of entity ``rows`` (aliased ``n``) from their stamps: live from ``t_created`` until
+    ``dormant_since``; ``created`` (and ``dormant``/``archived``) logged."""
+    return (
+        f"""INSERT INTO {{s}}.entity_belief (space, entity_id, believed_from, believed_to)
+            SELECT n.space, n.id, n.t_created, CASE WHEN n.dormant_since IS NOT NULL THEN greatest(n.t_created, n.dormant_since) END
+              FROM {rows} AS n""",
+        f"""INSERT INTO {{s}}.belief_log (space, kind, object_id, event, at)
+            SELECT space, 'entity', id, event, at FROM (
+                SELECT n.space, n.id, 'created' AS event, n.t_created AS at, 0 AS k FROM {rows} AS n
+                UNION ALL SELECT n.space, n.id, CASE WHEN n.archived_at IS NOT NULL THEN 'archived' ELSE 'dormant' END,
+                                 greatest(n.t_created, n.dormant_since), 1 FROM {rows} AS n WHERE n.dormant_since IS NOT NULL
+            ) x ORDER BY id, k""",
+    )
+
 
 # Each entry is one statement (function bodies contain semicolons); {s} is the realm schema.
 HISTORY_DDL: tuple[str, ...] = (
@@ -115,7 +165,7 @@ HISTORY_DDL: tuple[str, ...] = (
         text text NOT NULL,
         content_hash text NOT NULL,
         metadata jsonb NOT NULL DEFAULT '{{}}',
-        embedding vector,
+        embedding {v},
         embed_hash text,
         embed_fallback text,
         fallback_embedding vector,
@@ -126,29 +176,10 @@ HISTORY_DDL: tuple[str, ...] = (
     """CREATE INDEX IF NOT EXISTS documents_removed_belief ON {s}.documents_removed (space, t_created, t_removed)""",
     """CREATE INDEX IF NOT EXISTS documents_removed_entities ON {s}.documents_removed USING gin (entity_ids)""",
     # ---- migration: a realm built before the history reconstructs it once from the rows' stamps
-    """INSERT INTO {s}.relation_belief (space, relation_id, state, superseded_by, believed_from, believed_to)
-       SELECT r.space, r.id, 'current', NULL, COALESCE(r.t_created, '-infinity'),
-              CASE WHEN r.superseded_by IS NOT NULL OR r.dormant_since IS NOT NULL
-                   THEN greatest(COALESCE(r.t_created, '-infinity'),
-                                 least(COALESCE(r.t_expired, 'infinity'), COALESCE(r.dormant_since, 'infinity'))) END
-         FROM {s}.relations r
-        WHERE NOT EXISTS (SELECT 1 FROM {s}.relation_belief b WHERE b.relation_id = r.id)""",
-    """INSERT INTO {s}.relation_belief (space, relation_id, state, superseded_by, believed_from, believed_to)
-       SELECT r.space, r.id, 'superseded', r.superseded_by, b.believed_to,
-              CASE WHEN r.dormant_since IS NOT NULL THEN greatest(b.believed_to, r.dormant_since) END
-         FROM {s}.relations r JOIN {s}.relation_belief b ON b.relation_id = r.id
-        WHERE r.superseded_by IS NOT NULL AND b.state = 'current'
-          AND NOT EXISTS (SELECT 1 FROM {s}.relation_belief x WHERE x.relation_id = r.id AND x.state = 'superseded')""",
-    """INSERT INTO {s}.entity_belief (space, entity_id, believed_from, believed_to)
-       SELECT e.space, e.id, e.t_created, CASE WHEN e.dormant_since IS NOT NULL THEN greatest(e.t_created, e.dormant_since) END
-         FROM {s}.entities e
-        WHERE NOT EXISTS (SELECT 1 FROM {s}.entity_belief b WHERE b.entity_id = e.id)""",
-    """INSERT INTO {s}.belief_log (space, kind, object_id, event, at)
-       SELECT e.space, 'entity', e.id, 'created', e.t_created FROM {s}.entities e
-        WHERE NOT EXISTS (SELECT 1 FROM {s}.belief_log l WHERE l.kind = 'entity' AND l.object_id = e.id)""",
-    """INSERT INTO {s}.belief_log (space, kind, object_id, event, superseded_by, at)
-       SELECT r.space, 'relation', r.id, 'asserted', NULL, COALESCE(r.t_created, '-infinity') FROM {s}.relations r
-        WHERE NOT EXISTS (SELECT 1 FROM {s}.belief_log l WHERE l.kind = 'relation' AND l.object_id = r.id)""",
+    *_relation_from_stamps("(SELECT * FROM {s}.relations r WHERE NOT EXISTS (SELECT 1 FROM {s}.belief_log l"
+                           " WHERE l.kind = 'relation' AND l.object_id = r.id))"),
+    *_entity_from_stamps("(SELECT * FROM {s}.entities e WHERE NOT EXISTS (SELECT 1 FROM {s}.belief_log l"
+                         " WHERE l.kind = 'entity' AND l.object_id = e.id))"),
     """INSERT INTO {s}.belief_log (space, kind, doc_key, event, at)
        SELECT d.space, 'document', d.doc_key, 'added', min(d.t_created) FROM {s}.documents d
         WHERE NOT EXISTS (SELECT 1 FROM {s}.belief_log l WHERE l.kind = 'document' AND l.space = d.space)
@@ -156,27 +187,25 @@ HISTORY_DDL: tuple[str, ...] = (
     # ---- relations: every change of belief state, set-based (statement triggers over transition tables)
     """CREATE OR REPLACE FUNCTION {s}.relations_history_insert() RETURNS trigger LANGUAGE plpgsql AS $f$
     BEGIN
-        INSERT INTO {s}.relation_belief (space, relation_id, state, superseded_by, believed_from)
-        SELECT n.space, n.id, """ + _RELATION_STATE.format(x="n") + """, n.superseded_by, now()
-          FROM new_rows n WHERE n.dormant_since IS NULL;
-        INSERT INTO {s}.belief_log (space, kind, object_id, event, superseded_by)
-        SELECT n.space, 'relation', n.id, 'asserted', n.superseded_by FROM new_rows n ORDER BY n.id;
+        """ + ";\n        ".join(_relation_from_stamps("new_rows")) + """;
         RETURN NULL;
     END $f$""",
     """CREATE OR REPLACE FUNCTION {s}.relations_history_update() RETURNS trigger LANGUAGE plpgsql AS $f$
     BEGIN
         WITH """ + _RELATION_CHANGES + """
-        UPDATE {s}.relation_belief b SET believed_to = now() FROM c WHERE b.relation_id = c.id AND b.believed_to IS NULL;
+        UPDATE {s}.relation_belief b SET believed_to = greatest(b.believed_from, c.at)
+          FROM c WHERE b.relation_id = c.id AND b.believed_to IS NULL;
         WITH """ + _RELATION_CHANGES + """
         INSERT INTO {s}.relation_belief (space, relation_id, state, superseded_by, believed_from)
-        SELECT c.space, c.id, c.s_new, CASE WHEN c.s_new = 'superseded' THEN c.by_new END, now()
+        SELECT c.space, c.id, c.s_new, CASE WHEN c.s_new = 'superseded' THEN c.by_new END,
+               greatest(c.at, (SELECT max(x.believed_from) FROM {s}.relation_belief x WHERE x.relation_id = c.id))
           FROM c WHERE c.s_new IS NOT NULL;
         WITH """ + _RELATION_CHANGES + """
-        INSERT INTO {s}.belief_log (space, kind, object_id, event, superseded_by)
+        INSERT INTO {s}.belief_log (space, kind, object_id, event, superseded_by, at)
         SELECT c.space, 'relation', c.id,
                CASE WHEN c.s_new IS NULL THEN 'dormant' WHEN c.s_old IS NULL THEN 'revived'
                     WHEN c.s_new = 'superseded' THEN 'superseded' ELSE 'restored' END,
-               CASE WHEN c.s_new = 'superseded' THEN c.by_new END
+               CASE WHEN c.s_new = 'superseded' THEN c.by_new END, c.at
           FROM c ORDER BY c.id;
         RETURN NULL;
     END $f$""",
@@ -189,22 +218,21 @@ HISTORY_DDL: tuple[str, ...] = (
     # ---- entities: live = not dormant (archived entities are dormant too)
     """CREATE OR REPLACE FUNCTION {s}.entities_history_insert() RETURNS trigger LANGUAGE plpgsql AS $f$
     BEGIN
-        INSERT INTO {s}.entity_belief (space, entity_id, believed_from)
-        SELECT n.space, n.id, now() FROM new_rows n WHERE n.dormant_since IS NULL;
-        INSERT INTO {s}.belief_log (space, kind, object_id, event)
-        SELECT n.space, 'entity', n.id, 'created' FROM new_rows n ORDER BY n.id;
+        """ + ";\n        ".join(_entity_from_stamps("new_rows")) + """;
         RETURN NULL;
     END $f$""",
     """CREATE OR REPLACE FUNCTION {s}.entities_history_update() RETURNS trigger LANGUAGE plpgsql AS $f$
     BEGIN
         WITH """ + _ENTITY_CHANGES + """
-        UPDATE {s}.entity_belief b SET believed_to = now() FROM c
+        UPDATE {s}.entity_belief b SET believed_to = greatest(b.believed_from, c.at) FROM c
          WHERE b.entity_id = c.id AND b.believed_to IS NULL AND NOT c.live_new;
         WITH """ + _ENTITY_CHANGES + """
         INSERT INTO {s}.entity_belief (space, entity_id, believed_from)
-        SELECT c.space, c.id, now() FROM c WHERE c.live_new AND NOT c.live_old;
+        SELECT c.space, c.id, greatest(c.at, (SELECT max(x.believed_to) FROM {s}.entity_belief x WHERE x.entity_id = c.id))
+          FROM c WHERE c.live_new AND NOT c.live_old;
         WITH """ + _ENTITY_CHANGES + """
-        INSERT INTO {s}.belief_log (space, kind, object_id, event) SELECT c.space, 'entity', c.id, c.event FROM c ORDER BY c.id;
+        INSERT INTO {s}.belief_log (space, kind, object_id, event, at)
+        SELECT c.space, 'entity', c.id, c.event, c.at FROM c ORDER BY c.id;
         RETURN NULL;
     END $f$""",
     """CREATE OR REPLACE FUNCTION {s}.entities_history_delete() RETURNS trigger LANGUAGE plpgsql AS $f$
@@ -233,7 +261,7 @@ HISTORY_DDL: tuple[str, ...] = (
     """CREATE OR REPLACE FUNCTION {s}.history_append_only() RETURNS trigger LANGUAGE plpgsql AS $f$
     BEGIN
         IF TG_OP = 'UPDATE' AND TG_TABLE_NAME IN ('relation_belief', 'entity_belief')
-           AND OLD.believed_to IS NULL AND NEW.believed_to IS NOT NULL
+           AND (to_jsonb(OLD) ->> 'believed_to') IS NULL AND (to_jsonb(NEW) ->> 'believed_to') IS NOT NULL
            AND (to_jsonb(NEW) - 'believed_to') = (to_jsonb(OLD) - 'believed_to') THEN
             RETURN NEW;
         END IF;
@@ -260,14 +288,16 @@ _TRIGGERS: tuple[tuple[str, str, str, str], ...] = (
 )
 
 
-def create_history(conn: psycopg.Connection, schema: str) -> None:
-    """Run :data:`HISTORY_DDL` and (re)create the triggers in realm schema ``schema``, inside the caller's
+def create_history(conn: psycopg.Connection, schema: str, vector_type: sql.Composable) -> None:
+    """Run :data:`HISTORY_DDL` and (re)create the triggers in realm schema ``schema`` (``vector_type``: the
+    realm's ``vector(d)``, the archived chunks' embedding column — :data:`pgrag_dag.store.schema.ARCHIVE_TABLES`
+    are retyped and re-embedded with the realm's vectors), inside the caller's
     DDL transaction (:func:`pgrag_dag.store.schema.init_realm`). Idempotent: a realm built before the history
     gets its intervals and log reconstructed once from the rows' ``t_created`` / ``t_expired`` /
     ``dormant_since`` (relations without ``t_created`` are believed from ``-infinity``: always known, §5.3)."""
     s = sql.Identifier(schema)
     for stmt in HISTORY_DDL:
-        conn.execute(sql.SQL(stmt).format(s=s))  # type: ignore[arg-type]
+        conn.execute(sql.SQL(stmt).format(s=s, v=vector_type))  # type: ignore[arg-type]
     for name, tab, when, rest in _TRIGGERS:
         conn.execute(sql.SQL("DROP TRIGGER IF EXISTS {n} ON {s}.{t}").format(n=sql.Identifier(name), s=s, t=sql.Identifier(tab)))
         conn.execute(sql.SQL("CREATE TRIGGER {n} " + when + " ON {s}.{t} " + rest).format(  # type: ignore[arg-type]

@@ -82,11 +82,12 @@ class Temporal:
     Attributes:
         as_of: valid time — keep relations whose validity interval overlaps this date's interval
             (:func:`as_of_bounds`); undated relations always match. ``None``: no valid-time filter.
-        believed_at: belief time — keep relations created at or before it (or with no
-            ``t_created``: always known) and, unless ``include_superseded``, not retracted by it
-            (``t_expired`` null or later). Chunks and seed entities created after it are not read.
+        believed_at: belief time — read the graph as it stood at that instant (issue 14): relations,
+            entities and chunks from the append-only history (:func:`relation_filter`,
+            :func:`entity_live`, :func:`chunks_read`), superseded relations excluded unless
+            ``include_superseded``. A relation from before the history with no ``t_created`` is always known.
         include_superseded: keep superseded relations too. Without ``believed_at`` a relation is
-            superseded when ``superseded_by`` is set; with it, when ``t_expired <= believed_at``.
+            superseded when ``superseded_by`` is set; with it, when it was superseded at ``believed_at``.
     """
 
     as_of: str | None = None
@@ -109,30 +110,50 @@ CURRENT = Temporal()
 """No valid-time or belief-time filter; superseded relations excluded (the default)."""
 
 
-def relation_filter(alias: str, temporal: Temporal = CURRENT, *, typed: bool = False) -> sql.Composable:
+def relation_filter(alias: str, temporal: Temporal = CURRENT, *, typed: bool = False, realm: str | None = None) -> sql.Composable:
     """The predicate a relation row ``alias`` must satisfy to be read at all (§5.2–5.4, §5.5, §7.2).
 
-    Never dormant; valid at ``as_of`` when set — ``(valid_from_key IS NULL OR valid_from_key <=
-    upper) AND (valid_to_key IS NULL OR valid_to_key >= lower)``; believed at ``believed_at`` when
-    set — ``(t_created IS NULL OR t_created <= T) AND (t_expired IS NULL OR t_expired > T)``, the
-    second term dropped with ``include_superseded``; otherwise ``superseded_by IS NULL`` unless
-    ``include_superseded``. With ``typed``, also ``lower(predicate) = ANY(%(relation_types)s)`` (a
-    relation-type restriction). Refers to the parameters of :func:`scope_params`.
+    Valid at ``as_of`` when set — ``(valid_from_key IS NULL OR valid_from_key <= upper) AND
+    (valid_to_key IS NULL OR valid_to_key >= lower)``. Present time (no ``believed_at``): never dormant,
+    and ``superseded_by IS NULL`` unless ``include_superseded`` — the row's own columns, which the
+    covering partial indexes of the walk hold. Belief time (``believed_at`` = T, issue 14): from the
+    append-only history — an interval of ``relation_belief`` covers T (``believed_from <= T <
+    believed_to``, open intervals unbounded) with ``state = 'current'`` (any state with
+    ``include_superseded``), so an edge current at T is read even if it is dormant, its document removed,
+    or superseded again since; ``realm`` is then required. With ``typed``, also ``lower(predicate) =
+    ANY(%(relation_types)s)``. Refers to the parameters of :func:`scope_params`.
+
+    Raises:
+        QueryError: ``believed_at`` set without ``realm``.
     """
     r = sql.Identifier(alias)
-    terms = ["{r}.dormant_since IS NULL"]
-    if typed:
-        terms.append("lower({r}.predicate) = ANY(%(relation_types)s)")
-    if temporal.as_of is not None:
-        terms += ["({r}.valid_from_key IS NULL OR {r}.valid_from_key <= %(as_of_hi)s)",
-                  "({r}.valid_to_key IS NULL OR {r}.valid_to_key >= %(as_of_lo)s)"]
-    if temporal.believed_at is not None:
-        terms.append("({r}.t_created IS NULL OR {r}.t_created <= %(believed_at)s)")
+    terms: list[sql.Composable] = []
+    if temporal.believed_at is None:
+        terms.append(sql.SQL("{r}.dormant_since IS NULL").format(r=r))
         if not temporal.include_superseded:
-            terms.append("({r}.t_expired IS NULL OR {r}.t_expired > %(believed_at)s)")
-    elif not temporal.include_superseded:
-        terms.append("{r}.superseded_by IS NULL")
-    return sql.SQL(" AND ".join(terms)).format(r=r)
+            terms.append(sql.SQL("{r}.superseded_by IS NULL").format(r=r))
+    else:
+        terms.append(sql.SQL("EXISTS ({})").format(_belief_interval(alias, temporal, realm, "1")))
+    if typed:
+        terms.append(sql.SQL("lower({r}.predicate) = ANY(%(relation_types)s)").format(r=r))
+    if temporal.as_of is not None:
+        terms += [sql.SQL("({r}.valid_from_key IS NULL OR {r}.valid_from_key <= %(as_of_hi)s)").format(r=r),
+                  sql.SQL("({r}.valid_to_key IS NULL OR {r}.valid_to_key >= %(as_of_lo)s)").format(r=r)]
+    return sql.SQL(" AND ").join(terms)
+
+
+def _belief_interval(alias: str, temporal: Temporal, realm: str | None, what: str, *,
+                     state: str | None = None) -> sql.Composable:
+    """``SELECT what FROM relation_belief b`` for relation ``alias``'s interval covering ``believed_at``
+    (restricted to ``state``, or to ``current`` unless ``include_superseded``)."""
+    if realm is None:
+        raise QueryError("a belief-time read needs the realm (relation_filter(..., realm=...))")
+    if state is None and not temporal.include_superseded:
+        state = "current"
+    return sql.SQL("""SELECT {what} FROM {h} AS b WHERE b.relation_id = {r}.id AND b.believed_from <= %(believed_at)s
+                        AND (b.believed_to IS NULL OR b.believed_to > %(believed_at)s){state} LIMIT 1""").format(
+        what=sql.SQL(what), h=table(realm, "relation_belief"), r=sql.Identifier(alias),  # type: ignore[arg-type]
+        state=sql.SQL("") if state is None else sql.SQL(" AND b.state = {}").format(sql.Literal(state)))
 
 
 def scope_params(temporal: Temporal, relation_types: Sequence[str] | None = None) -> dict[str, Any]:
@@ -141,13 +162,73 @@ def scope_params(temporal: Temporal, relation_types: Sequence[str] | None = None
     return {**temporal.params(), "relation_types": types}
 
 
-def superseded_expr(alias: str, temporal: Temporal = CURRENT) -> sql.Composable:
-    """Whether relation ``alias`` is superseded in the state being read: at ``believed_at`` when set
-    (``t_expired <= T``: belief in it had been retracted by then), else now (``superseded_by`` set)."""
-    r = sql.Identifier(alias)
+def superseded_expr(alias: str, temporal: Temporal = CURRENT, *, realm: str | None = None) -> sql.Composable:
+    """Whether relation ``alias`` is superseded in the state being read: at ``believed_at`` when set (its
+    history interval covering T has ``state = 'superseded'``; ``realm`` required), else now
+    (``superseded_by`` set)."""
     if temporal.believed_at is not None:
-        return sql.SQL("({r}.t_expired IS NOT NULL AND {r}.t_expired <= %(believed_at)s)").format(r=r)
-    return sql.SQL("({r}.superseded_by IS NOT NULL)").format(r=r)
+        return sql.SQL("EXISTS ({})").format(_belief_interval(alias, temporal, realm, "1", state="superseded"))
+    return sql.SQL("({r}.superseded_by IS NOT NULL)").format(r=sql.Identifier(alias))
+
+
+def belief_columns(alias: str, temporal: Temporal = CURRENT, *, realm: str | None = None) -> sql.Composable:
+    """``t_expired, superseded_by, superseded`` of relation ``alias`` in the state being read: the row's
+    own now; at ``believed_at`` the history's — ``superseded_by`` of the superseded interval covering T,
+    ``t_expired`` its start (when belief in the edge had been retracted), both ``NULL`` for an edge
+    current at T (even if superseded now)."""
+    r = sql.Identifier(alias)
+    if temporal.believed_at is None:
+        return sql.SQL("{r}.t_expired, {r}.superseded_by, {sup} AS superseded").format(
+            r=r, sup=superseded_expr(alias, temporal))
+    return sql.SQL("({t}) AS t_expired, ({by}) AS superseded_by, {sup} AS superseded").format(
+        t=_belief_interval(alias, temporal, realm, "b.believed_from", state="superseded"),
+        by=_belief_interval(alias, temporal, realm, "b.superseded_by", state="superseded"),
+        sup=superseded_expr(alias, temporal, realm=realm))
+
+
+def entity_live(alias: str, temporal: Temporal = CURRENT, *, realm: str | None = None) -> sql.Composable:
+    """Entity ``alias`` is live in the state being read: not dormant now (``dormant_since IS NULL``, which
+    archived entities also fail); at ``believed_at`` (issue 14) an ``entity_belief`` interval covers T —
+    live then, whether dormant or archived now. ``realm`` is required for a belief-time read.
+
+    Raises:
+        QueryError: ``believed_at`` set without ``realm``.
+    """
+    e = sql.Identifier(alias)
+    if temporal.believed_at is None:
+        return sql.SQL("{e}.dormant_since IS NULL").format(e=e)
+    if realm is None:
+        raise QueryError("a belief-time read needs the realm (entity_live(..., realm=...))")
+    return sql.SQL("""EXISTS (SELECT 1 FROM {h} AS eb WHERE eb.entity_id = {e}.id AND eb.believed_from <= %(believed_at)s
+                               AND (eb.believed_to IS NULL OR eb.believed_to > %(believed_at)s))""").format(
+        h=table(realm, "entity_belief"), e=e)
+
+
+def chunks_read(realm: str, temporal: Temporal = CURRENT) -> sql.Composable:
+    """The chunk rows a read sees, as a relation to alias: the ``documents`` table now; at ``believed_at``
+    (issue 14) also the chunks removed since T (``documents_removed`` with ``t_removed > T``: a document
+    replaced or deleted after T is read as it was). Columns: ``id, space, doc_key, title, chunk_index,
+    doc_order, text, t_created, embedding, search_tsv``; pair with :func:`created_by` for ``t_created <= T``."""
+    if temporal.believed_at is None:
+        return table(realm, "documents")
+    return sql.SQL("""(SELECT id, space, doc_key, title, chunk_index, doc_order, text, t_created, embedding, search_tsv
+                          FROM {d}
+                        UNION ALL
+                        SELECT id, space, doc_key, title, chunk_index, doc_order, text, t_created, embedding,
+                               to_tsvector('english', title || ' ' || text)
+                          FROM {x} WHERE t_removed > %(believed_at)s)""").format(
+        d=table(realm, "documents"), x=table(realm, "documents_removed"))
+
+
+def mentions_read(realm: str, temporal: Temporal = CURRENT) -> sql.Composable:
+    """The ``(space, chunk_id, entity_id)`` mention edges a read sees: ``doc_mentions`` now; at
+    ``believed_at`` also those of the chunks removed since T (kept in ``documents_removed.entity_ids``)."""
+    if temporal.believed_at is None:
+        return table(realm, "doc_mentions")
+    return sql.SQL("""(SELECT space, chunk_id, entity_id FROM {m}
+                        UNION ALL
+                        SELECT x.space, x.id, unnest(x.entity_ids) FROM {x} AS x WHERE x.t_removed > %(believed_at)s)""").format(
+        m=table(realm, "doc_mentions"), x=table(realm, "documents_removed"))
 
 
 def created_by(alias: str, temporal: Temporal) -> sql.Composable:
@@ -240,7 +321,8 @@ def entity_search(
 ) -> list[Row]:
     """The ``k`` non-dormant entities nearest ``qvec`` (shape ``(dim,)``) in ``space`` (§7.2 seeds).
 
-    With ``temporal.believed_at`` only entities created at or before it can seed (§5.3).
+    With ``temporal.believed_at`` only entities live at that instant can seed (§5.3; their
+    ``entity_belief`` interval covers it, whether dormant or archived now).
     Rows: ``id, space, name, entity_type, description, distance, score``, nearest first.
     """
     if k <= 0:
@@ -249,11 +331,11 @@ def entity_search(
         WITH hits AS MATERIALIZED (
             SELECT e.id, e.space, e.name, e.entity_type, e.description, {dist} AS distance
               FROM {e} AS e
-             WHERE {in_space} AND e.dormant_since IS NULL AND e.embedding IS NOT NULL AND {known}
+             WHERE {in_space} AND {live} AND e.embedding IS NOT NULL
              ORDER BY {dist}
              LIMIT %(k)s)
         SELECT *, 1 - distance AS score FROM hits ORDER BY distance, id""").format(
-        e=table(realm, "entities"), in_space=in_space("e", space), known=created_by("e", temporal),
+        e=table(realm, "entities"), in_space=in_space("e", space), live=entity_live("e", temporal, realm=realm),
         dist=distance("e", len(qvec)),
     )
     return fetch(conn, query, {"q": qvec, "k": k, "space": space, **temporal.params()}, vector=True)
@@ -264,8 +346,9 @@ def chunk_search(
 ) -> list[Row]:
     """The ``k`` embedded chunks nearest ``qvec`` (shape ``(dim,)``) in ``space``.
 
-    With ``temporal.believed_at`` only chunks indexed at or before it (``t_created``) are searched
-    (§5.3). Rows: ``id, space, doc_key, title, chunk_index, text, t_created, distance, score``,
+    With ``temporal.believed_at`` only the chunks the system had at that instant are searched (§5.3:
+    indexed at or before it, and not removed by then — a chunk removed since is read from the archive,
+    :func:`chunks_read`). Rows: ``id, space, doc_key, title, chunk_index, text, t_created, distance, score``,
     nearest first. Chunks not yet embedded are never returned by this search (mention expansion can
     still reach them).
     """
@@ -280,7 +363,7 @@ def chunk_search(
              ORDER BY {dist}
              LIMIT %(k)s)
         SELECT *, 1 - distance AS score FROM hits ORDER BY distance, id""").format(
-        d=table(realm, "documents"), in_space=in_space("d", space), known=created_by("d", temporal),
+        d=chunks_read(realm, temporal), in_space=in_space("d", space), known=created_by("d", temporal),
         dist=distance("d", len(qvec)),
     )
     return fetch(conn, query, {"q": qvec, "k": k, "space": space, **temporal.params()}, vector=True)
@@ -313,7 +396,7 @@ def chunk_fulltext(
              ORDER BY score DESC, d.id
              LIMIT %(k)s)
         SELECT * FROM hits ORDER BY score DESC, id""").format(
-        d=table(realm, "documents"), in_space=in_space("d", space), known=created_by("d", temporal)
+        d=chunks_read(realm, temporal), in_space=in_space("d", space), known=created_by("d", temporal)
     )
     return fetch(conn, query, {"text": text, "k": k, "space": space, **temporal.params()})
 
@@ -363,15 +446,15 @@ def traverse(
         raise QueryError("pass include_superseded inside temporal, not beside it")
     if not seeds or max_hops <= 0 or max_relation_edges <= 0:
         return []
-    edge_ok = relation_filter("r", temporal, typed=relation_types is not None)
+    edge_ok = relation_filter("r", temporal, typed=relation_types is not None, realm=realm)
     query = sql.SQL("""
         WITH RECURSIVE dormant AS (
-            SELECT d.id FROM {e} AS d WHERE {d_in_space} AND d.dormant_since IS NOT NULL
+            SELECT d.id FROM {e} AS d WHERE {d_in_space} AND NOT ({d_live})
         ),
         walk (seed, space, entity_id, rel_id, rel_created, hop, path) AS (
             SELECT e.id, e.space, e.id, NULL::bigint, NULL::timestamptz, 0, ARRAY[e.id]
               FROM {e} AS e
-             WHERE e.id = ANY(%(seeds)s) AND {in_space} AND e.dormant_since IS NULL
+             WHERE e.id = ANY(%(seeds)s) AND {in_space} AND {e_live}
           UNION ALL
             SELECT w.seed, w.space, adj.neighbour, adj.rel_id, adj.rel_created, w.hop + 1, w.path || adj.neighbour
               FROM walk AS w
@@ -407,7 +490,7 @@ def traverse(
         )
         SELECT r.id, r.space, r.source_id, r.target_id, a.name AS subject, b.name AS object, r.predicate,
                r.description, r.negated, r.valid_from, r.valid_to, r.weight, r.confidence, r.t_created,
-               r.t_expired, r.superseded_by, {superseded} AS superseded, k.hop, k.seeds
+               {belief}, k.hop, k.seeds
           FROM kept AS k JOIN {r} AS r ON r.id = k.rel_id
           JOIN {e} AS a ON a.id = r.source_id
           JOIN {e} AS b ON b.id = r.target_id
@@ -415,7 +498,8 @@ def traverse(
          ORDER BY k.hop, r.t_created DESC NULLS LAST, r.id""").format(
         e=table(realm, "entities"), r=table(realm, "relations"), in_space=in_space("e", space),
         d_in_space=in_space("d", space), edge_ok=edge_ok,
-        superseded=superseded_expr("r", temporal),
+        belief=belief_columns("r", temporal, realm=realm),
+        d_live=entity_live("d", temporal, realm=realm), e_live=entity_live("e", temporal, realm=realm),
     )
     params = {"seeds": list(seeds), "space": space, "max_hops": max_hops, "cap": max_relation_edges,
               **scope_params(temporal, relation_types)}
@@ -435,7 +519,8 @@ def mention_chunks(
 
     Ranked by how many distinct matched entities each chunk mentions (most first), then document
     order. The mention edge, the chunk and the entity must all lie in ``space`` (and in one space
-    under the wildcard). With ``temporal.believed_at``, chunks indexed after it are skipped (§5.3).
+    under the wildcard). With ``temporal.believed_at``, the chunks and mentions the system had at that
+    instant are read (§5.3; removed chunks from the archive, :func:`chunks_read` / :func:`mentions_read`).
     Rows: ``id, space, doc_key, title, chunk_index, text, t_created, mentions, entity_ids``; at most ``k``.
     """
     if not entity_ids or k <= 0:
@@ -447,10 +532,10 @@ def mention_chunks(
           FROM {m} AS m JOIN {d} AS d ON d.id = m.chunk_id AND d.space = m.space
           JOIN {e} AS e ON e.id = m.entity_id AND e.space = m.space
          WHERE m.entity_id = ANY(%(ids)s) AND {in_space} AND {known}
-         GROUP BY d.id
+         GROUP BY d.id, d.space, d.doc_key, d.title, d.chunk_index, d.text, d.t_created, d.doc_order
          ORDER BY mentions DESC, d.doc_order, d.doc_key, d.chunk_index, d.id
          LIMIT %(k)s""").format(
-        m=table(realm, "doc_mentions"), d=table(realm, "documents"), e=table(realm, "entities"),
+        m=mentions_read(realm, temporal), d=chunks_read(realm, temporal), e=table(realm, "entities"),
         in_space=in_space("m", space),
         known=created_by("d", temporal),
     )

@@ -35,25 +35,27 @@ import psycopg
 from psycopg import sql
 
 from pgrag_dag.store.retrieval import (
-    CURRENT, Row, Temporal, fetch, in_space, relation_filter, scope_params, superseded_expr, table,
+    CURRENT, Row, Temporal, belief_columns, entity_live, fetch, in_space, relation_filter, scope_params, table,
 )
 from pgrag_dag.store.vector_index import distance
 
 _RELATION: LiteralString = """
     SELECT r.id, r.space, r.source_id, r.target_id, a.name AS subject, b.name AS object, r.predicate,
            r.description, r.negated, r.valid_from, r.valid_to, r.weight, r.confidence, r.t_created,
-           r.t_expired, r.superseded_by, {superseded} AS superseded, 1 AS hop"""
+           {belief}, 1 AS hop"""
 
 _ENDPOINTS: LiteralString = """
-      JOIN {e} AS a ON a.id = r.source_id AND a.space = r.space AND a.dormant_since IS NULL
-      JOIN {e} AS b ON b.id = r.target_id AND b.space = r.space AND b.dormant_since IS NULL"""
+      JOIN {e} AS a ON a.id = r.source_id AND a.space = r.space AND {a_live}
+      JOIN {e} AS b ON b.id = r.target_id AND b.space = r.space AND {b_live}"""
 
 
 def _parts(realm: str, space: str, temporal: Temporal, relation_types: Sequence[str] | None) -> dict[str, Any]:
     return {
         "r": table(realm, "relations"), "e": table(realm, "entities"), "in_space": in_space("r", space),
-        "ok": relation_filter("r", temporal, typed=relation_types is not None),
-        "superseded": superseded_expr("r", temporal),
+        "ok": relation_filter("r", temporal, typed=relation_types is not None, realm=realm),
+        "belief": belief_columns("r", temporal, realm=realm),
+        "a_live": entity_live("a", temporal, realm=realm), "b_live": entity_live("b", temporal, realm=realm),
+        "n_live": entity_live("n", temporal, realm=realm),
     }
 
 
@@ -186,7 +188,7 @@ def entity_distances(
             SELECT r.space, r.target_id, r.source_id FROM {r} AS r
              WHERE r.target_id = ANY(%(frontier)s) AND {in_space} AND {ok}) AS step
           JOIN {e} AS f ON f.id = step.here AND f.space = step.space
-          JOIN {e} AS n ON n.id = step.there AND n.space = step.space AND n.dormant_since IS NULL""").format(
+          JOIN {e} AS n ON n.id = step.there AND n.space = step.space AND {n_live}""").format(
         **_parts(realm, space, temporal, relation_types))
     params = {"space": space, **scope_params(temporal, relation_types)}
     for depth in range(1, max_depth + 1):

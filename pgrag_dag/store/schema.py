@@ -349,6 +349,9 @@ SELECT c.space, c.id AS community_id, c.level, c.title, r.id AS relation_id, r.s
 """
 
 EMBEDDED_TABLES = ("documents", "entities", "relations", "communities")
+ARCHIVE_TABLES = ("documents_removed",)
+"""Tables holding the realm's vectors without an HNSW index (chunks removed since they were indexed, read
+only by belief-time queries): retyped and re-embedded with :data:`EMBEDDED_TABLES` by ``pgrag reembed``."""
 
 
 _CONTROL_PRESENT = """
@@ -436,7 +439,7 @@ def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, di
         verify_embedding_columns(conn, realm, dim)
         create_embedding_indexes(conn, realm)
         conn.execute(sql.SQL(_LINEAGE_DDL).format(s=sql.Identifier(schema)))  # type: ignore[arg-type]
-        history.create_history(conn, schema)
+        history.create_history(conn, schema, vector_type)
         conn.execute("UPDATE pgrag__control.realms SET schema_version = %s WHERE realm = %s", (SCHEMA_VERSION, realm))
     return True
 
@@ -519,7 +522,7 @@ def create_embedding_indexes(conn: psycopg.Connection, realm: str) -> None:
 
 def retype_embeddings(conn: psycopg.Connection, realm: str, dim: int) -> None:
     """In the caller's transaction: drop the realm's HNSW indexes and make every embedding column of
-    :data:`EMBEDDED_TABLES` ``vector(dim)``, every vector ``NULL`` (§3.5; ``pgrag reembed``). Takes
+    :data:`EMBEDDED_TABLES` and :data:`ARCHIVE_TABLES` ``vector(dim)``, every vector ``NULL`` (§3.5; ``pgrag reembed``). Takes
     ``ACCESS EXCLUSIVE`` on the four tables and rewrites them; recreate the indexes with
     :func:`create_embedding_indexes` after writing the new vectors (one bulk build each, of the kind the
     new width needs: across 2,000 dimensions a ``vector`` index becomes a ``halfvec`` one or back).
@@ -528,6 +531,7 @@ def retype_embeddings(conn: psycopg.Connection, realm: str, dim: int) -> None:
     schema = sql.Identifier(schema_for(realm))
     for table in EMBEDDED_TABLES:
         conn.execute(sql.SQL("DROP INDEX IF EXISTS {}.{}").format(schema, sql.Identifier(f"{table}_embedding_hnsw")))
+    for table in EMBEDDED_TABLES + ARCHIVE_TABLES:
         conn.execute(sql.SQL("ALTER TABLE {}.{} ALTER COLUMN embedding TYPE vector({}) USING NULL").format(
             schema, sql.Identifier(table), sql.Literal(dim)))
 

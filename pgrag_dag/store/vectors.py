@@ -24,12 +24,15 @@ EMBED_TEXT = {
     "relations": sql.SQL("rendered"),
     "communities": sql.SQL("report"),
 }
+ARCHIVE_TEXT = {"documents_removed": EMBED_TEXT["documents"]}
+"""The text of the archived chunks (issue 14), embedded only by ``pgrag reembed`` (never audited or pending:
+a chunk removed before it was embedded stays without a vector)."""
 
 
 def _texts(realm: str, table: str, where: sql.Composable) -> sql.Composed:
     """``SELECT id, t, h`` — the row's text (:data:`EMBED_TEXT`) and its SHA-256 (hex) — over the rows
     of ``table`` matching ``where`` (which may use ``space``, ``embed_hash`` and ``missing``), by id."""
-    expr = EMBED_TEXT[table]
+    expr = {**EMBED_TEXT, **ARCHIVE_TEXT}[table]
     return sql.SQL("""SELECT id, t, h FROM (SELECT id, {e} AS t, encode(sha256(convert_to({e}, 'UTF8')), 'hex') AS h,
                                                  space, embed_hash, embedding IS NULL AS missing FROM {tab}) x
                        WHERE {where} ORDER BY id""").format(e=expr, tab=_t(realm, table), where=where)
