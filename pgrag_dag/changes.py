@@ -163,24 +163,52 @@ def changes_since(engine_or_dsn: Engine | str, realm: str, space: str, watermark
                          "as a previous changes_since returned")
     dsn = engine_or_dsn.dsn if isinstance(engine_or_dsn, Engine) else engine_or_dsn
     with db.database_errors(dsn), db.read_connection(dsn) as conn:
-        if not store.history_exists(conn, realm):
-            known = realm_embedding(conn, realm) is not None
-            raise QueryError(f"realm {realm!r} " + ("predates the belief history: index it once to migrate it"
-                                                    if known else "does not exist (it has never been indexed)"))
+        _require_history(conn, realm)
         with conn.transaction():
             new = store.current_snapshot(conn)
             if old is not None:
                 _check_watermark(conn, old, watermark)
             rows = store.events_since(conn, realm, space, old)
-            built_at, lag, has_relations = store.community_lag(conn, realm, space)
+            lag = _lag(*store.community_lag(conn, realm, space))
     lists: dict[str, list[dict[str, Any]]] = {f: [] for f in EVENT_FIELDS}
     for row in rows:
         lists[FIELD_OF_EVENT[(row["kind"], row["event"])]].append(_event(row))
     return ChangeSet(realm=realm, space=space, since=old, watermark=new,
-                     **{f: tuple(v) for f, v in lists.items()},  # type: ignore[arg-type]
-                     communities_stale=lag > 0 or (built_at is None and has_relations),
-                     changed_relations_since_communities=lag,
-                     communities_built_at=built_at.isoformat() if built_at is not None else None)
+                     **{f: tuple(v) for f, v in lists.items()}, **asdict(lag))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class CommunityLag:
+    """How far a space's communities lag behind its relations (see :class:`ChangeSet`)."""
+
+    communities_stale: bool
+    changed_relations_since_communities: int
+    communities_built_at: str | None
+
+
+def community_lag(engine_or_dsn: Engine | str, realm: str, space: str) -> CommunityLag:
+    """The community lag of ``realm``/``space`` alone (no event read): relation events after the latest
+    level-0 community ``built_at`` (paper §6.1). Raises as :func:`changes_since`."""
+    validate_realm(realm)
+    validate_space(space)
+    dsn = engine_or_dsn.dsn if isinstance(engine_or_dsn, Engine) else engine_or_dsn
+    with db.database_errors(dsn), db.read_connection(dsn) as conn:
+        _require_history(conn, realm)
+        with conn.transaction():
+            return _lag(*store.community_lag(conn, realm, space))
+
+
+def _lag(built_at: Any, lag: int, has_relations: bool) -> CommunityLag:
+    return CommunityLag(communities_stale=lag > 0 or (built_at is None and has_relations),
+                        changed_relations_since_communities=lag,
+                        communities_built_at=built_at.isoformat() if built_at is not None else None)
+
+
+def _require_history(conn: psycopg.Connection, realm: str) -> None:
+    if not store.history_exists(conn, realm):
+        known = realm_embedding(conn, realm) is not None
+        raise QueryError(f"realm {realm!r} " + ("predates the belief history: index it once to migrate it"
+                                                if known else "does not exist (it has never been indexed)"))
 
 
 def _check_watermark(conn: psycopg.Connection, old: str, given: str | None) -> None:
