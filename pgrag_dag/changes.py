@@ -56,7 +56,8 @@ class ChangeSet:
 
     ``changed_relations_since_communities``: relation events of the space after its latest level-0
     community ``built_at`` (every relation event when it has no communities); ``communities_stale`` when
-    that is > 0 or relations exist without communities — read in the same snapshot, whatever the window.
+    that is > 0 or relations exist without communities; ``communities_built_at`` that build's ISO-8601
+    time (``None``: no community) — read in the same snapshot, whatever the window.
     ``watermark``: pass it as the next call's ``watermark``.
     """
 

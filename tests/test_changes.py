@@ -205,6 +205,7 @@ def test_a_poller_sees_every_event_exactly_once_while_writers_commit_out_of_orde
         history.log_documents(early, realm, space, [("doc-early", "added")])
         barrier.wait(timeout=30)
         seen: list[int] = []
+        poll_of: dict[int, int] = {}
         watermark: str | None = None
         polls = nonempty = 0
         deadline = time.monotonic() + POLL_DEADLINE_S
@@ -212,6 +213,7 @@ def test_a_poller_sees_every_event_exactly_once_while_writers_commit_out_of_orde
         while time.monotonic() < deadline:
             cs = changes_since(pg_dsn, realm, space, watermark)
             seen += cs.seqs()
+            poll_of.update(dict.fromkeys(cs.seqs(), polls))
             polls += 1
             nonempty += cs.events > 0
             watermark = cs.watermark
@@ -237,5 +239,7 @@ def test_a_poller_sees_every_event_exactly_once_while_writers_commit_out_of_orde
     assert len(seen) == len(set(seen)), "an event was delivered twice"
     assert sorted(seen) == written, f"lost: {sorted(set(written) - set(seen))[:10]}"
     assert polls >= 20 and nonempty >= 5  # the writers really interleaved with many polls
+    early_seq = written[0]  # written first, committed after 20 polls: later-begun transactions were seen before it
+    assert sum(poll_of[s] < poll_of[early_seq] for s in written[1:]) >= 20
     print(f"\nchange feed concurrency: {WRITERS} writers x {TRANSACTIONS_PER_WRITER} transactions, "
           f"{polls} polls ({nonempty} non-empty), {len(written)} events, each seen once")
