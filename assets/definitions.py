@@ -1,4 +1,5 @@
-"""The Dagster code location: the eight assets (made from the configured operator composition), their checks, the source sensor, the automation sensor,
+"""The Dagster code location: the eight assets (made from the configured operator composition), their checks, the
+community lag check, the source sensor, the automation sensor,
 the nightly refresh schedule, and the resources.
 
 Loaded by ``workspace.yaml`` (``dagster dev -w workspace.yaml``). Partitions are dynamic; ``pgrag demo``
@@ -10,6 +11,7 @@ from __future__ import annotations
 import dagster as dg
 
 from pgrag_dag.assets.automation import build_automation_sensor, build_nightly_refresh, build_source_sensor
+from pgrag_dag.assets.changes import COMMUNITY_CHECKS
 from pgrag_dag.assets.stages import build_assets
 from pgrag_dag.resources.engine import PgragResource
 from pgrag_dag.resources.query import QueryResource
@@ -27,6 +29,7 @@ def build_defs(*, pgrag: PgragResource | None = None, query_realm: str | None = 
     roots = [a for a in assets if a.key == dg.AssetKey("chunks")]
     return dg.Definitions(
         assets=assets,
+        asset_checks=COMMUNITY_CHECKS,
         sensors=[build_source_sensor(settings, assets), build_automation_sensor(settings)],
         schedules=[build_nightly_refresh(settings, roots)],
         resources={"pgrag": pgrag, "query": QueryResource(realm=realm, config_path=pgrag.config_path,

@@ -18,6 +18,7 @@ from typing import Any
 import dagster as dg
 
 from pgrag_dag.assets import slots
+from pgrag_dag.assets.changes import COMMUNITY_CHECKS
 from pgrag_dag.assets.partitions import add_partitions
 from pgrag_dag.assets.stages import build_assets
 from pgrag_dag.config import Settings
@@ -167,7 +168,7 @@ def run_failure_reasons(result: dg.ExecuteInProcessResult) -> list[str]:
 
 
 def materialize_partition(settings: Settings, partition: str, *, config_path: str | None = None) -> dict[str, dict[str, Any]]:
-    """Materialise every asset (and its blocking check) for ``partition`` in the persistent instance.
+    """Materialise every asset (with its checks, and the community lag check) for ``partition`` in the persistent instance.
 
     The assets read their settings from ``config_path`` (default ``PGRAG_CONFIG`` or ``./pgrag.yaml``).
     Each pool's limit is created first, once (:func:`~pgrag_dag.assets.slots.ensure_pool_limits`: two runs
@@ -189,7 +190,7 @@ def materialize_partition(settings: Settings, partition: str, *, config_path: st
         reclaimed = slots.reclaim(instance)
         with slots.SlotWatch(instance) as watch:
             result = dg.materialize(
-                build_assets(settings), partition_key=partition, instance=instance,
+                [*build_assets(settings), *COMMUNITY_CHECKS], partition_key=partition, instance=instance,
                 resources={"pgrag": PgragResource(config_path=config_path, database_url=settings.database_url)},
                 raise_on_error=False, tags=slots.process_tags(),
                 run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},

@@ -5,8 +5,10 @@ in :mod:`pgrag_dag.assets` and :mod:`pgrag_dag.resources`.
 Public surface::
 
     from pgrag_dag import Engine, load_settings, index_documents, query_data, query, QueryParam, reembed_realm
+    from pgrag_dag import changes_since, ChangeSet   # the change feed (§6.1 "Change")
 """
 
+from pgrag_dag.changes import ChangeSet, changes_since
 from pgrag_dag.config import Settings, load_settings
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import (
@@ -18,8 +20,8 @@ from pgrag_dag.query import QueryParam, QueryResult, query, query_data
 from pgrag_dag.reembed import reembed_realm
 
 __all__ = [
-    "ConfigurationError", "ContractError", "DatabaseError", "Engine", "ExtractionError", "InvalidNameError",
+    "ChangeSet", "ConfigurationError", "ContractError", "DatabaseError", "Engine", "ExtractionError", "InvalidNameError",
     "ModelError", "PgragError", "QueryError", "QueryParam", "QueryResult", "ReplayMissError",
-    "SchemaMismatchError", "Settings", "SourceError", "StageResult", "delete_document", "index_documents", "load_settings",
+    "SchemaMismatchError", "Settings", "SourceError", "StageResult", "changes_since", "delete_document", "index_documents", "load_settings",
     "query", "query_data", "reembed_realm",
 ]

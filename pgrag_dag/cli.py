@@ -1,4 +1,4 @@
-"""pgrag command line: demo, index, query, reembed, lineage, ui, slots, cassette import/export, cache evict, stop-db.
+"""pgrag command line: demo, index, query, changes, reembed, lineage, ui, slots, cassette import/export, cache evict, stop-db.
 
 Every command reads the settings from PGRAG_CONFIG (default ./pgrag.yaml) and PGRAG_ environment
 variables. Errors of the engine are printed as one line and exit with status 2.
@@ -128,6 +128,28 @@ def query(
             typer.echo(answer)
     except PgragError as exc:
         _fail(exc)
+
+
+@app.command()
+def changes(partition: Annotated[str, typer.Argument(help="<realm>.<space>, as for pgrag index")],
+            since: Annotated[Optional[str], typer.Option("--since", help="the watermark a previous call printed "
+                                                         "last; omitted: every change from the beginning")] = None,
+            as_json: Annotated[bool, typer.Option("--json", help="print the whole change set as JSON")] = False) -> None:
+    """What a space's graph and documents gained since a watermark (relations added, superseded, restored,
+    dormant, revived; entities; documents), whether its communities lag behind, and the next watermark
+    (last line) to pass as --since next time: every change is reported once."""
+    from pgrag_dag.changes import changes_since
+    from pgrag_dag.config import load_settings
+    from pgrag_dag.names import parse_partition
+    from pgrag_dag.store import db
+
+    try:
+        settings = load_settings()
+        realm, space = parse_partition(partition, [(r, s) for r, spec in settings.realms.items() for s in spec.spaces])
+        cs = changes_since(db.resolve_dsn(settings.database_url, settings.resolve(settings.data_dir)), realm, space, since)
+    except PgragError as exc:
+        _fail(exc)
+    typer.echo(json.dumps(cs.as_dict(), default=str, indent=2) if as_json else "\n".join(cs.summary()))
 
 
 @contextlib.contextmanager

@@ -15,6 +15,8 @@ from typing import Any
 
 import dagster as dg
 
+from pgrag_dag.changes import ChangeSet
+from pgrag_dag.changes import changes_since as read_changes
 from pgrag_dag.config import load_settings
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import QueryError
@@ -68,3 +70,9 @@ class QueryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
         with self.engine().connect() as conn:
             return lineage(conn, self.realm, community_id)
+
+    def changes_since(self, space: str, watermark: str | None = None) -> ChangeSet:
+        """What ``space`` of this realm gained since ``watermark`` (``None``: since the beginning), with the
+        next watermark; see :func:`pgrag_dag.changes.changes_since` (paper §6.1 "Change"). Raises
+        ``QueryError`` for a malformed watermark or an unknown realm."""
+        return read_changes(self.engine(), self.realm, space, watermark)

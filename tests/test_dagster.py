@@ -8,6 +8,7 @@ import dagster as dg
 import pytest
 from psycopg import sql
 
+from pgrag_dag.assets.changes import COMMUNITY_CHECKS
 from pgrag_dag.assets.partitions import SPACES, add_partitions
 from pgrag_dag.assets.stages import ASSETS
 from pgrag_dag.errors import InvalidNameError
@@ -23,7 +24,7 @@ STAGES = ["chunks", "raw_extractions", "gated_triples", "resolved_entities", "re
 
 def _materialize(corpus: SmallCorpus, instance: dg.DagsterInstance, key: str,
                  selection: dg.AssetSelection | None = None) -> dg.ExecuteInProcessResult:
-    return dg.materialize(ASSETS, partition_key=key, instance=instance, selection=selection,
+    return dg.materialize([*ASSETS, *COMMUNITY_CHECKS], partition_key=key, instance=instance, selection=selection,
                           resources={"pgrag": PgragResource(config_path=str(corpus.config))}, raise_on_error=False)
 
 
@@ -46,7 +47,10 @@ def test_all_eight_assets_materialise_for_a_partition_with_checks_passing(small_
         mats = {e.asset_key.to_user_string(): e for e in result.get_asset_materialization_events()}
         assert sorted(mats) == sorted(STAGES)
         evaluations = result.get_asset_check_evaluations()
-        assert len(evaluations) == 16 and all(e.passed for e in evaluations)  # 8 contracts + graph_quality + 4 pending_work + 2 yield + skipped_documents
+        # 8 contracts + graph_quality + 4 pending_work + 2 yield + skipped_documents + communities_current
+        assert len(evaluations) == 17 and all(e.passed for e in evaluations)
+        lag = next(e for e in evaluations if e.check_name == "communities_current")
+        assert lag.partition == key and lag.metadata["changed_relations_since_communities"].value == 0
         quality = next(e for e in evaluations if e.check_name == "graph_quality").metadata
         assert quality["pronoun_entities"].value == 0 and quality["fragmented_short_form_vertices"].value == 0
         assert quality["duplicate_edge_rows"].value == 0 and quality["entities"].value > 0
