@@ -4,8 +4,9 @@ unarchive on request. Nothing is deleted: archiving is reversible and the histor
 The importance score of a live entity of a space is the weighted mean (weights ``retention.w_*``,
 :class:`~pgrag_dag.config.RetentionSettings`) of four components, each in 0..1:
 
-- ``recency``: when a recorded query last returned it, within the window of the space's events —
-  ``(last − first event) / (now − first event)``; 0 when never returned;
+- ``recency``: when a recorded query last returned it, ``(last − start) / (now − start)`` over the
+  window from ``start`` — the belief time of the space's oldest live entity, or its first recorded event
+  if that is earlier — to now; 0 when never returned (so any retrieval counts for more than none);
 - ``frequency``: ``log(1 + events returning it) / log(1 + the most any entity of the space got)``;
 - ``degree``: ``log(1 + current relations to live entities) / log(1 + the space's largest degree)``;
 - ``age``: belief-time age inverted, ``1 − age / the oldest's age`` (its ``created`` event; 1 = newest),
@@ -46,7 +47,8 @@ def score(structure: list[dict[str, Any]], attention: dict[int, tuple[int, datet
     retrieval ``attention`` (:func:`pgrag_dag.store.telemetry.entity_attention`) as the module docstring
     says. Returns ``id, name, entity_type, score, components`` (``{component: 0..1}``, 4 decimals) and the
     raw ``events``, ``last_retrieved``, ``degree``, ``created_at``, lowest score first (ties by id)."""
-    window = (now - first_event).total_seconds()
+    start = min([first_event, *(e["created_at"] for e in structure)])
+    window = (now - start).total_seconds()
     most = max((n for n, _ in attention.values()), default=0)
     widest = max((int(e["degree"]) for e in structure), default=0)
     oldest = max(((now - e["created_at"]).total_seconds() for e in structure), default=0.0)
@@ -57,7 +59,7 @@ def score(structure: list[dict[str, Any]], attention: dict[int, tuple[int, datet
     for e in structure:
         events, last = attention.get(int(e["id"]), (0, None))
         parts = {
-            "recency": 0.0 if last is None else (1.0 if window <= 0 else min(1.0, (last - first_event).total_seconds() / window)),
+            "recency": 0.0 if last is None else (1.0 if window <= 0 else min(1.0, (last - start).total_seconds() / window)),
             "frequency": math.log1p(events) / math.log1p(most) if most else 0.0,
             "degree": math.log1p(int(e["degree"])) / math.log1p(widest) if widest else 0.0,
             "age": 1.0 if oldest <= 0 else max(0.0, 1.0 - (now - e["created_at"]).total_seconds() / oldest),

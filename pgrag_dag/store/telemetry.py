@@ -129,6 +129,6 @@ def forget_entities(conn: psycopg.Connection, realm: str, entity_ids: Sequence[i
     if not entity_ids:
         return 0
     return conn.execute(sql.SQL("""UPDATE {q} SET entity_ids = ARRAY(SELECT x FROM unnest(entity_ids) AS x
-                                                                      WHERE x <> ALL (%(ids)s))
-                                    WHERE entity_ids && %(ids)s""").format(q=_t(realm, "query_events")),
+                                                                      WHERE x <> ALL (%(ids)s::bigint[]))
+                                    WHERE entity_ids && %(ids)s::bigint[]""").format(q=_t(realm, "query_events")),
                         {"ids": list(entity_ids)}).rowcount
