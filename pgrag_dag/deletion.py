@@ -160,9 +160,8 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
             "realm": lambda r: f"realm {r['realm']} (spaces: {', '.join(r['spaces']) or 'none'})"}[result["target"]](result)
     lines = [f"{'would remove' if result['dry_run'] else 'removed'} {what}:"]
     lines += [f"  {table:<28} {n}" for table, n in result["removed"].items() if n]
-    for key, label in (("history", "history rows added (kept)"), ):
-        if key in result:
-            lines.append(f"  {label}: " + ", ".join(f"{t} {n}" for t, n in result[key].items()))
+    if "history" in result:  # a document's removal adds history rather than removing it
+        lines.append("  history rows added (kept): " + ", ".join(f"{t} {n}" for t, n in result["history"].items()))
     if result.get("restored"):
         lines.append(f"  relations it had superseded, current again: {result['restored']}")
     if result.get("tombstones"):
