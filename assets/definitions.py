@@ -1,6 +1,6 @@
 """The Dagster code location: the eight assets (made from the configured operator composition), their checks, the
-community lag check, the source sensor, the automation sensor,
-the nightly refresh schedule, and the resources.
+community lag check, the source sensor, the automation sensor, the nightly refresh schedule, the ``retention`` job
+(§6.1, dry run by default), and the resources.
 
 Loaded by ``workspace.yaml`` (``dagster dev -w workspace.yaml``). Partitions are dynamic; ``pgrag demo``
 and ``pgrag partitions sync`` add one per realm/space declared in the configuration.
@@ -12,6 +12,7 @@ import dagster as dg
 
 from pgrag_dag.assets.automation import build_automation_sensor, build_nightly_refresh, build_source_sensor
 from pgrag_dag.assets.changes import COMMUNITY_CHECKS
+from pgrag_dag.assets.retention import retention_job
 from pgrag_dag.assets.stages import build_assets
 from pgrag_dag.resources.engine import PgragResource
 from pgrag_dag.resources.query import QueryResource
@@ -32,6 +33,7 @@ def build_defs(*, pgrag: PgragResource | None = None, query_realm: str | None = 
         asset_checks=COMMUNITY_CHECKS,
         sensors=[build_source_sensor(settings, assets), build_automation_sensor(settings)],
         schedules=[build_nightly_refresh(settings, roots)],
+        jobs=[retention_job],
         resources={"pgrag": pgrag, "query": QueryResource(realm=realm, config_path=pgrag.config_path,
                                                           database_url=pgrag.database_url)},
     )

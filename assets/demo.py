@@ -77,7 +77,8 @@ def run_demo() -> None:
         realm, space = split_partition_key(partition)
         for question, overrides in DEMO_QUESTIONS.get(partition, []):
             param = QueryParam.from_settings(settings.retrieval, space=space, **overrides)
-            res = query_data(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder())
+            res = query_data(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(),
+                             telemetry=settings.telemetry)
             where = ", ".join(f"{k}={v!r}" for k, v in overrides.items())
             print(f"\nquery_data({question!r}, mode=mix{', ' + where if where else ''}):")
             print(f"  {len(res.entities)} entities, {len(res.relations)} relations, {len(res.chunks)} chunks;"

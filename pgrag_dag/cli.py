@@ -1,4 +1,5 @@
-"""pgrag command line: demo, index, query, changes, reembed, lineage, ui, slots, cassette import/export, cache evict, stop-db.
+"""pgrag command line: demo, index, query, changes, reembed, lineage, coverage, retention, unarchive, delete, ui,
+slots, cassette import/export, cache evict, stop-db.
 
 Every command reads the settings from PGRAG_CONFIG (default ./pgrag.yaml) and PGRAG_ environment
 variables. Errors of the engine are printed as one line and exit with status 2.
@@ -24,6 +25,9 @@ cassette_app = typer.Typer(no_args_is_help=True, help="Export or import recorded
 app.add_typer(cassette_app, name="cassette")
 cache_app = typer.Typer(no_args_is_help=True, help="Evict poison responses from the LLM response cache.")
 app.add_typer(cache_app, name="cache")
+delete_app = typer.Typer(no_args_is_help=True, help="Delete an entity, a document, a space or a realm for good "
+                         "(history included; without --yes: say what would be removed and exit 1).")
+app.add_typer(delete_app, name="delete")
 
 
 def _engine():  # type: ignore[no-untyped-def]
@@ -118,13 +122,14 @@ def query(
                                              **{k: v for k, v in given.items() if v is not None})
             if as_json:
                 res = query_data(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(),
-                                 client=engine.client() if param.keywords == "model" else None)
+                                 client=engine.client() if param.keywords == "model" else None,
+                                 telemetry=engine.settings.telemetry)
                 typer.echo(json.dumps({"keywords": res.keywords, "entities": res.entities, "relations": res.relations,
                                        "chunks": res.chunks, "communities": res.communities,
                                        "warnings": res.warnings, "assembly": res.assembly}, default=str, indent=2))
                 return
             answer, res = run_query(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(),
-                                    client=engine.client())
+                                    client=engine.client(), telemetry=engine.settings.telemetry)
             typer.echo(answer)
     except PgragError as exc:
         _fail(exc)
@@ -213,6 +218,125 @@ def lineage(community_id: int, realm: Annotated[str, typer.Option(help="realm of
             typer.echo(json.dumps(community_lineage(conn, realm, community_id), default=str, indent=2))
     except PgragError as exc:
         _fail(exc)
+
+
+def _partition(engine, text: str) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+    from pgrag_dag.names import parse_partition
+
+    return parse_partition(text, [(r, s) for r, spec in engine.settings.realms.items() for s in spec.spaces])
+
+
+Partition = Annotated[str, typer.Argument(help="<realm>.<space>, as in pgrag.yaml (or its Dagster partition key)")]
+AsJson = Annotated[bool, typer.Option("--json", help="print the result as JSON")]
+
+
+@app.command()
+def coverage(partition: Partition,
+             limit: Annotated[int, typer.Option(help="communities and entities listed")] = 20,
+             as_json: AsJson = False) -> None:
+    """Which communities got least retrieval attention, and which live entities were never retrieved
+    (needs telemetry.coverage on while the queries ran)."""
+    from pgrag_dag.coverage import coverage as read_coverage
+    from pgrag_dag.coverage import summary_lines
+
+    try:
+        with contextlib.closing(_engine()) as engine:
+            report = read_coverage(engine.dsn, *_partition(engine, partition), limit=limit)
+    except PgragError as exc:
+        _fail(exc)
+    typer.echo(json.dumps(report, default=str, indent=2) if as_json else "\n".join(summary_lines(report)))
+
+
+@app.command()
+def retention(partition: Partition,
+              apply: Annotated[bool, typer.Option("--apply", help="archive them (default: a dry run)")] = False,
+              as_json: AsJson = False) -> None:
+    """Score the space's live entities (retrieval recency and frequency, degree, belief-time age) and list
+    the least valuable, which --apply archives (reversible: pgrag unarchive). Needs coverage telemetry."""
+    from pgrag_dag import retention as ret
+
+    try:
+        with contextlib.closing(_engine()) as engine:
+            realm, space = _partition(engine, partition)
+            result = ret.apply(engine, realm, space) if apply else ret.plan(engine, realm, space)
+    except PgragError as exc:
+        _fail(exc)
+    typer.echo(json.dumps(result, default=str, indent=2) if as_json else "\n".join(ret.summary_lines(result)))
+
+
+@app.command()
+def unarchive(partition: Partition, names: Annotated[list[str], typer.Argument(help="entity names")],
+              as_json: AsJson = False) -> None:
+    """Unarchive entities: live again when a chunk still mentions them."""
+    from pgrag_dag import retention as ret
+
+    try:
+        with contextlib.closing(_engine()) as engine:
+            result = ret.unarchive(engine, *_partition(engine, partition), names)
+    except PgragError as exc:
+        _fail(exc)
+    if as_json:
+        typer.echo(json.dumps(result, default=str, indent=2))
+        return
+    for e in result["unarchived"]:
+        typer.echo(f"unarchived {e['name']}" + ("" if e["revived"] else " (stays dormant: no chunk mentions it)"))
+    for name in result["not_archived"]:
+        typer.echo(f"{name} was not archived")
+
+
+Yes = Annotated[bool, typer.Option("--yes", help="really delete (without it: say what would go and exit 1)")]
+
+
+def _delete(run: Callable[..., dict], where: str, *rest: str, yes: bool, as_json: bool,  # type: ignore[type-arg]
+            whole_realm: bool = False) -> None:
+    """Run a :mod:`pgrag_dag.deletion` function on ``where`` (a partition, or a realm with ``whole_realm``):
+    a dry run without ``yes`` (printed, exit 1)."""
+    from pgrag_dag.deletion import summary_lines
+
+    try:
+        with contextlib.closing(_engine()) as engine:
+            scope = (where,) if whole_realm else _partition(engine, where)
+            result = run(engine, *scope, *rest, dry_run=not yes)
+    except PgragError as exc:
+        _fail(exc)
+    typer.echo(json.dumps(result, default=str, indent=2) if as_json else "\n".join(summary_lines(result)))
+    if not yes:
+        raise typer.Exit(1)
+
+
+@delete_app.command("entity")
+def delete_entity(partition: Partition, name: str, yes: Yes = False, as_json: AsJson = False) -> None:
+    """Delete an entity with its relations, mentions, memberships and history; refused while a chunk
+    mentions it (archive it, or delete those documents first)."""
+    from pgrag_dag.deletion import delete_entity as run
+
+    _delete(run, partition, name, yes=yes, as_json=as_json)
+
+
+@delete_app.command("document")
+def delete_document(partition: Partition, doc_key: str, yes: Yes = False, as_json: AsJson = False) -> None:
+    """Remove a document and rebuild the graph from the stored extractions (its history is kept). Remove
+    it from the sources too, or the next run indexes it again."""
+    from pgrag_dag.deletion import delete_document as run
+
+    _delete(run, partition, doc_key, yes=yes, as_json=as_json)
+
+
+@delete_app.command("space")
+def delete_space(partition: Partition, yes: Yes = False, as_json: AsJson = False) -> None:
+    """Delete every row of a space in every table of its realm, history included."""
+    from pgrag_dag.deletion import delete_space as run
+
+    _delete(run, partition, yes=yes, as_json=as_json)
+
+
+@delete_app.command("realm")
+def delete_realm(realm: Annotated[str, typer.Argument(help="the realm to drop")], yes: Yes = False,
+                 as_json: AsJson = False) -> None:
+    """Drop a realm: its schema with every table and its registry row."""
+    from pgrag_dag.deletion import delete_realm as run
+
+    _delete(run, realm, yes=yes, as_json=as_json, whole_realm=True)
 
 
 @app.command()

@@ -6,7 +6,8 @@ failed. The communities stage commits its build batch by batch, largest clusters
 short (a deadline, a budget, a killed run) covers the largest clusters. A failed or deadline-cut report
 is recorded as pending work (``stage_pending``, naming the cluster's members), reported in the
 non-blocking ``pending_work`` check, and retried by the next run; the reports that succeeded come from
-the response cache then, with no model call.
+the response cache then, with no model call. With coverage telemetry on, the communities stage's
+metadata also answers §6.1's coverage questions for the new build (:func:`pgrag_dag.coverage.stage_metadata`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import time
 import polars as pl
 
 from pgrag_dag import contracts
+from pgrag_dag.coverage import stage_metadata
 from pgrag_dag.communities import build_hierarchy, detect_communities, graph_fingerprint, member_label
 from pgrag_dag.community_reports import ReportBatch, SkippedReport, report_batches
 from pgrag_dag.engine import Engine
@@ -77,8 +79,10 @@ def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
         with engine.connect() as conn:
             members, reports, _ = store.load_base(conn, realm, space)
             lineage = lineage_summary(conn, realm, space)
+            attention = stage_metadata(conn, realm, space, engine.settings.telemetry)
         return StageResult("communities", {"skipped": "graph unchanged since the last build", "communities": reports.height,
-                                           "report_writer": writer, **lineage, **usage_delta(engine, before)}, fp[:16], members.height,
+                                           "report_writer": writer, **lineage, **attention, **usage_delta(engine, before)},
+                           fp[:16], members.height,
                            checks={PENDING_CHECK: _pending_check([])})
     clusters = detect_communities(entities, relations, settings=cs)
     client = engine.client() if writer == "model" else None
@@ -106,13 +110,15 @@ def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
             store.replace_communities(conn, realm, space, fingerprint=fp, reports=ReportBatch().frame(), members=clusters)
         staging.record_pending(conn, realm, space, "communities", failures)
         lineage = lineage_summary(conn, realm, space)
+    with engine.connect() as conn:
+        attention = stage_metadata(conn, realm, space, engine.settings.telemetry)
     return StageResult("communities", {
         "communities": done["communities"], "members": done["members"], "clusters_found": int(clusters["cluster"].n_unique()),
         "reports_failed": sum(s.kind == "failed" for s in skipped), "report_failures": failures[:20],
         "reports_cut": {k: sum(s.kind == k for s in skipped) for k in ("deadline", "budget")},
         "skipped_reports": [s.record() for s in skipped[:20]], "reports_retried": len(owed), "embedded": done["embedded"],
         "report_writer": writer, "model_written": writer == "model", "largest": done["largest"],
-        **lineage,
+        **lineage, **attention,
         **usage_delta(engine, before), "seconds": round(time.perf_counter() - t0, 3),
     }, fp[:16], done["checked"], checks={PENDING_CHECK: _pending_check(failures)})
 

@@ -263,6 +263,41 @@ class OperationsSettings(StrictModel):
     allow_empty: bool = False
 
 
+class TelemetrySettings(StrictModel):
+    """Read-side telemetry (§6.1 "Coverage"), off by default — ``telemetry:`` in ``pgrag.yaml`` or
+    ``PGRAG_TELEMETRY__COVERAGE``. With ``coverage`` on, every query records one ``query_events`` row
+    (the SHA-256 of its normalised question, never the text; its mode and space; the entity and community
+    ids it returned; the database clock) through a background writer (:mod:`pgrag_dag.coverage`) that
+    holds at most ``queue_size`` events: a full queue drops events with a warning, never blocks a query,
+    and a failed write is logged and swallowed (the one exception to fail-closed, §3.5)."""
+
+    coverage: bool = False
+    queue_size: int = Field(default=1000, ge=1)
+
+
+class RetentionSettings(StrictModel):
+    """Retention as demotion (§6.1): the importance score of a live entity is the weighted mean of four
+    components, each normalised to 0..1 over the space — ``w_recency`` (its last retrieval, in the window
+    of recorded events), ``w_frequency`` (events that returned it, log-scaled), ``w_degree`` (its live
+    relations, log-scaled) and ``w_age`` (belief-time age inverted: 1 for the newest entity, so a new
+    entity is not archived before it could be retrieved). ``archive_fraction`` of the live entities with
+    the lowest score are archived (rounded down), only those scoring at most ``max_score`` when it is set.
+    Needs coverage telemetry (:class:`TelemetrySettings`)."""
+
+    w_recency: float = Field(default=0.35, ge=0)
+    w_frequency: float = Field(default=0.35, ge=0)
+    w_degree: float = Field(default=0.2, ge=0)
+    w_age: float = Field(default=0.1, ge=0)
+    archive_fraction: float = Field(default=0.1, ge=0, le=1)
+    max_score: float | None = Field(default=None, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> "RetentionSettings":
+        if self.w_recency + self.w_frequency + self.w_degree + self.w_age <= 0:
+            raise ValueError("retention: at least one of w_recency, w_frequency, w_degree, w_age must be > 0")
+        return self
+
+
 class RetrievalSettings(BaseModel):
     """Query defaults (§7): any :class:`~pgrag_dag.query.QueryParam` field but the per-question
     ``space``, ``as_of`` and ``as_believed_at`` — ``retrieval:`` in ``pgrag.yaml`` or
@@ -340,6 +375,8 @@ class Settings(BaseSettings):
     dagster: DagsterSettings = Field(default_factory=DagsterSettings)
     operations: OperationsSettings = Field(default_factory=OperationsSettings)
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
     realms: dict[str, RealmSpec] = Field(default_factory=dict)
     cassettes: list[Path] = Field(default_factory=list)
 

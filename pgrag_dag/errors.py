@@ -16,6 +16,7 @@
     ├── ExtractionError           every chunk of a run failed extraction or was refused by the gates
     ├── ContractError             a stage frame broke its Pandera contract
     ├── OperatorError             a composed operator raised (its name and space in the message)
+    ├── DeletionRefusedError      an explicit deletion the next run would silently undo
     └── QueryError                an invalid query (unknown mode, wildcard space on write, ...)
 """
 
@@ -166,6 +167,25 @@ class OperatorError(PgragError):
     def __init__(self, operator: str, where: str, cause: BaseException) -> None:
         self.operator = operator
         super().__init__(f"operator {operator!r} ({where}) raised {type(cause).__name__}: {cause}")
+
+
+class DeletionRefusedError(PgragError):
+    """An explicit deletion was refused because the next run would undo it (an entity that chunks still
+    mention would be re-created, issue 14 item 4); nothing was removed.
+
+    Attributes:
+        target: what was to be deleted (e.g. ``entity 'Ada Lovelace'``).
+        doc_keys: up to five documents that still mention it.
+        documents: how many documents mention it in all.
+    """
+
+    def __init__(self, target: str, doc_keys: list[str], documents: int, hint: str) -> None:
+        self.target = target
+        self.doc_keys = doc_keys
+        self.documents = documents
+        more = f" and {documents - len(doc_keys)} more" if documents > len(doc_keys) else ""
+        super().__init__(f"cannot delete {target}: {documents} document(s) still mention it "
+                         f"({', '.join(map(repr, doc_keys))}{more}); {hint}")
 
 
 class QueryError(PgragError):

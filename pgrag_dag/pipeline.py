@@ -490,16 +490,24 @@ def delete_document(engine: Engine, realm: str, space: str, doc_key: str) -> lis
     again from the stored extractions, so an entity no other document mentions goes dormant, a relation
     left with no contributing chunk goes dormant, and supersession is recomputed. Nothing is deleted from
     the graph itself. Remove the file from the sources too, or the next ``chunks`` run indexes it again.
+    The first result (stage ``delete_document``) says what was removed: ``removed`` (rows per table — the
+    chunks in ``documents``, and what cascaded from them) and ``history`` (rows added: the chunks archived
+    in ``documents_removed``, the ``removed`` event in ``belief_log``); the graph stages' results follow.
     Raises :class:`ConfigurationError` when the space has no such document.
     """
+    from pgrag_dag.store import deletion
+
     validate_realm(realm)
     validate_space(space)
     with db.database_errors(engine.dsn), locks.stage_lock(engine.dsn, realm, space, "delete_document",
                                                           wait_s=engine.settings.operations.lock_wait_s):
         with engine.connect() as conn, conn.transaction():
             locks.lock_partition(conn, realm, space)
+            removed = deletion.document_counts(conn, realm, space, doc_key)
             if documents.delete_document_chunks(conn, realm, space, doc_key) == 0:
                 raise ConfigurationError(f"space {realm}.{space} has no document {doc_key!r}")
-            history.log_documents(conn, realm, space, [(doc_key, "removed")])
-    return [stage(engine, realm, space) for stage in
-            (stage_gated_triples, stage_resolved_entities, stage_relations, stage_embeddings)]
+            logged = history.log_documents(conn, realm, space, [(doc_key, "removed")])
+    done = StageResult("delete_document", {"doc_key": doc_key, "removed": removed, "history": {
+        "documents_removed": removed["documents"], "belief_log": logged}}, rows_checked=removed["documents"])
+    return [done] + [stage(engine, realm, space) for stage in
+                     (stage_gated_triples, stage_resolved_entities, stage_relations, stage_embeddings)]

@@ -55,6 +55,7 @@ from psycopg import sql
 from pgrag_dag import fusion as fuse
 from pgrag_dag import keywords as kw
 from pgrag_dag.assembly import BLOCKS, assemble, render_relation, render_validity, summary
+from pgrag_dag.config import TelemetrySettings
 from pgrag_dag.embedding import Embedder
 from pgrag_dag.embedding_runs import query_warnings
 from pgrag_dag.errors import QueryError, SchemaMismatchError
@@ -74,7 +75,8 @@ logger = logging.getLogger(__name__)
 
 
 def query_data(
-    question: str, param: QueryParam, *, dsn: str, realm: str, embedder: Embedder, client: ModelClient | None = None
+    question: str, param: QueryParam, *, dsn: str, realm: str, embedder: Embedder, client: ModelClient | None = None,
+    telemetry: TelemetrySettings | None = None,
 ) -> QueryResult:
     """Retrieve evidence for ``question`` from ``realm`` and assemble the context (§7.1–7.5).
 
@@ -91,6 +93,11 @@ def query_data(
     free. Returns a :class:`QueryResult`; the assembly report and any warning are logged — among them,
     how many chunks, entities and relations of the space no vector search can find (no vector yet, or
     only a fallback vector: :func:`~pgrag_dag.embedding_runs.query_warnings`).
+
+    With ``telemetry.coverage`` on (:class:`~pgrag_dag.config.TelemetrySettings`; off when ``None``), a
+    query that retrieved (any mode but bypass) queues one coverage event — the question's SHA-256, never
+    its text; the entity and community ids returned — for a background writer
+    (:func:`pgrag_dag.coverage.record_query`, §6.1): it never blocks, and its failures never fail the query.
 
     Raises:
         QueryError: an empty question, a realm or space that does not exist, or a read that ran past
@@ -129,6 +136,10 @@ def query_data(
                 found = _retrieve_all(conn, dsn, realm, param, probes, vectors)
         _merge(found, result)
     _assemble(result)
+    if telemetry is not None and telemetry.coverage:
+        from pgrag_dag.coverage import record_query
+
+        record_query(result, dsn=dsn, realm=realm, telemetry=telemetry)
     return result
 
 
@@ -146,7 +157,8 @@ def _read_errors(dsn: str) -> Iterator[None]:
 
 
 def query(
-    question: str, param: QueryParam, *, dsn: str, realm: str, embedder: Embedder, client: ModelClient
+    question: str, param: QueryParam, *, dsn: str, realm: str, embedder: Embedder, client: ModelClient,
+    telemetry: TelemetrySettings | None = None,
 ) -> tuple[str, QueryResult]:
     """Answer ``question``: :func:`query_data` (keywords from ``client`` when
     ``param.keywords == "model"``), then one synthesis call (§7.5).
@@ -156,9 +168,11 @@ def query(
     through ``client.complete(..., purpose="synthesis", json_mode=False)``. Returns
     ``(answer text, QueryResult)``.
 
+    ``telemetry``: as for :func:`query_data` (the event is queued before synthesis).
+
     Raises: as :func:`query_data`, plus :class:`ModelError` / :class:`ReplayMissError` from synthesis.
     """
-    result = query_data(question, param, dsn=dsn, realm=realm, embedder=embedder, client=client)
+    result = query_data(question, param, dsn=dsn, realm=realm, embedder=embedder, client=client, telemetry=telemetry)
     completion = client.complete(synthesis_messages(question, result.context, param), purpose="synthesis", json_mode=False)
     return completion.text, result
 

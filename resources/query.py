@@ -47,14 +47,14 @@ class QueryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         """Retrieved entities, relations, chunks and the assembly report; see :func:`pgrag_dag.query.query_data`."""
         engine = self.engine()
         return run_query_data(question, self._param(engine, param_fields), dsn=engine.dsn, realm=self.realm,
-                              embedder=engine.embedder())
+                              embedder=engine.embedder(), telemetry=engine.settings.telemetry)
 
     def query(self, question: str, **param_fields: Any) -> tuple[str, QueryResult]:
         """``(answer, QueryResult)``; see :func:`pgrag_dag.query.query`."""
         engine = self.engine()
         try:
             return run_query(question, self._param(engine, param_fields), dsn=engine.dsn, realm=self.realm,
-                             embedder=engine.embedder(), client=engine.client())
+                             embedder=engine.embedder(), client=engine.client(), telemetry=engine.settings.telemetry)
         finally:
             engine.close()
 

@@ -53,6 +53,7 @@ partial indexes ``<table>_unembedded`` (documents, entities, relations) hold the
 ``embedding``, which every query counts.
 - ``belief_log``, ``relation_belief``, ``entity_belief``, ``documents_removed``: the append-only belief
   history and its triggers (:mod:`pgrag_dag.store.history`, schema version 7)
+- ``query_events``: coverage telemetry, one row per recorded query (:mod:`pgrag_dag.store.telemetry`)
 - ``community_lineage`` (view): community → relations inside it → contributing chunks → documents
 """
 
@@ -64,11 +65,11 @@ from pgvector.psycopg import register_vector
 
 from pgrag_dag.errors import DatabaseError, SchemaMismatchError
 from pgrag_dag.names import schema_for, validate_realm
-from pgrag_dag.store import history, vector_index
+from pgrag_dag.store import history, telemetry, vector_index
 from pgrag_dag.store.db import privileged
 
 CONTROL_SCHEMA = "pgrag__control"
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 """The realm schema's DDL version, recorded per realm in ``pgrag__control.realms.schema_version``."""
 _LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
 
@@ -440,6 +441,7 @@ def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, di
         create_embedding_indexes(conn, realm)
         conn.execute(sql.SQL(_LINEAGE_DDL).format(s=sql.Identifier(schema)))  # type: ignore[arg-type]
         history.create_history(conn, schema, vector_type)
+        telemetry.create_telemetry(conn, schema)
         conn.execute("UPDATE pgrag__control.realms SET schema_version = %s WHERE realm = %s", (SCHEMA_VERSION, realm))
     return True
 
