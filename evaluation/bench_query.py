@@ -10,7 +10,7 @@ For each size (default about 10k and 100k relations) it
    the shortest passage prefix whose synthetic triples reach the size; the density is the same at
    every size, so only the size changes. Embeddings: the hashing embedder at width 384, written by the
    embeddings stage with the HNSW indexes dropped, then rebuilt once with a large
-   ``maintenance_work_mem`` (the realm's own DDL via ``init_realm``) and ``VACUUM ANALYZE``;
+   ``maintenance_work_mem`` (the realm's own index DDL, ``schema.create_embedding_indexes``) and ``VACUUM ANALYZE``;
 2. exports the same live entities, relations and chunks as JSON, and loads them into LightRAG
    (``lightrag-hku``, own venv ``evaluation/.venv-lightrag``) with ``ainsert_custom_kg`` in a
    subprocess, with the same hashing embedder (checked for parity) wrapped in its ``EmbeddingFunc``;
@@ -205,8 +205,11 @@ def build_graph(dsn: str, realm: str, n_passages: int, cap: int, mwm: str) -> di
                 seconds[name] = time.perf_counter() - t0
                 print(f"  {realm}: stage {name} {seconds[name]:.1f} s", flush=True)
             t0 = time.perf_counter()
-            with pgoptions(f"-c maintenance_work_mem={mwm} -c max_parallel_maintenance_workers=1"):
-                engine.init_realm(realm)  # the realm's own DDL re-creates the dropped HNSW indexes
+            with pgoptions(f"-c maintenance_work_mem={mwm} -c max_parallel_maintenance_workers=1"), \
+                    db.connect(dsn, autocommit=True) as conn:
+                # the realm's own index DDL re-creates the dropped HNSW indexes (init_realm would not: it runs
+                # no DDL on a realm already at the current schema version, issue 11)
+                schema.create_embedding_indexes(conn, realm)
             seconds["hnsw_build"] = time.perf_counter() - t0
             t0 = time.perf_counter()
             with db.connect(dsn, autocommit=True) as conn:
