@@ -1,18 +1,31 @@
 """``make demo`` / ``pgrag demo``: every asset of every configured partition through Dagster, a
 summary, and one query over what was built. Offline: the model is ``replay`` over the corpus cassette.
+
+A partition of :data:`BELIEF_QUESTIONS` (``tenk.disney``) is indexed so that its last document lands at
+a later belief instant (§5.3, issue 14): while that document is not indexed yet, a first run
+materialises :data:`FIRST_RUN_ASSETS` from the sources without it, then the full run adds it (only its
+chunks are extracted). Its question is asked as believed just before that document was added — the
+instant read from the belief history (:func:`pgrag_dag.store.belief_instants.before_added`), on a
+first demo and a repeated one alike — and at present.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 from pgrag_dag.assets.runner import materialize_partition
 from pgrag_dag.config import Settings, load_settings
 from pgrag_dag.engine import Engine
-from pgrag_dag.errors import ReplayMissError
+from pgrag_dag.errors import ConfigurationError, ReplayMissError
 from pgrag_dag.names import split_partition_key
-from pgrag_dag.store import db
+from pgrag_dag.store import belief_instants, db
 
 DEMO_QUESTION = "How did Ada Lovelace contribute to Charles Babbage's Analytical Engine?"
 # partition -> (question, QueryParam overrides) asked by the demo with synthesis (recorded in the cassettes)
@@ -22,13 +35,45 @@ DEMO_QUESTIONS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     # an as-of query whose answer changes with the date (§5.4)
     "tenk.disney": [(CFO_QUESTION, {"as_of": "2005"}), (CFO_QUESTION, {"as_of": "2012"}), (CFO_QUESTION, {"as_of": "2016"})],
 }
+# partition -> (question, QueryParam overrides) whose answer changed with the space's last document, asked
+# as believed just before that document was added and at present (recorded in the cassette)
+REVENUE_QUESTION = "How did The Walt Disney Company's revenues change in its most recent fiscal year?"
+BELIEF_QUESTIONS: dict[str, tuple[str, dict[str, Any]]] = {
+    # FY2018's increases supersede FY2017's decreases: superseded edges kept, so both states show
+    "tenk.disney": (REVENUE_QUESTION, {"include_superseded": True}),
+}
+FIRST_RUN_ASSETS = ("chunks", "raw_extractions", "gated_triples", "resolved_entities", "relations", "embeddings")
+"""What the run without the last document materialises: the graph, not its communities (built once, on the
+whole graph: reports for the graph without its last document were never recorded)."""
 USAGE_KEYS = ("model_calls", "cache_hits", "prompt_tokens", "completion_tokens", "cost_usd")
+
+
+def belief_queries(partition: str, instant: datetime) -> list[tuple[str, dict[str, Any]]]:
+    """The belief question of ``partition`` (:data:`BELIEF_QUESTIONS`) as ``(question, overrides)``: at
+    ``instant`` (``as_believed_at``), then at present. Raises :class:`KeyError` for another partition."""
+    question, overrides = BELIEF_QUESTIONS[partition]
+    return [(question, {**overrides, "as_believed_at": instant}), (question, dict(overrides))]
+
+
+def _usage(metas: dict[str, dict[str, Any]]) -> dict[str, float]:
+    return {k: sum(float(m.get(k, 0) or 0) for m in metas.values()) for k in USAGE_KEYS}
+
+
+def _model_line(usage: dict[str, float]) -> str:
+    return (f"  model            {usage['model_calls']:.0f} calls, {usage['cache_hits']:.0f} cache hits, "
+            f"{usage['prompt_tokens']:.0f} prompt / {usage['completion_tokens']:.0f} completion tokens, "
+            f"estimated cost ${usage['cost_usd']:.4f}")
+
+
+def _checks_line(checks: dict[str, bool]) -> str:
+    return (f"  checks           {sum(checks.values())}/{len(checks)} passed "
+            f"({', '.join(sorted(k for k, ok in checks.items() if not ok)) or 'all green'})")
 
 
 def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
     """Human-readable summary lines from the assets' materialisation metadata."""
     c, g, r, co, h = (metas.get(k, {}) for k in ("chunks", "gated_triples", "relations", "communities", "community_hierarchy"))
-    usage = {k: sum(float(m.get(k, 0) or 0) for m in metas.values()) for k in USAGE_KEYS}
+    usage = _usage(metas)
     gates = dict(g.get("rejections_per_gate") or {})
     if r.get("self_loops_after_resolution"):
         gates["self_loop (after resolution)"] = r["self_loops_after_resolution"]
@@ -54,48 +99,130 @@ def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
         f"{quality.get('fragmented_short_form_vertices')} fragmented vertices, "
         f"{quality.get('pronoun_entities')} pronoun entities",
         f"  communities      {co.get('communities')} (level 0), {h.get('parents')} parent topics",
-        f"  model            {usage['model_calls']:.0f} calls, {usage['cache_hits']:.0f} cache hits, "
-        f"{usage['prompt_tokens']:.0f} prompt / {usage['completion_tokens']:.0f} completion tokens, "
-        f"estimated cost ${usage['cost_usd']:.4f}",
-        f"  checks           {sum(checks.values())}/{len(checks)} passed ({', '.join(sorted(k for k, ok in checks.items() if not ok)) or 'all green'})",
+        _model_line(usage),
+        _checks_line(checks),
+    ]
+
+
+def summarise_first(partition: str, withheld: str, metas: dict[str, dict[str, Any]]) -> list[str]:
+    """Summary lines of the run without the last document ``withheld`` (:data:`FIRST_RUN_ASSETS`)."""
+    c, r = metas.get("chunks", {}), metas.get("relations", {})
+    return [
+        f"partition {partition} without its last document, {withheld}  (Dagster run {metas.get('_run', {}).get('run_id', '?')})",
+        f"  documents        {c.get('documents')}, {c.get('chunks')} chunks; {r.get('entities')} entities, "
+        f"{r.get('relations')} relations, {r.get('superseded')} superseded; communities not built yet",
+        _model_line(_usage(metas)),
+        _checks_line(metas.get("_checks", {})),
     ]
 
 
 def run_demo() -> None:
-    """Run the demo end to end and print its summary and one query's result."""
-    from pgrag_dag.query import QueryParam, query, query_data, render_relation
+    from pgrag_dag.changes import changes_since
 
+    """Run the demo end to end and print its summaries and queries' results (see the module docstring)."""
     settings = load_settings()
     engine = Engine.from_settings(settings)
     print(f"database: {db.redact(engine.dsn)}")
     print(f"cassettes: {engine.import_cassettes()} recorded responses loaded")
     _switch_embedders(engine, settings)
     for partition in settings.partitions():
+        realm, space = split_partition_key(partition)
+        withheld = _index_without_last(engine, settings, partition) if partition in BELIEF_QUESTIONS else None
+        # the change feed's watermark before the full run: afterwards, what that run changed (§6.1 "Change")
+        since = changes_since(engine, realm, space, None).watermark if withheld is not None else None
         metas = materialize_partition(settings, partition)
         logging.getLogger("pgrag_dag").setLevel(logging.WARNING)  # the run's managed loggers were at INFO
         print("\n" + "\n".join(summarise(partition, metas)))
-        realm, space = split_partition_key(partition)
+        if withheld is not None:
+            print("\nchanges_since(the watermark taken before this run):")
+            print("\n".join("  " + line for line in changes_since(engine, realm, space, since).summary()))
         for question, overrides in DEMO_QUESTIONS.get(partition, []):
-            param = QueryParam.from_settings(settings.retrieval, space=space, **overrides)
-            res = query_data(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(),
-                             telemetry=settings.telemetry)
-            where = ", ".join(f"{k}={v!r}" for k, v in overrides.items())
-            print(f"\nquery_data({question!r}, mode=mix{', ' + where if where else ''}):")
-            print(f"  {len(res.entities)} entities, {len(res.relations)} relations, {len(res.chunks)} chunks;"
-                  f" top entities: " + ", ".join(e["name"] for e in res.entities[:4]))
-            for rel in _shown(res.relations, question):
-                print(f"  hop {rel['hop']}: {render_relation(rel)}")
-            total = res.assembly.get("total", {})
-            print(f"  context: {total.get('chars_placed')} of {total.get('chars_retrieved')} retrieved characters placed")
-            try:
-                answer, _ = query(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(),
-                                  client=engine.client())
-            except ReplayMissError:  # the context differs from the recorded one (e.g. another embedder)
-                print("  answer: not shown — the cassette has no recorded answer for this exact context (it was "
-                      "recorded with the local embedder on the shipped corpus); a live model in llm.models answers it")
-                continue
-            print("  answer (synthesised, replayed): " + answer.replace("\n", "\n  "))
+            _ask(engine, settings, realm, space, question, overrides)
+        if withheld is not None:
+            with engine.connect() as conn:
+                instant = belief_instants.before_added(conn, realm, space, withheld)
+            if instant is None:  # cannot be: the full run has just added it
+                raise ConfigurationError(f"{partition}: the belief history has no 'added' event for {withheld}")
+            print(f"\nbelief time: {withheld} was added at {instant.isoformat()} + 1 µs (belief_log); asked just before it and now")
+            for question, overrides in belief_queries(partition, instant):
+                _ask(engine, settings, realm, space, question, overrides)
     engine.close()
+
+
+def _index_without_last(engine: Engine, settings: Settings, partition: str) -> str:
+    """The ``doc_key`` of ``partition``'s last document; when the space does not hold it yet, first
+    materialise :data:`FIRST_RUN_ASSETS` from the sources without it
+    (:func:`~pgrag_dag.sources.without_last_file`, passed to the run's steps through the environment) and
+    print that run's summary. Raises :class:`ConfigurationError` when the space's sources cannot lose
+    their last file or its name cannot be an environment key, and as :func:`materialize_partition`."""
+    from pgrag_dag.sources import without_last_file
+
+    realm, space = split_partition_key(partition)
+    first, withheld = without_last_file(settings, settings.space_spec(realm, space))
+    with engine.connect() as conn:
+        if belief_instants.document_indexed(conn, realm, space, withheld):
+            print(f"\npartition {partition}: its last document, {withheld}, was indexed by an earlier run")
+            return withheld
+    if not re.fullmatch(r"[a-z0-9_]+", space):
+        raise ConfigurationError(f"space {space!r}: a belief-time demo space needs a name of lowercase letters, digits and _")
+    sources = json.dumps([src.model_dump(mode="json") for src in first.sources])
+    with _environ(f"PGRAG_REALMS__{realm}__SPACES__{space}__SOURCES", sources):
+        metas = materialize_partition(settings, partition, assets=FIRST_RUN_ASSETS)
+    logging.getLogger("pgrag_dag").setLevel(logging.WARNING)
+    print("\n" + "\n".join(summarise_first(partition, withheld, metas)))
+    return withheld
+
+
+@contextmanager
+def _environ(name: str, value: str) -> Iterator[None]:
+    """``os.environ[name] = value`` inside the block (the in-process run's steps load their settings from
+    the file and the environment), restored after."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
+
+def _ask(engine: Engine, settings: Settings, realm: str, space: str, question: str, overrides: dict[str, Any]) -> None:
+    """Print one question's retrieval (counts, top entities, the relations :func:`_shown` picks, with
+    their state) and its synthesised answer, or why the cassette cannot show it."""
+    from pgrag_dag.query import QueryParam, query, query_data, render_relation
+
+    param = QueryParam.from_settings(settings.retrieval, space=space, **overrides)
+    res = query_data(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(),
+                     telemetry=settings.telemetry)
+    where = ", ".join(f"{k}={v.isoformat() if isinstance(v, datetime) else v!r}" for k, v in overrides.items())
+    print(f"\nquery_data({question!r}, mode=mix{', ' + where if where else ''}):")
+    print(f"  {len(res.entities)} entities, {len(res.relations)} relations, {len(res.chunks)} chunks;"
+          f" top entities: " + ", ".join(e["name"] for e in res.entities[:4]))
+    if param.as_believed_at is not None or question == REVENUE_QUESTION:
+        docs = sorted({str(c.get("doc_key")) for c in res.chunks})
+        print(f"  passages from {len(docs)} documents, the last {docs[-1] if docs else '-'}")
+    by_id = {r["id"]: r for r in res.relations}
+    for rel in _shown(res.relations, question):
+        print(f"  hop {rel['hop']}: {render_relation(rel)}")
+        superseded = rel["superseded"] if "superseded" in rel else rel.get("superseded_by") is not None
+        if superseded and rel.get("superseded_by") is not None:
+            by = by_id.get(rel["superseded_by"])
+            print("      superseded by: " + (render_relation({**by, "description": None}) if by else f"relation {rel['superseded_by']}"))
+    total = res.assembly.get("total", {})
+    print(f"  context: {total.get('chars_placed')} of {total.get('chars_retrieved')} retrieved characters placed")
+    if not res.relations and not res.chunks:
+        print("  answer: not shown — nothing was believed then (this data directory indexed every document in one "
+              "run; `make clean` and `make demo` rebuild it)")
+        return
+    try:
+        answer, _ = query(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(), client=engine.client())
+    except ReplayMissError:  # the context differs from the recorded one (e.g. another embedder)
+        print("  answer: not shown — the cassette has no recorded answer for this exact context (it was "
+              "recorded with the local embedder on the shipped corpus); a live model in llm.models answers it")
+        return
+    print("  answer (synthesised, replayed): " + answer.replace("\n", "\n  "))
 
 
 def _switch_embedders(engine: Engine, settings: Settings) -> None:
@@ -112,7 +239,10 @@ def _switch_embedders(engine: Engine, settings: Settings) -> None:
 
 
 def _shown(relations: list[dict[str, Any]], question: str) -> list[dict[str, Any]]:
-    """Up to five relations to print: for the CFO question, the cfo_of edges (what changes with the date)."""
+    """Up to five relations to print: for the CFO question, the cfo_of edges (what changes with the date);
+    for the revenue question, the edges into Revenues (what the last filing superseded)."""
     if question == CFO_QUESTION:
         return [r for r in relations if r["predicate"] == "cfo_of"][:5]
+    if question == REVENUE_QUESTION:
+        return [r for r in relations if r["object"] == "Revenues"][:5]
     return relations[:5]

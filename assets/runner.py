@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -167,8 +168,10 @@ def run_failure_reasons(result: dg.ExecuteInProcessResult) -> list[str]:
     return [f"run: ended {result.dagster_run.status.value} with no step failure recorded"]
 
 
-def materialize_partition(settings: Settings, partition: str, *, config_path: str | None = None) -> dict[str, dict[str, Any]]:
-    """Materialise every asset (with its checks, and the community lag check) for ``partition`` in the persistent instance.
+def materialize_partition(settings: Settings, partition: str, *, config_path: str | None = None,
+                          assets: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+    """Materialise every asset (with its checks, and the community lag check) for ``partition`` in the persistent
+    instance; with ``assets`` (asset names, e.g. ``["chunks", …, "embeddings"]``) only those and their checks.
 
     The assets read their settings from ``config_path`` (default ``PGRAG_CONFIG`` or ``./pgrag.yaml``).
     Each pool's limit is created first, once (:func:`~pgrag_dag.assets.slots.ensure_pool_limits`: two runs
@@ -191,6 +194,7 @@ def materialize_partition(settings: Settings, partition: str, *, config_path: st
         with slots.SlotWatch(instance) as watch:
             result = dg.materialize(
                 [*build_assets(settings), *COMMUNITY_CHECKS], partition_key=partition, instance=instance,
+                selection=list(assets) if assets is not None else None,
                 resources={"pgrag": PgragResource(config_path=config_path, database_url=settings.database_url)},
                 raise_on_error=False, tags=slots.process_tags(),
                 run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},

@@ -82,7 +82,9 @@ def main() -> int:
     from pgrag_dag.store import cache, schema
     from pgrag_dag.stub_server import StubServer
 
-    from pgrag_dag.assets.demo import DEMO_QUESTIONS
+    from pgrag_dag.assets.demo import BELIEF_QUESTIONS, DEMO_QUESTIONS, belief_queries
+    from pgrag_dag.sources import without_last_file
+    from pgrag_dag.store.belief_instants import before_added
     from pgrag_dag.names import split_partition_key
 
     src_realm, space = split_partition_key(args.partition)
@@ -114,14 +116,28 @@ def main() -> int:
             conn.execute("DELETE FROM pgrag__control.llm_cache WHERE model = 'openai/hand-authored'")
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema.schema_for(args.realm))))
             conn.execute("DELETE FROM pgrag__control.realms WHERE realm = %s", (args.realm,))
+        withheld = None
         try:
+            if args.partition in BELIEF_QUESTIONS:  # as the demo does: first without the last document, no communities
+                first, withheld = without_last_file(settings, spec)
+                first_settings = settings.model_copy(update={"realms": {args.realm: RealmSpec(spaces={space: first})}})
+                first_engine = Engine.from_settings(first_settings)
+                try:
+                    index_documents(first_engine, args.realm, space, communities=False)
+                finally:
+                    first_engine.close()
             results = index_documents(engine, args.realm, space, communities=args.communities)
         except Exception as exc:  # unanswered prompts are still written out below
             print(f"indexing stopped: {type(exc).__name__}: {str(exc)[:300]}", file=sys.stderr)
             results = []
         from pgrag_dag.query import QueryParam, query
 
-        for question, overrides in DEMO_QUESTIONS.get(args.partition, []):
+        questions = list(DEMO_QUESTIONS.get(args.partition, []))
+        if withheld is not None:
+            with engine.connect() as conn:
+                instant = before_added(conn, args.realm, space, withheld)
+            questions += belief_queries(args.partition, instant) if instant is not None else []
+        for question, overrides in questions:
             try:
                 query(question, QueryParam(space=space, **overrides), dsn=engine.dsn, realm=args.realm,
                       embedder=engine.embedder(), client=engine.client())

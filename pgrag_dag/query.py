@@ -179,12 +179,16 @@ def query(
 
 def synthesis_messages(question: str, context: str, param: QueryParam | None = None) -> list[dict[str, str]]:
     """The chat messages of the synthesis call (OpenAI format); a valid-time or belief-time filter is
-    stated to the model beside the question, so it answers for that date."""
+    stated to the model beside the question, so it answers for that date. A valid-time date is stated
+    as given; belief time (§5.3) only as "an earlier belief-time instant", not its value: the instant is
+    this database's clock, which says nothing about the documents (the context is already the graph as
+    believed then), and stating it would make every belief-time prompt unique to one database, so no
+    cached or recorded response could ever serve it (issue 14)."""
     when = []
     if param is not None and param.as_of:
         when.append(f"as of {param.as_of} (valid time)")
     if param is not None and isinstance(param.as_believed_at, datetime):
-        when.append(f"as the graph believed at {param.as_believed_at.isoformat()}")
+        when.append("as the graph stood at an earlier belief-time instant")
     asked = question + (f"\n(Answer {' and '.join(when)}.)" if when else "")
     return [
         {"role": "system", "content": SYNTHESIS_SYSTEM},

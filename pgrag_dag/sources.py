@@ -95,6 +95,22 @@ def list_source_files(settings: Settings, spec: SpaceSpec) -> list[Path]:
     return files
 
 
+def without_last_file(settings: Settings, spec: SpaceSpec) -> tuple[SpaceSpec, str]:
+    """``spec`` with its last file left out, and that file's ``doc_key``: each source expanded to one single-file
+    source per file it names (its format and fields kept), minus the last file of
+    :func:`list_source_files` — for ``order`` ``filename`` or ``listed`` the last document of a space of
+    text files, so the others keep their ``doc_key`` and ``doc_order``. Raises
+    :class:`ConfigurationError` for a missing path or an empty glob, or when the space's order is
+    ``metadata`` or it names fewer than two files."""
+    files = list_source_files(settings, spec)
+    if spec.order == "metadata" or len(files) < 2:
+        raise ConfigurationError(f"cannot leave out a space's last file: it orders by {spec.order} and names "
+                                 f"{len(files)} file(s); it needs order filename or listed and two files or more")
+    last = files[-1]
+    kept = [src.model_copy(update={"path": p}) for src in spec.sources for p in _files(settings, src) if p != last]
+    return spec.model_copy(update={"sources": kept}), _key(settings, last)
+
+
 def _decode(path: Path) -> str:
     """A file's text: UTF-8 (BOM stripped), or UTF-16/32 when its byte-order mark says so; CRLF/CR → LF.
 

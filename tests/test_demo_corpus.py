@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from datetime import timedelta
 from pathlib import Path
 
 import psycopg
@@ -25,7 +26,7 @@ def _engine(pg_dsn: str, realm: str, root: Path = ROOT) -> Engine:
     settings = load_settings(ROOT / "pgrag.yaml", database_url=pg_dsn, config_dir=root,
                              realms={realm: RealmSpec(spaces={"demo": demo})})
     engine = Engine.from_settings(settings)
-    assert engine.import_cassettes() == 149 + 29  # the Wikipedia and the Disney 10-K cassettes
+    assert engine.import_cassettes() == 149 + 31  # the Wikipedia and the Disney 10-K cassettes
     return engine
 
 
@@ -123,6 +124,61 @@ def test_the_disney_filings_supersede_by_fiscal_year_and_answer_as_of_a_date(pg_
     assert cfos("2016") == {"James A. Rasulo", "Christine M. McCarthy"}  # no filing states when Rasulo's tenure ended
 
 
+def test_issue14_the_last_filing_indexed_later_is_believed_after_the_instant_before_it(pg_dsn: str, realm: str) -> None:
+    """What the demo does for tenk.disney: index the filings without FY2018 (no communities), then all of
+    them. The second run extracts only FY2018's chunks and ends with the one-run graph; as believed just
+    before FY2018 was added (the belief_log instant), FY2017's revenue decrease is current and no FY2018
+    passage is read; now it is superseded by the increase."""
+    from pgrag_dag.query import QueryParam, query_data
+    from pgrag_dag.sources import without_last_file
+    from pgrag_dag.store.belief_instants import before_added, document_indexed
+
+    base = load_settings(ROOT / "pgrag.yaml", database_url=pg_dsn)
+    first, withheld = without_last_file(base, base.space_spec("tenk", "disney"))
+    assert withheld == "corpus/disney_10k/FY2018.txt"
+
+    def engine_for(spec: object) -> Engine:
+        return Engine.from_settings(base.model_copy(update={"realms": {realm: RealmSpec(spaces={"disney": spec})}}))
+
+    with psycopg.connect(pg_dsn) as conn:  # a realm never indexed has neither documents nor history
+        assert not document_indexed(conn, "never_indexed", "disney", withheld)
+        assert before_added(conn, "never_indexed", "disney", withheld) is None
+    early = engine_for(first)
+    early.import_cassettes()
+    meta1 = {r.stage: r.metadata for r in index_documents(early, realm, "disney", communities=False)}
+    assert meta1["chunks"]["documents"] == 6 and meta1["relations"]["supersessions_by_reason"] == {"group": 3}
+    with early.connect() as conn:
+        assert not document_indexed(conn, realm, "disney", withheld)
+        assert before_added(conn, realm, "disney", withheld) is None
+    engine = engine_for(base.space_spec("tenk", "disney"))
+    meta = {r.stage: r.metadata for r in index_documents(engine, realm, "disney")}
+    assert engine.usage()["model_calls"] == 0 and engine.usage()["cache_hits"] == 2 * 2 + 3 + 1  # FY2018's 2 chunks, reports
+    assert meta["chunks"]["documents_added"] == 1 and meta["chunks"]["documents_unchanged"] == 6
+    assert meta["raw_extractions"]["chunks_extracted"] == 2
+    assert (meta["relations"]["relations"], meta["relations"]["entities"]) == (34, 21)  # as indexed in one run
+    assert meta["relations"]["supersessions_by_reason"] == {"group": 4}
+    with engine.connect() as conn:
+        assert document_indexed(conn, realm, "disney", withheld)
+        instant = before_added(conn, realm, "disney", withheld)
+        added = conn.execute(sql.SQL("SELECT at FROM {}.belief_log WHERE kind = 'document' AND doc_key = %s").format(
+            sql.Identifier(schema_for(realm))), (withheld,)).fetchall()
+    assert instant is not None and [(instant + timedelta(microseconds=1),)] == added
+
+    def revenues(**kw: object) -> tuple[dict[str, tuple[bool, str | None]], set[str]]:
+        res = query_data("How did The Walt Disney Company's revenues change in its most recent fiscal year?",
+                         QueryParam(space="disney", include_superseded=True, **kw),  # type: ignore[arg-type]
+                         dsn=engine.dsn, realm=realm, embedder=engine.embedder())
+        names = {r["id"]: r["predicate"] for r in res.relations}
+        return ({r["predicate"]: (bool(r["superseded"]), names.get(r["superseded_by"]) if r["superseded"] else None)
+                 for r in res.relations if r["subject"] == "Walt Disney Company" and r["object"] == "Revenues"},
+                {c["doc_key"] for c in res.chunks})
+
+    then, docs_then = revenues(as_believed_at=instant)
+    now, docs_now = revenues()
+    assert then["decreased"] == (False, None) and withheld not in docs_then and len(docs_then) == 6
+    assert now == {"decreased": (True, "increased"), "increased": (False, None)} and withheld in docs_now
+
+
 # The entities a reader of the Wikipedia articles would call relevant to "Who translated Menabrea's paper?"
 # (the paper, its author, the journal it appeared in, who commissioned and made the translation, what it became).
 MENABREA_RELEVANT = {
@@ -168,8 +224,34 @@ def test_make_demo_runs_offline_with_the_local_model_and_replays_every_answer(
         demo.run_demo()
         out = capsys.readouterr().out
         assert out.count("checks           16/16 passed (all green)") == 2  # 8 contracts, graph_quality, 4 pending_work, 2 yield, skipped_documents
-        assert out.count("answer (synthesised, replayed): ") == 4 and "answer: not shown" not in out
+        assert out.count("answer (synthesised, replayed): ") == 6 and "answer: not shown" not in out
         assert "As of 2012, the chief financial officer was James A. Rasulo" in out
+        # issue 14: tenk.disney first without FY2018 (no communities), then FY2018 alone is extracted ...
+        first, disney = out.split("partition tenk.disney without its last document, corpus/disney_10k/FY2018.txt")[1] \
+            .split("\npartition tenk.disney  (Dagster run")
+        assert "documents        6, 9 chunks; 17 entities, 29 relations, 3 superseded; communities not built yet" in first
+        assert "model            0 calls, 18 cache hits" in first and "checks           12/12 passed (all green)" in first
+        disney = disney.split("\npartition wiki.demo")[0]
+        for line in ("documents        7  (1 added, 0 replaced, 6 unchanged)", "chunks           11  (2 inserted this run)",
+                     "entities         21  (0 dormant)", "relations        34  (0 negated, 30 with a validity period)",
+                     "supersession     4 superseded (4 this run) {'group': 4}", "communities      3 (level 0), 1 parent topics",
+                     "model            0 calls, 8 cache hits"):  # ... and the graph is the one-run graph
+            assert f"\n  {line}" in disney, line
+        # ... and the revenue question as believed just before FY2018 was added, then now
+        then, now = disney.split("\nbelief time: corpus/disney_10k/FY2018.txt was added at ")[1].split(
+            "\nquery_data(\"How did The Walt Disney Company's revenues change in its most recent fiscal year?\", "
+            "mode=mix, include_superseded=True")[1:]
+        decrease = "hop 1: (Walt Disney Company) --[decreased]--> (Revenues) [valid 2017 to 2017]"
+        instant = then.split("'", 2)[1]
+        assert then.startswith(", as_believed_at='") and "passages from 6 documents, the last corpus/disney_10k/FY2017.txt" in then
+        assert f"{decrease}: Revenues for fiscal 2017 decreased 1%" in then  # current then
+        assert "answer (synthesised, replayed): In the most recent fiscal year the context covers, fiscal 2017, " \
+               "The Walt Disney Company's revenues decreased 1%, or $0.5 billion, to $55.1 billion [1]." in then
+        assert now.startswith("):") and "passages from 7 documents, the last corpus/disney_10k/FY2018.txt" in now
+        assert f"{decrease} [superseded]: Revenues for fiscal 2017" in now  # superseded now, by FY2018's increase
+        assert "superseded by: (Walt Disney Company) --[increased]--> (Revenues) [valid 2012 to 2018]" in now
+        assert "answer (synthesised, replayed): In fiscal 2018, the most recent fiscal year in the context, " \
+               "The Walt Disney Company's revenues increased 8%, or $4.3 billion, to $59.4 billion [7]." in now
         settings = load_settings(ROOT / "pgrag.yaml")
         assert settings.embedding.model == "local/all-MiniLM-L6-v2"  # what the demo's configuration says
         relevant, menabrea, cfo = _relevant_entities_first(Engine.from_settings(settings))
@@ -178,6 +260,10 @@ def test_make_demo_runs_offline_with_the_local_model_and_replays_every_answer(
         demo.run_demo()  # re-embeds both realms with the hashing embedder, then answers what it can
         out = capsys.readouterr().out
         assert "realm wiki is embedded with local/all-MiniLM-L6-v2 (384) but the configuration says hashing-sha256" in out
+        # FY2018 is indexed already: no run without it, nothing extracted, the same belief instant
+        assert "partition tenk.disney: its last document, corpus/disney_10k/FY2018.txt, was indexed by an earlier run" in out
+        assert "without its last document" not in out and "  model            0 calls, 0 cache hits" in out
+        assert f"include_superseded=True, as_believed_at='{instant}'):" in out
         assert out.count("answer: not shown — the cassette has no recorded answer for this exact context") >= 1
         relevant, menabrea, cfo = _relevant_entities_first(Engine.from_settings(load_settings(ROOT / "pgrag.yaml")))
         assert not relevant and "Augusta Leigh" in menabrea, (menabrea, cfo)

@@ -18,7 +18,7 @@ from pgrag_dag.embedding import HashingEmbedder
 from pgrag_dag.errors import InvalidNameError, QueryError, SchemaMismatchError
 from pgrag_dag.llm import ModelClient
 from pgrag_dag.prompts import SYNTHESIS_SYSTEM
-from pgrag_dag.query import QueryParam, QueryResult, query, query_data, render_relation
+from pgrag_dag.query import QueryParam, QueryResult, query, query_data, render_relation, synthesis_messages
 from pgrag_dag.store import db, retrieval, schema
 from pgrag_dag.stub_server import StubServer
 
@@ -341,3 +341,16 @@ def test_vector_searches_are_never_server_side_prepared(pg_dsn: str, realm: str,
         prepared = [r[0] for r in conn.execute("SELECT statement FROM pg_prepared_statements").fetchall()]
     assert any("RECURSIVE" in s for s in prepared)  # other reads are prepared: the check can see them
     assert not [s for s in prepared if "<=>" in s]
+
+
+def test_a_belief_time_prompt_does_not_depend_on_the_instant() -> None:
+    """Issue 14: the synthesis prompt says an answer is for an earlier belief-time instant, not which one
+    (the database's clock), so a recorded answer replays in any database for the same context."""
+    at = [synthesis_messages("Q?", "ctx", QueryParam(space="s", as_believed_at=t))
+          for t in ("2020-01-01T00:00:00", "2031-06-30T12:34:56.789+02:00")]
+    now = synthesis_messages("Q?", "ctx", QueryParam(space="s"))
+    assert at[0] == at[1] != now
+    assert at[0][1]["content"].startswith("Question: Q?\n(Answer as the graph stood at an earlier belief-time instant.)")
+    assert "2020" not in at[0][1]["content"] and "2031" not in at[0][1]["content"]
+    both = synthesis_messages("Q?", "ctx", QueryParam(space="s", as_of="2016", as_believed_at="2020-01-01T00:00:00"))
+    assert "(Answer as of 2016 (valid time) and as the graph stood at an earlier belief-time instant.)" in both[1]["content"]

@@ -11,7 +11,7 @@ import pytest
 
 from pgrag_dag.config import RealmSpec, Settings, SourceSpec, SpaceSpec
 from pgrag_dag.errors import ConfigurationError, SourceError
-from pgrag_dag.sources import DOCUMENT_COLUMNS, list_source_files, load_documents, read_document
+from pgrag_dag.sources import DOCUMENT_COLUMNS, list_source_files, load_documents, read_document, without_last_file
 
 
 def _settings(tmp_path: Path, *sources: SourceSpec, order: str = "filename") -> Settings:
@@ -145,6 +145,28 @@ def test_listed_order_keeps_the_sources_order_and_sorts_within_each(tmp_path: Pa
     settings = _settings(tmp_path, SourceSpec(path=Path("one")), SourceSpec(path=Path("two")), order="listed")
     files = list_source_files(settings, settings.space_spec("r1", "s1"))
     assert [os.path.relpath(f, tmp_path) for f in files] == ["one/y.txt", "one/z.txt", "two/a.txt"]
+
+
+def test_without_last_file_keeps_the_other_documents_keys_and_order(tmp_path: Path) -> None:
+    """Issue 14 (the demo's belief instant): a space read without its last file gives the same doc_key
+    and doc_order to every other document, across sources, and names the left-out file's doc_key."""
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    for rel in ("one/b.txt", "one/d.txt", "two/a.txt", "two/c.txt"):
+        (tmp_path / rel).write_text(f"Text of {rel}.\n", encoding="utf-8")
+    settings = _settings(tmp_path, SourceSpec(path=Path("one")), SourceSpec(path=Path("two")))
+    first, withheld = without_last_file(settings, settings.space_spec("r1", "s1"))
+    assert withheld == "one/d.txt"
+    assert all(src.path.is_file() for src in first.sources) and first.order == "filename"
+    fewer = settings.model_copy(update={"realms": {"r1": RealmSpec(spaces={"s1": first})}})
+    assert load_documents(fewer, "r1", "s1").select("doc_key", "doc_order").rows() == \
+        load_documents(settings, "r1", "s1").select("doc_key", "doc_order").rows()[:-1] == \
+        [("two/a.txt", 0), ("one/b.txt", 1), ("two/c.txt", 2)]
+    by_field = SpaceSpec(sources=[SourceSpec(path=Path("one"))], order="metadata", order_field="year")
+    with pytest.raises(ConfigurationError, match="orders by metadata"):
+        without_last_file(settings, by_field)
+    with pytest.raises(ConfigurationError, match="names 1 file"):
+        without_last_file(settings, SpaceSpec(sources=[SourceSpec(path=Path("two/a.txt"))]))
 
 
 def test_one_bad_file_fails_the_whole_load(tmp_path: Path) -> None:
