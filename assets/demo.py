@@ -117,9 +117,9 @@ def summarise_first(partition: str, withheld: str, metas: dict[str, dict[str, An
 
 
 def run_demo() -> None:
+    """Run the demo end to end and print its summaries and queries' results (see the module docstring)."""
     from pgrag_dag.changes import changes_since
 
-    """Run the demo end to end and print its summaries and queries' results (see the module docstring)."""
     settings = load_settings()
     engine = Engine.from_settings(settings)
     print(f"database: {db.redact(engine.dsn)}")

@@ -175,7 +175,8 @@ def test_issue14_the_last_filing_indexed_later_is_believed_after_the_instant_bef
 
     then, docs_then = revenues(as_believed_at=instant)
     now, docs_now = revenues()
-    assert then["decreased"] == (False, None) and withheld not in docs_then and len(docs_then) == 6
+    assert then == {"decreased": (False, None), "increased": (True, "decreased")}  # FY2016's increase superseded by FY2017
+    assert withheld not in docs_then and len(docs_then) == 6
     assert now == {"decreased": (True, "increased"), "increased": (False, None)} and withheld in docs_now
 
 
@@ -223,7 +224,8 @@ def test_make_demo_runs_offline_with_the_local_model_and_replays_every_answer(
     try:
         demo.run_demo()
         out = capsys.readouterr().out
-        assert out.count("checks           16/16 passed (all green)") == 2  # 8 contracts, graph_quality, 4 pending_work, 2 yield, skipped_documents
+        # 8 contracts, graph_quality, 4 pending_work, 2 yield, skipped_documents, communities_current
+        assert out.count("checks           17/17 passed (all green)") == 2
         assert out.count("answer (synthesised, replayed): ") == 6 and "answer: not shown" not in out
         assert "As of 2012, the chief financial officer was James A. Rasulo" in out
         # issue 14: tenk.disney first without FY2018 (no communities), then FY2018 alone is extracted ...
@@ -237,6 +239,7 @@ def test_make_demo_runs_offline_with_the_local_model_and_replays_every_answer(
                      "supersession     4 superseded (4 this run) {'group': 4}", "communities      3 (level 0), 1 parent topics",
                      "model            0 calls, 8 cache hits"):  # ... and the graph is the one-run graph
             assert f"\n  {line}" in disney, line
+        assert "\n    documents added: 1  (corpus/disney_10k/FY2018.txt)" in disney  # the change feed of that run
         # ... and the revenue question as believed just before FY2018 was added, then now
         then, now = disney.split("\nbelief time: corpus/disney_10k/FY2018.txt was added at ")[1].split(
             "\nquery_data(\"How did The Walt Disney Company's revenues change in its most recent fiscal year?\", "
@@ -244,7 +247,9 @@ def test_make_demo_runs_offline_with_the_local_model_and_replays_every_answer(
         decrease = "hop 1: (Walt Disney Company) --[decreased]--> (Revenues) [valid 2017 to 2017]"
         instant = then.split("'", 2)[1]
         assert then.startswith(", as_believed_at='") and "passages from 6 documents, the last corpus/disney_10k/FY2017.txt" in then
-        assert f"{decrease}: Revenues for fiscal 2017 decreased 1%" in then  # current then
+        assert f"{decrease}: Revenues for fiscal 2017 decreased 1%" in then  # current then; the increase superseded by it
+        assert "hop 1: (Walt Disney Company) --[increased]--> (Revenues) [valid 2012 to 2018] [superseded]: " in then
+        assert "superseded by: (Walt Disney Company) --[decreased]--> (Revenues) [valid 2017 to 2017]" in then
         assert "answer (synthesised, replayed): In the most recent fiscal year the context covers, fiscal 2017, " \
                "The Walt Disney Company's revenues decreased 1%, or $0.5 billion, to $55.1 billion [1]." in then
         assert now.startswith("):") and "passages from 7 documents, the last corpus/disney_10k/FY2018.txt" in now
