@@ -5,7 +5,7 @@ A partition of :data:`BELIEF_QUESTIONS` (``tenk.disney``) is indexed so that its
 a later belief instant (§5.3, issue 14): while that document is not indexed yet, a first run
 materialises :data:`FIRST_RUN_ASSETS` from the sources without it, then the full run adds it (only its
 chunks are extracted). Its question is asked as believed just before that document was added — the
-instant read from the belief history (:func:`pgrag_dag.store.belief_instants.before_added`), on a
+instant read from the belief history (:func:`pgrag_dag.store.history.before_added`), on a
 first demo and a repeated one alike — and at present.
 """
 
@@ -25,7 +25,7 @@ from pgrag_dag.config import Settings, load_settings
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import ConfigurationError, ReplayMissError
 from pgrag_dag.names import split_partition_key
-from pgrag_dag.store import belief_instants, db
+from pgrag_dag.store import db, documents, history
 
 DEMO_QUESTION = "How did Ada Lovelace contribute to Charles Babbage's Analytical Engine?"
 # partition -> (question, QueryParam overrides) asked by the demo with synthesis (recorded in the cassettes)
@@ -140,7 +140,7 @@ def run_demo() -> None:
             _ask(engine, settings, realm, space, question, overrides)
         if withheld is not None:
             with engine.connect() as conn:
-                instant = belief_instants.before_added(conn, realm, space, withheld)
+                instant = history.before_added(conn, realm, space, withheld)
             if instant is None:  # cannot be: the full run has just added it
                 raise ConfigurationError(f"{partition}: the belief history has no 'added' event for {withheld}")
             print(f"\nbelief time: {withheld} was added at {instant.isoformat()} + 1 µs (belief_log); asked just before it and now")
@@ -160,7 +160,7 @@ def _index_without_last(engine: Engine, settings: Settings, partition: str) -> s
     realm, space = split_partition_key(partition)
     first, withheld = without_last_file(settings, settings.space_spec(realm, space))
     with engine.connect() as conn:
-        if belief_instants.document_indexed(conn, realm, space, withheld):
+        if documents.document_indexed(conn, realm, space, withheld):
             print(f"\npartition {partition}: its last document, {withheld}, was indexed by an earlier run")
             return withheld
     if not re.fullmatch(r"[a-z0-9_]+", space):

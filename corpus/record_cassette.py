@@ -84,7 +84,7 @@ def main() -> int:
 
     from pgrag_dag.assets.demo import BELIEF_QUESTIONS, DEMO_QUESTIONS, belief_queries
     from pgrag_dag.sources import without_last_file
-    from pgrag_dag.store.belief_instants import before_added
+    from pgrag_dag.store.history import before_added
     from pgrag_dag.names import split_partition_key
 
     src_realm, space = split_partition_key(args.partition)

@@ -24,7 +24,7 @@ from pgrag_dag.engine import Engine
 from pgrag_dag.errors import QueryError
 from pgrag_dag.names import validate_realm, validate_space
 from pgrag_dag.store import changes as store
-from pgrag_dag.store import db
+from pgrag_dag.store import db, history
 from pgrag_dag.store.retrieval import realm_embedding
 
 _SNAPSHOT = re.compile(r"^[0-9]{1,20}:[0-9]{1,20}:([0-9]{1,20}(,[0-9]{1,20})*)?$")
@@ -206,7 +206,7 @@ def _lag(built_at: Any, lag: int, has_relations: bool) -> CommunityLag:
 
 
 def _require_history(conn: psycopg.Connection, realm: str) -> None:
-    if not store.history_exists(conn, realm):
+    if not history.table_exists(conn, realm, "belief_log"):
         known = realm_embedding(conn, realm) is not None
         raise QueryError(f"realm {realm!r} " + ("predates the belief history: index it once to migrate it"
                                                 if known else "does not exist (it has never been indexed)"))

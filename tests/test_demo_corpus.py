@@ -131,7 +131,8 @@ def test_issue14_the_last_filing_indexed_later_is_believed_after_the_instant_bef
     passage is read; now it is superseded by the increase."""
     from pgrag_dag.query import QueryParam, query_data
     from pgrag_dag.sources import without_last_file
-    from pgrag_dag.store.belief_instants import before_added, document_indexed
+    from pgrag_dag.store.documents import document_indexed
+    from pgrag_dag.store.history import before_added
 
     base = load_settings(ROOT / "pgrag.yaml", database_url=pg_dsn)
     first, withheld = without_last_file(base, base.space_spec("tenk", "disney"))

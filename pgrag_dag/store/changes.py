@@ -48,12 +48,6 @@ SELECT (SELECT at FROM built),
        EXISTS (SELECT 1 FROM {s}.relations WHERE space = %(space)s)"""
 
 
-def history_exists(conn: psycopg.Connection, realm: str) -> bool:
-    """Whether ``realm``'s schema has the belief log (a realm indexed at schema version 7 or later)."""
-    row = conn.execute("SELECT to_regclass(format('%%I.belief_log', %s::text))", (schema_for(realm),)).fetchone()
-    return row is not None and row[0] is not None
-
-
 def current_snapshot(conn: psycopg.Connection) -> str:
     """The text of ``pg_current_snapshot()`` — in a ``REPEATABLE READ`` transaction, its own snapshot."""
     row = conn.execute("SELECT pg_current_snapshot()::text").fetchone()

@@ -144,3 +144,13 @@ def count_documents(conn: psycopg.Connection, realm: str, space: str) -> int:
     row = conn.execute(sql.SQL("SELECT count(DISTINCT doc_key) FROM {} WHERE space = %s").format(_t(realm, "documents")),
                        (space,)).fetchone()
     return int(row[0]) if row else 0
+
+
+def document_indexed(conn: psycopg.Connection, realm: str, space: str, doc_key: str) -> bool:
+    """Whether ``space`` of ``realm`` holds chunks of ``doc_key`` now; ``False`` for a realm never indexed
+    (no ``documents`` table). Raises :class:`~pgrag_dag.errors.InvalidNameError` for a bad realm name."""
+    if not history.table_exists(conn, realm, "documents"):
+        return False
+    found = conn.execute(sql.SQL("SELECT 1 FROM {} WHERE space = %s AND doc_key = %s LIMIT 1").format(
+        _t(realm, "documents")), (space, doc_key)).fetchone()
+    return found is not None

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 
 import psycopg
 from psycopg import sql
@@ -317,6 +318,26 @@ def log_documents(conn: psycopg.Connection, realm: str, space: str, events: Sequ
             sql.SQL("INSERT INTO {} (space, kind, doc_key, event) VALUES (%s, 'document', %s, %s)").format(_t(realm, "belief_log")),
             [(space, k, e) for k, e in events])
     return len(events)
+
+
+def before_added(conn: psycopg.Connection, realm: str, space: str, doc_key: str) -> datetime | None:
+    """The last instant before ``doc_key`` was last added to ``space``: the ``at`` of its latest
+    ``belief_log`` event ``added`` (the database clock of the chunk sync that added it) minus one
+    microsecond, PostgreSQL's resolution — a ``timestamptz`` as a timezone-aware :class:`datetime`.
+    ``None`` when the document was never added (or the realm has no history). Reads ``belief_log``."""
+    if not table_exists(conn, realm, "belief_log"):
+        return None
+    row = conn.execute(sql.SQL(
+        """SELECT max(at) - interval '1 microsecond' FROM {}
+            WHERE space = %s AND kind = 'document' AND doc_key = %s AND event = 'added'""").format(
+        _t(realm, "belief_log")), (space, doc_key)).fetchone()
+    return None if row is None else row[0]
+
+
+def table_exists(conn: psycopg.Connection, realm: str, table: str) -> bool:
+    """Whether realm schema ``pgrag_<realm>`` has ``table`` (a realm never indexed, or from before a table, has not)."""
+    row = conn.execute("SELECT to_regclass(%s)", (f'"{schema_for(realm)}"."{table}"',)).fetchone()
+    return row is not None and row[0] is not None
 
 
 def _t(realm: str, table: str) -> sql.Composed:
