@@ -55,8 +55,10 @@ class ChangeSet:
     in both lists.
 
     ``changed_relations_since_communities``: relation events of the space after its latest level-0
-    community ``built_at`` (every relation event when it has no communities); ``communities_stale`` when
-    that is > 0 or relations exist without communities; ``communities_built_at`` that build's ISO-8601
+    community ``built_at``, or after the communities stage last found the graph unchanged (or without a
+    cluster large enough), whichever is later — every relation event when the stage never ran;
+    ``communities_stale`` when that is > 0 or relations exist and the stage never read them;
+    ``communities_built_at`` that build's ISO-8601
     time (``None``: no community) — read in the same snapshot, whatever the window.
     ``watermark``: pass it as the next call's ``watermark``.
     """
@@ -199,8 +201,8 @@ def community_lag(engine_or_dsn: Engine | str, realm: str, space: str) -> Commun
             return _lag(*store.community_lag(conn, realm, space))
 
 
-def _lag(built_at: Any, lag: int, has_relations: bool) -> CommunityLag:
-    return CommunityLag(communities_stale=lag > 0 or (built_at is None and has_relations),
+def _lag(built_at: Any, lag: int, never_checked: bool) -> CommunityLag:
+    return CommunityLag(communities_stale=lag > 0 or never_checked,
                         changed_relations_since_communities=lag,
                         communities_built_at=built_at.isoformat() if built_at is not None else None)
 

@@ -27,7 +27,7 @@ from pgrag_dag.errors import ModelError
 from pgrag_dag.operators import compose
 from pgrag_dag.pipeline import PENDING_CHECK, StageResult, usage_delta, writing_stage
 from pgrag_dag.store import communities as store
-from pgrag_dag.store import locks, staging, vectors
+from pgrag_dag.store import history, locks, staging, vectors
 from pgrag_dag.store.lineage import lineage_summary
 
 
@@ -70,6 +70,7 @@ def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
     before = engine.usage()
     cs = engine.settings.communities
     with engine.connect() as conn:
+        read_at = history.graph_clock(conn)  # the lag check counts changes after this read (issue 14)
         entities, relations = store.load_graph(conn, realm, space)
         stored = store.current_fingerprint(conn, realm, space)
         owed = staging.load_pending(conn, realm, space, "communities")
@@ -77,6 +78,8 @@ def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
     fp = _fingerprint(engine, entities, relations, writer)
     if stored == fp and not owed:
         with engine.connect() as conn:
+            with conn.transaction():
+                history.mark_checked(conn, realm, space, "communities", read_at)
             members, reports, _ = store.load_base(conn, realm, space)
             lineage = lineage_summary(conn, realm, space)
             attention = stage_metadata(conn, realm, space, engine.settings.telemetry)
@@ -109,6 +112,7 @@ def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
         if not clusters.height:  # an empty graph: the build is nothing
             store.replace_communities(conn, realm, space, fingerprint=fp, reports=ReportBatch().frame(), members=clusters)
         staging.record_pending(conn, realm, space, "communities", failures)
+        history.mark_checked(conn, realm, space, "communities", read_at)
         lineage = lineage_summary(conn, realm, space)
     with engine.connect() as conn:
         attention = stage_metadata(conn, realm, space, engine.settings.telemetry)

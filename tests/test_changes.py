@@ -141,6 +141,31 @@ def test_community_lag_is_counted_in_relation_events_after_the_latest_build(nove
     assert not changes_since(engine, realm, "books", behind.watermark).communities_stale
 
 
+def test_a_communities_run_that_finds_the_graph_unchanged_clears_the_lag(novel: Novel, realm: str) -> None:
+    from pgrag_dag.community_stages import stage_communities
+
+    root, engine, server = novel
+    server.answer = _with_reports
+    _write(root, "01_book.txt", "Rochefort serves Richelieu.", "Aramis serves Richelieu.")
+    _write(root, "02_book.txt", "Porthos lives in Paris.")  # a pair: no community of three
+    index_documents(engine, realm, "books")
+    assert not changes_since(engine, realm, "books", None).communities_stale
+    # a relation goes dormant and comes back: two events, no net change of the graph
+    with engine.connect() as conn:
+        rel = qualified(realm, "relations")
+        one = conn.execute(sql.SQL("SELECT min(id) FROM {}").format(rel)).fetchone()[0]  # type: ignore[index]
+        for value in ("now()", "NULL"):
+            with conn.transaction():
+                conn.execute(sql.SQL("UPDATE {} SET dormant_since = " + value + " WHERE id = %s").format(rel), (one,))  # type: ignore[arg-type]
+    behind = changes_since(engine, realm, "books", None)
+    assert behind.communities_stale and behind.changed_relations_since_communities == 2
+    result = stage_communities(engine, realm, "books")
+    assert result.metadata["skipped"] == "graph unchanged since the last build"
+    after = changes_since(engine, realm, "books", None)
+    assert not after.communities_stale and after.changed_relations_since_communities == 0
+    assert after.communities_built_at == behind.communities_built_at  # nothing was rebuilt
+
+
 def test_a_malformed_or_foreign_watermark_is_refused_naming_it(realm: str, pg_dsn: str) -> None:
     for bad in ["yesterday", "12:10:", "1:2:3;drop", "2024-01-01T00:00:00Z"]:
         with pytest.raises(QueryError, match="malformed watermark") as err:

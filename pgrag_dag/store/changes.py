@@ -40,12 +40,14 @@ SELECT l.seq, l.kind, l.event, l.object_id, l.doc_key, l.superseded_by, l.at,
  ORDER BY l.seq"""
 
 _STALENESS = """
-WITH built AS (SELECT max(built_at) AS at FROM {s}.communities WHERE space = %(space)s AND level = 0)
+WITH built AS (SELECT max(built_at) AS at FROM {s}.communities WHERE space = %(space)s AND level = 0),
+checked AS (SELECT greatest((SELECT at FROM built),
+                            (SELECT checked_at FROM {s}.graph_checked WHERE space = %(space)s AND stage = 'communities')) AS at)
 SELECT (SELECT at FROM built),
        (SELECT count(*) FROM {s}.belief_log l
          WHERE l.space = %(space)s AND l.kind = 'relation'
-           AND ((SELECT at FROM built) IS NULL OR l.at > (SELECT at FROM built))),
-       EXISTS (SELECT 1 FROM {s}.relations WHERE space = %(space)s)"""
+           AND ((SELECT at FROM checked) IS NULL OR l.at > (SELECT at FROM checked))),
+       EXISTS (SELECT 1 FROM {s}.relations WHERE space = %(space)s) AND (SELECT at FROM checked) IS NULL"""
 
 
 def current_snapshot(conn: psycopg.Connection) -> str:
@@ -68,9 +70,11 @@ def events_since(conn: psycopg.Connection, realm: str, space: str, old: str | No
 
 
 def community_lag(conn: psycopg.Connection, realm: str, space: str) -> tuple[Any, int, bool]:
-    """``(built_at, relation_events, relations_exist)``: the latest level-0 community ``built_at`` of
-    ``space`` (``None`` without communities), how many relation events of the space the belief log holds
-    after it (all of them without communities) and whether the space has any relation row."""
+    """``(built_at, relation_events, never_checked)``: the latest level-0 community ``built_at`` of ``space``
+    (``None`` without communities); how many relation events of the space the belief log holds after the
+    communities stage last read the graph — the later of that ``built_at`` and its ``graph_checked`` stamp,
+    which a run that found the graph unchanged (or too small for a community) also records — all of them
+    when it never did; and whether the space has relations but the stage never read them."""
     query = sql.SQL(_STALENESS).format(s=sql.Identifier(schema_for(realm)))
     row = conn.execute(query, {"space": space}).fetchone()
     assert row is not None

@@ -174,6 +174,14 @@ HISTORY_DDL: tuple[str, ...] = (
         t_created timestamptz NOT NULL,
         t_removed timestamptz NOT NULL DEFAULT now()
     )""",
+    # when a stage last read the whole graph it summarises (the communities stage: built or found unchanged),
+    # so the community lag counts only what changed after that read
+    """CREATE TABLE IF NOT EXISTS {s}.graph_checked (
+        space text NOT NULL,
+        stage text NOT NULL,
+        checked_at timestamptz NOT NULL,
+        PRIMARY KEY (space, stage)
+    )""",
     """CREATE INDEX IF NOT EXISTS documents_removed_belief ON {s}.documents_removed (space, t_created, t_removed)""",
     """CREATE INDEX IF NOT EXISTS documents_removed_entities ON {s}.documents_removed USING gin (entity_ids)""",
     # ---- migration: a realm built before the history reconstructs it once from the rows' stamps
@@ -332,6 +340,22 @@ def before_added(conn: psycopg.Connection, realm: str, space: str, doc_key: str)
             WHERE space = %s AND kind = 'document' AND doc_key = %s AND event = 'added'""").format(
         _t(realm, "belief_log")), (space, doc_key)).fetchone()
     return None if row is None else row[0]
+
+
+def graph_clock(conn: psycopg.Connection) -> datetime:
+    """The database clock now (``clock_timestamp()``): take it before a stage reads the graph, record it
+    with :func:`mark_checked` after the stage succeeded."""
+    row = conn.execute("SELECT clock_timestamp()").fetchone()
+    assert row is not None
+    return row[0]
+
+
+def mark_checked(conn: psycopg.Connection, realm: str, space: str, stage: str, at: datetime) -> None:
+    """Record that ``stage`` of ``space`` read the whole graph at ``at`` (:func:`graph_clock`) and is up to
+    date with it — built from it, or found it unchanged — in the caller's transaction."""
+    conn.execute(sql.SQL("""INSERT INTO {} (space, stage, checked_at) VALUES (%s, %s, %s)
+                            ON CONFLICT (space, stage) DO UPDATE SET checked_at = greatest({}.checked_at, EXCLUDED.checked_at)""").format(
+        _t(realm, "graph_checked"), sql.Identifier("graph_checked")), (space, stage, at))
 
 
 def table_exists(conn: psycopg.Connection, realm: str, table: str) -> bool:
