@@ -23,9 +23,11 @@ from ``-infinity``, always known, §5.3), ``t_expired`` for a supersession, ``do
 ``archived_at`` for dormancy and archiving — and ``now()`` for a restoration or revival; the engine writes
 every stamp as ``now()``, so in practice each is the writing transaction's database clock.
 
-The logs and intervals are written by statement-level triggers on ``relations`` and ``entities`` (and a
-row trigger archiving deleted chunks), so no write path can change a belief state without recording it,
-and an UPDATE that leaves the state as it was records nothing (re-indexing unchanged input moves nothing).
+The logs and intervals are written by triggers on ``relations`` and ``entities`` — statement-level over the
+new rows for INSERT, and for UPDATE a row trigger fired only when ``dormant_since``, ``superseded_by`` or
+``archived_at`` changed (so rewriting every vector costs nothing) — and a row trigger archiving deleted
+chunks, so no write path can change a belief state without recording it, and an UPDATE that leaves the
+state as it was records nothing (re-indexing unchanged input moves nothing).
 Document events are written by :func:`log_documents` from the chunk sync. UPDATE and DELETE on the logs
 are refused by triggers, except closing an open interval — and explicit deletion
 (:func:`forgetting`, issue 14 item 4), which is never the default.
@@ -53,25 +55,6 @@ FORGET_SETTING = "pgrag.forget"
 """A transaction-local setting (``SET LOCAL pgrag.forget = 'on'``) that lets explicit deletion remove history."""
 
 _RELATION_STATE = "CASE WHEN {x}.dormant_since IS NOT NULL THEN NULL WHEN {x}.superseded_by IS NOT NULL THEN 'superseded' ELSE 'current' END"
-
-# The rows of one UPDATE whose belief state changed (a CTE ``c`` over the trigger's transition tables):
-# a relation's state is NULL (dormant: not in the graph), 'superseded' or 'current'; a change of superseder counts.
-_RELATION_CHANGES = """c AS (
-            SELECT n.id, n.space, (""" + _RELATION_STATE.format(x="o") + """) AS s_old,
-                   (""" + _RELATION_STATE.format(x="n") + """) AS s_new, n.superseded_by AS by_new,
-                   CASE WHEN n.dormant_since IS NOT NULL THEN n.dormant_since
-                        WHEN n.superseded_by IS NOT NULL THEN COALESCE(n.t_expired, now()) ELSE now() END AS at
-              FROM old_rows o JOIN new_rows n ON n.id = o.id
-             WHERE (""" + _RELATION_STATE.format(x="o") + """) IS DISTINCT FROM (""" + _RELATION_STATE.format(x="n") + """)
-                OR (n.dormant_since IS NULL AND n.superseded_by IS NOT NULL AND o.superseded_by IS DISTINCT FROM n.superseded_by))"""
-_ENTITY_CHANGES = """c AS (
-            SELECT n.id, n.space, o.dormant_since IS NULL AS live_old, n.dormant_since IS NULL AS live_new,
-                   CASE WHEN o.archived_at IS NULL AND n.archived_at IS NOT NULL THEN 'archived'
-                        WHEN o.archived_at IS NOT NULL AND n.archived_at IS NULL THEN 'unarchived'
-                        WHEN n.dormant_since IS NULL THEN 'revived' ELSE 'dormant' END AS event,
-                   CASE WHEN n.dormant_since IS NULL THEN now() ELSE COALESCE(n.archived_at, n.dormant_since) END AS at
-              FROM old_rows o JOIN new_rows n ON n.id = o.id
-             WHERE (o.dormant_since IS NULL) <> (n.dormant_since IS NULL) OR (o.archived_at IS NULL) <> (n.archived_at IS NULL))"""
 
 def _relation_from_stamps(rows: str) -> tuple[str, ...]:
     """The history of relation ``rows`` (a table or transition table, aliased ``n``) reconstructed from
@@ -193,29 +176,37 @@ HISTORY_DDL: tuple[str, ...] = (
        SELECT d.space, 'document', d.doc_key, 'added', min(d.t_created) FROM {s}.documents d
         WHERE NOT EXISTS (SELECT 1 FROM {s}.belief_log l WHERE l.kind = 'document' AND l.space = d.space)
         GROUP BY d.space, d.doc_key""",
-    # ---- relations: every change of belief state, set-based (statement triggers over transition tables)
+    # ---- relations: every change of belief state (INSERT: a statement trigger over the new rows)
     """CREATE OR REPLACE FUNCTION {s}.relations_history_insert() RETURNS trigger LANGUAGE plpgsql AS $f$
     BEGIN
         """ + ";\n        ".join(_relation_from_stamps("new_rows")) + """;
         RETURN NULL;
     END $f$""",
+    # an UPDATE changes belief state on few rows (the embeddings stage rewrites every row's vector and must
+    # not pay for it): a row trigger, fired only when dormant_since or superseded_by changed (see _TRIGGERS)
     """CREATE OR REPLACE FUNCTION {s}.relations_history_update() RETURNS trigger LANGUAGE plpgsql AS $f$
+    DECLARE
+        v_old text := """ + _RELATION_STATE.format(x="OLD") + """;
+        v_new text := """ + _RELATION_STATE.format(x="NEW") + """;
+        v_at timestamptz := CASE WHEN NEW.dormant_since IS NOT NULL THEN NEW.dormant_since
+                                 WHEN NEW.superseded_by IS NOT NULL THEN COALESCE(NEW.t_expired, now()) ELSE now() END;
     BEGIN
-        WITH """ + _RELATION_CHANGES + """
-        UPDATE {s}.relation_belief b SET believed_to = greatest(b.believed_from, c.at)
-          FROM c WHERE b.relation_id = c.id AND b.believed_to IS NULL;
-        WITH """ + _RELATION_CHANGES + """
-        INSERT INTO {s}.relation_belief (space, relation_id, state, superseded_by, believed_from)
-        SELECT c.space, c.id, c.s_new, CASE WHEN c.s_new = 'superseded' THEN c.by_new END,
-               greatest(c.at, (SELECT max(x.believed_from) FROM {s}.relation_belief x WHERE x.relation_id = c.id))
-          FROM c WHERE c.s_new IS NOT NULL;
-        WITH """ + _RELATION_CHANGES + """
+        IF v_old IS NOT DISTINCT FROM v_new
+           AND NOT (v_new = 'superseded' AND OLD.superseded_by IS DISTINCT FROM NEW.superseded_by) THEN
+            RETURN NULL;
+        END IF;
+        UPDATE {s}.relation_belief b SET believed_to = greatest(b.believed_from, v_at)
+         WHERE b.relation_id = NEW.id AND b.believed_to IS NULL;
+        IF v_new IS NOT NULL THEN
+            INSERT INTO {s}.relation_belief (space, relation_id, state, superseded_by, believed_from)
+            VALUES (NEW.space, NEW.id, v_new, CASE WHEN v_new = 'superseded' THEN NEW.superseded_by END,
+                    greatest(v_at, (SELECT max(x.believed_from) FROM {s}.relation_belief x WHERE x.relation_id = NEW.id)));
+        END IF;
         INSERT INTO {s}.belief_log (space, kind, object_id, event, superseded_by, at)
-        SELECT c.space, 'relation', c.id,
-               CASE WHEN c.s_new IS NULL THEN 'dormant' WHEN c.s_old IS NULL THEN 'revived'
-                    WHEN c.s_new = 'superseded' THEN 'superseded' ELSE 'restored' END,
-               CASE WHEN c.s_new = 'superseded' THEN c.by_new END, c.at
-          FROM c ORDER BY c.id;
+        VALUES (NEW.space, 'relation', NEW.id,
+                CASE WHEN v_new IS NULL THEN 'dormant' WHEN v_old IS NULL THEN 'revived'
+                     WHEN v_new = 'superseded' THEN 'superseded' ELSE 'restored' END,
+                CASE WHEN v_new = 'superseded' THEN NEW.superseded_by END, v_at);
         RETURN NULL;
     END $f$""",
     """CREATE OR REPLACE FUNCTION {s}.relations_history_delete() RETURNS trigger LANGUAGE plpgsql AS $f$
@@ -231,17 +222,26 @@ HISTORY_DDL: tuple[str, ...] = (
         RETURN NULL;
     END $f$""",
     """CREATE OR REPLACE FUNCTION {s}.entities_history_update() RETURNS trigger LANGUAGE plpgsql AS $f$
+    DECLARE
+        v_live_old boolean := OLD.dormant_since IS NULL;
+        v_live_new boolean := NEW.dormant_since IS NULL;
+        v_at timestamptz := CASE WHEN NEW.dormant_since IS NULL THEN now() ELSE COALESCE(NEW.archived_at, NEW.dormant_since) END;
     BEGIN
-        WITH """ + _ENTITY_CHANGES + """
-        UPDATE {s}.entity_belief b SET believed_to = greatest(b.believed_from, c.at) FROM c
-         WHERE b.entity_id = c.id AND b.believed_to IS NULL AND NOT c.live_new;
-        WITH """ + _ENTITY_CHANGES + """
-        INSERT INTO {s}.entity_belief (space, entity_id, believed_from)
-        SELECT c.space, c.id, greatest(c.at, (SELECT max(x.believed_to) FROM {s}.entity_belief x WHERE x.entity_id = c.id))
-          FROM c WHERE c.live_new AND NOT c.live_old;
-        WITH """ + _ENTITY_CHANGES + """
+        IF v_live_old = v_live_new AND (OLD.archived_at IS NULL) = (NEW.archived_at IS NULL) THEN
+            RETURN NULL;
+        END IF;
+        IF v_live_old AND NOT v_live_new THEN
+            UPDATE {s}.entity_belief b SET believed_to = greatest(b.believed_from, v_at)
+             WHERE b.entity_id = NEW.id AND b.believed_to IS NULL;
+        ELSIF v_live_new AND NOT v_live_old THEN
+            INSERT INTO {s}.entity_belief (space, entity_id, believed_from)
+            VALUES (NEW.space, NEW.id, greatest(v_at, (SELECT max(x.believed_to) FROM {s}.entity_belief x WHERE x.entity_id = NEW.id)));
+        END IF;
         INSERT INTO {s}.belief_log (space, kind, object_id, event, at)
-        SELECT c.space, 'entity', c.id, c.event, c.at FROM c ORDER BY c.id;
+        VALUES (NEW.space, 'entity', NEW.id,
+                CASE WHEN OLD.archived_at IS NULL AND NEW.archived_at IS NOT NULL THEN 'archived'
+                     WHEN OLD.archived_at IS NOT NULL AND NEW.archived_at IS NULL THEN 'unarchived'
+                     WHEN v_live_new THEN 'revived' ELSE 'dormant' END, v_at);
         RETURN NULL;
     END $f$""",
     """CREATE OR REPLACE FUNCTION {s}.entities_history_delete() RETURNS trigger LANGUAGE plpgsql AS $f$
@@ -283,12 +283,16 @@ HISTORY_DDL: tuple[str, ...] = (
 )
 
 _TRIGGERS: tuple[tuple[str, str, str, str], ...] = (
-    # (trigger name, table, timing and event, function + transition tables)
+    # (trigger name, table, timing and event, level, condition and function)
     ("relations_history_ins", "relations", "AFTER INSERT", "REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.relations_history_insert()"),
-    ("relations_history_upd", "relations", "AFTER UPDATE", "REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.relations_history_update()"),
+    ("relations_history_upd", "relations", "AFTER UPDATE OF dormant_since, superseded_by", "FOR EACH ROW WHEN "
+     "(OLD.dormant_since IS DISTINCT FROM NEW.dormant_since OR OLD.superseded_by IS DISTINCT FROM NEW.superseded_by) "
+     "EXECUTE FUNCTION {s}.relations_history_update()"),
     ("relations_history_del", "relations", "AFTER DELETE", "REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.relations_history_delete()"),
     ("entities_history_ins", "entities", "AFTER INSERT", "REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.entities_history_insert()"),
-    ("entities_history_upd", "entities", "AFTER UPDATE", "REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.entities_history_update()"),
+    ("entities_history_upd", "entities", "AFTER UPDATE OF dormant_since, archived_at", "FOR EACH ROW WHEN "
+     "(OLD.dormant_since IS DISTINCT FROM NEW.dormant_since OR OLD.archived_at IS DISTINCT FROM NEW.archived_at) "
+     "EXECUTE FUNCTION {s}.entities_history_update()"),
     ("entities_history_del", "entities", "AFTER DELETE", "REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.entities_history_delete()"),
     ("documents_archive", "documents", "BEFORE DELETE", "FOR EACH ROW EXECUTE FUNCTION {s}.documents_archive()"),
     ("belief_log_append_only", "belief_log", "BEFORE UPDATE OR DELETE", "FOR EACH ROW EXECUTE FUNCTION {s}.history_append_only()"),
