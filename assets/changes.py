@@ -18,6 +18,7 @@ import dagster as dg
 
 from pgrag_dag.assets.partitions import SPACES
 from pgrag_dag.changes import changes_since, community_lag
+from pgrag_dag.errors import QueryError
 from pgrag_dag.names import split_partition_key, validate_realm, validate_space
 from pgrag_dag.resources.engine import PgragResource
 
@@ -76,7 +77,14 @@ def build_change_sensor(realm: str, space: str, *, job: Any, name: str | None = 
                default_status=default_status,
                description=f"Runs {getattr(job, 'name', 'the job')} when {realm}.{space}'s graph or documents change.")
     def change_sensor(context: dg.SensorEvaluationContext, pgrag: PgragResource) -> dg.SensorResult:
-        cs = changes_since(pgrag.engine(), realm, space, context.cursor or None)
+        engine = pgrag.engine()
+        try:
+            cs = changes_since(engine, realm, space, context.cursor or None)
+        except QueryError as exc:  # a configured space not indexed yet waits; anything else is an error
+            if "does not exist" in str(exc) and realm in engine.settings.realms \
+                    and space in engine.settings.realms[realm].spaces:
+                return dg.SensorResult(skip_reason=f"{realm}.{space} has not been indexed yet", cursor=context.cursor)
+            raise
         if not cs.events:
             return dg.SensorResult(skip_reason=f"no change in {realm}.{space}", cursor=cs.watermark)
         counts = {k: n for k, n in cs.counts().items() if n}

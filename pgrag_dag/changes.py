@@ -153,8 +153,9 @@ def changes_since(engine_or_dsn: Engine | str, realm: str, space: str, watermark
     commits. Re-indexing unchanged documents writes no event (an empty delta).
 
     Raises:
-        QueryError: a malformed watermark, one ahead of this database (from another server), or a realm
-            that does not exist or predates the belief history (index it once to migrate it).
+        QueryError: a malformed watermark, one ahead of this database (from another server), a realm
+            that does not exist or predates the belief history (index it once to migrate it), or a space
+            with neither history nor chunks (never indexed, mistyped or deleted).
         InvalidNameError: an invalid realm or space name (the wildcard ``*`` included).
         DatabaseError: PostgreSQL unreachable or refusing the read.
     """
@@ -171,6 +172,7 @@ def changes_since(engine_or_dsn: Engine | str, realm: str, space: str, watermark
             new = store.current_snapshot(conn)
             if old is not None:
                 _check_watermark(conn, old, watermark)
+            _require_space(conn, realm, space)
             rows = store.events_since(conn, realm, space, old)
             lag = _lag(*store.community_lag(conn, realm, space))
     lists: dict[str, list[dict[str, Any]]] = {f: [] for f in EVENT_FIELDS}
@@ -198,6 +200,7 @@ def community_lag(engine_or_dsn: Engine | str, realm: str, space: str) -> Commun
     with db.database_errors(dsn), db.read_connection(dsn) as conn:
         _require_history(conn, realm)
         with conn.transaction():
+            _require_space(conn, realm, space)
             return _lag(*store.community_lag(conn, realm, space))
 
 
@@ -214,6 +217,12 @@ def _require_history(conn: psycopg.Connection, realm: str) -> None:
                                                 if known else "does not exist (it has never been indexed)"))
 
 
+def _require_space(conn: psycopg.Connection, realm: str, space: str) -> None:
+    if not store.space_known(conn, realm, space):
+        raise QueryError(f"space {space!r} does not exist in realm {realm!r} (nothing was ever indexed into it, "
+                         "or it was deleted)")
+
+
 def _check_watermark(conn: psycopg.Connection, old: str, given: str | None) -> None:
     """Refuse a watermark PostgreSQL cannot read as a snapshot, or one this database has not reached."""
     try:
@@ -221,6 +230,7 @@ def _check_watermark(conn: psycopg.Connection, old: str, given: str | None) -> N
             row = conn.execute("SELECT pg_snapshot_xmax(%s::pg_snapshot) <= pg_snapshot_xmax(pg_current_snapshot())",
                                (old,)).fetchone()
     except psycopg.DataError as exc:
-        raise QueryError(f"malformed watermark {given!r}: {db.one_line(exc)}") from None
+        first = (str(exc).strip().splitlines() or [""])[0]
+        raise QueryError(f"malformed watermark {given!r}: PostgreSQL cannot read it as a snapshot ({first})") from None
     if not (row and row[0]):
         raise QueryError(f"watermark {given!r} is ahead of this database (was it taken on another server?)")

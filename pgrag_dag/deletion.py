@@ -80,7 +80,9 @@ def delete_document(engine: Engine, realm: str, space: str, doc_key: str, *, dry
     what it would remove.
 
     Returns ``{"target": "document", "realm", "space", "doc_key", "removed": {table: rows}, "history":
-    {table: rows added}, "graph": {stage: metadata} (not in a dry run), "dry_run"}``.
+    {table: rows added}, "dry_run"}``, and (not in a dry run) ``"graph": {stage: metadata}``, ``"changes":
+    {ChangeSet field: events}`` — every belief change the removal and the graph stages after it recorded
+    (:func:`pgrag_dag.changes.changes_since` from ``"since"``, the watermark taken before).
 
     Raises: :class:`ConfigurationError` when the space has no such document; as :func:`delete_entity`.
     """
@@ -95,9 +97,14 @@ def delete_document(engine: Engine, realm: str, space: str, doc_key: str, *, dry
             raise ConfigurationError(f"space {realm}.{space} has no document {doc_key!r}")
         return {"target": "document", "realm": realm, "space": space, "doc_key": doc_key, "removed": removed,
                 "history": {"documents_removed": removed["documents"], "belief_log": 1}, "dry_run": True}
+    from pgrag_dag.changes import changes_since
+
+    before = changes_since(engine, realm, space, None).watermark
     first, *stages = remove(engine, realm, space, doc_key)
+    caused = changes_since(engine, realm, space, before)
     return {"target": "document", "realm": realm, "space": space, "doc_key": doc_key,
             "removed": first.metadata["removed"], "history": first.metadata["history"],
+            "changes": {k: n for k, n in caused.counts().items() if n}, "since": before,
             "graph": {r.stage: r.metadata for r in stages}, "dry_run": False}
 
 
@@ -159,9 +166,13 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
             "space": lambda r: f"space {r['realm']}.{r['space']}",
             "realm": lambda r: f"realm {r['realm']} (spaces: {', '.join(r['spaces']) or 'none'})"}[result["target"]](result)
     lines = [f"{'would remove' if result['dry_run'] else 'removed'} {what}:"]
-    lines += [f"  {table:<28} {n}" for table, n in result["removed"].items() if n]
+    lines += [f"  {'documents (chunks)' if table == 'documents' else table:<28} {n}"
+              for table, n in result["removed"].items() if n]
     if "history" in result:  # a document's removal adds history rather than removing it
         lines.append("  history rows added (kept): " + ", ".join(f"{t} {n}" for t, n in result["history"].items()))
+    if result.get("changes"):
+        lines.append("  belief changes it caused: " + ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in result["changes"].items())
+                     + f" (pgrag changes {result['realm']}.{result['space']} --since {result['since']})")
     if result.get("restored"):
         lines.append(f"  relations it had superseded, current again: {result['restored']}")
     if result.get("tombstones"):

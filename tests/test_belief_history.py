@@ -127,6 +127,9 @@ def test_the_history_is_append_only(novel, realm) -> None:  # type: ignore[no-un
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"), conn.transaction():
             conn.execute(sql.SQL("UPDATE {} SET believed_from = believed_from - interval '1 day'").format(
                 qualified(realm, "entity_belief")))
+        for table in ("belief_log", "relation_belief", "entity_belief"):  # TRUNCATE fires no row trigger
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"), conn.transaction():
+                conn.execute(sql.SQL("TRUNCATE {}").format(qualified(realm, table)))
         closed = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE believed_to IS NOT NULL").format(
             qualified(realm, "relation_belief"))).fetchone()
     assert closed == (1,)  # the alliance's current interval, closed by the enmity

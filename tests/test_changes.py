@@ -165,6 +165,16 @@ def test_a_communities_run_that_finds_the_graph_unchanged_clears_the_lag(novel: 
     assert after.communities_built_at == behind.communities_built_at  # nothing was rebuilt
 
 
+def test_a_space_with_no_history_is_refused_not_reported_quiet(novel: Novel, realm: str) -> None:
+    root, engine, _ = novel
+    _write(root, "01_book.txt", "Athos is an ally of d'Artagnan.")
+    index_documents(engine, realm, "books", communities=False)
+    for typo in ("Books", "book"):
+        with pytest.raises(QueryError, match=f"space '{typo}' does not exist in realm"):
+            changes_since(engine, realm, typo, None)
+    assert changes_since(engine, realm, "books", None).events > 0
+
+
 def test_a_malformed_or_foreign_watermark_is_refused_naming_it(realm: str, pg_dsn: str) -> None:
     for bad in ["yesterday", "12:10:", "1:2:3;drop", "2024-01-01T00:00:00Z"]:
         with pytest.raises(QueryError, match="malformed watermark") as err:
@@ -178,10 +188,8 @@ def test_a_malformed_or_foreign_watermark_is_refused_naming_it(realm: str, pg_ds
         changes_since(pg_dsn, "nosuchrealm", "main", None)
     with pytest.raises(InvalidNameError):
         changes_since(pg_dsn, realm, "*", None)
-    empty = changes_since(pg_dsn, realm, "main", None)
-    assert isinstance(empty, ChangeSet) and empty.events == 0 and not empty.communities_stale
-    again = changes_since(pg_dsn, realm, "main", empty.watermark)
-    assert again.since == empty.watermark and again.as_dict()["events"] == 0
+    with pytest.raises(QueryError, match="space 'main' does not exist in realm"):  # nothing ever indexed into it
+        changes_since(pg_dsn, realm, "main", None)
 
 
 # ---------------------------------------------------------------- exactly once under concurrent writers
@@ -218,6 +226,8 @@ def _writer(dsn: str, realm: str, space: str, n: int, seed: int, barrier: thread
 
 def test_a_poller_sees_every_event_exactly_once_while_writers_commit_out_of_order(realm: str, pg_dsn: str) -> None:
     space = "busy"
+    with db.connect(pg_dsn, autocommit=True) as seed:  # the space exists before the first poll (an unknown one is refused)
+        history.log_documents(seed, realm, space, [("doc-seed", "added")])
     barrier = threading.Barrier(WRITERS + 1)
     errors: list[BaseException] = []
     threads = [threading.Thread(target=_writer, args=(pg_dsn, realm, space, TRANSACTIONS_PER_WRITER, w, barrier, errors),
@@ -259,11 +269,11 @@ def test_a_poller_sees_every_event_exactly_once_while_writers_commit_out_of_orde
         written = [r[0] for r in conn.execute(sql.SQL("SELECT seq FROM {} WHERE space = %s ORDER BY seq")
                                               .format(qualified(realm, "belief_log")), (space,)).fetchall()]
     # every writer transaction: 2 entities + 1 relation + 1 document (+ sometimes a dormant entity)
-    assert len(written) >= WRITERS * TRANSACTIONS_PER_WRITER * 4 + 1
+    assert len(written) >= WRITERS * TRANSACTIONS_PER_WRITER * 4 + 2  # + the seed and the early transaction's event
     assert len(seen) == len(set(seen)), "an event was delivered twice"
     assert sorted(seen) == written, f"lost: {sorted(set(written) - set(seen))[:10]}"
     assert polls >= 20 and nonempty >= 5  # the writers really interleaved with many polls
-    early_seq = written[0]  # written first, committed after 20 polls: later-begun transactions were seen before it
-    assert sum(poll_of[s] < poll_of[early_seq] for s in written[1:]) >= 20
+    early_seq = written[1]  # written first after the seed, committed after 20 polls: later-begun ones were seen before it
+    assert sum(poll_of[s] < poll_of[early_seq] for s in written[2:]) >= 20
     print(f"\nchange feed concurrency: {WRITERS} writers x {TRANSACTIONS_PER_WRITER} transactions, "
           f"{polls} polls ({nonempty} non-empty), {len(written)} events, each seen once")

@@ -221,6 +221,9 @@ def test_deleting_an_unmentioned_entity_removes_it_its_relations_and_their_histo
     assert _rows(dsn, realm, "SELECT count(*) FROM {s}.documents WHERE doc_key = 'docs/01_babbage.txt'") == [(0,)]
     ent, _, dormant = _entity(dsn, realm, "Difference Engine")  # mentioned only by the removed document
     assert dormant is not None
+    # the report counts every belief change the removal caused, the graph stages' included
+    assert doc["changes"]["documents_removed"] == 1 and doc["changes"]["entities_dormant"] >= 1
+    assert doc["changes"]["relations_dormant"] >= 1 and doc["since"]
     rels = [r for (r,) in _rows(dsn, realm, "SELECT id FROM {s}.relations WHERE %s IN (source_id, target_id)", (ent,))]
     history = _history(dsn, realm, ent, rels)
     assert rels and all(history.values())

@@ -50,6 +50,16 @@ SELECT (SELECT at FROM built),
        EXISTS (SELECT 1 FROM {s}.relations WHERE space = %(space)s) AND (SELECT at FROM checked) IS NULL"""
 
 
+def space_known(conn: psycopg.Connection, realm: str, space: str) -> bool:
+    """Whether ``space`` of ``realm`` has any history or chunk (a space never indexed, mistyped or deleted
+    has neither)."""
+    s = sql.Identifier(schema_for(realm))
+    row = conn.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {s}.belief_log WHERE space = %(space)s)"
+                               " OR EXISTS (SELECT 1 FROM {s}.documents WHERE space = %(space)s)").format(s=s),
+                       {"space": space}).fetchone()
+    return bool(row and row[0])
+
+
 def current_snapshot(conn: psycopg.Connection) -> str:
     """The text of ``pg_current_snapshot()`` — in a ``REPEATABLE READ`` transaction, its own snapshot."""
     row = conn.execute("SELECT pg_current_snapshot()::text").fetchone()

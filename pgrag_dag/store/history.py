@@ -28,7 +28,7 @@ new rows for INSERT, and for UPDATE a row trigger fired only when ``dormant_sinc
 ``archived_at`` changed (so rewriting every vector costs nothing) — and a row trigger archiving deleted
 chunks, so no write path can change a belief state without recording it, and an UPDATE that leaves the
 state as it was records nothing (re-indexing unchanged input moves nothing).
-Document events are written by :func:`log_documents` from the chunk sync. UPDATE and DELETE on the logs
+Document events are written by :func:`log_documents` from the chunk sync. UPDATE, DELETE and TRUNCATE of the logs
 are refused by triggers, except closing an open interval — and explicit deletion
 (:func:`forgetting`, issue 14 item 4), which is never the default.
 
@@ -274,7 +274,7 @@ HISTORY_DDL: tuple[str, ...] = (
            AND (to_jsonb(NEW) - 'believed_to') = (to_jsonb(OLD) - 'believed_to') THEN
             RETURN NEW;
         END IF;
-        IF TG_OP = 'DELETE' AND COALESCE(current_setting('""" + FORGET_SETTING + """', true), '') = 'on' THEN
+        IF TG_OP IN ('DELETE', 'TRUNCATE') AND COALESCE(current_setting('""" + FORGET_SETTING + """', true), '') = 'on' THEN
             RETURN OLD;
         END IF;
         RAISE EXCEPTION 'the belief history is append-only: % on %.% refused', TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME
@@ -296,6 +296,9 @@ _TRIGGERS: tuple[tuple[str, str, str, str], ...] = (
     ("entities_history_del", "entities", "AFTER DELETE", "REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.entities_history_delete()"),
     ("documents_archive", "documents", "BEFORE DELETE", "FOR EACH ROW EXECUTE FUNCTION {s}.documents_archive()"),
     ("belief_log_append_only", "belief_log", "BEFORE UPDATE OR DELETE", "FOR EACH ROW EXECUTE FUNCTION {s}.history_append_only()"),
+    ("belief_log_no_truncate", "belief_log", "BEFORE TRUNCATE", "FOR EACH STATEMENT EXECUTE FUNCTION {s}.history_append_only()"),
+    ("relation_belief_no_truncate", "relation_belief", "BEFORE TRUNCATE", "FOR EACH STATEMENT EXECUTE FUNCTION {s}.history_append_only()"),
+    ("entity_belief_no_truncate", "entity_belief", "BEFORE TRUNCATE", "FOR EACH STATEMENT EXECUTE FUNCTION {s}.history_append_only()"),
     ("relation_belief_append_only", "relation_belief", "BEFORE UPDATE OR DELETE", "FOR EACH ROW EXECUTE FUNCTION {s}.history_append_only()"),
     ("entity_belief_append_only", "entity_belief", "BEFORE UPDATE OR DELETE", "FOR EACH ROW EXECUTE FUNCTION {s}.history_append_only()"),
 )

@@ -69,7 +69,7 @@ from pgrag_dag.store import history, telemetry, vector_index
 from pgrag_dag.store.db import privileged
 
 CONTROL_SCHEMA = "pgrag__control"
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 """The realm schema's DDL version, recorded per realm in ``pgrag__control.realms.schema_version``."""
 _LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
 
