@@ -14,6 +14,8 @@ Belief time is kept as history, never rewritten. Three tables per realm schema, 
   graph (not dormant), with its ``state`` then — ``current`` or ``superseded`` (by ``superseded_by``).
   ``believed_to`` is ``NULL`` while the interval is open; closing it is the one write ever allowed.
 - ``entity_belief``: the intervals during which an entity was live (neither dormant nor archived).
+- ``graph_checked``: when a stage last read the whole graph it summarises (the communities stage, built or
+  found unchanged): the change feed's community lag counts only relation events after it.
 - ``documents_removed``: every chunk row ever deleted from ``documents`` (a document replaced or removed),
   with its text, vector, ``t_created``, ``t_removed`` and the entities it mentioned (``entity_ids``), so a
   belief-time read can return the chunks the system had at that instant.
@@ -55,6 +57,7 @@ FORGET_SETTING = "pgrag.forget"
 """A transaction-local setting (``SET LOCAL pgrag.forget = 'on'``) that lets explicit deletion remove history."""
 
 _RELATION_STATE = "CASE WHEN {x}.dormant_since IS NOT NULL THEN NULL WHEN {x}.superseded_by IS NOT NULL THEN 'superseded' ELSE 'current' END"
+
 
 def _relation_from_stamps(rows: str) -> tuple[str, ...]:
     """The history of relation ``rows`` (a table or transition table, aliased ``n``) reconstructed from
