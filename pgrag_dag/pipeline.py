@@ -396,23 +396,38 @@ def _supersession(engine: Engine, relations: pl.DataFrame, vocabulary: Vocabular
         frames.append(detect_contradictions(relations, declarative, vocabulary.groups, engine.client(),
                                             max_pairs=temporal.contradiction_max_pairs))
     result = pl.concat(frames)
-    rows = list(relations.iter_rows(named=True))
-    group_of = {p: i for i, g in enumerate(vocabulary.groups) for p in g}
-    audit = result.with_columns(
-        later=pl.struct("row", "superseded_by_row").map_elements(
-            lambda x: (rows[x["row"]]["asserted_doc_order"], rows[x["row"]]["asserted_chunk_index"])
-            < (rows[x["superseded_by_row"]]["asserted_doc_order"], rows[x["superseded_by_row"]]["asserted_chunk_index"]),
-            return_dtype=pl.Boolean),
-        same_pair=pl.struct("row", "superseded_by_row").map_elements(
-            lambda x: (rows[x["row"]]["source_id"], rows[x["row"]]["target_id"])
-            == (rows[x["superseded_by_row"]]["source_id"], rows[x["superseded_by_row"]]["target_id"]),
-            return_dtype=pl.Boolean),
-        same_group=pl.struct("row", "superseded_by_row").map_elements(
-            lambda x: group_of.get(rows[x["row"]]["predicate"], -1) == group_of.get(rows[x["superseded_by_row"]]["predicate"], -2),
-            return_dtype=pl.Boolean),
-    )
-    contracts.validate(contracts.SupersessionContract, audit)
+    contracts.validate(contracts.SupersessionContract, supersession_audit(relations, result, vocabulary.groups))
     return result
+
+
+def supersession_audit(relations: pl.DataFrame, supersession: pl.DataFrame,
+                       groups: tuple[tuple[str, ...], ...]) -> pl.DataFrame:
+    """The ``supersession`` frame (row, superseded_by_row, reason, explanation; rows address ``relations``
+    by position) with what :class:`~pgrag_dag.contracts.SupersessionContract` checks, set-based (two joins,
+    no per-row Python): ``later`` — the superseding edge's latest assertion comes later in document order
+    (doc_order, then chunk_index) — ``same_pair`` (source and target) and ``same_group`` (both predicates in
+    one exclusive group; an ungrouped predicate is in none). §5.2."""
+    group_of = {p: i for i, g in enumerate(groups) for p in g}
+
+    def group(default: int) -> pl.Expr:
+        if not group_of:
+            return pl.lit(default, pl.Int64)
+        return pl.col("predicate").replace_strict(group_of, default=default, return_dtype=pl.Int64)
+
+    edges = relations.select("asserted_doc_order", "asserted_chunk_index", "source_id", "target_id", "predicate") \
+        .with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
+    loser = edges.with_columns(group=group(-1)).drop("predicate")
+    winner = edges.with_columns(group=group(-2)).drop("predicate").rename(lambda c: f"w_{c}")
+    joined = supersession.join(loser, on="row", how="left").join(winner, left_on="superseded_by_row",
+                                                                   right_on="w_row", how="left")
+    return joined.select(
+        *supersession.columns,
+        later=(pl.col("asserted_doc_order") < pl.col("w_asserted_doc_order"))
+        | ((pl.col("asserted_doc_order") == pl.col("w_asserted_doc_order"))
+           & (pl.col("asserted_chunk_index") < pl.col("w_asserted_chunk_index"))),
+        same_pair=(pl.col("source_id") == pl.col("w_source_id")) & (pl.col("target_id") == pl.col("w_target_id")),
+        same_group=pl.col("group") == pl.col("w_group"),
+    )
 
 
 @writing_stage("embeddings")

@@ -177,6 +177,37 @@ def test_supersession_operator_on_frames() -> None:
     assert detect_contradictions(rel, out, (("ally_of", "enemy_of"),), client=None, max_pairs=0).height == 0  # type: ignore[arg-type]
 
 
+def test_the_supersession_audit_refuses_an_earlier_winner_another_pair_or_another_group() -> None:
+    from pgrag_dag import contracts
+    from pgrag_dag.errors import ContractError
+    from pgrag_dag.pipeline import supersession_audit
+    from pgrag_dag.supersession import SUPERSESSION_SCHEMA
+
+    rel = pl.DataFrame({
+        "source_id": [1, 1, 1, 2, 1], "target_id": [2, 2, 2, 3, 2],
+        "predicate": ["ally_of", "enemy_of", "taught", "ally_of", "enemy_of"],
+        "negated": [False, False, False, False, False], "asserted_doc_order": [0, 1, 2, 3, 1],
+        "asserted_chunk_index": [0, 0, 0, 0, 1],
+    })
+    groups = (("ally_of", "enemy_of"),)
+
+    def audit(*rows: tuple[int, int, str]) -> pl.DataFrame:
+        frame = pl.DataFrame([{"row": r, "superseded_by_row": w, "reason": why, "explanation": None} for r, w, why in rows],
+                             schema=SUPERSESSION_SCHEMA)
+        return supersession_audit(rel, frame, groups)
+
+    ok = audit((0, 1, "group"), (1, 4, "group"))  # same document, later chunk: later too
+    assert ok.select("later", "same_pair", "same_group").rows() == [(True, True, True), (True, True, True)]
+    contracts.validate(contracts.SupersessionContract, ok)
+    for bad in [(1, 0, "group"),      # the winner is earlier
+                (0, 3, "group"),      # another ordered pair
+                (0, 2, "group"),      # 'taught' is in no group
+                (2, 3, "negation")]:  # a negation flip on another pair
+        with pytest.raises(ContractError):
+            contracts.validate(contracts.SupersessionContract, audit(bad))
+    assert audit().height == 0 and supersession_audit(rel, audit().select(list(SUPERSESSION_SCHEMA)), ()).height == 0
+
+
 def test_as_believed_at_reconstructs_what_the_graph_believed_before_a_later_document(novel, realm) -> None:  # type: ignore[no-untyped-def]
     import time
     from datetime import datetime, timezone
