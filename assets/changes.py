@@ -18,7 +18,7 @@ import dagster as dg
 
 from pgrag_dag.assets.partitions import SPACES
 from pgrag_dag.changes import changes_since, community_lag
-from pgrag_dag.errors import QueryError
+from pgrag_dag.errors import UnknownSpaceError
 from pgrag_dag.names import split_partition_key, validate_realm, validate_space
 from pgrag_dag.resources.engine import PgragResource
 
@@ -80,9 +80,8 @@ def build_change_sensor(realm: str, space: str, *, job: Any, name: str | None = 
         engine = pgrag.engine()
         try:
             cs = changes_since(engine, realm, space, context.cursor or None)
-        except QueryError as exc:  # a configured space not indexed yet waits; anything else is an error
-            if "does not exist" in str(exc) and realm in engine.settings.realms \
-                    and space in engine.settings.realms[realm].spaces:
+        except UnknownSpaceError:  # a configured space not indexed yet waits; a mistyped one is an error
+            if realm in engine.settings.realms and space in engine.settings.realms[realm].spaces:
                 return dg.SensorResult(skip_reason=f"{realm}.{space} has not been indexed yet", cursor=context.cursor)
             raise
         if not cs.events:

@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 
 from pgrag_dag.engine import Engine
-from pgrag_dag.errors import QueryError
+from pgrag_dag.errors import QueryError, UnknownSpaceError
 from pgrag_dag.names import validate_realm, validate_space
 from pgrag_dag.store import changes as store
 from pgrag_dag.store import db, history
@@ -155,7 +155,7 @@ def changes_since(engine_or_dsn: Engine | str, realm: str, space: str, watermark
     Raises:
         QueryError: a malformed watermark, one ahead of this database (from another server), a realm
             that does not exist or predates the belief history (index it once to migrate it), or a space
-            with neither history nor chunks (never indexed, mistyped or deleted).
+            with neither history nor chunks (never indexed, mistyped or deleted: :class:`UnknownSpaceError`).
         InvalidNameError: an invalid realm or space name (the wildcard ``*`` included).
         DatabaseError: PostgreSQL unreachable or refusing the read.
     """
@@ -219,7 +219,7 @@ def _require_history(conn: psycopg.Connection, realm: str) -> None:
 
 def _require_space(conn: psycopg.Connection, realm: str, space: str) -> None:
     if not store.space_known(conn, realm, space):
-        raise QueryError(f"space {space!r} does not exist in realm {realm!r} (nothing was ever indexed into it, "
+        raise UnknownSpaceError(f"space {space!r} does not exist in realm {realm!r} (nothing was ever indexed into it, "
                          "or it was deleted)")
 
 

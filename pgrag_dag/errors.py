@@ -190,3 +190,7 @@ class DeletionRefusedError(PgragError):
 
 class QueryError(PgragError):
     """A query that cannot be answered as asked (unknown mode, bad parameter)."""
+
+
+class UnknownSpaceError(QueryError):
+    """A space of a realm with neither history nor chunks: never indexed, mistyped, or deleted."""

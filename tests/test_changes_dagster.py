@@ -142,3 +142,21 @@ def test_the_cli_prints_counts_examples_and_the_next_watermark_last(small_corpus
     assert json.loads(again.output)["since"] == mark
     bad = runner.invoke(app, ["changes", f"{realm}.main", "--since", "last tuesday"])
     assert bad.exit_code == 2 and "malformed watermark 'last tuesday'" in bad.output
+
+
+def test_the_change_sensor_waits_for_a_configured_space_and_refuses_a_mistyped_one(
+        small_corpus: SmallCorpus, realm: str) -> None:
+    from pgrag_dag.deletion import delete_space
+    from pgrag_dag.errors import UnknownSpaceError
+
+    engine = small_corpus.engine()
+    index_documents(engine, realm, "main", communities=False)
+    delete_space(engine, realm, "main")  # configured, but nothing indexed (and no history) any more
+    assert "main" in engine.settings.realms[realm].spaces
+    resources = {"pgrag": PgragResource(config_path=str(small_corpus.config))}
+    with dg.instance_for_test() as instance:
+        waiting = _tick(build_change_sensor(realm, "main", job=on_change), instance, None, resources)
+        assert waiting.run_requests == [] and waiting.cursor is None
+        assert waiting.skip_reason is not None and "main has not been indexed yet" in waiting.skip_reason.skip_message
+        with pytest.raises(UnknownSpaceError, match="space 'mian' does not exist in realm"):
+            _tick(build_change_sensor(realm, "mian", job=on_change), instance, None, resources)

@@ -101,6 +101,16 @@ def _entity_from_stamps(rows: str) -> tuple[str, ...]:
     )
 
 
+def _deleted_trigger(table: str, kind: str) -> str:
+    """The statement trigger function logging a ``deleted`` event per row an explicit deletion removes from ``table``."""
+    return f"""CREATE OR REPLACE FUNCTION {{s}}.{table}_history_delete() RETURNS trigger LANGUAGE plpgsql AS $f$
+    BEGIN
+        INSERT INTO {{s}}.belief_log (space, kind, object_id, event) SELECT o.space, '{kind}', o.id, 'deleted'
+          FROM old_rows o ORDER BY o.id;
+        RETURN NULL;
+    END $f$"""
+
+
 # Each entry is one statement (function bodies contain semicolons); {s} is the realm schema.
 HISTORY_DDL: tuple[str, ...] = (
     """ALTER TABLE {s}.entities ADD COLUMN IF NOT EXISTS archived_at timestamptz""",
@@ -212,12 +222,7 @@ HISTORY_DDL: tuple[str, ...] = (
                 CASE WHEN v_new = 'superseded' THEN NEW.superseded_by END, v_at);
         RETURN NULL;
     END $f$""",
-    """CREATE OR REPLACE FUNCTION {s}.relations_history_delete() RETURNS trigger LANGUAGE plpgsql AS $f$
-    BEGIN
-        INSERT INTO {s}.belief_log (space, kind, object_id, event) SELECT o.space, 'relation', o.id, 'deleted'
-          FROM old_rows o ORDER BY o.id;
-        RETURN NULL;
-    END $f$""",
+    _deleted_trigger("relations", "relation"),
     # ---- entities: live = not dormant (archived entities are dormant too)
     """CREATE OR REPLACE FUNCTION {s}.entities_history_insert() RETURNS trigger LANGUAGE plpgsql AS $f$
     BEGIN
@@ -247,12 +252,7 @@ HISTORY_DDL: tuple[str, ...] = (
                      WHEN v_live_new THEN 'revived' ELSE 'dormant' END, v_at);
         RETURN NULL;
     END $f$""",
-    """CREATE OR REPLACE FUNCTION {s}.entities_history_delete() RETURNS trigger LANGUAGE plpgsql AS $f$
-    BEGIN
-        INSERT INTO {s}.belief_log (space, kind, object_id, event) SELECT o.space, 'entity', o.id, 'deleted'
-          FROM old_rows o ORDER BY o.id;
-        RETURN NULL;
-    END $f$""",
+    _deleted_trigger("entities", "entity"),
     # ---- chunks: a deleted chunk is archived with the entities it mentioned (unless explicitly forgotten)
     """CREATE OR REPLACE FUNCTION {s}.documents_archive() RETURNS trigger LANGUAGE plpgsql AS $f$
     BEGIN
