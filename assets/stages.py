@@ -17,19 +17,23 @@ from pgrag_dag.assets import checks
 from pgrag_dag.assets.automation import ON_UPSTREAM_CHANGE
 from pgrag_dag.assets.partitions import SPACES
 from pgrag_dag.config import Settings
-from pgrag_dag.engine import Engine
 from pgrag_dag.errors import ContractError, PgragError
 from pgrag_dag.names import split_partition_key
 from pgrag_dag.operators import Bound, Composition, compose_all, operator_check_name
 from pgrag_dag.pipeline import (
-    PENDING_CHECK, SKIPPED_CHECK, StageResult, stage_chunks, stage_embeddings, stage_gated_triples, stage_raw_extractions,
+    FULL_STAGES, PENDING_CHECK, SKIPPED_CHECK, StageResult, stage_chunks, stage_embeddings, stage_gated_triples, stage_raw_extractions,
     stage_relations, stage_resolved_entities,
 )
 from pgrag_dag.community_stages import stage_communities, stage_community_hierarchy
 from pgrag_dag.yield_checks import YIELD_CHECK, YIELD_DESCRIPTION
 from pgrag_dag.resources.engine import PgragResource
 
-Stage = Callable[[Engine, str, str], StageResult]
+Stage = Callable[..., StageResult]
+
+FULL_TAG = "pgrag/full"
+"""A run tag: ``pgrag/full=true`` makes the stages of :data:`~pgrag_dag.pipeline.FULL_STAGES` recompute their
+whole partition instead of what changed (the result is the same; issue 15) — e.g. on a backfill launched from
+the UI after editing stored data by hand."""
 
 
 # column lineage of the community reports (row-level lineage lives in the community_lineage view)
@@ -117,7 +121,8 @@ def stage_asset(name: str, stage: Stage, contract: str, deps: list[str], *, pool
     def _asset(context: dg.AssetExecutionContext, pgrag: PgragResource) -> Iterator[Any]:
         realm, space = split_partition_key(context.partition_key)
         try:
-            result = stage(pgrag.engine(), realm, space)
+            full = name in FULL_STAGES and context.run.tags.get(FULL_TAG, "").lower() == "true"
+            result = stage(pgrag.engine(), realm, space, **({"full": True} if full else {}))
         except ContractError as exc:
             yield checks.failed(name, exc)
             for o in operator_checks:

@@ -57,8 +57,12 @@ def demo() -> None:
 def index(partition: Annotated[str, typer.Argument(help="<realm>.<space>: the space as in pgrag.yaml (quote it "
                                                         "if it has blanks), or its Dagster partition key")],
           allow_empty: Annotated[bool, typer.Option("--allow-empty", help="allow sources that name no document "
-                                                   "to remove every document of an indexed space")] = False) -> None:
-    """Run the eight stages for one partition as a plain pipeline (no Dagster)."""
+                                                   "to remove every document of an indexed space")] = False,
+          full: Annotated[bool, typer.Option("--full", help="recompute the gate decisions, entities, relations and "
+                                             "vector audit over the whole space, not only what changed (same result)")] = False,
+          ) -> None:
+    """Run the eight stages for one partition as a plain pipeline (no Dagster). Each stage works on what
+    changed since its last run; ``--full`` recomputes the whole space."""
     import os
 
     from pgrag_dag.config import load_settings
@@ -73,7 +77,7 @@ def index(partition: Annotated[str, typer.Argument(help="<realm>.<space>: the sp
         realm, space = parse_partition(partition, [(r, s) for r, spec in settings.realms.items() for s in spec.spaces])
         with contextlib.closing(Engine.from_settings(settings)) as engine:
             engine.import_cassettes()
-            for r in index_documents(engine, realm, space):
+            for r in index_documents(engine, realm, space, full=full):
                 typer.echo(f"{r.stage}: {json.dumps(r.metadata, default=str)}")
                 for name, (ok, meta) in r.checks.items():  # a red check is said on stderr, one line each
                     if not ok:

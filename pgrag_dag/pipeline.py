@@ -8,6 +8,7 @@ breaks its contract raises :class:`ContractError` and nothing is written (§3.5)
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import logging
@@ -30,11 +31,12 @@ from pgrag_dag.gates import apply_extra_gates, apply_gates, normalise_predicate
 from pgrag_dag.names import validate_realm, validate_space
 from pgrag_dag.operators import Bound, OperatorContext, compose, compose_user, operator_check_name
 from pgrag_dag.quality import graph_quality, quality_passed
+from pgrag_dag.relation_delta import relation_delta
 from pgrag_dag.relations import build_relations
-from pgrag_dag.resolution import apply_enrichers, resolve_entities
+from pgrag_dag.resolution import Resolution, apply_enrichers, resolve_entities
 from pgrag_dag.supersession import detect_contradictions, supersede
 from pgrag_dag.sources import read_sources, source_report
-from pgrag_dag.store import db, documents, graph, history, locks, staging, vectors
+from pgrag_dag.store import db, documents, graph, history, locks, staging, vectors, work
 from pgrag_dag.vocabulary import Vocabulary, off_vocabulary
 from pgrag_dag.yield_checks import YIELD_CHECK, extraction_yield, gate_yield, logged
 
@@ -71,12 +73,12 @@ def writing_stage(name: str) -> Callable[[Stage], Stage]:
 
     def wrap(fn: Stage) -> Stage:
         @functools.wraps(fn)
-        def run(engine: Engine, realm: str, space: str) -> StageResult:
+        def run(engine: Engine, realm: str, space: str, **options: Any) -> StageResult:
             validate_realm(realm)
             validate_space(space)
             with db.database_errors(engine.dsn), locks.stage_lock(
                     engine.dsn, realm, space, name, wait_s=engine.settings.operations.lock_wait_s):
-                return fn(engine, realm, space)
+                return fn(engine, realm, space, **options)
 
         return run
 
@@ -157,14 +159,18 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
         sync = documents.sync_chunks(conn, realm, space, chunks, metadata=meta,
                                      keep={s.doc_key for s in read.skipped if s.doc_key is not None},
                                      keep_all=any(s.doc_key is None for s in read.skipped))
+        changed = len(sync.added) + len(sync.replaced) + len(sync.removed) + sync.restamped
+        work.finish(conn, realm, space, "chunks", work.Work(full=False), work.fingerprint(chunker.describe()),
+                    changed=changed)
+        version = work.data_version(conn, realm, space, "chunks")
     skipped = source_report(read, kept=sync.kept, withheld=sync.withheld)
     return StageResult("chunks", {
         "documents": docs.height, "chunks": chunks.height, "documents_added": len(sync.added),
         "documents_replaced": len(sync.replaced), "documents_removed": len(sync.removed),
         "documents_unchanged": len(sync.unchanged), "chunks_inserted": sync.chunks_inserted, **skipped,
-        "operators": {"chunker": chunker.describe()},
+        "rows_changed": changed, "operators": {"chunker": chunker.describe()},
         "seconds": round(time.perf_counter() - t0, 3),
-    }, frame_hash(chunks.select("doc_key", "chunk_index", "content_hash")), chunks.height,
+    }, version, chunks.height,
         checks={**_operator_checks([chunker], {"documents": docs.height, "chunks": chunks.height}),
                 SKIPPED_CHECK: (not read.skipped, skipped)})
 
@@ -206,9 +212,15 @@ def stage_raw_extractions(engine: Engine, realm: str, space: str) -> StageResult
         _check_extraction(extractor, todo, raw)
     with engine.connect() as conn, conn.transaction():
         locks.lock_partition(conn, realm, space)
-        staging.write_raw(conn, realm, space, raw)
-        stored = staging.load_raw(conn, realm, space)
+        written = staging.write_raw(conn, realm, space, raw)
+        work.finish(conn, realm, space, "raw_extractions", work.Work(full=False), work.fingerprint(extractor.identity),
+                    changed=written)
+        version = work.data_version(conn, realm, space, "raw_extractions")
+        held = staging.space_yield(conn, realm, space)
         pending = staging.pending_extraction(conn, realm, space, extractor=extractor.identity)
+    check = _space_yield(extraction_yield(raw), held["extracted"] or not held["chunks"],
+                         "no chunk of the space holds an extraction with an entity or a triple: check the extractor's "
+                         "model, prompt and the documents")
     firsts = raw.filter(pl.col("pass") == 0)
     failed = firsts.filter(pl.col("parse_status") != "ok")
     for error in failed["error"].to_list():
@@ -220,10 +232,23 @@ def stage_raw_extractions(engine: Engine, realm: str, space: str) -> StageResult
         "gleaning_failures": raw.filter((pl.col("pass") > 0) & (pl.col("parse_status") != "ok")).height,
         "operators": {"extractor": extractor.describe()},
         **usage_delta(engine, before), "seconds": round(time.perf_counter() - t0, 3),
-    }, frame_hash(stored.select("chunk_id", "pass", "raw_text", "parse_status")), raw.height,
+        "rows_changed": written,
+    }, version, raw.height,
         checks={**_operator_checks([extractor], {"chunks_extracted": todo.height, "passes_written": raw.height}),
                 PENDING_CHECK: (pending["pending"] == 0, pending),
-                YIELD_CHECK: logged(extraction_yield(stored), stage="raw_extractions", realm=realm, space=space)})
+                YIELD_CHECK: logged(check, stage="raw_extractions", realm=realm, space=space)})
+
+
+def _space_yield(batch: tuple[bool, dict[str, Any]], passed: bool, reason: str) -> tuple[bool, dict[str, Any]]:
+    """The ``yield`` check of a run: the counts of what this run processed (``batch``, all of the space
+    in a full run), judged by what the whole space holds (``passed``, from index look-ups) — an
+    incremental run over one empty document does not turn a productive space red."""
+    meta = dict(batch[1])
+    if passed:
+        meta.pop("reason", None)
+    else:
+        meta.setdefault("reason", reason)
+    return passed, meta
 
 
 def _complete_raw(raw: pl.DataFrame, extractor: Bound) -> pl.DataFrame:
@@ -273,35 +298,59 @@ def _check_extraction(extractor: Bound, todo: pl.DataFrame, raw: pl.DataFrame) -
         raise ExtractionError(f"every one of {todo.height} chunk(s) failed extraction; first errors: {errors}")
 
 
-@writing_stage("gated_triples")
-def stage_gated_triples(engine: Engine, realm: str, space: str) -> StageResult:
-    """Re-gate every stored raw extraction of the space (Table 2) — no model call."""
-    t0 = time.perf_counter()
-    with engine.connect() as conn:
-        raw = staging.load_raw(conn, realm, space)
+def gate_fingerprint(engine: Engine, realm: str, space: str, gates: tuple[Bound, ...] | list[Bound]) -> str:
+    """What the stored gate decisions of ``realm.space`` depend on besides the raw extractions: the gate
+    settings, the space's vocabulary and its extra gates (name and options). A change re-gates the space."""
     vocabulary = engine.settings.space_spec(realm, space).vocabulary_model()
-    decisions = apply_gates(raw, engine.settings.gates, vocabulary)
+    return work.fingerprint({"gates": engine.settings.gates.model_dump(mode="json"),
+                             "vocabulary": dataclasses.asdict(vocabulary), "extra": [g.describe() for g in gates]})
+
+
+@writing_stage("gated_triples")
+def stage_gated_triples(engine: Engine, realm: str, space: str, *, full: bool = False) -> StageResult:
+    """Gate the raw extractions (Table 2, then the space's extra gates) — no model call.
+
+    Incremental (issue 15): only the chunks whose raw extractions were written since the last run are
+    gated again (the ``stage_work`` queue); the whole space when ``full``, on the first run, or when the
+    gate settings, the vocabulary or the extra gates changed (:func:`gate_fingerprint`). Table 2's gates
+    decide each extraction on its own; an extra gate sees the accepted rows of the chunks being gated.
+    """
+    t0 = time.perf_counter()
+    vocabulary = engine.settings.space_spec(realm, space).vocabulary_model()
     gates = compose(engine.settings, realm, space).gates
+    print_ = gate_fingerprint(engine, realm, space, gates)
+    with engine.connect() as conn:
+        todo = work.take(conn, realm, space, "gated_triples", print_, full=full)
+        only = None if todo.full else sorted(todo.chunks)
+        raw = staging.load_raw(conn, realm, space, only) if todo.full or only else pl.DataFrame(schema=RAW_SCHEMA)
+    decisions = apply_gates(raw, engine.settings.gates, vocabulary)
     for g in gates:
         decisions = apply_extra_gates(decisions, [g], operator_context(engine, realm, space, g))
     contracts.validate(contracts.gate_contract(engine.settings.gates), decisions)
     with engine.connect() as conn, conn.transaction():
         locks.lock_partition(conn, realm, space)
-        stored = staging.load_decisions(conn, realm, space, accepted_only=False)
-        unchanged = frame_hash(stored) == frame_hash(decisions)
-        if not unchanged:  # an identical re-gate writes nothing
-            staging.replace_decisions(conn, realm, space, decisions)
+        changed = 0
+        if todo.full or only:
+            stored = staging.load_decisions(conn, realm, space, accepted_only=False, chunk_ids=only)
+            if frame_hash(stored) != frame_hash(decisions):  # an identical re-gate writes nothing
+                changed = staging.replace_decisions(conn, realm, space, decisions, chunk_ids=only)
+        work.finish(conn, realm, space, "gated_triples", todo, print_, changed=changed)
+        held = staging.space_yield(conn, realm, space)
+        version = work.data_version(conn, realm, space, "gated_triples")
     rejected = decisions.filter(~pl.col("accepted"))
     per_gate = dict(Counter(rejected["gate"].to_list()))
+    check = _space_yield(gate_yield(raw, decisions), held["accepted"] or not held["raw"],
+                         "no candidate of the space passed the gates")
     return StageResult("gated_triples", {
+        "mode": "full" if todo.full else "incremental", "chunks_gated": raw["chunk_id"].n_unique(),
         "entities_accepted": decisions.filter(pl.col("accepted") & (pl.col("kind") == "entity")).height,
         "triples_accepted": decisions.filter(pl.col("accepted") & (pl.col("kind") == "triple")).height,
-        "rejected": rejected.height, "rejections_per_gate": per_gate, "rewritten": not unchanged,
+        "rejected": rejected.height, "rejections_per_gate": per_gate, "rewritten": changed > 0, "rows_changed": changed,
         **_predicate_report(decisions, vocabulary), "operators": {"gates": [g.describe() for g in gates]},
         "seconds": round(time.perf_counter() - t0, 3),
-    }, frame_hash(decisions), decisions.height,
+    }, version, decisions.height,
         checks={**_operator_checks(gates, {"decisions": decisions.height}),
-                YIELD_CHECK: logged(gate_yield(raw, decisions), stage="gated_triples", realm=realm, space=space)})
+                YIELD_CHECK: logged(check, stage="gated_triples", realm=realm, space=space)})
 
 
 def _predicate_report(decisions: pl.DataFrame, vocabulary: Vocabulary) -> dict[str, Any]:
@@ -316,75 +365,149 @@ def _predicate_report(decisions: pl.DataFrame, vocabulary: Vocabulary) -> dict[s
 
 
 @writing_stage("resolved_entities")
-def stage_resolved_entities(engine: Engine, realm: str, space: str) -> StageResult:
+def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: bool = False) -> StageResult:
     """Resolve accepted entities onto vertices (§4.6), run the space's enrichers; rewrite mentions and
-    dormancy (§5.5)."""
+    dormancy (§5.5).
+
+    Incremental (issue 15): only the accepted entity records of chunks whose gate decisions changed since
+    the last run are resolved (against the stored vertices — merging a record again is a no-op, so this is
+    what a full pass decides), their mentions rewritten, and dormancy decided for the entities that gained
+    or lost a mention or were (un)archived. The whole space when ``full``, on the first run, or when the
+    space's enrichers changed; the enrichers see the vertices resolution touched.
+    """
     t0 = time.perf_counter()
     enrichers = compose(engine.settings, realm, space).enrichers
+    print_ = work.fingerprint({"enrichers": [e.describe() for e in enrichers]})
     contexts = [operator_context(engine, realm, space, e) for e in enrichers]
     with engine.connect() as conn, conn.transaction():
         locks.lock_partition(conn, realm, space)
-        existing = graph.load_entities(conn, realm, space, resolved=True)
-        as_stored = {i: (t, d) for i, t, d in graph.load_entities(conn, realm, space).select(
-            "id", "entity_type", "description").iter_rows()}
-        accepted = staging.load_decisions(conn, realm, space)
-        res = resolve_entities(existing, accepted.filter(pl.col("kind") == "entity"))
-        enriched = apply_enrichers(res, enrichers, contexts)
-        for v in res.vertices:  # what the enrichers store may differ from what is stored (an enricher changed)
-            if v.id is not None and as_stored.get(v.id) != (v.entity_type, v.description):
-                v.changed = True
-        frame = res.entities().with_row_index("row").with_columns(id=pl.col("row").cast(pl.Int64))
-        contracts.validate(contracts.EntityContract, frame)
-        counts = graph.write_entities(conn, realm, space, res)
-        mentions = []
-        for r in accepted.iter_rows(named=True):
-            names = [r["name"]] if r["kind"] == "entity" else [r["subject"], r["object"]]
-            for n in names:
-                idx = res.index_of(n)
-                if idx is not None:
-                    mentions.append((r["chunk_id"], res.vertices[idx].id))
-        mention_frame = pl.DataFrame(mentions, schema={"chunk_id": pl.Int64, "entity_id": pl.Int64}, orient="row")
-        dormancy = graph.replace_mentions(conn, realm, space, mention_frame)
-        stored = graph.load_entities(conn, realm, space)
+        work.mark_stage(conn, "resolved_entities")
+        todo = work.take(conn, realm, space, "resolved_entities", print_, full=full)
+        only = None if todo.full else sorted(todo.chunks)
+        accepted = staging.load_decisions(conn, realm, space, chunk_ids=only) if todo.full or only else \
+            pl.DataFrame(schema=staging.DECISION_SCHEMA)
+        records = accepted.filter(pl.col("kind") == "entity")
+        existing = graph.load_entities(conn, realm, space, resolved=True) if records.height or todo.full else None
+        res = resolve_entities(existing, records) if existing is not None else None
+        enriched, counts = 0, {"inserted": 0, "updated": 0}
+        if res is not None:
+            touched = res if todo.full else res.touched()
+            enriched = apply_enrichers(touched, enrichers, contexts)
+            if todo.full:  # what the enrichers store may differ from what is stored (an enricher changed)
+                as_stored = {i: (t, d) for i, t, d in graph.load_entities(conn, realm, space).select(
+                    "id", "entity_type", "description").iter_rows()}
+                for v in res.vertices:
+                    if v.id is not None and as_stored.get(v.id) != (v.entity_type, v.description):
+                        v.changed = True
+            contracts.validate(contracts.EntityContract, touched.entities().with_row_index("row").with_columns(
+                id=pl.col("row").cast(pl.Int64)))
+            counts = graph.write_entities(conn, realm, space, touched)
+        if not todo.full and res is not None and res.moved:  # a form now resolves elsewhere: its mentions move too
+            owners = sorted({res.vertices[i].id for i in res.moved.values() if res.vertices[i].id is not None})
+            extra = sorted(set(graph.chunks_mentioning(conn, realm, space, owners)) - set(only or []))
+            if extra:
+                only = sorted(set(only or []) | set(extra))
+                accepted = pl.concat([accepted, staging.load_decisions(conn, realm, space, chunk_ids=extra)])
+        mentions = _mentions(accepted, res)
+        if todo.full:
+            dormancy = graph.replace_mentions(conn, realm, space, mentions)
+        else:
+            dormancy = graph.replace_chunk_mentions(conn, realm, space, only or [], mentions, also=sorted(todo.entities))
+        changed = counts["inserted"] + counts["updated"] + dormancy["dormant"] + dormancy["revived"] + dormancy.get("rewritten", 0)
+        work.finish(conn, realm, space, "resolved_entities", todo, print_, changed=changed)
+        totals = graph.graph_counts(conn, realm, space)
+        version = work.data_version(conn, realm, space, "resolved_entities")
     return StageResult("resolved_entities", {
-        "entities": stored.height, "entities_inserted": counts["inserted"], "entities_updated": counts["updated"],
-        "records_resolved": accepted.filter(pl.col("kind") == "entity").height, **dormancy,
+        "mode": "full" if todo.full else "incremental", "chunks_resolved": accepted["chunk_id"].n_unique(),
+        "entities": totals["entities"] + totals["entities_dormant"], "entities_inserted": counts["inserted"],
+        "entities_updated": counts["updated"], "records_resolved": records.height, **dormancy, "rows_changed": changed,
         "entities_enriched": enriched, "operators": {"enrichers": [e.describe() for e in enrichers]},
         "seconds": round(time.perf_counter() - t0, 3),
-    }, frame_hash(stored), frame.height, checks=_operator_checks(enrichers, {"entities": frame.height}))
+    }, version, records.height, checks=_operator_checks(enrichers, {"entities": records.height}))
+
+
+def _mentions(accepted: pl.DataFrame, res: Resolution | None) -> pl.DataFrame:
+    """(chunk_id, entity_id) for every name an accepted record of ``accepted`` mentions (an entity's
+    name, a triple's subject and object) that ``res`` resolves."""
+    mentions = []
+    for r in accepted.iter_rows(named=True):
+        names = [r["name"]] if r["kind"] == "entity" else [r["subject"], r["object"]]
+        for n in names:
+            idx = res.index_of(n) if res is not None else None
+            if idx is not None:
+                mentions.append((r["chunk_id"], res.vertices[idx].id))  # type: ignore[union-attr]
+    return pl.DataFrame(mentions, schema={"chunk_id": pl.Int64, "entity_id": pl.Int64}, orient="row")
+
+
+def relations_fingerprint(engine: Engine, realm: str, space: str) -> str:
+    """What the stored edges of ``realm.space`` depend on besides triples and entities: the vocabulary's
+    exclusive groups and the temporal settings (contradiction detection). A change rebuilds the space."""
+    vocabulary = engine.settings.space_spec(realm, space).vocabulary_model()
+    return work.fingerprint({"groups": vocabulary.groups, "terms": vocabulary.terms,
+                             "temporal": engine.settings.temporal.model_dump(mode="json")})
 
 
 @writing_stage("relations")
-def stage_relations(engine: Engine, realm: str, space: str) -> StageResult:
-    """One edge per (subject, predicate, object, negated) weighted by distinct chunks (§4.7)."""
+def stage_relations(engine: Engine, realm: str, space: str, *, full: bool = False) -> StageResult:
+    """One edge per (subject, predicate, object, negated) weighted by distinct chunks (§4.7), supersession
+    (§5.2), and the graph-quality check (§8.6).
+
+    Incremental (issue 15): only the entity pairs the queued work touches are rebuilt
+    (:mod:`pgrag_dag.relation_delta`) — their edges from their complete support, supersession re-decided
+    for them; the whole space when ``full``, on the first run, when the vocabulary or temporal settings
+    changed, or when contradiction detection is on (its candidate pairs and call budget span the space).
+    A run with nothing queued writes nothing and reports the stored quality measurements.
+    """
     t0 = time.perf_counter()
+    vocabulary = engine.settings.space_spec(realm, space).vocabulary_model()
+    print_ = relations_fingerprint(engine, realm, space)
     with engine.connect() as conn, conn.transaction():
         locks.lock_partition(conn, realm, space)
-        lookup, names = graph.entity_lookup(conn, realm, space)
-        triples = staging.load_decisions(conn, realm, space).filter(pl.col("kind") == "triple")
-        built = build_relations(triples, lookup, names, documents.chunk_order(conn, realm, space))
-        contracts.validate(contracts.RelationContract, built.relations)
-        vocabulary = engine.settings.space_spec(realm, space).vocabulary_model()
-        superseded = _supersession(engine, built.relations, vocabulary)
-        counts = graph.write_relations(conn, realm, space, built.relations)
-        sup_counts = graph.apply_supersession(conn, realm, space, built.relations, superseded)
-        staging.replace_resolution_rejections(conn, realm, space, built.self_loops)
+        todo = work.take(conn, realm, space, "relations", print_,
+                         full=full or engine.settings.temporal.contradiction_detection)
+        if todo.empty and (stored := work.report(conn, realm, space, "relations")) is not None:
+            nothing = dict.fromkeys(("pairs_rebuilt", "chunks_read", "edges_rebuilt", "relations_inserted", "relations_updated",
+                                     "relations_newly_dormant", "newly_superseded", "restored", "rows_changed"), 0)
+            return StageResult("relations", {"mode": "unchanged", **graph.graph_counts(conn, realm, space), **nothing,
+                                             "seconds": round(time.perf_counter() - t0, 3)},
+                               work.data_version(conn, realm, space, "relations"), 0,
+                               checks={"graph_quality": (quality_passed(stored), stored)})
+        forms = graph.entity_forms(conn, realm, space)
+        if todo.full:
+            triples = staging.load_decisions(conn, realm, space).filter(pl.col("kind") == "triple")
+            built = build_relations(triples, forms.lookup, forms.names, documents.chunk_order(conn, realm, space))
+            relations, pairs, chunks = built.relations, None, None
+        else:
+            delta = relation_delta(conn, realm, space, todo, forms)
+            built = build_relations(delta.triples, forms.lookup, forms.names,
+                                    documents.chunk_order(conn, realm, space, delta.chunks))
+            relations, pairs, chunks = delta.of_pairs(built.relations), delta.pairs, sorted(delta.chunks)
+        contracts.validate(contracts.RelationContract, relations)
+        superseded = _supersession(engine, relations, vocabulary)
+        counts = graph.write_relations(conn, realm, space, relations, pairs)
+        sup_counts = graph.apply_supersession(conn, realm, space, relations, superseded)
+        staging.replace_resolution_rejections(conn, realm, space, built.self_loops, chunks)
         totals = graph.graph_counts(conn, realm, space)
         quality = graph_quality(*graph.quality_frames(conn, realm, space), vocabulary)
-    return StageResult("relations", {
-        **totals, "relations_inserted": counts["inserted"], "relations_updated": counts["updated"],
-        "relations_newly_dormant": counts["dormant"], "self_loops_after_resolution": built.self_loops.height,
-        "self_loop_examples": built.self_loops["offending_value"].head(5).to_list(),
-        "negated": built.relations.filter(pl.col("negated")).height,
-        **sup_counts, "supersessions_by_reason": dict(Counter(superseded["reason"].to_list())),
-        "supersession_examples": [
-            f"{built.relations['rendered'][r].split(':')[0]}  ⟶ superseded by ⟶  {built.relations['rendered'][w].split(':')[0]}"
-            for r, w in superseded.select("row", "superseded_by_row").head(5).iter_rows()],
-        "with_validity": built.relations.filter(pl.col("valid_from").is_not_null() | pl.col("valid_to").is_not_null()).height,
-        "seconds": round(time.perf_counter() - t0, 3),
-    }, frame_hash(built.relations.drop("rendered")), built.relations.height,
-        checks={"graph_quality": (quality_passed(quality), quality)})
-
+        changed = counts["inserted"] + counts["updated"] + counts["dormant"] + sup_counts["newly_superseded"] + \
+            sup_counts["restored"]
+        metadata = {
+            "mode": "full" if todo.full else "incremental", "pairs_rebuilt": None if pairs is None else len(pairs),
+            "chunks_read": None if chunks is None else len(chunks), "edges_rebuilt": relations.height,
+            **totals, "relations_inserted": counts["inserted"], "relations_updated": counts["updated"],
+            "relations_newly_dormant": counts["dormant"], "self_loops_after_resolution": built.self_loops.height,
+            "self_loop_examples": built.self_loops["offending_value"].head(5).to_list(),
+            "newly_superseded": sup_counts["newly_superseded"], "restored": sup_counts["restored"],
+            "supersessions_by_reason": dict(Counter(superseded["reason"].to_list())),
+            "supersession_examples": [
+                f"{relations['rendered'][r].split(':')[0]}  ⟶ superseded by ⟶  {relations['rendered'][w].split(':')[0]}"
+                for r, w in superseded.select("row", "superseded_by_row").head(5).iter_rows()],
+            "rows_changed": changed,
+        }
+        work.finish(conn, realm, space, "relations", todo, print_, changed=changed, report=quality)
+        version = work.data_version(conn, realm, space, "relations")
+    return StageResult("relations", {**metadata, "seconds": round(time.perf_counter() - t0, 3)}, version,
+                       relations.height, checks={"graph_quality": (quality_passed(quality), quality)})
 
 
 def _supersession(engine: Engine, relations: pl.DataFrame, vocabulary: Vocabulary) -> pl.DataFrame:
@@ -431,7 +554,7 @@ def supersession_audit(relations: pl.DataFrame, supersession: pl.DataFrame,
 
 
 @writing_stage("embeddings")
-def stage_embeddings(engine: Engine, realm: str, space: str) -> StageResult:
+def stage_embeddings(engine: Engine, realm: str, space: str, *, full: bool = False) -> StageResult:
     """Embed chunks, entities and relations without a vector or whose text changed since (§3.5, §7.3).
 
     The embedding model is called outside any transaction (:func:`~pgrag_dag.embedding_runs.embed_pending`);
@@ -440,8 +563,8 @@ def stage_embeddings(engine: Engine, realm: str, space: str) -> StageResult:
     run: the non-blocking ``pending_work`` check and every query of the space report the rows without a
     vector, and the stage raises :class:`EmbeddingIncompleteError` — unless ``embedding.fallback:
     hashing``, which embeds those rows apart, flagged, outside every vector search (never mixed with
-    the model's vectors). The audit frame of every stored vector is checked against
-    :class:`EmbeddingContract` (width = the realm's, no NaN).
+    the model's vectors). The audit frame of the vectors this run wrote (of every stored vector when
+    ``full``) is checked against :class:`EmbeddingContract` (width = the realm's, no NaN).
     """
     t0 = time.perf_counter()
     embedder = engine.embedder()
@@ -459,9 +582,14 @@ def stage_embeddings(engine: Engine, realm: str, space: str) -> StageResult:
                 counts[f"{table}_fallback"] = vectors.write(conn, realm, table, done.fallback_rows,
                                                             done.fallback_vectors, fallback=fallback.model)
         # community reports are embedded by the communities stage, after this one
-        audit = vectors.audit(conn, realm, space, settings.dim).filter(pl.col("table") != "communities")
+        written = None if full else {t: [r[0] for r in d.rows + d.fallback_rows] for t, d in run.tables.items()}
+        audit = vectors.audit(conn, realm, space, settings.dim, written).filter(pl.col("table") != "communities")
         contracts.validate(contracts.EmbeddingContract, audit.filter(~pl.col("missing")))  # rows left: pending_work
         left = vectors.unembedded(conn, realm, space)
+        changed = sum(counts.values())
+        work.finish(conn, realm, space, "embeddings", work.Work(full=False),
+                    work.fingerprint([embedder.model, embedder.dim, embedder.convention]), changed=changed)
+        version = work.data_version(conn, realm, space, "embeddings")
     passed, pending = pending_check(left, run.error)
     if run.error is not None:
         log.warning("embeddings %s.%s: %s; %s", realm, space, run.error, pending)
@@ -471,18 +599,26 @@ def stage_embeddings(engine: Engine, realm: str, space: str) -> StageResult:
                 "left without a vector (vector search cannot find them; queries warn) — the next run embeds them, "
                 "or set embedding.fallback: hashing", pending)
     return StageResult("embeddings", {
-        **counts, "vectors": audit.height, "model": embedder.model, "dim": embedder.dim, "convention": embedder.convention,
-        "unembedded": left, "model_error": run.error, "seconds": round(time.perf_counter() - t0, 3),
-    }, frame_hash(audit.select("table", "row_id", "embed_hash")), audit.height, checks={PENDING_CHECK: (passed, pending)})
+        **counts, "vectors_checked": audit.height, "model": embedder.model, "dim": embedder.dim,
+        "convention": embedder.convention, "unembedded": left, "model_error": run.error, "rows_changed": changed,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }, version, audit.height, checks={PENDING_CHECK: (passed, pending)})
 
 
 INDEX_STAGES = ("chunks", "raw_extractions", "gated_triples", "resolved_entities", "relations", "embeddings")
 
 
-def index_documents(engine: Engine, realm: str, space: str, *, communities: bool = True) -> list[StageResult]:
+FULL_STAGES = ("gated_triples", "resolved_entities", "relations", "embeddings")
+"""The stages that work on what changed and can be asked to recompute the whole space (``full``, issue 15)."""
+
+
+def index_documents(engine: Engine, realm: str, space: str, *, communities: bool = True,
+                    full: bool = False) -> list[StageResult]:
     """Run every stage for one realm/space in order, outside Dagster (notebooks, tests, benchmarks).
 
-    Returns one :class:`StageResult` per stage. Raises the first stage's error unchanged.
+    Each stage works on what changed since its last run; ``full`` recomputes the whole space in the
+    stages of :data:`FULL_STAGES` (the result is the same — ``tests/test_incremental.py`` — it only
+    costs more). Returns one :class:`StageResult` per stage. Raises the first stage's error unchanged.
     """
     stages = [stage_chunks, stage_raw_extractions, stage_gated_triples, stage_resolved_entities,
               stage_relations, stage_embeddings]
@@ -492,7 +628,8 @@ def index_documents(engine: Engine, realm: str, space: str, *, communities: bool
         stages += [stage_communities, stage_community_hierarchy]
     results = []
     for stage in stages:
-        result = stage(engine, realm, space)
+        result = stage(engine, realm, space, **({"full": True} if full and stage.__name__.removeprefix("stage_")
+                                                in FULL_STAGES else {}))
         log.info("%s %s.%s: %s", result.stage, realm, space, result.metadata)
         results.append(result)
     return results

@@ -54,10 +54,19 @@ class Resolution:
 
     vertices: list[Vertex] = field(default_factory=list)
     lookup: dict[str, int] = field(default_factory=dict)
+    moved: dict[str, int] = field(default_factory=dict)
+    """Identity keys whose vertex changed during resolution (a stored vertex gained, as an alias, a form a
+    later vertex held, or a form became a canonical name) → the index of the vertex it resolved to before:
+    mentions by that form elsewhere resolve anew (issue 15)."""
 
     def index_of(self, name: str) -> int | None:
         """Index of the vertex a surface form resolves to, or ``None``."""
         return self.lookup.get(identity_key(name))
+
+    def touched(self) -> Resolution:
+        """The vertices this resolution created or changed (the same :class:`Vertex` objects, so ids a
+        write fills in show in both), without a lookup: what an incremental run writes and enriches."""
+        return Resolution([v for v in self.vertices if v.changed or v.id is None])
 
     def entities(self) -> pl.DataFrame:
         """The ``entities`` frame (schema ``ENTITY_SCHEMA``)."""
@@ -118,10 +127,27 @@ def resolve_entities(existing: pl.DataFrame, decisions: pl.DataFrame) -> Resolut
             continue
         v = res.vertices[idx]
         merge_into(v, name, row["entity_type"] or GENERIC_TYPE, row["description"] or "", aliases)
-        for form in (v.name, *v.aliases):
-            res.lookup.setdefault(identity_key(form), idx)
-        res.lookup[identity_key(v.name)] = idx
+        _claim(res, idx)
     return res
+
+
+def _claim(res: Resolution, idx: int) -> None:
+    """Point the vertex's forms at it where the lookup's order says so — a canonical name before any
+    alias, among aliases the earliest vertex (lowest id) — the order a later run rebuilds the lookup in
+    from the stored vertices (:func:`_register`, :func:`pgrag_dag.store.graph.entity_forms`); a form that
+    moves is recorded in ``res.moved``."""
+    v = res.vertices[idx]
+    name_key = identity_key(v.name)
+    for form in (v.name, *v.aliases):
+        key = identity_key(form)
+        cur = res.lookup.get(key)
+        if cur == idx:
+            continue
+        if cur is None:
+            res.lookup[key] = idx
+        elif identity_key(res.vertices[cur].name) != key and (key == name_key or idx < cur):
+            res.moved.setdefault(key, cur)
+            res.lookup[key] = idx
 
 
 def _find(res: Resolution, name: str, aliases: list[str]) -> int | None:

@@ -17,16 +17,13 @@ from psycopg import sql
 
 from pgrag_dag.names import schema_for
 from pgrag_dag.store import telemetry
+from pgrag_dag.store.ident import qualified as _t
 
 SPACE_ORDER = ("stage_pending", "community_children", "community_members", "communities", "doc_mentions",
                "resolution_rejections", "gate_decisions", "raw_extractions", "relations", "documents", "entities")
 """Tables of a space's graph, in the order their rows are deleted (rows referring to others go first)."""
 HISTORY_TABLES = ("belief_log", "relation_belief", "entity_belief", "documents_removed", "query_events")
 """History and telemetry tables, deleted last (the graph deletes above write tombstones into ``belief_log``)."""
-
-
-def _t(realm: str, table: str) -> sql.Composed:
-    return sql.SQL("{}.{}").format(sql.Identifier(schema_for(realm)), sql.Identifier(table))
 
 
 def space_tables(conn: psycopg.Connection, realm: str) -> list[str]:

@@ -24,7 +24,8 @@ from pgrag_dag.store.schema import qualified as _t
 class ChunkSync:
     """What :func:`sync_chunks` changed: doc_keys added, replaced, removed, unchanged; chunks inserted;
     doc_keys ``kept`` (stored, absent from ``chunks``, kept as asked) and ``withheld`` (stored, absent,
-    not removed because removals were withheld)."""
+    not removed because removals were withheld); ``restamped``: unchanged chunks whose order or metadata
+    was brought up to date."""
 
     added: list[str]
     replaced: list[str]
@@ -33,6 +34,7 @@ class ChunkSync:
     chunks_inserted: int
     kept: list[str] = field(default_factory=list)
     withheld: list[str] = field(default_factory=list)
+    restamped: int = 0
 
 
 def sync_chunks(conn: psycopg.Connection, realm: str, space: str, chunks: pl.DataFrame, *, metadata: dict[str, str],
@@ -73,7 +75,7 @@ def sync_chunks(conn: psycopg.Connection, realm: str, space: str, chunks: pl.Dat
                  for r in frame.iter_rows(named=True)],
             )
         inserted += frame.height
-    _restamp(conn, realm, space, pl.concat([wanted[k] for k in unchanged]) if unchanged else None, metadata)
+    restamped = _restamp(conn, realm, space, pl.concat([wanted[k] for k in unchanged]) if unchanged else None, metadata)
     absent = set(stored) - set(wanted)
     kept = sorted(absent & set(keep))
     removed = [] if keep_all else sorted(absent - set(kept))
@@ -81,7 +83,8 @@ def sync_chunks(conn: psycopg.Connection, realm: str, space: str, chunks: pl.Dat
         delete_document_chunks(conn, realm, space, doc_key)
     history.log_documents(conn, realm, space, [(k, "added") for k in added] + [(k, "replaced") for k in replaced]
                           + [(k, "removed") for k in removed])
-    return ChunkSync(added, replaced, removed, unchanged, inserted, kept, sorted(absent - set(kept)) if keep_all else [])
+    return ChunkSync(added, replaced, removed, unchanged, inserted, kept, sorted(absent - set(kept)) if keep_all else [],
+                     restamped)
 
 
 def _restamp(conn: psycopg.Connection, realm: str, space: str, frame: pl.DataFrame | None, metadata: dict[str, str]) -> int:
@@ -132,10 +135,13 @@ def load_chunks(conn: psycopg.Connection, realm: str, space: str) -> pl.DataFram
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
-def chunk_order(conn: psycopg.Connection, realm: str, space: str) -> dict[int, tuple[int, int]]:
-    """chunk id → (doc_order, chunk_index): a chunk's position in document order (§5.2)."""
-    rows = conn.execute(sql.SQL("SELECT id, doc_order, chunk_index FROM {} WHERE space = %s").format(_t(realm, "documents")),
-                        (space,)).fetchall()
+def chunk_order(conn: psycopg.Connection, realm: str, space: str,
+                chunk_ids: Collection[int] | None = None) -> dict[int, tuple[int, int]]:
+    """chunk id → (doc_order, chunk_index): a chunk's position in document order (§5.2), for every chunk of
+    the space or those of ``chunk_ids``."""
+    only = sql.SQL("") if chunk_ids is None else sql.SQL(" AND id = ANY(%s)")
+    rows = conn.execute(sql.SQL("SELECT id, doc_order, chunk_index FROM {} WHERE space = %s{}").format(
+        _t(realm, "documents"), only), (space,) if chunk_ids is None else (space, list(chunk_ids))).fetchall()
     return {i: (o, c) for i, o, c in rows}
 
 

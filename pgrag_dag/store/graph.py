@@ -6,6 +6,9 @@ writers resolve against one another instead of splitting a vertex.
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+
 import polars as pl
 import psycopg
 from psycopg import sql
@@ -110,16 +113,55 @@ def replace_mentions(conn: psycopg.Connection, realm: str, space: str, mentions:
         ) as copy:
             for c, e in pairs.iter_rows():
                 copy.write_row((space, c, e))
+    return {"mentions": pairs.height, **_restamp_dormancy(conn, realm, space)}
+
+
+def replace_chunk_mentions(conn: psycopg.Connection, realm: str, space: str, chunk_ids: Sequence[int],
+                           mentions: pl.DataFrame, *, also: Sequence[int] = ()) -> dict[str, int]:
+    """Replace the ``doc_mentions`` of ``chunk_ids`` only (an incremental run, issue 15) with ``mentions``
+    (chunk_id, entity_id; every row's chunk among ``chunk_ids``) and restamp dormancy for the entities
+    that gained or lost a mention there, and for ``also`` (entity ids whose mentions went elsewhere, e.g.
+    by a removed chunk's cascade, or whose archiving changed). Returns counts ``mentions`` (of these chunks),
+    ``rewritten`` (mention rows added or removed), ``dormant``, ``revived``."""
+    table = _t(realm, "doc_mentions")
+    wanted = sorted(mentions.unique().iter_rows())
+    stored = sorted(conn.execute(sql.SQL("SELECT chunk_id, entity_id FROM {} WHERE space = %s AND chunk_id = ANY(%s)")
+                                 .format(table), (space, list(chunk_ids))).fetchall()) if chunk_ids else []
+    rewritten = len(set(stored) ^ set(wanted))
+    if rewritten:
+        conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s AND chunk_id = ANY(%s)").format(table), (space, list(chunk_ids)))
+        with conn.cursor() as cur, cur.copy(sql.SQL("COPY {} (space, chunk_id, entity_id) FROM STDIN").format(table)) as copy:
+            for c, e in wanted:
+                copy.write_row((space, c, e))
+    affected = sorted(set(also) | {e for _, e in stored} | {e for _, e in wanted})
+    dormancy = _restamp_dormancy(conn, realm, space, affected) if affected else {"dormant": 0, "revived": 0}
+    return {"mentions": len(wanted), "rewritten": rewritten, **dormancy}
+
+
+def chunks_mentioning(conn: psycopg.Connection, realm: str, space: str, entity_ids: Sequence[int]) -> list[int]:
+    """The chunks of the space that mention any of ``entity_ids`` (``doc_mentions``, by its entity index)."""
+    if not entity_ids:
+        return []
+    return [r[0] for r in conn.execute(sql.SQL("SELECT DISTINCT chunk_id FROM {} WHERE space = %s AND entity_id = ANY(%s)")
+                                       .format(_t(realm, "doc_mentions")), (space, list(entity_ids))).fetchall()]
+
+
+def _restamp_dormancy(conn: psycopg.Connection, realm: str, space: str, ids: Sequence[int] | None = None) -> dict[str, int]:
+    """An entity no chunk mentions becomes dormant (``dormant_since = now()``); a mentioned dormant entity
+    revives unless archived — over the space, or only the entities ``ids``. Returns ``dormant``, ``revived``."""
     ent, men = _t(realm, "entities"), _t(realm, "doc_mentions")
+    only = sql.SQL("") if ids is None else sql.SQL(" AND e.id = ANY(%s)")
+    args = (space,) if ids is None else (space, list(ids))
     dormant = conn.execute(
-        sql.SQL("""UPDATE {e} e SET dormant_since = now() WHERE e.space = %s AND e.dormant_since IS NULL
-                   AND NOT EXISTS (SELECT 1 FROM {m} m WHERE m.entity_id = e.id)""").format(e=ent, m=men), (space,),
+        sql.SQL("""UPDATE {e} e SET dormant_since = now() WHERE e.space = %s{only} AND e.dormant_since IS NULL
+                   AND NOT EXISTS (SELECT 1 FROM {m} m WHERE m.entity_id = e.id)""").format(e=ent, m=men, only=only), args,
     ).rowcount
     revived = conn.execute(
-        sql.SQL("""UPDATE {e} e SET dormant_since = NULL WHERE e.space = %s AND e.dormant_since IS NOT NULL
-                   AND e.archived_at IS NULL AND EXISTS (SELECT 1 FROM {m} m WHERE m.entity_id = e.id)""").format(e=ent, m=men), (space,),
+        sql.SQL("""UPDATE {e} e SET dormant_since = NULL WHERE e.space = %s{only} AND e.dormant_since IS NOT NULL
+                   AND e.archived_at IS NULL AND EXISTS (SELECT 1 FROM {m} m WHERE m.entity_id = e.id)""").format(
+            e=ent, m=men, only=only), args,
     ).rowcount
-    return {"mentions": pairs.height, "dormant": dormant, "revived": revived}
+    return {"dormant": dormant, "revived": revived}
 
 
 def entity_lookup(conn: psycopg.Connection, realm: str, space: str) -> tuple[dict[str, int], dict[int, str]]:
@@ -127,29 +169,87 @@ def entity_lookup(conn: psycopg.Connection, realm: str, space: str) -> tuple[dic
 
     Canonical names take precedence over aliases; among aliases the lower id wins.
     """
+    forms = entity_forms(conn, realm, space)
+    return forms.lookup, forms.names
+
+
+@dataclass
+class EntityForms:
+    """The space's entity surface forms: ``lookup`` (identity key → the entity a triple endpoint with that
+    key resolves to: canonical names first, then aliases, lower id first), ``names`` (id → canonical
+    name) and ``holders`` (identity key → every entity holding it as name or alias)."""
+
+    lookup: dict[str, int]
+    names: dict[int, str]
+    holders: dict[str, set[int]]
+
+    def keys_of(self, ids: Iterable[int]) -> set[str]:
+        """The identity keys the entities ``ids`` hold (name and aliases)."""
+        wanted = set(ids)
+        return {k for k, held in self.holders.items() if held & wanted}
+
+
+def entity_forms(conn: psycopg.Connection, realm: str, space: str) -> EntityForms:
+    """The :class:`EntityForms` of the space (dormant entities included)."""
     rows = conn.execute(
         sql.SQL("SELECT id, name, aliases FROM {} WHERE space = %s ORDER BY id").format(_t(realm, "entities")), (space,),
     ).fetchall()
-    lookup: dict[str, int] = {identity_key(name): i for i, name, _ in rows}
+    lookup: dict[str, int] = {}
+    holders: dict[str, set[int]] = {}
+    for i, name, _ in rows:
+        key = identity_key(name)
+        lookup[key] = i
+        holders.setdefault(key, set()).add(i)
     for i, _, aliases in rows:
         for a in aliases:
-            lookup.setdefault(identity_key(a), i)
-    return lookup, {i: name for i, name, _ in rows}
+            key = identity_key(a)
+            lookup.setdefault(key, i)
+            holders.setdefault(key, set()).add(i)
+    return EntityForms(lookup, {i: name for i, name, _ in rows}, holders)
 
 
-def write_relations(conn: psycopg.Connection, realm: str, space: str, relations: pl.DataFrame) -> dict[str, int]:
+def edges_touching(conn: psycopg.Connection, realm: str, space: str, *, chunk_ids: Sequence[int] = (),
+                   entity_ids: Sequence[int] = (), pairs: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int, list[int]]]:
+    """(source_id, target_id, chunk_ids) of the space's stored edges (any state) that a chunk of
+    ``chunk_ids`` supported, that end at an entity of ``entity_ids``, or that join a pair of ``pairs``
+    (source_id, target_id) — through the ``relations_chunk_ids`` GIN index and the endpoint indexes."""
+    r = _t(realm, "relations")
+    parts, args = [], []
+    if chunk_ids:
+        parts.append(sql.SQL("SELECT source_id, target_id, chunk_ids FROM {} WHERE space = %s AND chunk_ids && %s::bigint[]").format(r))
+        args += [space, list(chunk_ids)]
+    if entity_ids:
+        for col in ("source_id", "target_id"):
+            parts.append(sql.SQL("SELECT source_id, target_id, chunk_ids FROM {} WHERE space = %s AND {} = ANY(%s)").format(
+                r, sql.Identifier(col)))
+            args += [space, list(entity_ids)]
+    if pairs:
+        parts.append(sql.SQL("""SELECT r.source_id, r.target_id, r.chunk_ids FROM {} r
+                                  JOIN unnest(%s::bigint[], %s::bigint[]) AS p(s, t) ON (r.source_id, r.target_id) = (p.s, p.t)
+                                 WHERE r.space = %s""").format(r))
+        args += [[s for s, _ in pairs], [t for _, t in pairs], space]
+    if not parts:
+        return []
+    return [(s, t, list(c)) for s, t, c in conn.execute(sql.SQL(" UNION ALL ").join(parts), args).fetchall()]
+
+
+def write_relations(conn: psycopg.Connection, realm: str, space: str, relations: pl.DataFrame,
+                    pairs: Collection[tuple[int, int]] | None = None) -> dict[str, int]:
     """Upsert the ``relations`` frame in one transaction (a savepoint inside the caller's); see :func:`_write_relations`."""
     with conn.transaction():
-        return _write_relations(conn, realm, space, relations)
+        return _write_relations(conn, realm, space, relations, pairs)
 
 
-def _write_relations(conn: psycopg.Connection, realm: str, space: str, relations: pl.DataFrame) -> dict[str, int]:
+def _write_relations(conn: psycopg.Connection, realm: str, space: str, relations: pl.DataFrame,
+                     pairs: Collection[tuple[int, int]] | None = None) -> dict[str, int]:
     """Upsert the ``relations`` frame: one edge per (source, predicate, target, negated), set-based.
 
     The frame is copied into a temporary table and merged in one statement. Unchanged edges are not
     touched; a stored validity period is never erased by an observation without one; a stored edge
     absent from ``relations`` (no contributing chunk left) becomes dormant; a present dormant one
-    revives. Returns counts ``inserted``, ``updated``, ``dormant``.
+    revives. ``relations`` holds every edge of the space, or — with ``pairs`` (source_id, target_id), an
+    incremental run — every edge of those pairs, and only their stored edges can become dormant.
+    Returns counts ``inserted``, ``updated``, ``dormant``.
     """
     table = _t(realm, "relations")
     conn.execute("""CREATE TEMP TABLE IF NOT EXISTS pgrag_incoming_rel (
@@ -188,28 +288,40 @@ def _write_relations(conn: psycopg.Connection, realm: str, space: str, relations
                    ON CONFLICT (space, source_id, predicate, target_id, negated) DO NOTHING""").format(t=table, same=same_edge),
         (space, space),
     ).rowcount
+    only, args = sql.SQL(""), [space]
+    if pairs is not None:
+        only = sql.SQL(" AND (r.source_id, r.target_id) IN (SELECT * FROM unnest(%s::bigint[], %s::bigint[]))")
+        args += [[a for a, _ in pairs], [b for _, b in pairs]]
     dormant = conn.execute(
-        sql.SQL("""UPDATE {t} r SET dormant_since = now() WHERE r.space = %s AND r.dormant_since IS NULL AND NOT EXISTS (
+        sql.SQL("""UPDATE {t} r SET dormant_since = now() WHERE r.space = %s AND r.dormant_since IS NULL{only} AND NOT EXISTS (
                    SELECT 1 FROM pgrag_incoming_rel i WHERE (i.source_id, i.target_id, i.predicate, i.negated)
-                                                          = (r.source_id, r.target_id, r.predicate, r.negated))""").format(t=table),
-        (space,),
+                                                          = (r.source_id, r.target_id, r.predicate, r.negated))""").format(
+            t=table, only=only),
+        args,
     ).rowcount
     return {"inserted": inserted, "updated": updated, "dormant": dormant}
 
 
 def graph_counts(conn: psycopg.Connection, realm: str, space: str) -> dict[str, int]:
-    """Live and dormant entity/relation counts, and mentions, for the space."""
+    """What the space holds: live and dormant entities and relations, mentions, and among the live relations
+    the ``negated`` ones, those ``with_validity`` (a valid_from or valid_to) and the ``superseded`` ones."""
     e, r, m = _t(realm, "entities"), _t(realm, "relations"), _t(realm, "doc_mentions")
     row = conn.execute(
-        sql.SQL("""SELECT (SELECT count(*) FROM {e} WHERE space = %s AND dormant_since IS NULL),
-                          (SELECT count(*) FROM {e} WHERE space = %s AND dormant_since IS NOT NULL),
-                          (SELECT count(*) FROM {r} WHERE space = %s AND dormant_since IS NULL),
-                          (SELECT count(*) FROM {r} WHERE space = %s AND dormant_since IS NOT NULL),
-                          (SELECT count(*) FROM {m} WHERE space = %s)""").format(e=e, r=r, m=m),
-        (space,) * 5,
+        sql.SQL("""SELECT (SELECT count(*) FROM {e} WHERE space = %(s)s AND dormant_since IS NULL),
+                          (SELECT count(*) FROM {e} WHERE space = %(s)s AND dormant_since IS NOT NULL),
+                          l.live, l.dormant, (SELECT count(*) FROM {m} WHERE space = %(s)s), l.negated, l.validity, l.superseded
+                     FROM (SELECT count(*) FILTER (WHERE dormant_since IS NULL) AS live,
+                                  count(*) FILTER (WHERE dormant_since IS NOT NULL) AS dormant,
+                                  count(*) FILTER (WHERE dormant_since IS NULL AND negated) AS negated,
+                                  count(*) FILTER (WHERE dormant_since IS NULL AND (valid_from_key IS NOT NULL
+                                                                                    OR valid_to_key IS NOT NULL)) AS validity,
+                                  count(*) FILTER (WHERE dormant_since IS NULL AND superseded_by IS NOT NULL) AS superseded
+                             FROM {r} WHERE space = %(s)s) l""").format(e=e, r=r, m=m),
+        {"s": space},
     ).fetchone()
     assert row is not None
-    return dict(zip(["entities", "entities_dormant", "relations", "relations_dormant", "mentions"], row))
+    return dict(zip(["entities", "entities_dormant", "relations", "relations_dormant", "mentions", "negated",
+                     "with_validity", "superseded"], row))
 
 
 def quality_frames(conn: psycopg.Connection, realm: str, space: str) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -233,7 +345,9 @@ def apply_supersession(conn: psycopg.Connection, realm: str, space: str, relatio
                        supersession: pl.DataFrame) -> dict[str, int]:
     """Mark superseded edges (§5.2–5.3): ``superseded_by`` and ``t_expired`` (database clock), never delete.
 
-    ``relations`` is the live frame the stage wrote (rows addressed by position); ``supersession`` has
+    ``relations`` is the live frame the stage wrote (rows addressed by position) — call it right after
+    :func:`write_relations` in the same transaction (it reads that call's incoming rows) — and it is the
+    whole space's or, in an incremental run, every edge of the affected pairs; ``supersession`` has
     row, superseded_by_row, reason, explanation. A newly superseded edge (or one whose superseder
     changed) gets ``t_expired = now()``; a live edge no longer superseded is current again. A
     contradiction verdict is recorded in the superseded edge's payload. Returns counts ``superseded``
@@ -242,8 +356,10 @@ def apply_supersession(conn: psycopg.Connection, realm: str, space: str, relatio
     table = _t(realm, "relations")
     keys = [(r["source_id"], r["target_id"], r["predicate"], r["negated"]) for r in relations.iter_rows(named=True)]
     ids = {}
-    for i, s_, t_, p_, n_ in conn.execute(
-        sql.SQL("SELECT id, source_id, target_id, predicate, negated FROM {} WHERE space = %s").format(table), (space,)
+    for i, s_, t_, p_, n_ in conn.execute(  # the edges just written (write_relations' incoming rows), not the space
+        sql.SQL("""SELECT r.id, r.source_id, r.target_id, r.predicate, r.negated FROM {} r JOIN pgrag_incoming_rel i
+                     ON (r.source_id, r.predicate, r.target_id, r.negated) = (i.source_id, i.predicate, i.target_id, i.negated)
+                  WHERE r.space = %s""").format(table), (space,)
     ).fetchall():
         ids[(s_, t_, p_, n_)] = i
     wanted = {ids[keys[r]]: (ids[keys[w]], reason, expl)

@@ -49,6 +49,7 @@ import psycopg
 from psycopg import sql
 
 from pgrag_dag.names import schema_for
+from pgrag_dag.store.ident import qualified as _t
 
 RELATION_EVENTS = ("asserted", "superseded", "restored", "dormant", "revived", "deleted")
 ENTITY_EVENTS = ("created", "dormant", "revived", "archived", "unarchived", "deleted")
@@ -372,10 +373,6 @@ def table_exists(conn: psycopg.Connection, realm: str, table: str) -> bool:
     """Whether realm schema ``pgrag_<realm>`` has ``table`` (a realm never indexed, or from before a table, has not)."""
     row = conn.execute("SELECT to_regclass(%s)", (f'"{schema_for(realm)}"."{table}"',)).fetchone()
     return row is not None and row[0] is not None
-
-
-def _t(realm: str, table: str) -> sql.Composed:
-    return sql.SQL("{}.{}").format(sql.Identifier(schema_for(realm)), sql.Identifier(table))
 
 
 @contextmanager

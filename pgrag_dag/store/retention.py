@@ -19,11 +19,7 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from pgrag_dag.names import schema_for
-
-
-def _t(realm: str, table: str) -> sql.Composed:
-    return sql.SQL("{}.{}").format(sql.Identifier(schema_for(realm)), sql.Identifier(table))
+from pgrag_dag.store.ident import qualified as _t
 
 
 _STRUCTURE = """

@@ -65,11 +65,12 @@ from pgvector.psycopg import register_vector
 
 from pgrag_dag.errors import DatabaseError, SchemaMismatchError
 from pgrag_dag.names import schema_for, validate_realm
-from pgrag_dag.store import history, telemetry, vector_index
+from pgrag_dag.store import history, telemetry, vector_index, work
+from pgrag_dag.store.ident import qualified  # noqa: F401  (re-exported: schema.qualified is the name callers use)
 from pgrag_dag.store.db import privileged
 
 CONTROL_SCHEMA = "pgrag__control"
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 """The realm schema's DDL version, recorded per realm in ``pgrag__control.realms.schema_version``."""
 _LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
 
@@ -442,6 +443,7 @@ def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, di
         conn.execute(sql.SQL(_LINEAGE_DDL).format(s=sql.Identifier(schema)))  # type: ignore[arg-type]
         history.create_history(conn, schema, vector_type)
         telemetry.create_telemetry(conn, schema)
+        work.create_work(conn, schema)
         conn.execute("UPDATE pgrag__control.realms SET schema_version = %s WHERE realm = %s", (SCHEMA_VERSION, realm))
     return True
 
@@ -553,11 +555,6 @@ def switch_registration(conn: psycopg.Connection, realm: str, *, registered: tup
     if cur.rowcount != 1:
         raise SchemaMismatchError(f"realm {realm!r} embedding", describe_embedding(registered),
                                   "another registration", "it changed while re-embedding; run pgrag reembed again")
-
-
-def qualified(realm: str, table: str) -> sql.Composed:
-    """``pgrag_<realm>.<table>`` as a composed SQL identifier (the realm is validated)."""
-    return sql.SQL("{}.{}").format(sql.Identifier(schema_for(realm)), sql.Identifier(table))
 
 
 def _statements(ddl: str) -> list[str]:

@@ -9,6 +9,7 @@ again by the next run; ``stage_pending`` records what a stage could not finish (
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import polars as pl
 import psycopg
@@ -170,55 +171,95 @@ def write_raw(conn: psycopg.Connection, realm: str, space: str, raw: pl.DataFram
     return raw.height
 
 
-def load_raw(conn: psycopg.Connection, realm: str, space: str) -> pl.DataFrame:
-    """Every raw extraction row of the space (the ``raw_extractions`` frame), in document order then pass."""
+def load_raw(conn: psycopg.Connection, realm: str, space: str, chunk_ids: Sequence[int] | None = None) -> pl.DataFrame:
+    """The space's raw extraction rows (the ``raw_extractions`` frame), in document order then pass: every
+    one, or only those of ``chunk_ids`` (an incremental run, issue 15)."""
+    only = sql.SQL(" AND r.chunk_id = ANY(%s)") if chunk_ids is not None else sql.SQL("")
     rows = conn.execute(
         sql.SQL("""SELECT r.chunk_id, r.pass, r.model, r.prompt_version, r.raw_text, r.parsed::text, r.parse_status,
                           r.error, r.prompt_tokens, r.completion_tokens, r.cache_hit
-                     FROM {r} r JOIN {d} d ON d.id = r.chunk_id WHERE r.space = %s
+                     FROM {r} r JOIN {d} d ON d.id = r.chunk_id WHERE r.space = %s{only}
                     ORDER BY d.doc_order, d.doc_key, d.chunk_index, r.pass""")
-        .format(r=_t(realm, "raw_extractions"), d=_t(realm, "documents")), (space,),
+        .format(r=_t(realm, "raw_extractions"), d=_t(realm, "documents"), only=only),
+        (space, list(chunk_ids)) if chunk_ids is not None else (space,),
     ).fetchall()
     return pl.DataFrame(rows, schema=RAW_SCHEMA, orient="row")
+
+
+def space_yield(conn: psycopg.Connection, realm: str, space: str) -> dict[str, bool]:
+    """Whether the space holds, anywhere: a chunk (``chunks``), an ``ok`` extraction with an entity or a triple
+    (``extracted``), an extraction at all (``raw``), an accepted gate decision (``accepted``) — what the ``yield``
+    check of an incremental run adds to its own batch's counts (index look-ups, no scan of the space)."""
+    row = conn.execute(sql.SQL("""SELECT EXISTS (SELECT 1 FROM {d} WHERE space = %s),
+            EXISTS (SELECT 1 FROM {r} WHERE space = %s AND parse_status = 'ok'
+                      AND (jsonb_array_length(coalesce(parsed->'entities', '[]')) > 0
+                           OR jsonb_array_length(coalesce(parsed->'triples', '[]')) > 0)),
+            EXISTS (SELECT 1 FROM {r} WHERE space = %s),
+            EXISTS (SELECT 1 FROM {g} WHERE space = %s AND accepted)""").format(
+        d=_t(realm, "documents"), r=_t(realm, "raw_extractions"), g=_t(realm, "gate_decisions")), (space,) * 4).fetchone()
+    assert row is not None
+    return dict(zip(("chunks", "extracted", "raw", "accepted"), row))
 
 
 _DECISION_COLS = [c for c in DECISION_SCHEMA]
 
 
-def replace_decisions(conn: psycopg.Connection, realm: str, space: str, decisions: pl.DataFrame) -> int:
-    """Replace the space's gate decisions with ``decisions`` (the ``gate_decisions`` frame)."""
-    conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s").format(_t(realm, "gate_decisions")), (space,))
+def replace_decisions(conn: psycopg.Connection, realm: str, space: str, decisions: pl.DataFrame,
+                      chunk_ids: Sequence[int] | None = None) -> int:
+    """Replace the space's gate decisions — all of them, or only those of ``chunk_ids`` (an incremental
+    run) — with ``decisions`` (the ``gate_decisions`` frame). Returns the rows deleted plus the rows written."""
+    table = _t(realm, "gate_decisions")
+    if chunk_ids is None:
+        deleted = conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s").format(table), (space,)).rowcount
+    else:
+        deleted = conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s AND chunk_id = ANY(%s)").format(table),
+                               (space, list(chunk_ids))).rowcount
     cols = sql.SQL(", ").join(sql.Identifier(c) for c in ["space", *_DECISION_COLS])
-    with conn.cursor() as cur, cur.copy(sql.SQL("COPY {} ({}) FROM STDIN").format(_t(realm, "gate_decisions"), cols)) as copy:
+    with conn.cursor() as cur, cur.copy(sql.SQL("COPY {} ({}) FROM STDIN").format(table, cols)) as copy:
         for r in decisions.iter_rows(named=True):
             copy.write_row((space, *[r[c] for c in _DECISION_COLS]))
-    return decisions.height
+    return deleted + decisions.height
 
 
-def load_decisions(conn: psycopg.Connection, realm: str, space: str, *, accepted_only: bool = True) -> pl.DataFrame:
-    """The space's gate decisions (the ``gate_decisions`` frame) in document order (document, chunk, pass)."""
+def load_decisions(conn: psycopg.Connection, realm: str, space: str, *, accepted_only: bool = True,
+                   chunk_ids: Sequence[int] | None = None) -> pl.DataFrame:
+    """The space's gate decisions (the ``gate_decisions`` frame) in document order (document, chunk, pass):
+    every one, or only those of ``chunk_ids``."""
     cols = sql.SQL(", ").join(sql.Identifier("g", c) for c in _DECISION_COLS)
     where = sql.SQL(" AND g.accepted") if accepted_only else sql.SQL("")
+    if chunk_ids is not None:
+        where = sql.SQL("{} AND g.chunk_id = ANY(%s)").format(where)
     rows = conn.execute(
         sql.SQL("""SELECT {} FROM {} g JOIN {} d ON d.id = g.chunk_id WHERE g.space = %s{}
                     ORDER BY d.doc_order, d.doc_key, d.chunk_index, g.pass, g.id""").format(
             cols, _t(realm, "gate_decisions"), _t(realm, "documents"), where),
-        (space,),
+        (space, list(chunk_ids)) if chunk_ids is not None else (space,),
     ).fetchall()
     return pl.DataFrame(rows, schema=DECISION_SCHEMA, orient="row")
 
 
-def replace_resolution_rejections(conn: psycopg.Connection, realm: str, space: str, rejections: pl.DataFrame) -> int:
+def replace_resolution_rejections(conn: psycopg.Connection, realm: str, space: str, rejections: pl.DataFrame,
+                                  chunk_ids: Sequence[int] | None = None) -> int:
     """Replace the space's post-resolution rejections (chunk_id, subject, predicate, object, gate,
-    offending_value); an identical set is left as it is. Returns the number of rows."""
+    offending_value) — all of them, or those of ``chunk_ids`` (an incremental run: ``rejections`` then holds
+    only theirs); an identical set is left as it is. Returns the number of rows written or kept."""
     table = _t(realm, "resolution_rejections")
     cols = ["chunk_id", "subject", "predicate", "object", "gate", "offending_value"]
-    stored = conn.execute(sql.SQL("SELECT chunk_id, subject, predicate, object, gate, offending_value FROM {}"
-                                  " WHERE space = %s ORDER BY 1, 2, 3, 4").format(table), (space,)).fetchall()
+    only = sql.SQL("") if chunk_ids is None else sql.SQL(" AND chunk_id = ANY(%s)")
+    args = (space,) if chunk_ids is None else (space, list(chunk_ids))
+    stored = sorted(conn.execute(sql.SQL("SELECT chunk_id, subject, predicate, object, gate, offending_value FROM {}"
+                                         " WHERE space = %s{}").format(table, only), args).fetchall())
     wanted = sorted(rejections.select(cols).iter_rows())
     if stored != wanted:
-        conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s").format(table), (space,))
+        conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s{}").format(table, only), args)
         with conn.cursor() as cur:
             cur.executemany(sql.SQL("INSERT INTO {} (space, chunk_id, subject, predicate, object, gate, offending_value)"
                                     " VALUES (%s, %s, %s, %s, %s, %s, %s)").format(table), [(space, *r) for r in wanted])
     return len(wanted)
+
+
+def rejection_endpoints(conn: psycopg.Connection, realm: str, space: str) -> list[tuple[int, str, str]]:
+    """(chunk_id, subject, object) of every post-resolution rejection (self-loop) of the space: the triples
+    no edge holds, which a change of entity forms may turn into edges (issue 15)."""
+    return conn.execute(sql.SQL("SELECT chunk_id, subject, object FROM {} WHERE space = %s").format(
+        _t(realm, "resolution_rejections")), (space,)).fetchall()

@@ -22,7 +22,7 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from pgrag_dag.names import schema_for
+from pgrag_dag.store.ident import qualified as _t
 
 TELEMETRY_DDL: tuple[str, ...] = (
     """CREATE TABLE IF NOT EXISTS {s}.query_events (
@@ -48,10 +48,6 @@ def create_telemetry(conn: psycopg.Connection, schema: str) -> None:
     (:func:`pgrag_dag.store.schema.init_realm`). Idempotent."""
     for stmt in TELEMETRY_DDL:
         conn.execute(sql.SQL(stmt).format(s=sql.Identifier(schema)))  # type: ignore[arg-type]
-
-
-def _t(realm: str, table: str) -> sql.Composed:
-    return sql.SQL("{}.{}").format(sql.Identifier(schema_for(realm)), sql.Identifier(table))
 
 
 def record_events(conn: psycopg.Connection, realm: str, events: Sequence[Event]) -> int:

@@ -9,6 +9,8 @@ embeds it with the model.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import polars as pl
 import psycopg
@@ -90,19 +92,23 @@ def write(conn: psycopg.Connection, realm: str, table: str, rows: list[tuple[int
     return updated.rowcount
 
 
-def audit(conn: psycopg.Connection, realm: str, space: str, expected_dim: int) -> pl.DataFrame:
-    """One row per stored embedding of the space: table, row_id, dim, expected_dim, finite, missing, embed_hash.
+def audit(conn: psycopg.Connection, realm: str, space: str, expected_dim: int,
+          ids: dict[str, Sequence[int]] | None = None) -> pl.DataFrame:
+    """One row per stored embedding of the space — or only of the rows ``ids`` (table → row ids, e.g. what
+    a run just wrote; a table not named is skipped): table, row_id, dim, expected_dim, finite, missing,
+    embed_hash.
 
     ``finite`` is false when any component is NaN or infinite; rows without an embedding have
     ``missing`` true (and dim 0)."""
     parts = []
-    for table in EMBED_TEXT:
+    for table in EMBED_TEXT if ids is None else [t for t in EMBED_TEXT if ids.get(t)]:
+        only = sql.SQL("") if ids is None else sql.SQL(" AND id = ANY(%s)")
         rows = conn.execute(
             sql.SQL("""SELECT id, COALESCE(vector_dims(embedding), 0), embedding IS NULL, embed_hash,
                               COALESCE(NOT ('NaN' = ANY(embedding::real[]) OR 'Infinity' = ANY(embedding::real[])
                                             OR '-Infinity' = ANY(embedding::real[])), true)
-                         FROM {} WHERE space = %s""").format(_t(realm, table)),
-            (space,),
+                         FROM {} WHERE space = %s{}""").format(_t(realm, table), only),
+            (space,) if ids is None else (space, list(ids[table])),
         ).fetchall()
         parts.extend((table, i, d, expected_dim, fin, miss, h) for i, d, miss, h, fin in rows)
     schema = {"table": pl.String, "row_id": pl.Int64, "dim": pl.Int64, "expected_dim": pl.Int64,
