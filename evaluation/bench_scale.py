@@ -41,7 +41,7 @@ graph; replica chunks repeat the originals' text (and vectors), while entities a
 distinct text. Writing, chunking and caching the documents is not timed (it runs in a child process, so
 it is not in this process's RSS either).
 
-    nice -n 5 .venv/bin/python evaluation/bench_scale.py --sizes 10000,100000 --skip-query   # ~25 min here
+    nice -n 5 .venv/bin/python evaluation/bench_scale.py --sizes 10000,100000 --skip-query   # 5-10 min here
     .venv/bin/python evaluation/bench_scale.py                          # 10k, 100k, 1M with queries: hours
     .venv/bin/python evaluation/bench_scale.py --sizes 2000 --corpus-passages 40 --skip-query  # replicas, quick
 
@@ -58,6 +58,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
+import gc
 import itertools
 import json
 import re
@@ -158,7 +160,11 @@ def seed(dsn: str, realm: str, source_dir: str, cap: int, only: list[str] | None
 
 # -- measuring ------------------------------------------------------------------------------------
 def reset_peak_rss() -> None:
-    """Set this process's ``VmHWM`` back to its current RSS (``/proc/self/clear_refs``, Linux >= 4.0)."""
+    """Hand freed memory back (a garbage collection, glibc's ``malloc_trim``), then set this process's
+    ``VmHWM`` back to its current RSS (``/proc/self/clear_refs``, Linux >= 4.0)."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
     with contextlib.suppress(OSError):
         Path("/proc/self/clear_refs").write_text("5")
 
@@ -196,11 +202,19 @@ def changed_rows(meta: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in meta.items() if CHANGED_KEYS.search(k) and isinstance(v, (bool, int)) and v}
 
 
-def summary(meta: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """What every run reports from its stages' metadata: counts held, model calls, rows changed."""
-    rel = meta.get("relations", {})
-    return {"relations": rel.get("relations"), "entities": rel.get("entities"), "mentions": rel.get("mentions"),
-            "chunks": meta.get("chunks", {}).get("chunks"),
+def summary(dsn: str, realm: str, meta: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What every run reports: the rows the space holds afterwards (live relations and entities,
+    mentions, chunks; read from the store, not from metadata), model calls and rows changed."""
+    from psycopg import sql
+
+    from pgrag_dag.store import db, graph, schema
+
+    with db.connect(dsn) as conn:
+        held = graph.graph_counts(conn, realm, SPACE)
+        chunks = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE space = %s").format(
+            schema.qualified(realm, "documents")), (SPACE,)).fetchone()
+    return {"relations": held["relations"], "entities": held["entities"], "mentions": held["mentions"],
+            "chunks": chunks[0] if chunks else None,
             "model_calls": sum(int(m.get("model_calls") or 0) for m in meta.values()),
             "cache_hits": sum(int(m.get("cache_hits") or 0) for m in meta.values()),
             "chunks_failed": meta.get("raw_extractions", {}).get("chunks_failed"),
@@ -219,12 +233,12 @@ def full_build(engine: Any, dsn: str, realm: str, args: argparse.Namespace, data
         wall = time.perf_counter() - t0
     return {"seconds": {k: round(v, 3) for k, v in seconds.items()}, "total_s": round(wall, 3),
             "peak_rss_mb": own_peak_rss_mb(), "peak_rss_mb_after_stage": rss, "ru_maxrss_mb": bi.peak_rss_mb(),
-            "postgres_peak_pss_mb": pg.peak, "hnsw_indexes": indexes, **summary(meta),
+            "postgres_peak_pss_mb": pg.peak, "hnsw_indexes": indexes, **summary(dsn, realm, meta),
             "metadata": {s: {k: v for k, v in m.items() if not isinstance(v, (list, dict)) or k == "rejections_per_gate"}
                          for s, m in meta.items()}}
 
 
-def incremental(engine: Any, realm: str, op: str, data_dir: Path | None) -> dict[str, Any]:
+def incremental(engine: Any, dsn: str, realm: str, op: str, data_dir: Path | None) -> dict[str, Any]:
     """One run of the six index stages on the built realm, timed per stage."""
     seconds: dict[str, float] = {}
     meta: dict[str, dict[str, Any]] = {}
@@ -239,7 +253,7 @@ def incremental(engine: Any, realm: str, op: str, data_dir: Path | None) -> dict
             print(f"  {realm} {op}: stage {name} {seconds[name]:.2f} s  {changed}", flush=True)
         wall = time.perf_counter() - t_all
     return {"seconds": seconds, "total_s": round(wall, 3), "peak_rss_mb": own_peak_rss_mb(),
-            "postgres_peak_pss_mb": pg.peak, **summary(meta)}
+            "postgres_peak_pss_mb": pg.peak, **summary(dsn, realm, meta)}
 
 
 def pick_edited(docs: list[dict[str, Any]], chunk_chars: int) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -296,7 +310,7 @@ def run_size(size: int, docs: list[dict[str, Any]], args: argparse.Namespace, da
                 pool.submit(seed, dsn, realm, str(src), args.triples_per_chunk, [edited["file"]]).result()
             elif op == "delete_one":
                 (src / deleted["file"]).unlink()
-            result["ops"][op] = incremental(engine, realm, op, database.data_dir)
+            result["ops"][op] = incremental(engine, dsn, realm, op, database.data_dir)
             print(f"[{size:,}] {op} {result['ops'][op]['total_s']:.2f} s", flush=True)
     finally:
         engine.close()
@@ -332,13 +346,14 @@ def lightrag_note(results: list[dict[str, Any]], lightrag_max: int) -> str | Non
         return f"LightRAG failed to load at {failed[0]['size']:,} relations: {failed[0]['query']['lightrag_failed']}"
     if not loaded:
         return None
-    b = loaded[-1]["query"]["lightrag_build"]
-    note = (f"LightRAG loaded at {loaded[-1]['size']:,} relations ({b.get('build_s', 0):.0f} s, "
-            f"peak RSS {b.get('peak_rss_mb')} MB)")
+    q = loaded[-1]["query"]
+    b, serving = q["lightrag_build"], q["peak_rss_mb"].get("lightrag")
+    note = (f"LightRAG loaded at {loaded[-1]['size']:,} relations: ainsert_custom_kg {b.get('build_s', 0):.0f} s, "
+            f"peak RSS {b.get('peak_rss_mb')} MB loading and {serving} MB serving")
     if above:
         import psutil
 
-        projected = (b.get("peak_rss_mb") or 0) * above[-1] / loaded[-1]["size"] / 1024
+        projected = max(b.get("peak_rss_mb") or 0, serving or 0) * above[-1] / loaded[-1]["size"] / 1024
         note += (f"; not loaded at {', '.join(f'{s:,}' for s in above)} relations: above --lightrag-max "
                  f"{lightrag_max:,}. Its graph and vector stores live in its process's memory, so its RSS grows "
                  f"with the graph: about {projected:.1f} GB at {above[-1]:,} if linear, on a machine with "

@@ -149,6 +149,12 @@ def plot(results: list[dict[str, Any]], path: Path, baseline: dict[str, Any] | N
             ax.plot(xs, ys, style, marker="o", color=colours[name], label=f"{label}{name.replace('_', ' ')}")
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+    reached_at = {r["size"]: float(r["full"]["relations"]) for r in results}
+    shown = [(reached_at[size], limit) for key, (size, _, limit) in TARGETS.items()
+             if size in reached_at and key.endswith(("_s_100k", "_s_1m"))]
+    if shown:
+        ax.plot(*zip(*shown, strict=True), "x", color="grey", markersize=9, linestyle="none",
+                label="targets (issue 15) at the sizes run")
     ax.set_xscale("log")
     ax.set_yscale("log")
     reached = sorted({float(r["full"]["relations"]) for r in results})
