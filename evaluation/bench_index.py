@@ -44,7 +44,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -255,8 +255,16 @@ def prepare_wiki2(n: int, tmpdir: Path) -> int:
     return written
 
 
-def seed_synthetic_cache(settings: Any, dsn: str, realm: str, space: str) -> dict[str, Any]:
-    """Chunk the space as :func:`stage_chunks` will, and cache one synthetic extraction per chunk."""
+def seed_synthetic_cache(settings: Any, dsn: str, realm: str, space: str, *,
+                         only: Collection[str] | None = None) -> dict[str, Any]:
+    """Chunk the space as :func:`stage_chunks` will, and cache one synthetic extraction per chunk.
+
+    Every chunk of the space's sources, with the model's earlier entries removed first; or, with
+    ``only`` (doc_keys), only those documents' chunks, beside what the cache holds (a document added
+    or edited after a build). Entries are written as they are made, never held together.
+    """
+    import polars as pl
+
     from pgrag_dag.chunking import chunk_documents
     from pgrag_dag.extraction import extraction_messages
     from pgrag_dag.llm import ModelClient, cache_key, prompt_key
@@ -265,32 +273,35 @@ def seed_synthetic_cache(settings: Any, dsn: str, realm: str, space: str) -> dic
 
     t0 = time.perf_counter()
     docs = load_documents(settings, realm, space)
+    if only is not None:
+        docs = docs.filter(pl.col("doc_key").is_in(sorted(only)))
     ck = settings.chunking
     chunks = chunk_documents(docs, chunk_chars=ck.chunk_chars, overlap_chars=ck.overlap_chars)
     params = ModelClient(dsn, settings.llm).params(json_mode=True)
-    entries, seen = [], set()
-    for r in chunks.iter_rows(named=True):
-        # the fields staging.chunks_needing_extraction hands the stage: title, source, text (as stored)
-        messages = extraction_messages({"title": r["title"], "source": r["source"], "text": r["text"]})
-        pkey = prompt_key(messages, params)
-        if pkey in seen:
-            continue
-        seen.add(pkey)
-        response = synthesise_extraction(_title_entity(r["title"]), r["text"])
-        entries.append({
-            "key": cache_key(SYNTHETIC_MODEL, pkey), "prompt_key": pkey, "model": SYNTHETIC_MODEL, "purpose": "extract",
-            "request": {"messages": messages, "params": params}, "response": response,
-            "prompt_tokens": sum(len(m["content"]) for m in messages) // 4, "completion_tokens": len(response) // 4,
-        })
+    seen: set[str] = set()
+    n_ent = n_tri = 0
     with db.connect(dsn, autocommit=True) as conn:
         schema.init_control(conn)
         with conn.transaction():
-            conn.execute("DELETE FROM pgrag__control.llm_cache WHERE model = %s", (SYNTHETIC_MODEL,))
-            for e in entries:
-                cache.put(conn, e)
-    n_ent = sum(len(json.loads(e["response"])["entities"]) for e in entries)
-    n_tri = sum(len(json.loads(e["response"])["triples"]) for e in entries)
-    return {"documents": docs.height, "chunks": chunks.height, "cached_responses": len(entries),
+            if only is None:
+                conn.execute("DELETE FROM pgrag__control.llm_cache WHERE model = %s", (SYNTHETIC_MODEL,))
+            for r in chunks.iter_rows(named=True):
+                # the fields staging.chunks_needing_extraction hands the stage: title, source, text (as stored)
+                messages = extraction_messages({"title": r["title"], "source": r["source"], "text": r["text"]})
+                pkey = prompt_key(messages, params)
+                if pkey in seen:
+                    continue
+                seen.add(pkey)
+                response = synthesise_extraction(_title_entity(r["title"]), r["text"])
+                parsed = json.loads(response)
+                n_ent, n_tri = n_ent + len(parsed["entities"]), n_tri + len(parsed["triples"])
+                cache.put(conn, {
+                    "key": cache_key(SYNTHETIC_MODEL, pkey), "prompt_key": pkey, "model": SYNTHETIC_MODEL,
+                    "purpose": "extract", "request": {"messages": messages, "params": params}, "response": response,
+                    "prompt_tokens": sum(len(m["content"]) for m in messages) // 4,
+                    "completion_tokens": len(response) // 4,
+                })
+    return {"documents": docs.height, "chunks": chunks.height, "cached_responses": len(seen),
             "synthetic_entities": n_ent, "synthetic_triples": n_tri, "seconds": round(time.perf_counter() - t0, 3)}
 
 

@@ -48,7 +48,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,10 +56,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import bench_index as bi  # noqa: E402  (stdlib-only at import time: also importable from LightRAG's venv)
 from bench_query_workers import (  # noqa: E402  (the two query workers, run as subprocesses of this script)
-    DIM, LIGHTRAG_VENV, MODES, SIDE, SPACE, lightrag_worker, pgrag_worker,
+    DIM, MODES, SIDE, SPACE, Worker, ensure_lightrag_venv, lightrag_worker, pgrag_worker, postgres_pss_mb,
 )
 
-REQUIREMENTS = HERE / "requirements-bench.txt"
 SYNTH_VERSION = "dense-1"
 HNSW_TABLES = ("documents", "entities", "relations")
 TARGET_MIX_P95_MS, TARGET_SPEEDUP, TARGET_GROWTH = 50.0, 4.0, 1.5
@@ -130,26 +129,31 @@ def dense_extraction(head: str, text: str, cap: int) -> dict[str, Any]:
     return {"entities": entities, "triples": triples}
 
 
+Extract = Callable[[str, str, int], dict[str, Any]]
+"""A synthetic extraction: (title entity, chunk text, triple cap) → {"entities": [...], "triples": [...]}."""
+
+
 @contextlib.contextmanager
-def dense_synthesis(cap: int) -> Iterator[None]:
-    """Let ``bench_index.seed_synthetic_cache`` cache :func:`dense_extraction` responses instead of its own."""
+def dense_synthesis(cap: int, extract: Extract = dense_extraction) -> Iterator[None]:
+    """Let ``bench_index.seed_synthetic_cache`` cache ``extract``'s responses (default
+    :func:`dense_extraction`) instead of its own."""
     original = bi.synthesise_extraction
-    bi.synthesise_extraction = lambda title, text: json.dumps(dense_extraction(title, text, cap), ensure_ascii=False)
+    bi.synthesise_extraction = lambda title, text: json.dumps(extract(title, text, cap), ensure_ascii=False)
     try:
         yield
     finally:
         bi.synthesise_extraction = original
 
 
-def passages_for(size: int, cap: int, passages: list[dict[str, Any]]) -> int | None:
-    """The shortest passage prefix whose distinct synthetic triples (over the confidence floor, one
-    chunk per passage) reach ``size``; ``None`` when the whole corpus does not."""
+def passages_for(size: int, cap: int, passages: Iterable[dict[str, Any]], extract: Extract = dense_extraction) -> int | None:
+    """The shortest passage prefix whose distinct synthetic triples (``extract``'s, over the confidence
+    floor, one chunk per passage) reach ``size``; ``None`` when the whole corpus does not."""
     keys: set[tuple[str, str, str, bool]] = set()
     for i, p in enumerate(passages, 1):
         text = (p.get("text") or "").strip()
         if not text:
             continue
-        for t in dense_extraction(p.get("title") or "", text, cap)["triples"]:
+        for t in extract(p.get("title") or "", text, cap)["triples"]:
             if t["confidence"] >= 0.5 and t["subject"].lower() != t["object"].lower():
                 keys.add((t["subject"].lower(), t["predicate"], t["object"].lower(), t["negated"]))
         if len(keys) >= size:
@@ -169,55 +173,80 @@ def pgoptions(options: str) -> Iterator[None]:
         os.environ.pop("PGOPTIONS") if before is None else os.environ.__setitem__("PGOPTIONS", before)
 
 
-def build_graph(dsn: str, realm: str, n_passages: int, cap: int, mwm: str) -> dict[str, Any]:
-    """Index the first ``n_passages`` passages into ``realm`` (fresh) with the replayed synthetic model."""
-    from psycopg import sql
-
+def synthetic_settings(dsn: str, realm: str, source_dir: Path) -> Any:
+    """Settings for one benchmark realm: the ``*.txt`` files of ``source_dir`` as space ``wiki2``, the chat
+    model ``replay`` only, the hashing embedder at width 384, no gleaning, default chunking and gates."""
     from pgrag_dag.config import (ChunkingSettings, EmbeddingSettings, ExtractionSettings, GateSettings,
                                   LLMSettings, RealmSpec, SourceSpec, SpaceSpec, load_settings)
-    from pgrag_dag.engine import Engine
+
+    return load_settings(
+        database_url=dsn, config_dir=source_dir, data_dir=source_dir / ".pgrag", cassettes=[],
+        llm=LLMSettings(models=["replay"]), embedding=EmbeddingSettings(model="hashing-sha256", dim=DIM),
+        chunking=ChunkingSettings(), extraction=ExtractionSettings(gleaning_passes=0), gates=GateSettings(),
+        realms={realm: RealmSpec(spaces={SPACE: SpaceSpec(sources=[SourceSpec(path=source_dir, glob="*.txt")])})},
+    )
+
+
+def index_fresh(engine: Any, dsn: str, realm: str, mwm: str, *, drop_hnsw: bool = True,
+                on_stage: Callable[[str, float, dict[str, Any]], None] | None = None
+                ) -> tuple[dict[str, float], dict[str, Any], list[str]]:
+    """Run the six index stages once on ``realm`` (space ``wiki2``); with ``drop_hnsw`` the HNSW indexes
+    are dropped before the embeddings stage (no per-row index inserts), then (re)built once with
+    ``maintenance_work_mem`` = ``mwm`` and the tables VACUUM ANALYZEd. Prints a line per stage;
+    ``on_stage(name, seconds, metadata)`` is called after each.
+
+    Returns (seconds per stage plus ``hnsw_build`` and ``vacuum_analyze``, each stage's metadata, the
+    realm's HNSW index names)."""
+    from psycopg import sql
+
     from pgrag_dag.store import db, schema
+
+    seconds: dict[str, float] = {}
+    meta: dict[str, Any] = {}
+    for name, fn in bi.stage_functions(False):
+        if name == "embeddings" and drop_hnsw:  # write vectors without per-row HNSW inserts; build each index once after
+            with db.connect(dsn, autocommit=True) as conn:
+                for t in HNSW_TABLES:
+                    conn.execute(sql.SQL("DROP INDEX IF EXISTS {}.{}").format(
+                        sql.Identifier(schema.schema_for(realm)), sql.Identifier(f"{t}_embedding_hnsw")))
+        t0 = time.perf_counter()
+        meta[name] = fn(engine, realm, SPACE).metadata
+        seconds[name] = time.perf_counter() - t0
+        print(f"  {realm}: stage {name} {seconds[name]:.1f} s", flush=True)
+        if on_stage:
+            on_stage(name, seconds[name], meta[name])
+    t0 = time.perf_counter()
+    with pgoptions(f"-c maintenance_work_mem={mwm} -c max_parallel_maintenance_workers=1"), \
+            db.connect(dsn, autocommit=True) as conn:
+        # the realm's own index DDL re-creates the dropped HNSW indexes (init_realm would not: it runs
+        # no DDL on a realm already at the current schema version, issue 11)
+        schema.create_embedding_indexes(conn, realm)
+    seconds["hnsw_build"] = time.perf_counter() - t0
+    print(f"  {realm}: HNSW build {seconds['hnsw_build']:.1f} s", flush=True)
+    t0 = time.perf_counter()
+    with db.connect(dsn, autocommit=True) as conn:
+        for t in ("documents", "entities", "relations", "doc_mentions"):
+            conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(schema.qualified(realm, t)))
+        indexes = [r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = %s AND "
+                                              "indexname LIKE '%%_hnsw'", (schema.schema_for(realm),))]
+    seconds["vacuum_analyze"] = time.perf_counter() - t0
+    return seconds, meta, sorted(indexes)
+
+
+def build_graph(dsn: str, realm: str, n_passages: int, cap: int, mwm: str) -> dict[str, Any]:
+    """Index the first ``n_passages`` passages into ``realm`` (fresh) with the replayed synthetic model."""
+    from pgrag_dag.engine import Engine
 
     tmpdir = Path(tempfile.mkdtemp(prefix="pgrag_bench_query_"))
     try:
         written = bi.prepare_wiki2(n_passages, tmpdir)
-        settings = load_settings(
-            database_url=dsn, config_dir=tmpdir, data_dir=tmpdir / ".pgrag", cassettes=[],
-            llm=LLMSettings(models=["replay"]), embedding=EmbeddingSettings(model="hashing-sha256", dim=DIM),
-            chunking=ChunkingSettings(), extraction=ExtractionSettings(gleaning_passes=0), gates=GateSettings(),
-            realms={realm: RealmSpec(spaces={SPACE: SpaceSpec(sources=[SourceSpec(path=tmpdir, glob="*.txt")])})},
-        )
+        settings = synthetic_settings(dsn, realm, tmpdir)
         with dense_synthesis(cap):
             seeded = bi.seed_synthetic_cache(settings, dsn, realm, SPACE)
         bi.fresh_realm(dsn, realm)
         engine = Engine.from_settings(settings)
-        seconds: dict[str, float] = {}
-        meta: dict[str, Any] = {}
         try:
-            for name, fn in bi.stage_functions(False):
-                if name == "embeddings":  # write vectors without per-row HNSW inserts; build each index once after
-                    with db.connect(dsn, autocommit=True) as conn:
-                        for t in HNSW_TABLES:
-                            conn.execute(sql.SQL("DROP INDEX IF EXISTS {}.{}").format(
-                                sql.Identifier(schema.schema_for(realm)), sql.Identifier(f"{t}_embedding_hnsw")))
-                t0 = time.perf_counter()
-                meta[name] = fn(engine, realm, SPACE).metadata
-                seconds[name] = time.perf_counter() - t0
-                print(f"  {realm}: stage {name} {seconds[name]:.1f} s", flush=True)
-            t0 = time.perf_counter()
-            with pgoptions(f"-c maintenance_work_mem={mwm} -c max_parallel_maintenance_workers=1"), \
-                    db.connect(dsn, autocommit=True) as conn:
-                # the realm's own index DDL re-creates the dropped HNSW indexes (init_realm would not: it runs
-                # no DDL on a realm already at the current schema version, issue 11)
-                schema.create_embedding_indexes(conn, realm)
-            seconds["hnsw_build"] = time.perf_counter() - t0
-            t0 = time.perf_counter()
-            with db.connect(dsn, autocommit=True) as conn:
-                for t in ("documents", "entities", "relations", "doc_mentions"):
-                    conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(schema.qualified(realm, t)))
-                indexes = [r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = %s AND "
-                                                      "indexname LIKE '%%_hnsw'", (schema.schema_for(realm),))]
-            seconds["vacuum_analyze"] = time.perf_counter() - t0
+            seconds, meta, indexes = index_fresh(engine, dsn, realm, mwm)
         finally:
             engine.close()
         raw = meta["raw_extractions"]
@@ -227,7 +256,7 @@ def build_graph(dsn: str, realm: str, n_passages: int, cap: int, mwm: str) -> di
         return {"passages": written, "chunks": meta["chunks"]["chunks"], "triples_per_chunk_cap": cap,
                 "synthesis": seeded, "entities": rel.get("entities"), "relations": rel.get("relations"),
                 "mentions": rel.get("mentions"), "seconds": {k: round(v, 2) for k, v in seconds.items()},
-                "hnsw_indexes": sorted(indexes), "maintenance_work_mem": mwm}
+                "hnsw_indexes": indexes, "maintenance_work_mem": mwm}
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
 
@@ -280,70 +309,8 @@ def export_graph(dsn: str, realm: str, path: Path, n_questions: int, seed: int) 
 
 
 # -- the coordinator ------------------------------------------------------------------------------
-class Worker:
-    """A worker subprocess speaking the line protocol of :func:`serve`; its stderr goes to ``log``."""
-
-    def __init__(self, argv: list[str], log: Path, env: dict[str, str] | None = None) -> None:
-        self._log = log.open("w", encoding="utf-8")
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-                                     text=True, env=env, cwd=str(HERE))
-        self.ready = self._read()
-
-    def _read(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError(f"worker {self.proc.args[2:4]} died; see {self._log.name}")
-        return json.loads(line)
-
-    def call(self, **req: Any) -> dict[str, Any]:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(req) + "\n")
-        self.proc.stdin.flush()
-        return self._read()
-
-    def close(self) -> dict[str, Any]:
-        """Ask for the worker's peak RSS and stop it; ``{}`` from a worker that already died."""
-        try:
-            stats = self.call(op="stats")
-            assert self.proc.stdin is not None
-            self.proc.stdin.write('{"op": "exit"}\n')
-            self.proc.stdin.close()
-            self.proc.wait(timeout=120)
-        except (RuntimeError, OSError, subprocess.TimeoutExpired):
-            self.proc.kill()
-            stats = {}
-        self._log.close()
-        return stats
-
-
-def ensure_lightrag_venv() -> Path:
-    """``evaluation/.venv-lightrag`` with ``requirements-bench.txt`` installed (created on first use)."""
-    py = LIGHTRAG_VENV / "bin" / "python"
-    if not py.exists():
-        base = getattr(sys, "_base_executable", None) or shutil.which("python3") or "python3"
-        subprocess.run([base, "-m", "venv", str(LIGHTRAG_VENV)], check=True)
-        (LIGHTRAG_VENV / ".gitignore").write_text("*\n")
-    if subprocess.run([str(py), "-c", "import lightrag, bpe_openai, numpy"], capture_output=True).returncode:
-        print(f"installing {REQUIREMENTS.name} into {LIGHTRAG_VENV.relative_to(HERE.parent)} ...", flush=True)
-        subprocess.run([str(py), "-m", "pip", "install", "-q", "-r", str(REQUIREMENTS)], check=True)
-    return py
-
-
 def pct(xs: list[float], q: int) -> float:
     return round(statistics.quantiles(xs, n=100, method="inclusive")[q - 1], 2) if len(xs) > 1 else round(xs[0], 2)
-
-
-def postgres_pss_mb(data_dir: Path | None) -> float | None:
-    """Proportional set size of the embedded server and its backends, in MB (``None`` if unknown)."""
-    try:
-        import psutil
-
-        pid = int((data_dir / "pgdata" / "postmaster.pid").read_text().split()[0]) if data_dir else None
-        procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)] if pid else []
-        return round(sum(p.memory_full_info().pss for p in procs) / 2**20, 1) if procs else None
-    except Exception:
-        return None
 
 
 def summarise_runs(samples: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, Any]:
@@ -382,48 +349,69 @@ def run_size(size: int, n_passages: int, args: argparse.Namespace, database: bi.
         print(f"[{size}] building realm {realm} from {n_passages} passages ...", flush=True)
         build = build_graph(database.dsn, realm, n_passages, args.triples_per_chunk, args.maintenance_work_mem)
         marker.write_text(json.dumps({"key": key, "build": build}, indent=1))
-    export = export_graph(database.dsn, realm, root / f"{realm}.export.json", args.questions, args.seed)
-    questions = export.pop("questions")
-    result: dict[str, Any] = {"size": size, "realm": realm, "build": build, "export": export}
+    result: dict[str, Any] = {"size": size, "realm": realm, "build": build}
+    result.update(time_queries(size, realm, database, root, lr_python, questions=args.questions, seed=args.seed,
+                               keywords=args.keywords, rounds=args.rounds, warmup=args.warmup))
+    return result
+
+
+def time_queries(size: int, realm: str, database: bi.Database, root: Path, lr_python: Path | None, *,
+                 questions: int, seed: int, keywords: str, rounds: int, warmup: int,
+                 modes: tuple[str, ...] = MODES) -> dict[str, Any]:
+    """Time queries over ``realm``'s live graph (space ``wiki2``): export it under ``root``, load it into
+    LightRAG when ``lr_python`` is given (the store is reused while the export is unchanged), then run
+    the query workers interleaved — ``warmup`` questions once, then ``rounds`` timed passes over
+    ``questions`` questions (sampled with ``seed``) in each of ``modes`` both systems have.
+
+    Returns ``export`` (counts, path, sha256), ``lightrag_build`` (build_s, nodes, edges, peak_rss_mb)
+    and ``lightrag_load_s`` (with LightRAG), ``modes``, ``peak_rss_mb`` per worker (MB, VmHWM),
+    ``postgres_pss_mb`` and ``latency`` (:func:`summarise_runs`: p50/p95 ms per system and mode).
+    Raises ``RuntimeError`` when the LightRAG build or a worker fails."""
+    export = export_graph(database.dsn, realm, root / f"{realm}.export.json", questions, seed)
+    asked = export.pop("questions")
+    result: dict[str, Any] = {"export": export}
     here = [sys.executable, str(Path(__file__).resolve())]
     logs = bi.RESULTS / "bench_query_logs"
     logs.mkdir(parents=True, exist_ok=True)
     qfile = root / f"{realm}.questions.json"
-    qfile.write_text(json.dumps(questions), encoding="utf-8")
-    workers = {"ours": Worker([*here, "--worker", "pgrag", "--dsn", database.dsn, "--realm", realm, "--keywords",
-                               args.keywords, "--questions-file", str(qfile)], logs / f"ours_{size}.log")}
-    if lr_python:
-        workdir = root / f"lightrag_{realm}"
-        lr_marker = workdir / "bench_export.sha256"
-        lr_argv = [str(lr_python), str(Path(__file__).resolve()), "--worker", "lightrag", "--export", export["path"],
-                   "--workdir", str(workdir)]
-        if not (lr_marker.exists() and lr_marker.read_text() == export["sha256"]):
-            shutil.rmtree(workdir, ignore_errors=True)
-            workdir.mkdir(parents=True)
-            print(f"[{size}] loading LightRAG with ainsert_custom_kg ...", flush=True)
-            done = subprocess.run([*lr_argv, "--build"], capture_output=True, text=True, cwd=str(HERE))
-            (logs / f"lightrag_build_{size}.log").write_text(done.stderr)
-            if done.returncode:
-                raise RuntimeError(f"LightRAG build failed; see {logs / f'lightrag_build_{size}.log'}")
-            (workdir / "bench_build.json").write_text(done.stdout.strip().splitlines()[-1])
-            lr_marker.write_text(export["sha256"])
-        result["lightrag_build"] = json.loads((workdir / "bench_build.json").read_text())
-        workers["lightrag"] = Worker(lr_argv, logs / f"lightrag_{size}.log")
-        result["lightrag_load_s"] = round(workers["lightrag"].ready["load_s"], 2)
-    modes = {name: [m for m in MODES if m in w.ready["modes"]] for name, w in workers.items()}
-    result["modes"] = modes
-    result["instrumented"] = workers["ours"].ready["instrumented"]
-    result["our_keyword_setting"] = workers["ours"].ready["keywords"]
-    samples: dict[str, dict[str, list[dict[str, Any]]]] = {n: defaultdict(list) for n in workers}
+    qfile.write_text(json.dumps(asked), encoding="utf-8")
+    workers: dict[str, Worker] = {}
+    samples: dict[str, dict[str, list[dict[str, Any]]]] = {}
     try:
-        print(f"[{size}] timing {len(questions)} questions x {args.rounds} rounds, modes {modes} ...", flush=True)
-        plan = [(-1, q) for q in questions[: args.warmup]] + [(r, q) for r in range(args.rounds) for q in questions]
+        workers["ours"] = Worker([*here, "--worker", "pgrag", "--dsn", database.dsn, "--realm", realm, "--keywords",
+                                  keywords, "--questions-file", str(qfile)], logs / f"ours_{size}.log")
+        if lr_python:
+            workdir = root / f"lightrag_{realm}"
+            lr_marker = workdir / "bench_export.sha256"
+            lr_argv = [str(lr_python), str(Path(__file__).resolve()), "--worker", "lightrag", "--export", export["path"],
+                       "--workdir", str(workdir)]
+            if not (lr_marker.exists() and lr_marker.read_text() == export["sha256"]):
+                shutil.rmtree(workdir, ignore_errors=True)
+                workdir.mkdir(parents=True)
+                print(f"[{size}] loading LightRAG with ainsert_custom_kg ...", flush=True)
+                done = subprocess.run([*lr_argv, "--build"], capture_output=True, text=True, cwd=str(HERE))
+                (logs / f"lightrag_build_{size}.log").write_text(done.stderr)
+                if done.returncode:
+                    raise RuntimeError(f"LightRAG build failed (exit {done.returncode}); see "
+                                       f"{logs / f'lightrag_build_{size}.log'}")
+                (workdir / "bench_build.json").write_text(done.stdout.strip().splitlines()[-1])
+                lr_marker.write_text(export["sha256"])
+            result["lightrag_build"] = json.loads((workdir / "bench_build.json").read_text())
+            workers["lightrag"] = Worker(lr_argv, logs / f"lightrag_{size}.log")
+            result["lightrag_load_s"] = round(workers["lightrag"].ready["load_s"], 2)
+        served = {name: [m for m in modes if m in w.ready["modes"]] for name, w in workers.items()}
+        result["modes"] = served
+        result["instrumented"] = workers["ours"].ready["instrumented"]
+        result["our_keyword_setting"] = workers["ours"].ready["keywords"]
+        samples = {n: defaultdict(list) for n in workers}
+        print(f"[{size}] timing {len(asked)} questions x {rounds} rounds, modes {served} ...", flush=True)
+        plan = [(-1, q) for q in asked[:warmup]] + [(r, q) for r in range(rounds) for q in asked]
         for i, (rnd, q) in enumerate(plan):
-            for j in range(len(MODES)):
-                mode = MODES[(i + j) % len(MODES)]
+            for j in range(len(modes)):
+                mode = modes[(i + j) % len(modes)]
                 order = list(workers) if (i + j) % 2 == 0 else list(workers)[::-1]
                 for name in order:
-                    if mode in modes[name]:
+                    if mode in served[name]:
                         answer = workers[name].call(op="query", mode=mode, **q)
                         if rnd >= 0:
                             samples[name][mode].append(answer)

@@ -2,7 +2,9 @@
 
 Each is a subprocess speaking one JSON request per stdin line and one JSON answer per line on the
 original stdout (:func:`serve`). Stdlib-only at import time: LightRAG's venv imports this module too.
-The pgrag worker charges self time per engine step (:class:`StepTimer`, :func:`instrument`).
+The pgrag worker charges self time per engine step (:class:`StepTimer`, :func:`instrument`). The
+coordinator's side — :class:`Worker` (a worker subprocess), :func:`ensure_lightrag_venv`,
+:func:`postgres_pss_mb` — is here too, for ``bench_query.py`` and ``bench_scale.py``.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import inspect
 import json
 import os
 import re
+import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -30,6 +34,7 @@ sys.path.insert(0, str(HERE))
 import bench_index as bi  # noqa: E402  (stdlib-only at import time)
 
 LIGHTRAG_VENV = HERE / ".venv-lightrag"
+LIGHTRAG_REQUIREMENTS = HERE / "requirements-bench.txt"
 MODES = ("mix", "local", "global", "hybrid", "naive")
 SPACE = "wiki2"
 DIM = 384
@@ -299,3 +304,66 @@ def lightrag_worker(args: argparse.Namespace) -> None:
         task.cancel()
     loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
     loop.close()
+
+
+# -- the coordinator's side ----------------------------------------------------------------------
+class Worker:
+    """A worker subprocess speaking the line protocol of :func:`serve`; its stderr goes to ``log``."""
+
+    def __init__(self, argv: list[str], log: Path, env: dict[str, str] | None = None) -> None:
+        self._log = log.open("w", encoding="utf-8")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+                                     text=True, env=env, cwd=str(HERE))
+        self.ready = self._read()
+
+    def _read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"worker {self.proc.args[2:4]} died; see {self._log.name}")
+        return json.loads(line)
+
+    def call(self, **req: Any) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(req) + "\n")
+        self.proc.stdin.flush()
+        return self._read()
+
+    def close(self) -> dict[str, Any]:
+        """Ask for the worker's peak RSS and stop it; ``{}`` from a worker that already died."""
+        try:
+            stats = self.call(op="stats")
+            assert self.proc.stdin is not None
+            self.proc.stdin.write('{"op": "exit"}\n')
+            self.proc.stdin.close()
+            self.proc.wait(timeout=120)
+        except (RuntimeError, OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            stats = {}
+        self._log.close()
+        return stats
+
+
+def ensure_lightrag_venv() -> Path:
+    """``evaluation/.venv-lightrag`` with ``requirements-bench.txt`` installed (created on first use)."""
+    py = LIGHTRAG_VENV / "bin" / "python"
+    if not py.exists():
+        base = getattr(sys, "_base_executable", None) or shutil.which("python3") or "python3"
+        subprocess.run([base, "-m", "venv", str(LIGHTRAG_VENV)], check=True)
+        (LIGHTRAG_VENV / ".gitignore").write_text("*\n")
+    if subprocess.run([str(py), "-c", "import lightrag, bpe_openai, numpy"], capture_output=True).returncode:
+        print(f"installing {LIGHTRAG_REQUIREMENTS.name} into {LIGHTRAG_VENV.relative_to(HERE.parent)} ...", flush=True)
+        subprocess.run([str(py), "-m", "pip", "install", "-q", "-r", str(LIGHTRAG_REQUIREMENTS)], check=True)
+    return py
+
+
+def postgres_pss_mb(data_dir: Path | None) -> float | None:
+    """Proportional set size of the embedded server and its backends, in MB (``None`` if unknown)."""
+    try:
+        import psutil
+
+        pid = int((data_dir / "pgdata" / "postmaster.pid").read_text().split()[0]) if data_dir else None
+        procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)] if pid else []
+        return round(sum(p.memory_full_info().pss for p in procs) / 2**20, 1) if procs else None
+    except Exception:
+        return None

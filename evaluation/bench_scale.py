@@ -1,0 +1,439 @@
+#!/usr/bin/env python
+"""Scale benchmark (issue 15 item 3): a full build, one-document incremental runs and query latency at
+10k / 100k / 1M relations, with the chat model REPLAYED (zero model calls) and the hashing embedder.
+
+For each size in ``--sizes`` (relations), ascending, on a fresh realm ``bench_s<size>`` (space ``wiki2``):
+
+1. **Full build.** The size's documents are written as ``.txt`` files (below) and one synthetic extraction
+   response per chunk is cached (``bench_query.dense_extraction``: the title and up to 20 names a chunk,
+   up to ``--triples-per-chunk`` triples — the title to each name, then pairs of names, nearest first).
+   Then the six index stages of :mod:`pgrag_dag.pipeline` (``chunks`` … ``embeddings``, no communities)
+   run once through ``bench_query.index_fresh``: the HNSW indexes are dropped before the embeddings stage
+   and built once after with ``--maintenance-work-mem`` (``--hnsw product`` leaves them to the product),
+   then VACUUM ANALYZE. Reported: seconds per stage, HNSW build and total; this process's peak RSS over
+   the build (``VmHWM``, reset before it; the whole run's ``ru_maxrss`` beside it); the PostgreSQL
+   server's peak PSS (the sum over its processes, sampled every 0.5 s; embedded server only); the
+   relations, entities and chunks reached.
+2. **Incremental**, on the built realm, each one run of the same six stages, timed per stage:
+   ``unchanged`` (no source changed), ``add_one`` (a passage not indexed yet; its response cached first),
+   ``change_one`` (an indexed document with a sentence naming a new person appended; its new chunk's
+   response cached first), ``delete_one`` (an indexed document's file removed). The replay serves every
+   extraction, so model calls are excluded by construction: ``model_calls`` is reported per run and must
+   be 0 (else the script exits 1). Rows changed come from the stages' metadata: every integer or
+   boolean key that :data:`CHANGED_KEYS` matches, per stage.
+3. **Query** (unless ``--skip-query``): ``mix`` p50/p95 (``--modes``) at the largest size, timed by
+   ``bench_query.time_queries`` (a query worker subprocess, warm-up, interleaved rounds), and LightRAG
+   (``lightrag-hku`` in ``evaluation/.venv-lightrag``, context only, no LLM call) at the largest size
+   not above ``--lightrag-max`` (default 100,000: it held 2.4 GB at 100k, bench_query), with its load
+   time and RSS. The output says at which size LightRAG stops and why.
+
+**Sizes beyond the corpus are replicas.** 2WikiMultiHopQA has 6,119 passages: about 120k relations at
+this density. A size's documents are the shortest prefix of "every passage; then every passage again as
+replica 1; then as replica 2; ..." whose distinct synthetic triples reach the size (counted with
+``bench_query.passages_for`` over :func:`replica_extraction`, before anything is written). Replica r of a
+passage is a new document ``<n>_<title>_<word>.txt`` holding the passage's text unchanged; its synthetic
+extraction is the passage's with the replica's word — a made-up capitalised word (``Zyba``, ``Zyca``, …)
+that no passage contains — appended to every entity name, so its entities and relations are new ones
+that never merge with another replica's; the name gates accept such names as they accept the originals.
+Predicates, confidences, negations and years are the original's. So a 1M graph is about eight disjoint
+copies of the corpus graph under distinct names: the degree distribution of the 120k graph, not a denser
+graph; replica chunks repeat the originals' text (and vectors), while entities and relations embed
+distinct text. Writing, chunking and caching the documents is not timed (it runs in a child process, so
+it is not in this process's RSS either).
+
+    nice -n 5 .venv/bin/python evaluation/bench_scale.py --sizes 10000,100000 --skip-query   # 5-10 min here
+    .venv/bin/python evaluation/bench_scale.py                          # 10k, 100k, 1M with queries: hours
+    .venv/bin/python evaluation/bench_scale.py --sizes 2000 --corpus-passages 40 --skip-query  # replicas, quick
+
+Output: Markdown tables on stdout, JSON in ``evaluation/results/bench_scale.json`` (``--results``) and a
+log-log plot of seconds vs relations (the full build and each incremental run; ``--baseline`` draws an
+earlier run's JSON dashed beside it) in ``evaluation/bench_scale.svg`` (``--plot``). The plot needs
+matplotlib in the project's venv: ``.venv/bin/pip install -r evaluation/requirements-scale.txt`` (without
+it the plot is skipped with a message). The database is ``PGRAG_DATABASE_URL`` when set, else an
+embedded PostgreSQL under ``--data-dir`` (default a temporary one, removed at the end). The machine is
+shared and noisy: compare runs made side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import gc
+import itertools
+import json
+import re
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import bench_index as bi  # noqa: E402
+import bench_query as bq  # noqa: E402
+from bench_query_workers import SPACE, own_peak_rss_mb, postgres_pss_mb  # noqa: E402
+from bench_scale_report import OPS, markdown, plot  # noqa: E402
+
+CHANGED_KEYS = re.compile(r"(_inserted|_updated|_added|_replaced|_removed|_extracted|_written|_embedded|_fallback"
+                          r"|_changed|_deleted|newly_|^(dormant|revived|restored|rewritten)$)")
+"""Stage metadata keys that count rows a run changed (``documents_added``, ``chunks_extracted``,
+``relations_updated``, ``entities_embedded``, ``newly_superseded``, ``dormant``, …), never totals held
+(``relations``, ``entities_dormant``, ``documents_unchanged``)."""
+APPENDED = " It was later catalogued by the archivist Mara Quenby Halloway."
+"""The sentence ``change_one`` appends: one new person, so the change reaches entities and relations."""
+_CONS, _VOWELS = "bcdfgklmnprstvz", "aeiou"
+_REPLICA = re.compile(rf"^(.+) (Zy[{_CONS}][{_VOWELS}])$")
+MAX_REPLICAS = len(_CONS) * len(_VOWELS)
+
+
+# -- documents and replicas -----------------------------------------------------------------------
+def replica_word(r: int) -> str:
+    """The name word of replica ``r`` (1 … :data:`MAX_REPLICAS`): ``Zyba``, ``Zyca``, …, ``Zyzu``."""
+    if not 1 <= r <= MAX_REPLICAS:
+        raise ValueError(f"replica {r} is outside 1..{MAX_REPLICAS}")
+    return f"Zy{_CONS[(r - 1) % len(_CONS)]}{_VOWELS[(r - 1) // len(_CONS)]}"
+
+
+def replica_extraction(head: str, text: str, cap: int) -> dict[str, Any]:
+    """``bench_query.dense_extraction`` for a chunk whose title entity is ``head``; when ``head`` ends in a
+    replica word (a replica document's title), the original's extraction with that word appended to
+    every entity name, alias, subject and object."""
+    m = _REPLICA.match(head)
+    if not m:
+        return bq.dense_extraction(head, text, cap)
+    base, word = m.groups()
+    out = bq.dense_extraction(base, text, cap)
+    for e in out["entities"]:
+        e["name"], e["aliases"] = f"{e['name']} {word}", [f"{a} {word}" for a in e["aliases"]]
+    for t in out["triples"]:
+        t["subject"], t["object"] = f"{t['subject']} {word}", f"{t['object']} {word}"
+    return out
+
+
+def documents(passages: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Every non-empty passage as ``{"file", "title", "text", "replica"}``, then every one again per
+    replica; ``title`` is the title entity the pipeline derives from the file name (what the synthetic
+    extraction is given)."""
+    from pgrag_dag.sources import title_for
+
+    for r in range(MAX_REPLICAS + 1):
+        for i, p in enumerate(passages):
+            text = (p.get("text") or "").strip()
+            if not text:
+                continue
+            name = bi._file_name(i, p.get("title") or "")
+            if r:
+                name = f"{name[:-4]}_{replica_word(r)}.txt"
+            yield {"file": name, "title": bi._title_entity(title_for(Path(name))), "text": text, "replica": r}
+
+
+def plan_documents(size: int, cap: int, passages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The shortest prefix of :func:`documents` whose distinct synthetic triples reach ``size``, and one
+    document more (the one ``add_one`` adds). Raises ``ValueError`` when even every replica does not."""
+    n = bq.passages_for(size, cap, documents(passages), extract=replica_extraction)
+    if n is None:
+        raise ValueError(f"{size:,} relations are beyond {MAX_REPLICAS} replicas of {len(passages):,} passages")
+    return list(itertools.islice(documents(passages), n + 1))
+
+
+def check_replica_words(passages: list[dict[str, Any]]) -> None:
+    """Refuse a corpus in which a replica word occurs (a replica name could then merge with a real one)."""
+    word = re.compile(rf"\bZy[{_CONS}][{_VOWELS}]\b")
+    hit = next((p for p in passages if word.search(f"{p.get('title')} {p.get('text')}")), None)
+    if hit:
+        raise ValueError(f"the corpus uses a replica word: passage {hit.get('title')!r}")
+
+
+def seed(dsn: str, realm: str, source_dir: str, cap: int, only: list[str] | None = None) -> dict[str, Any]:
+    """Cache the synthetic responses of the space's chunks (or of the ``only`` doc_keys'); run in a child."""
+    settings = bq.synthetic_settings(dsn, realm, Path(source_dir))
+    with bq.dense_synthesis(cap, replica_extraction):
+        return bi.seed_synthetic_cache(settings, dsn, realm, SPACE, only=only)
+
+
+# -- measuring ------------------------------------------------------------------------------------
+def reset_peak_rss() -> None:
+    """Hand freed memory back (a garbage collection, glibc's ``malloc_trim``), then set this process's
+    ``VmHWM`` back to its current RSS (``/proc/self/clear_refs``, Linux >= 4.0)."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    with contextlib.suppress(OSError):
+        Path("/proc/self/clear_refs").write_text("5")
+
+
+class PostgresPeak:
+    """While open, samples the embedded server's PSS (MB, all its processes) every ``every`` s; ``peak``
+    is the largest sample (``None`` for a server that is not embedded)."""
+
+    def __init__(self, data_dir: Path | None, every: float = 0.5) -> None:
+        self.data_dir, self.every, self.peak = data_dir, every, None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while True:
+            pss = postgres_pss_mb(self.data_dir)
+            if pss is not None:
+                self.peak = max(self.peak or 0.0, pss)
+            if self._stop.wait(self.every):
+                return
+
+    def __enter__(self) -> PostgresPeak:
+        if self.data_dir is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
+def changed_rows(meta: dict[str, Any]) -> dict[str, Any]:
+    """The keys of one stage's metadata that count rows changed (:data:`CHANGED_KEYS`), when non-zero."""
+    return {k: v for k, v in meta.items() if CHANGED_KEYS.search(k) and isinstance(v, (bool, int)) and v}
+
+
+def summary(dsn: str, realm: str, meta: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """What every run reports: the rows the space holds afterwards (live relations and entities,
+    mentions, chunks; read from the store, not from metadata), model calls and rows changed."""
+    from psycopg import sql
+
+    from pgrag_dag.store import db, graph, schema
+
+    with db.connect(dsn) as conn:
+        held = graph.graph_counts(conn, realm, SPACE)
+        chunks = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE space = %s").format(
+            schema.qualified(realm, "documents")), (SPACE,)).fetchone()
+    return {"relations": held["relations"], "entities": held["entities"], "mentions": held["mentions"],
+            "chunks": chunks[0] if chunks else None,
+            "model_calls": sum(int(m.get("model_calls") or 0) for m in meta.values()),
+            "cache_hits": sum(int(m.get("cache_hits") or 0) for m in meta.values()),
+            "chunks_failed": meta.get("raw_extractions", {}).get("chunks_failed"),
+            "changed": {s: c for s, m in meta.items() if (c := changed_rows(m))}}
+
+
+def full_build(engine: Any, dsn: str, realm: str, args: argparse.Namespace, data_dir: Path | None) -> dict[str, Any]:
+    """The six stages and the HNSW build on a fresh realm, with memory peaks (see the module docstring)."""
+    rss: dict[str, float] = {}
+    reset_peak_rss()
+    with PostgresPeak(data_dir) as pg:
+        t0 = time.perf_counter()
+        seconds, meta, indexes = bq.index_fresh(engine, dsn, realm, args.maintenance_work_mem,
+                                                drop_hnsw=args.hnsw == "rebuild",
+                                                on_stage=lambda name, _s, _m: rss.__setitem__(name, own_peak_rss_mb()))
+        wall = time.perf_counter() - t0
+    return {"seconds": {k: round(v, 3) for k, v in seconds.items()}, "total_s": round(wall, 3),
+            "peak_rss_mb": own_peak_rss_mb(), "peak_rss_mb_after_stage": rss, "ru_maxrss_mb": bi.peak_rss_mb(),
+            "postgres_peak_pss_mb": pg.peak, "hnsw_indexes": indexes, **summary(dsn, realm, meta),
+            "metadata": {s: {k: v for k, v in m.items() if not isinstance(v, (list, dict)) or k == "rejections_per_gate"}
+                         for s, m in meta.items()}}
+
+
+def incremental(engine: Any, dsn: str, realm: str, op: str, data_dir: Path | None) -> dict[str, Any]:
+    """One run of the six index stages on the built realm, timed per stage."""
+    seconds: dict[str, float] = {}
+    meta: dict[str, dict[str, Any]] = {}
+    reset_peak_rss()
+    with PostgresPeak(data_dir) as pg:
+        t_all = time.perf_counter()
+        for name, fn in bi.stage_functions(False):
+            t0 = time.perf_counter()
+            meta[name] = fn(engine, realm, SPACE).metadata
+            seconds[name] = round(time.perf_counter() - t0, 3)
+            changed = " ".join(f"{k}={v}" for k, v in changed_rows(meta[name]).items())
+            print(f"  {realm} {op}: stage {name} {seconds[name]:.2f} s  {changed}", flush=True)
+        wall = time.perf_counter() - t_all
+    return {"seconds": seconds, "total_s": round(wall, 3), "peak_rss_mb": own_peak_rss_mb(),
+            "postgres_peak_pss_mb": pg.peak, **summary(dsn, realm, meta)}
+
+
+def pick_edited(docs: list[dict[str, Any]], chunk_chars: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The document ``change_one`` edits (an original passage that stays one chunk with the sentence
+    appended and has room under the 20-name cap) and the one ``delete_one`` removes (the next original)."""
+    originals = [d for d in docs[:-1] if d["replica"] == 0]
+    fits = [i for i, d in enumerate(originals) if len(d["text"]) + len(APPENDED) < chunk_chars - 200
+            and len(bq.chunk_names(d["title"], d["text"])) < 15]
+    i = fits[len(fits) // 2]
+    return originals[i], originals[i + 1 if i + 1 < len(originals) else i - 1]
+
+
+# -- one size -------------------------------------------------------------------------------------
+def run_size(size: int, docs: list[dict[str, Any]], args: argparse.Namespace, database: bi.Database, root: Path,
+             pool: ProcessPoolExecutor, query: str | None) -> dict[str, Any]:
+    """Build ``bench_s<size>`` from ``docs`` (the last one held back for ``add_one``), run the incremental
+    runs and, with ``query`` (``"ours"`` or ``"lightrag"`` too), the query timing."""
+    from pgrag_dag.config import ChunkingSettings
+    from pgrag_dag.engine import Engine
+
+    realm, dsn = f"bench_s{size}", database.dsn
+    src = root / realm
+    shutil.rmtree(src, ignore_errors=True)
+    src.mkdir(parents=True)
+    base, spare = docs[:-1], docs[-1]
+    t0 = time.perf_counter()
+    for d in base:
+        (src / d["file"]).write_text(d["text"] + "\n", encoding="utf-8")
+    replicas = max(d["replica"] for d in base)
+    print(f"[{size:,}] {len(base):,} documents ({replicas} replica(s) beyond the corpus) written; caching their "
+          "synthetic responses ...", flush=True)
+    seeded = pool.submit(seed, dsn, realm, str(src), args.triples_per_chunk).result()
+    print(f"[{size:,}] {seeded['cached_responses']:,} responses ({seeded['synthetic_triples']:,} triples) cached "
+          f"in {time.perf_counter() - t0:.0f} s; full build ...", flush=True)
+    result: dict[str, Any] = {"size": size, "realm": realm, "documents": len(base), "replicas": replicas,
+                              "synthesis": seeded}
+    bi.fresh_realm(dsn, realm)
+    engine = Engine.from_settings(bq.synthetic_settings(dsn, realm, src))
+    try:
+        result["full"] = full_build(engine, dsn, realm, args, database.data_dir)
+        f = result["full"]
+        print(f"[{size:,}] full build {f['total_s']:.1f} s: {f['relations']:,} relations, {f['entities']:,} entities, "
+              f"{f['chunks']:,} chunks; peak RSS {f['peak_rss_mb']} MB, PostgreSQL PSS {f['postgres_peak_pss_mb']} MB",
+              flush=True)
+        edited, deleted = pick_edited(docs, ChunkingSettings().chunk_chars)
+        result["documents_touched"] = {"add_one": spare["file"], "change_one": edited["file"], "delete_one": deleted["file"]}
+        result["ops"] = {}
+        for op in OPS:
+            if op == "add_one":
+                (src / spare["file"]).write_text(spare["text"] + "\n", encoding="utf-8")
+                pool.submit(seed, dsn, realm, str(src), args.triples_per_chunk, [spare["file"]]).result()
+            elif op == "change_one":
+                (src / edited["file"]).write_text(edited["text"] + APPENDED + "\n", encoding="utf-8")
+                pool.submit(seed, dsn, realm, str(src), args.triples_per_chunk, [edited["file"]]).result()
+            elif op == "delete_one":
+                (src / deleted["file"]).unlink()
+            result["ops"][op] = incremental(engine, dsn, realm, op, database.data_dir)
+            print(f"[{size:,}] {op} {result['ops'][op]['total_s']:.2f} s", flush=True)
+    finally:
+        engine.close()
+    if query:
+        result["query"] = query_phase(size, realm, database, root, args, lightrag=query == "lightrag")
+    if not args.keep:
+        bi.fresh_realm(dsn, realm)
+        shutil.rmtree(src, ignore_errors=True)
+    return result
+
+
+def query_phase(size: int, realm: str, database: bi.Database, root: Path, args: argparse.Namespace, *,
+                lightrag: bool) -> dict[str, Any]:
+    """``bench_query.time_queries`` over the realm; when LightRAG fails to load, ours alone, with the reason."""
+    kw = {"questions": args.questions, "seed": args.seed, "keywords": args.keywords, "rounds": args.rounds,
+          "warmup": args.warmup, "modes": tuple(args.modes)}
+    lr_python = bq.ensure_lightrag_venv() if lightrag else None
+    try:
+        return bq.time_queries(size, realm, database, root, lr_python, **kw)
+    except RuntimeError as exc:
+        if lr_python is None:
+            raise
+        print(f"[{size:,}] LightRAG stopped: {exc}; timing ours alone", flush=True)
+        return {**bq.time_queries(size, realm, database, root, None, **kw), "lightrag_failed": str(exc)}
+
+
+def lightrag_note(results: list[dict[str, Any]], lightrag_max: int) -> str | None:
+    """Where LightRAG stops in this run, and why."""
+    loaded = [r for r in results if "lightrag_build" in r.get("query", {})]
+    failed = [r for r in results if r.get("query", {}).get("lightrag_failed")]
+    above = [r["size"] for r in results if r["size"] > lightrag_max]
+    if failed:
+        return f"LightRAG failed to load at {failed[0]['size']:,} relations: {failed[0]['query']['lightrag_failed']}"
+    if not loaded:
+        return None
+    q = loaded[-1]["query"]
+    b, serving = q["lightrag_build"], q["peak_rss_mb"].get("lightrag")
+    note = (f"LightRAG loaded at {loaded[-1]['size']:,} relations: ainsert_custom_kg {b.get('build_s', 0):.0f} s, "
+            f"peak RSS {b.get('peak_rss_mb')} MB loading and {serving} MB serving")
+    if above:
+        import psutil
+
+        projected = max(b.get("peak_rss_mb") or 0, serving or 0) * above[-1] / loaded[-1]["size"] / 1024
+        note += (f"; not loaded at {', '.join(f'{s:,}' for s in above)} relations: above --lightrag-max "
+                 f"{lightrag_max:,}. Its graph and vector stores live in its process's memory, so its RSS grows "
+                 f"with the graph: about {projected:.1f} GB at {above[-1]:,} if linear, on a machine with "
+                 f"{psutil.virtual_memory().total / 2**30:.0f} GB shared with PostgreSQL and this run")
+    return note
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", type=lambda s: [int(x) for x in s.replace("_", "").split(",") if x],
+                    default=[10_000, 100_000, 1_000_000], help="relation counts, comma-separated (default 10000,100000,1000000)")
+    ap.add_argument("--data-dir", type=Path, default=None,
+                    help="embedded PostgreSQL data dir (and the documents); default a temporary one, removed afterwards")
+    ap.add_argument("--skip-query", action="store_true", help="no query timing (and no LightRAG)")
+    ap.add_argument("--keep", action="store_true", help="keep each size's realm (and its documents) after its runs")
+    ap.add_argument("--results", type=Path, default=bi.RESULTS / "bench_scale.json", help="the JSON report")
+    ap.add_argument("--plot", type=Path, default=HERE / "bench_scale.svg", help="the plot (.svg or .png)")
+    ap.add_argument("--baseline", type=Path, default=None, help="an earlier run's JSON, drawn dashed in the plot")
+    ap.add_argument("--lightrag-max", type=int, default=100_000, help="largest size LightRAG is loaded at")
+    ap.add_argument("--corpus-passages", type=int, default=None,
+                    help="use only the first N passages of the corpus (replicas start sooner; for testing them)")
+    ap.add_argument("--triples-per-chunk", type=int, default=40, help="synthetic triple cap per chunk (as bench_query)")
+    ap.add_argument("--maintenance-work-mem", default="2GB", help="for the one HNSW build after the full build")
+    ap.add_argument("--hnsw", choices=["rebuild", "product"], default="rebuild",
+                    help="rebuild: drop the HNSW indexes before the full build's embeddings stage and build them "
+                         "once after (as bench_query); product: leave them to the product")
+    ap.add_argument("--modes", type=lambda s: s.split(","), default=["mix"], help="query modes, comma-separated")
+    ap.add_argument("--questions", type=int, default=50)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=7, help="question sampling seed")
+    ap.add_argument("--keywords", choices=["replayed", "lexical", "off"], default="replayed")
+    args = ap.parse_args()
+    if not bi.WIKI2_CORPUS.is_file():
+        print(f"the corpus {bi.WIKI2_CORPUS} does not exist (set PGRAG_SHARED_DIR)")
+        return 1
+    passages = json.loads(bi.WIKI2_CORPUS.read_text(encoding="utf-8"))[: args.corpus_passages]
+    check_replica_words(passages)
+    sizes = sorted(set(args.sizes))
+    plans = {}
+    for size in sizes:
+        t0 = time.perf_counter()
+        plans[size] = plan_documents(size, args.triples_per_chunk, passages)
+        base = plans[size][:-1]
+        print(f"[{size:,}] {len(base):,} documents reach {size:,} distinct synthetic triples "
+              f"({max(d['replica'] for d in base)} replica(s); planned in {time.perf_counter() - t0:.1f} s)", flush=True)
+    lr_sizes = [s for s in sizes if s <= args.lightrag_max]
+    queries = {} if args.skip_query else {sizes[-1]: "ours"} | ({lr_sizes[-1]: "lightrag"} if lr_sizes else {})
+    bi.RESULTS.mkdir(parents=True, exist_ok=True)
+    root = (args.data_dir.resolve() / "bench_scale_docs") if args.data_dir else Path(tempfile.mkdtemp(prefix="pgrag_bench_scale_"))
+    root.mkdir(parents=True, exist_ok=True)
+    database = bi.Database(args.data_dir)
+    results: list[dict[str, Any]] = []
+    t_start = time.perf_counter()
+    try:
+        print(f"database: {database.kind}", flush=True)
+        with ProcessPoolExecutor(1, mp_context=get_context("spawn")) as pool:
+            for size in sizes:
+                results.append(run_size(size, plans[size], args, database, root, pool, queries.get(size)))
+    finally:
+        database.close()
+        if not args.data_dir:
+            shutil.rmtree(root, ignore_errors=True)
+    note = lightrag_note(results, args.lightrag_max)
+    table, targets = markdown(results, note)
+    print()
+    print(table)
+    baseline = json.loads(args.baseline.read_text(encoding="utf-8")) if args.baseline else None
+    print(plot(results, args.plot, baseline))
+    calls = sum(r["full"]["model_calls"] + sum(o["model_calls"] for o in r["ops"].values()) for r in results)
+    bi.write_results(args.results, "bench_scale", database.kind, {
+        "wall_s": round(time.perf_counter() - t_start, 1), "model_calls": calls, "targets": targets,
+        "lightrag": note, "options": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        "results": results, "table_markdown": table})
+    if calls:
+        print(f"error: {calls} model call(s) were made; the replay should have served every extraction", file=sys.stderr)
+        return 1
+    print("model calls: 0 (every extraction replayed)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
