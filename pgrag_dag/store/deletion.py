@@ -52,11 +52,20 @@ def count_rows(conn: psycopg.Connection, realm: str, space: str | None) -> dict[
 
 def delete_space_rows(conn: psycopg.Connection, realm: str, space: str) -> dict[str, int]:
     """Delete every row of ``space`` from every table of :func:`space_tables`, in that order, in the caller's
-    forgetting transaction. Returns rows removed per table, ``belief_log`` counting only the rows that were
-    there before (not the tombstones the graph deletes appended and this removed again)."""
+    forgetting transaction. Returns rows removed per table, ``belief_log`` and ``stage_work`` counting only the
+    rows that were there before (not the tombstones and queued work the graph deletes appended and this removed
+    again)."""
     out: dict[str, int] = {}
-    for table in space_tables(conn, realm):
+    tables = space_tables(conn, realm)
+    queued = None
+    if "stage_work" in tables:  # the graph deletes below queue work (triggers): removed again, last, not counted
+        tables = [t for t in tables if t != "stage_work"] + ["stage_work"]
+        row = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE space = %s").format(_t(realm, "stage_work")), (space,)).fetchone()
+        queued = int(row[0]) if row else 0
+    for table in tables:
         out[table] = conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s").format(_t(realm, table)), (space,)).rowcount
+    if queued is not None:
+        out["stage_work"] = queued
     if "belief_log" in out:
         out["belief_log"] -= out.get("relations", 0) + out.get("entities", 0)
     return out

@@ -70,7 +70,7 @@ from pgrag_dag.store.ident import qualified  # noqa: F401  (re-exported: schema.
 from pgrag_dag.store.db import privileged
 
 CONTROL_SCHEMA = "pgrag__control"
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 """The realm schema's DDL version, recorded per realm in ``pgrag__control.realms.schema_version``."""
 _LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
 
@@ -444,6 +444,9 @@ def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, di
         history.create_history(conn, schema, vector_type)
         telemetry.create_telemetry(conn, schema)
         work.create_work(conn, schema)
+        from pgrag_dag.store import vectors  # it imports this module
+
+        vectors.create_text_hashes(conn, schema)
         conn.execute("UPDATE pgrag__control.realms SET schema_version = %s WHERE realm = %s", (SCHEMA_VERSION, realm))
     return True
 

@@ -42,9 +42,29 @@ def _texts(realm: str, table: str, where: sql.Composable) -> sql.Composed:
 
 def pending(conn: psycopg.Connection, realm: str, space: str, table: str) -> list[tuple[int, str, str]]:
     """(id, text, sha256 of text) for the space's rows of ``table`` whose embedding is missing (rows
-    with only a fallback vector included) or stale."""
-    where = sql.SQL("space = %s AND (missing OR embed_hash IS DISTINCT FROM h)")
-    return conn.execute(_texts(realm, table, where), (space,)).fetchall()
+    with only a fallback vector included) or stale — through the partial index ``<table>_stale``
+    (:func:`create_text_hashes`), so a space with nothing to embed costs an index look-up, not a hash of
+    every row's text (issue 15)."""
+    return conn.execute(sql.SQL("""SELECT id, {e}, text_hash FROM {t} WHERE space = %s
+                                      AND (embedding IS NULL OR embed_hash IS DISTINCT FROM text_hash) ORDER BY id""").format(
+        e=EMBED_TEXT[table], t=_t(realm, table)), (space,)).fetchall()
+
+
+def create_text_hashes(conn: psycopg.Connection, schema: str) -> None:
+    """Give every embedded table of realm schema ``schema`` the stored generated column ``text_hash`` (the
+    SHA-256, hex, of the text it embeds — :data:`EMBED_TEXT` — as ``embed_hash`` records it when a vector is
+    written) and the partial index ``<table>_stale`` of its rows without a vector or with a vector of other
+    text; inside the caller's DDL transaction (:func:`pgrag_dag.store.schema.init_realm`). Idempotent; adding
+    the column rewrites the table once."""
+    s = sql.Identifier(schema)
+    conn.execute(sql.SQL("""CREATE OR REPLACE FUNCTION {s}.text_sha256(t text) RETURNS text LANGUAGE sql IMMUTABLE
+                            PARALLEL SAFE AS $f$ SELECT encode(sha256(convert_to(t, 'UTF8')), 'hex') $f$""").format(s=s))
+    for table, expr in EMBED_TEXT.items():
+        conn.execute(sql.SQL("ALTER TABLE {s}.{t} ADD COLUMN IF NOT EXISTS text_hash text GENERATED ALWAYS AS "
+                             "({s}.text_sha256({e})) STORED").format(s=s, t=sql.Identifier(table), e=expr))
+        conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {i} ON {s}.{t} (space) WHERE embedding IS NULL "
+                             "OR embed_hash IS DISTINCT FROM text_hash").format(
+            i=sql.Identifier(f"{table}_stale"), s=s, t=sql.Identifier(table)))
 
 
 def every_text(conn: psycopg.Connection, realm: str, table: str) -> list[tuple[int, str, str]]:
