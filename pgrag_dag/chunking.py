@@ -17,6 +17,8 @@ import re
 import polars as pl
 
 CHUNK_COLUMNS = ["doc_key", "chunk_index", "title", "source", "doc_order", "text", "content_hash", "doc_hash"]
+CHUNK_SCHEMA = {c: pl.Int64 if c in ("chunk_index", "doc_order") else pl.String for c in CHUNK_COLUMNS}
+"""The dtypes of :data:`CHUNK_COLUMNS`."""
 _SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+")
 _BLANK_LINE = re.compile(r"\n[^\S\n]*\n")  # a line holding only whitespace (tolerates \r of CRLF)
 
@@ -153,8 +155,9 @@ def chunk_documents(documents: pl.DataFrame, *, chunk_chars: int, overlap_chars:
                     "doc_hash": doc["doc_hash"],
                 }
             )
-    schema = {c: pl.Int64 if c in ("chunk_index", "doc_order") else pl.String for c in CHUNK_COLUMNS}
-    return pl.DataFrame(rows, schema=schema)
+    return pl.DataFrame(rows, schema=dict(CHUNK_SCHEMA))
+
+
 def assemble_chunks(documents: pl.DataFrame, pieces: pl.DataFrame, *, operator: str = "paragraph_pack") -> pl.DataFrame:
     """The stored ``chunks`` frame (columns above, plus ``metadata``) from a chunker's output.
 

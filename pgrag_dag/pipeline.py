@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 
 from pgrag_dag import contracts
-from pgrag_dag.chunking import assemble_chunks
+from pgrag_dag.chunking import CHUNK_SCHEMA, assemble_chunks
 from pgrag_dag.engine import Engine
 from pgrag_dag.embedding import HashingEmbedder
 from pgrag_dag.embedding_runs import describe, embed_pending, pending_check
@@ -144,10 +144,18 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
                                        f"({len(read.skipped)}), nothing was changed — fix the sources and run again")
     for s in read.skipped:
         log.warning("document skipped: %s: %s", s.where, s.reason)
-    pieces = chunker.run(docs, operator_context(engine, realm, space, chunker))
-    chunks = assemble_chunks(docs, pieces, operator=chunker.op.name)
+    chunker_print = work.fingerprint(chunker.describe())
+    prints = {k: work.fingerprint([chunker_print, *rest]) for k, *rest in
+              docs.select("doc_key", "doc_hash", "title", "source", "metadata").iter_rows()}
+    with engine.connect() as conn:  # a document read as it was chunked before is not chunked again (issue 15)
+        stored_prints = documents.document_fingerprints(conn, realm, space)
+    same = {k for k, p in prints.items() if stored_prints.get(k) == p}
+    todo = docs.filter(~pl.col("doc_key").is_in(sorted(same))) if same else docs
+    pieces = chunker.run(todo, operator_context(engine, realm, space, chunker)) if todo.height else None
+    chunks = assemble_chunks(todo, pieces, operator=chunker.op.name) if pieces is not None else \
+        pl.DataFrame(schema={**CHUNK_SCHEMA, "metadata": pl.String})
     contracts.validate(contracts.ChunkContract, chunks.with_columns(chunk_id=pl.lit(None, pl.Int64)))
-    meta = dict(zip(docs["doc_key"].to_list(), docs["metadata"].to_list()))
+    meta = dict(zip(todo["doc_key"].to_list(), todo["metadata"].to_list()))
     with engine.connect() as conn, conn.transaction():
         locks.lock_partition(conn, realm, space)
         indexed = documents.count_documents(conn, realm, space) if docs.height == 0 else 0
@@ -158,20 +166,22 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
                 "PGRAG_OPERATIONS__ALLOW_EMPTY=true (e.g. for pgrag demo or Dagster), or allow_empty: true on the space")
         sync = documents.sync_chunks(conn, realm, space, chunks, metadata=meta,
                                      keep={s.doc_key for s in read.skipped if s.doc_key is not None},
-                                     keep_all=any(s.doc_key is None for s in read.skipped))
+                                     keep_all=any(s.doc_key is None for s in read.skipped),
+                                     fingerprints=prints, unchanged_docs=same,
+                                     orders=dict(zip(docs["doc_key"].to_list(), docs["doc_order"].to_list())))
         changed = len(sync.added) + len(sync.replaced) + len(sync.removed) + sync.restamped
-        work.finish(conn, realm, space, "chunks", work.Work(full=False), work.fingerprint(chunker.describe()),
-                    changed=changed)
+        work.finish(conn, realm, space, "chunks", work.Work(full=False), chunker_print, changed=changed)
+        held = documents.count_chunks(conn, realm, space)
         version = work.data_version(conn, realm, space, "chunks")
     skipped = source_report(read, kept=sync.kept, withheld=sync.withheld)
     return StageResult("chunks", {
-        "documents": docs.height, "chunks": chunks.height, "documents_added": len(sync.added),
+        "documents": docs.height, "chunks": held, "documents_chunked": todo.height, "documents_added": len(sync.added),
         "documents_replaced": len(sync.replaced), "documents_removed": len(sync.removed),
         "documents_unchanged": len(sync.unchanged), "chunks_inserted": sync.chunks_inserted, **skipped,
         "rows_changed": changed, "operators": {"chunker": chunker.describe()},
         "seconds": round(time.perf_counter() - t0, 3),
     }, version, chunks.height,
-        checks={**_operator_checks([chunker], {"documents": docs.height, "chunks": chunks.height}),
+        checks={**_operator_checks([chunker], {"documents": todo.height, "chunks": chunks.height}),
                 SKIPPED_CHECK: (not read.skipped, skipped)})
 
 

@@ -115,8 +115,9 @@ def twins(tmp_path: Path, pg_dsn: str) -> Iterator[tuple[Path, dict[str, Engine]
                    "embedding": {"model": "hashing-sha256", "dim": 64},
                    "chunking": {"chunk_chars": 700, "overlap_chars": 100},
                    "extraction": {"gleaning_passes": 0},
-                   "realms": {realm: {"spaces": {"books": {"preset": "narrative",
-                                                            "sources": [{"path": "docs", "glob": "*.txt"}]}}}}}
+                   "realms": {realm: {"spaces": {"books": {"preset": "narrative", "order": "listed",
+                                                            "sources": [{"path": "docs", "glob": "0*.txt"},
+                                                                        {"path": "docs", "glob": "1*.txt"}]}}}}}
             (tmp_path / f"{kind}.yaml").write_text(yaml.safe_dump(cfg))
             engines[kind] = Engine.from_settings(load_settings(tmp_path / f"{kind}.yaml"))
         yield tmp_path, engines, realms
@@ -168,6 +169,16 @@ def _step(engines: dict[str, Engine], realms: dict[str, str]) -> dict[str, dict[
     return out
 
 
+def _configure(root: Path, engines: dict[str, Engine], realms: dict[str, str], edit: Any) -> None:
+    """Apply ``edit`` to the space's configuration of both realms and reload their engines."""
+    for kind in ("inc", "full"):
+        cfg = yaml.safe_load((root / f"{kind}.yaml").read_text())
+        edit(cfg["realms"][realms[kind]]["spaces"]["books"])
+        (root / f"{kind}.yaml").write_text(yaml.safe_dump(cfg))
+        engines[kind].close()
+        engines[kind] = Engine.from_settings(load_settings(root / f"{kind}.yaml"))
+
+
 def test_incremental_indexing_gives_the_full_recompute_graph_over_adds_changes_and_deletes(twins) -> None:  # type: ignore[no-untyped-def]
     root, engines, realms = twins
     paras = _paragraphs()
@@ -193,7 +204,7 @@ def test_incremental_indexing_gives_the_full_recompute_graph_over_adds_changes_a
     assert 0 < added["relations"].metadata["pairs_rebuilt"] < added["relations"].metadata["relations"]
     assert added["gated_triples"].metadata["chunks_gated"] < first["gated_triples"].metadata["chunks_gated"]
 
-    (root / "docs" / "05_preface.txt").write_text("\n\n".join(paras[21:23]))  # sorts first: every doc_order moves
+    (root / "docs" / "05_preface.txt").write_text("\n\n".join(paras[21:23]))  # listed before the chapters: they shift
     _step(engines, realms)
 
     (root / "docs" / "12_chapter.txt").write_text(docs["12_chapter.txt"] + "\n\n" + paras[23])  # one changed
@@ -205,19 +216,19 @@ def test_incremental_indexing_gives_the_full_recompute_graph_over_adds_changes_a
     assert deleted["chunks"].metadata["documents_removed"] == 1
     assert deleted["resolved_entities"].metadata["dormant"] + deleted["relations"].metadata["relations_newly_dormant"] > 0
 
-    before = {r.stage: r.data_version for r in deleted.values()}
+    _configure(root, engines, realms, lambda books: books.update(sources=books["sources"][::-1]))
+    reordered = _step(engines, realms)["inc"]  # the 0* documents now come last: later assertions win elsewhere
+    assert reordered["relations"].metadata["mode"] == "incremental" and reordered["chunks"].metadata["rows_changed"]
+
+    before = {r.stage: r.data_version for r in reordered.values()}
     again = _step(engines, realms)["inc"]  # nothing changed: nothing written, the same data versions
     assert {r.stage: r.data_version for r in again.values()} == before
     assert all(r.metadata.get("rows_changed", 0) == 0 for r in again.values()), {
         s: r.metadata.get("rows_changed") for s, r in again.items()}
     assert again["relations"].metadata["mode"] == "unchanged"
 
-    for kind in ("inc", "full"):  # a vocabulary change: the relations stage recomputes the space by itself
-        cfg = yaml.safe_load((root / f"{kind}.yaml").read_text())
-        cfg["realms"][realms[kind]]["spaces"]["books"]["exclusive_groups"] = [["serves", "met"]]
-        (root / f"{kind}.yaml").write_text(yaml.safe_dump(cfg))
-        engines[kind].close()
-        engines[kind] = Engine.from_settings(load_settings(root / f"{kind}.yaml"))
+    # a vocabulary change: the relations stage recomputes the space by itself
+    _configure(root, engines, realms, lambda books: books.update(exclusive_groups=[["serves", "met"]]))
     regrouped = _step(engines, realms)["inc"]
     assert regrouped["relations"].metadata["mode"] == "full"
     assert regrouped["gated_triples"].metadata["mode"] == "full"  # the vocabulary is the gates' input too

@@ -44,7 +44,8 @@ def test_issue13_chunks_indexed_before_offsets_gain_them_without_being_replaced(
     engine = small_corpus.engine()
     stage_chunks(engine, realm, "main")
     with db.connect(engine.dsn) as conn:  # as an earlier release stored them
-        conn.execute(sql.SQL("UPDATE {}.documents SET metadata = metadata - 'char_start' - 'char_end'").format(
+        conn.execute(sql.SQL("UPDATE {}.documents SET metadata = metadata - 'char_start' - 'char_end', "
+                             "doc_fingerprint = NULL").format(
             sql.Identifier(schema_for(realm))))
     ids = _rows(engine.dsn, realm, "SELECT id FROM {s}.documents ORDER BY id")
     meta = stage_chunks(engine, realm, "main").metadata
@@ -187,3 +188,15 @@ def test_issue13_nul_and_lone_surrogates_in_a_jsonl_record_never_reach_postgresq
     assert (key, title, text) == ("https://example.org/x\\ud800", "Ada \ufffdLovelace", "Ada Lovelace wrote \ufffdnotes.")
     assert stored["tag"] == "ab"
     assert "NUL (U+0000) removed" in meta["cleaned_documents_sample"][0]["reason"]
+
+
+def test_issue15_a_document_read_as_it_was_chunked_is_not_chunked_again(small_corpus: SmallCorpus, realm: str) -> None:
+    engine = small_corpus.engine()
+    stage_chunks(engine, realm, "main")
+    meta = stage_chunks(engine, realm, "main").metadata
+    assert meta["documents"] == 2 and meta["documents_chunked"] == 0 and meta["documents_unchanged"] == 2
+    assert meta["chunks"] > 0 and meta["rows_changed"] == 0
+    first = sorted(small_corpus.root.joinpath("docs").iterdir())[0]
+    first.write_text(first.read_text(encoding="utf-8") + "\n\nBabbage also studied ciphers.", encoding="utf-8")
+    meta = stage_chunks(engine, realm, "main").metadata
+    assert meta["documents_chunked"] == 1 and meta["documents_replaced"] == 1 and meta["documents_unchanged"] == 1

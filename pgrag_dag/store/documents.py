@@ -38,14 +38,19 @@ class ChunkSync:
 
 
 def sync_chunks(conn: psycopg.Connection, realm: str, space: str, chunks: pl.DataFrame, *, metadata: dict[str, str],
-                keep: Collection[str] = (), keep_all: bool = False) -> ChunkSync:
+                keep: Collection[str] = (), keep_all: bool = False, fingerprints: dict[str, str] | None = None,
+                unchanged_docs: Collection[str] = (), orders: dict[str, int] | None = None) -> ChunkSync:
     """Make the space's stored chunks equal ``chunks`` (the ``chunks`` frame), document by document.
 
     ``metadata`` maps doc_key → document metadata JSON; a ``metadata`` column in ``chunks`` (JSON text,
     the chunk's own, e.g. its section) wins over it. A stored document absent from ``chunks`` is removed
     unless its doc_key is in ``keep`` (a document that could not be read this time: its chunks stay as
-    they are); with ``keep_all`` none is removed. Runs inside the caller's transaction.
+    they are) or in ``unchanged_docs`` (read, and its :func:`document_fingerprints` value is what it was:
+    not chunked again, issue 15); with ``keep_all`` none is removed. ``fingerprints`` (doc_key → fingerprint)
+    is stored with the chunks written or restamped; ``orders`` (doc_key → doc_order, every document read)
+    re-orders the stored documents (:func:`_reorder`). Runs inside the caller's transaction.
     """
+    fingerprints = fingerprints or {}
     stored = {
         k: h for k, h in conn.execute(
             sql.SQL("SELECT doc_key, string_agg(content_hash, ',' ORDER BY chunk_index) FROM {} WHERE space = %s GROUP BY doc_key")
@@ -53,7 +58,8 @@ def sync_chunks(conn: psycopg.Connection, realm: str, space: str, chunks: pl.Dat
         ).fetchall()
     }
     wanted: dict[str, pl.DataFrame] = {k[0]: g.sort("chunk_index") for k, g in chunks.group_by(["doc_key"])}
-    added, replaced, unchanged = [], [], []
+    added, replaced, unchanged = [], [], sorted(unchanged_docs)
+    skip = set(unchanged)
     inserted = 0
     for doc_key in sorted(wanted, key=lambda k: (int(wanted[k]["doc_order"][0]), k)):
         frame = wanted[doc_key]
@@ -69,14 +75,17 @@ def sync_chunks(conn: psycopg.Connection, realm: str, space: str, chunks: pl.Dat
         with conn.cursor() as cur:
             cur.executemany(
                 sql.SQL("""INSERT INTO {} (space, doc_key, chunk_index, title, source, doc_order, text, content_hash,
-                                          doc_hash, metadata) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)""").format(_t(realm, "documents")),
+                                          doc_hash, metadata, doc_fingerprint)
+                           VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)""").format(_t(realm, "documents")),
                 [(space, r["doc_key"], r["chunk_index"], r["title"], r["source"], r["doc_order"], r["text"],
-                  r["content_hash"], r["doc_hash"], Jsonb(_json(r.get("metadata") or metadata.get(doc_key))))
-                 for r in frame.iter_rows(named=True)],
+                  r["content_hash"], r["doc_hash"], Jsonb(_json(r.get("metadata") or metadata.get(doc_key))),
+                  fingerprints.get(doc_key)) for r in frame.iter_rows(named=True)],
             )
         inserted += frame.height
-    restamped = _restamp(conn, realm, space, pl.concat([wanted[k] for k in unchanged]) if unchanged else None, metadata)
-    absent = set(stored) - set(wanted)
+    same = [k for k in unchanged if k in wanted]
+    restamped = _reorder(conn, realm, space, orders or {})
+    restamped += _restamp(conn, realm, space, pl.concat([wanted[k] for k in same]) if same else None, metadata, fingerprints)
+    absent = set(stored) - set(wanted) - skip
     kept = sorted(absent & set(keep))
     removed = [] if keep_all else sorted(absent - set(kept))
     for doc_key in removed:
@@ -87,9 +96,10 @@ def sync_chunks(conn: psycopg.Connection, realm: str, space: str, chunks: pl.Dat
                      restamped)
 
 
-def _restamp(conn: psycopg.Connection, realm: str, space: str, frame: pl.DataFrame | None, metadata: dict[str, str]) -> int:
-    """Bring unchanged documents' chunks up to date where only their order or metadata changed (a file
-    renamed in the order, a JSONL field edited, chunk offsets recorded since they were indexed): one
+def _restamp(conn: psycopg.Connection, realm: str, space: str, frame: pl.DataFrame | None, metadata: dict[str, str],
+             fingerprints: dict[str, str]) -> int:
+    """Bring unchanged documents' chunks up to date where only their order, metadata or fingerprint changed (a
+    file renamed in the order, a JSONL field edited, chunk offsets recorded since they were indexed): one
     set-based UPDATE touching only rows that differ. Returns how many rows it changed."""
     if frame is None or frame.height == 0:
         return 0
@@ -97,14 +107,49 @@ def _restamp(conn: psycopg.Connection, realm: str, space: str, frame: pl.DataFra
 
     metas = [json.dumps(_json(r.get("metadata") or metadata.get(r["doc_key"])), ensure_ascii=False)
              for r in frame.iter_rows(named=True)]
+    prints = [fingerprints.get(k) for k in frame["doc_key"].to_list()]
     return conn.execute(
-        sql.SQL("""UPDATE {t} d SET doc_order = v.doc_order, metadata = v.metadata
-                     FROM unnest(%s::text[], %s::int[], %s::int[], %s::jsonb[]) AS v(doc_key, chunk_index, doc_order, metadata)
+        sql.SQL("""UPDATE {t} d SET doc_order = v.doc_order, metadata = v.metadata, doc_fingerprint = v.fp
+                     FROM unnest(%s::text[], %s::int[], %s::int[], %s::jsonb[], %s::text[])
+                          AS v(doc_key, chunk_index, doc_order, metadata, fp)
                     WHERE d.space = %s AND md5(d.doc_key) = md5(v.doc_key) AND d.doc_key = v.doc_key
                       AND d.chunk_index = v.chunk_index
-                      AND (d.doc_order, d.metadata) IS DISTINCT FROM (v.doc_order, v.metadata)""").format(t=_t(realm, "documents")),
-        (frame["doc_key"].to_list(), frame["chunk_index"].to_list(), frame["doc_order"].to_list(), metas, space),
+                      AND (d.doc_order, d.metadata, d.doc_fingerprint) IS DISTINCT FROM (v.doc_order, v.metadata, v.fp)""").format(
+            t=_t(realm, "documents")),
+        (frame["doc_key"].to_list(), frame["chunk_index"].to_list(), frame["doc_order"].to_list(), metas, prints, space),
     ).rowcount
+
+
+def _reorder(conn: psycopg.Connection, realm: str, space: str, orders: dict[str, int]) -> int:
+    """Give stored documents the ``doc_order`` of ``orders`` (doc_key → doc_order) where it moved: one set-based
+    UPDATE. When the stored documents keep their order relative to one another (a document added or removed
+    shifts the positions after it), the move is no work for the relations stage (supersession compares order,
+    which did not change), so the queue trigger is told to pass (``pgrag.order_shift``). Returns rows changed."""
+    if not orders:
+        return 0
+    table = _t(realm, "documents")
+    stored = dict(conn.execute(sql.SQL("SELECT DISTINCT ON (doc_key) doc_key, doc_order FROM {} WHERE space = %s "
+                                       "ORDER BY doc_key").format(table), (space,)).fetchall())
+    moved = {k: o for k, o in orders.items() if k in stored and stored[k] != o}
+    if not moved:
+        return 0
+    kept = [k for k in stored if k in orders]
+    shift = sorted(kept, key=lambda k: (stored[k], k)) == sorted(kept, key=lambda k: (orders[k], k))
+    conn.execute("SELECT set_config('pgrag.order_shift', %s, true)", ("on" if shift else "off",))
+    changed = conn.execute(sql.SQL("""UPDATE {t} d SET doc_order = v.o FROM unnest(%s::text[], %s::int[]) AS v(k, o)
+                                       WHERE d.space = %s AND md5(d.doc_key) = md5(v.k) AND d.doc_key = v.k
+                                         AND d.doc_order <> v.o""").format(t=table),
+                           (list(moved), list(moved.values()), space)).rowcount
+    conn.execute("SELECT set_config('pgrag.order_shift', 'off', true)")
+    return changed
+
+
+def document_fingerprints(conn: psycopg.Connection, realm: str, space: str) -> dict[str, str]:
+    """doc_key → the fingerprint stored with its chunks (what the chunks stage chunked it from: text, title,
+    source, metadata and the chunker — not its order; issue 15), for the space's documents that have one."""
+    return dict(conn.execute(sql.SQL("SELECT DISTINCT ON (doc_key) doc_key, doc_fingerprint FROM {} WHERE space = %s "
+                                     "AND doc_fingerprint IS NOT NULL ORDER BY doc_key").format(_t(realm, "documents")),
+                             (space,)).fetchall())
 
 
 def _json(text: str | None) -> object:
@@ -143,6 +188,12 @@ def chunk_order(conn: psycopg.Connection, realm: str, space: str,
     rows = conn.execute(sql.SQL("SELECT id, doc_order, chunk_index FROM {} WHERE space = %s{}").format(
         _t(realm, "documents"), only), (space,) if chunk_ids is None else (space, list(chunk_ids))).fetchall()
     return {i: (o, c) for i, o, c in rows}
+
+
+def count_chunks(conn: psycopg.Connection, realm: str, space: str) -> int:
+    """How many chunks the space holds."""
+    row = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE space = %s").format(_t(realm, "documents")), (space,)).fetchone()
+    return int(row[0]) if row else 0
 
 
 def count_documents(conn: psycopg.Connection, realm: str, space: str) -> int:

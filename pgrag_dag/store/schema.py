@@ -70,7 +70,7 @@ from pgrag_dag.store.ident import qualified  # noqa: F401  (re-exported: schema.
 from pgrag_dag.store.db import privileged
 
 CONTROL_SCHEMA = "pgrag__control"
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 14
 """The realm schema's DDL version, recorded per realm in ``pgrag__control.realms.schema_version``."""
 _LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
 
@@ -134,6 +134,9 @@ ALTER TABLE {s}.documents DROP CONSTRAINT IF EXISTS documents_space_doc_key_chun
 ALTER TABLE {s}.documents ADD COLUMN IF NOT EXISTS search_tsv tsvector
     GENERATED ALWAYS AS (to_tsvector('english', title || ' ' || text)) STORED;
 CREATE INDEX IF NOT EXISTS documents_fts_tsv ON {s}.documents USING gin (search_tsv) WITH (fastupdate = off);
+-- issue 15: what a document's chunks were made from (text, title, source, order, metadata, chunker): an equal
+-- fingerprint is not chunked again
+ALTER TABLE {s}.documents ADD COLUMN IF NOT EXISTS doc_fingerprint text;
 CREATE TABLE IF NOT EXISTS {s}.raw_extractions (
     id bigserial PRIMARY KEY,
     space text NOT NULL,

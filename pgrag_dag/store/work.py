@@ -16,7 +16,8 @@ Two tables in every realm schema:
   resolution stage itself)
   entities archived / unarchived       ``resolved_entities`` (dormancy)
   entities inserted, renamed, aliased  ``relations`` (their entities: triple endpoints resolve anew)
-  documents re-ordered (doc_order)     ``relations`` (their chunks: supersession compares order)
+  documents re-ordered (doc_order)     ``relations`` (their chunks: supersession compares order),
+                                       unless only shifted (relative order kept)
   ===================================  =========================================================
 
   A stage reads its rows (:func:`take`), does the work, and deletes exactly the rows it read
@@ -108,9 +109,12 @@ WORK_FUNCTIONS: tuple[str, ...] = (
         END IF;
         RETURN NULL;
     END $f$""",
+    # a shift that keeps every document's order relative to the others changes no supersession (documents._reorder)
     """CREATE OR REPLACE FUNCTION {s}.work_documents_order() RETURNS trigger LANGUAGE plpgsql AS $f$
     BEGIN
-        INSERT INTO {s}.stage_work (space, stage, kind, item) VALUES (NEW.space, 'relations', 'chunk', NEW.id);
+        IF coalesce(current_setting('pgrag.order_shift', true), '') <> 'on' THEN
+            INSERT INTO {s}.stage_work (space, stage, kind, item) VALUES (NEW.space, 'relations', 'chunk', NEW.id);
+        END IF;
         RETURN NULL;
     END $f$""",
 )
