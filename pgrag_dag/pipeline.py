@@ -20,7 +20,7 @@ from typing import Any
 
 import polars as pl
 
-from pgrag_dag import contracts
+from pgrag_dag import bulk_index, contracts
 from pgrag_dag.chunking import CHUNK_SCHEMA, assemble_chunks
 from pgrag_dag.engine import Engine
 from pgrag_dag.embedding import HashingEmbedder
@@ -574,7 +574,8 @@ def stage_embeddings(engine: Engine, realm: str, space: str, *, full: bool = Fal
     vector, and the stage raises :class:`EmbeddingIncompleteError` — unless ``embedding.fallback:
     hashing``, which embeds those rows apart, flagged, outside every vector search (never mixed with
     the model's vectors). The audit frame of the vectors this run wrote (of every stored vector when
-    ``full``) is checked against :class:`EmbeddingContract` (width = the realm's, no NaN).
+    ``full``) is checked against :class:`EmbeddingContract` (width = the realm's, no NaN). A first load of
+    a table builds its HNSW index after the vectors (:mod:`pgrag_dag.bulk_index`).
     """
     t0 = time.perf_counter()
     embedder = engine.embedder()
@@ -582,10 +583,14 @@ def stage_embeddings(engine: Engine, realm: str, space: str, *, full: bool = Fal
     fallback = HashingEmbedder(settings.dim) if settings.fallback == "hashing" else None
     with engine.connect() as conn:
         todo = {table: vectors.pending(conn, realm, space, table) for table in vectors.UNEMBEDDED_TABLES}
+        bulk = [t for t, rows in todo.items()
+                if bulk_index.first_load(conn, realm, t, len(rows), settings.bulk_load_rows)]
+        unindexed = bulk_index.missing(conn, realm)
     run = embed_pending(embedder, todo, batch_size=settings.batch_size, fallback=fallback)
     counts: dict[str, int] = {}
     with engine.connect() as conn, conn.transaction():
         locks.lock_partition(conn, realm, space)
+        bulk_index.drop(conn, realm, bulk)  # a first load: the index is built once after the vectors
         for table, done in run.tables.items():
             counts[f"{table}_embedded"] = vectors.write(conn, realm, table, done.rows, done.vectors)
             if fallback is not None:
@@ -600,6 +605,10 @@ def stage_embeddings(engine: Engine, realm: str, space: str, *, full: bool = Fal
         work.finish(conn, realm, space, "embeddings", work.Work(full=False),
                     work.fingerprint([embedder.model, embedder.dim, embedder.convention]), changed=changed)
         version = work.data_version(conn, realm, space, "embeddings")
+    index_s = None
+    if bulk or unindexed:  # after the commit; an index a killed build left missing is built here too
+        index_s = round(bulk_index.build(engine.dsn, realm, sorted(set(bulk) | set(unindexed)),
+                                         memory=settings.index_build_memory), 3)
     passed, pending = pending_check(left, run.error)
     if run.error is not None:
         log.warning("embeddings %s.%s: %s; %s", realm, space, run.error, pending)
@@ -611,6 +620,7 @@ def stage_embeddings(engine: Engine, realm: str, space: str, *, full: bool = Fal
     return StageResult("embeddings", {
         **counts, "vectors_checked": audit.height, "model": embedder.model, "dim": embedder.dim,
         "convention": embedder.convention, "unembedded": left, "model_error": run.error, "rows_changed": changed,
+        "hnsw_built_after_load": sorted(set(bulk) | set(unindexed)), "hnsw_build_seconds": index_s,
         "seconds": round(time.perf_counter() - t0, 3),
     }, version, audit.height, checks={PENDING_CHECK: (passed, pending)})
 

@@ -169,3 +169,33 @@ def test_reembedding_to_a_width_above_the_limit_changes_nothing(small_corpus: Sm
     assert conn.execute("SELECT embedding_dim FROM pgrag__control.realms WHERE realm = %s", (realm,)).fetchone() == (384,)
     with db.connect(small_corpus.engine().dsn) as c:
         schema.verify_embedding_columns(c, realm, 384)
+
+
+def test_a_first_load_builds_the_hnsw_index_after_the_vectors_and_a_missing_index_is_rebuilt(
+        small_corpus: SmallCorpus, realm: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 15: with ``embedding.bulk_load_rows`` reached on a table holding no vector, the embeddings stage
+    drops its HNSW index, writes, and builds it once after (logged); a later run finds the index present and
+    builds nothing; an index dropped behind its back (a killed build) is built by the next run."""
+    import logging
+
+    from pgrag_dag import bulk_index
+
+    engine = small_corpus.engine(embedding={"model": "hashing-sha256", "dim": 384, "bulk_load_rows": 2,
+                                            "index_build_memory": "64MB"})
+    with caplog.at_level(logging.INFO, logger="pgrag_dag.bulk_index"):
+        first = {r.stage: r for r in index_documents(engine, realm, "main", communities=False)}["embeddings"]
+    assert set(first.metadata["hnsw_built_after_load"]) == {"documents", "entities", "relations"}
+    assert first.metadata["hnsw_build_seconds"] >= 0 and "building the HNSW index of" in caplog.text
+    with db.connect(engine.dsn) as conn:
+        assert bulk_index.missing(conn, realm) == []
+        relations = vectors.unembedded(conn, realm, "main")["relations"]["missing"]
+    assert relations == 0
+    again = {r.stage: r for r in index_documents(engine, realm, "main", communities=False)}["embeddings"]
+    assert again.metadata["hnsw_built_after_load"] == [] and again.metadata["hnsw_build_seconds"] is None
+    with db.connect(engine.dsn, autocommit=True) as conn:
+        bulk_index.drop(conn, realm, ["relations"])
+        assert bulk_index.missing(conn, realm) == ["relations"]
+    healed = {r.stage: r for r in index_documents(engine, realm, "main", communities=False)}["embeddings"]
+    assert healed.metadata["hnsw_built_after_load"] == ["relations"]
+    with db.connect(engine.dsn) as conn:
+        assert bulk_index.missing(conn, realm) == []
