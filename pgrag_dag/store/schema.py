@@ -40,6 +40,7 @@ Realm schema ``pgrag_<realm>`` tables (every one carries ``space``):
   dormant_since, rendered text (full-text through the stored ``rendered_tsv`` column and its GIN index),
   embedding vector(d)
 - ``doc_mentions``  chunk → entity
+- ``entity_keys``  identity keys of each entity's name and aliases (:mod:`pgrag_dag.store.quality`, schema version 12)
 - ``communities``   report vertices: level, title, summary, findings, rating, size, built_at,
   graph_fingerprint, parent_id, embedding vector(d)
 - ``community_members``, ``community_children``
@@ -65,7 +66,7 @@ from pgvector.psycopg import register_vector
 
 from pgrag_dag.errors import DatabaseError, SchemaMismatchError
 from pgrag_dag.names import schema_for, validate_realm
-from pgrag_dag.store import history, telemetry, vector_index, work
+from pgrag_dag.store import history, quality, telemetry, vector_index, work
 from pgrag_dag.store.ident import qualified  # noqa: F401  (re-exported: schema.qualified is the name callers use)
 from pgrag_dag.store.db import privileged
 
@@ -318,6 +319,19 @@ CREATE TABLE IF NOT EXISTS {s}.community_children (
     child_id bigint NOT NULL REFERENCES {s}.communities(id) ON DELETE CASCADE,
     PRIMARY KEY (parent_id, child_id)
 );
+-- issue 15: the identity keys of each entity's canonical name and aliases (store.quality), in a narrow table
+-- of their own: filling them never rewrites an entity row (nor its HNSW entry); relations whose predicate is
+-- not lowercase ASCII (the duplicate-edge check: normally none)
+CREATE TABLE IF NOT EXISTS {s}.entity_keys (
+    space text NOT NULL,
+    entity_id bigint NOT NULL,
+    name_key text NOT NULL,
+    alias_keys text[] NOT NULL,
+    PRIMARY KEY (space, entity_id),
+    FOREIGN KEY (space, entity_id) REFERENCES {s}.entities (space, id) ON DELETE CASCADE
+);
+CREATE INDEX IF NOT EXISTS relations_odd_predicate ON {s}.relations (space, source_id, target_id, negated)
+    WHERE predicate <> lower(predicate COLLATE "C") OR octet_length(predicate) <> char_length(predicate);
 CREATE TABLE IF NOT EXISTS {s}.stage_pending (
     space text NOT NULL,
     stage text NOT NULL,
@@ -447,6 +461,7 @@ def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, di
         from pgrag_dag.store import vectors  # it imports this module
 
         vectors.create_text_hashes(conn, schema)
+        quality.create_identity_keys(conn, realm)
         conn.execute("UPDATE pgrag__control.realms SET schema_version = %s WHERE realm = %s", (SCHEMA_VERSION, realm))
     return True
 
