@@ -11,6 +11,7 @@ import pytest
 from psycopg import sql
 
 from pgrag_dag import gates
+from pgrag_dag.config import GateSettings
 from pgrag_dag.gates import identity_key
 from pgrag_dag.pipeline import index_documents, stage_relations
 from pgrag_dag.quality import PRONOUN_HEADS, graph_quality, measure_quality
@@ -147,11 +148,21 @@ def test_the_measurement_is_exact_on_tricky_names_and_keys(conn: psycopg.Connect
     assert _both(conn, realm, "t", Vocabulary())[0]["vocabulary_predicate_share"] is None
 
 
-def test_every_pronominal_name_starts_with_a_pronoun_head() -> None:
-    """The SQL pre-filter's premise: the relative forms of the pronoun gate start with a head word."""
+def test_the_identity_key_of_every_pronominal_name_starts_with_a_pronoun_head() -> None:
+    """The SQL pre-filter's premise (:data:`PRONOUN_HEADS`), over the gate's words in every case, before
+    every whitespace character, with quotes, invisible characters and combining marks around."""
     assert all(re.fullmatch("[a-z]+", h) for h in PRONOUN_HEADS)
     group = re.match(r"\^\(\?:\(\?:([a-z|]+)\)\\s\|the ", gates._RELATIVE.pattern)
     assert group is not None and set(group.group(1).split("|")) <= set(PRONOUN_HEADS) and "the" in PRONOUN_HEADS
+    spaces = [c for c in map(chr, range(0x3000 + 1)) if c.isspace()]
+    words = [*PRONOUN_HEADS, "İt", "\u212ait", "ıt"]
+    tails = ["", "company", "company\n", "“dog”", "\u200bx", "\u0301x", "x\u00ad"]
+    names = [f"{lead}{w}{sp}{tail}" for lead in ("", "'", "\u200b") for w in words
+             for form in (str.lower, str.upper, str.title) for w in [form(w)] for sp in ["", *spaces] for tail in tails]
+    settings = GateSettings()
+    pronominal = [n for n in names if gates.name_gate(n, settings) is gates.Gate.PRONOMINAL_NAME]
+    assert len(pronominal) > 1000
+    assert all(identity_key(n).split(" ")[0] in PRONOUN_HEADS for n in pronominal)
 
 
 def test_graph_writes_store_the_identity_keys_and_an_edit_by_sql_clears_them(conn: psycopg.Connection, realm: str) -> None:

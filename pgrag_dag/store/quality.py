@@ -61,7 +61,10 @@ def create_identity_keys(conn: psycopg.Connection, realm: str) -> int:
     s = sql.Identifier(schema_for(realm))
     for stmt in KEYS_DDL:
         conn.execute(sql.SQL(stmt).format(s=s))  # type: ignore[arg-type]
-    return fill_identity_keys(conn, realm)
+    stored = fill_identity_keys(conn, realm)
+    if stored:  # the planner's first statistics of a filled table (autovacuum would take a while)
+        conn.execute(sql.SQL("ANALYZE {}.entity_keys").format(s))
+    return stored
 
 
 def fill_identity_keys(conn: psycopg.Connection, realm: str, space: str | None = None, *,
@@ -98,8 +101,8 @@ def quality_rows(conn: psycopg.Connection, realm: str, space: str, terms: Sequen
     entities no live relation touches); ``fragmented`` (how many live entities are named by an identity key
     whose first — lowest-id — live holder as an alias is another entity) and ``fragmented_examples`` (the
     names of the first ``examples`` ≥ 1 of them, by id); ``pronoun_candidates`` (the names, by id, of the live
-    entities whose name key is one of ``pronoun_heads`` or starts with one and a space — every pronominal
-    name among them, for the name gate to decide); and ``duplicate_candidates`` (source_id, target_id,
+    entities whose name key's first word is one of ``pronoun_heads`` — every pronominal name is among them,
+    for the name gate to decide); and ``duplicate_candidates`` (source_id, target_id,
     predicate, negated) — every relation of the space, dormant and superseded included, sharing source,
     target and negation with one whose predicate is not lowercase ASCII: only such groups can hold two edges
     whose predicates lowercase alike (the unique index holds a predicate once per group), for the Python
@@ -110,7 +113,7 @@ def quality_rows(conn: psycopg.Connection, realm: str, space: str, terms: Sequen
     live_r = sql.SQL("r.space = %(space)s AND r.dormant_since IS NULL AND r.superseded_by IS NULL")
     live_k = sql.SQL("""k.space = %(space)s AND NOT EXISTS (SELECT 1 FROM {e} d WHERE d.space = k.space
                          AND d.id = k.entity_id AND d.dormant_since IS NOT NULL)""").format(e=e)
-    args = {"space": space, "examples": examples, "pattern": f"^({'|'.join(pronoun_heads)})( |$)"}
+    args = {"space": space, "examples": examples, "heads": list(pronoun_heads)}
 
     def rows(query: str) -> list[tuple[Any, ...]]:
         return conn.execute(sql.SQL(query).format(e=e, r=r, k=k, live_r=live_r, live_k=live_k, odd=ODD_PREDICATE),
@@ -118,9 +121,10 @@ def quality_rows(conn: psycopg.Connection, realm: str, space: str, terms: Sequen
 
     per_predicate = rows("SELECT r.predicate, count(*) FROM {r} r WHERE {live_r} GROUP BY r.predicate")
     ((entities, orphans),) = rows("""
-        SELECT count(*), count(*) FILTER (WHERE NOT EXISTS (SELECT 1 FROM {r} r WHERE {live_r} AND r.source_id = k.entity_id)
-                                            AND NOT EXISTS (SELECT 1 FROM {r} r WHERE {live_r} AND r.target_id = k.entity_id))
-          FROM {k} k WHERE {live_k}""")
+        WITH live AS MATERIALIZED (SELECT k.entity_id FROM {k} k WHERE {live_k})
+        SELECT (SELECT count(*) FROM live),
+               (SELECT count(*) FROM live l WHERE NOT EXISTS (SELECT 1 FROM {r} r WHERE {live_r} AND r.source_id = l.entity_id)
+                                              AND NOT EXISTS (SELECT 1 FROM {r} r WHERE {live_r} AND r.target_id = l.entity_id))""")
     fragmented = rows("""
         WITH live AS MATERIALIZED (SELECT k.entity_id, k.name_key, k.alias_keys FROM {k} k WHERE {live_k}),
              owner AS (SELECT a.key, min(l.entity_id) AS entity_id FROM live l CROSS JOIN LATERAL unnest(l.alias_keys) AS a(key)
@@ -130,7 +134,7 @@ def quality_rows(conn: psycopg.Connection, realm: str, space: str, terms: Sequen
         SELECT e.name, f.n FROM fragment f JOIN {e} e ON e.id = f.entity_id ORDER BY f.entity_id""")
     pronouns = rows("""
         SELECT e.name FROM {k} k JOIN {e} e ON e.id = k.entity_id
-         WHERE {live_k} AND k.name_key ~ %(pattern)s ORDER BY k.entity_id""")
+         WHERE {live_k} AND split_part(k.name_key, ' ', 1) = ANY(%(heads)s) ORDER BY k.entity_id""")
     duplicates = rows("""
         SELECT r.source_id, r.target_id, r.predicate, r.negated FROM {r} r
          WHERE r.space = %(space)s AND (r.source_id, r.target_id, r.negated) IN (

@@ -15,9 +15,10 @@ conflict with routine writes. Every writing stage takes, in this order: the stag
 its write transaction the partition's transaction-level advisory lock
 (:func:`pgrag_dag.store.locks.lock_partition`), then row locks on its own space's rows, table by table in
 the order documents → raw_extractions → gate_decisions → resolution_rejections → entities →
-doc_mentions → relations → communities → community_members → community_children → stage_pending. Two
-spaces of one realm share tables but never rows (every key carries ``space``), so their writers do not
-wait on each other. ``pgrag reembed`` (:mod:`pgrag_dag.reembed`) takes the stage locks of every space of
+entity_keys → doc_mentions → relations → communities → community_members → community_children →
+stage_pending (the relations stage's quality measurement stores, last, the keys of entities written without
+them — under the partition lock, so no writer of the space waits on it). Two spaces of one realm share
+tables but never rows (every key carries ``space``), so their writers do not wait on each other. ``pgrag reembed`` (:mod:`pgrag_dag.reembed`) takes the stage locks of every space of
 the realm (in sorted space order, held for the whole command), then in its one write transaction the
 schema lock (:func:`lock_ddl`), the partition locks of every space (sorted), the registry row and the
 four embedded tables (``ACCESS EXCLUSIVE``: queries of the realm wait for its commit).
@@ -321,7 +322,8 @@ CREATE TABLE IF NOT EXISTS {s}.community_children (
 );
 -- issue 15: the identity keys of each entity's canonical name and aliases (store.quality), in a narrow table
 -- of their own: filling them never rewrites an entity row (nor its HNSW entry); relations whose predicate is
--- not lowercase ASCII (the duplicate-edge check: normally none)
+-- not lowercase ASCII (the duplicate-edge check: normally none); the live relations' predicates (the quality
+-- counts per predicate, an index-only scan instead of reading every wide relation row)
 CREATE TABLE IF NOT EXISTS {s}.entity_keys (
     space text NOT NULL,
     entity_id bigint NOT NULL,
@@ -332,6 +334,8 @@ CREATE TABLE IF NOT EXISTS {s}.entity_keys (
 );
 CREATE INDEX IF NOT EXISTS relations_odd_predicate ON {s}.relations (space, source_id, target_id, negated)
     WHERE predicate <> lower(predicate COLLATE "C") OR octet_length(predicate) <> char_length(predicate);
+CREATE INDEX IF NOT EXISTS relations_live_predicate ON {s}.relations (space, predicate)
+    WHERE dormant_since IS NULL AND superseded_by IS NULL;
 CREATE TABLE IF NOT EXISTS {s}.stage_pending (
     space text NOT NULL,
     stage text NOT NULL,
