@@ -24,6 +24,7 @@ from psycopg import sql
 
 from pgrag_dag.gates import identity_key
 from pgrag_dag.names import schema_for
+from pgrag_dag.store.ident import qualified
 
 KEYS_DDL: tuple[str, ...] = (
     """CREATE OR REPLACE FUNCTION {s}.entity_keys_stale() RETURNS trigger LANGUAGE plpgsql AS $f$
@@ -73,8 +74,7 @@ def fill_identity_keys(conn: psycopg.Connection, realm: str, space: str | None =
     ``batch`` entities (default :data:`FILL_BATCH`) at a time, in the caller's transaction — which holds the
     space's partition lock, or the realm's tables locked (no other writer stores the same rows). Returns how
     many rows it stored. Finding that none is missing reads two indexes only."""
-    schema = schema_for(realm)
-    e, k = sql.Identifier(schema, "entities"), sql.Identifier(schema, "entity_keys")
+    e, k = qualified(realm, "entities"), qualified(realm, "entity_keys")
     scope = sql.SQL("") if space is None else sql.SQL("e.space = %(space)s AND ")
     missing = sql.SQL("""SELECT e.space, e.id FROM {e} e WHERE {scope} NOT EXISTS (
                              SELECT 1 FROM {k} k WHERE k.space = e.space AND k.entity_id = e.id)
@@ -108,8 +108,7 @@ def quality_rows(conn: psycopg.Connection, realm: str, space: str, terms: Sequen
     whose predicates lowercase alike (the unique index holds a predicate once per group), for the Python
     lowercasing to decide.
     """
-    schema = schema_for(realm)
-    e, r, k = (sql.Identifier(schema, t) for t in ("entities", "relations", "entity_keys"))
+    e, r, k = (qualified(realm, t) for t in ("entities", "relations", "entity_keys"))
     live_r = sql.SQL("r.space = %(space)s AND r.dormant_since IS NULL AND r.superseded_by IS NULL")
     live_k = sql.SQL("""k.space = %(space)s AND NOT EXISTS (SELECT 1 FROM {e} d WHERE d.space = k.space
                          AND d.id = k.entity_id AND d.dormant_since IS NOT NULL)""").format(e=e)
