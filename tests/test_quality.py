@@ -198,11 +198,11 @@ def test_graph_writes_store_the_identity_keys_and_an_edit_by_sql_clears_them(con
     assert all(store_quality.identity_keys(n, a) == (nk, ak) for n, a, nk, ak in keys())
 
 
-def test_a_realm_of_schema_11_gets_the_identity_keys_of_its_entities_at_upgrade(
+def test_a_realm_of_schema_12_gets_the_identity_keys_of_its_entities_at_upgrade(
         conn: psycopg.Connection, realm: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The backfill runs once, in batches, over every space, when an older realm is upgraded."""
     s = sql.Identifier(schema.schema_for(realm))
-    conn.execute(sql.SQL("DROP TRIGGER entity_keys_stale ON {}.entities").format(s))  # as schema 11 left it
+    conn.execute(sql.SQL("DROP TRIGGER entity_keys_stale ON {}.entities").format(s))  # as schema 12 left it
     conn.execute(sql.SQL("DROP FUNCTION {}.entity_keys_stale()").format(s))
     conn.execute(sql.SQL("DROP TABLE {}.entity_keys").format(s))
     conn.execute(sql.SQL("DROP INDEX {}.relations_odd_predicate").format(s))
@@ -210,7 +210,7 @@ def test_a_realm_of_schema_11_gets_the_identity_keys_of_its_entities_at_upgrade(
     for i, name in enumerate(names):
         conn.execute(sql.SQL("INSERT INTO {}.entities (space, name, aliases) VALUES (%s, %s, %s)").format(s),
                      ("s" if i % 2 else "t", name, [name.upper(), f" {name}\u200b "] if i % 3 else []))
-    conn.execute("UPDATE pgrag__control.realms SET schema_version = 11 WHERE realm = %s", (realm,))
+    conn.execute("UPDATE pgrag__control.realms SET schema_version = 12 WHERE realm = %s", (realm,))
     monkeypatch.setattr(store_quality, "FILL_BATCH", 4)
     assert schema.init_realm(conn, realm, embedding_model="hashing-sha256", dim=384) is True
     rows = conn.execute(sql.SQL("SELECT name, aliases, name_key, alias_keys FROM {s}.entities e "

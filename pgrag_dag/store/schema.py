@@ -41,7 +41,7 @@ Realm schema ``pgrag_<realm>`` tables (every one carries ``space``):
   dormant_since, rendered text (full-text through the stored ``rendered_tsv`` column and its GIN index),
   embedding vector(d)
 - ``doc_mentions``  chunk → entity
-- ``entity_keys``  identity keys of each entity's name and aliases (:mod:`pgrag_dag.store.quality`, schema version 12)
+- ``entity_keys``  identity keys of each entity's name and aliases (:mod:`pgrag_dag.store.quality`, schema version 13)
 - ``communities``   report vertices: level, title, summary, findings, rating, size, built_at,
   graph_fingerprint, parent_id, embedding vector(d)
 - ``community_members``, ``community_children``
@@ -72,7 +72,7 @@ from pgrag_dag.store.ident import qualified  # noqa: F401  (re-exported: schema.
 from pgrag_dag.store.db import privileged
 
 CONTROL_SCHEMA = "pgrag__control"
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 """The realm schema's DDL version, recorded per realm in ``pgrag__control.realms.schema_version``."""
 _LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
 
