@@ -30,7 +30,7 @@ from pgrag_dag.extraction import RAW_SCHEMA, DocumentContext
 from pgrag_dag.gates import apply_extra_gates, apply_gates, normalise_predicate
 from pgrag_dag.names import validate_realm, validate_space
 from pgrag_dag.operators import Bound, OperatorContext, compose, compose_user, operator_check_name
-from pgrag_dag.quality import graph_quality, quality_passed
+from pgrag_dag.quality import measure_quality, quality_passed
 from pgrag_dag.relation_delta import relation_delta
 from pgrag_dag.relations import build_relations
 from pgrag_dag.resolution import Resolution, apply_enrichers, resolve_entities
@@ -498,7 +498,7 @@ def stage_relations(engine: Engine, realm: str, space: str, *, full: bool = Fals
         sup_counts = graph.apply_supersession(conn, realm, space, relations, superseded)
         staging.replace_resolution_rejections(conn, realm, space, built.self_loops, chunks)
         totals = graph.graph_counts(conn, realm, space)
-        quality = graph_quality(*graph.quality_frames(conn, realm, space), vocabulary)
+        quality = measure_quality(conn, realm, space, vocabulary)
         changed = counts["inserted"] + counts["updated"] + counts["dormant"] + sup_counts["newly_superseded"] + \
             sup_counts["restored"]
         metadata = {

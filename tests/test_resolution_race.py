@@ -11,6 +11,7 @@ from psycopg import sql
 from pgrag_dag.resolution import resolve_entities
 from pgrag_dag.store import db
 from pgrag_dag.store.graph import load_entities, write_entities
+from pgrag_dag.store.quality import identity_keys
 from pgrag_dag.store.schema import qualified
 
 
@@ -44,10 +45,12 @@ def test_two_concurrent_writers_on_one_name_converge_on_one_vertex(pg_dsn: str, 
     for t in threads:
         t.join()
     assert errors == []
-    rows = conn.execute(sql.SQL("SELECT id, name, entity_type, description, aliases FROM {} WHERE space = 's'")
-                        .format(qualified(realm, "entities"))).fetchall()
+    rows = conn.execute(sql.SQL("SELECT id, name, entity_type, description, aliases, name_key, alias_keys FROM {} e "
+                                "LEFT JOIN {} k ON k.entity_id = e.id WHERE e.space = 's'").format(
+                                    qualified(realm, "entities"), qualified(realm, "entity_keys"))).fetchall()
     assert len(rows) == 1
-    vid, name, etype, description, aliases = rows[0]
+    vid, name, etype, description, aliases, name_key, alias_keys = rows[0]
+    assert (name_key, alias_keys) == identity_keys(name, aliases)  # the keys of the merged vertex are stored
     assert ids == [vid, vid]
     assert etype == "Person"  # whichever lost, a bare Concept never overwrites a specific type
     assert description == "English polymath who designed the Difference Engine."  # the longer description wins

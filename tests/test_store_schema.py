@@ -118,8 +118,8 @@ def test_concurrent_initialisation_converges(pg_dsn: str) -> None:
     assert errors == []
     c = db.connect(pg_dsn, autocommit=True)
     n = c.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'pgrag_tconcurrent'").fetchone()
-    assert n is not None and n[0] == 19  # ten graph tables, stage_pending, the four of the belief history, graph_checked,
-    # query_events, and the work queue and stage state of incremental indexing
+    assert n is not None and n[0] == 20  # ten graph tables, stage_pending, the four of the belief history, graph_checked,
+    # query_events, the work queue and stage state of incremental indexing, and entity_keys
     c.execute("DROP SCHEMA pgrag_tconcurrent CASCADE")
     c.execute("DELETE FROM pgrag__control.realms WHERE realm = 'tconcurrent'")
     c.close()

@@ -20,7 +20,8 @@ from pgrag_dag.store import telemetry
 from pgrag_dag.store.ident import qualified as _t
 
 SPACE_ORDER = ("stage_pending", "community_children", "community_members", "communities", "doc_mentions",
-               "resolution_rejections", "gate_decisions", "raw_extractions", "relations", "documents", "entities")
+               "resolution_rejections", "gate_decisions", "raw_extractions", "relations", "documents", "entity_keys",
+               "entities")
 """Tables of a space's graph, in the order their rows are deleted (rows referring to others go first)."""
 HISTORY_TABLES = ("belief_log", "relation_belief", "entity_belief", "documents_removed", "query_events")
 """History and telemetry tables, deleted last (the graph deletes above write tombstones into ``belief_log``)."""

@@ -16,6 +16,7 @@ from psycopg.types.json import Jsonb
 
 from pgrag_dag.gates import identity_key
 from pgrag_dag.resolution import ENTITY_SCHEMA, Resolution, Vertex, merge_into
+from pgrag_dag.store.quality import fill_identity_keys
 from pgrag_dag.store.schema import qualified as _t
 
 
@@ -34,9 +35,12 @@ def load_entities(conn: psycopg.Connection, realm: str, space: str, *, resolved:
 
 
 def write_entities(conn: psycopg.Connection, realm: str, space: str, res: Resolution) -> dict[str, int]:
-    """Apply a :class:`Resolution` in one transaction (a savepoint inside the caller's); see :func:`_write_entities`."""
+    """Apply a :class:`Resolution` in one transaction (a savepoint inside the caller's), see :func:`_write_entities`,
+    and store the identity keys of the entities it wrote (:func:`pgrag_dag.store.quality.fill_identity_keys`)."""
     with conn.transaction():
-        return _write_entities(conn, realm, space, res)
+        counts = _write_entities(conn, realm, space, res)
+        fill_identity_keys(conn, realm, space)
+        return counts
 
 
 def _write_entities(conn: psycopg.Connection, realm: str, space: str, res: Resolution) -> dict[str, int]:

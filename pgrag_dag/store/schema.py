@@ -15,9 +15,10 @@ conflict with routine writes. Every writing stage takes, in this order: the stag
 its write transaction the partition's transaction-level advisory lock
 (:func:`pgrag_dag.store.locks.lock_partition`), then row locks on its own space's rows, table by table in
 the order documents → raw_extractions → gate_decisions → resolution_rejections → entities →
-doc_mentions → relations → communities → community_members → community_children → stage_pending. Two
-spaces of one realm share tables but never rows (every key carries ``space``), so their writers do not
-wait on each other. ``pgrag reembed`` (:mod:`pgrag_dag.reembed`) takes the stage locks of every space of
+entity_keys → doc_mentions → relations → communities → community_members → community_children →
+stage_pending (the relations stage's quality measurement stores, last, the keys of entities written without
+them — under the partition lock, so no writer of the space waits on it). Two spaces of one realm share
+tables but never rows (every key carries ``space``), so their writers do not wait on each other. ``pgrag reembed`` (:mod:`pgrag_dag.reembed`) takes the stage locks of every space of
 the realm (in sorted space order, held for the whole command), then in its one write transaction the
 schema lock (:func:`lock_ddl`), the partition locks of every space (sorted), the registry row and the
 four embedded tables (``ACCESS EXCLUSIVE``: queries of the realm wait for its commit).
@@ -40,6 +41,7 @@ Realm schema ``pgrag_<realm>`` tables (every one carries ``space``):
   dormant_since, rendered text (full-text through the stored ``rendered_tsv`` column and its GIN index),
   embedding vector(d)
 - ``doc_mentions``  chunk → entity
+- ``entity_keys``  identity keys of each entity's name and aliases (:mod:`pgrag_dag.store.quality`, schema version 13)
 - ``communities``   report vertices: level, title, summary, findings, rating, size, built_at,
   graph_fingerprint, parent_id, embedding vector(d)
 - ``community_members``, ``community_children``
@@ -65,12 +67,12 @@ from pgvector.psycopg import register_vector
 
 from pgrag_dag.errors import DatabaseError, SchemaMismatchError
 from pgrag_dag.names import schema_for, validate_realm
-from pgrag_dag.store import history, telemetry, vector_index, work
+from pgrag_dag.store import history, quality, telemetry, vector_index, work
 from pgrag_dag.store.ident import qualified  # noqa: F401  (re-exported: schema.qualified is the name callers use)
 from pgrag_dag.store.db import privileged
 
 CONTROL_SCHEMA = "pgrag__control"
-SCHEMA_VERSION = 14
+SCHEMA_VERSION = 15
 """The realm schema's DDL version, recorded per realm in ``pgrag__control.realms.schema_version``."""
 _LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
 
@@ -321,6 +323,22 @@ CREATE TABLE IF NOT EXISTS {s}.community_children (
     child_id bigint NOT NULL REFERENCES {s}.communities(id) ON DELETE CASCADE,
     PRIMARY KEY (parent_id, child_id)
 );
+-- issue 15: the identity keys of each entity's canonical name and aliases (store.quality), in a narrow table
+-- of their own: filling them never rewrites an entity row (nor its HNSW entry); relations whose predicate is
+-- not lowercase ASCII (the duplicate-edge check: normally none); the live relations' predicates (the quality
+-- counts per predicate, an index-only scan instead of reading every wide relation row)
+CREATE TABLE IF NOT EXISTS {s}.entity_keys (
+    space text NOT NULL,
+    entity_id bigint NOT NULL,
+    name_key text NOT NULL,
+    alias_keys text[] NOT NULL,
+    PRIMARY KEY (space, entity_id),
+    FOREIGN KEY (space, entity_id) REFERENCES {s}.entities (space, id) ON DELETE CASCADE
+);
+CREATE INDEX IF NOT EXISTS relations_odd_predicate ON {s}.relations (space, source_id, target_id, negated)
+    WHERE predicate <> lower(predicate COLLATE "C") OR octet_length(predicate) <> char_length(predicate);
+CREATE INDEX IF NOT EXISTS relations_live_predicate ON {s}.relations (space, predicate)
+    WHERE dormant_since IS NULL AND superseded_by IS NULL;
 CREATE TABLE IF NOT EXISTS {s}.stage_pending (
     space text NOT NULL,
     stage text NOT NULL,
@@ -450,6 +468,7 @@ def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, di
         from pgrag_dag.store import vectors  # it imports this module
 
         vectors.create_text_hashes(conn, schema)
+        quality.create_identity_keys(conn, realm)
         conn.execute("UPDATE pgrag__control.realms SET schema_version = %s WHERE realm = %s", (SCHEMA_VERSION, realm))
     return True
 
