@@ -27,7 +27,7 @@ from pgrag_dag.embedding import HashingEmbedder
 from pgrag_dag.embedding_runs import describe, embed_pending, pending_check
 from pgrag_dag.errors import ConfigurationError, ContractError, EmbeddingIncompleteError, ExtractionError, SourceError
 from pgrag_dag.extraction import RAW_SCHEMA, DocumentContext
-from pgrag_dag.gates import apply_extra_gates, apply_gates, normalise_predicate
+from pgrag_dag.gates import apply_extra_gates, apply_gates, identity_key, normalise_predicate
 from pgrag_dag.names import validate_realm, validate_space
 from pgrag_dag.operators import Bound, OperatorContext, compose, compose_user, operator_check_name
 from pgrag_dag.quality import measure_quality, quality_passed
@@ -397,7 +397,10 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
         accepted = staging.load_decisions(conn, realm, space, chunk_ids=only) if todo.full or only else \
             pl.DataFrame(schema=staging.DECISION_SCHEMA)
         records = accepted.filter(pl.col("kind") == "entity")
-        existing = graph.load_entities(conn, realm, space, resolved=True) if records.height or todo.full else None
+        holding = None if todo.full else {identity_key(n) for ns in records.select(
+            pl.concat_list(pl.col("name"), pl.col("aliases").fill_null([]))).to_series().to_list() for n in ns if n}
+        existing = graph.load_entities(conn, realm, space, resolved=True, holding=holding) \
+            if records.height or todo.full else None
         res = resolve_entities(existing, records) if existing is not None else None
         enriched, counts = 0, {"inserted": 0, "updated": 0}
         if res is not None:
@@ -418,7 +421,12 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
             if extra:
                 only = sorted(set(only or []) | set(extra))
                 accepted = pl.concat([accepted, staging.load_decisions(conn, realm, space, chunk_ids=extra)])
-        mentions = _mentions(accepted, res)
+        if todo.full:
+            mentions = _mentions(accepted, res.index_of if res is not None else lambda _: None, res)
+        else:  # resolved against the stored vertices (just written): res holds only those its records could meet
+            forms = graph.EntityForms(conn, realm, space)
+            forms.load({identity_key(n) for n in _mentioned_names(accepted)})
+            mentions = _mentions(accepted, lambda n: forms.resolve(identity_key(n)), None)
         if todo.full:
             dormancy = graph.replace_mentions(conn, realm, space, mentions)
         else:
@@ -436,16 +444,21 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
     }, version, records.height, checks=_operator_checks(enrichers, {"entities": records.height}))
 
 
-def _mentions(accepted: pl.DataFrame, res: Resolution | None) -> pl.DataFrame:
-    """(chunk_id, entity_id) for every name an accepted record of ``accepted`` mentions (an entity's
-    name, a triple's subject and object) that ``res`` resolves."""
+def _mentioned_names(accepted: pl.DataFrame) -> list[str]:
+    """Every name an accepted record of ``accepted`` mentions: an entity's name, a triple's subject and object."""
+    return [n for r in accepted.select("kind", "name", "subject", "object").iter_rows()
+            for n in ((r[1],) if r[0] == "entity" else (r[2], r[3])) if n]
+
+
+def _mentions(accepted: pl.DataFrame, resolve: Callable[[str], int | None], res: Resolution | None) -> pl.DataFrame:
+    """(chunk_id, entity_id) for every name an accepted record of ``accepted`` mentions that ``resolve`` finds:
+    an index into ``res`` (a resolution) or, without ``res``, an entity id."""
     mentions = []
-    for r in accepted.iter_rows(named=True):
-        names = [r["name"]] if r["kind"] == "entity" else [r["subject"], r["object"]]
-        for n in names:
-            idx = res.index_of(n) if res is not None else None
-            if idx is not None:
-                mentions.append((r["chunk_id"], res.vertices[idx].id))  # type: ignore[union-attr]
+    for r in accepted.select("chunk_id", "kind", "name", "subject", "object").iter_rows():
+        for n in ((r[2],) if r[1] == "entity" else (r[3], r[4])):
+            found = resolve(n) if n else None
+            if found is not None:
+                mentions.append((r[0], res.vertices[found].id if res is not None else found))
     return pl.DataFrame(mentions, schema={"chunk_id": pl.Int64, "entity_id": pl.Int64}, orient="row")
 
 
@@ -482,7 +495,7 @@ def stage_relations(engine: Engine, realm: str, space: str, *, full: bool = Fals
                                              "seconds": round(time.perf_counter() - t0, 3)},
                                work.data_version(conn, realm, space, "relations"), 0,
                                checks={"graph_quality": (quality_passed(stored), stored)})
-        forms = graph.entity_forms(conn, realm, space)
+        forms = graph.EntityForms(conn, realm, space, everything=todo.full)
         if todo.full:
             triples = staging.load_decisions(conn, realm, space).filter(pl.col("kind") == "triple")
             built = build_relations(triples, forms.lookup, forms.names, documents.chunk_order(conn, realm, space))

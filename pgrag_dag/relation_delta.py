@@ -47,11 +47,13 @@ class RelationDelta:
 
 
 def relation_delta(conn: psycopg.Connection, realm: str, space: str, todo: Work, forms: EntityForms) -> RelationDelta:
-    """The :class:`RelationDelta` of the queued work ``todo`` (chunks and entities) given the space's
-    current entity ``forms`` — see the module docstring."""
+    """The :class:`RelationDelta` of the queued work ``todo`` (chunks and entities) — see the module docstring.
+    ``forms`` (the space's entity forms, read as needed) ends up holding every endpoint of the triples read."""
+    forms.load_ids(todo.entities)
     changed_entities = {e for e in todo.entities if e in forms.names}
     keys = forms.keys_of(changed_entities)
-    holders = set().union(*(forms.holders[k] for k in keys)) if keys else set()
+    forms.load(keys)
+    holders = set().union(*(forms.holders.get(k, set()) for k in keys)) if keys else set()
     seeds = set(todo.chunks)
     if keys:
         seeds |= {c for c, s, o in staging.rejection_endpoints(conn, realm, space)
@@ -68,10 +70,11 @@ def relation_delta(conn: psycopg.Connection, realm: str, space: str, todo: Work,
         found = set()
         if batch:
             rows = staging.load_decisions(conn, realm, space, chunk_ids=batch).filter(pl.col("kind") == "triple")
-            for chunk, subject, obj in rows.select("chunk_id", "subject", "object").iter_rows():
-                sk, ok = identity_key(subject), identity_key(obj)
+            ends = [(c, identity_key(s), identity_key(o)) for c, s, o in rows.select("chunk_id", "subject", "object").iter_rows()]
+            forms.load({k for _, sk, ok in ends for k in (sk, ok)})
+            for chunk, sk, ok in ends:
                 if chunk in seeds or sk in keys or ok in keys:  # new, or an endpoint that may resolve elsewhere now
-                    s, o = forms.lookup.get(sk), forms.lookup.get(ok)
+                    s, o = forms.resolve(sk), forms.resolve(ok)
                     if s is not None and o is not None and s != o:
                         found.add((s, o))
         if not found - pairs:

@@ -7,28 +7,37 @@ writers resolve against one another instead of splitting a vertex.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
 
 import polars as pl
 import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from pgrag_dag.gates import identity_key
 from pgrag_dag.resolution import ENTITY_SCHEMA, Resolution, Vertex, merge_into
 from pgrag_dag.store.quality import fill_identity_keys
 from pgrag_dag.store.schema import qualified as _t
 
 
-def load_entities(conn: psycopg.Connection, realm: str, space: str, *, resolved: bool = False) -> pl.DataFrame:
-    """The space's entities (dormant included): id, name, entity_type, description, aliases — as stored,
-    or with ``resolved`` the type and description resolution decided (before the space's enrichers)."""
+def load_entities(conn: psycopg.Connection, realm: str, space: str, *, resolved: bool = False,
+                  holding: Iterable[str] | None = None) -> pl.DataFrame:
+    """The space's entities (dormant included), by id: id, name, entity_type, description, aliases — as
+    stored, or with ``resolved`` the type and description resolution decided (before the space's enrichers).
+    With ``holding`` (identity keys), only the entities holding one of them as name or alias (through
+    ``entity_keys``: an incremental resolution reads the vertices its records can meet, issue 15)."""
     cols = ("coalesce(resolved_type, entity_type), coalesce(resolved_description, description)" if resolved
             else "entity_type, description")
+    where, args = sql.SQL(""), [space]
+    if holding is not None:
+        keys = sorted(set(holding))
+        fill_identity_keys(conn, realm, space)
+        where = sql.SQL(""" AND id IN (SELECT entity_id FROM {k} WHERE space = %s
+                                         AND (name_key = ANY(%s) OR alias_keys && %s::text[]))""").format(
+            k=_t(realm, "entity_keys"))
+        args += [space, keys, keys]
     rows = conn.execute(
-        sql.SQL("SELECT id, name, {}, aliases FROM {} WHERE space = %s ORDER BY id").format(
-            sql.SQL(cols), _t(realm, "entities")),
-        (space,),
+        sql.SQL("SELECT id, name, {}, aliases FROM {} WHERE space = %s{} ORDER BY id").format(
+            sql.SQL(cols), _t(realm, "entities"), where),
+        args,
     ).fetchall()
     schema = {k: v for k, v in ENTITY_SCHEMA.items() if k != "changed"}
     return pl.DataFrame(rows, schema=schema, orient="row")
@@ -168,48 +177,74 @@ def _restamp_dormancy(conn: psycopg.Connection, realm: str, space: str, ids: Seq
     return {"dormant": dormant, "revived": revived}
 
 
-def entity_lookup(conn: psycopg.Connection, realm: str, space: str) -> tuple[dict[str, int], dict[int, str]]:
-    """(identity key of every canonical name and alias → entity id, entity id → canonical name).
-
-    Canonical names take precedence over aliases; among aliases the lower id wins.
-    """
-    forms = entity_forms(conn, realm, space)
-    return forms.lookup, forms.names
-
-
-@dataclass
 class EntityForms:
-    """The space's entity surface forms: ``lookup`` (identity key → the entity a triple endpoint with that
-    key resolves to: canonical names first, then aliases, lower id first), ``names`` (id → canonical
-    name) and ``holders`` (identity key → every entity holding it as name or alias)."""
+    """The space's entity surface forms, read from ``entity_keys`` (identity keys computed when entities are
+    written) as far as they are asked for: :meth:`load` reads every entity holding one of some identity keys,
+    so for those keys ``lookup`` (key → the entity a triple endpoint with it resolves to: a canonical name
+    first, then the lowest-id entity holding it as an alias) and ``holders`` (key → every entity holding it)
+    are exact; ``names`` (id → canonical name) and ``forms`` (id → its keys) cover every entity read.
+    ``everything`` reads the whole space at once (a full recompute)."""
 
-    lookup: dict[str, int]
-    names: dict[int, str]
-    holders: dict[str, set[int]]
+    def __init__(self, conn: psycopg.Connection, realm: str, space: str, *, everything: bool = False) -> None:
+        self._conn, self._realm, self._space = conn, realm, space
+        fill_identity_keys(conn, realm, space)  # keys of entities a writer stored without them
+        self.names: dict[int, str] = {}
+        self.forms: dict[int, tuple[str, list[str]]] = {}
+        self.holders: dict[str, set[int]] = {}
+        self._complete: set[str] = set()
+        self.everything = everything
+        if everything:
+            self._read(sql.SQL(""), ())
+
+    def _read(self, where: sql.Composable, args: Sequence[object]) -> None:
+        rows = self._conn.execute(sql.SQL("""SELECT e.id, e.name, k.name_key, k.alias_keys FROM {k} k
+                                               JOIN {e} e ON e.space = k.space AND e.id = k.entity_id
+                                              WHERE k.space = %s{w}""").format(
+            k=_t(self._realm, "entity_keys"), e=_t(self._realm, "entities"), w=where), (self._space, *args)).fetchall()
+        for i, name, name_key, alias_keys in rows:
+            if i in self.names:
+                continue
+            self.names[i], self.forms[i] = name, (name_key, list(alias_keys))
+            for key in (name_key, *alias_keys):
+                self.holders.setdefault(key, set()).add(i)
+
+    def load(self, keys: Iterable[str]) -> None:
+        """Read every entity of the space holding one of ``keys`` (name or alias), through the indexes
+        ``entity_keys_name`` and ``entity_keys_aliases``."""
+        wanted = sorted(set(keys) - self._complete)
+        if wanted and not self.everything:
+            self._read(sql.SQL(" AND (k.name_key = ANY(%s) OR k.alias_keys && %s::text[])"), (wanted, wanted))
+        self._complete |= set(wanted)
+
+    def load_ids(self, ids: Iterable[int]) -> None:
+        """Read the entities ``ids`` (their forms; the lookup of their keys needs :meth:`load`)."""
+        wanted = sorted(set(ids) - set(self.names))
+        if wanted and not self.everything:
+            self._read(sql.SQL(" AND k.entity_id = ANY(%s)"), (wanted,))
+
+    def resolve(self, key: str) -> int | None:
+        """The entity a triple endpoint with identity key ``key`` resolves to, or ``None`` (call :meth:`load`
+        with the key first)."""
+        held = self.holders.get(key)
+        if not held:
+            return None
+        canonical = [i for i in held if self.forms[i][0] == key]
+        return min(canonical) if canonical else min(held)
+
+    @property
+    def lookup(self) -> dict[str, int]:
+        """key → entity for every key read completely (every key when ``everything``)."""
+        keys = self.holders if self.everything else self._complete
+        return {k: i for k in keys if (i := self.resolve(k)) is not None}
 
     def keys_of(self, ids: Iterable[int]) -> set[str]:
-        """The identity keys the entities ``ids`` hold (name and aliases)."""
-        wanted = set(ids)
-        return {k for k, held in self.holders.items() if held & wanted}
+        """The identity keys the entities ``ids`` hold (name and aliases; :meth:`load_ids` them first)."""
+        return {k for i in ids if i in self.forms for k in (self.forms[i][0], *self.forms[i][1])}
 
 
 def entity_forms(conn: psycopg.Connection, realm: str, space: str) -> EntityForms:
-    """The :class:`EntityForms` of the space (dormant entities included)."""
-    rows = conn.execute(
-        sql.SQL("SELECT id, name, aliases FROM {} WHERE space = %s ORDER BY id").format(_t(realm, "entities")), (space,),
-    ).fetchall()
-    lookup: dict[str, int] = {}
-    holders: dict[str, set[int]] = {}
-    for i, name, _ in rows:
-        key = identity_key(name)
-        lookup[key] = i
-        holders.setdefault(key, set()).add(i)
-    for i, _, aliases in rows:
-        for a in aliases:
-            key = identity_key(a)
-            lookup.setdefault(key, i)
-            holders.setdefault(key, set()).add(i)
-    return EntityForms(lookup, {i: name for i, name, _ in rows}, holders)
+    """The :class:`EntityForms` of the whole space (dormant entities included)."""
+    return EntityForms(conn, realm, space, everything=True)
 
 
 def edges_touching(conn: psycopg.Connection, realm: str, space: str, *, chunk_ids: Sequence[int] = (),

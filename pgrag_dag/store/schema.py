@@ -72,7 +72,7 @@ from pgrag_dag.store.ident import qualified  # noqa: F401  (re-exported: schema.
 from pgrag_dag.store.db import privileged
 
 CONTROL_SCHEMA = "pgrag__control"
-SCHEMA_VERSION = 15
+SCHEMA_VERSION = 16
 """The realm schema's DDL version, recorded per realm in ``pgrag__control.realms.schema_version``."""
 _LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
 
@@ -335,6 +335,9 @@ CREATE TABLE IF NOT EXISTS {s}.entity_keys (
     PRIMARY KEY (space, entity_id),
     FOREIGN KEY (space, entity_id) REFERENCES {s}.entities (space, id) ON DELETE CASCADE
 );
+-- the incremental stages read the entities holding given forms (graph.EntityForms)
+CREATE INDEX IF NOT EXISTS entity_keys_name ON {s}.entity_keys (space, name_key);
+CREATE INDEX IF NOT EXISTS entity_keys_aliases ON {s}.entity_keys USING gin (alias_keys);
 CREATE INDEX IF NOT EXISTS relations_odd_predicate ON {s}.relations (space, source_id, target_id, negated)
     WHERE predicate <> lower(predicate COLLATE "C") OR octet_length(predicate) <> char_length(predicate);
 CREATE INDEX IF NOT EXISTS relations_live_predicate ON {s}.relations (space, predicate)
