@@ -58,7 +58,7 @@ def identity_keys(name: str, aliases: Sequence[str]) -> tuple[str, list[str]]:
 def create_identity_keys(conn: psycopg.Connection, realm: str) -> int:
     """Create the ``entity_keys_stale`` trigger in realm ``realm`` and store every missing key row, inside the
     caller's DDL transaction (:func:`pgrag_dag.store.schema.init_realm`, which holds ``entities`` locked).
-    Idempotent; returns how many rows it stored (every entity of a realm built before schema version 13, once)."""
+    Idempotent; returns how many rows it stored (every entity of a realm built before schema version 15, once)."""
     s = sql.Identifier(schema_for(realm))
     for stmt in KEYS_DDL:
         conn.execute(sql.SQL(stmt).format(s=s))  # type: ignore[arg-type]

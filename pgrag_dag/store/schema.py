@@ -41,7 +41,7 @@ Realm schema ``pgrag_<realm>`` tables (every one carries ``space``):
   dormant_since, rendered text (full-text through the stored ``rendered_tsv`` column and its GIN index),
   embedding vector(d)
 - ``doc_mentions``  chunk → entity
-- ``entity_keys``  identity keys of each entity's name and aliases (:mod:`pgrag_dag.store.quality`, schema version 13)
+- ``entity_keys``  identity keys of each entity's name and aliases (:mod:`pgrag_dag.store.quality`, schema version 15)
 - ``communities``   report vertices: level, title, summary, findings, rating, size, built_at,
   graph_fingerprint, parent_id, embedding vector(d)
 - ``community_members``, ``community_children``
