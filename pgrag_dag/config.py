@@ -421,7 +421,9 @@ class Settings(BaseSettings):
         try:
             return self.realms[realm].spaces[space]
         except KeyError:
-            raise ConfigurationError(f"no sources are declared for realm {realm!r} space {space!r}") from None
+            declared = ", ".join(self.partitions()[:8]) or "none"
+            raise ConfigurationError(f"no sources are declared for realm {realm!r} space {space!r}: space {realm}.{space} "
+                                     f"is not in the configuration (declared: {declared})") from None
 
 
 def config_file() -> Path:

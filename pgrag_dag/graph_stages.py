@@ -73,7 +73,7 @@ def stage_gated_triples(engine: Engine, realm: str, space: str, *, full: bool = 
     check = space_yield(gate_yield(raw, decisions), held["accepted"] or not held["raw"],
                          "no candidate of the space passed the gates")
     return StageResult("gated_triples", {
-        "mode": "full" if todo.full else "incremental", "chunks_gated": raw["chunk_id"].n_unique(),
+        "mode": "full" if todo.full else "unchanged" if todo.empty else "incremental", "chunks_gated": raw["chunk_id"].n_unique(),
         "entities_accepted": decisions.filter(pl.col("accepted") & (pl.col("kind") == "entity")).height,
         "triples_accepted": decisions.filter(pl.col("accepted") & (pl.col("kind") == "triple")).height,
         "rejected": rejected.height, "rejections_per_gate": per_gate, "rewritten": changed > 0, "rows_changed": changed,
@@ -157,7 +157,7 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
         totals = graph.graph_counts(conn, realm, space)
         version = work.data_version(conn, realm, space, "resolved_entities")
     return StageResult("resolved_entities", {
-        "mode": "full" if todo.full else "incremental", "chunks_resolved": accepted["chunk_id"].n_unique(),
+        "mode": "full" if todo.full else "unchanged" if todo.empty else "incremental", "chunks_resolved": accepted["chunk_id"].n_unique(),
         "entities": totals["entities"] + totals["entities_dormant"], "entities_inserted": counts["inserted"],
         "entities_updated": counts["updated"], "records_resolved": records.height, **dormancy, "rows_changed": changed,
         "entities_enriched": enriched, "operators": {"enrichers": [e.describe() for e in enrichers]},
@@ -236,7 +236,7 @@ def stage_relations(engine: Engine, realm: str, space: str, *, full: bool = Fals
         changed = counts["inserted"] + counts["updated"] + counts["dormant"] + sup_counts["newly_superseded"] + \
             sup_counts["restored"]
         metadata = {
-            "mode": "full" if todo.full else "incremental", "pairs_rebuilt": None if pairs is None else len(pairs),
+            "mode": "full" if todo.full else "unchanged" if todo.empty else "incremental", "pairs_rebuilt": None if pairs is None else len(pairs),
             "chunks_read": None if chunks is None else len(chunks), "edges_rebuilt": relations.height,
             **totals, "relations_inserted": counts["inserted"], "relations_updated": counts["updated"],
             "relations_newly_dormant": counts["dormant"], "self_loops_after_resolution": built.self_loops.height,

@@ -222,6 +222,7 @@ def test_incremental_indexing_gives_the_full_recompute_graph_over_adds_changes_a
 
     before = {r.stage: r.data_version for r in reordered.values()}
     again = _step(engines, realms)["inc"]  # nothing changed: nothing written, the same data versions
+    assert {again[s].metadata["mode"] for s in ("gated_triples", "resolved_entities", "relations")} == {"unchanged"}
     assert {r.stage: r.data_version for r in again.values()} == before
     assert all(r.metadata.get("rows_changed", 0) == 0 for r in again.values()), {
         s: r.metadata.get("rows_changed") for s, r in again.items()}
