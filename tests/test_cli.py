@@ -133,3 +133,16 @@ def test_reembed_of_an_unknown_realm_exits_2_with_one_line(cli_env: SmallCorpus)
     out = runner.invoke(app, ["reembed", "nosuchrealm"])
     assert out.exit_code == 2 and out.output.count("\n") == 1
     assert out.output.startswith("error: ConfigurationError: realm 'nosuchrealm' does not exist")
+
+
+def test_index_full_recomputes_and_an_undeclared_space_names_the_declared_ones(small_corpus: SmallCorpus, realm: str,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PGRAG_CONFIG", str(small_corpus.config))
+    assert runner.invoke(app, ["index", f"{realm}.main"]).exit_code == 0
+    out = runner.invoke(app, ["index", f"{realm}.main", "--full"])
+    assert out.exit_code == 0, out.output
+    modes = {line.split(":", 1)[0]: json.loads(line.split(":", 1)[1]).get("mode") for line in out.stdout.splitlines()
+             if line.startswith(("gated_triples:", "resolved_entities:", "relations:"))}
+    assert modes == {"gated_triples": "full", "resolved_entities": "full", "relations": "full"}
+    out = runner.invoke(app, ["index", f"{realm}.nosuch", "--full"])
+    assert out.exit_code == 2 and f"{realm}.nosuch is not in the configuration (declared: {realm}.main)" in out.output

@@ -149,3 +149,27 @@ def test_a_changed_source_rematerialises_its_partition_and_only_its_chunks_reach
     chunks = next(e for e in result.get_asset_materialization_events() if e.asset_key.to_user_string() == "chunks")
     meta = chunks.materialization.metadata  # type: ignore[union-attr]
     assert meta["documents_replaced"].value == 1 and meta["documents_unchanged"].value == 1
+
+
+def test_a_run_tagged_pgrag_full_recomputes_the_graph_stages_and_an_untagged_one_works_on_what_changed(
+        small_corpus: SmallCorpus, indexed: tuple[dg.DagsterInstance, str]) -> None:
+    """Issue 15: the run tag ``pgrag/full=true`` makes gated_triples, resolved_entities and relations recompute
+    their partition (metadata mode ``full``); without it a run with nothing changed says ``unchanged`` and
+    keeps every data version."""
+    instance, key = indexed
+    graph = dg.AssetSelection.assets("gated_triples", "resolved_entities", "relations")
+
+    def run(tags: dict[str, str]) -> dict[str, tuple[str, str | None]]:
+        result = dg.materialize([*ASSETS, *COMMUNITY_CHECKS], partition_key=key, instance=instance, selection=graph,
+                                resources={"pgrag": PgragResource(config_path=str(small_corpus.config))}, tags=tags)
+        assert result.success
+        out = {}
+        for m in result.asset_materializations_for_node("gated_triples") + result.asset_materializations_for_node(
+                "resolved_entities") + result.asset_materializations_for_node("relations"):
+            out[m.asset_key.path[-1]] = (m.metadata["mode"].value, m.tags.get("dagster/data_version"))
+        return out
+
+    plain = run({})
+    assert {mode for mode, _ in plain.values()} == {"unchanged"}
+    assert {mode for mode, _ in run({"pgrag/full": "true"}).values()} == {"full"}
+    assert run({}) == plain  # a full recompute of an unchanged space changes nothing: the same data versions
