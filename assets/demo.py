@@ -20,12 +20,14 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
+from pgrag_dag.assets.changes import COMMUNITY_LAG_CHECK
 from pgrag_dag.assets.runner import materialize_partition
 from pgrag_dag.config import Settings, load_settings
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import ConfigurationError, ReplayMissError
 from pgrag_dag.names import split_partition_key
 from pgrag_dag.store import db, documents, history
+from pgrag_dag.summary import summarise, summarise_first
 
 DEMO_QUESTION = "How did Ada Lovelace contribute to Charles Babbage's Analytical Engine?"
 # partition -> (question, QueryParam overrides) asked by the demo with synthesis (recorded in the cassettes)
@@ -45,7 +47,6 @@ BELIEF_QUESTIONS: dict[str, tuple[str, dict[str, Any]]] = {
 FIRST_RUN_ASSETS = ("chunks", "raw_extractions", "gated_triples", "resolved_entities", "relations", "embeddings")
 """What the run without the last document materialises: the graph, not its communities (built once, on the
 whole graph: reports for the graph without its last document were never recorded)."""
-USAGE_KEYS = ("model_calls", "cache_hits", "prompt_tokens", "completion_tokens", "cost_usd")
 
 
 def belief_queries(partition: str, instant: datetime) -> list[tuple[str, dict[str, Any]]]:
@@ -55,98 +56,71 @@ def belief_queries(partition: str, instant: datetime) -> list[tuple[str, dict[st
     return [(question, {**overrides, "as_believed_at": instant}), (question, dict(overrides))]
 
 
-def _usage(metas: dict[str, dict[str, Any]]) -> dict[str, float]:
-    return {k: sum(float(m.get(k, 0) or 0) for m in metas.values()) for k in USAGE_KEYS}
+def run_demo() -> list[str]:
+    """Run the demo end to end and print its summaries and queries' results (see the module docstring); stage
+    progress and warnings (each once) go to stderr. A partition whose run fails is reported in one line — the
+    failed assets, the partition, the cause, and the log file holding the stack trace — and the next one goes
+    on. Returns the partitions that failed (empty when all went through)."""
+    from rich.console import Console
 
-
-def _model_line(usage: dict[str, float]) -> str:
-    return (f"  model            {usage['model_calls']:.0f} calls, {usage['cache_hits']:.0f} cache hits, "
-            f"{usage['prompt_tokens']:.0f} prompt / {usage['completion_tokens']:.0f} completion tokens, "
-            f"estimated cost ${usage['cost_usd']:.4f}")
-
-
-def _checks_line(checks: dict[str, bool]) -> str:
-    return (f"  checks           {sum(checks.values())}/{len(checks)} passed "
-            f"({', '.join(sorted(k for k, ok in checks.items() if not ok)) or 'all green'})")
-
-
-def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
-    """Human-readable summary lines from the assets' materialisation metadata."""
-    c, g, r, co, h = (metas.get(k, {}) for k in ("chunks", "gated_triples", "relations", "communities", "community_hierarchy"))
-    usage = _usage(metas)
-    gates = dict(g.get("rejections_per_gate") or {})
-    if r.get("self_loops_after_resolution"):
-        gates["self_loop (after resolution)"] = r["self_loops_after_resolution"]
-    checks = metas.get("_checks", {})
-    quality = metas.get("_quality", {})
-    return [
-        f"partition {partition}  (Dagster run {metas.get('_run', {}).get('run_id', '?')})",
-        f"  documents        {c.get('documents')}  ({c.get('documents_added')} added, {c.get('documents_replaced')} replaced, "
-        f"{c.get('documents_unchanged')} unchanged)",
-        f"  chunks           {c.get('chunks')}  ({c.get('chunks_inserted')} inserted this run)",
-        f"  entities         {r.get('entities')}  ({r.get('entities_dormant')} dormant)",
-        f"  relations        {r.get('relations')}  ({r.get('negated')} negated, {r.get('with_validity')} with a validity period)",
-        f"  supersession     {r.get('superseded')} superseded ({r.get('newly_superseded')} this run) "
-        f"{r.get('supersessions_by_reason') or ''}",
-        *[f"    {x}" for x in (r.get("supersession_examples") or [])[:4]],
-        f"  gate decisions   {g.get('entities_accepted')} entities and {g.get('triples_accepted')} triples accepted, "
-        f"{g.get('rejected')} rejected",
-        *[f"    {gate:<20} {n}" for gate, n in sorted(gates.items())],
-        f"  predicates       {g.get('distinct_predicates')} distinct, {g.get('predicates_snapped')} snapped onto the "
-        f"vocabulary; commonest off it: {', '.join((g.get('off_vocabulary_top') or [])[:5])}",
-        f"  graph quality    vocabulary share {quality.get('vocabulary_predicate_share')}, "
-        f"{quality.get('orphan_entities')} orphan entities, {quality.get('duplicate_edge_rows')} duplicate edges, "
-        f"{quality.get('fragmented_short_form_vertices')} fragmented vertices, "
-        f"{quality.get('pronoun_entities')} pronoun entities",
-        f"  communities      {co.get('communities')} (level 0), {h.get('parents')} parent topics",
-        _model_line(usage),
-        _checks_line(checks),
-    ]
-
-
-def summarise_first(partition: str, withheld: str, metas: dict[str, dict[str, Any]]) -> list[str]:
-    """Summary lines of the run without the last document ``withheld`` (:data:`FIRST_RUN_ASSETS`)."""
-    c, r = metas.get("chunks", {}), metas.get("relations", {})
-    return [
-        f"partition {partition} without its last document, {withheld}  (Dagster run {metas.get('_run', {}).get('run_id', '?')})",
-        f"  documents        {c.get('documents')}, {c.get('chunks')} chunks; {r.get('entities')} entities, "
-        f"{r.get('relations')} relations, {r.get('superseded')} superseded; communities not built yet",
-        _model_line(_usage(metas)),
-        _checks_line(metas.get("_checks", {})),
-    ]
-
-
-def run_demo() -> None:
-    """Run the demo end to end and print its summaries and queries' results (see the module docstring)."""
-    from pgrag_dag.changes import changes_since
+    from pgrag_dag import cli_progress
+    from pgrag_dag.embedding import model_warning
 
     settings = load_settings()
     engine = Engine.from_settings(settings)
-    print(f"database: {db.redact(engine.dsn)}")
-    print(f"cassettes: {engine.import_cassettes()} recorded responses loaded")
-    _switch_embedders(engine, settings)
-    for partition in settings.partitions():
-        realm, space = split_partition_key(partition)
-        withheld = _index_without_last(engine, settings, partition) if partition in BELIEF_QUESTIONS else None
-        # the change feed's watermark before the full run: afterwards, what that run changed (§6.1 "Change")
-        since = changes_since(engine, realm, space, None).watermark if withheld is not None else None
-        metas = materialize_partition(settings, partition)
-        logging.getLogger("pgrag_dag").setLevel(logging.WARNING)  # the run's managed loggers were at INFO
-        print("\n" + "\n".join(summarise(partition, metas)))
-        if withheld is not None:
-            print("\nchanges_since(the watermark taken before this run):")
-            print("\n".join("  " + line for line in changes_since(engine, realm, space, since).summary()))
-        for question, overrides in DEMO_QUESTIONS.get(partition, []):
+    console = Console(stderr=True)
+    failed: list[str] = []
+    try:
+        with cli_progress.watching(console) as (display, once):
+            print(f"database: {db.redact(engine.dsn)}")
+            print(f"cassettes: {engine.import_cassettes()} recorded responses loaded")
+            if warning := model_warning(settings.embedding.model):
+                once.say(warning)
+            _switch_embedders(engine, settings)
+            for partition in settings.partitions():
+                try:
+                    _demo_partition(engine, settings, partition, once)
+                except Exception as exc:  # this partition is reported; the others go on
+                    where = cli_progress.run_failure_where(exc, display, partition)
+                    cli_progress.report_failure(console, settings.resolve(settings.data_dir), exc, where)
+                    failed.append(partition)
+            if failed:
+                print(f"\n{len(failed)} of {len(settings.partitions())} partitions failed: {', '.join(failed)}")
+    finally:
+        engine.close()
+    return failed
+
+
+def _demo_partition(engine: Engine, settings: Settings, partition: str, once: Any) -> None:
+    """One partition of the demo: its run(s) through Dagster, summary, change feed and questions. Checks that
+    failed are said once each through ``once`` (:class:`~pgrag_dag.cli_progress.OnceHandler`)."""
+    from pgrag_dag.changes import changes_since
+
+    realm, space = split_partition_key(partition)
+    withheld = _index_without_last(engine, settings, partition) if partition in BELIEF_QUESTIONS else None
+    # the change feed's watermark before the full run: afterwards, what that run changed (§6.1 "Change")
+    since = changes_since(engine, realm, space, None).watermark if withheld is not None else None
+    metas = materialize_partition(settings, partition, console_level="CRITICAL")
+    logging.getLogger("pgrag_dag").setLevel(logging.WARNING)  # the run's managed loggers were at INFO
+    for check, ok in sorted(metas.get("_checks", {}).items()):
+        if not ok:
+            once.say(f"check {check} of {partition} failed"
+                     + (": the communities lag behind the graph (stale)" if check.endswith(COMMUNITY_LAG_CHECK) else
+                        " (its metadata is in the Dagster UI: make ui)"))
+    print("\n" + "\n".join(summarise(partition, metas)))
+    if withheld is not None:
+        print("\nchanges_since(the watermark taken before this run):")
+        print("\n".join("  " + line for line in changes_since(engine, realm, space, since).summary()))
+    for question, overrides in DEMO_QUESTIONS.get(partition, []):
+        _ask(engine, settings, realm, space, question, overrides)
+    if withheld is not None:
+        with engine.connect() as conn:
+            instant = history.before_added(conn, realm, space, withheld)
+        if instant is None:  # cannot be: the full run has just added it
+            raise ConfigurationError(f"{partition}: the belief history has no 'added' event for {withheld}")
+        print(f"\nbelief time: {withheld} was added at {instant.isoformat()} + 1 µs (belief_log); asked just before it and now")
+        for question, overrides in belief_queries(partition, instant):
             _ask(engine, settings, realm, space, question, overrides)
-        if withheld is not None:
-            with engine.connect() as conn:
-                instant = history.before_added(conn, realm, space, withheld)
-            if instant is None:  # cannot be: the full run has just added it
-                raise ConfigurationError(f"{partition}: the belief history has no 'added' event for {withheld}")
-            print(f"\nbelief time: {withheld} was added at {instant.isoformat()} + 1 µs (belief_log); asked just before it and now")
-            for question, overrides in belief_queries(partition, instant):
-                _ask(engine, settings, realm, space, question, overrides)
-    engine.close()
 
 
 def _index_without_last(engine: Engine, settings: Settings, partition: str) -> str:
@@ -167,7 +141,7 @@ def _index_without_last(engine: Engine, settings: Settings, partition: str) -> s
         raise ConfigurationError(f"space {space!r}: a belief-time demo space needs a name of lowercase letters, digits and _")
     sources = json.dumps([src.model_dump(mode="json") for src in first.sources])
     with _environ(f"PGRAG_REALMS__{realm}__SPACES__{space}__SOURCES", sources):
-        metas = materialize_partition(settings, partition, assets=FIRST_RUN_ASSETS)
+        metas = materialize_partition(settings, partition, assets=FIRST_RUN_ASSETS, console_level="CRITICAL")
     logging.getLogger("pgrag_dag").setLevel(logging.WARNING)
     print("\n" + "\n".join(summarise_first(partition, withheld, metas)))
     return withheld
@@ -228,7 +202,7 @@ def _ask(engine: Engine, settings: Settings, realm: str, space: str, question: s
 def _switch_embedders(engine: Engine, settings: Settings) -> None:
     """Re-embed each configured realm that an earlier demo in this data directory embedded with another
     model (e.g. the hashing embedder, the default before issue 12), saying so in one line."""
-    from pgrag_dag.cli import reembed_progress
+    from pgrag_dag.cli_progress import reembed_progress
     from pgrag_dag.reembed import reembed_if_switched, summary
 
     for realm in settings.realms:

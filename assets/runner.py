@@ -23,7 +23,7 @@ from pgrag_dag.assets.changes import COMMUNITY_CHECKS
 from pgrag_dag.assets.partitions import add_partitions
 from pgrag_dag.assets.stages import build_assets
 from pgrag_dag.config import Settings
-from pgrag_dag.errors import PgragError
+from pgrag_dag.errors import PgragError, RunFailedError
 from pgrag_dag.resources.engine import PgragResource
 from pgrag_dag.store import db
 
@@ -168,8 +168,22 @@ def run_failure_reasons(result: dg.ExecuteInProcessResult) -> list[str]:
     return [f"run: ended {result.dagster_run.status.value} with no step failure recorded"]
 
 
+def run_failure_details(result: dg.ExecuteInProcessResult) -> str:
+    """The stack traces of a failed run's failed steps (and of a failed resource or run failure), as
+    Dagster recorded them, one block per step headed by its key; ``""`` for a successful run."""
+    blocks = []
+    for ev in result.all_events:
+        error = (ev.step_failure_data.error if ev.is_step_failure else
+                 getattr(ev.event_specific_data, "error", None)
+                 if ev.event_type in (dg.DagsterEventType.RESOURCE_INIT_FAILURE, dg.DagsterEventType.RUN_FAILURE)
+                 else None)
+        if error is not None:
+            blocks.append(f"--- {ev.step_key or 'run'} ({ev.event_type_value})\n{error.to_string()}")
+    return "\n".join(blocks)
+
+
 def materialize_partition(settings: Settings, partition: str, *, config_path: str | None = None,
-                          assets: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+                          assets: Sequence[str] | None = None, console_level: str = "WARNING") -> dict[str, dict[str, Any]]:
     """Materialise every asset (with its checks, and the community lag check) for ``partition`` in the persistent
     instance; with ``assets`` (asset names, e.g. ``["chunks", …, "embeddings"]``) only those and their checks.
 
@@ -183,8 +197,10 @@ def materialize_partition(settings: Settings, partition: str, *, config_path: st
 
     Returns each asset's materialisation metadata (plain values), plus ``_checks`` (check → passed),
     ``_quality`` (the graph_quality check's metadata) and ``_run`` (``run_id``; ``reclaimed``: what was
-    freed, :meth:`~pgrag_dag.assets.slots.Reclaimed.as_dict` each). Raises :class:`PgragError` naming
-    each failed step and its cause (:func:`run_failure_reasons`) when the run fails.
+    freed, :meth:`~pgrag_dag.assets.slots.Reclaimed.as_dict` each). Raises :class:`RunFailedError` naming
+    each failed step and its cause (:func:`run_failure_reasons`, the traces in its ``details``) when the run
+    fails. ``console_level`` is the level of Dagster's console logger for the run (``WARNING``; the CLI,
+    which prints warnings itself, passes ``CRITICAL``).
     """
     dagster_home(settings)
     with dg.DagsterInstance.get() as instance:
@@ -197,12 +213,11 @@ def materialize_partition(settings: Settings, partition: str, *, config_path: st
                 selection=list(assets) if assets is not None else None,
                 resources={"pgrag": PgragResource(config_path=config_path, database_url=settings.database_url)},
                 raise_on_error=False, tags=slots.process_tags(),
-                run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
+                run_config={"loggers": {"console": {"config": {"log_level": console_level}}}},
             )
         reclaimed += watch.reclaimed
         if not result.success:
-            raise PgragError(f"Dagster run {result.run_id} for {partition} failed: "
-                             + " | ".join(run_failure_reasons(result)))
+            raise RunFailedError(partition, result.run_id, run_failure_reasons(result), run_failure_details(result))
         out: dict[str, dict[str, Any]] = {}
         for ev in result.get_asset_materialization_events():
             mat = ev.materialization

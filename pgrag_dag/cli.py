@@ -11,8 +11,7 @@ import contextlib
 import json
 import logging
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -44,13 +43,17 @@ def _fail(exc: PgragError) -> None:
 
 @app.command()
 def demo() -> None:
-    """Materialise every asset of each configured partition through Dagster, then query it."""
+    """Materialise every asset of each configured partition through Dagster, then query it. A partition
+    whose run fails is reported in one line (the stack trace in a log file) and the others go on; the exit
+    status is 1 when any failed."""
     from pgrag_dag.assets.demo import run_demo
 
     try:
-        run_demo()
+        failed = run_demo()
     except PgragError as exc:
         _fail(exc)
+    if failed:
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -60,31 +63,54 @@ def index(partition: Annotated[str, typer.Argument(help="<realm>.<space>: the sp
                                                    "to remove every document of an indexed space")] = False,
           full: Annotated[bool, typer.Option("--full", help="recompute the gate decisions, entities, relations and "
                                              "vector audit over the whole space, not only what changed (same result)")] = False,
+          as_json: Annotated[bool, typer.Option("--json", help="print every stage's metadata and the checks as one "
+                                                "JSON document instead of the summary")] = False,
           ) -> None:
-    """Run the eight stages for one partition as a plain pipeline (no Dagster). Each stage works on what
-    changed since its last run; ``--full`` recomputes the whole space."""
+    """Run the eight stages for one partition as a plain pipeline (no Dagster), with a progress bar per
+    stage on stderr, then print the summary. Each stage works on what changed since its last run; ``--full``
+    recomputes the whole space. A failed stage is one line on stderr (exit 2), its stack trace in
+    ``<data_dir>/logs/pgrag-errors.log``."""
     import os
 
+    from rich.console import Console
+
+    from pgrag_dag import cli_progress
     from pgrag_dag.config import load_settings
+    from pgrag_dag.embedding import model_warning
     from pgrag_dag.engine import Engine
     from pgrag_dag.names import parse_partition
     from pgrag_dag.pipeline import index_documents
+    from pgrag_dag.summary import stage_metas, summarise
 
     if allow_empty:
         os.environ["PGRAG_OPERATIONS__ALLOW_EMPTY"] = "true"
+    console = Console(stderr=True)
     try:
         settings = load_settings()
         realm, space = parse_partition(partition, [(r, s) for r, spec in settings.realms.items() for s in spec.spaces])
-        with contextlib.closing(Engine.from_settings(settings)) as engine:
+        with contextlib.closing(Engine.from_settings(settings)) as engine, \
+                cli_progress.watching(console) as (display, once):
+            if warning := model_warning(settings.embedding.model):
+                once.say(warning)
             engine.import_cassettes()
-            for r in index_documents(engine, realm, space, full=full):
-                typer.echo(f"{r.stage}: {json.dumps(r.metadata, default=str)}")
-                for name, (ok, meta) in r.checks.items():  # a red check is said on stderr, one line each
+            try:
+                results = index_documents(engine, realm, space, full=full)
+            except Exception as exc:  # one line; the trace to the log file
+                where = cli_progress.run_failure_where(exc, display, f"{realm}.{space}")
+                cli_progress.report_failure(console, settings.resolve(settings.data_dir), exc, where)
+                raise typer.Exit(2) from None
+            for r in results:  # a red check is said once, plainly
+                for name, (ok, meta) in r.checks.items():
                     if not ok:
-                        typer.echo(f"check {r.stage}:{name} failed: {meta.get('reason') or json.dumps(meta, default=str)}",
-                                   err=True)
+                        once.say(f"check {r.stage}:{name} failed: {meta.get('reason') or json.dumps(meta, default=str)}")
     except PgragError as exc:
         _fail(exc)
+    metas = stage_metas(results)
+    if as_json:
+        typer.echo(json.dumps({"partition": f"{realm}.{space}", "stages": {r.stage: r.metadata for r in results},
+                               "checks": metas["_checks"], "graph_quality": metas["_quality"]}, default=str, indent=2))
+    else:
+        typer.echo("\n".join(summarise(f"{realm}.{space}", metas)))
 
 
 @app.command()
@@ -161,34 +187,6 @@ def changes(partition: Annotated[str, typer.Argument(help="<realm>.<space>, as f
     typer.echo(json.dumps(cs.as_dict(), default=str, indent=2) if as_json else "\n".join(cs.summary()))
 
 
-@contextlib.contextmanager
-def reembed_progress(realm: str) -> Iterator[Callable[[int, int], None]]:
-    """A rich progress bar on stderr for :func:`pgrag_dag.reembed.reembed_realm` (texts embedded of
-    the total, texts/s), shown from the first call of the ``progress(done, total)`` callback it yields
-    (a command that embeds nothing prints nothing)."""
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
-
-    bar = Progress(TextColumn(f"re-embedding {realm}"), BarColumn(), MofNCompleteColumn(), TextColumn("texts"),
-                   TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=Console(stderr=True))
-    task: TaskID | None = None
-    start = 0.0
-
-    def update(done: int, total: int) -> None:
-        nonlocal task, start
-        if task is None:
-            bar.start()
-            task, start = bar.add_task(realm, total=total, rate=""), time.monotonic()
-        rate = done / max(time.monotonic() - start, 1e-6)
-        bar.update(task, completed=done, rate=f"{rate:,.1f} texts/s" if done else "")
-
-    try:
-        yield update
-    finally:
-        if task is not None:
-            bar.stop()
-
-
 @app.command()
 def reembed(realm: Annotated[str, typer.Argument(help="the realm to switch to the configured embedder")],
             force: Annotated[bool, typer.Option("--force", help="re-embed even when the realm is registered "
@@ -197,6 +195,7 @@ def reembed(realm: Annotated[str, typer.Argument(help="the realm to switch to th
     """Re-embed every vector of a realm with the configured embedder (``embedding:`` in pgrag.yaml) and
     rebuild its vector columns and HNSW indexes in place, in one transaction: on any failure nothing
     changes. Stages of the realm wait meanwhile; queries wait only for the final write."""
+    from pgrag_dag.cli_progress import reembed_progress
     from pgrag_dag.reembed import reembed_realm, summary
 
     try:

@@ -398,6 +398,16 @@ class LocalEmbedder:
         return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
 
 
+def model_warning(model: str) -> str | None:
+    """The plain warning to print when ``model`` (``embedding.model``) is the hashing embedder: deterministic
+    and fast, but its retrieval is far below BM25 (``evaluation/README.md``); ``None`` for any other model."""
+    if model != HASHING_MODEL:
+        return None
+    return (f"the embedder is {HASHING_MODEL}: word hashing, fast and deterministic, for tests — its retrieval is "
+            "far below BM25; set embedding.model to local/all-MiniLM-L6-v2 (offline) or a litellm embedding model "
+            "for real questions")
+
+
 def configured_convention(settings: EmbeddingSettings) -> str:
     """The :attr:`Embedder.convention` the settings' embedder will have, known without loading a local
     model's weights: :data:`SYMMETRIC` for the hashing and local models, else :func:`convention_for`."""

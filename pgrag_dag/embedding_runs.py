@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from pgrag_dag import progress
 from pgrag_dag.embedding import Embedder
 from pgrag_dag.errors import ModelError
 from pgrag_dag.reembed import embed_distinct
@@ -74,9 +75,12 @@ def embed_pending(embedder: Embedder, todo: dict[str, list[Row]], *, batch_size:
     and any other error unchanged: those are not a model outage.
     """
     run = EmbeddingRun({table: TableRun() for table in todo})
+    total, through = sum(len(rows) for rows in todo.values()), 0
     for table, rows in todo.items():
         out = run.tables[table]
         for start in range(0, len(rows), batch_size):
+            progress.advance(through, total, "texts")
+            through += len(rows[start:start + batch_size])
             batch = rows[start:start + batch_size]
             texts = [t for _, t, _ in batch]
             if run.error is None:
@@ -94,6 +98,8 @@ def embed_pending(embedder: Embedder, todo: dict[str, list[Row]], *, batch_size:
                 out.fallback_vectors += [by_text[t] for t in texts]
             else:
                 out.left += batch
+    if total:
+        progress.advance(total, total, "texts")
     return run
 
 

@@ -17,6 +17,7 @@
     ├── ContractError             a stage frame broke its Pandera contract
     ├── OperatorError             a composed operator raised (its name and space in the message)
     ├── DeletionRefusedError      an explicit deletion the next run would silently undo
+    ├── RunFailedError            a Dagster run of a partition failed (its steps and causes)
     └── QueryError                an invalid query (unknown mode, wildcard space on write, ...)
 """
 
@@ -25,6 +26,21 @@ from __future__ import annotations
 
 class PgragError(Exception):
     """Root of every error raised by pgrag-dag."""
+
+
+class RunFailedError(PgragError):
+    """A Dagster run materialising a partition failed.
+
+    Attributes:
+        partition: the partition key (``"<realm>.<space>"``).
+        run_id: the Dagster run's id.
+        reasons: one ``"<step key>: <cause>"`` per failed step (never empty).
+        details: the failed steps' stack traces, as Dagster recorded them (for a log file).
+    """
+
+    def __init__(self, partition: str, run_id: str, reasons: list[str], details: str) -> None:
+        super().__init__(f"Dagster run {run_id} for {partition} failed: " + " | ".join(reasons))
+        self.partition, self.run_id, self.reasons, self.details = partition, run_id, reasons, details
 
 
 class ConfigurationError(PgragError):

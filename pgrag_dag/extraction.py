@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import polars as pl
 
-from pgrag_dag import prompts
+from pgrag_dag import progress, prompts
 from pgrag_dag.config import ExtractionSettings, GateSettings
 from pgrag_dag.errors import ExtractionError, ModelAccessError, ModelError
 from pgrag_dag.gates import UNENCODABLE, clean_name, identity_key, name_gate
@@ -305,9 +305,13 @@ def extract_chunks(chunks: pl.DataFrame, client: ModelClient, settings: Extracti
     for r in sorted({int(c["chunk_index"]) // size for c in items}):
         batch = [(i, c) for i, c in enumerate(items) if int(c["chunk_index"]) // size == r]
         names = [context.names(c["doc_key"], r * size) for _, c in batch]
+        before = len(results)
         done = map_calls(lambda job: extract_chunk(job[0][1], client, settings, vocabulary=vocabulary, names=job[1],
                                                    completed=completed.get(int(job[0][1]["chunk_id"]))),
-                         list(zip(batch, names)), concurrency=settings.concurrency)
+                         list(zip(batch, names)), concurrency=settings.concurrency,
+                         on_done=lambda n: progress.advance(before + n, len(items), "chunks",
+                                                            model_calls=client.usage.model_calls,
+                                                            cache_hits=client.usage.cache_hits))
         for (i, chunk), chunk_rows in zip(batch, done):
             for row in chunk_rows:
                 if row["parse_status"] == "ok":

@@ -32,7 +32,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -347,20 +347,26 @@ class ModelClient:
         raise ModelError(f"{model} failed after {attempt} attempt(s) within {self.settings.deadline_s:.0f}s: {last}")
 
 
-def map_calls(fn: Callable[[T], R], items: Sequence[T], *, concurrency: int) -> list[R]:
+def map_calls(fn: Callable[[T], R], items: Sequence[T], *, concurrency: int,
+              on_done: Callable[[int], None] | None = None) -> list[R]:
     """``[fn(item) for item in items]`` on at most ``concurrency`` threads, results in order.
 
     The first exception ``fn`` raises (e.g. :class:`DatabaseError` once the cache is gone) is raised
     at once: items not yet started are cancelled, and calls in flight finish in the background (a
-    response they receive is kept by the client) instead of being waited for.
+    response they receive is kept by the client) instead of being waited for. ``on_done(n)`` is called in
+    the calling thread each time more items are through (``n`` of ``len(items)``).
     """
     pool = ThreadPoolExecutor(max_workers=max(1, concurrency), thread_name_prefix="pgrag-model")
     try:
         futures = [pool.submit(fn, item) for item in items]
-        wait(futures, return_when=FIRST_EXCEPTION)
-        for future in futures:
-            if future.done() and future.exception() is not None:
-                raise future.exception()  # type: ignore[misc]
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            failed = next((f for f in futures if f in done and f.exception() is not None), None)
+            if failed is not None:
+                raise failed.exception()  # type: ignore[misc]
+            if on_done is not None:
+                on_done(len(futures) - len(pending))
         return [future.result() for future in futures]
     finally:
         pool.shutdown(wait=False, cancel_futures=True)

@@ -13,6 +13,7 @@ from typing import Any
 
 import polars as pl
 
+from pgrag_dag import progress
 from pgrag_dag.engine import Engine
 from pgrag_dag.names import validate_realm, validate_space
 from pgrag_dag.operators import Bound, OperatorContext, compose_user, operator_check_name
@@ -45,7 +46,8 @@ def writing_stage(name: str) -> Callable[[Stage], Stage]:
     """Decorate a stage function that writes ``realm.space``: the realm and space are validated, the
     stage runs holding the partition's stage lock (:func:`~pgrag_dag.store.locks.stage_lock`; a second
     run waits up to ``operations.lock_wait_s`` seconds, then :class:`PartitionBusyError`), and every
-    PostgreSQL error leaving it is a one-line :class:`DatabaseError` (issue 11)."""
+    PostgreSQL error leaving it is a one-line :class:`DatabaseError` (issue 11). Its start, progress and end
+    go to the :mod:`pgrag_dag.progress` sink of the context, if any."""
 
     def wrap(fn: Stage) -> Stage:
         @functools.wraps(fn)
@@ -53,8 +55,11 @@ def writing_stage(name: str) -> Callable[[Stage], Stage]:
             validate_realm(realm)
             validate_space(space)
             with db.database_errors(engine.dsn), locks.stage_lock(
-                    engine.dsn, realm, space, name, wait_s=engine.settings.operations.lock_wait_s):
-                return fn(engine, realm, space, **options)
+                    engine.dsn, realm, space, name, wait_s=engine.settings.operations.lock_wait_s), \
+                    progress.stage(name, realm, space):
+                result = fn(engine, realm, space, **options)
+            progress.finish(name, realm, space, result.metadata)
+            return result
 
         return run
 

@@ -1,0 +1,97 @@
+"""Human summaries of an indexing run, from the stages' metadata (issue 16 item 3): what ``pgrag demo`` prints
+after each partition's Dagster run and ``pgrag index`` after its plain pipeline run — documents, chunks,
+entities, relations (negated, with validity, superseded), gate decisions per gate, predicates, graph
+quality, communities, model usage and checks.
+
+``metas`` is what :func:`pgrag_dag.assets.runner.materialize_partition` returns — asset name → its
+materialisation metadata, plus ``_checks`` (``"<asset>:<check>"`` → passed), ``_quality`` (the
+``graph_quality`` check's metadata) and ``_run`` (``run_id``) — or what :func:`stage_metas` makes of
+:class:`~pgrag_dag.stage_common.StageResult` s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from pgrag_dag.stage_common import StageResult
+
+USAGE_KEYS = ("model_calls", "cache_hits", "prompt_tokens", "completion_tokens", "cost_usd")
+
+
+def stage_metas(results: Sequence[StageResult]) -> dict[str, dict[str, Any]]:
+    """``metas`` (module docstring) from the results of :func:`pgrag_dag.pipeline.index_documents`: each
+    stage's metadata; ``_checks`` with each stage's ``contract`` check (passed: a stage whose frame broke
+    its contract raises instead of returning) and its further checks; ``_quality`` from the relations
+    stage's ``graph_quality`` check; no ``_run`` (no Dagster run)."""
+    metas: dict[str, dict[str, Any]] = {r.stage: dict(r.metadata) for r in results}
+    metas["_checks"] = {f"{r.stage}:{name}": ok for r in results
+                        for name, ok in [("contract", True), *((n, c[0]) for n, c in r.checks.items())]}
+    metas["_quality"] = next((dict(c[1]) for r in results for n, c in r.checks.items() if n == "graph_quality"), {})
+    return metas
+
+
+def _run_label(metas: dict[str, dict[str, Any]]) -> str:
+    run = metas.get("_run", {}).get("run_id")
+    return f"Dagster run {run}" if run else "plain pipeline run, no Dagster"
+
+
+def _usage(metas: dict[str, dict[str, Any]]) -> dict[str, float]:
+    return {k: sum(float(m.get(k, 0) or 0) for m in metas.values()) for k in USAGE_KEYS}
+
+
+def _model_line(usage: dict[str, float]) -> str:
+    return (f"  model            {usage['model_calls']:.0f} calls, {usage['cache_hits']:.0f} cache hits, "
+            f"{usage['prompt_tokens']:.0f} prompt / {usage['completion_tokens']:.0f} completion tokens, "
+            f"estimated cost ${usage['cost_usd']:.4f}")
+
+
+def _checks_line(checks: dict[str, bool]) -> str:
+    return (f"  checks           {sum(checks.values())}/{len(checks)} passed "
+            f"({', '.join(sorted(k for k, ok in checks.items() if not ok)) or 'all green'})")
+
+
+def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
+    """Human-readable summary lines from the assets' materialisation metadata."""
+    c, g, r, co, h = (metas.get(k, {}) for k in ("chunks", "gated_triples", "relations", "communities", "community_hierarchy"))
+    usage = _usage(metas)
+    gates = dict(g.get("rejections_per_gate") or {})
+    if r.get("self_loops_after_resolution"):
+        gates["self_loop (after resolution)"] = r["self_loops_after_resolution"]
+    checks = metas.get("_checks", {})
+    quality = metas.get("_quality", {})
+    return [
+        f"partition {partition}  ({_run_label(metas)})",
+        f"  documents        {c.get('documents')}  ({c.get('documents_added')} added, {c.get('documents_replaced')} replaced, "
+        f"{c.get('documents_unchanged')} unchanged)",
+        f"  chunks           {c.get('chunks')}  ({c.get('chunks_inserted')} inserted this run)",
+        f"  entities         {r.get('entities')}  ({r.get('entities_dormant')} dormant)",
+        f"  relations        {r.get('relations')}  ({r.get('negated')} negated, {r.get('with_validity')} with a validity period)",
+        f"  supersession     {r.get('superseded')} superseded ({r.get('newly_superseded')} this run) "
+        f"{r.get('supersessions_by_reason') or ''}",
+        *[f"    {x}" for x in (r.get("supersession_examples") or [])[:4]],
+        f"  gate decisions   {g.get('entities_accepted')} entities and {g.get('triples_accepted')} triples accepted, "
+        f"{g.get('rejected')} rejected",
+        *[f"    {gate:<20} {n}" for gate, n in sorted(gates.items())],
+        f"  predicates       {g.get('distinct_predicates')} distinct, {g.get('predicates_snapped')} snapped onto the "
+        f"vocabulary; commonest off it: {', '.join((g.get('off_vocabulary_top') or [])[:5])}",
+        f"  graph quality    vocabulary share {quality.get('vocabulary_predicate_share')}, "
+        f"{quality.get('orphan_entities')} orphan entities, {quality.get('duplicate_edge_rows')} duplicate edges, "
+        f"{quality.get('fragmented_short_form_vertices')} fragmented vertices, "
+        f"{quality.get('pronoun_entities')} pronoun entities",
+        f"  communities      {co.get('communities')} (level 0), {h.get('parents')} parent topics",
+        _model_line(usage),
+        _checks_line(checks),
+    ]
+
+
+def summarise_first(partition: str, withheld: str, metas: dict[str, dict[str, Any]]) -> list[str]:
+    """Summary lines of the run without the last document ``withheld`` (:data:`FIRST_RUN_ASSETS`)."""
+    c, r = metas.get("chunks", {}), metas.get("relations", {})
+    return [
+        f"partition {partition} without its last document, {withheld}  ({_run_label(metas)})",
+        f"  documents        {c.get('documents')}, {c.get('chunks')} chunks; {r.get('entities')} entities, "
+        f"{r.get('relations')} relations, {r.get('superseded')} superseded; communities not built yet",
+        _model_line(_usage(metas)),
+        _checks_line(metas.get("_checks", {})),
+    ]
