@@ -3,7 +3,10 @@
 - :func:`source_sensor`: per space, one hash per stage of what that stage depends on (sources and
   chunker, extractor, gates and vocabulary, enrichers, community settings) in its cursor; requests,
   for a space where any changed, a run of exactly the changed stages (downstream follows by
-  automation), adding partitions for spaces new to the configuration.
+  automation), adding partitions for spaces new to the configuration. Each stage's materialisation
+  records the hash it ran under (:data:`INPUTS_KEY`), so a space missing from the cursor — the first
+  tick after ``pgrag ui`` starts the daemon, or a cursor of an older version — is compared with what
+  its last materialisations ran on, and an unchanged space is not run again.
 - :func:`nightly_refresh`: a schedule (cron from ``dagster.refresh_cron``) refreshing every space.
 - :data:`ON_UPSTREAM_CHANGE`: downstream stages re-materialise only when an upstream *data version*
   changed (or is about to, in the same tick), never after a failed blocking check, and not on a code
@@ -18,10 +21,10 @@ import json
 import dagster as dg
 
 from pgrag_dag.assets.partitions import SPACES
-from pgrag_dag.config import Settings
+from pgrag_dag.config import Settings, SpaceSpec
 from pgrag_dag.errors import PgragError
 from pgrag_dag.names import split_partition_key
-from pgrag_dag.operators import compose
+from pgrag_dag.operators import Composition, compose
 from pgrag_dag.sources import list_source_files
 
 AC = dg.AutomationCondition
@@ -38,11 +41,18 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()
 
 
-def stage_hashes(settings: Settings, partition: str) -> dict[str, str]:
-    """What each stage's output depends on in the configuration, hashed per stage (asset name → hex):
-    ``chunks`` the source files, source declarations, ordering and chunker; ``raw_extractions`` the
-    extractor; ``gated_triples`` the gate settings, vocabulary and extra gates; ``resolved_entities``
-    the enrichers; ``communities`` the community settings and report writer.
+HASHED_STAGES = ("chunks", "raw_extractions", "gated_triples", "resolved_entities", "communities")
+"""The stages :func:`stage_hashes` hashes the inputs of (the source sensor may request them)."""
+INPUTS_KEY = "pgrag/inputs_hash"
+"""Materialisation metadata of a :data:`HASHED_STAGES` asset: its :func:`stage_hashes` value when the run began."""
+
+
+def stage_hashes(settings: Settings, partition: str, stages: tuple[str, ...] = HASHED_STAGES) -> dict[str, str]:
+    """What each stage's output depends on in the configuration, hashed per stage (asset name → hex, for
+    the ``stages`` asked, of :data:`HASHED_STAGES`): ``chunks`` the source files, source declarations,
+    ordering and chunker; ``raw_extractions`` the extractor; ``gated_triples`` the gate settings,
+    vocabulary and extra gates; ``resolved_entities`` the enrichers; ``communities`` the community
+    settings and report writer. Only ``chunks`` reads the source files.
 
     A source file that cannot be read hashes as such (the chunks stage skips and reports it). Raises
     :class:`ConfigurationError` when the composition does not resolve or a source path is missing.
@@ -50,6 +60,18 @@ def stage_hashes(settings: Settings, partition: str) -> dict[str, str]:
     realm, space = split_partition_key(partition)
     spec = settings.space_spec(realm, space)
     comp = compose(settings, realm, space)
+    vocabulary = json.dumps([spec.preset, spec.vocabulary, spec.predicate_aliases, spec.exclusive_groups], sort_keys=True)
+    cheap = {
+        "raw_extractions": lambda: _digest(comp.extractor.identity),
+        "gated_triples": lambda: _digest(settings.gates.model_dump_json(), vocabulary, *(g.identity for g in comp.gates)),
+        "resolved_entities": lambda: _digest(*(e.identity for e in comp.enrichers)),
+        "communities": lambda: _digest(settings.communities.model_dump_json(), spec.reports),
+    }
+    return {stage: _source_hash(settings, spec, comp) if stage == "chunks" else cheap[stage]() for stage in stages}
+
+
+def _source_hash(settings: Settings, spec: SpaceSpec, comp: Composition) -> str:
+    """The ``chunks`` hash: source declarations, ordering, chunker and every source file's path and bytes."""
     h = hashlib.sha256(json.dumps([s.model_dump(mode="json") for s in spec.sources], sort_keys=True).encode())
     h.update(f"{spec.order}:{spec.order_field}:{comp.chunker.identity}".encode())
     for path in list_source_files(settings, spec):
@@ -58,14 +80,22 @@ def stage_hashes(settings: Settings, partition: str) -> dict[str, str]:
         except OSError as exc:  # a file that cannot be read is a change too: the run reports and skips it
             data = f"\0unreadable: {exc.strerror or exc}".encode()
         h.update(str(path).encode("utf-8", "surrogateescape") + b"\0" + data)
-    vocabulary = json.dumps([spec.preset, spec.vocabulary, spec.predicate_aliases, spec.exclusive_groups], sort_keys=True)
-    return {
-        "chunks": h.hexdigest(),
-        "raw_extractions": _digest(comp.extractor.identity),
-        "gated_triples": _digest(settings.gates.model_dump_json(), vocabulary, *(g.identity for g in comp.gates)),
-        "resolved_entities": _digest(*(e.identity for e in comp.enrichers)),
-        "communities": _digest(settings.communities.model_dump_json(), spec.reports),
-    }
+    return h.hexdigest()
+
+
+def recorded_hashes(instance: dg.DagsterInstance, partition: str) -> dict[str, str]:
+    """The :data:`INPUTS_KEY` each of :data:`HASHED_STAGES` recorded on its latest materialisation of
+    ``partition`` (stage → hex; a stage never materialised, or materialised before the hash was recorded,
+    is absent)."""
+    out = {}
+    for stage in HASHED_STAGES:
+        found = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey(stage), asset_partitions=[partition]), limit=1).records
+        mat = found[0].asset_materialization if found else None
+        value = mat.metadata.get(INPUTS_KEY) if mat is not None else None
+        if value is not None and isinstance(value.value, str):
+            out[stage] = value.value
+    return out
 
 
 def build_source_sensor(settings: Settings, target: list[dg.AssetsDefinition]) -> dg.SensorDefinition:
@@ -88,21 +118,24 @@ def build_source_sensor(settings: Settings, target: list[dg.AssetsDefinition]) -
                 if key in seen:
                     now[key] = seen[key]
         requests, changed = [], []
+        known = set(context.instance.get_dynamic_partitions(SPACES.name))
         for key, hashes in sorted(now.items()):
             before = seen.get(key)
-            before = before if isinstance(before, dict) else {}  # a cursor of an older version: run it all
+            if not isinstance(before, dict):  # first tick, a new space or an older cursor: what its runs ran on
+                before = recorded_hashes(context.instance, key) if key in known else {}
             stages = [stage for stage, h in hashes.items() if before.get(stage) != h]
             if stages:
                 changed.append(key)
                 requests.append(dg.RunRequest(partition_key=key, asset_selection=[dg.AssetKey(s) for s in stages],
                                               run_key=f"{key}:{_digest(*hashes.values())[:16]}"))
+        cursor = json.dumps(now, sort_keys=True)
         if not requests:
-            return dg.SkipReason("no document source or composition changed" + (f"; unreadable: {broken}" if broken else ""))
-        known = set(context.instance.get_dynamic_partitions(SPACES.name))
+            skip = "no document source or composition changed" + (f"; unreadable: {broken}" if broken else "")
+            return dg.SkipReason(skip) if cursor == context.cursor else dg.SensorResult(skip_reason=skip, cursor=cursor)
         new = [k for k in changed if k not in known]
         return dg.SensorResult(
             dynamic_partitions_requests=[SPACES.build_add_request(new)] if new else [],
-            run_requests=requests, cursor=json.dumps(now, sort_keys=True),
+            run_requests=requests, cursor=cursor,
         )
 
     return source_sensor

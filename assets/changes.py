@@ -46,10 +46,12 @@ def build_community_lag_check() -> dg.AssetChecksDefinition:
             lag = community_lag(pgrag.engine(), realm, space)
             return dg.AssetCheckResult(
                 passed=not lag.communities_stale, severity=dg.AssetCheckSeverity.WARN,
-                metadata={"changed_relations_since_communities": lag.changed_relations_since_communities,
+                metadata={"partition": context.partition_key,
+                          "changed_relations_since_communities": lag.changed_relations_since_communities,
                           "communities_built_at": lag.communities_built_at or "never"},
-                description=(f"{lag.changed_relations_since_communities} relation change(s) since the communities "
-                             "were built" if lag.communities_stale else "communities are current"))
+                description=context.partition_key + ": " + (
+                    f"{lag.changed_relations_since_communities} relation change(s) since the communities were built"
+                    if lag.communities_stale else "communities are current"))
 
     return communities_current
 

@@ -1,4 +1,8 @@
-"""Turning a stage's contract outcome and measurements into Dagster asset-check results."""
+"""Turning a stage's contract outcome and measurements into Dagster asset-check results.
+
+Every result is about one partition: the checks are partitioned like their assets (Dagster records the
+result's partition), and each result's metadata also names it (``partition``), so the check history in the
+UI says which realm/space a result is about."""
 
 from __future__ import annotations
 
@@ -20,16 +24,18 @@ def _md_table(frame: pl.DataFrame) -> str:
     return "\n".join(lines)
 
 
-def passed(asset: str, rows_checked: int, contract: str) -> dg.AssetCheckResult:
-    """The check result of a frame that met its contract."""
+def passed(asset: str, partition: str, rows_checked: int, contract: str) -> dg.AssetCheckResult:
+    """The check result of a frame of ``partition`` that met its contract."""
     return dg.AssetCheckResult(check_name=CHECK_NAME, asset_key=asset, passed=True,
-                               metadata={"rows_checked": rows_checked, "contract": contract})
+                               description=f"{partition}: {rows_checked} row(s) met {contract}",
+                               metadata={"partition": partition, "rows_checked": rows_checked, "contract": contract})
 
 
-def failed(asset: str, exc: ContractError, *, max_rows: int = 50, check: str = CHECK_NAME) -> dg.AssetCheckResult:
-    """The check result of a broken contract, with the offending rows as a table and markdown."""
+def failed(asset: str, partition: str, exc: ContractError, *, max_rows: int = 50,
+           check: str = CHECK_NAME) -> dg.AssetCheckResult:
+    """The check result of a broken contract in ``partition``, with the offending rows as a table and markdown."""
     cases: Any = exc.failure_cases
-    meta: dict[str, Any] = {"contract": exc.contract}
+    meta: dict[str, Any] = {"partition": partition, "contract": exc.contract}
     if isinstance(cases, pl.DataFrame):
         fc = cases.head(max_rows).with_columns(pl.all().cast(pl.String))
         meta["num_failures"] = cases.height
@@ -39,12 +45,14 @@ def failed(asset: str, exc: ContractError, *, max_rows: int = 50, check: str = C
             schema=dg.TableSchema(columns=[dg.TableColumn(c, "string") for c in fc.columns]),
         )
     return dg.AssetCheckResult(check_name=check, asset_key=asset, passed=False,
-                               severity=dg.AssetCheckSeverity.ERROR, description=str(exc), metadata=meta)
+                               severity=dg.AssetCheckSeverity.ERROR, description=f"{partition}: {exc}", metadata=meta)
 
 
-def measured(asset: str, check: str, ok: bool, metrics: dict[str, Any], *,
+def measured(asset: str, partition: str, check: str, ok: bool, metrics: dict[str, Any], *,
              severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR) -> dg.AssetCheckResult:
-    """A measurement check (e.g. ``graph_quality``, ``pending_work``): the metrics as metadata, with
-    ``severity`` when not ok."""
-    meta = {k: dg.MetadataValue.json(v) if isinstance(v, (list, dict)) or v is None else v for k, v in metrics.items()}
-    return dg.AssetCheckResult(check_name=check, asset_key=asset, passed=ok, metadata=meta, severity=severity)
+    """A measurement check of ``partition`` (e.g. ``graph_quality``, ``pending_work``): the metrics as
+    metadata, with ``severity`` when not ok."""
+    meta: dict[str, Any] = {"partition": partition}
+    meta.update({k: dg.MetadataValue.json(v) if isinstance(v, (list, dict)) or v is None else v for k, v in metrics.items()})
+    return dg.AssetCheckResult(check_name=check, asset_key=asset, passed=ok, metadata=meta, severity=severity,
+                               description=f"{partition}: {check} {'passed' if ok else 'failed'}")

@@ -2,7 +2,7 @@
 community lag check, the source sensor, the automation sensor, the nightly refresh schedule, the ``retention`` job
 (§6.1, dry run by default), and the resources.
 
-Loaded by ``workspace.yaml`` (``dagster dev -w workspace.yaml``). Partitions are dynamic; ``pgrag demo``
+Loaded by ``workspace.yaml`` (``dg dev -w workspace.yaml``, what ``pgrag ui`` runs). Partitions are dynamic; ``pgrag demo``
 and ``pgrag partitions sync`` add one per realm/space declared in the configuration.
 """
 

@@ -1,7 +1,7 @@
 """Materialising the eight assets through Dagster into the project's persistent instance.
 
 The instance lives under ``<data_dir>/dagster`` (``DAGSTER_HOME``), with a ``dagster.yaml`` written from
-the settings (:func:`dagster_home`), so ``dagster dev -w workspace.yaml`` afterwards shows the same
+the settings (:func:`dagster_home`), so ``dg dev -w workspace.yaml`` (``pgrag ui``) afterwards shows the same
 materialisations and checks, and its daemon applies the same limits: the ``llm`` pool, at most
 ``max_concurrent_runs`` runs, one run per partition at a time (later ones wait in the queue), and run
 monitoring (runs that do not start, or run too long, are failed; slots of ended runs are freed).
@@ -105,6 +105,13 @@ def dagster_home(settings: Settings) -> Path:
         cfg.write_text(text, encoding="utf-8")
     os.environ["DAGSTER_HOME"] = str(home)
     return home
+
+
+def ui_argv(host: str, port: int, *, workspace: str = "workspace.yaml", exe: str = "dg") -> list[str]:
+    """The command ``pgrag ui`` execs: ``dg dev -w <workspace> -h <host> -p <port>``, the Dagster UI and daemon
+    on the code location of ``workspace`` (``dagster dev`` is superseded by ``dg dev`` in Dagster 1.13 and
+    warns so on every start; ``dg dev`` with a workspace file starts the same services without a dg project)."""
+    return [exe, "dev", "-w", workspace, "-h", host, "-p", str(port)]
 
 
 _BOILERPLATE = {"DagsterExecutionStepExecutionError"}

@@ -6,15 +6,19 @@ check with its offending rows, and nothing is written."""
 
 
 
+import functools
 import json
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
 
+from pgrag_dag import contracts
 from pgrag_dag.assets import checks
-from pgrag_dag.assets.automation import ON_UPSTREAM_CHANGE
+from pgrag_dag.assets.columns import COLUMN_LINEAGE, column_schema
+from pgrag_dag.assets.automation import HASHED_STAGES, INPUTS_KEY, ON_UPSTREAM_CHANGE, stage_hashes
 from pgrag_dag.assets.partitions import SPACES
 from pgrag_dag.config import Settings
 from pgrag_dag.errors import ContractError, PgragError
@@ -27,6 +31,8 @@ from pgrag_dag.pipeline import (
 from pgrag_dag.community_stages import stage_communities, stage_community_hierarchy
 from pgrag_dag.yield_checks import YIELD_CHECK, YIELD_DESCRIPTION
 from pgrag_dag.resources.engine import PgragResource
+from pgrag_dag.store import db
+from pgrag_dag.store.held import HELD_ROWS, held_rows
 
 Stage = Callable[..., StageResult]
 
@@ -36,16 +42,13 @@ whole partition instead of what changed (the result is the same; issue 15) — e
 the UI after editing stored data by hand."""
 
 
-# column lineage of the community reports (row-level lineage lives in the community_lineage view)
-REPORT_LINEAGE = dg.TableColumnLineage(deps_by_column={
-    "report": [dg.TableColumnDep(dg.AssetKey("relations"), "rendered"), dg.TableColumnDep(dg.AssetKey("resolved_entities"), "description")],
-    "community_members.entity_id": [dg.TableColumnDep(dg.AssetKey("resolved_entities"), "id")],
-    "community_lineage.chunk_id": [dg.TableColumnDep(dg.AssetKey("relations"), "chunk_ids"), dg.TableColumnDep(dg.AssetKey("chunks"), "id")],
-})
-
-
-def _metadata(result: StageResult) -> dict[str, Any]:
-    out: dict[str, Any] = {"dagster/row_count": result.rows_checked}
+def _metadata(result: StageResult, held: int) -> dict[str, Any]:
+    """A materialisation's metadata: ``dagster/row_count`` = ``held``, the rows the asset holds for the
+    partition, with ``row_count_counts`` saying what they are (:data:`~pgrag_dag.store.held.HELD_ROWS`);
+    ``rows_checked`` the rows its contract checked in this run; the stage's own metadata (``rows_changed``
+    among it); sample lists as tables; and the stage's ``dagster/column_lineage``."""
+    out: dict[str, Any] = {"dagster/row_count": held, "row_count_counts": HELD_ROWS[result.stage],
+                           "rows_checked": result.rows_checked}
     for key, value in result.metadata.items():
         if key.endswith("_sample") and isinstance(value, list) and value and isinstance(value[0], dict):
             out[key] = dg.MetadataValue.table(
@@ -55,12 +58,25 @@ def _metadata(result: StageResult) -> dict[str, Any]:
                                                for c in value[0]]))
         else:
             out[key] = dg.MetadataValue.json(value) if isinstance(value, (dict, list)) else value
+    if result.stage in COLUMN_LINEAGE:
+        out["dagster/column_lineage"] = COLUMN_LINEAGE[result.stage]
     if result.stage == "communities":
-        out["dagster/column_lineage"] = REPORT_LINEAGE
         out["lineage_query"] = dg.MetadataValue.md(
             "Row-level lineage: `SELECT * FROM pgrag_<realm>.community_lineage WHERE community_id = …` "
             "or `pgrag lineage <community_id> --realm <realm>`")
     return out
+
+
+def _inputs_hash(settings: Settings, name: str, key: str) -> str | None:
+    """The source sensor's hash of what stage ``name`` reads in partition ``key``, taken before the stage runs
+    (recorded as :data:`~pgrag_dag.assets.automation.INPUTS_KEY`); ``None`` for a stage it does not hash or
+    when the configuration does not resolve (the stage reports that itself)."""
+    if name not in HASHED_STAGES:
+        return None
+    try:
+        return stage_hashes(settings, key, (name,))[name]
+    except (PgragError, OSError):
+        return None
 
 
 EXTRA_CHECKS = {
@@ -106,48 +122,57 @@ def stage_asset(name: str, stage: Stage, contract: str, deps: list[str], *, pool
 
     A stage error fails the step with a description naming the asset, the partition and the error."""
 
-    specs = [dg.AssetCheckSpec(checks.CHECK_NAME, asset=name, blocking=True, description=f"Pandera contract {contract}")]
-    specs += [dg.AssetCheckSpec(c, asset=name, blocking=True, description=EXTRA_CHECKS[c]) for c in extra_checks]
-    if pending:
-        specs.append(dg.AssetCheckSpec(PENDING_CHECK, asset=name, blocking=False, description=PENDING_DESCRIPTION))
-    specs += [dg.AssetCheckSpec(c, asset=name, blocking=False, description=SOFT_CHECKS[c][0]) for c in soft_checks]
-    specs += [dg.AssetCheckSpec(o.check, asset=name, blocking=True, description=o.description) for o in operator_checks]
+    with warnings.catch_warnings():  # a partitioned check is a preview feature of Dagster 1.13
+        warnings.simplefilter("ignore", dg.PreviewWarning)
+        spec = functools.partial(dg.AssetCheckSpec, asset=name, partitions_def=SPACES)
+        specs = [spec(checks.CHECK_NAME, blocking=True, description=f"Pandera contract {contract}")]
+        specs += [spec(c, blocking=True, description=EXTRA_CHECKS[c]) for c in extra_checks]
+        if pending:
+            specs.append(spec(PENDING_CHECK, blocking=False, description=PENDING_DESCRIPTION))
+        specs += [spec(c, blocking=False, description=SOFT_CHECKS[c][0]) for c in soft_checks]
+        specs += [spec(o.check, blocking=True, description=o.description) for o in operator_checks]
 
     @dg.asset(
         name=name, partitions_def=SPACES, deps=deps, pool=pool, group_name="index",
-        kinds={"postgres", "polars"}, description=description, check_specs=specs,
+        kinds={"postgres", "polars"}, description=f"{description}\n\nRow count: {HELD_ROWS[name]}.", check_specs=specs,
+        metadata={"dagster/column_schema": column_schema(getattr(contracts, contract))},
         automation_condition=ON_UPSTREAM_CHANGE if deps else None,
     )
     def _asset(context: dg.AssetExecutionContext, pgrag: PgragResource) -> Iterator[Any]:
-        realm, space = split_partition_key(context.partition_key)
+        key = context.partition_key
+        realm, space = split_partition_key(key)
         try:
             full = name in FULL_STAGES and context.run.tags.get(FULL_TAG, "").lower() == "true"
-            result = stage(pgrag.engine(), realm, space, **({"full": True} if full else {}))
+            engine = pgrag.engine()
+            inputs = _inputs_hash(engine.settings, name, key)
+            result = stage(engine, realm, space, **({"full": True} if full else {}))
         except ContractError as exc:
-            yield checks.failed(name, exc)
+            yield checks.failed(name, key, exc)
             for o in operator_checks:
                 if exc.contract.endswith(f"(operator {o.operator})"):
-                    yield checks.failed(name, exc, check=o.check)
+                    yield checks.failed(name, key, exc, check=o.check)
             raise dg.Failure(description=f"{name}: contract {exc.contract} broken; nothing was written",
                              metadata={"contract": exc.contract}) from exc
         except PgragError as exc:
             owed = getattr(exc, "pending", None)  # work the failed stage leaves behind (EmbeddingIncompleteError)
             if pending and isinstance(owed, dict):
-                yield checks.measured(name, PENDING_CHECK, False, owed, severity=dg.AssetCheckSeverity.WARN)
+                yield checks.measured(name, key, PENDING_CHECK, False, owed, severity=dg.AssetCheckSeverity.WARN)
             raise dg.Failure(description=f"{name} {context.partition_key}: {type(exc).__name__}: {exc}",
                              metadata={"error": type(exc).__name__,
                                        **({"pending": dg.MetadataValue.json(owed)} if isinstance(owed, dict) else {})}
                              ) from exc
-        extra = [checks.measured(name, c, *result.checks[c]) for c in extra_checks]
-        extra += [checks.measured(name, o.check, *result.checks.get(
+        extra = [checks.measured(name, key, c, *result.checks[c]) for c in extra_checks]
+        extra += [checks.measured(name, key, o.check, *result.checks.get(
             o.check, (True, {"composed": f"not composed in space {realm}.{space}"}))) for o in operator_checks]
         if pending:
-            extra.append(checks.measured(name, PENDING_CHECK, *result.checks[PENDING_CHECK],
+            extra.append(checks.measured(name, key, PENDING_CHECK, *result.checks[PENDING_CHECK],
                                          severity=dg.AssetCheckSeverity.WARN))
-        extra += [checks.measured(name, c, *result.checks[c], severity=SOFT_CHECKS[c][1]) for c in soft_checks]
+        extra += [checks.measured(name, key, c, *result.checks[c], severity=SOFT_CHECKS[c][1]) for c in soft_checks]
+        with db.database_errors(engine.dsn), engine.connect(autocommit=True) as conn:
+            held = held_rows(conn, realm, space, name)
         yield dg.MaterializeResult(
-            metadata=_metadata(result), data_version=dg.DataVersion(result.data_version),
-            check_results=[checks.passed(name, result.rows_checked, contract), *extra],
+            metadata={**_metadata(result, held), **({INPUTS_KEY: inputs} if inputs else {})}, data_version=dg.DataVersion(result.data_version),
+            check_results=[checks.passed(name, key, result.rows_checked, contract), *extra],
         )
 
     return _asset

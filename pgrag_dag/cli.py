@@ -345,11 +345,11 @@ def delete_realm(realm: Annotated[str, typer.Argument(help="the realm to drop")]
 @app.command()
 def ui(host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
        port: Annotated[int, typer.Option(help="port")] = 3000) -> None:
-    """Open the Dagster UI (dagster dev -w workspace.yaml) on the project's instance and database."""
+    """Open the Dagster UI (dg dev -w workspace.yaml) on the project's instance and database."""
     import os
     import shutil
 
-    from pgrag_dag.assets.runner import dagster_home
+    from pgrag_dag.assets.runner import dagster_home, ui_argv
     from pgrag_dag.config import load_settings
 
     import dagster as dg
@@ -364,9 +364,9 @@ def ui(host: Annotated[str, typer.Option(help="interface to listen on")] = "127.
             ensure_pool_limits(instance, db.resolve_dsn(settings.database_url, settings.resolve(settings.data_dir)))
     except PgragError as exc:
         _fail(exc)
-    exe = shutil.which("dagster") or "dagster"
+    argv = ui_argv(host, port, exe=shutil.which("dg") or "dg")
     typer.echo(f"Dagster home {home}; UI on http://{host}:{port}")
-    os.execvp(exe, [exe, "dev", "-w", "workspace.yaml", "-h", host, "-p", str(port)])
+    os.execvp(argv[0], argv)
 
 
 @app.command()

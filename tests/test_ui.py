@@ -1,8 +1,8 @@
 """The Dagster UI, checked in a real headless browser (issue 6 item 7).
 
-Starts ``dagster dev`` on loopback with the small corpus's configuration, waits for the code location,
-adds a partition and launches a materialisation of all eight assets over GraphQL, waits for success,
-then renders the asset graph and a check's result in Debian's Chromium: screenshots are kept under
+Starts ``dg dev`` (what ``pgrag ui`` execs: it must start without a superseded-command warning) on loopback
+with the small corpus's configuration, waits for the code location, adds a partition and launches a
+materialisation of all eight assets over GraphQL, waits for success, then renders the asset graph and a check's result in Debian's Chromium: screenshots are kept under
 ``test-artifacts/ui/`` and the rendered DOM is asserted on.
 """
 
@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from pgrag_dag.assets.runner import ui_argv
 from tests.fix_corpus import SmallCorpus
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,9 +103,9 @@ def test_the_ui_shows_the_materialised_assets_and_their_checks(small_corpus: Sma
            "LITELLM_LOCAL_MODEL_COST_MAP": "True", "DAGSTER_DISABLE_TELEMETRY": "1",
            "PGRAG_DAGSTER__SENSORS": "false"}  # only the run this test launches (the daemon would start one too)
     log = (tmp_path / "dagster-dev.log").open("w")
-    proc = subprocess.Popen([str(Path(sys.executable).parent / "dagster"), "dev", "-w", str(ROOT / "workspace.yaml"),
-                             "-h", "127.0.0.1", "-p", str(port)], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    # the command `pgrag ui` execs (`dg dev`), which must start without a superseded-command warning
+    argv = ui_argv("127.0.0.1", port, workspace=str(ROOT / "workspace.yaml"), exe=str(Path(sys.executable).parent / "dg"))
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     key = f"{realm}.main"
     try:
         def loaded() -> bool:
@@ -112,6 +113,8 @@ def test_the_ui_shows_the_materialised_assets_and_their_checks(small_corpus: Sma
             return any(e["loadStatus"] == "LOADED" for e in data["workspaceOrError"]["locationEntries"])
 
         _wait("the code location", loaded, 180)
+        started = (tmp_path / "dagster-dev.log").read_text()
+        assert not [line for line in started.splitlines() if "Warning" in line or "superseded" in line], started
         repo = {"repositoryLocationName": "pgrag", "repositoryName": "__repository__"}
         _gql(port, """mutation($r: RepositorySelector!, $k: String!) { addDynamicPartition(repositorySelector: $r,
                       partitionsDefName: "space", partitionKey: $k) { __typename } }""", {"r": repo, "k": key})
