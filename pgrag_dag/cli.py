@@ -160,10 +160,9 @@ def query(
     from pgrag_dag.query import QueryParam, query_data
     from pgrag_dag.query import query as run_query
 
-    logging.getLogger("pgrag_dag.query").setLevel(logging.ERROR)  # its warnings are printed once, below
     shown = _Shown()
-    try:
-        with contextlib.closing(_engine()) as engine:  # closes the model client's connection pool
+    try:  # the query log's warnings are printed once, below, not logged too; the engine's close closes its pool
+        with _quiet("pgrag_dag.query"), contextlib.closing(_engine()) as engine:
             given = {"mode": mode, "top_k": top_k, "chunk_top_k": chunk_top_k, "chunk_channels": chunk_channel or None,
                      "max_hops": max_hops, "max_relation_edges": max_relation_edges, "relation_types": relation_type or None,
                      "fusion": fusion, "keywords": keywords, "mmr": mmr, "node_distance_rerank": node_distance,
@@ -196,6 +195,18 @@ def query(
     lines = list(source_lines(sources(res, answer)))
     if lines:
         typer.echo("\n" + "\n".join(lines))
+
+
+@contextlib.contextmanager
+def _quiet(logger: str) -> Iterator[None]:
+    """Only errors of ``logger`` are logged meanwhile."""
+    log = logging.getLogger(logger)
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
 
 
 class _Shown(list[str]):
