@@ -59,10 +59,20 @@ def _listing(kind: str, partition: str, as_json: bool, read: Any, line: Any, **f
         with _engine_closing() as engine:
             realm, space = _partition(engine, partition)
             with db.database_errors(engine.dsn), db.read_connection(engine.dsn) as conn, conn.transaction():
+                _require_realm(conn, realm, f"pgrag index {realm}.{space}")
                 page = read(conn, realm, space, **filters)
     except PgragError as exc:
         _fail(exc)
     _show(kind, f"{realm}.{space}", page, as_json, line)
+
+
+def _require_realm(conn: Any, realm: str, then: str) -> None:
+    """Raise :class:`QueryError` (one line, naming the command to run) when ``realm`` has no schema yet."""
+    from pgrag_dag.errors import QueryError
+    from pgrag_dag.store.history import table_exists
+
+    if not table_exists(conn, realm, "documents"):
+        raise QueryError(f"realm {realm!r} has not been indexed yet; run {then}")
 
 
 def _engine_closing():  # type: ignore[no-untyped-def]
@@ -150,6 +160,7 @@ def lineage(community_id: int, realm: Annotated[str, typer.Option(help="realm of
     try:
         engine = _engine()
         with db.database_errors(engine.dsn), engine.connect() as conn:
+            _require_realm(conn, realm, "pgrag index REALM.SPACE (its communities stage builds the reports)")
             found = community_lineage(conn, realm, community_id)
     except PgragError as exc:
         _fail(exc)

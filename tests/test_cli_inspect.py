@@ -179,6 +179,9 @@ def test_status_on_a_new_data_directory_says_what_to_run_and_creates_nothing(tmp
     mine = next(r for r in data["realms"] if r["realm"] == fresh)
     assert mine == {"realm": fresh, "registered": False, "embedding": None, "schema_version": None,
                     "spaces": [{"space": "docs", "configured": True, "indexed": False}]}
+    listed = runner.invoke(app, ["list", "entities", f"{fresh}.docs"])
+    assert listed.exit_code == 2 and listed.output == (f"error: QueryError: realm '{fresh}' has not been indexed yet; "
+                                                       f"run pgrag index {fresh}.docs\n")
     assert conn.execute("SELECT count(*) FROM pgrag__control.realms WHERE realm = %s", (fresh,)).fetchone() == (0,)
     assert conn.execute("SELECT to_regnamespace(%s)", (f"pgrag_{fresh}",)).fetchone() == (None,)
 
