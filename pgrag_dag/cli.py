@@ -1,5 +1,5 @@
-"""pgrag command line: demo, index, query, changes, reembed, lineage, coverage, retention, unarchive, delete, ui,
-slots, cassette import/export, cache evict, stop-db.
+"""pgrag command line: demo, index, query, changes, reembed, coverage, retention, unarchive, delete, ui,
+slots, cassette import/export, cache evict, stop-db; status, list and lineage (cli_inspect).
 
 Every command reads the settings from PGRAG_CONFIG (default ./pgrag.yaml) and PGRAG_ environment
 variables. Errors of the engine are printed as one line and exit with status 2.
@@ -27,6 +27,20 @@ app.add_typer(cache_app, name="cache")
 delete_app = typer.Typer(no_args_is_help=True, help="Delete an entity, a document, a space or a realm for good "
                          "(history included; without --yes: say what would be removed and exit 1).")
 app.add_typer(delete_app, name="delete")
+
+
+def _version(show: bool) -> None:
+    if show:
+        from importlib.metadata import version
+
+        typer.echo(f"pgrag {version('pgrag-dag')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True,
+                                                          help="print the installed version and exit")] = None) -> None:
+    pass  # the options of `pgrag` itself; the commands are below
 
 
 def _engine():  # type: ignore[no-untyped-def]
@@ -134,14 +148,21 @@ def query(
     as_believed_at: Annotated[Optional[str], typer.Option(help="belief-time ISO-8601 instant (naive = UTC): the graph as believed then")] = None,
     include_superseded: Annotated[Optional[bool], typer.Option("--include-superseded/--no-include-superseded", help="also return superseded relations, marked")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the retrieved data as JSON, no synthesis")] = False,
+    stream: Annotated[bool, typer.Option("--stream", help="print the answer as the model writes it (a cached or "
+                                         "replayed answer at once)")] = False,
 ) -> None:
-    """Answer a question (or, with --json, print what was retrieved). Options not given take the
+    """Answer a question, then list its sources: each passage the context numbered, by its number, with
+    doc_key, title, chunk index and an excerpt, marked "cited" when the answer cites it. With --json, print
+    what was retrieved instead (no model call). Warnings (e.g. a filter that matches nothing) go to stderr,
+    once each. Options not given take the
     ``retrieval:`` defaults of pgrag.yaml, then the built-in ones (mode mix, top_k 10, 2 hops, ...)."""
+    from pgrag_dag.citations import source_lines, sources
     from pgrag_dag.query import QueryParam, query_data
     from pgrag_dag.query import query as run_query
 
-    try:
-        with contextlib.closing(_engine()) as engine:  # closes the model client's connection pool
+    shown = _Shown()
+    try:  # the query log's warnings are printed once, below, not logged too; the engine's close closes its pool
+        with _quiet("pgrag_dag.query"), contextlib.closing(_engine()) as engine:
             given = {"mode": mode, "top_k": top_k, "chunk_top_k": chunk_top_k, "chunk_channels": chunk_channel or None,
                      "max_hops": max_hops, "max_relation_edges": max_relation_edges, "relation_types": relation_type or None,
                      "fusion": fusion, "keywords": keywords, "mmr": mmr, "node_distance_rerank": node_distance,
@@ -154,15 +175,53 @@ def query(
                 res = query_data(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(),
                                  client=engine.client() if param.keywords == "model" else None,
                                  telemetry=engine.settings.telemetry)
+                _warn(res.warnings)
                 typer.echo(json.dumps({"keywords": res.keywords, "entities": res.entities, "relations": res.relations,
                                        "chunks": res.chunks, "communities": res.communities,
                                        "warnings": res.warnings, "assembly": res.assembly}, default=str, indent=2))
                 return
             answer, res = run_query(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(),
-                                    client=engine.client(), telemetry=engine.settings.telemetry)
-            typer.echo(answer)
+                                    client=engine.client(), telemetry=engine.settings.telemetry,
+                                    on_text=shown.append if stream else None)
     except PgragError as exc:
+        if shown:
+            typer.echo("")  # end a broken stream's line before the error
         _fail(exc)
+    _warn(res.warnings)
+    if not stream:
+        typer.echo(answer)
+    elif not answer.endswith("\n"):
+        typer.echo("")  # end the streamed answer's line
+    lines = list(source_lines(sources(res, answer)))
+    if lines:
+        typer.echo("\n" + "\n".join(lines))
+
+
+@contextlib.contextmanager
+def _quiet(logger: str) -> Iterator[None]:
+    """Only errors of ``logger`` are logged meanwhile."""
+    log = logging.getLogger(logger)
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+class _Shown(list[str]):
+    """The pieces of a streamed answer, each printed (and flushed) as it is appended."""
+
+    def append(self, text: str) -> None:
+        super().append(text)
+        typer.echo(text, nl=False)
+        sys.stdout.flush()
+
+
+def _warn(warnings: list[str]) -> None:
+    """Each distinct warning once, as ``warning: ...`` on stderr."""
+    for w in dict.fromkeys(warnings):
+        typer.echo(f"warning: {w}", err=True)
 
 
 @app.command()
@@ -207,20 +266,6 @@ def reembed(realm: Annotated[str, typer.Argument(help="the realm to switch to th
         typer.echo(f"interrupted: realm {realm} is unchanged (still its previous embedder)", err=True)
         raise typer.Exit(130) from None
     typer.echo(json.dumps(result, indent=2) if as_json else summary(result))
-
-
-@app.command()
-def lineage(community_id: int, realm: Annotated[str, typer.Option(help="realm of the community")] = "wiki") -> None:
-    """Print what a community report derives from (entities, relations, chunks, documents) as JSON."""
-    from pgrag_dag.store import db
-    from pgrag_dag.store.lineage import lineage as community_lineage
-
-    try:
-        engine = _engine()
-        with db.database_errors(engine.dsn), engine.connect() as conn:
-            typer.echo(json.dumps(community_lineage(conn, realm, community_id), default=str, indent=2))
-    except PgragError as exc:
-        _fail(exc)
 
 
 def _partition(engine, text: str) -> tuple[str, str]:  # type: ignore[no-untyped-def]
@@ -477,6 +522,9 @@ def cache_evict(
         _fail(exc)
     for line in done.lines():
         typer.echo(line)
+
+
+from pgrag_dag import cli_inspect  # noqa: E402,F401  (registers its commands)
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -12,6 +12,7 @@
     ├── ModelError                a chat/embedding call that failed on every model before its deadline
     │   ├── ReplayMissError       the ``replay`` model has no recorded response for a prompt
     │   ├── ModelAccessError      a model refused its configuration (key, access, name): not retried
+    │   ├── StreamInterruptedError  a streamed answer broke after text was shown: not retried
     │   └── EmbeddingIncompleteError  the embedding model failed; rows are left without a vector
     ├── ExtractionError           every chunk of a run failed extraction or was refused by the gates
     ├── ContractError             a stage frame broke its Pandera contract
@@ -158,6 +159,11 @@ class ReplayMissError(ModelError):
             f"replay miss for {purpose} prompt {prompt_key[:16]}: no recorded response in the cache"
             + (f" ({hint})" if hint else "")
         )
+
+
+class StreamInterruptedError(ModelError):
+    """A streamed answer (``ModelClient.complete(..., on_text=...)``) broke after part of its text was
+    shown: not retried and not failed over (the text shown cannot be taken back); nothing was cached."""
 
 
 class ExtractionError(PgragError):

@@ -19,6 +19,14 @@ a model. A response the model gave that could not be cached is kept (:attr:`Mode
 and, with a spool directory, written there as a one-line cassette; the next client of that directory
 loads it into the cache on first use, so a rerun serves it instead of asking the model again.
 
+Streaming (``complete(..., on_text=...)``, what ``pgrag query --stream`` uses): a live model is asked with
+``stream=True`` and each piece of text is handed to ``on_text`` as it arrives; the whole text is cached under
+the same key as an unstreamed call (streaming is not a request parameter), so a streamed answer is served
+later to an unstreamed call and back. A cached or replayed response is handed to ``on_text`` whole, at once.
+A stream that fails before its first piece is retried and failed over as any call; one that breaks after
+text was shown raises :class:`StreamInterruptedError` at once (no retry, no failover: the text shown cannot
+be taken back) and caches nothing.
+
 Usage (calls, cache hits, tokens, estimated cost) is counted on the client for asset metadata.
 """
 
@@ -42,7 +50,7 @@ from psycopg_pool import ConnectionPool, PoolClosed
 
 from pgrag_dag import model_errors
 from pgrag_dag.config import LLMSettings
-from pgrag_dag.errors import DatabaseError, ModelAccessError, ModelError, ReplayMissError
+from pgrag_dag.errors import DatabaseError, ModelAccessError, ModelError, ReplayMissError, StreamInterruptedError
 from pgrag_dag.storable import escape_unstorable
 from pgrag_dag.store import cache, db
 
@@ -224,8 +232,13 @@ class ModelClient:
             p["response_format"] = {"type": "json_object"}
         return p
 
-    def complete(self, messages: list[dict[str, str]], *, purpose: str, json_mode: bool = True) -> Completion:
+    def complete(self, messages: list[dict[str, str]], *, purpose: str, json_mode: bool = True,
+                 on_text: Callable[[str], None] | None = None) -> Completion:
         """Answer ``messages`` (OpenAI chat format) for ``purpose`` (``extract``, ``glean``, ...).
+
+        ``on_text``: stream the answer — each piece of a live model's text is passed to it as it arrives,
+        a cached or replayed response whole, once (see the module docstring); the returned
+        :class:`Completion` holds the whole text either way.
 
         Raises :class:`ReplayMissError` when only ``replay`` was available and it missed,
         :class:`ModelAccessError` (one line naming the model and the setting or environment variable to
@@ -235,7 +248,8 @@ class ModelClient:
         list failed within its deadline (a request the provider refuses as invalid is not retried), and
         :class:`DatabaseError` (one line naming the server) when the cache's database is gone — now or
         earlier in this client's life; no model is called then. A response received before the cache
-        write failed is kept (:attr:`unsaved`, the spool directory) and the call raises.
+        write failed is kept (:attr:`unsaved`, the spool directory) and the call raises. A stream that broke
+        after ``on_text`` got text raises :class:`StreamInterruptedError`.
         """
         params = self.params(json_mode=json_mode)
         pkey = prompt_key(messages, params)
@@ -250,17 +264,19 @@ class ModelClient:
                     replay_miss = ReplayMissError(pkey, purpose, "this prompt was never recorded; add a live model to llm.models or import a cassette that has it")
                     errors.append(str(replay_miss))
                     continue
-                return self._hit(hit, replayed=True)
+                return self._hit(hit, replayed=True, on_text=on_text)
             with self._cache() as conn:
                 hit = cache.get_by_key(conn, cache_key(model, pkey))
             if hit is not None:
-                return self._hit(hit, replayed=False)
+                return self._hit(hit, replayed=False, on_text=on_text)
             if model in self._refused:  # refused its configuration earlier: never asked again
                 errors.append(self._refused[model])
                 refused.append(model)
                 continue
             try:
-                return self._call(model, messages, params, pkey, purpose)
+                return self._call(model, messages, params, pkey, purpose, on_text)
+            except StreamInterruptedError:
+                raise
             except ModelAccessError as exc:
                 errors.append(str(exc))
                 refused.append(model)
@@ -272,9 +288,11 @@ class ModelClient:
             raise ModelAccessError("; ".join(errors), tuple(refused))
         raise ModelError(f"every model failed for {purpose} prompt {pkey[:16]}: " + "; ".join(errors))
 
-    def _hit(self, hit: dict[str, Any], *, replayed: bool) -> Completion:
+    def _hit(self, hit: dict[str, Any], *, replayed: bool, on_text: Callable[[str], None] | None = None) -> Completion:
         with self.usage.lock:
             self.usage.cache_hits += 1
+        if on_text is not None:
+            on_text(hit["response"])
         return Completion(hit["response"], hit["model"], hit["prompt_tokens"], hit["completion_tokens"], True,
                           hit["key"], replayed, hit["prompt_key"])
 
@@ -288,9 +306,11 @@ class ModelClient:
                 cache.delete(conn, completion.key)
 
     def _call(
-        self, model: str, messages: list[dict[str, str]], params: dict[str, Any], pkey: str, purpose: str
+        self, model: str, messages: list[dict[str, str]], params: dict[str, Any], pkey: str, purpose: str,
+        on_text: Callable[[str], None] | None = None,
     ) -> Completion:
         litellm = import_litellm()
+        shown: list[str] = []  # streamed pieces passed to on_text in this call
         deadline = time.monotonic() + self.settings.deadline_s
         attempt, last = 0, "no attempt made"
         while attempt <= self.settings.max_retries:
@@ -300,10 +320,11 @@ class ModelClient:
             self._check_up()  # the database went away meanwhile: no more paid calls
             attempt += 1
             try:
-                resp = litellm.completion(
-                    model=model, messages=messages, api_base=self.settings.api_base, api_key=self.settings.api_key,
-                    timeout=min(self.settings.request_timeout_s, remaining), num_retries=0, **params,
-                )
+                request = dict(model=model, messages=messages, api_base=self.settings.api_base,
+                               api_key=self.settings.api_key, timeout=min(self.settings.request_timeout_s, remaining),
+                               num_retries=0, **params)
+                resp = (litellm.completion(**request) if on_text is None
+                        else _streamed(litellm, request, on_text, shown))
                 text = escape_unstorable(resp.choices[0].message.content or "")  # NUL, lone surrogates: as JSON escapes
                 usage = getattr(resp, "usage", None)
                 pt = int(getattr(usage, "prompt_tokens", 0) or 0)
@@ -313,6 +334,9 @@ class ModelClient:
                 except Exception:  # unknown models have no price in the local cost map
                     cost = 0.0
             except Exception as exc:  # litellm maps provider errors onto many exception types
+                if shown:
+                    raise StreamInterruptedError(f"{model}: the answer's stream broke after {sum(map(len, shown))} "
+                                                 f"characters: {type(exc).__name__}: {db.one_line(exc, 200)}") from exc
                 refusal = model_errors.refusal(exc, model=model, kind="chat", api_key_set=self.settings.api_key is not None,
                                                api_base=self.settings.api_base)
                 if refusal is not None and refusal.scope == "model":
@@ -345,6 +369,24 @@ class ModelClient:
                 raise
             return Completion(text, model, pt, ct, False, entry["key"], False, pkey)
         raise ModelError(f"{model} failed after {attempt} attempt(s) within {self.settings.deadline_s:.0f}s: {last}")
+
+
+def _streamed(litellm: Any, request: dict[str, Any], on_text: Callable[[str], None], shown: list[str]) -> Any:
+    """Ask with ``stream=True``, pass each piece of text to ``on_text`` (and append it to ``shown``) as it
+    arrives, and return the whole response as litellm builds it from the chunks (``choices``, ``usage`` —
+    the provider's counts, asked for with ``stream_options.include_usage``, or litellm's estimate when it
+    sends none)."""
+    chunks = []
+    for chunk in litellm.completion(**request, stream=True, stream_options={"include_usage": True}):
+        chunks.append(chunk)
+        piece = chunk.choices[0].delta.content if chunk.choices else None
+        if piece:
+            shown.append(piece)
+            on_text(piece)
+    built = litellm.stream_chunk_builder(chunks, messages=request["messages"])
+    if built is None:
+        raise ModelError(f"{request['model']} streamed no response")
+    return built
 
 
 def map_calls(fn: Callable[[T], R], items: Sequence[T], *, concurrency: int,

@@ -59,6 +59,7 @@ from pgrag_dag.config import TelemetrySettings
 from pgrag_dag.embedding import Embedder
 from pgrag_dag.embedding_runs import query_warnings
 from pgrag_dag.errors import QueryError, SchemaMismatchError
+from pgrag_dag.filter_warnings import filter_warnings
 from pgrag_dag.llm import ModelClient
 from pgrag_dag.names import validate_realm
 from pgrag_dag.prompts import SYNTHESIS_SYSTEM, SYNTHESIS_USER
@@ -92,7 +93,8 @@ def query_data(
     communities) run on a spare pooled connection importing the same snapshot, or inline when none is
     free. Returns a :class:`QueryResult`; the assembly report and any warning are logged — among them,
     how many chunks, entities and relations of the space no vector search can find (no vector yet, or
-    only a fallback vector: :func:`~pgrag_dag.embedding_runs.query_warnings`).
+    only a fallback vector: :func:`~pgrag_dag.embedding_runs.query_warnings`), and filters that cannot
+    match (:func:`~pgrag_dag.filter_warnings.filter_warnings`).
 
     With ``telemetry.coverage`` on (:class:`~pgrag_dag.config.TelemetrySettings`; off when ``None``), a
     query that retrieved (any mode but bypass) queues one coverage event — the question's SHA-256, never
@@ -118,6 +120,7 @@ def query_data(
             with db.read_connection(dsn) as conn:
                 _check_scope(conn, realm, param.space, embedder)
                 result.warnings += query_warnings(unembedded(conn, realm, param.space), param.space, embedder.model)
+                result.warnings += filter_warnings(conn, realm, param)
         parts = (kw.decompose(question) if param.decompose else []) or [question]
         result.subqueries = parts if len(parts) > 1 else []
         probes = [_Probe.conditioned(text, param, client) for text in parts]
@@ -158,7 +161,7 @@ def _read_errors(dsn: str) -> Iterator[None]:
 
 def query(
     question: str, param: QueryParam, *, dsn: str, realm: str, embedder: Embedder, client: ModelClient,
-    telemetry: TelemetrySettings | None = None,
+    telemetry: TelemetrySettings | None = None, on_text: Callable[[str], None] | None = None,
 ) -> tuple[str, QueryResult]:
     """Answer ``question``: :func:`query_data` (keywords from ``client`` when
     ``param.keywords == "model"``), then one synthesis call (§7.5).
@@ -168,12 +171,14 @@ def query(
     through ``client.complete(..., purpose="synthesis", json_mode=False)``. Returns
     ``(answer text, QueryResult)``.
 
-    ``telemetry``: as for :func:`query_data` (the event is queued before synthesis).
+    ``telemetry``: as for :func:`query_data` (the event is queued before synthesis). ``on_text``: stream the
+    answer's pieces as they arrive (a cached or replayed answer whole, once; :meth:`ModelClient.complete`).
 
     Raises: as :func:`query_data`, plus :class:`ModelError` / :class:`ReplayMissError` from synthesis.
     """
     result = query_data(question, param, dsn=dsn, realm=realm, embedder=embedder, client=client, telemetry=telemetry)
-    completion = client.complete(synthesis_messages(question, result.context, param), purpose="synthesis", json_mode=False)
+    completion = client.complete(synthesis_messages(question, result.context, param), purpose="synthesis",
+                                 json_mode=False, on_text=on_text)
     return completion.text, result
 
 

@@ -3,7 +3,12 @@
 Serves ``POST /v1/chat/completions`` and ``POST /v1/embeddings`` on loopback. Chat answers come
 from a callable ``answer(messages) -> str`` (raise :class:`LookupError` to return HTTP 404,
 :class:`StubStatus` for any status, any other exception gives HTTP 500); embeddings from the
-deterministic hashing embedder. :meth:`StubServer.refuse` makes every later request of a route fail
+deterministic hashing embedder. A chat request with ``"stream": true`` is answered as OpenAI streams:
+server-sent events, one ``chat.completion.chunk`` per word of the answer (its trailing blank kept, so
+the pieces join to the answer), a last chunk with ``finish_reason`` and usage, then ``data: [DONE]``;
+with :attr:`StubServer.cut_streams_after` set, only that many pieces, then the connection closes (a stream
+broken mid-answer).
+:meth:`StubServer.refuse` makes every later request of a route fail
 with one HTTP status (401, 403, 404, 400, 429, 500, …) and an OpenAI-style error body, as a provider
 does, until :meth:`StubServer.accept`. Every request is appended to :attr:`StubServer.requests` so tests
 can assert on what reached the "model".
@@ -12,6 +17,7 @@ can assert on what reached the "model".
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -45,6 +51,8 @@ class StubServer:
         self.answer = answer
         self.requests: list[dict[str, Any]] = []
         self.embedder = HashingEmbedder(embedding_dim)
+        self.cut_streams_after: int | None = None
+        """Pieces a streamed answer gets before its connection is closed (``None``: the whole answer)."""
         self.refusals: dict[str, tuple[StubStatus, int]] = {}
         """Route (``chat`` / ``embeddings``) → (the refusal its requests get, requests still answered
         before it starts) (:meth:`refuse`)."""
@@ -109,6 +117,31 @@ class StubServer:
                 self._send(refusal.status, {"error": {"message": str(refusal), "type": kind, "code": code,
                                                       "param": None}})
 
+            def _stream(self, body: dict[str, Any], text: str, prompt_chars: int) -> None:
+                """The answer as OpenAI's server-sent events (see the module docstring); the connection
+                closes after ``[DONE]`` (HTTP/1.0)."""
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.end_headers()
+                head = {"id": f"chatcmpl-stub-{len(server.requests)}", "object": "chat.completion.chunk",
+                        "created": 0, "model": body.get("model", "stub")}
+                pieces = re.findall(r"\S+\s*|\s+", text) or [""]
+                for i, piece in enumerate(pieces):
+                    if server.cut_streams_after is not None and i >= server.cut_streams_after:
+                        return  # HTTP/1.0: the connection closes mid-answer
+                    delta = {"role": "assistant", "content": piece} if i == 0 else {"content": piece}
+                    self._event({**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
+                self._event({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                             "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(text) // 4,
+                                       "total_tokens": (prompt_chars + len(text)) // 4}})
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+
+            def _event(self, payload: dict[str, Any]) -> None:
+                self.wfile.write(b"data: " + json.dumps(payload).encode() + b"\n\n")
+                self.wfile.flush()
+
             def do_POST(self) -> None:  # noqa: N802 (http.server API)
                 length = int(self.headers.get("Content-Length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
@@ -143,6 +176,9 @@ class StubServer:
                     self._send(500, {"error": {"message": f"{type(exc).__name__}: {exc}"}})
                     return
                 prompt_chars = sum(len(m.get("content") or "") for m in body.get("messages", []))
+                if body.get("stream"):
+                    self._stream(body, text, prompt_chars)
+                    return
                 self._send(200, {
                     "id": f"chatcmpl-stub-{len(server.requests)}", "object": "chat.completion", "created": 0,
                     "model": body.get("model", "stub"),

@@ -148,3 +148,22 @@ def test_index_full_recomputes_and_an_undeclared_space_names_the_declared_ones(s
     assert modes == {"gated_triples": "full", "resolved_entities": "full", "relations": "full"}
     out = runner.invoke(app, ["index", f"{realm}.nosuch", "--full"])
     assert out.exit_code == 2 and f"{realm}.nosuch is not in the configuration (declared: {realm}.main)" in out.output
+
+
+def test_the_pgrag_command_prints_a_query_warning_once_on_stderr(cli_env: SmallCorpus, realm: str) -> None:
+    """Issue 16: through the installed entry point (logging configured as for a user), a warning is printed once,
+    plainly — not also logged — and stdout stays the JSON."""
+    import os
+    import subprocess
+    import sys
+
+    assert runner.invoke(app, ["index", f"{realm}.main"]).exit_code == 0
+    pgrag = Path(sys.executable).with_name("pgrag")
+    done = subprocess.run([str(pgrag), "query", "Who worked with Charles Babbage?", "--realm", realm, "--space", "main",
+                           "--json", "--relation-type", "nosuch"], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PGRAG_CONFIG": str(cli_env.config)})
+    assert done.returncode == 0, done.stderr
+    mentions = [line for line in done.stderr.splitlines() if "nosuch" in line]
+    assert mentions == [f"warning: relation type 'nosuch' matches no relation of space 'main' (its most frequent: "
+                        f"designed, built, funded, worked_with, wrote_notes_on)"]
+    assert json.loads(done.stdout)["relations"] == []

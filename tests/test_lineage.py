@@ -32,7 +32,7 @@ def test_a_report_resolves_to_its_entities_relations_chunks_and_documents(small_
     assert {c["id"] for c in out["chunks"]} == provenance
     assert {d["doc_key"] for d in out["documents"]} <= {f"docs/{name}" for name in DOCS}
     monkeypatch.setenv("PGRAG_CONFIG", str(small_corpus.config))
-    printed = CliRunner().invoke(app, ["lineage", str(cid), "--realm", realm])
+    printed = CliRunner().invoke(app, ["lineage", str(cid), "--realm", realm, "--json"])
     assert printed.exit_code == 0 and json.loads(printed.output)["community"]["id"] == cid
     missing = CliRunner().invoke(app, ["lineage", "999999", "--realm", realm])
     assert missing.exit_code == 2 and "has no community 999999" in missing.output

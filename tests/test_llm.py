@@ -14,10 +14,10 @@ import psycopg
 import pytest
 
 from pgrag_dag.config import LLMSettings
-from pgrag_dag.errors import ConfigurationError, ModelError, ReplayMissError
+from pgrag_dag.errors import ConfigurationError, ModelError, ReplayMissError, StreamInterruptedError
 from pgrag_dag.llm import REPLAY, ModelClient, cache_key, prompt_key
 from pgrag_dag.store import cache
-from pgrag_dag.stub_server import StubServer
+from pgrag_dag.stub_server import StubServer, StubStatus
 
 pytestmark = pytest.mark.live
 
@@ -213,6 +213,10 @@ def test_a_cassette_roundtrips_through_export_and_import(
     recorded = [live.complete(m, purpose=purpose).text for m in prompts]
 
     path = tmp_path / "sub" / "cassette.jsonl"
+    with pytest.raises(ConfigurationError, match=f"directory {path.parent} does not exist"):
+        cache.export_cassette(conn, path, purpose_prefix=purpose)  # issue 16: a missing directory is refused
+    assert not path.parent.exists()
+    path.parent.mkdir()
     assert cache.export_cassette(conn, path, purpose_prefix=purpose) == 2
     lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     assert sorted(line["response"] for line in lines) == sorted(recorded)
@@ -268,3 +272,59 @@ def test_a_cassette_line_that_is_not_an_object_raises_configuration_error(
 def test_importing_a_missing_cassette_raises_configuration_error(conn: psycopg.Connection, tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="does not exist"):
         cache.import_cassette(conn, tmp_path / "absent.jsonl")
+
+
+def test_a_streamed_answer_arrives_in_pieces_is_cached_whole_and_replays_at_once(
+    stub_llm: StubServer, make_client: Factory, conn: psycopg.Connection
+) -> None:
+    """Issue 16 item 4: ``complete(..., on_text=...)`` streams a live model's answer through real litellm (the
+    stub's server-sent events), caches the whole text under the unstreamed key, and hands a cached or
+    replayed answer over whole, once."""
+    answer = "Charles Babbage designed the Analytical Engine; Ada Lovelace wrote notes on it [1]."
+    stub_llm.answer = lambda messages: answer
+    model, messages = _model(), _messages()
+    live = make_client([model], stub_llm)
+    pieces: list[str] = []
+    streamed = live.complete(messages, purpose="synthesis", json_mode=False, on_text=pieces.append)
+    assert len(pieces) > 1 and "".join(pieces) == streamed.text == answer and not streamed.cache_hit
+    assert _chat_requests(stub_llm)[-1]["body"]["stream"] is True
+    assert streamed.prompt_tokens > 0 and streamed.completion_tokens > 0 and live.usage.model_calls == 1
+    pkey = prompt_key(messages, live.params(json_mode=False))
+    assert [(r[0], r[2]) for r in _cached_rows(conn, pkey)] == [(model, answer)]
+    # the unstreamed call is served the streamed answer from the cache, and a streamed one gets it whole
+    assert make_client([model], stub_llm).complete(messages, purpose="synthesis", json_mode=False).text == answer
+    again: list[str] = []
+    hit = make_client([model], stub_llm).complete(messages, purpose="synthesis", json_mode=False, on_text=again.append)
+    replayed: list[str] = []
+    make_client([REPLAY]).complete(messages, purpose="synthesis", json_mode=False, on_text=replayed.append)
+    assert hit.cache_hit and again == [answer] and replayed == [answer]
+    assert len(_chat_requests(stub_llm)) == 1
+
+
+def test_a_stream_fails_over_before_its_first_piece_and_stops_after_it(
+    stub_llm: StubServer, make_client: Factory, conn: psycopg.Connection
+) -> None:
+    calls = iter([StubStatus(500, "overloaded")])
+
+    def answer(messages: list[dict[str, str]]) -> str:
+        refusal = next(calls, None)
+        if refusal is not None:
+            raise refusal
+        return "the second model answers in pieces"
+
+    stub_llm.answer = answer
+    down, up = _model("down"), _model("up")
+    pieces: list[str] = []
+    out = make_client([down, up], stub_llm).complete(_messages(), purpose="synthesis", json_mode=False,
+                                                    on_text=pieces.append)
+    assert out.model == up and "".join(pieces) == "the second model answers in pieces"  # nothing shown of `down`
+    # broken after three pieces: raised at once, neither retried nor failed over, nothing cached
+    stub_llm.cut_streams_after = 3
+    shown: list[str] = []
+    messages = _messages()
+    client = make_client([up, _model("spare")], stub_llm, max_retries=2)
+    sent = len(_chat_requests(stub_llm))
+    with pytest.raises(StreamInterruptedError, match="stream broke after 17 characters"):
+        client.complete(messages, purpose="synthesis", json_mode=False, on_text=shown.append)
+    assert shown == ["the ", "second ", "model "] and len(_chat_requests(stub_llm)) == sent + 1
+    assert _cached_rows(conn, prompt_key(messages, client.params(json_mode=False))) == []

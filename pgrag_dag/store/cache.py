@@ -120,13 +120,17 @@ def export_cassette(conn: psycopg.Connection, path: Path, *, purpose_prefix: str
     """Write every cache entry (optionally those whose purpose starts with a prefix) to ``path``.
 
     Lines are sorted by key so that a re-export of the same cache is byte-identical. Returns the count.
+    Raises :class:`ConfigurationError` naming ``path``'s directory when it does not exist (it is never
+    created: a mistyped directory is refused, not made).
     """
+    if not path.parent.is_dir():
+        raise ConfigurationError(f"directory {path.parent} does not exist; create it first or write the cassette "
+                                 "elsewhere")
     rows = conn.execute(
         "SELECT key, prompt_key, model, purpose, request, response, prompt_tokens, completion_tokens"
         " FROM pgrag__control.llm_cache WHERE purpose LIKE %s ORDER BY key",
         ((purpose_prefix or "") + "%",),
     ).fetchall()
-    path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as fh:
         for row in rows:
             fh.write(cassette_line(dict(zip(CASSETTE_FIELDS, row))))
@@ -199,3 +203,13 @@ def import_cassette(conn: psycopg.Connection, path: Path) -> int:
             put(conn, entry)
             n += 1
     return n
+
+
+def cache_size(conn: psycopg.Connection) -> tuple[int, int]:
+    """``(rows, bytes)`` of the response cache: its entries and the table's size on disk with its indexes
+    and TOAST (``pg_total_relation_size``); ``(0, 0)`` when no control schema exists (nothing was cached)."""
+    row = conn.execute("SELECT pg_total_relation_size(to_regclass('pgrag__control.llm_cache'))").fetchone()
+    if row is None or row[0] is None:
+        return 0, 0
+    count = conn.execute("SELECT count(*) FROM pgrag__control.llm_cache").fetchone()
+    return int(count[0]) if count else 0, int(row[0])

@@ -41,6 +41,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from pgrag_dag.names import schema_for
 from pgrag_dag.store.ident import qualified as _t
 
 WORK_DDL: tuple[str, ...] = (
@@ -237,3 +238,14 @@ def mark_stage(conn: psycopg.Connection, stage: str) -> None:
     """Tell the queue triggers which stage writes in this transaction (``SET LOCAL pgrag.stage``), so the
     writes a stage makes for its own work do not queue work for itself."""
     conn.execute("SELECT set_config('pgrag.stage', %s, true)", (stage,))
+
+
+def stage_runs(conn: psycopg.Connection, realm: str, space: str) -> list[dict[str, Any]]:
+    """Each stage's last recorded run for ``space``, by stage name: ``stage``, ``updated_at`` (when
+    :func:`finish` last ran for it), ``version`` (runs that changed what it holds), ``rows_changed`` (by that
+    last run). ``[]`` for a space no stage ran for, or a realm built before the stage state."""
+    if conn.execute("SELECT to_regclass(%s)", (f'"{schema_for(realm)}"."stage_state"',)).fetchone() == (None,):
+        return []
+    rows = conn.execute(sql.SQL("SELECT stage, updated_at, version, rows_changed FROM {} WHERE space = %s ORDER BY stage")
+                        .format(_t(realm, "stage_state")), (space,)).fetchall()
+    return [dict(zip(("stage", "updated_at", "version", "rows_changed"), r)) for r in rows]
