@@ -480,6 +480,9 @@ def cache_evict(
         typer.echo(line)
 
 
+from pgrag_dag import cli_graph  # noqa: E402,F401  (registers its commands)
+
+
 def main() -> None:  # pragma: no cover - console entry
     logging.basicConfig(level=logging.WARNING)
     app()
