@@ -64,7 +64,7 @@ def build_graph_export(settings: Settings) -> dg.AssetsDefinition:
             digest.update(key.encode() + b"\0" + path.read_bytes())
         return dg.MaterializeResult(
             metadata={"dagster/row_count": result.rows["entities"] + result.rows["relations"],
-                      "row_count_counts": "entities + relations exported (dormant, archived and superseded included)",
+                      "row_count_of": "entities + relations exported (dormant, archived and superseded included)",
                       "directory": dg.MetadataValue.path(str(result.directory)),
                       **{f"file:{k}": dg.MetadataValue.path(str(p)) for k, p in result.files.items()},
                       **{f"rows:{t}": n for t, n in result.rows.items()}},
