@@ -19,6 +19,7 @@ from pgrag_dag import contracts
 from pgrag_dag.assets import checks
 from pgrag_dag.assets.columns import COLUMN_LINEAGE, column_schema
 from pgrag_dag.assets.automation import HASHED_STAGES, INPUTS_KEY, ON_UPSTREAM_CHANGE, stage_hashes
+from pgrag_dag.assets.graph_export import build_graph_export, view_metadata
 from pgrag_dag.assets.partitions import SPACES
 from pgrag_dag.config import Settings
 from pgrag_dag.errors import ContractError, PgragError
@@ -112,13 +113,15 @@ class OperatorCheck:
 def stage_asset(name: str, stage: Stage, contract: str, deps: list[str], *, pool: str | None = None,
                 description: str, extra_checks: tuple[str, ...] = (),
                 operator_checks: tuple[OperatorCheck, ...] = (), pending: bool = False,
-                soft_checks: tuple[str, ...] = ()) -> dg.AssetsDefinition:
+                soft_checks: tuple[str, ...] = (),
+                extra_metadata: Callable[..., dict[str, Any]] | None = None) -> dg.AssetsDefinition:
     """An asset running ``stage`` for its partition, with a blocking check named ``contract``, the
     blocking ``extra_checks`` the stage reports on what it wrote, one blocking check per user
     operator composed into this stage in any space (``operator_checks``), and with ``pending`` the
     non-blocking ``pending_work`` check (WARN while the stage owes work); ``soft_checks`` are
     further non-blocking checks, each with its own severity (:data:`SOFT_CHECKS`: ``yield`` ERROR,
-    ``skipped_documents`` WARN).
+    ``skipped_documents`` WARN). ``extra_metadata(engine, realm, space, log)`` adds to the metadata of a
+    materialisation (the ``communities`` asset's link to the graph view, :mod:`pgrag_dag.assets.graph_export`).
 
     A stage error fails the step with a description naming the asset, the partition and the error."""
 
@@ -170,8 +173,11 @@ def stage_asset(name: str, stage: Stage, contract: str, deps: list[str], *, pool
         extra += [checks.measured(name, key, c, *result.checks[c], severity=SOFT_CHECKS[c][1]) for c in soft_checks]
         with db.database_errors(engine.dsn), engine.connect(autocommit=True) as conn:
             held = held_rows(conn, realm, space, name)
+        metadata = {**_metadata(result, held), **({INPUTS_KEY: inputs} if inputs else {})}
+        if extra_metadata is not None:
+            metadata.update(extra_metadata(engine, realm, space, context.log))
         yield dg.MaterializeResult(
-            metadata={**_metadata(result, held), **({INPUTS_KEY: inputs} if inputs else {})}, data_version=dg.DataVersion(result.data_version),
+            metadata=metadata, data_version=dg.DataVersion(result.data_version),
             check_results=[checks.passed(name, key, result.rows_checked, contract), *extra],
         )
 
@@ -216,6 +222,8 @@ def build_assets(settings: Settings | None = None) -> list[dg.AssetsDefinition]:
     description names the operators every space composes, and every user operator gets a blocking
     asset check on its stage (``operator_<name>``). Without settings: the built-in pipeline.
 
+    With ``export.asset`` the optional ``graph_export`` asset follows them (:mod:`pgrag_dag.assets.graph_export`).
+
     Raises :class:`ConfigurationError` when a space's composition does not resolve.
     """
     comps = compose_all(settings) if settings is not None else {}
@@ -227,7 +235,7 @@ def build_assets(settings: Settings | None = None) -> list[dg.AssetsDefinition]:
             kw["operator_checks"] = _operator_checks(comps, slot)
         return stage_asset(name, stage, contract, deps, description=description, **kw)
 
-    return [
+    return [*[
         make("chunks", stage_chunks, "ChunkContract", [], soft_checks=(SKIPPED_CHECK,),
              description="Documents read from the space's sources, split into chunks by the space's chunker (§4.1, §5.5)."),
         make("raw_extractions", stage_raw_extractions, "RawExtractionContract", ["chunks"], pool="llm", pending=True,
@@ -245,11 +253,11 @@ def build_assets(settings: Settings | None = None) -> list[dg.AssetsDefinition]:
              "Vectors for chunks, entities and relations (HNSW-indexed); rows left without one are pending work.",
              pending=True),
         make("communities", stage_communities, "CommunityMemberContract", ["embeddings"], pool="llm", pending=True,
-             description="Leiden communities with one report each: model-written, or extractive where the space "
-                         "has no model (§6)."),
+             extra_metadata=view_metadata, description="Leiden communities with one report each: model-written, or extractive where the space "
+                         "has no model (§6); its metadata links the space's graph view (graph_view)."),
         make("community_hierarchy", stage_community_hierarchy, "HierarchyContract", ["communities"], pool="llm", pending=True,
              description="Parent topics clustered from communities, reports from child reports (§6.1)."),
-    ]
+    ], *([build_graph_export(settings)] if settings is not None and settings.export.asset else [])]
 
 
 ASSETS = build_assets()

@@ -525,6 +525,7 @@ def cache_evict(
 
 
 from pgrag_dag import cli_inspect  # noqa: E402,F401  (registers its commands)
+from pgrag_dag import cli_graph  # noqa: E402,F401  (registers its commands)
 
 
 def main() -> None:  # pragma: no cover - console entry

@@ -279,6 +279,21 @@ class TelemetrySettings(StrictModel):
     queue_size: int = Field(default=1000, ge=1)
 
 
+class ExportSettings(StrictModel):
+    """Graph export and view (issue 16 items 7–8; :mod:`pgrag_dag.export`, :mod:`pgrag_dag.graph_view`).
+    ``asset``: add the optional Dagster asset ``graph_export`` (off by default), downstream of the
+    community assets, writing ``formats`` (``graphml``, ``parquet``, ``csv``) under
+    ``<data_dir>/exports/<partition>/``. ``view``: write the browser view ``<data_dir>/views/<partition>.html``
+    at every ``communities`` materialisation and link it from its metadata; ``view_max_nodes``: the view draws
+    at most this many entities (the best connected; the page says so)."""
+
+    asset: bool = False
+    formats: list[Literal["graphml", "parquet", "csv"]] = Field(default_factory=lambda: ["graphml", "parquet"],
+                                                                 min_length=1)
+    view: bool = True
+    view_max_nodes: int = Field(default=400, ge=1)
+
+
 class RetentionSettings(StrictModel):
     """Retention as demotion (§6.1): the importance score of a live entity is the weighted mean of four
     components, each normalised to 0..1 over the space — ``w_recency`` (its last retrieval, in the window
@@ -381,6 +396,7 @@ class Settings(BaseSettings):
     retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    export: ExportSettings = Field(default_factory=ExportSettings)
     realms: dict[str, RealmSpec] = Field(default_factory=dict)
     cassettes: list[Path] = Field(default_factory=list)
 

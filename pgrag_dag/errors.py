@@ -9,6 +9,7 @@
     │   ├── SchemaMismatchError   embedding column missing or of the wrong width; model mixing
     │   └── PartitionBusyError    another run holds the partition a stage must write
     ├── SourceError               a document source that cannot be read (binary, unreadable, empty)
+    ├── ExportError               an export or graph view that cannot be written where it was asked
     ├── ModelError                a chat/embedding call that failed on every model before its deadline
     │   ├── ReplayMissError       the ``replay`` model has no recorded response for a prompt
     │   ├── ModelAccessError      a model refused its configuration (key, access, name): not retried
@@ -109,6 +110,11 @@ class SourceError(PgragError):
         self.path = path
         self.reason = reason
         super().__init__(f"document {path}: {reason}")
+
+
+class ExportError(PgragError):
+    """A graph export or view (:mod:`pgrag_dag.export`, :mod:`pgrag_dag.graph_view`) that cannot be written:
+    its target's parent directory is missing, or a path is not writable; the message names the path."""
 
 
 class ModelError(PgragError):
