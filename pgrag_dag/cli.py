@@ -1,4 +1,4 @@
-"""pgrag command line: demo, index, query, changes, reembed, lineage, coverage, retention, unarchive, delete, ui,
+"""pgrag command line: init, add, demo, index, query, changes, reembed, lineage, coverage, retention, unarchive, delete, ui,
 slots, cassette import/export, cache evict, stop-db.
 
 Every command reads the settings from PGRAG_CONFIG (default ./pgrag.yaml) and PGRAG_ environment
@@ -478,6 +478,9 @@ def cache_evict(
         _fail(exc)
     for line in done.lines():
         typer.echo(line)
+
+
+from pgrag_dag import cli_project  # noqa: E402,F401  (registers its commands)
 
 
 def main() -> None:  # pragma: no cover - console entry

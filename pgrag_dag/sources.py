@@ -103,6 +103,16 @@ def _files(settings: Settings, src: SourceSpec, *, allow_empty: bool = False) ->
     return [p for p, _ in _named(settings, src, allow_empty=allow_empty)]
 
 
+def _is_jsonl(src: SourceSpec, path: Path) -> bool:
+    return src.format == "jsonl" or (src.format == "auto" and path.suffix == ".jsonl")
+
+
+def text_keys(settings: Settings, src: SourceSpec) -> set[str]:
+    """The doc_keys of the text files ``src`` names now, without reading them (JSONL files left out: their
+    keys are in their records); none when its path is missing or its glob matches nothing."""
+    return {clean_key(src.key_prefix + rel) for p, rel in _named(settings, src, allow_empty=True) if not _is_jsonl(src, p)}
+
+
 def list_source_files(settings: Settings, spec: SpaceSpec) -> list[Path]:
     """Every file a space's sources name: by file name across all sources for ``order="filename"``,
     else in the sources' order (sorted within each); broken links included. Raises
@@ -283,7 +293,7 @@ def read_sources(settings: Settings, realm: str, space: str, *, allow_empty: boo
     found: list[dict[str, Any]] = []
     for number, src in enumerate(spec.sources):
         for path, rel in _named(settings, src, allow_empty=allow_empty):
-            if src.format == "jsonl" or (src.format == "auto" and path.suffix == ".jsonl"):
+            if _is_jsonl(src, path):
                 entries = _jsonl_documents(settings, src, path, rel)
             else:
                 entries = [_text_document(settings, src, path, rel)]
