@@ -15,6 +15,7 @@ from psycopg import sql
 from pgrag_dag import changes_since
 from pgrag_dag.config import RealmSpec, Settings, SourceSpec, SpaceSpec, load_settings
 from pgrag_dag.errors import ConfigurationError
+from pgrag_dag.doc_keys import migrate_keys
 from pgrag_dag.pipeline import index_documents, stage_chunks
 from pgrag_dag.sources import load_documents, without_last_file
 from pgrag_dag.store import db, history
@@ -183,3 +184,24 @@ def test_a_renamed_document_that_also_changed_is_renamed_then_replaced(small_cor
     feed = changes_since(engine, realm, "main", watermark)
     assert [e["doc_key"] for e in feed.documents_replaced] == ["01_babbage.txt"]
     assert [e["doc_key"] for e in feed.documents_added] == ["03_copy.txt"] and not feed.documents_removed
+
+
+def test_migrate_keys_renames_before_any_stage_runs_and_a_second_call_does_nothing(small_corpus: SmallCorpus,
+                                                                                   realm: str) -> None:
+    """What the demo calls before it looks for its last document by key (a data dir of an earlier release)."""
+    _configure(small_corpus, key_prefix="docs/")
+    stage_chunks(small_corpus.engine(), realm, "main")
+    _configure(small_corpus)
+    engine = small_corpus.engine()
+    done = migrate_keys(engine, realm, "main")
+    assert sorted((r.old, r.new) for r in done) == [("docs/01_babbage.txt", "01_babbage.txt"),
+                                                    ("docs/02_lovelace.txt", "02_lovelace.txt")]
+    assert migrate_keys(engine, realm, "main") == []
+    meta = stage_chunks(engine, realm, "main").metadata
+    assert (meta["documents_renamed"], meta["documents_unchanged"], meta["rows_changed"]) == (0, 2, 0)
+    with db.connect(engine.dsn) as conn:
+        events = conn.execute(sql.SQL("SELECT doc_key, event, renamed_from FROM {}.belief_log WHERE kind = 'document' "
+                                      "ORDER BY seq").format(sql.Identifier(schema_for(realm)))).fetchall()
+    assert events == [("docs/01_babbage.txt", "added", None), ("docs/02_lovelace.txt", "added", None),
+                      ("01_babbage.txt", "renamed", "docs/01_babbage.txt"),
+                      ("02_lovelace.txt", "renamed", "docs/02_lovelace.txt")]
