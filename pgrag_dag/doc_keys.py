@@ -18,6 +18,8 @@ feed lists it under ``documents_renamed`` — neither removed nor added, since n
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import polars as pl
 import psycopg
 
@@ -39,21 +41,24 @@ def document_prints(docs: pl.DataFrame, chunker_print: str, *, source: dict[str,
 
 
 def plan_renames(conn: psycopg.Connection, realm: str, space: str, read: Sources, prints: dict[str, str],
-                 chunker_print: str) -> list[Rename]:
+                 chunker_print: str, *, stored: Collection[str] = ()) -> list[Rename]:
     """The stored documents of ``realm``/``space`` to re-key (see the module): for each document ``read``
     (or skipped with a known key) not stored under its key, the first of its :attr:`Sources.earlier_keys`
     that is stored and is no current document's key. ``prints``: :func:`document_prints` of ``read``; a
     renamed document whose stored fingerprint is the one it had under its old key gets its new one, so it
-    is not chunked again. Reads only."""
+    is not chunked again. ``stored``: keys known to be stored (their documents need no rename, and once
+    every document is stored under its key nothing is read). Reads only."""
     current = set(read.documents["doc_key"].to_list()) | {s.doc_key for s in read.skipped if s.doc_key is not None}
-    wanted = set(read.earlier_keys) | {k for keys in read.earlier_keys.values() for k in keys}
+    known = set(stored)
+    earlier = {new: keys for new, keys in read.earlier_keys.items() if new not in known}
+    wanted = set(earlier) | {k for keys in earlier.values() for k in keys}
     if not wanted:
         return []
     indexed = documents.indexed_keys(conn, realm, space, wanted)
     taken: set[str] = set()
     moves: dict[str, str] = {}
-    for new, earlier in read.earlier_keys.items():
-        old = next((k for k in earlier if k in indexed and k not in current and k not in taken), None)
+    for new, keys in earlier.items():
+        old = next((k for k in keys if k in indexed and k not in current and k not in taken), None)
         if new not in indexed and old is not None:
             taken.add(old)
             moves[new] = old

@@ -81,7 +81,8 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
     prints = doc_keys.document_prints(docs, chunker_print)
     with engine.connect() as conn:  # a document read as it was chunked before is not chunked again (issue 15)
         stored_prints = documents.document_fingerprints(conn, realm, space)
-        renames = doc_keys.plan_renames(conn, realm, space, read, prints, chunker_print)  # issue 16: re-key in place
+        renames = doc_keys.plan_renames(conn, realm, space, read, prints, chunker_print,  # issue 16: re-key in place
+                                        stored=stored_prints.keys())
     for r in renames:
         old_print = stored_prints.pop(r.old, None)
         if old_print is not None:
