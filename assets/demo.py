@@ -129,10 +129,12 @@ def _index_without_last(engine: Engine, settings: Settings, partition: str) -> s
     (:func:`~pgrag_dag.sources.without_last_file`, passed to the run's steps through the environment) and
     print that run's summary. Raises :class:`ConfigurationError` when the space's sources cannot lose
     their last file or its name cannot be an environment key, and as :func:`materialize_partition`."""
+    from pgrag_dag.doc_keys import migrate_keys
     from pgrag_dag.sources import without_last_file
 
     realm, space = split_partition_key(partition)
     first, withheld = without_last_file(settings, settings.space_spec(realm, space))
+    migrate_keys(engine, realm, space)  # a data dir indexed before issue 16 holds it under its old key
     with engine.connect() as conn:
         if documents.document_indexed(conn, realm, space, withheld):
             print(f"\npartition {partition}: its last document, {withheld}, was indexed by an earlier run")

@@ -37,7 +37,7 @@ FIELD_OF_EVENT = {
     ("entity", "revived"): "entities_revived", ("entity", "archived"): "entities_archived",
     ("entity", "unarchived"): "entities_unarchived", ("entity", "deleted"): "entities_deleted",
     ("document", "added"): "documents_added", ("document", "replaced"): "documents_replaced",
-    ("document", "removed"): "documents_removed",
+    ("document", "removed"): "documents_removed", ("document", "renamed"): "documents_renamed",
 }
 """``(belief_log.kind, event)`` → the :class:`ChangeSet` field listing it."""
 EVENT_FIELDS = tuple(dict.fromkeys(FIELD_OF_EVENT.values()))
@@ -51,7 +51,8 @@ class ChangeSet:
     database clock). Relations: ``id``, ``rendered``, ``subject``, ``predicate``, ``negated``, ``object``
     (the relation's present row; ``None`` once explicitly deleted); ``relations_superseded`` adds
     ``superseded_by`` (id) and ``superseded_by_rendered``. Entities: ``id``, ``name``, ``entity_type``.
-    Documents: ``doc_key``. Nothing is collapsed: a relation asserted and superseded inside one window is
+    Documents: ``doc_key``; ``documents_renamed`` (a document re-keyed in place, issue 16: its chunks and
+    graph unchanged, so neither removed nor added) adds ``renamed_from``, the key it had. Nothing is collapsed: a relation asserted and superseded inside one window is
     in both lists.
 
     ``changed_relations_since_communities``: relation events of the space after its latest level-0
@@ -82,6 +83,7 @@ class ChangeSet:
     documents_added: tuple[dict[str, Any], ...] = ()
     documents_replaced: tuple[dict[str, Any], ...] = ()
     documents_removed: tuple[dict[str, Any], ...] = ()
+    documents_renamed: tuple[dict[str, Any], ...] = ()
     communities_stale: bool = False
     changed_relations_since_communities: int = 0
     communities_built_at: str | None = None
@@ -123,6 +125,8 @@ class ChangeSet:
 
 
 def _label(e: dict[str, Any]) -> str:
+    if "renamed_from" in e:
+        return f"{e['renamed_from']} → {e['doc_key']}"
     if "doc_key" in e:
         return str(e["doc_key"])
     if "name" in e:
@@ -134,7 +138,8 @@ def _label(e: dict[str, Any]) -> str:
 def _event(row: dict[str, Any]) -> dict[str, Any]:
     base = {"seq": int(row["seq"]), "at": row["at"].isoformat()}
     if row["kind"] == "document":
-        return {**base, "doc_key": row["doc_key"]}
+        renamed = {"renamed_from": row["renamed_from"]} if row["event"] == "renamed" else {}
+        return {**base, "doc_key": row["doc_key"], **renamed}
     if row["kind"] == "entity":
         return {**base, "id": row["object_id"], "name": row["entity"], "entity_type": row["entity_type"]}
     rel = {**base, "id": row["object_id"], "rendered": row["rendered"], "subject": row["subject"],

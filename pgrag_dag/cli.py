@@ -1,5 +1,6 @@
 """pgrag command line: demo, index, query, changes, reembed, coverage, retention, unarchive, delete, ui,
-slots, cassette import/export, cache evict, stop-db; status, list and lineage (cli_inspect).
+slots, cassette import/export, cache evict, stop-db; init and add (cli_project); status, list and lineage
+(cli_inspect); export and view (cli_graph).
 
 Every command reads the settings from PGRAG_CONFIG (default ./pgrag.yaml) and PGRAG_ environment
 variables. Errors of the engine are printed as one line and exit with status 2.
@@ -526,6 +527,7 @@ def cache_evict(
 
 from pgrag_dag import cli_inspect  # noqa: E402,F401  (registers its commands)
 from pgrag_dag import cli_graph  # noqa: E402,F401  (registers its commands)
+from pgrag_dag import cli_project  # noqa: E402,F401  (registers its commands)
 
 
 def main() -> None:  # pragma: no cover - console entry

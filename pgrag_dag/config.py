@@ -34,7 +34,10 @@ class SourceSpec(BaseModel):
     — a URL or id — its doc_key, and ``metadata_fields`` are kept as document metadata).
 
     ``path`` is resolved against the configuration file's directory when relative. ``format`` ``auto``
-    reads ``*.jsonl`` files as JSONL and everything else as text.
+    reads ``*.jsonl`` files as JSONL and everything else as text. ``exclude``: globs relative to ``path``
+    (a directory) naming files, or directories, left out (e.g. ``drafts/**``, ``*.tmp.md``). A text file's doc_key is ``key_prefix`` + its path relative to
+    ``path`` (a single-file source: its file name), so it does not depend on where the configuration lives
+    (issue 16); ``key_prefix`` (e.g. ``handbook/``) tells apart two sources holding the same relative paths.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -46,6 +49,8 @@ class SourceSpec(BaseModel):
     title_field: str = "title"
     key_field: str | None = None
     metadata_fields: list[str] = Field(default_factory=list)
+    key_prefix: str = ""
+    exclude: list[str] = Field(default_factory=list)
 
 
 class OperatorSpec(BaseModel):

@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from pgrag_dag import bulk_index, contracts
+from pgrag_dag import bulk_index, contracts, doc_keys
 from pgrag_dag.chunking import CHUNK_SCHEMA, assemble_chunks
 from pgrag_dag.engine import Engine
 from pgrag_dag.embedding import HashingEmbedder
@@ -56,6 +56,9 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
     doc_key and reason; every other document is indexed. A skipped document that is indexed keeps its
     stored chunks (nothing is lost to an unreadable file), and when a skipped record's doc_key cannot be
     known (a JSONL file that cannot be read, a line that is no JSON object) no document is removed.
+    A document stored under the key an earlier rule gave it is first renamed in place, in the same
+    transaction — chunk ids, extractions and graph kept, no model call (:mod:`pgrag_dag.doc_keys`,
+    ``documents_renamed``).
 
     Raises :class:`SourceError` when every document of the space was skipped (nothing is changed), and
     :class:`ConfigurationError` when the sources now name no document but the space holds an
@@ -75,10 +78,15 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
     for s in read.skipped:
         log.warning("document skipped: %s: %s", s.where, s.reason)
     chunker_print = work.fingerprint(chunker.describe())
-    prints = {k: work.fingerprint([chunker_print, *rest]) for k, *rest in
-              docs.select("doc_key", "doc_hash", "title", "source", "metadata").iter_rows()}
+    prints = doc_keys.document_prints(docs, chunker_print)
     with engine.connect() as conn:  # a document read as it was chunked before is not chunked again (issue 15)
         stored_prints = documents.document_fingerprints(conn, realm, space)
+        renames = doc_keys.plan_renames(conn, realm, space, read, prints, chunker_print,  # issue 16: re-key in place
+                                        stored=stored_prints.keys())
+    for r in renames:
+        old_print = stored_prints.pop(r.old, None)
+        if old_print is not None:
+            stored_prints[r.new] = r.new_print if old_print == r.old_print else old_print
     same = {k for k, p in prints.items() if stored_prints.get(k) == p}
     todo = docs.filter(~pl.col("doc_key").is_in(sorted(same))) if same else docs
     pieces = chunker.run(todo, operator_context(engine, realm, space, chunker)) if todo.height else None
@@ -94,12 +102,13 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
                 f"space {realm}.{space}: its sources name no document, but it holds {indexed} indexed document(s); "
                 "indexing would remove them all. Fix the sources, or allow it to remove them: `pgrag index --allow-empty`, "
                 "PGRAG_OPERATIONS__ALLOW_EMPTY=true (e.g. for pgrag demo or Dagster), or allow_empty: true on the space")
+        renamed = documents.rename_documents(conn, realm, space, renames)
         sync = documents.sync_chunks(conn, realm, space, chunks, metadata=meta,
                                      keep={s.doc_key for s in read.skipped if s.doc_key is not None},
                                      keep_all=any(s.doc_key is None for s in read.skipped),
                                      fingerprints=prints, unchanged_docs=same,
                                      orders=dict(zip(docs["doc_key"].to_list(), docs["doc_order"].to_list())))
-        changed = len(sync.added) + len(sync.replaced) + len(sync.removed) + sync.restamped
+        changed = len(renamed) + len(sync.added) + len(sync.replaced) + len(sync.removed) + sync.restamped
         work.finish(conn, realm, space, "chunks", work.Work(full=False), chunker_print, changed=changed)
         held = documents.count_chunks(conn, realm, space)
         version = work.data_version(conn, realm, space, "chunks")
@@ -107,7 +116,8 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
     return StageResult("chunks", {
         "documents": docs.height, "chunks": held, "documents_chunked": todo.height, "documents_added": len(sync.added),
         "documents_replaced": len(sync.replaced), "documents_removed": len(sync.removed),
-        "documents_unchanged": len(sync.unchanged), "chunks_inserted": sync.chunks_inserted, **skipped,
+        "documents_unchanged": len(sync.unchanged), "documents_renamed": len(renamed),
+        "chunks_inserted": sync.chunks_inserted, **skipped,
         "rows_changed": changed, "operators": {"chunker": chunker.describe()},
         "seconds": round(time.perf_counter() - t0, 3),
     }, version, chunks.height,

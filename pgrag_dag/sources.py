@@ -1,9 +1,10 @@
 """Reading a space's document sources into a documents frame (paper §3.2, §5.5).
 
-Frame ``documents``: doc_key (str: a text file's path relative to the configuration directory; for a
-JSONL record its ``key_field`` (URL or id), else its title, made composite with file and line when
-titles repeat — §5.5, §8.11),
-title (str), source (str, the same relative path, shown to the model), doc_order (int, 0-based, from the space's order rule),
+Frame ``documents``: doc_key (str: a text file's path relative to its source's root — the source's
+directory, or for a single-file source its file name — after the source's ``key_prefix``; for a JSONL
+record its ``key_field`` (URL or id), else its title, made composite with the file's relative path and
+line when titles repeat — §5.5, §8.11; issue 16: no key depends on where the configuration lives),
+title (str), source (str, the same stable string, shown to the model), doc_order (int, 0-based, from the space's order rule),
 text (str, UTF-8, LF line ends), doc_hash (str, SHA-256 hex of text), metadata (str, JSON).
 
 One bad document never costs the others (issue 13): :func:`read_sources` reads what it can and reports
@@ -16,6 +17,7 @@ is stripped from every file, every JSONL line and every JSONL text.
 from __future__ import annotations
 
 import codecs
+import glob
 import hashlib
 import json
 from collections import Counter
@@ -67,22 +69,48 @@ class Sources:
     documents: pl.DataFrame
     skipped: list[SkippedDocument] = field(default_factory=list)
     cleaned: list[CleanedDocument] = field(default_factory=list)
+    earlier_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """doc_key → the keys the same document may be stored under from before (issue 16: the rule of keys
+    relative to the configuration's directory or absolute, and the key without the source's ``key_prefix``),
+    for every document read or skipped with a known key; :mod:`pgrag_dag.doc_keys` renames them in place."""
 
 
-def _files(settings: Settings, src: SourceSpec, *, allow_empty: bool = False) -> list[Path]:
-    """The files ``src`` names (broken links included: reading them fails, naming them); with
-    ``allow_empty`` a missing path or an empty glob names none."""
+def _named(settings: Settings, src: SourceSpec, *, allow_empty: bool = False) -> list[tuple[Path, str]]:
+    """``(file, its path relative to the source's root, POSIX)`` for every file ``src`` names, sorted (broken
+    links included: reading them fails, naming them; files an ``exclude`` glob matches, or lying in a
+    directory one matches, left out); a
+    single-file source's relative path is its file name. With ``allow_empty`` a missing path or an empty
+    glob names none; otherwise each raises :class:`ConfigurationError`."""
     path = settings.resolve(src.path)
     if path.is_file():
-        return [path]
+        return [(path, path.name)]
     if not path.is_dir():
         if allow_empty:
             return []
         raise ConfigurationError(f"source path {clean_key(str(path))} does not exist")
-    found = [p for p in sorted(path.glob(src.glob)) if p.is_file() or (p.is_symlink() and not p.exists())]
+    left_out = {p for pattern in src.exclude for p in path.glob(pattern)}  # files, or directories and all below
+    found = [(p, p.relative_to(path).as_posix()) for p in sorted(path.glob(src.glob))
+             if (p.is_file() or (p.is_symlink() and not p.exists()))
+             and not (left_out and (p in left_out or not left_out.isdisjoint(p.parents)))]
     if not found and not allow_empty:
-        raise ConfigurationError(f"source {clean_key(str(path))} matches no file for glob {src.glob!r}")
+        raise ConfigurationError(f"source {clean_key(str(path))} matches no file for glob {src.glob!r}"
+                                 + (f" outside exclude {src.exclude!r}" if src.exclude else ""))
     return found
+
+
+def _files(settings: Settings, src: SourceSpec, *, allow_empty: bool = False) -> list[Path]:
+    """The files ``src`` names (:func:`_named`)."""
+    return [p for p, _ in _named(settings, src, allow_empty=allow_empty)]
+
+
+def _is_jsonl(src: SourceSpec, path: Path) -> bool:
+    return src.format == "jsonl" or (src.format == "auto" and path.suffix == ".jsonl")
+
+
+def text_keys(settings: Settings, src: SourceSpec) -> set[str]:
+    """The doc_keys of the text files ``src`` names now, without reading them (JSONL files left out: their
+    keys are in their records); none when its path is missing or its glob matches nothing."""
+    return {clean_key(src.key_prefix + rel) for p, rel in _named(settings, src, allow_empty=True) if not _is_jsonl(src, p)}
 
 
 def list_source_files(settings: Settings, spec: SpaceSpec) -> list[Path]:
@@ -96,19 +124,26 @@ def list_source_files(settings: Settings, spec: SpaceSpec) -> list[Path]:
 
 
 def without_last_file(settings: Settings, spec: SpaceSpec) -> tuple[SpaceSpec, str]:
-    """``spec`` with its last file left out, and that file's ``doc_key``: each source expanded to one single-file
-    source per file it names (its format and fields kept), minus the last file of
-    :func:`list_source_files` — for ``order`` ``filename`` or ``listed`` the last document of a space of
-    text files, so the others keep their ``doc_key`` and ``doc_order``. Raises
-    :class:`ConfigurationError` for a missing path or an empty glob, or when the space's order is
-    ``metadata`` or it names fewer than two files."""
+    """``spec`` with its last file left out, and that file's ``doc_key``: the source naming the last file of
+    :func:`list_source_files` gains an ``exclude`` glob matching only it (a source naming nothing else is
+    dropped) — for ``order`` ``filename`` or ``listed`` the last document of a space of text files, so the
+    others keep their ``doc_key`` and ``doc_order``. Raises :class:`ConfigurationError` for a missing path
+    or an empty glob, or when the space's order is ``metadata`` or it names fewer than two files."""
     files = list_source_files(settings, spec)
     if spec.order == "metadata" or len(files) < 2:
         raise ConfigurationError(f"cannot leave out a space's last file: it orders by {spec.order} and names "
                                  f"{len(files)} file(s); it needs order filename or listed and two files or more")
-    last = files[-1]
-    kept = [src.model_copy(update={"path": p}) for src in spec.sources for p in _files(settings, src) if p != last]
-    return spec.model_copy(update={"sources": kept}), _key(settings, last)
+    last, kept, key = files[-1], [], ""
+    for src in spec.sources:
+        named = _named(settings, src)
+        rel = next((r for p, r in named if p == last), None)
+        if rel is None:
+            kept.append(src)
+            continue
+        key = clean_key(src.key_prefix + rel)
+        if len(named) > 1:  # the file's own name as a glob (metacharacters escaped) matches only it
+            kept.append(src.model_copy(update={"exclude": [*src.exclude, glob.escape(rel)]}))
+    return spec.model_copy(update={"sources": kept}), key
 
 
 def _decode(path: Path) -> str:
@@ -150,17 +185,20 @@ def title_for(path: Path) -> str:
     return clean_key(path.stem.replace("_", " ").strip())
 
 
-def _key(settings: Settings, path: Path) -> str:
+def config_relative_key(settings: Settings, path: Path) -> str:
+    """The doc_key a file had before issue 16: its path relative to the configuration's directory, else
+    absolute — what stores indexed then hold (:mod:`pgrag_dag.doc_keys` renames them)."""
     try:
         return clean_key(str(path.relative_to(settings.config_dir.resolve())))
     except ValueError:
         return clean_key(str(path))
 
 
-def _text_document(settings: Settings, path: Path) -> dict[str, Any]:
+def _text_document(settings: Settings, src: SourceSpec, path: Path, rel: str) -> dict[str, Any]:
     """One text file as a found entry (see :func:`read_sources`); refused with its reason when bad."""
-    entry = {"key": _key(settings, path), "title": title_for(path), "metadata": {"file_name": clean_key(path.name)},
-             "file": path, "where": clean_key(str(path)), "cleaned": []}
+    entry = {"key": clean_key(src.key_prefix + rel), "title": title_for(path),
+             "metadata": {"file_name": clean_key(path.name)}, "file": path, "where": clean_key(str(path)), "cleaned": [],
+             "earlier": [config_relative_key(settings, path), clean_key(rel)]}
     try:
         return entry | {"text": read_document(path)}
     except SourceError as exc:
@@ -201,7 +239,7 @@ def _record(src: SourceSpec, path: Path, lineno: int, rec: dict[str, Any]) -> di
     return entry | {"text": text}
 
 
-def _jsonl_documents(settings: Settings, src: SourceSpec, path: Path) -> list[dict[str, Any]]:
+def _jsonl_documents(settings: Settings, src: SourceSpec, path: Path, rel: str) -> list[dict[str, Any]]:
     """One found entry per line of a JSONL file (a bad line is an entry refused with ``file:line`` and its
     reason); a file that cannot be read or is empty is one refused entry without a key."""
     where = clean_key(str(path))
@@ -230,7 +268,15 @@ def _jsonl_documents(settings: Settings, src: SourceSpec, path: Path) -> list[di
         docs.append(entry)
     for d in docs:  # §5.5/§8.11: the URL or id, else the title — made composite when titles repeat
         if d["key"] is None and "title" in d:
-            d["key"] = d["title"] if titles[d["title"]] == 1 else f"{d['title']}#{_key(settings, path)}:{d['metadata']['line']}"
+            if titles[d["title"]] == 1:
+                d["key"] = d["title"]
+            else:
+                line = d["metadata"]["line"]
+                d["key"] = f"{d['title']}#{clean_key(rel)}:{line}"
+                d["earlier"] = [f"{d['title']}#{config_relative_key(settings, path)}:{line}"]
+        if d["key"] is not None and src.key_prefix:
+            d["earlier"] = [*d.get("earlier", []), d["key"]]
+            d["key"] = clean_key(src.key_prefix + d["key"])
     return docs
 
 
@@ -245,12 +291,13 @@ def read_sources(settings: Settings, realm: str, space: str, *, allow_empty: boo
     """
     spec = settings.space_spec(realm, space)
     found: list[dict[str, Any]] = []
-    for src in spec.sources:
-        for path in _files(settings, src, allow_empty=allow_empty):
-            if src.format == "jsonl" or (src.format == "auto" and path.suffix == ".jsonl"):
-                found += _jsonl_documents(settings, src, path)
+    for number, src in enumerate(spec.sources):
+        for path, rel in _named(settings, src, allow_empty=allow_empty):
+            if _is_jsonl(src, path):
+                entries = _jsonl_documents(settings, src, path, rel)
             else:
-                found.append(_text_document(settings, path))
+                entries = [_text_document(settings, src, path, rel)]
+            found += [e | {"src": number} for e in entries]
     if spec.order == "filename":
         found.sort(key=lambda d: (d["file"].name, str(d["file"]), d["metadata"].get("line", 0)))
     elif spec.order == "metadata":
@@ -261,17 +308,40 @@ def read_sources(settings: Settings, realm: str, space: str, *, allow_empty: boo
                        key=lambda d: (str(d["metadata"][spec.order_field]), d["file"].name, d["metadata"].get("line", 0))
                        ) + [d for d in found if "skipped" in d]
     good = [(order, d) for order, d in enumerate(found) if "skipped" not in d]
-    keys = Counter(d["key"] for _, d in good)
-    dupes = [k for k, n in keys.items() if n > 1]
-    if dupes:
-        raise ConfigurationError(f"space {realm}.{space} has documents with the same doc_key: {dupes[:3]}")
+    _refuse_duplicates(realm, space, spec, [d for _, d in good])
     rows = [{"doc_key": d["key"], "title": d["title"], "source": d["key"], "doc_order": order, "text": d["text"],
              "doc_hash": hashlib.sha256(d["text"].encode("utf-8")).hexdigest(),
              "metadata": json.dumps(d["metadata"], default=str)} for order, d in good]
     frame = pl.DataFrame(rows, schema={c: pl.Int64 if c == "doc_order" else pl.String for c in DOCUMENT_COLUMNS})
+    earlier = {d["key"]: tuple(dict.fromkeys(k for k in d.get("earlier", ()) if k != d["key"]))
+               for d in found if d["key"] is not None}
     return Sources(frame,
                    [SkippedDocument(d["where"], d["skipped"], d["key"]) for d in found if "skipped" in d],
-                   [CleanedDocument(d["key"], d["where"], "; ".join(d["cleaned"])) for _, d in good if d["cleaned"]])
+                   [CleanedDocument(d["key"], d["where"], "; ".join(d["cleaned"])) for _, d in good if d["cleaned"]],
+                   {k: v for k, v in earlier.items() if v})
+
+
+def _refuse_duplicates(realm: str, space: str, spec: SpaceSpec, docs: list[dict[str, Any]]) -> None:
+    """Raise :class:`ConfigurationError` when two documents read share a doc_key, naming the key, the
+    sources (as written) and files they come from, and the fix: a ``key_prefix`` per source (two sources
+    holding the same relative paths), or distinct ``key_field`` values (one source)."""
+    by_key: dict[str, list[dict[str, Any]]] = {}
+    for d in docs:
+        by_key.setdefault(d["key"], []).append(d)
+    dupes = {k: ds for k, ds in by_key.items() if len(ds) > 1}
+    if not dupes:
+        return
+    key, ds = next(iter(dupes.items()))
+    sources = sorted({d["src"] for d in ds})
+    named = ", ".join(f"{spec.sources[i].path} (glob {spec.sources[i].glob!r})" for i in sources)
+    where = ", ".join(d["where"] for d in ds[:3])
+    fix = ("give each source its own key_prefix, e.g. `key_prefix: handbook/` (doc_keys are relative to their "
+           "source's root, so two sources holding the same relative path collide)" if len(sources) > 1 else
+           "make the records' key_field values distinct, or leave key_field out (keys by title, made composite "
+           "with file and line when titles repeat)")
+    more = f" (and {len(dupes) - 1} more duplicate key(s))" if len(dupes) > 1 else ""
+    raise ConfigurationError(f"space {realm}.{space}: {len(ds)} documents have the same doc_key {key!r}{more}, from "
+                             f"source(s) {named}: {where}; {fix}")
 
 
 def load_documents(settings: Settings, realm: str, space: str, *, allow_empty: bool = False) -> pl.DataFrame:

@@ -63,7 +63,8 @@ def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
     return [
         f"partition {partition}  ({_run_label(metas)})",
         f"  documents        {c.get('documents')}  ({c.get('documents_added')} added, {c.get('documents_replaced')} replaced, "
-        f"{c.get('documents_unchanged')} unchanged)",
+        f"{c.get('documents_unchanged')} unchanged" + (f", {c['documents_renamed']} renamed in place" if c.get("documents_renamed")
+                                                      else "") + ")",
         f"  chunks           {c.get('chunks')}  ({c.get('chunks_inserted')} inserted this run)",
         f"  entities         {r.get('entities')}  ({r.get('entities_dormant')} dormant)",
         f"  relations        {r.get('relations')}  ({r.get('negated')} negated, {r.get('with_validity')} with a validity period)",

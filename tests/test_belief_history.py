@@ -68,7 +68,7 @@ def test_a_three_document_reversal_chain_is_answered_as_it_stood_at_every_instan
 
     # the middle document goes: its enmity is dormant now, but the past is unchanged
     calls = len(server.requests)
-    delete_document(engine, realm, "books", "docs/02_book.txt")
+    delete_document(engine, realm, "books", "02_book.txt")
     (root / "docs" / "02_book.txt").unlink()
     assert len(server.requests) == calls
     for t, edges in expected.items():
@@ -79,9 +79,9 @@ def test_a_three_document_reversal_chain_is_answered_as_it_stood_at_every_instan
     assert "Porthos" not in {e["name"] for e in _ask(engine, realm, "Porthos lives in Paris").entities}
     # and its chunk is read from the archive at t2, never now
     at_t2_chunks = {c["doc_key"] for c in _ask(engine, realm, "Porthos lives in Paris", as_believed_at=t2).chunks}
-    assert "docs/02_book.txt" in at_t2_chunks
-    assert "docs/02_book.txt" not in {c["doc_key"] for c in _ask(engine, realm, "Porthos lives in Paris").chunks}
-    assert "docs/02_book.txt" not in {c["doc_key"] for c in _ask(engine, realm, "Porthos lives in Paris", as_believed_at=t1).chunks}
+    assert "02_book.txt" in at_t2_chunks
+    assert "02_book.txt" not in {c["doc_key"] for c in _ask(engine, realm, "Porthos lives in Paris").chunks}
+    assert "02_book.txt" not in {c["doc_key"] for c in _ask(engine, realm, "Porthos lives in Paris", as_believed_at=t1).chunks}
 
     # re-indexing unchanged sources moves nothing in the history
     before = _history(engine, realm)
@@ -94,7 +94,7 @@ def test_every_belief_change_is_logged_once_in_order(novel, realm) -> None:  # t
     _write(root, "01_book.txt", "Athos is an ally of d'Artagnan.")
     _write(root, "02_book.txt", "Athos is now an enemy of d'Artagnan.")
     index_documents(engine, realm, "books", communities=False)
-    delete_document(engine, realm, "books", "docs/02_book.txt")
+    delete_document(engine, realm, "books", "02_book.txt")
     with engine.connect() as conn:
         rows = conn.execute(sql.SQL("""
             SELECT l.kind, COALESCE(r.predicate, e.name, l.doc_key), l.event, sup.predicate
@@ -107,7 +107,7 @@ def test_every_belief_change_is_logged_once_in_order(novel, realm) -> None:  # t
                                ("ally_of", "superseded", "enemy_of"), ("enemy_of", "dormant", None),
                                ("ally_of", "restored", None)]
     assert [(p, ev) for k, p, ev, _ in rows if k == "document"] == [
-        ("docs/01_book.txt", "added"), ("docs/02_book.txt", "added"), ("docs/02_book.txt", "removed")]
+        ("01_book.txt", "added"), ("02_book.txt", "added"), ("02_book.txt", "removed")]
     assert sorted((p, ev) for k, p, ev, _ in rows if k == "entity") == [("Athos", "created"), ("d'Artagnan", "created")]
 
 
@@ -144,7 +144,7 @@ def test_removed_chunks_are_re_embedded_with_the_realm(novel, realm, monkeypatch
     _write(root, "02_book.txt", "Porthos lives in Paris.")
     index_documents(engine, realm, "books", communities=False)
     t = _clock(engine)
-    delete_document(engine, realm, "books", "docs/02_book.txt")
+    delete_document(engine, realm, "books", "02_book.txt")
     monkeypatch.setenv("PGRAG_EMBEDDING__DIM", "64")
     narrow = Engine.from_settings(load_settings(root / "pgrag.yaml"))
     result = reembed_realm(narrow, realm)
@@ -154,4 +154,4 @@ def test_removed_chunks_are_re_embedded_with_the_realm(novel, realm, monkeypatch
     assert dims == [(64,)]
     chunks = query_data("Porthos lives in Paris", QueryParam(space="books", mode="naive", as_believed_at=t),
                         dsn=narrow.dsn, realm=realm, embedder=narrow.embedder()).chunks
-    assert [c["doc_key"] for c in chunks][:1] == ["docs/02_book.txt"]  # found by its new vector, from the archive
+    assert [c["doc_key"] for c in chunks][:1] == ["02_book.txt"]  # found by its new vector, from the archive

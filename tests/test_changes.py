@@ -39,7 +39,7 @@ def test_the_feed_lists_each_kind_of_event_of_real_indexing_supersession_and_del
                                                         ("Rochefort", "serves", "Richelieu")]
     assert all(e["rendered"] for e in first.relations_added)
     assert sorted(e["name"] for e in first.entities_created) == ["Athos", "Richelieu", "Rochefort", "d'Artagnan"]
-    assert [e["doc_key"] for e in first.documents_added] == ["docs/01_book.txt"]
+    assert [e["doc_key"] for e in first.documents_added] == ["01_book.txt"]
     assert first.events == 7 and first.since is None and first.watermark != ""
     # a later book reverses the alliance: asserted + superseded, the superseder named
     _write(root, "02_book.txt", "Athos is now an enemy of d'Artagnan.", "Porthos lives in Paris.")
@@ -50,24 +50,24 @@ def test_the_feed_lists_each_kind_of_event_of_real_indexing_supersession_and_del
     [sup] = second.relations_superseded
     enemy = next(e for e in second.relations_added if e["predicate"] == "enemy_of")
     assert (sup["predicate"], sup["superseded_by"], sup["superseded_by_rendered"]) == ("ally_of", enemy["id"], enemy["rendered"])
-    assert [e["doc_key"] for e in second.documents_added] == ["docs/02_book.txt"]
+    assert [e["doc_key"] for e in second.documents_added] == ["02_book.txt"]
     assert sorted(e["name"] for e in second.entities_created) == ["Paris", "Porthos"]
     assert second.seqs() and min(second.seqs()) > max(first.seqs())
     # deleting the book: its facts go dormant, the alliance is restored, the document removed
-    delete_document(engine, realm, "books", "docs/02_book.txt")
+    delete_document(engine, realm, "books", "02_book.txt")
     third = changes_since(engine, realm, "books", second.watermark)
     assert sorted(_rendered(third.relations_dormant)) == [("Athos", "enemy_of", "d'Artagnan"),
                                                           ("Porthos", "lives_in", "Paris")]
     assert _rendered(third.relations_restored) == [("Athos", "ally_of", "d'Artagnan")]
     assert sorted(e["name"] for e in third.entities_dormant) == ["Paris", "Porthos"]
-    assert [e["doc_key"] for e in third.documents_removed] == ["docs/02_book.txt"]
+    assert [e["doc_key"] for e in third.documents_removed] == ["02_book.txt"]
     assert not third.relations_added and not third.documents_added
     # the book comes back, the first one is rewritten: revived relation and entities, a replaced document
     _write(root, "01_book.txt", "Athos is an ally of d'Artagnan.", "Rochefort serves Richelieu.", "Athos taught d'Artagnan to fence.")
     index_documents(engine, realm, "books", communities=False)
     fourth = changes_since(engine, realm, "books", third.watermark)
-    assert [e["doc_key"] for e in fourth.documents_replaced] == ["docs/01_book.txt"]
-    assert [e["doc_key"] for e in fourth.documents_added] == ["docs/02_book.txt"]
+    assert [e["doc_key"] for e in fourth.documents_replaced] == ["01_book.txt"]
+    assert [e["doc_key"] for e in fourth.documents_added] == ["02_book.txt"]
     assert sorted(_rendered(fourth.relations_revived)) == [("Athos", "enemy_of", "d'Artagnan"),
                                                            ("Porthos", "lives_in", "Paris")]
     assert sorted(e["name"] for e in fourth.entities_revived) == ["Paris", "Porthos"]

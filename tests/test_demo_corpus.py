@@ -89,7 +89,7 @@ def test_a_replay_miss_names_the_chunk_and_leaves_the_run_resumable(pg_dsn: str,
     meta = {r.stage: r.metadata for r in index_documents(engine, realm, "demo", communities=False)}
     assert meta["raw_extractions"]["chunks_extracted"] == 13 and meta["raw_extractions"]["chunks_failed"] == 1
     assert meta["raw_extractions"]["failures"][0].startswith(
-        "corpus/wikipedia/Analytical_Engine.txt#12: replay miss for extract prompt")
+        "Analytical_Engine.txt#12: replay miss for extract prompt")
     # a new document that no response was recorded for: every chunk misses, so the run raises
     (corpus / "Zz_New.txt").write_text("Charles Babbage met Mary Somerville in London.\n", encoding="utf-8")
     with pytest.raises(ExtractionError, match=r"Zz_New\.txt#0: replay miss for extract prompt"):
@@ -136,7 +136,7 @@ def test_issue14_the_last_filing_indexed_later_is_believed_after_the_instant_bef
 
     base = load_settings(ROOT / "pgrag.yaml", database_url=pg_dsn)
     first, withheld = without_last_file(base, base.space_spec("tenk", "disney"))
-    assert withheld == "corpus/disney_10k/FY2018.txt"
+    assert withheld == "FY2018.txt"
 
     def engine_for(spec: object) -> Engine:
         return Engine.from_settings(base.model_copy(update={"realms": {realm: RealmSpec(spaces={"disney": spec})}}))
@@ -230,7 +230,7 @@ def test_make_demo_runs_offline_with_the_local_model_and_replays_every_answer(
         assert out.count("answer (synthesised, replayed): ") == 6 and "answer: not shown" not in out
         assert "As of 2012, the chief financial officer was James A. Rasulo" in out
         # issue 14: tenk.disney first without FY2018 (no communities), then FY2018 alone is extracted ...
-        first, disney = out.split("partition tenk.disney without its last document, corpus/disney_10k/FY2018.txt")[1] \
+        first, disney = out.split("partition tenk.disney without its last document, FY2018.txt")[1] \
             .split("\npartition tenk.disney  (Dagster run")
         assert "documents        6, 9 chunks; 17 entities, 29 relations, 3 superseded; communities not built yet" in first
         assert "model            0 calls, 18 cache hits" in first and "checks           12/12 passed (all green)" in first
@@ -240,20 +240,20 @@ def test_make_demo_runs_offline_with_the_local_model_and_replays_every_answer(
                      "supersession     4 superseded (4 this run) {'group': 4}", "communities      3 (level 0), 1 parent topics",
                      "model            0 calls, 8 cache hits"):  # ... and the graph is the one-run graph
             assert f"\n  {line}" in disney, line
-        assert "\n    documents added: 1  (corpus/disney_10k/FY2018.txt)" in disney  # the change feed of that run
+        assert "\n    documents added: 1  (FY2018.txt)" in disney  # the change feed of that run
         # ... and the revenue question as believed just before FY2018 was added, then now
-        then, now = disney.split("\nbelief time: corpus/disney_10k/FY2018.txt was added at ")[1].split(
+        then, now = disney.split("\nbelief time: FY2018.txt was added at ")[1].split(
             "\nquery_data(\"How did The Walt Disney Company's revenues change in its most recent fiscal year?\", "
             "mode=mix, include_superseded=True")[1:]
         decrease = "hop 1: (Walt Disney Company) --[decreased]--> (Revenues) [valid 2017 to 2017]"
         instant = then.split("'", 2)[1]
-        assert then.startswith(", as_believed_at='") and "passages from 6 documents, the last corpus/disney_10k/FY2017.txt" in then
+        assert then.startswith(", as_believed_at='") and "passages from 6 documents, the last FY2017.txt" in then
         assert f"{decrease}: Revenues for fiscal 2017 decreased 1%" in then  # current then; the increase superseded by it
         assert "hop 1: (Walt Disney Company) --[increased]--> (Revenues) [valid 2012 to 2018] [superseded]: " in then
         assert "superseded by: (Walt Disney Company) --[decreased]--> (Revenues) [valid 2017 to 2017]" in then
         assert "answer (synthesised, replayed): In the most recent fiscal year the context covers, fiscal 2017, " \
                "The Walt Disney Company's revenues decreased 1%, or $0.5 billion, to $55.1 billion [1]." in then
-        assert now.startswith("):") and "passages from 7 documents, the last corpus/disney_10k/FY2018.txt" in now
+        assert now.startswith("):") and "passages from 7 documents, the last FY2018.txt" in now
         assert f"{decrease} [superseded]: Revenues for fiscal 2017" in now  # superseded now, by FY2018's increase
         assert "superseded by: (Walt Disney Company) --[increased]--> (Revenues) [valid 2012 to 2018]" in now
         assert "answer (synthesised, replayed): In fiscal 2018, the most recent fiscal year in the context, " \
@@ -267,7 +267,7 @@ def test_make_demo_runs_offline_with_the_local_model_and_replays_every_answer(
         out = capsys.readouterr().out
         assert "realm wiki is embedded with local/all-MiniLM-L6-v2 (384) but the configuration says hashing-sha256" in out
         # FY2018 is indexed already: no run without it, nothing extracted, the same belief instant
-        assert "partition tenk.disney: its last document, corpus/disney_10k/FY2018.txt, was indexed by an earlier run" in out
+        assert "partition tenk.disney: its last document, FY2018.txt, was indexed by an earlier run" in out
         assert "without its last document" not in out and "  model            0 calls, 0 cache hits" in out
         assert f"include_superseded=True, as_believed_at='{instant}'):" in out
         assert out.count("answer: not shown — the cassette has no recorded answer for this exact context") >= 1

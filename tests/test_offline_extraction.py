@@ -44,7 +44,7 @@ def chunks() -> pl.DataFrame:
     rows = []
     for order, name in enumerate(ARTICLES):
         text = read_document(d / name)
-        rows.append({"doc_key": name, "title": title_for(d / name), "source": f"corpus/wikipedia/{name}",
+        rows.append({"doc_key": name, "title": title_for(d / name), "source": name,
                      "doc_order": order, "text": text, "doc_hash": hashlib.sha256(text.encode()).hexdigest(),
                      "metadata": "{}"})
     frame = chunk_documents(pl.DataFrame(rows), chunk_chars=2000, overlap_chars=200)

@@ -126,10 +126,10 @@ def test_documents_are_ordered_by_file_name_across_sources(tmp_path: Path) -> No
     docs = load_documents(settings, "r1", "s1")
     assert docs.columns == DOCUMENT_COLUMNS
     assert docs.select("doc_key", "doc_order", "title", "text").rows() == [
-        ("two/a_first.txt", 0, "a first", "First.\n"),
-        ("one/b_second.txt", 1, "b second", "Second.\n"),
-        ("two/c_third.txt", 2, "c third", "Third.\n"),
-        ("one/d_fourth.txt", 3, "d fourth", "Fourth.\n"),
+        ("a_first.txt", 0, "a first", "First.\n"),  # issue 16: keys relative to their source's directory
+        ("b_second.txt", 1, "b second", "Second.\n"),
+        ("c_third.txt", 2, "c third", "Third.\n"),
+        ("d_fourth.txt", 3, "d fourth", "Fourth.\n"),
     ]
     assert docs["source"].to_list() == docs["doc_key"].to_list()
     assert docs["doc_hash"].to_list() == [hashlib.sha256(t.encode()).hexdigest() for t in docs["text"]]
@@ -156,12 +156,12 @@ def test_without_last_file_keeps_the_other_documents_keys_and_order(tmp_path: Pa
         (tmp_path / rel).write_text(f"Text of {rel}.\n", encoding="utf-8")
     settings = _settings(tmp_path, SourceSpec(path=Path("one")), SourceSpec(path=Path("two")))
     first, withheld = without_last_file(settings, settings.space_spec("r1", "s1"))
-    assert withheld == "one/d.txt"
-    assert all(src.path.is_file() for src in first.sources) and first.order == "filename"
+    assert withheld == "d.txt"
+    assert [src.exclude for src in first.sources] == [["d.txt"], []] and first.order == "filename"
     fewer = settings.model_copy(update={"realms": {"r1": RealmSpec(spaces={"s1": first})}})
     assert load_documents(fewer, "r1", "s1").select("doc_key", "doc_order").rows() == \
         load_documents(settings, "r1", "s1").select("doc_key", "doc_order").rows()[:-1] == \
-        [("two/a.txt", 0), ("one/b.txt", 1), ("two/c.txt", 2)]
+        [("a.txt", 0), ("b.txt", 1), ("c.txt", 2)]
     by_field = SpaceSpec(sources=[SourceSpec(path=Path("one"))], order="metadata", order_field="year")
     with pytest.raises(ConfigurationError, match="orders by metadata"):
         without_last_file(settings, by_field)
@@ -192,10 +192,10 @@ def test_issue13_read_sources_skips_bad_files_with_their_reasons_and_keeps_the_o
     (corpus / "c.txt").write_text("Third.\n", encoding="utf-8")
     (corpus / "d.txt").symlink_to(corpus / "gone.txt")
     read = read_sources(_settings(tmp_path, SourceSpec(path=Path("corpus"))), "r1", "s1")
-    assert read.documents.select("doc_key", "doc_order").rows() == [("corpus/a.txt", 0), ("corpus/c.txt", 2)]
+    assert read.documents.select("doc_key", "doc_order").rows() == [("a.txt", 0), ("c.txt", 2)]
     assert [(s.doc_key, s.reason) for s in read.skipped] == [
-        ("corpus/b.txt", "is binary (contains NUL bytes), not a text document"),
-        ("corpus/d.txt", "cannot be read (a broken symbolic link)")]
+        ("b.txt", "is binary (contains NUL bytes), not a text document"),
+        ("d.txt", "cannot be read (a broken symbolic link)")]
 
 
 @pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16", "utf-32"])
@@ -236,7 +236,7 @@ def test_issue13_a_file_name_that_is_not_utf8_becomes_an_escaped_doc_key(tmp_pat
     corpus.mkdir()
     (corpus / os.fsdecode(b"caf\xe9.txt")).write_text("Coffee.\n", encoding="utf-8")
     docs = load_documents(_settings(tmp_path, SourceSpec(path=Path("corpus"))), "r1", "s1")
-    assert docs.select("doc_key", "title").rows() == [("corpus/caf\\xe9.txt", "caf\\xe9")]
+    assert docs.select("doc_key", "title").rows() == [("caf\\xe9.txt", "caf\\xe9")]
     assert json.loads(docs["metadata"][0]) == {"file_name": "caf\\xe9.txt"}
 
 

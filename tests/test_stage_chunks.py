@@ -26,7 +26,7 @@ def _rows(dsn: str, realm: str, query: str, params: tuple = ()) -> list[tuple]:
 
 
 def _texts(corpus: SmallCorpus) -> dict[str, str]:
-    return {f"docs/{p.name}": p.read_text(encoding="utf-8") for p in (corpus.root / "docs").iterdir() if p.is_file()}
+    return {p.name: p.read_text(encoding="utf-8") for p in (corpus.root / "docs").iterdir() if p.is_file()}
 
 
 def test_issue13_stored_chunks_are_substrings_with_their_offsets(small_corpus: SmallCorpus, realm: str) -> None:
@@ -63,8 +63,8 @@ def _spoil(corpus: SmallCorpus) -> dict[str, str]:
     (docs / "04_image.txt").write_bytes(b"GIF89a\x00\x01\x02binary")
     (docs / "05_latin1.txt").write_bytes("café au lait".encode("latin-1"))
     (docs / "06_moved.txt").symlink_to(docs / "moved-away.txt")
-    return {"docs/03_empty.txt": "empty", "docs/04_image.txt": "binary", "docs/05_latin1.txt": "UTF-8",
-            "docs/06_moved.txt": "cannot be read"}
+    return {"03_empty.txt": "empty", "04_image.txt": "binary", "05_latin1.txt": "UTF-8",
+            "06_moved.txt": "cannot be read"}
 
 
 def test_issue13_bad_documents_are_reported_and_skipped_and_every_other_is_indexed(small_corpus: SmallCorpus, realm: str) -> None:
@@ -78,19 +78,19 @@ def test_issue13_bad_documents_are_reported_and_skipped_and_every_other_is_index
     passed, check = result.checks[SKIPPED_CHECK]
     assert not passed and check["documents_skipped"] == 4
     keys = {k for (k,) in _rows(small_corpus.engine().dsn, realm, "SELECT DISTINCT doc_key FROM {s}.documents")}
-    assert keys == {"docs/01_babbage.txt", "docs/02_lovelace.txt"}
+    assert keys == {"01_babbage.txt", "02_lovelace.txt"}
 
 
 def test_issue13_an_indexed_document_whose_file_becomes_unreadable_keeps_its_chunks(small_corpus: SmallCorpus, realm: str) -> None:
     engine = small_corpus.engine()
     stage_chunks(engine, realm, "main")
-    before = _rows(engine.dsn, realm, "SELECT id, text FROM {s}.documents WHERE doc_key = 'docs/02_lovelace.txt' ORDER BY id")
+    before = _rows(engine.dsn, realm, "SELECT id, text FROM {s}.documents WHERE doc_key = '02_lovelace.txt' ORDER BY id")
     lovelace = small_corpus.root / "docs" / "02_lovelace.txt"
     lovelace.write_bytes(b"\x80\x81 no longer UTF-8")
     meta = stage_chunks(engine, realm, "main").metadata
     assert meta["documents_removed"] == 0 and meta["skipped_documents_kept"] == 1
     assert meta["skipped_documents_sample"][0]["kept"] is True
-    assert _rows(engine.dsn, realm, "SELECT id, text FROM {s}.documents WHERE doc_key = 'docs/02_lovelace.txt' ORDER BY id") == before
+    assert _rows(engine.dsn, realm, "SELECT id, text FROM {s}.documents WHERE doc_key = '02_lovelace.txt' ORDER BY id") == before
     lovelace.unlink()  # gone from the sources: now it is removed
     meta = stage_chunks(engine, realm, "main").metadata
     assert meta["documents_removed"] == 1 and meta["documents_skipped"] == 0

@@ -127,7 +127,7 @@ def test_delete_document_makes_its_only_facts_dormant_and_restores_what_it_super
     _write(root, "02_book.txt", "Athos is now an enemy of d'Artagnan.", "Porthos lives in Paris.")
     index_documents(engine, realm, "books", communities=False)
     calls = len(server.requests)
-    delete_document(engine, realm, "books", "docs/02_book.txt")
+    delete_document(engine, realm, "books", "02_book.txt")
     assert len(server.requests) == calls  # no model call
     edges = _edges(engine, realm)
     assert edges[("Athos", "enemy_of", "d'Artagnan", False)] == (None, False, True)  # dormant, not deleted
@@ -145,7 +145,7 @@ def test_delete_document_makes_its_only_facts_dormant_and_restores_what_it_super
                                     .format(qualified(realm, "entities"))).fetchall())
     assert not dormant["Porthos"] and dormant["Paris"]
     with pytest.raises(ConfigurationError, match="no document"):
-        delete_document(engine, realm, "books", "docs/02_book.txt")
+        delete_document(engine, realm, "books", "02_book.txt")
 
 
 def test_contradiction_detection_asks_only_about_the_residue(novel, realm) -> None:  # type: ignore[no-untyped-def]

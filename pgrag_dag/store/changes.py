@@ -27,7 +27,7 @@ _WINDOW = sql.SQL("""l.space = %(space)s
    AND pg_visible_in_snapshot(l.xid, pg_current_snapshot())""")
 
 _EVENTS = """
-SELECT l.seq, l.kind, l.event, l.object_id, l.doc_key, l.superseded_by, l.at,
+SELECT l.seq, l.kind, l.event, l.object_id, l.doc_key, l.renamed_from, l.superseded_by, l.at,
        r.rendered, s.name AS subject, r.predicate, r.negated, o.name AS object,
        sup.rendered AS superseded_by_rendered, e.name AS entity, e.entity_type
   FROM {s}.belief_log l

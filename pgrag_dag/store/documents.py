@@ -8,6 +8,7 @@ each document added, replaced or removed is logged in the belief history (issue 
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
@@ -150,6 +151,56 @@ def document_fingerprints(conn: psycopg.Connection, realm: str, space: str) -> d
     return dict(conn.execute(sql.SQL("SELECT DISTINCT ON (doc_key) doc_key, doc_fingerprint FROM {} WHERE space = %s "
                                      "AND doc_fingerprint IS NOT NULL ORDER BY doc_key").format(_t(realm, "documents")),
                              (space,)).fetchall())
+
+
+def indexed_keys(conn: psycopg.Connection, realm: str, space: str, keys: Collection[str]) -> set[str]:
+    """Which of ``keys`` the space holds chunks of now."""
+    rows = conn.execute(sql.SQL("SELECT DISTINCT doc_key FROM {} WHERE space = %s AND md5(doc_key) = ANY(%s)").format(
+        _t(realm, "documents")), (space, [hashlib.md5(k.encode("utf-8")).hexdigest() for k in keys])).fetchall()
+    return {k for (k,) in rows} & set(keys)
+
+
+@dataclass(frozen=True)
+class Rename:
+    """One stored document to rename in place (:func:`rename_documents`): its ``old`` and ``new`` doc_key, the
+    ``source`` to store, and the fingerprint to store when the stored one is ``old_print`` (the document read
+    as it was chunked, but for its key: ``new_print``, so it is not chunked again)."""
+
+    old: str
+    new: str
+    source: str
+    old_print: str | None = None
+    new_print: str | None = None
+
+
+def rename_documents(conn: psycopg.Connection, realm: str, space: str, renames: Collection[Rename]) -> list[Rename]:
+    """Rename stored documents in place (issue 16), in the caller's transaction: every chunk of ``old`` (and
+    every archived chunk in ``documents_removed``) gets doc_key ``new`` and ``source``; chunk ids, and with
+    them raw extractions, gate decisions, mentions, relations' provenance and vectors, stay as they are. One
+    ``renamed`` event per document is logged (:func:`pgrag_dag.store.history.log_renames`). A rename whose
+    ``old`` key holds no chunk, or whose ``new`` key already does, is left out. Returns those done."""
+    if not renames:
+        return []
+    table = _t(realm, "documents")
+    present = indexed_keys(conn, realm, space, [r.old for r in renames] + [r.new for r in renames])
+    todo = [r for r in renames if r.old in present and r.new not in present]
+    if not todo:
+        return []
+    cols = ([r.old for r in todo], [r.new for r in todo], [r.source for r in todo], [r.old_print for r in todo],
+            [r.new_print for r in todo])
+    conn.execute(sql.SQL("""UPDATE {t} d SET doc_key = v.new, source = v.source,
+                                doc_fingerprint = CASE WHEN d.doc_fingerprint = v.old_print THEN v.new_print
+                                                       ELSE d.doc_fingerprint END
+                              FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[])
+                                   AS v(old, new, source, old_print, new_print)
+                             WHERE d.space = %s AND md5(d.doc_key) = md5(v.old) AND d.doc_key = v.old""").format(t=table),
+                 (*cols, space))
+    conn.execute(sql.SQL("""UPDATE {t} d SET doc_key = v.new, source = v.source
+                              FROM unnest(%s::text[], %s::text[], %s::text[]) AS v(old, new, source)
+                             WHERE d.space = %s AND d.doc_key = v.old""").format(t=_t(realm, "documents_removed")),
+                 (*cols[:3], space))
+    history.log_renames(conn, realm, space, [(r.old, r.new) for r in todo])
+    return todo
 
 
 def _json(text: str | None) -> object:

@@ -9,7 +9,9 @@ Belief time is kept as history, never rewritten. Three tables per realm schema, 
   ``now()``) and ``xid`` (the writing transaction, ``xid8``: what the change feed's snapshot
   watermarks compare). Events: relations ``asserted`` | ``superseded`` | ``restored`` | ``dormant`` |
   ``revived`` | ``deleted``; entities ``created`` | ``dormant`` | ``revived`` | ``archived`` |
-  ``unarchived`` | ``deleted``; documents ``added`` | ``replaced`` | ``removed``.
+  ``unarchived`` | ``deleted``; documents ``added`` | ``replaced`` | ``removed`` | ``renamed`` (schema
+  version 17, issue 16: ``doc_key`` is the new key, ``renamed_from`` the one it had — a document re-keyed in
+  place, its chunks, extractions and graph kept; readers of a document's history follow the chain).
 - ``relation_belief``: the intervals ``[believed_from, believed_to)`` during which a relation was in the
   graph (not dormant), with its ``state`` then — ``current`` or ``superseded`` (by ``superseded_by``).
   ``believed_to`` is ``NULL`` while the interval is open; closing it is the one write ever allowed.
@@ -53,7 +55,7 @@ from pgrag_dag.store.ident import qualified as _t
 
 RELATION_EVENTS = ("asserted", "superseded", "restored", "dormant", "revived", "deleted")
 ENTITY_EVENTS = ("created", "dormant", "revived", "archived", "unarchived", "deleted")
-DOCUMENT_EVENTS = ("added", "replaced", "removed")
+DOCUMENT_EVENTS = ("added", "replaced", "removed", "renamed")
 FORGET_SETTING = "pgrag.forget"
 """A transaction-local setting (``SET LOCAL pgrag.forget = 'on'``) that lets explicit deletion remove history."""
 
@@ -127,6 +129,8 @@ HISTORY_DDL: tuple[str, ...] = (
         xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
         CHECK ((kind = 'document') = (doc_key IS NOT NULL AND object_id IS NULL))
     )""",
+    # issue 16: a document renamed in place ('renamed') names the key it had; NULL for every other event
+    """ALTER TABLE {s}.belief_log ADD COLUMN IF NOT EXISTS renamed_from text""",
     """CREATE INDEX IF NOT EXISTS belief_log_space_xid ON {s}.belief_log (space, xid)""",
     """CREATE INDEX IF NOT EXISTS belief_log_object ON {s}.belief_log (kind, object_id)""",
     """CREATE TABLE IF NOT EXISTS {s}.relation_belief (
@@ -325,9 +329,10 @@ def create_history(conn: psycopg.Connection, schema: str, vector_type: sql.Compo
 
 
 def log_documents(conn: psycopg.Connection, realm: str, space: str, events: Sequence[tuple[str, str]]) -> int:
-    """Append one ``belief_log`` row per ``(doc_key, event)`` (event in :data:`DOCUMENT_EVENTS`), in the
-    caller's transaction. Returns how many were written. Raises :class:`ValueError` for an unknown event."""
-    bad = sorted({e for _, e in events} - set(DOCUMENT_EVENTS))
+    """Append one ``belief_log`` row per ``(doc_key, event)`` (event in :data:`DOCUMENT_EVENTS`, ``renamed``
+    aside: :func:`log_renames`), in the caller's transaction. Returns how many were written. Raises
+    :class:`ValueError` for an unknown event."""
+    bad = sorted({e for _, e in events} - set(DOCUMENT_EVENTS) | ({"renamed"} & {e for _, e in events}))
     if bad:
         raise ValueError(f"unknown document event(s) {bad}; expected one of {DOCUMENT_EVENTS}")
     if not events:
@@ -339,17 +344,32 @@ def log_documents(conn: psycopg.Connection, realm: str, space: str, events: Sequ
     return len(events)
 
 
+def log_renames(conn: psycopg.Connection, realm: str, space: str, renames: Sequence[tuple[str, str]]) -> int:
+    """Append one ``renamed`` ``belief_log`` row per ``(old_key, new_key)`` (doc_key = the new key,
+    ``renamed_from`` = the old), in the caller's transaction. Returns how many were written."""
+    with conn.cursor() as cur:
+        cur.executemany(
+            sql.SQL("INSERT INTO {} (space, kind, doc_key, event, renamed_from) VALUES (%s, 'document', %s, 'renamed', %s)")
+            .format(_t(realm, "belief_log")), [(space, new, old) for old, new in renames])
+    return len(renames)
+
+
 def before_added(conn: psycopg.Connection, realm: str, space: str, doc_key: str) -> datetime | None:
     """The last instant before ``doc_key`` was last added to ``space``: the ``at`` of its latest
-    ``belief_log`` event ``added`` (the database clock of the chunk sync that added it) minus one
-    microsecond, PostgreSQL's resolution — a ``timestamptz`` as a timezone-aware :class:`datetime`.
-    ``None`` when the document was never added (or the realm has no history). Reads ``belief_log``."""
+    ``belief_log`` event ``added`` — under ``doc_key`` or a key it was ``renamed`` from (issue 16) — (the
+    database clock of the chunk sync that added it) minus one microsecond, PostgreSQL's resolution — a
+    ``timestamptz`` as a timezone-aware :class:`datetime`. ``None`` when the document was never added (or
+    the realm has no history). Reads ``belief_log``."""
     if not table_exists(conn, realm, "belief_log"):
         return None
     row = conn.execute(sql.SQL(
-        """SELECT max(at) - interval '1 microsecond' FROM {}
-            WHERE space = %s AND kind = 'document' AND doc_key = %s AND event = 'added'""").format(
-        _t(realm, "belief_log")), (space, doc_key)).fetchone()
+        """WITH RECURSIVE keys(k) AS (
+               SELECT %(key)s::text
+               UNION SELECT l.renamed_from FROM {t} l JOIN keys ON l.doc_key = keys.k
+                      WHERE l.space = %(space)s AND l.kind = 'document' AND l.event = 'renamed')
+           SELECT max(at) - interval '1 microsecond' FROM {t}
+            WHERE space = %(space)s AND kind = 'document' AND doc_key IN (SELECT k FROM keys) AND event = 'added'""").format(
+        t=_t(realm, "belief_log")), {"space": space, "key": doc_key}).fetchone()
     return None if row is None else row[0]
 
 

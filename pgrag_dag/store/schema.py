@@ -54,7 +54,8 @@ embedder's name) and ``fallback_embedding`` (its vector) — the indexed ``embed
 partial indexes ``<table>_unembedded`` (documents, entities, relations) hold the rows without an
 ``embedding``, which every query counts.
 - ``belief_log``, ``relation_belief``, ``entity_belief``, ``documents_removed``: the append-only belief
-  history and its triggers (:mod:`pgrag_dag.store.history`, schema version 7)
+  history and its triggers (:mod:`pgrag_dag.store.history`, schema version 7; ``belief_log.renamed_from``
+  for documents re-keyed in place, schema version 17)
 - ``query_events``: coverage telemetry, one row per recorded query (:mod:`pgrag_dag.store.telemetry`)
 - ``community_lineage`` (view): community → relations inside it → contributing chunks → documents
 """
@@ -72,7 +73,7 @@ from pgrag_dag.store.ident import qualified  # noqa: F401  (re-exported: schema.
 from pgrag_dag.store.db import privileged
 
 CONTROL_SCHEMA = "pgrag__control"
-SCHEMA_VERSION = 16
+SCHEMA_VERSION = 17
 """The realm schema's DDL version, recorded per realm in ``pgrag__control.realms.schema_version``."""
 _LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
 
