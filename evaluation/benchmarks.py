@@ -43,14 +43,22 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from pgrag_dag.errors import PgragError
 
 ORDER_FIELD = "order"
 """The metadata field a benchmark space orders its documents by (``order: metadata``)."""
+
+
+def _number_as_text(value: Any) -> Any:
+    """A number where the format has text (LongMemEval answers such as ``4``, a year as ``2022``) → its text."""
+    return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
+
+
+NumberText = Annotated[str, BeforeValidator(_number_as_text)]
 
 
 class BenchmarkFormatError(PgragError):
@@ -156,17 +164,12 @@ class LongMemEvalInstance(BaseModel):
     question_id: str = Field(min_length=1)
     question_type: str = Field(min_length=1)
     question: str = Field(min_length=1)
-    answer: str
+    answer: NumberText
     question_date: str
     haystack_session_ids: list[str]
     haystack_dates: list[str]
     haystack_sessions: list[list[Turn]]
     answer_session_ids: list[str] = Field(default_factory=list)
-
-    @field_validator("answer", mode="before")
-    @classmethod
-    def _answer_text(cls, value: Any) -> Any:
-        return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
 
     @model_validator(mode="after")
     def _aligned(self) -> "LongMemEvalInstance":
@@ -251,15 +254,10 @@ class EctTranscript(BaseModel):
     company_name: str = Field(min_length=1)
     stock_code: str = Field(min_length=1)
     sector: str = Field(min_length=1)
-    year: str = Field(pattern=r"^(19|20)\d{2}$")
+    year: Annotated[NumberText, Field(pattern=r"^(19|20)\d{2}$")]
     quarter: str = Field(pattern=r"^[qQ][1-4]$")
     cleaned_content: str | None = None
     raw_content: str | None = None
-
-    @field_validator("year", mode="before")
-    @classmethod
-    def _year_text(cls, value: Any) -> Any:
-        return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
 
     @model_validator(mode="after")
     def _has_text(self) -> "EctTranscript":
@@ -305,16 +303,11 @@ class EctQuestion(BaseModel):
     model_config = ConfigDict(extra="allow")
     id: str
     question: str = Field(min_length=1)
-    answer: str
+    answer: NumberText
     reasoning_type: str = Field(min_length=1)
     question_type: str = Field(min_length=1)
     num_hops: int = Field(ge=0)
     evidence_list: list[EctEvidence]
-
-    @field_validator("answer", mode="before")
-    @classmethod
-    def _answer_text(cls, value: Any) -> Any:
-        return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
 
     @model_validator(mode="after")
     def _evidence(self) -> "EctQuestion":
