@@ -13,7 +13,7 @@
 3. **Period gold** (no figure, at least one period): F1 over normalised period tokens — ``YYYY-Qn``
    (``Q2 2021``, ``2021-Q2``, ``fiscal 2023-q2``, ``2Q21``, ``Q2'21``, ``second quarter of 2021``,
    ``Q1 and Q3 2022``), ``Qn`` (a quarter without a year), ``YYYY-Hn`` (halves) and ``YYYY``
-   (``2024``, ``FY24``, ``fiscal year 2024``).
+   (``2024``, ``FY24``, ``fiscal year 2024``); a range ``Q1–Q3 2022`` names each quarter in it.
 4. Anything else (a gold naming a company, say) is ``mode="judge"``: no strict score (``f1`` is
    ``None``); §8.11 has a single judge read those (:mod:`evaluation.judges`).
 
@@ -83,7 +83,8 @@ _YR = rf"(?:{_YR4}|'(\d{{2}})|(?<=FY)(\d{{2}})|(?<=FY\s)(\d{{2}}))"
 _ORD = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4, "4th": 4}
 # (pattern, kind); kinds are read by _period_tokens. Earlier patterns win where they overlap.
 _PERIODS: list[tuple[re.Pattern[str], str]] = [(re.compile(p, _I), k) for p, k in (
-    (rf"\bQ([1-4])((?:\s*(?:,|and|&|or|/)\s*(?:and\s+)?Q[1-4])+)\s*(?:of\s+|in\s+)?{_FY}?{_YR}", "qlist"),
+    (rf"\bQ([1-4])((?:\s*(?:,|and|&|or|/|-|–|to|through)\s*(?:and\s+)?Q[1-4])+)\s*(?:of\s+|in\s+)?{_FY}?{_YR}",
+     "qlist"),
     (rf"\b{_FY}?{_YR4}(?:[-/_]|(?=Q))\s*(?:fiscal\s+)?Q([1-4])\b"  # not "Q4 2021-Q1 2022"
      r"(?!\s*(?:19|20)\d{2}\b(?!\s*[-/_]?\s*Q[1-4]))", "yq"),
     (rf"\bQ([1-4])\s*(?:[-/]\s*|of\s+|\s*)?{_FY}?{_YR}\b", "qy"),
@@ -217,8 +218,11 @@ def _period_tokens(kind: str, m: re.Match[str]) -> tuple[str, ...]:
     g = m.groups()
     if kind == "qlist":
         year = _year(*g[2:])
-        quarters = [g[0], *re.findall(r"Q([1-4])", g[1], _I)]
-        return tuple(f"{year}-Q{q}" for q in quarters)
+        quarters = [int(g[0])]
+        for sep, q in re.findall(r"\s*(,|and|&|or|/|-|–|to|through)\s*(?:and\s+)?Q([1-4])", g[1], _I):
+            start = quarters[-1] + 1 if sep.lower() in ("-", "–", "to", "through") else int(q)
+            quarters += range(start, int(q) + 1)  # a range "Q1–Q3" names every quarter in it
+        return tuple(f"{year}-Q{q}" for q in dict.fromkeys(quarters))
     if kind == "yq":
         return (f"{g[0]}-Q{g[1]}",)
     if kind == "qy":

@@ -104,6 +104,7 @@ def test_period_expressions_normalise_to_one_token(text: str, token: str) -> Non
 
 def test_a_list_of_quarters_shares_its_year_and_a_range_keeps_both_ends() -> None:
     assert extract("Q1 and Q3 2022").period_tokens() == ["2022-Q1", "2022-Q3"]
+    assert extract("Q1–Q3 2022").period_tokens() == ["2022-Q1", "2022-Q2", "2022-Q3"]
     assert extract("from Q4 2021-Q1 2022").period_tokens() == ["2021-Q4", "2022-Q1"]
     assert extract("2021-Q2 2022-Q3").period_tokens() == ["2021-Q2", "2022-Q3"]
 
