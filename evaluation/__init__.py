@@ -1,0 +1,12 @@
+"""The evaluation harness of the paper's §8 (issue 17).
+
+The benchmark scripts here (``bench_*.py``) run as scripts; the modules below are importable as
+``evaluation.<module>`` from the repository root (the tests do):
+
+- :mod:`evaluation.scoring`: strict numeric F1 with asserted-answer extraction (§8.11);
+- :mod:`evaluation.judges`: the element-wise judge (ECT-QA's native protocol, Table 11), the majority
+  panel with the answering model excluded (§8.2) and blind pairwise comparison with position
+  transposition (§8.13);
+- :mod:`evaluation.benchmarks`: LongMemEval and ECT-QA loaders, their documents for a space, and the
+  harness guards (excluded items, per-company document counts; §8.11, §9).
+"""
