@@ -6,8 +6,6 @@ screenshot is kept under ``test-artifacts/view/``."""
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -22,14 +20,11 @@ from pgrag_dag.engine import Engine
 from pgrag_dag.export import read_tables
 from pgrag_dag.graph_view import render_view, write_view
 from pgrag_dag.store.schema import qualified
+from tests.fix_browser import chromium_dom, needs_chromium
 from tests.graph_corpus import SPACE, indexed_saga
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts" / "view"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
-needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
 
 
 @pytest.fixture
@@ -68,19 +63,7 @@ def _parse(html: str) -> _Elements:
 
 
 def _chromium(url: str, profile: Path, *, screenshot: Path | None = None) -> str:
-    """The DOM after the page ran (virtual time), and optionally a screenshot; a start-up that stalls on a
-    loaded machine is tried once more."""
-    args = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=15000", "--window-size=1500,950"]
-
-    def run(extra: list[str]) -> str:
-        try:
-            return subprocess.run([*args, *extra, url], check=True, capture_output=True, timeout=120, text=True).stdout
-        except subprocess.TimeoutExpired:
-            return subprocess.run([*args, *extra, url], check=True, capture_output=True, timeout=240, text=True).stdout
-
-    if screenshot is not None:
-        run([f"--screenshot={screenshot}"])
-    return run(["--dump-dom"])
+    return chromium_dom(url, profile, screenshot=screenshot)
 
 
 def _neighbourhood(engine: Engine, realm: str, name: str) -> set[tuple[str, str, str, str]]:

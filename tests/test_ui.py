@@ -23,13 +23,11 @@ from typing import Any
 import pytest
 
 from pgrag_dag.assets.runner import ui_argv
+from tests.fix_browser import CHROMIUM, chromium_dom
 from tests.fix_corpus import SmallCorpus
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts" / "ui"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 STAGES = ["chunks", "raw_extractions", "gated_triples", "resolved_entities", "relations", "embeddings",
           "communities", "community_hierarchy"]
 
@@ -67,24 +65,10 @@ def _wait(what: str, fn: Any, timeout: float) -> Any:
     raise AssertionError(f"timed out waiting for {what}: {last!r}")
 
 
-def _headless(args: list[str]) -> str:
-    """One headless chromium run; on a loaded 2-core machine its start-up can stall, so a run that times out is
-    retried once (with a longer limit) before the test fails."""
-    def run(limit: int) -> str:
-        return subprocess.run(args, check=True, capture_output=True, timeout=limit, text=True).stdout
-    try:
-        return run(120)
-    except subprocess.TimeoutExpired:
-        return run(240)
-
-
 def _chromium(url: str, *, screenshot: Path | None = None) -> str:
     profile = ARTIFACTS / ".profile"
     shutil.rmtree(profile, ignore_errors=True)
-    args = [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=20000", "--window-size=1600,1000"]
-    if screenshot is not None:
-        _headless([*args, f"--screenshot={screenshot}", url])
-    dom = _headless([*args, "--dump-dom", url])
+    dom = chromium_dom(url, profile, screenshot=screenshot, budget_ms=20000, window="1600,1000")
     shutil.rmtree(profile, ignore_errors=True)
     return dom
 
