@@ -241,7 +241,7 @@ def test_list_pages_filters_and_totals_match_the_database(indexed: SmallCorpus, 
         qualified(realm, "documents"))).fetchall())
     assert [(d["doc_key"], d["chunks"]) for d in docs["items"]] == sorted(chunks.items())
     assert [d["doc_key"] for d in _page(["list", "documents", part, "--name", "lovelace"])["items"]] == [
-        "docs/02_lovelace.txt"]
+        "02_lovelace.txt"]
 
     coms = _page(["list", "communities", part, "--level", "0"])
     level0 = conn.execute(sql.SQL("SELECT id FROM {} WHERE level = 0 ORDER BY size DESC, id").format(

@@ -168,8 +168,8 @@ def canonical(messages: list[dict[str, str]]) -> str:
 
 
 def stages(stdout: str) -> dict[str, dict[str, Any]]:
-    """The metadata ``pgrag index`` printed per stage (``<stage>: <json>`` lines)."""
-    return {stage: json.loads(meta) for stage, meta in (line.split(": ", 1) for line in stdout.splitlines() if ": {" in line)}
+    """The metadata ``pgrag index --json`` printed per stage (nothing when the run printed nothing)."""
+    return json.loads(stdout)["stages"] if stdout.strip() else {}
 
 
 # -- the runs -----------------------------------------------------------------------------------
@@ -198,7 +198,7 @@ class Lab:
         env.pop("PGRAG_EMBEDDING__MODEL", None)  # this test's YAML embeds through the stub server, which holds the call
         out = (self.logs / f"{realm}-{label}.out").open("w")
         err = (self.logs / f"{realm}-{label}.err").open("w")
-        proc = subprocess.Popen([str(PGRAG), "index", f"{realm}.main"], env=env, stdout=out, stderr=err,
+        proc = subprocess.Popen([str(PGRAG), "index", f"{realm}.main", "--json"], env=env, stdout=out, stderr=err,
                                 cwd=self.config.parent)
         out.close()
         err.close()

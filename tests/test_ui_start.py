@@ -25,8 +25,8 @@ def test_the_daemons_first_tick_requests_nothing_for_a_materialised_partition(sm
     key = f"{realm}.main"
     resource = PgragResource(config_path=str(small_corpus.config))
     defs = build_defs(pgrag=resource)
-    sensor = defs.get_sensor_def("source_sensor")
     with dg.instance_for_test() as instance:
+        sensor = defs.get_sensor_def("source_sensor")  # inside: resolving defs reads the current instance's state
         add_partitions(instance, [key])
         run = dg.materialize([*ASSETS, *COMMUNITY_CHECKS], partition_key=key, instance=instance, resources={"pgrag": resource})
         assert run.success
