@@ -1,6 +1,8 @@
-"""pgrag command line: demo, index, query, changes, reembed, coverage, retention, unarchive, delete, ui,
-slots, cassette import/export, cache evict, stop-db; init and add (cli_project); status, list and lineage
-(cli_inspect); export and view (cli_graph).
+"""pgrag: index your documents into a bi-temporal graph in PostgreSQL and ask it questions.
+
+Start with `pgrag init DIR` (a configuration for a folder of documents), then `pgrag index REALM.SPACE`,
+`pgrag status`, `pgrag query "..."`, `pgrag view REALM.SPACE`. Commands live here and in cli_project (init,
+add), cli_inspect (status, list, lineage) and cli_graph (export, view).
 
 Every command reads the settings from PGRAG_CONFIG (default ./pgrag.yaml) and PGRAG_ environment
 variables. Errors of the engine are printed as one line and exit with status 2.
@@ -11,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +23,8 @@ import typer
 
 from pgrag_dag.errors import PgragError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help=re.sub(r"(?<!\n)\n(?!\n)", " ", __doc__ or ""))  # paragraphs reflowed by the terminal
 cassette_app = typer.Typer(no_args_is_help=True, help="Export or import recorded model responses (JSONL).")
 app.add_typer(cassette_app, name="cassette")
 cache_app = typer.Typer(no_args_is_help=True, help="Evict poison responses from the LLM response cache.")
@@ -528,6 +532,22 @@ def cache_evict(
 from pgrag_dag import cli_inspect  # noqa: E402,F401  (registers its commands)
 from pgrag_dag import cli_graph  # noqa: E402,F401  (registers its commands)
 from pgrag_dag import cli_project  # noqa: E402,F401  (registers its commands)
+
+
+def _short_helps(typer_app: typer.Typer) -> None:
+    """Give every command of ``typer_app`` (and of its sub-apps) a one-sentence ``short_help`` — the first
+    sentence of its docstring — so ``pgrag --help`` lists the commands in a line or two each; ``pgrag
+    <command> --help`` still shows the whole docstring."""
+    for command in typer_app.registered_commands:
+        doc = " ".join((command.callback.__doc__ or "").split()) if command.callback else ""
+        if command.short_help is None and doc:
+            command.short_help = doc.split(". ", 1)[0].rstrip(".") + "."
+    for group in typer_app.registered_groups:
+        if group.typer_instance is not None:
+            _short_helps(group.typer_instance)
+
+
+_short_helps(app)
 
 
 def main() -> None:  # pragma: no cover - console entry
