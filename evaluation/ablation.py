@@ -39,7 +39,7 @@ import dataclasses
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -126,7 +126,7 @@ class Harness:
         from pgrag_dag.config import load_settings
 
         self.args, self.plan, self.realms, self.stem = args, p, list(realms), stem
-        base = load_settings(args.config) if args.config else load_settings()
+        base = load_settings(args.config)
         extraction = args.extraction_model or base.llm.models[0]
         api_base = args.api_base or base.llm.api_base
         self.models = Models(extraction, list(args.reader), list(args.judge or []),
@@ -273,110 +273,104 @@ def _paired_table(title: str, rows: Sequence[PairedRow], heads: tuple[str, str, 
 
 # -- the three runs -----------------------------------------------------------------------------------
 
-def run_ablation(args: argparse.Namespace) -> RunRecord:
-    """``ablate``: one graph, two arms (module docstring). Returns the record written."""
+def _driven(args: argparse.Namespace, kind: str, stem: str, realms: list[str], arms: dict[str, dict[str, Any]],
+            body: Callable[[Harness, RunRecord], None]) -> RunRecord:
+    """Plan the run, build its harness and record (``stem``: the file stem, ``{benchmark}`` filled in), run
+    ``body`` timed, write the record, close the clients."""
     p = plan(args)
-    arms = arms_for(args.flag, caps_tokens=args.caps_tokens)
-    stem = args.name or f"ablation_{_slug(p.benchmark)}_{args.flag}"
-    h = Harness(args, p, [args.realm], stem)
-    record = h.record(stem, "ablation", arms)
+    stem = args.name or stem.format(benchmark=_slug(p.benchmark))
+    h = Harness(args, p, realms, stem)
+    record = h.record(stem, kind, arms)
     try:
         with timed_run(record):
-            engine = h.engine(args.realm)
-            h.prepare(engine)
-            h.index(engine, args.realm)
-            h.answer(engine, args.realm, arms)
-            cats = {i.id: i.category for i in p.items}
-            rows = paired_rows(h.cells("off"), h.cells("on"), cats)
-            n = len(h.models.readers)
-            record.tables.append(_paired_table(
-                f"Paired ablation of {args.flag}, mean over {n} reader{'s' * (n != 1)}", rows, ("off", "on", "delta"),
-                f"One graph (realm {args.realm}), the same questions and judges; only {args.flag} differs. "
-                "+ / – count items whose score summed over the readers rose / fell."))
-            record.results["table"] = [r.as_dict() for r in rows]
-            record.results["per_reader"] = {}
-            for reader in h.models.readers:
-                rr = paired_rows(h.cells("off", reader), h.cells("on", reader), cats)
-                record.results["per_reader"][reader] = [r.as_dict() for r in rr]
-                record.tables.append(_paired_table(f"Reader {reader}", rr, ("off", "on", "delta"), ""))
+            body(h, record)
             h.finish(record)
     finally:
         h.models.close()
     return record
+
+
+def run_ablation(args: argparse.Namespace) -> RunRecord:
+    """``ablate``: one graph, two arms (module docstring). Returns the record written."""
+    arms = arms_for(args.flag, caps_tokens=args.caps_tokens)
+
+    def body(h: Harness, record: RunRecord) -> None:
+        engine = h.engine(args.realm)
+        h.prepare(engine)
+        h.index(engine, args.realm)
+        h.answer(engine, args.realm, arms)
+        cats = {i.id: i.category for i in h.plan.items}
+        rows = paired_rows(h.cells("off"), h.cells("on"), cats)
+        n = len(h.models.readers)
+        record.tables.append(_paired_table(
+            f"Paired ablation of {args.flag}, mean over {n} reader{'s' * (n != 1)}", rows, ("off", "on", "delta"),
+            f"One graph (realm {args.realm}), the same questions and judges; only {args.flag} differs. "
+            "+ / – count items whose score summed over the readers rose / fell."))
+        record.results["table"] = [r.as_dict() for r in rows]
+        record.results["per_reader"] = {}
+        for reader in h.models.readers:
+            rr = paired_rows(h.cells("off", reader), h.cells("on", reader), cats)
+            record.results["per_reader"][reader] = [r.as_dict() for r in rr]
+            record.tables.append(_paired_table(f"Reader {reader}", rr, ("off", "on", "delta"), ""))
+
+    return _driven(args, "ablation", "ablation_{benchmark}_" + args.flag, [args.realm], arms, body)
 
 
 def run_noise_floor(args: argparse.Namespace) -> RunRecord:
     """``noise``: index twice into two realms, answer both the same way, compare (§8.14)."""
-    p = plan(args)
     realms = [f"{args.realm}_1", f"{args.realm}_2"]
-    stem = args.name or f"noise_floor_{_slug(p.benchmark)}"
-    h = Harness(args, p, realms, stem)
-    record = h.record(stem, "noise_floor", {"same": {}})
-    try:
-        with timed_run(record):
-            engines = [h.engine(r, seed=n) for n, r in enumerate(realms, 1)]
-            h.prepare(engines[0])
-            for engine, realm in zip(engines, realms):
-                h.index(engine, realm)
-            for engine, realm in zip(engines, realms):
-                h.answer(engine, realm, {"same": {}}, label=realm)
-            cats = {i.id: i.category for i in p.items}
-            rows = paired_rows(h.cells(realms[0]), h.cells(realms[1]), cats)
-            record.tables.append(_paired_table(
-                "Re-indexing noise floor: the same configuration indexed twice", rows,
-                ("index 1", "index 2", "difference"),
-                f"Realms {realms[0]} and {realms[1]}, each indexed from scratch with its own sampling seed; the same "
-                "questions, readers, judges and settings. + / – count items whose summed score rose / fell.",
-                agreed=True))
-            g1, g2 = (h.graphs[r] for r in realms)
-            record.tables.append(Table("The two graphs", ["space", "entities 1", "entities 2", "relations 1",
-                                                          "relations 2"],
-                                       [[s, g1.get(s, {}).get("entities"), g2.get(s, {}).get("entities"),
-                                         g1.get(s, {}).get("relations"), g2.get(s, {}).get("relations")]
-                                        for s in sorted(set(g1) | set(g2))]))
-            record.results["table"] = [r.as_dict() for r in rows]
-            h.finish(record)
-    finally:
-        h.models.close()
-    return record
+
+    def body(h: Harness, record: RunRecord) -> None:
+        engines = [h.engine(r, seed=n) for n, r in enumerate(realms, 1)]
+        h.prepare(engines[0])
+        for engine, realm in zip(engines, realms):
+            h.index(engine, realm)
+        for engine, realm in zip(engines, realms):
+            h.answer(engine, realm, {"same": {}}, label=realm)
+        rows = paired_rows(h.cells(realms[0]), h.cells(realms[1]), {i.id: i.category for i in h.plan.items})
+        record.tables.append(_paired_table(
+            "Re-indexing noise floor: the same configuration indexed twice", rows, ("index 1", "index 2", "difference"),
+            f"Realms {realms[0]} and {realms[1]}, each indexed from scratch with its own sampling seed; the same "
+            "questions, readers, judges and settings. + / – count items whose summed score rose / fell.", agreed=True))
+        g1, g2 = (h.graphs[r] for r in realms)
+        record.tables.append(Table("The two graphs", ["space", "entities 1", "entities 2", "relations 1", "relations 2"],
+                                   [[s, g1.get(s, {}).get("entities"), g2.get(s, {}).get("entities"),
+                                     g1.get(s, {}).get("relations"), g2.get(s, {}).get("relations")]
+                                    for s in sorted(set(g1) | set(g2))]))
+        record.results["table"] = [r.as_dict() for r in rows]
+
+    return _driven(args, "noise_floor", "noise_floor_{benchmark}", realms, {"same": {}}, body)
 
 
 def run_sweep(args: argparse.Namespace) -> RunRecord:
     """``sweep``: N readers over one fixed graph (§8.12, Table 12), a table per reader."""
-    p = plan(args)
-    stem = args.name or f"reader_sweep_{_slug(p.benchmark)}"
-    h = Harness(args, p, [args.realm], stem)
-    record = h.record(stem, "reader_sweep", {"configured": {}})
-    try:
-        with timed_run(record):
-            engine = h.engine(args.realm)
-            h.prepare(engine)
-            h.index(engine, args.realm)
-            h.answer(engine, args.realm, {"configured": {}})
-            kept = h.kept()
-            cats = {i.id: i.category for i in p.items}
-            scores = {(s.item.id, s.reader): s.score for s in kept}
-            refused = {(s.item.id, s.reader): s.refused for s in kept}
-            rows = reader_rows(scores, refused, cats, {i.id: i.answerable for i in p.items}, h.models.readers)
-            union = union_over_readers(scores, cats)
-            categories = sorted({c for r in rows for c in r.by_category})
-            record.tables.append(Table(
-                f"{len(rows)} answering models over one fixed graph", ["Answering model", "n", "overall", "refused",
-                                                                       *categories],
-                [[r.reader, r.n, r.overall, r.refused, *(r.by_category.get(c) for c in categories)] for r in rows]
-                + [[union.reader, union.n, union.overall, "—", *(union.by_category.get(c) for c in categories)]],
-                note=f"Realm {args.realm}, extracted once by {h.models.extraction}; only the answering model differs. "
-                     "“refused” counts answerable questions declined."))
-            for r in rows:
-                record.tables.append(Table(f"Reader {r.reader}", ["Question type", "mean"],
-                                           [[c, v] for c, v in r.by_category.items()] + [["overall", r.overall]]))
-            record.results["readers"] = [dataclasses.asdict(r) for r in rows]
-            record.results["union"] = dataclasses.asdict(union)
-            record.results["unreached"] = unreached(scores)
-            h.finish(record)
-    finally:
-        h.models.close()
-    return record
+    def body(h: Harness, record: RunRecord) -> None:
+        engine = h.engine(args.realm)
+        h.prepare(engine)
+        h.index(engine, args.realm)
+        h.answer(engine, args.realm, {"configured": {}})
+        kept, items = h.kept(), h.plan.items
+        cats = {i.id: i.category for i in items}
+        scores = {(s.item.id, s.reader): s.score for s in kept}
+        refused = {(s.item.id, s.reader): s.refused for s in kept}
+        rows = reader_rows(scores, refused, cats, {i.id: i.answerable for i in items}, h.models.readers)
+        union = union_over_readers(scores, cats)
+        categories = sorted({c for r in rows for c in r.by_category})
+        record.tables.append(Table(
+            f"{len(rows)} answering models over one fixed graph",
+            ["Answering model", "n", "overall", "refused", *categories],
+            [[r.reader, r.n, r.overall, r.refused, *(r.by_category.get(c) for c in categories)] for r in rows]
+            + [[union.reader, union.n, union.overall, "—", *(union.by_category.get(c) for c in categories)]],
+            note=f"Realm {args.realm}, extracted once by {h.models.extraction}; only the answering model differs. "
+                 "“refused” counts answerable questions declined."))
+        for r in rows:
+            record.tables.append(Table(f"Reader {r.reader}", ["Question type", "mean"],
+                                       [[c, v] for c, v in r.by_category.items()] + [["overall", r.overall]]))
+        record.results["readers"] = [dataclasses.asdict(r) for r in rows]
+        record.results["union"] = dataclasses.asdict(union)
+        record.results["unreached"] = unreached(scores)
+
+    return _driven(args, "reader_sweep", "reader_sweep_{benchmark}", [args.realm], {"configured": {}}, body)
 
 
 def _slug(text: str) -> str:
