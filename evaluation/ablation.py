@@ -184,7 +184,7 @@ class Harness:
         spaces = sorted({i.space for i in self.plan.items if i.id not in self.guard.excluded})
         communities = _needs_communities(self.param("any", {}).mode)
         self.graphs[realm] = index_all(engine, realm, spaces, self.plan.items, self.guard, communities=communities,
-                                       progress=progress)
+                                       progress=progress, replay=self.models.replay_only)
 
     def param(self, space: str, arm: dict[str, Any]) -> Any:
         """The query of one arm: the configured retrieval settings, then ``--set``, then the arm's fields."""

@@ -48,6 +48,11 @@ from pgrag_dag.query import QueryParam, query
 Scorer = Literal["strict", "panel"]
 
 
+class ReplayIncompleteError(PgragError):
+    """A replayed run (``replay_only``) could not index a space from its cassette: the extraction stage
+    recorded failures (a replay miss is a failed chunk there) instead of raising."""
+
+
 @dataclass(frozen=True)
 class Item:
     """One question of a run: ``id`` (unique), ``category`` (the table row), ``question`` (as asked, dates
@@ -227,10 +232,12 @@ def index_space(engine: Engine, realm: str, space: str, *, communities: bool) ->
 
 
 def index_all(engine: Engine, realm: str, spaces: Sequence[str], items: Sequence[Item], guard: RunGuard, *,
-              communities: bool, progress: Callable[..., Any]) -> dict[str, dict[str, Any]]:
+              communities: bool, progress: Callable[..., Any], replay: bool = False) -> dict[str, dict[str, Any]]:
     """Index every space of ``spaces`` into ``realm``; a space that raised a :class:`PgragError` (other than
     a refused model configuration, which is raised) or lost a chunk to a failed extraction excludes every
-    item reading it on ``guard``. Returns space → :func:`index_space`'s counts (or ``{"error": …}``)."""
+    item reading it on ``guard``. Returns space → :func:`index_space`'s counts (or ``{"error": …}``). With
+    ``replay`` (the run is replayed from a cassette) such a space raises :class:`ReplayIncompleteError`
+    instead: a replay reproduces the run or fails."""
     out: dict[str, dict[str, Any]] = {}
     for space in progress(list(spaces), f"indexing {realm}", total=len(spaces)):
         try:
@@ -242,6 +249,8 @@ def index_all(engine: Engine, realm: str, spaces: Sequence[str], items: Sequence
         except PgragError as exc:
             out[space] = {"error": f"{type(exc).__name__}: {exc}"}
             reason = f"indexing {realm}.{space} failed: {type(exc).__name__}: {exc}"
+        if reason and replay:
+            raise ReplayIncompleteError(f"{reason} — the cassette does not hold every response this run needs")
         if reason:
             for item in items:
                 if item.space == space:
@@ -275,7 +284,8 @@ class Scored:
                 "detail": dict(self.detail), "context_chars": self.context_chars}
 
 
-def score_answer(item: Item, answer: str, *, reader: str, judges: Mapping[str, ModelClient]) -> tuple[float, Scorer, dict[str, Any]]:
+def score_answer(item: Item, answer: str, *, reader: str,
+                 judges: Mapping[str, ModelClient]) -> tuple[float, Scorer, dict[str, Any]]:
     """Score one answer (module docstring): ``(score, scorer, detail)``. Raises
     :class:`~evaluation.judges.PanelError` when no judge may grade ``reader``'s answer and
     :class:`~evaluation.judges.JudgeReplyError` on a malformed verdict."""

@@ -22,6 +22,7 @@ import yaml
 from psycopg import sql
 
 from evaluation.ablation import arms_for, main
+from evaluation.answering import ReplayIncompleteError
 from evaluation.paired import paired_rows, reader_rows, union_over_readers, unreached
 from evaluation.scoring import is_refusal
 from pgrag_dag.store import cache, schema
@@ -280,6 +281,17 @@ def test_paired_validity_ablation_on_longmemeval_and_its_replay(bench, pg_dsn: s
     assert strip(again) == strip(record) and [t.rows for t in again.tables] == [t.rows for t in record.tables]
     assert again.config["replayed_from"] == str(cassette)
 
+    # a cassette lacking a response fails the replay rather than excluding what it cannot reproduce
+    partial = b.tmp / "partial.jsonl"
+    partial.write_text("".join(line + "\n" for line in cassette.read_text().splitlines()
+                               if "beagle named Biscuit" not in line), encoding="utf-8")
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        for e in entries:
+            cache.delete(conn, e["key"])
+    with pytest.raises(ReplayIncompleteError, match="fx_ssu_1: 1 chunk"):
+        main(b.argv("ablate", "--benchmark", "longmemeval", "--data", str(LME), "--replay", str(partial), out="partial"))
+    assert b.chats() == calls
+
 
 @pytest.mark.live
 def test_noise_floor_compares_two_indexings_of_the_same_configuration(bench) -> None:  # type: ignore[no-untyped-def]
@@ -401,3 +413,40 @@ def test_the_command_line_refuses_what_a_run_cannot_do(capsys: pytest.CaptureFix
         with pytest.raises(SystemExit):
             main(argv)
         assert says in capsys.readouterr().err
+
+
+@pytest.mark.live
+def test_a_caps_ablation_over_a_configured_space_with_a_questions_file(bench) -> None:  # type: ignore[no-untyped-def]
+    from tests.fix_corpus import DOCS, extraction_answer
+
+    def reader(messages: list[dict[str, str]]) -> str:
+        question, prompt = _synthesis(messages)
+        if "worked with" in question:
+            return "Ada Lovelace worked with him." if "worked_with" in prompt else "The context does not say."
+        return "She wrote them in 1843 [1]." if "1843" in prompt else "The context does not say."
+
+    b = bench({"x": extraction_answer, "a": reader, "j1": literal_judge})
+    docs = b.tmp / "docs"
+    docs.mkdir()
+    for name, text in DOCS.items():
+        (docs / name).write_text(text, encoding="utf-8")
+    cfg = yaml.safe_load(b.config.read_text())
+    cfg.update(chunking={"chunk_chars": 200, "overlap_chars": 60},
+               realms={b.realm: {"spaces": {"main": {"sources": [{"path": "docs", "glob": "*.txt"}]}}}})
+    b.config.write_text(yaml.safe_dump(cfg))
+    questions = b.tmp / "questions.jsonl"
+    questions.write_text(json.dumps({"id": "q1", "question": "Who worked with Charles Babbage?", "answer": "Ada Lovelace",
+                                     "category": "who"}) + "\n"
+                         + json.dumps({"id": "q2", "question": "When did Ada Lovelace write her notes?",
+                                       "answer": "1843", "category": "when"}) + "\n")
+    record = main(b.argv("ablate", "--benchmark", "questions", "--data", str(questions), "--space", "main",
+                         "--flag", "caps", "--caps-tokens", "24", readers=("a",), judges=("j1",)))
+    assert record.reportable and record.config["arms"]["on"]["max_passage_tokens"] == 12
+    # uncapped, the relations and the 1843 passage reach the reader; capped at 24 tokens they do not
+    assert _table(record, "Paired ablation of caps") == [["when", 1, 1.0, 0.0, "-1.000", 0, 1],
+                                                       ["who", 1, 1.0, 0.0, "-1.000", 0, 1],
+                                                       ["overall", 2, 1.0, 0.0, "-1.000", 0, 2]]
+    assert {a["item"]: a["scorer"] for a in record.results["answers"]} == {"q1": "panel", "q2": "strict"}
+    on = [a["context_chars"] for a in record.results["answers"] if a["arm"] == "on"]
+    off = [a["context_chars"] for a in record.results["answers"] if a["arm"] == "off"]
+    assert max(on) < min(off)
