@@ -8,5 +8,9 @@ The benchmark scripts here (``bench_*.py``) run as scripts; the modules below ar
   panel with the answering model excluded (§8.2) and blind pairwise comparison with position
   transposition (§8.13);
 - :mod:`evaluation.benchmarks`: LongMemEval and ECT-QA loaders, their documents for a space, and the
-  harness guards (excluded items, per-company document counts; §8.11, §9).
+  harness guards (excluded items, per-company document counts; §8.11, §9);
+- :mod:`evaluation.harness`: the run record (JSON + Markdown, configuration, models, git revision);
+- :mod:`evaluation.ablation` (``python -m evaluation.ablation``): paired ablation on a fixed graph, the
+  re-indexing noise floor and the reader sweep (§8.4, §8.12, §8.14), over :mod:`evaluation.answering`
+  (items, clients, indexing, answering, scoring) and :mod:`evaluation.paired` (the tables' arithmetic).
 """
