@@ -36,11 +36,12 @@ def graph_snapshot(dsn: str, realm: str, space: str) -> dict[str, Any]:
     s = sql.Identifier(schema_for(realm))
     out: dict[str, Any] = {}
     with db.connect(dsn, autocommit=True) as conn:
-        def q(text: str) -> list[tuple]:
-            return [tuple(r) for r in conn.execute(sql.SQL(text).format(s=s), {"space": space}).fetchall()]  # type: ignore[arg-type]
+        def q(text: str, table: str = "") -> list[tuple]:
+            query = sql.SQL(text).format(s=s, t=sql.Identifier(table))  # type: ignore[arg-type]
+            return [tuple(r) for r in conn.execute(query, {"space": space}).fetchall()]
 
-        out["counts"] = {t: q(f"SELECT count(*) FROM {{s}}.{t} WHERE space = %(space)s")[0][0] for t in _COUNTED}
-        out["embedded"] = {t: q(f"SELECT count(*) FROM {{s}}.{t} WHERE space = %(space)s AND embedding IS NOT NULL")[0][0]
+        out["counts"] = {t: q("SELECT count(*) FROM {s}.{t} WHERE space = %(space)s", t)[0][0] for t in _COUNTED}
+        out["embedded"] = {t: q("SELECT count(*) FROM {s}.{t} WHERE space = %(space)s AND embedding IS NOT NULL", t)[0][0]
                            for t in _EMBEDDED}
         out.update({name: q(text) for name, text in _ROWS.items()})
     return out
