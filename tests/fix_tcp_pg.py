@@ -138,12 +138,16 @@ def start_tcp_server(home: Path) -> tuple[TcpPostgres, str | None]:
             if attempt == 2:
                 raise
     server = TcpPostgres("127.0.0.1", port, superuser_password, pgdata=pgdata)
-    with server.admin() as admin:
-        admin.execute(sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD {}").format(
-            sql.Identifier(ROLE), sql.Literal(PASSWORD)))
-        admin.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(DATABASE), sql.Identifier(ROLE)))
-    with server.admin(DATABASE) as admin:
-        admin.execute("CREATE EXTENSION vector")
+    try:
+        with server.admin() as admin:
+            admin.execute(sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD {}").format(
+                sql.Identifier(ROLE), sql.Literal(PASSWORD)))
+            admin.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(DATABASE), sql.Identifier(ROLE)))
+        with server.admin(DATABASE) as admin:
+            admin.execute("CREATE EXTENSION vector")
+    except BaseException:
+        stop_tcp_server(server, user)  # never leave a server behind
+        raise
     return server, user
 
 
@@ -158,7 +162,11 @@ def tcp_pg() -> Iterator[TcpPostgres]:
     """The external server of this module's docstring, for the session; stopped and deleted at the end."""
     home = Path(tempfile.mkdtemp(prefix="pgrag-tcp-pg-"))
     home.chmod(0o755)
-    server, user = start_tcp_server(home)
+    try:
+        server, user = start_tcp_server(home)
+    except BaseException:
+        shutil.rmtree(home, ignore_errors=True)
+        raise
     try:
         yield server
     finally:
