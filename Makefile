@@ -4,12 +4,12 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test ui bench stop clean
+.PHONY: install demo test test-scale ui bench stop clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet -e '.[test,celery]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -19,6 +19,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -m pytest -q
+
+# the two scale-out tests alone (also in `make test`): external PostgreSQL over TCP, steps on Celery workers
+test-scale: $(STAMP)
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -m pytest -q tests/test_external_pg.py tests/test_celery.py
 
 ui: $(STAMP)
 	PATH=$(CURDIR)/$(BIN):$$PATH LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/pgrag ui --port 3000

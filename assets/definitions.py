@@ -8,6 +8,9 @@ and ``pgrag partitions sync`` add one per realm/space declared in the configurat
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import dagster as dg
 
 from pgrag_dag.assets.automation import build_automation_sensor, build_nightly_refresh, build_source_sensor
@@ -18,10 +21,13 @@ from pgrag_dag.resources.engine import PgragResource
 from pgrag_dag.resources.query import QueryResource
 
 
-def build_defs(*, pgrag: PgragResource | None = None, query_realm: str | None = None) -> dg.Definitions:
+def build_defs(*, pgrag: PgragResource | None = None, query_realm: str | None = None,
+               executor: dg.ExecutorDefinition | None = None, jobs: Sequence[Any] = ()) -> dg.Definitions:
     """Definitions with the given engine resource (default: settings from ``PGRAG_CONFIG``/``pgrag.yaml``).
 
     The ``query`` resource reads ``query_realm``, default the first realm the configuration declares.
+    ``executor`` (default Dagster's multiprocess executor) runs every job's steps; ``jobs`` are added to
+    the ``retention`` job (e.g. an asset job over the eight stages: :mod:`pgrag_dag.assets.distributed`).
     """
     pgrag = pgrag or PgragResource()
     settings = pgrag.settings()
@@ -33,7 +39,8 @@ def build_defs(*, pgrag: PgragResource | None = None, query_realm: str | None = 
         asset_checks=COMMUNITY_CHECKS,
         sensors=[build_source_sensor(settings, assets), build_automation_sensor(settings)],
         schedules=[build_nightly_refresh(settings, roots)],
-        jobs=[retention_job],
+        jobs=[retention_job, *jobs],
+        executor=executor,
         resources={"pgrag": pgrag, "query": QueryResource(realm=realm, config_path=pgrag.config_path,
                                                           database_url=pgrag.database_url)},
     )

@@ -55,7 +55,15 @@ for step processes that outlive their run's end)."""
 
 def instance_storage_url(settings: Settings) -> str:
     """SQLAlchemy URL of Dagster's instance storage: database ``dagster.storage_database`` on the graph's
-    PostgreSQL server (created when missing). Raises :class:`DatabaseError` when it cannot be created."""
+    PostgreSQL server, as the graph's role (user and password percent-encoded), over the same host —
+    a unix socket directory (the embedded server) or a TCP host and port.
+
+    An existing database is used as it is, so a role without ``CREATEDB`` (an external server's
+    application role) works once a DBA created it (``CREATE DATABASE <name> OWNER <role>``); a missing
+    one is created. Raises :class:`PgragError` when it is missing and cannot be created, saying what to
+    ask the DBA for."""
+    from urllib.parse import quote
+
     from psycopg import sql
     from psycopg.conninfo import conninfo_to_dict
 
@@ -67,13 +75,18 @@ def instance_storage_url(settings: Settings) -> str:
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
             except Exception as exc:  # a concurrent creator, or no CREATEDB right
                 if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
-                    raise PgragError(f"cannot create Dagster's storage database {name!r}: {exc}") from exc
+                    owner = sql.Identifier(conn.info.user).as_string(conn)
+                    raise PgragError(
+                        f"cannot create Dagster's storage database {name!r} ({db.one_line(exc)}): ask the DBA to run "
+                        f"CREATE DATABASE {sql.Identifier(name).as_string(conn)} OWNER {owner}; (or grant the role "
+                        f"CREATEDB), or set dagster.instance_storage: sqlite") from exc
     parts = {k: v for k, v in conninfo_to_dict(dsn).items() if v is not None}
-    host, user, password = parts.get("host", "localhost"), parts.get("user", "postgres"), parts.get("password", "")
-    port = parts.get("port", "5432")
+    host, port = parts.get("host", "localhost"), parts.get("port", "5432")
+    user, password = quote(parts.get("user", "postgres"), safe=""), quote(parts.get("password", ""), safe="")
     if host.startswith("/"):  # unix socket (the embedded server)
-        return f"postgresql+psycopg2://{user}:{password}@/{name}?host={host}&port={port}"
-    return f"postgresql+psycopg2://{user}:{password}@{host}:{port}/{name}"
+        return f"postgresql+psycopg2://{user}:{password}@/{quote(name, safe='')}?host={quote(host)}&port={port}"
+    host = f"[{host}]" if ":" in host else host  # an IPv6 literal
+    return f"postgresql+psycopg2://{user}:{password}@{host}:{port}/{quote(name, safe='')}"
 
 
 def dagster_home(settings: Settings) -> Path:
