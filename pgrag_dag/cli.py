@@ -132,11 +132,21 @@ def index(partition: Annotated[str, typer.Argument(help="<realm>.<space>: the sp
         typer.echo("\n".join(summarise(f"{realm}.{space}", metas)))
 
 
+def _query_target(settings, realm: str | None, space: str | None) -> tuple[str, str]:  # type: ignore[no-untyped-def]
+    """``--realm`` / ``--space`` when given; else the first realm the configuration declares, and that realm's first
+    space (``wiki`` / ``demo`` when it declares none, so the error names what is missing)."""
+    declared = [(r, s) for r, spec in settings.realms.items() for s in spec.spaces]
+    realm = realm if realm is not None else (declared[0][0] if declared else "wiki")
+    return realm, space if space is not None else next((s for r, s in declared if r == realm), "demo")
+
+
 @app.command()
 def query(
     question: str,
-    realm: Annotated[str, typer.Option(help="realm to read")] = "wiki",
-    space: Annotated[str, typer.Option(help="space to read, or '*' for every space (read-only)")] = "demo",
+    realm: Annotated[Optional[str], typer.Option(help="realm to read (default: the first the configuration "
+                                                      "declares)")] = None,
+    space: Annotated[Optional[str], typer.Option(help="space to read, or '*' for every space (read-only); default: "
+                                                      "the realm's first declared space")] = None,
     mode: Annotated[Optional[str], typer.Option(help="mix | local | global | hybrid | naive | bypass")] = None,
     top_k: Annotated[Optional[int], typer.Option(help="entities matched")] = None,
     chunk_top_k: Annotated[Optional[int], typer.Option(help="passages by chunk search")] = None,
@@ -160,10 +170,11 @@ def query(
     doc_key, title, chunk index and an excerpt, marked "cited" when the answer cites it. With --json, print
     what was retrieved instead (no model call). Warnings (e.g. a filter that matches nothing) go to stderr,
     once each. Options not given take the
-    ``retrieval:`` defaults of pgrag.yaml, then the built-in ones (mode mix, top_k 10, 2 hops, ...)."""
+    ``retrieval:`` defaults of pgrag.yaml, then the built-in ones (mode mix, top_k 10, 2 hops, ...); without
+    --realm and --space it reads the first space the configuration declares."""
     from pgrag_dag.citations import source_lines, sources
-    from pgrag_dag.query import QueryParam, query_data
-    from pgrag_dag.query import query as run_query
+    from pgrag_dag.errors import ReplayMissError
+    from pgrag_dag.query import QueryParam, query_data, synthesise
 
     shown = _Shown()
     try:  # the query log's warnings are printed once, below, not logged too; the engine's close closes its pool
@@ -173,6 +184,7 @@ def query(
                      "fusion": fusion, "keywords": keywords, "mmr": mmr, "node_distance_rerank": node_distance,
                      "max_passage_tokens": max_passage_tokens, "as_of": as_of, "as_believed_at": as_believed_at,
                      "include_superseded": include_superseded}
+            realm, space = _query_target(engine.settings, realm, space)
             # options not given keep the configured retrieval defaults (pgrag.yaml ``retrieval:``), then QueryParam's
             param = QueryParam.from_settings(engine.settings.retrieval, space=space,
                                              **{k: v for k, v in given.items() if v is not None})
@@ -185,14 +197,18 @@ def query(
                                        "chunks": res.chunks, "communities": res.communities,
                                        "warnings": res.warnings, "assembly": res.assembly}, default=str, indent=2))
                 return
-            answer, res = run_query(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(),
-                                    client=engine.client(), telemetry=engine.settings.telemetry,
-                                    on_text=shown.append if stream else None)
+            res = query_data(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(),
+                             client=engine.client(), telemetry=engine.settings.telemetry)
+            _warn(res.warnings)  # before the model is asked: a synthesis that fails leaves them said
+            answer = synthesise(question, res, param, engine.client(), on_text=shown.append if stream else None)
+    except ReplayMissError as exc:
+        typer.echo(f"error: {type(exc).__name__}: {exc} (`pgrag query --json` shows what retrieval found, with no "
+                   "model)", err=True)
+        raise typer.Exit(2) from None
     except PgragError as exc:
         if shown:
             typer.echo("")  # end a broken stream's line before the error
         _fail(exc)
-    _warn(res.warnings)
     if not stream:
         typer.echo(answer)
     elif not answer.endswith("\n"):

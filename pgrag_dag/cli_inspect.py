@@ -59,7 +59,7 @@ def _listing(kind: str, partition: str, as_json: bool, read: Any, line: Any, **f
         with _engine_closing() as engine:
             realm, space = _partition(engine, partition)
             with db.database_errors(engine.dsn), db.read_connection(engine.dsn) as conn, conn.transaction():
-                _require_realm(conn, realm, f"pgrag index {realm}.{space}")
+                _require_space(conn, engine.settings, realm, space)
                 page = read(conn, realm, space, **filters)
     except PgragError as exc:
         _fail(exc)
@@ -73,6 +73,21 @@ def _require_realm(conn: Any, realm: str, then: str) -> None:
 
     if not table_exists(conn, realm, "documents"):
         raise QueryError(f"realm {realm!r} has not been indexed yet; run {then}")
+
+
+def _require_space(conn: Any, settings: Any, realm: str, space: str) -> None:
+    """Raise :class:`QueryError` (one line) unless ``realm.space`` holds something: naming the command that
+    indexes it when the configuration declares it, else the spaces it declares."""
+    from pgrag_dag.errors import QueryError
+    from pgrag_dag.store.inventory import realm_spaces
+
+    if space in realm_spaces(conn, realm):
+        return
+    declared = [f"{r}.{s}" for r, spec in settings.realms.items() for s in spec.spaces]
+    if f"{realm}.{space}" in declared:
+        raise QueryError(f"space {realm}.{space} has not been indexed yet; run pgrag index {realm}.{space}")
+    raise QueryError(f"space {realm}.{space} is neither indexed nor in the configuration (declared: "
+                     f"{', '.join(declared) or 'none'})")
 
 
 def _engine_closing():  # type: ignore[no-untyped-def]
@@ -169,7 +184,10 @@ def lineage(community_id: int, realm: Annotated[str, typer.Option(help="realm of
         return
     from rich.console import Console
 
-    Console(soft_wrap=True, highlight=False).print(lineage_tree(found, limit=limit))
+    console = Console(soft_wrap=True, highlight=False)
+    if not console.is_terminal:  # a file or a pipe: whole lines, not cut at 80 columns
+        console.width = 1000
+    console.print(lineage_tree(found, limit=limit))
 
 
 def lineage_tree(found: dict[str, Any], *, limit: int = 10) -> Any:

@@ -14,6 +14,7 @@ import io
 import json
 import os
 import re
+import unicodedata
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,10 +49,11 @@ class Written:
 
 
 def slug(name: str) -> str:
-    """A realm name (:func:`pgrag_dag.names.validate_realm`) from a folder name: lowercase ASCII letters,
-    digits and ``_`` (anything else becomes ``_``), starting with a letter (``docs_`` prepended otherwise),
-    at most 40 bytes; ``docs`` when nothing is left."""
-    out = re.sub(r"_+", "_", re.sub(r"[^a-z0-9_]", "_", name.lower())).strip("_")
+    """A realm name (:func:`pgrag_dag.names.validate_realm`) from a folder name: accents folded (``Ünï`` →
+    ``uni``), lowercase ASCII letters, digits and ``_`` (anything else becomes ``_``), starting with a letter
+    (``docs_`` prepended otherwise), at most 40 bytes; ``docs`` when nothing is left."""
+    folded = "".join(c for c in unicodedata.normalize("NFKD", name) if not unicodedata.combining(c))
+    out = re.sub(r"_+", "_", re.sub(r"[^a-z0-9_]", "_", folded.lower())).strip("_")
     if out and not out[0].isalpha():
         out = f"docs_{out}"
     return validate_realm(out[:40].rstrip("_") or "docs")

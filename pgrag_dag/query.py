@@ -177,9 +177,16 @@ def query(
     Raises: as :func:`query_data`, plus :class:`ModelError` / :class:`ReplayMissError` from synthesis.
     """
     result = query_data(question, param, dsn=dsn, realm=realm, embedder=embedder, client=client, telemetry=telemetry)
-    completion = client.complete(synthesis_messages(question, result.context, param), purpose="synthesis",
-                                 json_mode=False, on_text=on_text)
-    return completion.text, result
+    return synthesise(question, result, param, client, on_text=on_text), result
+
+
+def synthesise(question: str, result: QueryResult, param: QueryParam, client: ModelClient, *,
+               on_text: Callable[[str], None] | None = None) -> str:
+    """The answer to ``question`` from ``result`` (what :func:`query_data` retrieved for ``param``): one synthesis
+    call (§7.5) with :func:`synthesis_messages`, streamed to ``on_text`` when given. Raises
+    :class:`ModelError` / :class:`ReplayMissError` from the model client."""
+    return client.complete(synthesis_messages(question, result.context, param), purpose="synthesis",
+                           json_mode=False, on_text=on_text).text
 
 
 def synthesis_messages(question: str, context: str, param: QueryParam | None = None) -> list[dict[str, str]]:

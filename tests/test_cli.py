@@ -167,3 +167,19 @@ def test_the_pgrag_command_prints_a_query_warning_once_on_stderr(cli_env: SmallC
     assert mentions == [f"warning: relation type 'nosuch' matches no relation of space 'main' (its most frequent: "
                         f"designed, built, funded, worked_with, wrote_notes_on)"]
     assert json.loads(done.stdout)["relations"] == []
+
+
+def test_query_reads_the_first_declared_space_and_says_its_warnings_before_a_replay_miss(
+    cli_env: SmallCorpus, realm: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert runner.invoke(app, ["index", f"{realm}.main"]).exit_code == 0
+    out = runner.invoke(app, ["query", "Who worked with Charles Babbage?", "--json"])  # no --realm, no --space
+    assert out.exit_code == 0, out.output
+    assert "Charles Babbage" in {e["name"] for e in json.loads(out.stdout)["entities"]}
+    monkeypatch.setenv("PGRAG_LLM__MODELS", '["replay"]')  # nothing recorded: synthesis misses
+    out = runner.invoke(app, ["query", "Who worked with Charles Babbage?", "--relation-type", "nonsense"])
+    assert out.exit_code == 2 and out.stdout == ""
+    lines = out.stderr.splitlines()
+    assert lines[0].startswith("warning: ") and "nonsense" in lines[0]  # said before the model was asked
+    assert lines[-1].startswith("error: ReplayMissError: ") and lines[-1].endswith(
+        "(`pgrag query --json` shows what retrieval found, with no model)")

@@ -180,8 +180,11 @@ def test_status_on_a_new_data_directory_says_what_to_run_and_creates_nothing(tmp
     assert mine == {"realm": fresh, "registered": False, "embedding": None, "schema_version": None,
                     "spaces": [{"space": "docs", "configured": True, "indexed": False}]}
     listed = runner.invoke(app, ["list", "entities", f"{fresh}.docs"])
-    assert listed.exit_code == 2 and listed.output == (f"error: QueryError: realm '{fresh}' has not been indexed yet; "
-                                                       f"run pgrag index {fresh}.docs\n")
+    assert listed.exit_code == 2 and listed.output == (f"error: QueryError: space {fresh}.docs has not been indexed "
+                                                       f"yet; run pgrag index {fresh}.docs\n")
+    listed = runner.invoke(app, ["list", "entities", f"{fresh}.nope"])  # neither indexed nor declared
+    assert listed.exit_code == 2 and listed.output == (f"error: QueryError: space {fresh}.nope is neither indexed nor "
+                                                       f"in the configuration (declared: {fresh}.docs)\n")
     assert conn.execute("SELECT count(*) FROM pgrag__control.realms WHERE realm = %s", (fresh,)).fetchone() == (0,)
     assert conn.execute("SELECT to_regnamespace(%s)", (f"pgrag_{fresh}",)).fetchone() == (None,)
 
@@ -273,3 +276,7 @@ def test_cassette_export_refuses_a_missing_directory(indexed: SmallCorpus, tmp_p
     assert out.exit_code == 2 and out.output.count("\n") == 1
     assert f"directory {target.parent} does not exist" in out.output
     assert not (tmp_path / "no").exists()
+    out = runner.invoke(app, ["cassette", "export", str(tmp_path)])  # a directory, not a file: one line
+    assert out.exit_code == 2 and out.output.count("\n") == 1 and f"{tmp_path} is a directory" in out.output
+    out = runner.invoke(app, ["cassette", "import", str(tmp_path)])
+    assert out.exit_code == 2 and f"cassette {tmp_path} is a directory, not a JSONL file" in out.output

