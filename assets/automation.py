@@ -102,7 +102,7 @@ def build_source_sensor(settings: Settings, target: list[dg.AssetsDefinition]) -
     """The sensor over the configured sources and compositions (running unless ``dagster.sensors`` is
     false). ``target`` must hold the stage assets it may request (:func:`stage_hashes`' keys)."""
 
-    @dg.sensor(name="source_sensor", target=target, minimum_interval_seconds=30,
+    @dg.sensor(name="source_sensor", target=target, minimum_interval_seconds=settings.dagster.sensor_interval_s,
                default_status=dg.DefaultSensorStatus.RUNNING if settings.dagster.sensors else dg.DefaultSensorStatus.STOPPED,
                description="Requests a run for each realm/space whose document sources or operator composition "
                            "changed, of exactly the stages whose inputs changed (automation takes the rest).")
@@ -158,8 +158,9 @@ def build_nightly_refresh(settings: Settings, target: list[dg.AssetsDefinition])
 
 
 def build_automation_sensor(settings: Settings) -> dg.AutomationConditionSensorDefinition:
-    """The automation-condition sensor (the implicit default one starts stopped)."""
+    """The automation-condition sensor (the implicit default one starts stopped), evaluated at most every
+    ``dagster.sensor_interval_s`` seconds."""
     return dg.AutomationConditionSensorDefinition(
-        "pgrag_automation", target=dg.AssetSelection.all(),
+        "pgrag_automation", target=dg.AssetSelection.all(), minimum_interval_seconds=settings.dagster.sensor_interval_s,
         default_status=dg.DefaultSensorStatus.RUNNING if settings.dagster.sensors else dg.DefaultSensorStatus.STOPPED,
     )
