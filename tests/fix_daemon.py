@@ -127,6 +127,20 @@ class Daemon:
                         {"k": {"path": [asset]}, "p": [partition]})
         return data["assetOrError"].get("assetMaterializations", [])
 
+    def steps(self, run_id: str) -> list[dict[str, Any]]:
+        """The steps of run ``run_id``: ``stepKey``, ``status``, ``startTime``/``endTime`` (epoch seconds or ``None``)."""
+        data = self.gql("""query($id: ID!) { runOrError(runId: $id) { ... on Run {
+                             stepStats { stepKey status startTime endTime } } } }""", {"id": run_id})
+        return data["runOrError"]["stepStats"]
+
+    def add_partitions(self, keys: list[str]) -> None:
+        """Add the dynamic partitions ``keys`` over GraphQL, as the UI does (an existing key is an error)."""
+        for key in keys:
+            added = self.gql("""mutation($r: RepositorySelector!, $k: String!) { addDynamicPartition(
+                                  repositorySelector: $r, partitionsDefName: "space", partitionKey: $k) { __typename } }""",
+                             {"r": REPO, "k": key})
+            assert added["addDynamicPartition"]["__typename"] == "AddDynamicPartitionSuccess", added
+
     def idle(self) -> bool:
         """No run queued or in progress."""
         return not [r for r in self.runs() if r["status"] in ACTIVE]
@@ -145,6 +159,17 @@ class Daemon:
             return since[-1] - since[0] >= settle
 
         wait_until(f"the daemon idle for {settle:.0f} s", settled, timeout, log=self.log)
+
+
+def max_overlap(intervals: list[tuple[float, float]]) -> int:
+    """The most of ``intervals`` (start, end) open at one instant (an end and a start at the same instant do not
+    overlap); 0 for none."""
+    edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
 
 
 def write_project(config: Path, realm: str, spaces: dict[str, dict[str, str]], **sections: Any) -> Path:
