@@ -21,7 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
+from psycopg import sql
+
+from pgrag_dag.store import db
 
 ROOT = Path(__file__).resolve().parents[1]
 REPO = {"repositoryLocationName": "pgrag", "repositoryName": "__repository__"}
@@ -170,6 +174,16 @@ def max_overlap(intervals: list[tuple[float, float]]) -> int:
         now += step
         most = max(most, now)
     return most
+
+
+@pytest.fixture
+def storage_db(pg_dsn: str, realm: str) -> Iterator[str]:
+    """The name of a Dagster storage database of this test's own on the test server (``dagster.storage_database``;
+    ``pgrag ui`` creates it), dropped afterwards. Import it into a test module to use it."""
+    name = f"dagster_{realm}"
+    yield name
+    with db.connect(pg_dsn, autocommit=True, vector=False) as conn:
+        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def write_project(config: Path, realm: str, spaces: dict[str, dict[str, str]], **sections: Any) -> Path:

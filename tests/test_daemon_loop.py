@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -19,7 +18,7 @@ from psycopg import sql
 
 from pgrag_dag.store import db, schema
 from tests.fix_corpus import CHUNK, DOCS, SmallCorpus
-from tests.fix_daemon import STAGES, Daemon, pgrag_ui, write_project
+from tests.fix_daemon import STAGES, Daemon, pgrag_ui, storage_db, write_project  # noqa: F401  (storage_db: a fixture)
 from tests.graph_snapshot import graph_snapshot
 
 pytestmark = [pytest.mark.dagster, pytest.mark.slow]
@@ -28,15 +27,6 @@ SENSOR_INTERVAL_S = 5
 """``dagster.sensor_interval_s`` for the test (default 30): Dagster's daemon loop runs every 5 s anyway."""
 ADDED = "Charles Babbage designed the Difference Engine in London."
 """The paragraph appended to the edited document: two entities new to its space."""
-
-
-@pytest.fixture
-def storage_db(pg_dsn: str, realm: str) -> Iterator[str]:
-    """The name of a Dagster storage database of this test's own on the test server, dropped afterwards."""
-    name = f"dagster_{realm}"
-    yield name
-    with db.connect(pg_dsn, autocommit=True, vector=False) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def _chunks(conn: psycopg.Connection, realm: str, space: str) -> set[str]:

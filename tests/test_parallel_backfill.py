@@ -14,19 +14,18 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import dagster as dg
 import pytest
 import yaml
-from psycopg import sql
 
 from pgrag_dag.assets.runner import dagster_home, materialize_partition, run_job_partition
 from pgrag_dag.config import load_settings
 from pgrag_dag.store import db
 from tests.fix_corpus import DOCS, SmallCorpus
-from tests.fix_daemon import ACTIVE, STAGES, max_overlap, pgrag_ui, wait_until, write_project
+from tests.fix_daemon import (  # noqa: F401  (storage_db: a fixture)
+    ACTIVE, STAGES, max_overlap, pgrag_ui, storage_db, wait_until, write_project)
 from tests.fix_pg import drop_realm
 from tests.graph_snapshot import graph_snapshot
 
@@ -42,15 +41,6 @@ def _volume(i: int) -> dict[str, str]:
     """The fixture's two documents, every paragraph marked with the volume ``i`` (prompts differ per space, so
     no space is answered from another's model cache)."""
     return {name: "\n\n".join(f"Volume {i}. {p}" for p in text.split("\n\n")) for name, text in DOCS.items()}
-
-
-@pytest.fixture
-def storage_db(pg_dsn: str, realm: str) -> Iterator[str]:
-    """The name of a Dagster storage database of this test's own on the test server, dropped afterwards."""
-    name = f"dagster_{realm}"
-    yield name
-    with db.connect(pg_dsn, autocommit=True, vector=False) as conn:
-        conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 @pytest.mark.parametrize("max_runs", [1, 2], ids=["serial", "parallel"])
