@@ -3,7 +3,8 @@
 - :func:`source_sensor`: per space, one hash per stage of what that stage depends on (sources and
   chunker, extractor, gates and vocabulary, enrichers, community settings) in its cursor; requests,
   for a space where any changed, a run of the changed stages and those between them (downstream
-  follows by automation; a new space's run is ``chunks`` to ``communities``), adding partitions for spaces new to the configuration. Each stage's materialisation
+  follows by automation; a new space's run is ``chunks`` to ``communities``), adding partitions for
+  spaces new to the configuration. Each stage's materialisation
   records the hash it ran under (:data:`INPUTS_KEY`), so a space missing from the cursor — the first
   tick after ``pgrag ui`` starts the daemon, or a cursor of an older version — is compared with what
   its last materialisations ran on, and an unchanged space is not run again.
@@ -116,7 +117,7 @@ def build_source_sensor(settings: Settings, target: list[dg.AssetsDefinition]) -
     @dg.sensor(name="source_sensor", target=target, minimum_interval_seconds=settings.dagster.sensor_interval_s,
                default_status=dg.DefaultSensorStatus.RUNNING if settings.dagster.sensors else dg.DefaultSensorStatus.STOPPED,
                description="Requests a run for each realm/space whose document sources or operator composition "
-                           "changed, of exactly the stages whose inputs changed (automation takes the rest).")
+                           "changed, of the stages whose inputs changed and those between them (automation takes the rest).")
     def source_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
         order = [a.key.to_user_string() for a in target]
         seen = json.loads(context.cursor) if context.cursor else {}
