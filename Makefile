@@ -20,9 +20,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -m pytest -q
 
-# the two scale-out tests alone (also in `make test`): external PostgreSQL over TCP, steps on Celery workers
+# the scale-out tests alone (also in `make test`): external PostgreSQL over TCP, steps on Celery workers, the
+# daemon loop, parallel backfills and the multiprocess executor
 test-scale: $(STAMP)
-	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -m pytest -q tests/test_external_pg.py tests/test_celery.py
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -m pytest -q -s tests/test_external_pg.py tests/test_celery.py \
+		tests/test_daemon_loop.py tests/test_parallel_backfill.py
 
 ui: $(STAMP)
 	PATH=$(CURDIR)/$(BIN):$$PATH LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/pgrag ui --port 3000

@@ -2,8 +2,9 @@
 
 - :func:`source_sensor`: per space, one hash per stage of what that stage depends on (sources and
   chunker, extractor, gates and vocabulary, enrichers, community settings) in its cursor; requests,
-  for a space where any changed, a run of exactly the changed stages (downstream follows by
-  automation), adding partitions for spaces new to the configuration. Each stage's materialisation
+  for a space where any changed, a run of the changed stages and those between them (downstream
+  follows by automation; a new space's run is ``chunks`` to ``communities``), adding partitions for
+  spaces new to the configuration. Each stage's materialisation
   records the hash it ran under (:data:`INPUTS_KEY`), so a space missing from the cursor — the first
   tick after ``pgrag ui`` starts the daemon, or a cursor of an older version — is compared with what
   its last materialisations ran on, and an unchanged space is not run again.
@@ -98,15 +99,27 @@ def recorded_hashes(instance: dg.DagsterInstance, partition: str) -> dict[str, s
     return out
 
 
+def _span(order: list[str], changed: list[str]) -> list[str]:
+    """The stages of ``order`` (the pipeline, first to last) from the first of ``changed`` to its last: one run
+    materialises them in order. Stages between two changed ones are included — a run of ``chunks`` and
+    ``communities`` alone would build the communities before their relations (a new space's first run)."""
+    if not changed:
+        return []
+    at = [order.index(stage) for stage in changed]
+    return order[min(at):max(at) + 1]
+
+
 def build_source_sensor(settings: Settings, target: list[dg.AssetsDefinition]) -> dg.SensorDefinition:
     """The sensor over the configured sources and compositions (running unless ``dagster.sensors`` is
-    false). ``target`` must hold the stage assets it may request (:func:`stage_hashes`' keys)."""
+    false). ``target`` must hold the stage assets in pipeline order (:func:`~pgrag_dag.assets.stages.build_assets`):
+    a space's run request selects the stages from its first changed one to its last (:func:`_span`)."""
 
-    @dg.sensor(name="source_sensor", target=target, minimum_interval_seconds=30,
+    @dg.sensor(name="source_sensor", target=target, minimum_interval_seconds=settings.dagster.sensor_interval_s,
                default_status=dg.DefaultSensorStatus.RUNNING if settings.dagster.sensors else dg.DefaultSensorStatus.STOPPED,
                description="Requests a run for each realm/space whose document sources or operator composition "
-                           "changed, of exactly the stages whose inputs changed (automation takes the rest).")
+                           "changed, of the stages whose inputs changed and those between them (automation takes the rest).")
     def source_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
+        order = [a.key.to_user_string() for a in target]
         seen = json.loads(context.cursor) if context.cursor else {}
         now: dict[str, dict[str, str]] = {}
         broken = []
@@ -123,7 +136,7 @@ def build_source_sensor(settings: Settings, target: list[dg.AssetsDefinition]) -
             before = seen.get(key)
             if not isinstance(before, dict):  # first tick, a new space or an older cursor: what its runs ran on
                 before = recorded_hashes(context.instance, key) if key in known else {}
-            stages = [stage for stage, h in hashes.items() if before.get(stage) != h]
+            stages = _span(order, [stage for stage, h in hashes.items() if before.get(stage) != h])
             if stages:
                 changed.append(key)
                 requests.append(dg.RunRequest(partition_key=key, asset_selection=[dg.AssetKey(s) for s in stages],
@@ -158,8 +171,9 @@ def build_nightly_refresh(settings: Settings, target: list[dg.AssetsDefinition])
 
 
 def build_automation_sensor(settings: Settings) -> dg.AutomationConditionSensorDefinition:
-    """The automation-condition sensor (the implicit default one starts stopped)."""
+    """The automation-condition sensor (the implicit default one starts stopped), evaluated at most every
+    ``dagster.sensor_interval_s`` seconds."""
     return dg.AutomationConditionSensorDefinition(
-        "pgrag_automation", target=dg.AssetSelection.all(),
+        "pgrag_automation", target=dg.AssetSelection.all(), minimum_interval_seconds=settings.dagster.sensor_interval_s,
         default_status=dg.DefaultSensorStatus.RUNNING if settings.dagster.sensors else dg.DefaultSensorStatus.STOPPED,
     )

@@ -26,13 +26,16 @@ def build_defs(*, pgrag: PgragResource | None = None, query_realm: str | None = 
     """Definitions with the given engine resource (default: settings from ``PGRAG_CONFIG``/``pgrag.yaml``).
 
     The ``query`` resource reads ``query_realm``, default the first realm the configuration declares.
-    ``executor`` (default Dagster's multiprocess executor) runs every job's steps; ``jobs`` are added to
+    ``executor`` (default: ``dagster.executor`` of the settings, Dagster's multiprocess executor unless it
+    says ``in_process``) runs every job's steps; ``jobs`` are added to
     the ``retention`` job (e.g. an asset job over the eight stages: :mod:`pgrag_dag.assets.distributed`).
     """
     pgrag = pgrag or PgragResource()
     settings = pgrag.settings()
     realm = query_realm or next(iter(settings.realms), "default")
     assets = build_assets(settings)
+    if executor is None and settings.dagster.executor == "in_process":
+        executor = dg.in_process_executor
     roots = [a for a in assets if a.key == dg.AssetKey("chunks")]
     return dg.Definitions(
         assets=assets,

@@ -25,11 +25,8 @@ from __future__ import annotations
 import dagster as dg
 from dagster_celery import celery_executor
 
-from pgrag_dag.assets import slots
 from pgrag_dag.assets.definitions import build_defs
-from pgrag_dag.assets.partitions import add_partitions
-from pgrag_dag.config import load_settings
-from pgrag_dag.store import db
+from pgrag_dag.assets.runner import run_job_partition
 
 INDEX_JOB = "index"
 """The asset job over the eight stages, their checks and the community lag check."""
@@ -56,24 +53,12 @@ def index_job() -> dg.JobDefinition:
 
 def run_partition(instance: dg.DagsterInstance, partition: str) -> dg.DagsterRun:
     """Run :data:`INDEX_JOB` for ``partition`` in this process as the run worker, every step executed by a
-    Celery worker; returns the finished run (``status`` SUCCESS or FAILURE; its events are in ``instance``,
-    which must be persistent: the workers write to it).
-
-    The partition is added and the pool limits set first (as
-    :func:`~pgrag_dag.assets.runner.materialize_partition` does); the run is tagged with this process
-    (:func:`~pgrag_dag.assets.slots.process_tags`). Blocks until every step has ended — with no worker
-    listening on the broker, forever. Raises :class:`~pgrag_dag.errors.ConfigurationError` for invalid
-    settings and Dagster's config error when ``PGRAG_CELERY_BROKER``/``PGRAG_CELERY_BACKEND`` are unset.
+    Celery worker (:func:`~pgrag_dag.assets.runner.run_job_partition`); returns the finished run. Blocks
+    until every step has ended — with no worker listening on the broker, forever. Raises
+    :class:`~pgrag_dag.errors.ConfigurationError` for invalid settings and Dagster's config error when
+    ``PGRAG_CELERY_BROKER``/``PGRAG_CELERY_BACKEND`` are unset.
     """
-    settings = load_settings()
-    add_partitions(instance, [partition])
-    slots.ensure_pool_limits(instance, db.resolve_dsn(settings.database_url, settings.resolve(settings.data_dir)))
-    job = dg.reconstructable(index_job)
-    with dg.execute_job(job, instance=instance, tags={"dagster/partition": partition, **slots.process_tags()},
-                        raise_on_error=False) as result:
-        run = instance.get_run_by_id(result.run_id)
-    assert run is not None
-    return run
+    return run_job_partition(instance, partition, dg.reconstructable(index_job))
 
 
 defs = build_celery_defs()

@@ -248,3 +248,24 @@ def materialize_partition(settings: Settings, partition: str, *, config_path: st
                                 for e in evaluations if e.check_name == "graph_quality"), {})
         out["_run"] = {"run_id": result.run_id, "reclaimed": [r.as_dict() for r in reclaimed]}
         return out
+
+
+def run_job_partition(instance: dg.DagsterInstance, partition: str, job: Any) -> dg.DagsterRun:
+    """Run the reconstructable job ``job`` (``dg.reconstructable(fn)``: its steps may run in other processes,
+    which rebuild it from its code pointer) for ``partition`` in this process as the run worker; returns the
+    finished run (``status`` SUCCESS or FAILURE; its events are in ``instance``, which must be persistent).
+
+    The partition is added and the pool limits set first (as :func:`materialize_partition` does, settings
+    from ``PGRAG_CONFIG``/``pgrag.yaml``); the run is tagged with this process
+    (:func:`~pgrag_dag.assets.slots.process_tags`). Raises :class:`~pgrag_dag.errors.ConfigurationError` for
+    invalid settings."""
+    from pgrag_dag.config import load_settings
+
+    settings = load_settings()
+    add_partitions(instance, [partition])
+    slots.ensure_pool_limits(instance, db.resolve_dsn(settings.database_url, settings.resolve(settings.data_dir)))
+    with dg.execute_job(job, instance=instance, tags={"dagster/partition": partition, **slots.process_tags()},
+                        raise_on_error=False) as result:
+        run = instance.get_run_by_id(result.run_id)
+    assert run is not None
+    return run

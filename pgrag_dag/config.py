@@ -247,7 +247,11 @@ class DagsterSettings(StrictModel):
     the same PostgreSQL server as the graph, so runs, events and schedules survive and scale out; or
     ``sqlite`` files under the Dagster home), the limit of the ``llm`` pool that model-calling assets
     share across runs, and how many runs may run at once; run monitoring's ``run_start_timeout_s`` (a run
-    not started by then fails) and ``run_timeout_s`` (a run going longer is failed; 0 = no limit)."""
+    not started by then fails) and ``run_timeout_s`` (a run going longer is failed; 0 = no limit);
+    ``sensor_interval_s``, the least number of seconds between two evaluations of the source sensor and
+    of the automation sensor (Dagster's daemon loops every 5 s, so lower values act as 5); ``executor``,
+    how a run executes its steps: ``multiprocess`` (Dagster's default, a process per step) or
+    ``in_process`` (every step in the run's process: no per-step start-up, for small spaces and one machine)."""
 
     sensors: bool = True
     refresh_cron: str = "0 3 * * *"
@@ -257,6 +261,8 @@ class DagsterSettings(StrictModel):
     max_concurrent_runs: int = Field(default=4, ge=1)
     run_start_timeout_s: float = Field(default=180.0, gt=0)
     run_timeout_s: float = Field(default=0.0, ge=0)
+    sensor_interval_s: int = Field(default=30, ge=1)
+    executor: Literal["multiprocess", "in_process"] = "multiprocess"
 
 
 class OperationsSettings(StrictModel):

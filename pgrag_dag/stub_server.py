@@ -11,7 +11,9 @@ broken mid-answer).
 :meth:`StubServer.refuse` makes every later request of a route fail
 with one HTTP status (401, 403, 404, 400, 429, 500, …) and an OpenAI-style error body, as a provider
 does, until :meth:`StubServer.accept`. Every request is appended to :attr:`StubServer.requests` so tests
-can assert on what reached the "model".
+can assert on what reached the "model". :attr:`StubServer.in_flight` counts the requests being answered now
+and :attr:`StubServer.peak_in_flight` the most at once since the start (or :meth:`StubServer.reset_peak`);
+:attr:`StubServer.chat_delay_s` holds each chat answer back that long, so concurrent callers overlap.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
@@ -56,6 +59,12 @@ class StubServer:
         self.refusals: dict[str, tuple[StubStatus, int]] = {}
         """Route (``chat`` / ``embeddings``) → (the refusal its requests get, requests still answered
         before it starts) (:meth:`refuse`)."""
+        self.chat_delay_s = 0.0
+        """Seconds every chat request is held before it is answered (0: at once)."""
+        self.in_flight = 0
+        """Requests (any route) received and not yet answered."""
+        self.peak_in_flight = 0
+        """The largest :attr:`in_flight` seen since the server started or :meth:`reset_peak`."""
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
@@ -83,6 +92,21 @@ class StubServer:
                 self.refusals[route] = (refusal, after - 1)
                 return None
             return refusal
+
+    def reset_peak(self) -> int:
+        """Start counting :attr:`peak_in_flight` afresh (from the requests in flight now); returns the old peak."""
+        with self._lock:
+            old, self.peak_in_flight = self.peak_in_flight, self.in_flight
+            return old
+
+    def _enter(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+            self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
 
     def accept(self) -> None:
         """Stop refusing (:meth:`refuse`): answer every route normally again."""
@@ -143,6 +167,13 @@ class StubServer:
                 self.wfile.flush()
 
             def do_POST(self) -> None:  # noqa: N802 (http.server API)
+                server._enter()
+                try:
+                    self._post()
+                finally:
+                    server._leave()
+
+            def _post(self) -> None:
                 length = int(self.headers.get("Content-Length", "0"))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 server.requests.append({"path": self.path, "body": body})
@@ -164,6 +195,8 @@ class StubServer:
                 if not self.path.endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
                     return
+                if server.chat_delay_s > 0:
+                    time.sleep(server.chat_delay_s)
                 try:
                     text = server.answer(body.get("messages", []))
                 except StubStatus as exc:

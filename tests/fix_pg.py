@@ -61,5 +61,10 @@ def realm(conn: psycopg.Connection) -> Iterator[str]:
     name = f"t{os.getpid()}_{next(_counter)}"
     schema.init_realm(conn, name, embedding_model="hashing-sha256", dim=384)
     yield name
+    drop_realm(conn, name)
+
+
+def drop_realm(conn: psycopg.Connection, name: str) -> None:
+    """Drop realm ``name``'s schema and its control row, if there (``conn`` in autocommit)."""
     conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema.schema_for(name))))
     conn.execute("DELETE FROM pgrag__control.realms WHERE realm = %s", (name,))

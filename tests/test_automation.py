@@ -36,8 +36,9 @@ def test_the_sensor_requests_runs_only_for_new_or_changed_spaces(small_corpus: S
         first = sensor(dg.build_sensor_context(instance=instance, cursor=None))
         assert isinstance(first, dg.SensorResult)
         assert [r.partition_key for r in first.run_requests] == [key]
-        assert first.run_requests[0].asset_selection == [dg.AssetKey(s) for s in
-                                                         ("chunks", "raw_extractions", "gated_triples", "resolved_entities", "communities")]
+        # a new space: every hashed stage changed, so one run from chunks to communities, in order (relations and
+        # embeddings between them too: communities must not be built before them); automation takes the hierarchy
+        assert first.run_requests[0].asset_selection == [dg.AssetKey(s) for s in STAGES[:-1]]
         assert first.dynamic_partitions_requests[0].partition_keys == [key]  # a new space adds its partition
         add_partitions(instance, [key])
         unchanged = sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor))

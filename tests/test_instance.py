@@ -47,3 +47,20 @@ def test_dagster_instance_storage_lives_in_the_graphs_postgresql(small_corpus: S
         assert "postgres" in type(instance.run_storage).__module__
     with db.connect(dsn, autocommit=True, vector=False) as conn:
         conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def test_the_sensor_interval_and_the_executor_come_from_settings(small_corpus: SmallCorpus, monkeypatch: pytest.MonkeyPatch) -> None:
+    from pgrag_dag.assets.definitions import build_defs
+    from pgrag_dag.resources.engine import PgragResource
+
+    def defs() -> dg.Definitions:
+        return build_defs(pgrag=PgragResource(config_path=str(small_corpus.config)))
+
+    default = defs()
+    assert {s.name: s.minimum_interval_seconds for s in default.sensors} == {"source_sensor": 30, "pgrag_automation": 30}
+    assert default.resolve_job_def("retention").executor_def.name == "multi_or_in_process_executor"  # Dagster's default
+    monkeypatch.setenv("PGRAG_DAGSTER__SENSOR_INTERVAL_S", "5")
+    monkeypatch.setenv("PGRAG_DAGSTER__EXECUTOR", "in_process")
+    tuned = defs()
+    assert {s.name: s.minimum_interval_seconds for s in tuned.sensors} == {"source_sensor": 5, "pgrag_automation": 5}
+    assert tuned.resolve_job_def("retention").executor_def.name == "in_process"

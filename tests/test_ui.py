@@ -8,61 +8,23 @@ materialisation of all eight assets over GraphQL, waits for success, then render
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from pgrag_dag.assets.runner import ui_argv
 from tests.fix_browser import CHROMIUM, chromium_dom
 from tests.fix_corpus import SmallCorpus
+from tests.fix_daemon import REPO, ROOT, STAGES, free_port, gql, location_loaded, stop_group, wait_until
 
-ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts" / "ui"
-STAGES = ["chunks", "raw_extractions", "gated_triples", "resolved_entities", "relations", "embeddings",
-          "communities", "community_hierarchy"]
 
 pytestmark = [pytest.mark.dagster, pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed "
                                                       "(.ci/run installs it)")]
-
-
-def _port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _gql(port: int, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", method="POST",
-                                 data=json.dumps({"query": query, "variables": variables or {}}).encode(),
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        out = json.loads(resp.read())
-    assert "errors" not in out, out
-    return out["data"]
-
-
-def _wait(what: str, fn: Any, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = fn()
-            if last:
-                return last
-        except OSError as exc:  # the server is still starting
-            last = exc
-        time.sleep(1)
-    raise AssertionError(f"timed out waiting for {what}: {last!r}")
 
 
 def _chromium(url: str, *, screenshot: Path | None = None) -> str:
@@ -82,7 +44,7 @@ def test_the_ui_shows_the_materialised_assets_and_their_checks(small_corpus: Sma
     home = tmp_path / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    port = _port()
+    port = free_port()
     env = {**os.environ, "DAGSTER_HOME": str(home), "PGRAG_CONFIG": str(small_corpus.config),
            "LITELLM_LOCAL_MODEL_COST_MAP": "True", "DAGSTER_DISABLE_TELEMETRY": "1",
            "PGRAG_DAGSTER__SENSORS": "false"}  # only the run this test launches (the daemon would start one too)
@@ -92,29 +54,25 @@ def test_the_ui_shows_the_materialised_assets_and_their_checks(small_corpus: Sma
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     key = f"{realm}.main"
     try:
-        def loaded() -> bool:
-            data = _gql(port, "{ workspaceOrError { ... on Workspace { locationEntries { name loadStatus } } } }")
-            return any(e["loadStatus"] == "LOADED" for e in data["workspaceOrError"]["locationEntries"])
-
-        _wait("the code location", loaded, 180)
+        wait_until("the code location", lambda: location_loaded(port), 180)
         started = (tmp_path / "dagster-dev.log").read_text()
         assert not [line for line in started.splitlines() if "Warning" in line or "superseded" in line], started
-        repo = {"repositoryLocationName": "pgrag", "repositoryName": "__repository__"}
-        _gql(port, """mutation($r: RepositorySelector!, $k: String!) { addDynamicPartition(repositorySelector: $r,
-                      partitionsDefName: "space", partitionKey: $k) { __typename } }""", {"r": repo, "k": key})
-        launched = _gql(port, """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) {
-                                   __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }""",
-                        {"p": {"selector": {**repo, "jobName": "__ASSET_JOB", "assetSelection": [{"path": [s]} for s in STAGES]},
-                               "executionMetadata": {"tags": [{"key": "dagster/partition", "value": key}]}}})
+        repo = REPO
+        gql(port, """mutation($r: RepositorySelector!, $k: String!) { addDynamicPartition(repositorySelector: $r,
+                     partitionsDefName: "space", partitionKey: $k) { __typename } }""", {"r": repo, "k": key})
+        launched = gql(port, """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) {
+                                  __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }""",
+                       {"p": {"selector": {**repo, "jobName": "__ASSET_JOB", "assetSelection": [{"path": [s]} for s in STAGES]},
+                              "executionMetadata": {"tags": [{"key": "dagster/partition", "value": key}]}}})
         assert launched["launchRun"]["__typename"] == "LaunchRunSuccess", launched
         run_id = launched["launchRun"]["run"]["runId"]
 
         def finished() -> str | None:
-            status = _gql(port, "query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }",
-                          {"id": run_id})["runOrError"]["status"]
+            status = gql(port, "query($id: ID!) { runOrError(runId: $id) { ... on Run { status } } }",
+                         {"id": run_id})["runOrError"]["status"]
             return status if status in ("SUCCESS", "FAILURE", "CANCELED") else None
 
-        assert _wait("the run", finished, 300) == "SUCCESS", (tmp_path / "dagster-dev.log").read_text()[-3000:]
+        assert wait_until("the run", finished, 300) == "SUCCESS", (tmp_path / "dagster-dev.log").read_text()[-3000:]
 
         graph_dom = _chromium(f"http://127.0.0.1:{port}/asset-groups/index", screenshot=ARTIFACTS / "asset-graph.png")
         assert all(stage in graph_dom for stage in STAGES)
@@ -129,9 +87,5 @@ def test_the_ui_shows_the_materialised_assets_and_their_checks(small_corpus: Sma
         for shot in ("asset-graph.png", "gated-triples-checks.png", "user-gate-check.png"):
             assert (ARTIFACTS / shot).stat().st_size > 10_000  # a rendered page, not an empty frame
     finally:
-        try:
-            os.killpg(proc.pid, signal.SIGINT)
-            proc.wait(timeout=30)
-        except (ProcessLookupError, subprocess.TimeoutExpired):
-            os.killpg(proc.pid, signal.SIGKILL)
+        stop_group(proc)
         log.close()
