@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test test-scale ui bench stop clean
+.PHONY: install demo test test-slow test-all test-scale ui bench stop clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -17,10 +17,18 @@ install: $(STAMP)
 demo: $(STAMP)
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/pgrag demo
 
+# every test but the slow end-to-end ones (marked `slow`: kill -9 recovery, the demo through Dagster, the daemon
+# loop, parallel backfills, Celery, external PostgreSQL, …), which `make test-slow` runs; CI runs both
 test: $(STAMP)
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -m pytest -q -m "not slow"
+
+test-slow: $(STAMP)
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -m pytest -q -m slow
+
+test-all: $(STAMP)
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -m pytest -q
 
-# the scale-out tests alone (also in `make test`): external PostgreSQL over TCP, steps on Celery workers, the
+# the scale-out tests alone (also in `make test-slow`): external PostgreSQL over TCP, steps on Celery workers, the
 # daemon loop, parallel backfills and the multiprocess executor
 test-scale: $(STAMP)
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -m pytest -q -s tests/test_external_pg.py tests/test_celery.py \
