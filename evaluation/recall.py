@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 
 from evaluation.embedder_candidates import baselines, common
+from evaluation import plots
 from evaluation.harness import ROOT, RunRecord, Table, progress, timed_run, write_run
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -290,7 +291,7 @@ def evaluate(engine: Any, benchmarks: Sequence[Benchmark], arms: Sequence[str] =
 
 
 # -- report ---------------------------------------------------------------------------------------
-def recall_table(scores: dict[str, Any], indexing: dict[str, Any]) -> Table:
+def recall_table(scores: dict[str, Any], indexing: dict[str, Any], embedding_model: str = LOCAL_MODEL) -> Table:
     """One row per data set and arm: r@2, r@5, all-gold@2, all-gold@5, chunks returned, query p50."""
     rows: list[list[Any]] = []
     for ds, s in scores.items():
@@ -305,38 +306,32 @@ def recall_table(scores: dict[str, Any], indexing: dict[str, Any]) -> Table:
     notes = [f"{ds}: {s['note']}." for ds, s in scores.items() if not s["scored"]]
     counts = "; ".join(f"{ds} {s['questions']} questions over {s['passages']:,} passages "
                        f"({indexing[ds]['entities']:,} entities, {indexing[ds]['relations']:,} relations, "
-                       f"{indexing[ds]['communities']} communities)" for ds, s in scores.items() if s["scored"])
+                       f"communities {indexing[ds]['communities'] or 'not built'})" for ds, s in scores.items() if s["scored"])
     note = (f"{counts}. r@k = |gold ∩ top-k| / |gold|; all@k = share of questions with every gold passage in the top k. "
             "Chunks are ranked in the order the result gives them: searched chunks (vector rank) first, then mention-"
             "expansion chunks (most matched entities mentioned, then document order), so local/mix/hybrid equal "
             "naive at k ≤ chunk_top_k (8) by construction; 'graph only' = chunk_channels [] (mention expansion "
-            "alone). global returns community reports and relations, no chunks: not scored (— ; 0 chunks "
-            "returned). Baselines rank in-process; their p50 is not measured. " + " ".join(notes))
-    return Table("Passage recall on the multi-hop benchmarks (offline extractor, local embedder)",
+            "alone). global returns relations (and community reports when built), no chunks: not scored (— ; 0 "
+            "chunks returned). Baselines rank in-process; their p50 is not measured. " + " ".join(notes))
+    return Table(f"Passage recall on the multi-hop benchmarks (offline extractor, {embedding_model})",
                  ["data set", "arm", "r@2", "r@5", "all-gold@2", "all-gold@5", "chunks returned", "query p50 ms"],
                  rows, note=note)
 
 
 def index_table(indexing: dict[str, Any]) -> Table:
-    """One row per indexed data set: passages, entities, relations, communities, seconds per stage."""
-    stages = ("chunks", "raw_extractions", "gated_triples", "resolved_entities", "relations", "embeddings",
-              "communities", "community_hierarchy")
-    rows = [[ds, v["passages"], v["entities"], v["relations"], v["communities"], v["seconds"],
-             *[v["stage_seconds"].get(s) for s in stages]] for ds, v in indexing.items()]
-    return Table("Indexing (all eight stages, no model call)", ["data set", "passages", "entities", "relations",
+    """One row per indexed data set: passages, entities, relations, communities, seconds in total and per stage."""
+    stages = list(dict.fromkeys(s for v in indexing.values() for s in v["stage_seconds"]))
+    rows = [[ds, v["passages"], v["entities"], v["relations"], "not built" if v["communities"] is None else v["communities"],
+             v["seconds"], *[v["stage_seconds"].get(s) for s in stages]] for ds, v in indexing.items()]
+    return Table(f"Indexing ({len(stages)} stages, no model call)", ["data set", "passages", "entities", "relations",
                  "communities", "total s", *[f"{s} s" for s in stages]], rows, digits=1)
 
 
 def plot(scores: dict[str, Any], path: Path) -> Path | None:
     """Grouped bars of r@2, r@5 and all-gold@5 per arm, one panel per scored data set (PNG at ``path``);
     ``None`` (with a message) when matplotlib is not installed."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed (pip install -r evaluation/requirements-eval.txt): no chart")
+    plt = plots.pyplot()
+    if plt is None:
         return None
     scored = {ds: s for ds, s in scores.items() if s["scored"]}
     fig, axes = plt.subplots(1, len(scored), figsize=(7 * len(scored), 4.8), squeeze=False, sharey=True)
@@ -353,12 +348,7 @@ def plot(scores: dict[str, Any], path: Path) -> Path | None:
         ax.grid(axis="y", alpha=0.3)
     axes[0][0].set_ylabel("share")
     axes[0][0].legend(loc="upper right", fontsize=8)
-    fig.suptitle("Passage recall by query mode (global returns no chunks: not shown)", fontsize=10)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return plots.save(fig, path, title="Passage recall by query mode (global returns no chunks: not shown)")
 
 
 def run(benchmarks: Sequence[Benchmark], *, dsn: str, out_dir: Path, embedding_model: str = LOCAL_MODEL,
@@ -395,7 +385,7 @@ def run(benchmarks: Sequence[Benchmark], *, dsn: str, out_dir: Path, embedding_m
         record.results = {"scores": scores, "indexing": indexing, "model_calls": engine.usage()["model_calls"],
                           "load_average_start": load_start, "load_average_end": [round(x, 2) for x in os.getloadavg()],
                           "cpus": os.cpu_count()}
-        record.tables = [recall_table(scores, indexing), index_table(indexing)]
+        record.tables = [recall_table(scores, indexing, embedding_model), index_table(indexing)]
         chart = plot(scores, out_dir / f"{name}.png")
         record.plots = [chart] if chart else []
     load = record.results

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evaluation import plots
 from evaluation.harness import ROOT, RunRecord, Table, progress, timed_run, write_run
 from evaluation.structure_metrics import graph_structure
 
@@ -253,14 +254,10 @@ def _describe(arm: Arm) -> str:
 
 def plot(arms: Sequence[Arm], results: dict[str, Any], path: Path) -> Path | None:
     """Two panels (counts; shares) of grouped bars per built arm, PNG at ``path``; ``None`` without matplotlib."""
-    try:
-        import matplotlib
+    import numpy as np
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        import numpy as np
-    except ImportError:
-        print("matplotlib is not installed (pip install -r evaluation/requirements-eval.txt): no chart")
+    plt = plots.pyplot()
+    if plt is None:
         return None
     built = [a for a in arms if results[a.name].get("metrics")]
     panels = ((("entities", "entities"), ("relations", "relations"), ("distinct_predicates", "distinct predicates"),
@@ -280,12 +277,7 @@ def plot(arms: Sequence[Arm], results: dict[str, Any], path: Path) -> Path | Non
     axes[1].set_title("shares")
     axes[1].set_ylim(0, 1)
     axes[0].legend(fontsize=8)
-    fig.suptitle("Structure of the graph per arm (Table 6, Table 7, §8.15)", fontsize=10)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return plots.save(fig, path, title="Structure of the graph per arm (Table 6, Table 7, §8.15)")
 
 
 def run(arms: Sequence[Arm], *, dsn: str, out_dir: Path, config: Path = ROOT / "pgrag.yaml", space: str = "wiki.demo",
