@@ -17,10 +17,11 @@ with the model ``llm.models`` of the base (``replay`` for the demo, serving its 
 
 **What replays** (the response cache is keyed by the prompt): an arm replays a recorded cassette only if it
 sends the recorded prompts. The vocabulary is rendered into the extraction prompt's system message, so
-vocabulary on/off needs a live model; gleaning 0 sends the first-pass prompts only; gate settings, snapping
-after extraction (``graph: {space: {preset: null}}``) and resolution change no extraction prompt, but any
-change to the graph changes the community-report prompts (they list members and relations). A report that
-is not recorded is skipped; the arm's partition is then rebuilt with extractive reports (no model) so the
+vocabulary on/off needs a live model; gleaning 0 sends first-pass prompts only, but each lists the names the
+document's earlier chunks yielded (gleaned ones included), so a chunk after a gleaned name does not replay; gate
+settings, snapping after extraction (``graph: {space: {preset: null}}``) and resolution change no extraction
+prompt, but any change to the graph changes the community-report prompts (they list members and relations). A
+report that is not recorded is skipped; the arm's partition is then rebuilt with extractive reports (no model) so the
 largest-community share still covers the whole partition, and the rating spread counts the reports that
 were model-written. An arm whose first extraction passes all missed is reported as needing a live model.
 
@@ -61,14 +62,16 @@ class Arm:
 
 DEMO_ARMS = (
     Arm("as recorded", note="biography vocabulary (prompt and snapping), gleaning 1, default gates"),
-    Arm("no gleaning", {"extraction": {"gleaning_passes": 0}}, note="first passes only"),
+    Arm("no gleaning", {"extraction": {"gleaning_passes": 0}},
+        note="first passes only; a first-pass prompt lists the names the document's earlier chunks yielded, gleaned "
+             "ones included, so only chunks before the first gleaned name replay: the rest need a live model"),
     Arm("no snapping", graph={"space": {"preset": None}},
         note="prompt with the vocabulary, predicates not snapped onto it"),
     Arm("possessive gate", {"gates": {"possessive_gate": True}}, note="gate variation"),
     Arm("confidence ≥ 0.8", {"gates": {"confidence_floor": 0.8}}, note="gate variation"),
     Arm("no vocabulary", {"space": {"preset": None}}, note="the prompt changes: needs a live model"),
 )
-"""The demo's arms: five replay the cassette's extraction prompts, the last needs a live model."""
+"""The demo's arms: four replay every recorded extraction prompt, ``no gleaning`` some, ``no vocabulary`` none."""
 
 
 def parse_arm(text: str) -> Arm:
