@@ -17,8 +17,9 @@ with the model ``llm.models`` of the base (``replay`` for the demo, serving its 
 
 **What replays** (the response cache is keyed by the prompt): an arm replays a recorded cassette only if it
 sends the recorded prompts. The vocabulary is rendered into the extraction prompt's system message, so
-vocabulary on/off needs a live model; gleaning 0 sends first-pass prompts only, but each lists the names the
-document's earlier chunks yielded (gleaned ones included), so a chunk after a gleaned name does not replay; gate
+vocabulary on/off needs a live model; gleaning 0 sends first-pass prompts only, but a document's chunks go in
+rounds of ``extraction.batch_size`` and each prompt lists the names earlier rounds yielded (gleaned ones
+included), so only each document's first round replays (24 of the demo's 58 chunks); gate
 settings, snapping after extraction (``graph: {space: {preset: null}}``) and resolution change no extraction
 prompt, but any change to the graph changes the community-report prompts (they list members and relations). A
 report that is not recorded is skipped; the arm's partition is then rebuilt with extractive reports (no model) so the
@@ -63,8 +64,8 @@ class Arm:
 DEMO_ARMS = (
     Arm("as recorded", note="biography vocabulary (prompt and snapping), gleaning 1, default gates"),
     Arm("no gleaning", {"extraction": {"gleaning_passes": 0}},
-        note="first passes only; a first-pass prompt lists the names the document's earlier chunks yielded, gleaned "
-             "ones included, so only chunks before the first gleaned name replay: the rest need a live model"),
+        note="first passes only; a document's chunks are extracted in rounds of extraction.batch_size (8), each "
+             "prompt listing the names earlier rounds yielded, gleaned ones included: only first rounds replay"),
     Arm("no snapping", graph={"space": {"preset": None}},
         note="prompt with the vocabulary, predicates not snapped onto it"),
     Arm("possessive gate", {"gates": {"possessive_gate": True}}, note="gate variation"),

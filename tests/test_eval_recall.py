@@ -101,3 +101,36 @@ def test_the_harness_scores_every_mode_and_both_baselines_on_a_musique_slice(pg_
     assert ["2wikimultihopqa", "(every arm)"] == next(r for r in table["rows"] if r[0] == "2wikimultihopqa")[:2]
     assert (tmp_path / "r.png").stat().st_size > 10_000 and data["plots"] == ["r.png"]
     assert "no questions here" in (tmp_path / "r.md").read_text()
+
+
+def test_names_postgresql_lowercases_alike_resolve_to_one_vertex(pg_dsn: str, realm: str, tmp_path: Path) -> None:
+    """Found indexing MuSiQue offline: "İzmir" (Python lowercases it to "i̇zmir") and "Izmir" are one row under
+    PostgreSQL's lower() — the entity writer must map its inserted rows by the name it sent, or a triple endpoint is
+    left unresolved (KeyError in the relations stage)."""
+    import yaml
+
+    from pgrag_dag.config import load_settings
+    from pgrag_dag.engine import Engine
+    from pgrag_dag.pipeline import index_documents
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("Şükrü Gürel was a native of İzmir. Gürel worked in Ankara for Bülent Ecevit.\n")
+    (docs / "b.txt").write_text("The consulate of Pakistan in Izmir opened in 1990. Ankara and Izmir are large cities.\n")
+    cfg = tmp_path / "pgrag.yaml"
+    cfg.write_text(yaml.safe_dump({"llm": {"models": ["replay"]}, "realms": {realm: {"spaces": {"s": {
+        "extractor": {"name": "cooccurrence"}, "sources": [{"path": "docs", "glob": "*.txt"}]}}}}}))
+    engine = Engine.from_settings(load_settings(cfg, database_url=pg_dsn))
+    try:
+        meta = {r.stage: r.metadata for r in index_documents(engine, realm, "s", communities=False)}
+    finally:
+        engine.close()
+    assert meta["relations"]["relations"] > 0
+    with psycopg.connect(pg_dsn) as conn:
+        rows = conn.execute(sql.SQL("SELECT name, aliases FROM {} WHERE space = 's' AND lower(name) = lower('Izmir')")
+                            .format(schema.qualified(realm, "entities"))).fetchall()
+        assert len(rows) == 1 and {rows[0][0], *rows[0][1]} == {"İzmir", "Izmir"}
+        edges = conn.execute(sql.SQL("""SELECT count(*) FROM {r} r JOIN {e} e ON e.id IN (r.source_id, r.target_id)
+                                        WHERE e.space = 's' AND lower(e.name) = lower('Izmir')""").format(
+            r=schema.qualified(realm, "relations"), e=schema.qualified(realm, "entities"))).fetchone()
+        assert edges is not None and edges[0] >= 2  # the edges of both documents
