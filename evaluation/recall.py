@@ -1,7 +1,7 @@
 """Passage recall on the multi-hop benchmarks, offline, for every query mode that returns chunks (issue 17
 item 1; the retrieval half of the paper's §8 that needs no chat model).
 
-    python -m evaluation.recall                       # the committed table and chart; ~15-25 min on 2 cores
+    python -m evaluation.recall                       # the committed table and chart; ~17 min on 2 cores
     python -m evaluation.recall --questions 20 --out /tmp/r   # a quick look
 
 **Data** (``$PGRAG_SHARED_DIR/corpora``, else ``../shared/corpora``; read by
@@ -12,12 +12,12 @@ questions** (:func:`load_2wiki`), so it cannot be scored; it is not indexed (as 
 make a different benchmark than the published subsets, and its graph alone would take most of the time
 budget), and the table says so.
 
-**Index** (one realm, one space per data set, through the product's eight stages,
-:func:`pgrag_dag.pipeline.index_documents`): each passage is a JSONL record (``title``, ``text``,
+**Index** (one realm, one space per data set, through the product's six index stages,
+:func:`pgrag_dag.pipeline.index_documents`; the two community stages too with ``--communities``, extractive
+reports — no mode takes chunks from communities): each passage is a JSONL record (``title``, ``text``,
 ``id`` = its position in the pool) and one chunk (``chunk_chars`` 8000, no overlap; checked); the
 offline extractor (``extractor: cooccurrence``, no model), the local embedder
-(``local/all-MiniLM-L6-v2``), extractive community reports; the chat model is ``replay`` and the run
-fails if any model is called.
+(``local/all-MiniLM-L6-v2``); the chat model is ``replay`` and the run fails if any model is called.
 
 **Arms** (:data:`ARMS`): ``query_data`` with the product's query defaults (``chunk_top_k`` 8, vector
 chunk channel, lexical keywords, 2 hops) in each mode, and the entity-anchored modes again with no chunk

@@ -109,7 +109,6 @@ def _count(conn: psycopg.Connection, query: str, space: str) -> Any:
 LIVE = "r.space = %s AND r.dormant_since IS NULL AND r.superseded_by IS NULL"
 
 
-@pytest.mark.slow  # ~30 s: two arms through the eight stages
 def test_the_harness_replays_a_demo_document_and_its_tables_are_the_sql_counts(pg_dsn: str, tmp_path: Path) -> None:
     corpus = tmp_path / "corpus" / "wikipedia"
     corpus.mkdir(parents=True)
