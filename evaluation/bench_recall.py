@@ -61,6 +61,7 @@ import numpy as np  # noqa: E402
 import baselines  # noqa: E402  (embedder_candidates: tokens and the Okapi fallback)
 import common  # noqa: E402  (embedder_candidates: the pools, questions and gold)
 from bench_index import Database, fresh_realm  # noqa: E402
+from evaluation.recall import bm25_rankings, passage_recall  # noqa: E402
 
 RESULTS = REPO / "evaluation" / "results"
 LOCAL_MODEL, HASHING_MODEL = "local/all-MiniLM-L6-v2", "hashing-sha256"
@@ -81,9 +82,8 @@ DEFAULT_HYBRID = "minilm hybrid, lexical keywords"
 KS = (2, 5)
 
 
-def recall(ranked: Sequence[int], gold: set[int], k: int) -> float:
-    """|gold ∩ top-k| / |gold|."""
-    return len(set(ranked[:k]) & gold) / len(gold)
+recall = passage_recall
+"""|gold ∩ top-k| / |gold| (:func:`evaluation.recall.passage_recall`)."""
 
 
 def summary(ranked: list[list[int]], gold: list[set[int]]) -> dict[str, float]:
@@ -194,28 +194,14 @@ def run_arms(engines: dict[str, Any], data: dict[str, dict[str, Any]], warmup: i
 
 # -- baselines ------------------------------------------------------------------------------------
 def bm25(data: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """BM25 over ``title\\ntext``: rank_bm25's BM25Okapi if installed, else baselines.py's Okapi."""
+    """BM25 over ``title\ntext`` (:func:`evaluation.recall.bm25_rankings`: rank_bm25's BM25Okapi if installed,
+    else baselines.py's Okapi); its p50 is the scoring of all questions divided by their number."""
     out: dict[str, Any] = {}
-    try:
-        from rank_bm25 import BM25Okapi
-    except ImportError:
-        BM25Okapi = None
     for ds, d in data.items():
-        ranked, secs = [], []
-        if BM25Okapi is not None:
-            model = BM25Okapi([baselines.toks(t) for t in d["texts"]], k1=1.2, b=0.75)
-            for q in d["questions"]:
-                t0 = time.perf_counter()
-                scores = model.get_scores(baselines.toks(q))
-                ranked.append(np.argsort(-scores, kind="stable")[:5].tolist())
-                secs.append(time.perf_counter() - t0)
-        else:
-            t0 = time.perf_counter()
-            scores = baselines.bm25_scores(d["texts"], d["questions"])
-            secs = [(time.perf_counter() - t0) / len(d["questions"])] * len(d["questions"])
-            ranked = np.argsort(-scores, axis=1, kind="stable")[:, :5].tolist()
-        out[ds] = {**summary(ranked, d["gold"]), "p50_ms": p50_ms(secs), "ranked": ranked,
-                   "implementation": "rank_bm25.BM25Okapi" if BM25Okapi is not None else "baselines.bm25_scores"}
+        t0 = time.perf_counter()
+        ranked, impl = bm25_rankings(d["texts"], d["questions"], depth=5)
+        secs = [(time.perf_counter() - t0) / len(d["questions"])] * len(d["questions"])
+        out[ds] = {**summary(ranked, d["gold"]), "p50_ms": p50_ms(secs), "ranked": ranked, "implementation": impl}
     return out
 
 

@@ -84,13 +84,15 @@ def _write_entities(conn: psycopg.Connection, realm: str, space: str, res: Resol
         sql.SQL("""INSERT INTO {} (space, name, entity_type, description, aliases, resolved_type, resolved_description)
                    SELECT %s, name, entity_type, description, aliases, resolved_type, resolved_description
                      FROM pgrag_incoming_ent ORDER BY ord
-                   ON CONFLICT (space, lower(name)) DO NOTHING RETURNING id, lower(name)""").format(table),
+                   ON CONFLICT (space, lower(name)) DO NOTHING RETURNING id, name""").format(table),
         (space,),
     ).fetchall()
-    ids = {lname: i for i, lname in rows}
+    # by the exact name inserted: Python's str.lower and PostgreSQL's lower() differ ("İzmir" lowercases to
+    # "i̇zmir" in Python, to "izmir" in PostgreSQL, where it collides with "Izmir")
+    ids = {name: i for i, name in rows}
     losers = []
     for v in new:
-        v.id = ids.get(v.name.lower())
+        v.id = ids.get(v.name)
         if v.id is None:
             losers.append(v)
     for v in losers:  # another writer inserted this name meanwhile: merge into the winner (§4.6)
