@@ -12,8 +12,7 @@ The benchmark scripts here (``bench_*.py``) run as scripts; the modules below ar
 - :mod:`evaluation.harness`: the run record (JSON + Markdown, configuration, models, git revision);
 - :mod:`evaluation.ablation` (``python -m evaluation.ablation``): paired ablation on a fixed graph, the
   re-indexing noise floor and the reader sweep (§8.4, §8.12, §8.14), over :mod:`evaluation.answering`
-  (items, clients, indexing, answering, scoring) and :mod:`evaluation.paired` (the tables' arithmetic).
-  harness guards (excluded items, per-company document counts; §8.11, §9).
+  (items, clients, indexing, answering, scoring) and :mod:`evaluation.paired` (the tables' arithmetic);
 - :mod:`evaluation.recall` (``python -m evaluation.recall``): passage recall per query mode on MuSiQue and
   HotpotQA, offline, against BM25 and exact dense retrieval (issue 17 item 1);
 - :mod:`evaluation.structure` (``python -m evaluation.structure``): Table 6 / Table 7 / §8.8 / §8.15 per arm,
