@@ -74,9 +74,12 @@ def lineage_summary(conn: psycopg.Connection, realm: str, space: str, *, sample:
     of the largest reports with their counts — the ``communities`` asset's lineage metadata.
 
     Reads the level-0 lineage of this space directly (what ``community_lineage`` gives for it), so its
-    cost follows the space, not the realm's other spaces."""
+    cost follows the space, not the realm's other spaces. The community tables' statistics are refreshed
+    first: their rows were usually written a moment ago, and a plan made on the statistics of before (an
+    empty table) took minutes on a graph of 300 communities and 17,600 relations instead of 85 ms."""
     tables = {"members": qualified(realm, "community_members"), "c": qualified(realm, "communities"),
               "rel": qualified(realm, "relations"), "docs": qualified(realm, "documents")}
+    conn.execute(sql.SQL("ANALYZE {members}, {c}").format(**tables))
     level0 = sql.SQL(_LEVEL0).format(**tables)
     rows = conn.execute(level0 + sql.SQL(
         """SELECT c.id, c.title, c.size, count(DISTINCT l.relation_id), count(DISTINCT l.chunk_id), count(DISTINCT l.doc_key)
