@@ -24,12 +24,13 @@ def test_model_calling_assets_share_the_llm_pool_whose_limit_comes_from_settings
     home = dagster_home(settings)
     text = (home / "dagster.yaml").read_text()
     assert "telemetry:\n  enabled: false" in text
-    instance = dg.DagsterInstance.from_config(str(home))
-    config = instance.get_concurrency_config()
+    # as a context manager: the instance sets the thread's current defs-state storage and resets it on exit
+    # (a bare dispose() left it pointing at a dead instance, failing later tests that resolve definitions)
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        config = instance.get_concurrency_config()
     assert config.pool_config.default_pool_limit == 1 and config.run_queue_config.max_concurrent_runs == 3
     pools = {a.key.to_user_string(): a.op.pool for a in ASSETS}
     assert {k for k, p in pools.items() if p == "llm"} == {"raw_extractions", "communities", "community_hierarchy"}
-    instance.dispose()
 
 
 def test_dagster_instance_storage_lives_in_the_graphs_postgresql(small_corpus: SmallCorpus, realm: str, tmp_path: Path) -> None:
