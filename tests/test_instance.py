@@ -57,11 +57,15 @@ def test_the_sensor_interval_and_the_executor_come_from_settings(small_corpus: S
     def defs() -> dg.Definitions:
         return build_defs(pgrag=PgragResource(config_path=str(small_corpus.config)))
 
-    default = defs()
-    assert {s.name: s.minimum_interval_seconds for s in default.sensors} == {"source_sensor": 30, "pgrag_automation": 30}
-    assert default.resolve_job_def("retention").executor_def.name == "multi_or_in_process_executor"  # Dagster's default
-    monkeypatch.setenv("PGRAG_DAGSTER__SENSOR_INTERVAL_S", "5")
-    monkeypatch.setenv("PGRAG_DAGSTER__EXECUTOR", "in_process")
-    tuned = defs()
-    assert {s.name: s.minimum_interval_seconds for s in tuned.sensors} == {"source_sensor": 5, "pgrag_automation": 5}
-    assert tuned.resolve_job_def("retention").executor_def.name == "in_process"
+    # inside an instance: resolving definitions reads the current instance's defs-state storage (an instance an
+    # earlier test left out of order would otherwise be found dead)
+    with dg.instance_for_test():
+        default = defs()
+        assert {s.name: s.minimum_interval_seconds for s in default.sensors} == {"source_sensor": 30,
+                                                                                 "pgrag_automation": 30}
+        assert default.resolve_job_def("retention").executor_def.name == "multi_or_in_process_executor"  # Dagster's
+        monkeypatch.setenv("PGRAG_DAGSTER__SENSOR_INTERVAL_S", "5")
+        monkeypatch.setenv("PGRAG_DAGSTER__EXECUTOR", "in_process")
+        tuned = defs()
+        assert {s.name: s.minimum_interval_seconds for s in tuned.sensors} == {"source_sensor": 5, "pgrag_automation": 5}
+        assert tuned.resolve_job_def("retention").executor_def.name == "in_process"
