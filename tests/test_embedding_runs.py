@@ -46,8 +46,9 @@ def _embed_with_the_stub(corpus: SmallCorpus, conn: psycopg.Connection, realm: s
     """Configure the stub server's embeddings as the realm's model (a litellm model, 384 dimensions);
     the realm is created afresh by the stages under it."""
     cfg = yaml.safe_load(corpus.config.read_text())
+    # a deadline a loaded CI machine meets on the first request (2 s did not: "no response within 1 s" twice on CI)
     cfg["embedding"] = {"model": MODEL, "dim": 384, "api_base": corpus.server.base_url, "api_key": "x",
-                        "deadline_s": 2, "batch_size": BATCH, **embedding}
+                        "deadline_s": 6, "batch_size": BATCH, **embedding}
     corpus.config.write_text(yaml.safe_dump(cfg))
     monkeypatch.setenv("PGRAG_EMBEDDING__MODEL", MODEL)  # the test session's default is the hashing embedder
     conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema_for(realm))))
