@@ -173,6 +173,7 @@ def query(
     ``retrieval:`` defaults of pgrag.yaml, then the built-in ones (mode mix, top_k 10, 2 hops, ...); without
     --realm and --space it reads the first space the configuration declares."""
     from pgrag_dag.citations import source_lines, sources
+    from pgrag_dag.embedding import model_warning
     from pgrag_dag.errors import ReplayMissError
     from pgrag_dag.query import QueryParam, query_data, synthesise
 
@@ -199,7 +200,8 @@ def query(
                 return
             res = query_data(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(),
                              client=engine.client(), telemetry=engine.settings.telemetry)
-            _warn(res.warnings)  # before the model is asked: a synthesis that fails leaves them said
+            hashing = model_warning(engine.settings.embedding.model)  # answers from word hashing are weak: say so
+            _warn(res.warnings + ([hashing] if hashing else []))  # before the model is asked: a failed synthesis leaves them said
             answer = synthesise(question, res, param, engine.client(), on_text=shown.append if stream else None)
     except ReplayMissError as exc:
         typer.echo(f"error: {type(exc).__name__}: {exc} (`pgrag query --json` shows what retrieval found, with no "

@@ -62,5 +62,5 @@ def view(partition: Partition,
     except PgragError as exc:
         _fail(exc)
     typer.echo(f"{result.path}  ({result.summary()})")
-    if not no_open:
-        webbrowser.open(result.path.as_uri())
+    if not no_open and not webbrowser.open(result.path.as_uri()):
+        typer.echo("no web browser found here: open the file above in one (it needs no network)")

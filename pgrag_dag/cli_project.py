@@ -16,7 +16,11 @@ from pgrag_dag.project import Written
 
 
 def _sources(w: Written) -> list[str]:
-    return [f"  source {path}" + (f"  glob {glob}" if glob else "") + f"  ({n} file(s) now)" for path, glob, n in w.sources]
+    """One line per registered source with the files it names now; a source naming none says so plainly
+    (a mistyped glob would otherwise index nothing without a word)."""
+    return [f"  source {path}" + (f"  glob {glob}" if glob else "") + f"  ({n} file(s) now)"
+            + ("  warning: no file matches yet — check the path and glob" if n == 0 else "")
+            for path, glob, n in w.sources]
 
 
 def _next(config: Path, realm: str, space: str) -> list[str]:

@@ -54,15 +54,21 @@ TRIPLES = [
 CHUNK = re.compile(r"<<<CHUNK\n(.*)\nCHUNK>>>", re.DOTALL)
 
 
+def report_answer(user: str, nobody: str) -> str:
+    """A community (or parent topic) report for the stub model, titled after the first entity or child
+    the prompt ``user`` lists (``nobody`` when it lists none)."""
+    first = next((line[2:].split(" [")[0] for line in user.splitlines() if line.startswith("- ")), nobody)
+    return json.dumps({"title": f"{first} and its neighbours", "summary": f"A community around {first}.",
+                       "findings": [{"summary": f"{first} is central.", "explanation": "It has most relations."}],
+                       "rating": 6})
+
+
 def extraction_answer(messages: list[dict[str, str]]) -> str:
     """What a careful model would extract from the fixture's chunks (gleaning finds nothing more);
     community and parent report prompts get a short report naming the first entity or child listed."""
     user = messages[-1]["content"]
     if messages[0]["content"].startswith("You write a report"):
-        first = next((line[2:].split(" [")[0] for line in user.splitlines() if line.startswith("- ")), "the corpus")
-        return json.dumps({"title": f"{first} and its neighbours", "summary": f"A community around {first}.",
-                           "findings": [{"summary": f"{first} is central.", "explanation": "It has most relations."}],
-                           "rating": 6})
+        return report_answer(user, "the corpus")
     if user.startswith("Some entities and triples were missed"):
         return '{"entities": [], "triples": []}'
     text = CHUNK.search(user).group(1)  # type: ignore[union-attr]

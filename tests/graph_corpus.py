@@ -22,6 +22,7 @@ from pgrag_dag.pipeline import delete_document, index_documents
 from pgrag_dag.store import retention
 from pgrag_dag.store.schema import qualified
 from pgrag_dag.stub_server import StubServer
+from tests.fix_corpus import report_answer
 
 CHUNK = re.compile(r"<<<CHUNK\n(.*)\nCHUNK>>>", re.DOTALL)
 SPACE = "saga"
@@ -50,10 +51,7 @@ def answer(messages: list[dict[str, str]]) -> str:
     (or parent topic) naming the first member listed."""
     user = messages[-1]["content"]
     if messages[0]["content"].startswith("You write a report"):
-        first = next((line[2:].split(" [")[0] for line in user.splitlines() if line.startswith("- ")), "the saga")
-        return json.dumps({"title": f"{first} and allies", "summary": f"A community around {first}.",
-                           "findings": [{"summary": f"{first} is central.", "explanation": "Most relations."}],
-                           "rating": 7})
+        return report_answer(user, "the saga")
     if user.startswith("Some entities"):
         return '{"entities": [], "triples": []}'
     text = CHUNK.search(user).group(1)  # type: ignore[union-attr]

@@ -63,6 +63,8 @@ def test_query_prints_the_answer_then_every_passage_the_context_numbered(indexed
     assert out.exit_code == 0, out.output
     lines = out.stdout.splitlines()
     assert lines[0] == "Ada Lovelace worked with Charles Babbage [1]. The Analytical Engine was never built [2]."
+    # the test session embeds by word hashing: the answer says, once, that its retrieval is weak
+    assert out.stderr.count("warning: the embedder is hashing-sha256:") == 1 and "far below BM25" in out.stderr
     assert lines[1:3] == ["", "Sources:"]
     # the numbering the model saw: the References list of the synthesis prompt actually sent
     prompt = _synthesis_prompts(indexed)[-1]["messages"][1]["content"]

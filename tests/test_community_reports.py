@@ -112,18 +112,18 @@ def test_a_deadline_cuts_the_smallest_clusters_and_the_next_run_writes_only_thos
             release.wait(20)
         return _report(messages)
 
-    _configure(cliques, report_deadline_s=2)
+    _configure(cliques, report_deadline_s=4)  # wide enough for a loaded CI machine
     cliques.server.answer = tiny_is_slow
     started = time.monotonic()
     try:
         cut = stage_communities(cliques.engine(), realm, "main")
     finally:
         release.set()
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 12
     assert [size for _, size in _stored(cliques.engine().dsn, realm)] == [6, 5, 4]  # the largest clusters
     (skip,) = cut.metadata["skipped_reports"]
     assert skip["kind"] == "deadline" and sorted(skip["members"]) == ["Tiny 1", "Tiny 2", "Tiny 3"]
-    assert skip["reason"] == "cut by the deadline (communities.report_deadline_s = 2 s)"
+    assert skip["reason"] == "cut by the deadline (communities.report_deadline_s = 4 s)"
     assert cut.metadata["reports_cut"] == {"deadline": 1, "budget": 0} and cut.metadata["communities"] == 3
     assert cut.checks[PENDING_CHECK][0] is False and "Tiny 1" in cut.checks[PENDING_CHECK][1]["failures"][0]
 

@@ -166,3 +166,19 @@ def test_pgrag_view_writes_the_page_and_prints_its_path(saga: Engine, realm: str
     assert out.exit_code == 0 and target.is_file() and out.output.startswith(f"{target}  (3 of ")
     out = runner.invoke(app, ["view", f"{realm}.{SPACE}", "--no-open", "--out", str(tmp_path / "no" / "v.html")])
     assert out.exit_code == 2 and "ExportError" in out.output and len(out.output.strip().splitlines()) == 1
+
+
+def test_pgrag_view_says_so_when_no_browser_opens_the_page(saga: Engine, realm: str, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    import webbrowser
+
+    monkeypatch.setenv("PGRAG_CONFIG", str(tmp_path / "pgrag.yaml"))
+    monkeypatch.setenv("BROWSER", "false")  # a "browser" that fails, as on a machine without a display
+    monkeypatch.setattr(webbrowser, "_tryorder", None)  # read BROWSER afresh
+    out = CliRunner().invoke(app, ["view", f"{realm}.{SPACE}"])
+    assert out.exit_code == 0, out.output
+    assert out.output.splitlines()[-1] == "no web browser found here: open the file above in one (it needs no network)"
+    monkeypatch.setenv("BROWSER", "true")
+    monkeypatch.setattr(webbrowser, "_tryorder", None)
+    out = CliRunner().invoke(app, ["view", f"{realm}.{SPACE}"])
+    assert out.exit_code == 0 and "no web browser" not in out.output, out.output

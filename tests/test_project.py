@@ -110,6 +110,9 @@ def test_a_folder_initialised_and_indexed_offline_keys_documents_relative_to_it(
     (tmp_path / "later" / "note.md").write_text("Charles Babbage met Mary Somerville.\n", encoding="utf-8")
     out = runner.invoke(app, ["add", str(tmp_path / "later"), "--space", f"{realm}.papers"])
     assert out.exit_code == 0, out.output
+    assert "(1 file(s) now)" in out.output and "warning" not in out.output
+    out = runner.invoke(app, ["add", str(tmp_path / "later"), "--glob", "**/*.rst", "--space", f"{realm}.drafts"])
+    assert out.exit_code == 0 and "(0 file(s) now)  warning: no file matches yet" in out.output, out.output
     monkeypatch.setenv("PGRAG_DATABASE_URL", pg_dsn)
     monkeypatch.chdir(tmp_path)  # from elsewhere, through PGRAG_CONFIG: the same keys
     monkeypatch.setenv("PGRAG_CONFIG", str(folder / "pgrag.yaml"))

@@ -23,7 +23,8 @@ from tests.fix_daemon import REPO, ROOT, STAGES, free_port, gql, location_loaded
 
 ARTIFACTS = ROOT / "test-artifacts" / "ui"
 
-pytestmark = [pytest.mark.dagster, pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed "
+# end to end (``dg dev`` started, a run launched over GraphQL, four pages rendered: ~2 min): make test-slow
+pytestmark = [pytest.mark.dagster, pytest.mark.slow, pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed "
                                                       "(.ci/run installs it)")]
 
 
