@@ -68,22 +68,30 @@ def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
         f"  chunks           {c.get('chunks')}  ({c.get('chunks_inserted')} inserted this run)",
         f"  entities         {r.get('entities')}  ({r.get('entities_dormant')} dormant)",
         f"  relations        {r.get('relations')}  ({r.get('negated')} negated, {r.get('with_validity')} with a validity period)",
-        f"  supersession     {r.get('superseded')} superseded ({r.get('newly_superseded')} this run) "
-        f"{r.get('supersessions_by_reason') or ''}",
+        f"  supersession     {r.get('superseded')} superseded ({r.get('newly_superseded')} this run)"
+        + (f" {r['supersessions_by_reason']}" if r.get("supersessions_by_reason") else ""),
         *[f"    {x}" for x in (r.get("supersession_examples") or [])[:4]],
         f"  gate decisions   {g.get('entities_accepted')} entities and {g.get('triples_accepted')} triples accepted, "
         f"{g.get('rejected')} rejected",
         *[f"    {gate:<20} {n}" for gate, n in sorted(gates.items())],
-        f"  predicates       {g.get('distinct_predicates')} distinct, {g.get('predicates_snapped')} snapped onto the "
-        f"vocabulary; commonest off it: {', '.join((g.get('off_vocabulary_top') or [])[:5])}",
-        f"  graph quality    vocabulary share {quality.get('vocabulary_predicate_share')}, "
-        f"{quality.get('orphan_entities')} orphan entities, {quality.get('duplicate_edge_rows')} duplicate edges, "
+        f"  predicates       {g.get('distinct_predicates')} distinct, " + _vocabulary(g, quality),
+        "  graph quality    " + (f"vocabulary share {share}, " if (share := quality.get("vocabulary_predicate_share"))
+                                 is not None else "")
+        + f"{quality.get('orphan_entities')} orphan entities, {quality.get('duplicate_edge_rows')} duplicate edges, "
         f"{quality.get('fragmented_short_form_vertices')} fragmented vertices, "
         f"{quality.get('pronoun_entities')} pronoun entities",
         f"  communities      {co.get('communities')} (level 0), {h.get('parents')} parent topics",
         _model_line(usage),
         _checks_line(checks),
     ]
+
+
+def _vocabulary(gated: dict[str, Any], quality: dict[str, Any]) -> str:
+    """The predicates line's vocabulary part; a space without a vocabulary (share ``None``) says so."""
+    if quality.get("vocabulary_predicate_share") is None and not gated.get("predicates_snapped"):
+        return "no vocabulary configured (the space's preset: or vocabulary:)"
+    off = ", ".join((gated.get("off_vocabulary_top") or [])[:5]) or "none"
+    return f"{gated.get('predicates_snapped')} snapped onto the vocabulary; commonest off it: {off}"
 
 
 def summarise_first(partition: str, withheld: str, metas: dict[str, dict[str, Any]]) -> list[str]:
