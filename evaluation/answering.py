@@ -135,7 +135,7 @@ class HarnessClient(ModelClient):
 
     def __init__(self, dsn: str, settings: LLMSettings, *, seed: int | None = None, replay_only: bool = False,
                  spool_dir: Path | None = None) -> None:
-        super().__init__(dsn, settings, spool_dir=spool_dir)
+        super().__init__(dsn, settings, spool_dir=spool_dir, cached_only=replay_only)
         self.seed, self.replay_only = seed, replay_only
         self.recorded: dict[str, dict[str, Any]] = {}
         self._rec = threading.Lock()
@@ -161,12 +161,6 @@ class HarnessClient(ModelClient):
         super().forget(completion)
         with self._rec:
             self.recorded.pop(completion.key, None)
-
-    def _call(self, model: str, messages: list[dict[str, str]], params: dict[str, Any], pkey: str, purpose: str,
-              on_text: Callable[[str], None] | None = None) -> Completion:
-        if self.replay_only:
-            raise ReplayMissError(pkey, purpose, f"the run is replayed and {model} has no recorded response for it")
-        return super()._call(model, messages, params, pkey, purpose, on_text)
 
 
 @dataclass

@@ -132,12 +132,15 @@ class ModelClient:
             from where earlier ones are loaded into the cache on first use; ``None`` keeps them in
             memory only (:attr:`unsaved`).
         db_wait_s: seconds a cache access waits for a connection before the database counts as gone.
+        cached_only: serve every model of the failover list from the cache only, never calling one: a
+            recorded run replayed under its models' own names (the evaluation harness's ``--replay``);
+            a miss raises :class:`ReplayMissError`.
 
     Thread-safe: operators call :meth:`complete` from a bounded thread pool.
     """
 
     def __init__(self, dsn: str, settings: LLMSettings, *, spool_dir: Path | None = None,
-                 db_wait_s: float = DB_WAIT_S) -> None:
+                 db_wait_s: float = DB_WAIT_S, cached_only: bool = False) -> None:
         if not settings.models:
             raise ModelError("the model failover list is empty")
         self.dsn = dsn
@@ -152,6 +155,7 @@ class ModelClient:
         self._down: str | None = None  # the DatabaseError message, once the database went away
         self._spool_loaded = spool_dir is None
         self._refused: dict[str, str] = {}  # model → why it refused its configuration (never called again)
+        self.cached_only = cached_only
 
     # -- cache access -------------------------------------------------------------------------
     def _check_up(self) -> None:
@@ -269,6 +273,11 @@ class ModelClient:
                 hit = cache.get_by_key(conn, cache_key(model, pkey))
             if hit is not None:
                 return self._hit(hit, replayed=False, on_text=on_text)
+            if self.cached_only:
+                replay_miss = ReplayMissError(pkey, purpose, f"the run is replayed and {model} has no recorded "
+                                              "response for it")
+                errors.append(str(replay_miss))
+                continue
             if model in self._refused:  # refused its configuration earlier: never asked again
                 errors.append(self._refused[model])
                 refused.append(model)

@@ -25,6 +25,7 @@ from evaluation.ablation import arms_for, main
 from evaluation.answering import ReplayIncompleteError
 from evaluation.paired import paired_rows, reader_rows, union_over_readers, unreached
 from evaluation.scoring import is_refusal
+from pgrag_dag.errors import ReplayMissError
 from pgrag_dag.store import cache, schema
 from pgrag_dag.stub_server import StubServer, StubStatus
 
@@ -290,6 +291,17 @@ def test_paired_validity_ablation_on_longmemeval_and_its_replay(bench, pg_dsn: s
             cache.delete(conn, e["key"])
     with pytest.raises(ReplayIncompleteError, match="fx_ssu_1: 1 chunk"):
         main(b.argv("ablate", "--benchmark", "longmemeval", "--data", str(LME), "--replay", str(partial), out="partial"))
+    assert b.chats() == calls
+    # ... and one lacking a reader's answer raises the miss: the question is not quietly excluded
+    dropped = next(e for e in entries if e["purpose"] == "synthesis")
+    no_answer = b.tmp / "no_answer.jsonl"
+    no_answer.write_text("".join(json.dumps(e) + "\n" for e in entries if e["key"] != dropped["key"]), encoding="utf-8")
+    with psycopg.connect(pg_dsn, autocommit=True) as conn:
+        for e in entries:
+            cache.delete(conn, e["key"])
+    with pytest.raises(ReplayMissError, match=f"the run is replayed and {dropped['model']} has no recorded response"):
+        main(b.argv("ablate", "--benchmark", "longmemeval", "--data", str(LME), "--replay", str(no_answer),
+                    out="no_answer"))
     assert b.chats() == calls
 
 

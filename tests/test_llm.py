@@ -30,9 +30,10 @@ def make_client(pg_dsn: str, conn: psycopg.Connection) -> Iterator[Factory]:
     made: list[ModelClient] = []
 
     def make(models: list[str], server: StubServer | None = None, **kw: Any) -> ModelClient:
-        settings = LLMSettings(models=models, api_base=server.base_url if server else None, api_key="x",
-                               deadline_s=kw.pop("deadline_s", 5.0), max_retries=kw.pop("max_retries", 0), **kw)
-        client = ModelClient(pg_dsn, settings)
+        cached_only = kw.pop("cached_only", False)
+        client = ModelClient(pg_dsn, LLMSettings(models=models, api_base=server.base_url if server else None, api_key="x",
+                                                 deadline_s=kw.pop("deadline_s", 5.0),
+                                                 max_retries=kw.pop("max_retries", 0), **kw), cached_only=cached_only)
         made.append(client)
         return client
 
@@ -328,3 +329,16 @@ def test_a_stream_fails_over_before_its_first_piece_and_stops_after_it(
         client.complete(messages, purpose="synthesis", json_mode=False, on_text=shown.append)
     assert shown == ["the ", "second ", "model "] and len(_chat_requests(stub_llm)) == sent + 1
     assert _cached_rows(conn, prompt_key(messages, client.params(json_mode=False))) == []
+
+
+def test_a_cached_only_client_serves_recorded_responses_under_their_models_name_and_never_calls_one(
+        stub_llm: StubServer, make_client: Factory) -> None:
+    model, recorded, missing = _model(), _messages(), _messages()
+    assert make_client([model], stub_llm).complete(recorded, purpose="extract").text == stub_llm.answer(recorded)
+    calls = len(_chat_requests(stub_llm))
+    replayed = make_client([model], stub_llm, cached_only=True)
+    hit = replayed.complete(recorded, purpose="extract")
+    assert (hit.text, hit.model, hit.cache_hit) == (stub_llm.answer(recorded), model, True)
+    with pytest.raises(ReplayMissError, match=f"the run is replayed and {model} has no recorded response"):
+        replayed.complete(missing, purpose="answer")
+    assert len(_chat_requests(stub_llm)) == calls  # the miss reached no model
