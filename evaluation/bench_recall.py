@@ -45,7 +45,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +58,6 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import numpy as np  # noqa: E402
 
-import baselines  # noqa: E402  (embedder_candidates: tokens and the Okapi fallback)
 import common  # noqa: E402  (embedder_candidates: the pools, questions and gold)
 from bench_index import Database, fresh_realm  # noqa: E402
 from evaluation.recall import bm25_rankings, passage_recall  # noqa: E402

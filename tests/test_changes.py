@@ -13,7 +13,6 @@ import pytest
 from psycopg import sql
 
 from pgrag_dag import QueryError, changes_since
-from pgrag_dag.changes import ChangeSet
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import InvalidNameError
 from pgrag_dag.pipeline import delete_document, index_documents

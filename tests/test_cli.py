@@ -164,8 +164,8 @@ def test_the_pgrag_command_prints_a_query_warning_once_on_stderr(cli_env: SmallC
                           env={**os.environ, "PGRAG_CONFIG": str(cli_env.config)})
     assert done.returncode == 0, done.stderr
     mentions = [line for line in done.stderr.splitlines() if "nosuch" in line]
-    assert mentions == [f"warning: relation type 'nosuch' matches no relation of space 'main' (its most frequent: "
-                        f"designed, built, funded, worked_with, wrote_notes_on)"]
+    assert mentions == ["warning: relation type 'nosuch' matches no relation of space 'main' (its most frequent: "
+                        "designed, built, funded, worked_with, wrote_notes_on)"]
     assert json.loads(done.stdout)["relations"] == []
 
 

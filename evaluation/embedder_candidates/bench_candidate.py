@@ -16,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 import numpy as np
 
-from common import DATASETS, OUT, Timer, cpu_s, dense_recall, onnx_mean_pooled, peak_rss_mb, rss_mb, write
+from common import DATASETS, OUT, Timer, dense_recall, onnx_mean_pooled, peak_rss_mb, rss_mb, write
 
 BATCH = int(os.environ.get("BATCH", "32"))
 MAX_LEN = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2

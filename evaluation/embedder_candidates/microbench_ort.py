@@ -3,7 +3,6 @@ usage: microbench_ort.py MODEL.onnx [MODEL.onnx ...]
 Prints passages/s (wall), passages per own CPU-second, and the cores other processes used meanwhile.
 """
 
-import os
 import sys
 from pathlib import Path
 
