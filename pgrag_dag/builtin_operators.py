@@ -119,7 +119,8 @@ BUILTINS = [
              identity=lambda o: o.prompt_version, reparse=reparse_extraction),  # type: ignore[attr-defined]
     Operator("cooccurrence", "extractor", _cooccurrence, CooccurrenceOptions,
              "No model: proper-noun-phrase entities and one edge per pair named in one sentence, weighted "
-             "by the chunks it occurs in."),
+             "by the chunks it occurs in.",
+             version="2"),  # 2: modal verbs and interjections opening a sentence, a double-hyphen dash
     Operator("name_stoplist", "gate", _stoplist, StoplistOptions, "Refuses entities and triples named in `names`."),
     Operator("type_map", "enricher", _type_map, TypeMapOptions, "Renames entity types by `mapping`."),
 ]

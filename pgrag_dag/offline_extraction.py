@@ -13,13 +13,14 @@ after a full stop, ``computer.Babbage``, restored; a heading line is a sentence 
 
 * a phrase is a run of capitalised words (``Ada Lovelace``; all-caps words and acronyms such as
   ``IBM`` count; a hyphenated word counts when every part is capitalised, so ``Jean-Baptiste`` does
-  and ``Turing-complete`` does not; ``d'Artagnan`` does), with abbreviations and initials
-  (``Dr.``, ``St.``, ``J.``) and the lowercase connectors :data:`CONNECTORS` (``of``, ``de``, ``von``,
-  ``van``, ``la``, ``du`` ...) inside it, and ``the`` only after ``of`` (``Bank of the United
+  and ``Turing-complete`` does not; ``d'Artagnan`` does; a double hyphen is a dash, no part of a word),
+  with abbreviations and initials (``Dr.``, ``St.``, ``J.``) and the lowercase connectors
+  :data:`CONNECTORS` (``of``, ``de``, ``von``, ``van``, ``la``, ``du`` ...) inside it, and ``the`` only after ``of`` (``Bank of the United
   States``; so ``Boso the Elder`` is two phrases). ``and``/``&`` always end a phrase (the
   conjunction gate refuses such names). Numbers, punctuation, brackets and quotes end a phrase, so
   ``[12]`` or ``]]`` can never glue onto a name, and a possessive ``'s`` ends it and is dropped;
-* function words (:data:`LEADING_STOP`: ``The``, ``In``, ``However``, ``He`` ...) are stripped from
+* function words (:data:`LEADING_STOP`: ``The``, ``In``, ``However``, ``He``, and the modal verbs and
+  interjections that open questions and dialogue, ``Can``, ``Let``, ``Oh`` ...) are stripped from
   both ends, and so are a trailing month or ``No.`` (``Zuse Z3 May`` of a table row; a trailing
   ``I`` is kept as a numeral: ``Lothair I``); a phrase whose first word opens the sentence (no word
   before it) keeps that word only when it is also capitalised elsewhere in the chunk, not at a
@@ -81,6 +82,7 @@ however although though because but and or nor yet so if when whenever while whe
 until unless once then thus hence therefore also still later earlier meanwhile instead indeed today
 according he she it they we i you his her hers its their our my your him them us me there here
 who whom whose which what why how yes one was were is are be been has had have do does did like unlike
+can could would should shall might must let oh ah alas pray
 """.split())
 """Capitalised function words stripped from either end of a phrase (mostly sentence openers)."""
 
@@ -113,7 +115,8 @@ _FOOTNOTE = re.compile(r"\[\s*(?:\d+|[a-z]|note\s*\d+|citation needed|clarificat
 _GLUED_SENTENCE = re.compile(r"(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])")  # "computer.Babbage is": a missing space
 _ENDS_ABBREVIATION = re.compile(
     r"(?:^|[\s(])(?:[A-Z]|Dr|Mr|Mrs|Ms|St|Mt|Jr|Sr|Prof|Rev|Hon|Gen|Col|Capt|Lt|c|ca|vs|No|Vol)\.$")
-_TOKEN = re.compile(r"[^\W\d_](?:[^\W_]|['’\-])*\.?|\d[\w.,]*|\S")  # "_" is not a word character
+# "_" is not a word character; a double hyphen (a typewriter dash: "d’Artagnan--projects") is no word's part
+_TOKEN = re.compile(r"[^\W\d_](?:[^\W_]|['’]|-(?!-))*\.?|\d[\w.,]*|\S")
 _POSSESSIVE = re.compile(r"['’]s?$")
 _SHOUTED_STOP = frozenset({"the", "a", "an", "in", "on", "at", "of", "to", "by", "for", "and", "or"})
 _CONNECTOR_OR_THE = CONNECTORS | {"the"}

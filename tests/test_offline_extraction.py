@@ -18,7 +18,9 @@ from pgrag_dag.contracts import RawExtractionContract, gate_contract, validate
 from pgrag_dag.errors import ExtractionError
 from pgrag_dag.extraction import RAW_SCHEMA
 from pgrag_dag.gates import PRONOUNS, Gate, apply_gates, normalise_predicate
-from pgrag_dag.offline_extraction import MODEL, CooccurrenceOptions, extract_cooccurrence, sentences_of
+from pgrag_dag.offline_extraction import (
+    MODEL, CooccurrenceOptions, extract_cooccurrence, extract_document_cooccurrence, sentences_of,
+)
 from pgrag_dag.sources import read_document, title_for
 from pgrag_dag.vocabulary import PRESETS, Vocabulary
 from tests.fix_corpus import SHARED_CORPORA
@@ -119,6 +121,23 @@ def test_no_pronoun_or_function_word_entities(decisions: pl.DataFrame) -> None:
         assert low not in {"december", "january", "monday", "english", "british"}, n  # months, demonyms alone
     # sentence-initial common nouns are not names ("Construction of this machine was never completed")
     assert not {"construction", "parts", "built", "design", "childhood", "biography"} & {n.lower() for n in names}
+
+
+def test_dialogue_openers_and_typewriter_dashes_stay_out_of_names_in_dumas() -> None:
+    """The Three Musketeers (Project Gutenberg #1257), chapters 2-3: a question opens on a modal verb
+    ("Can Treville have set this ...") and a dash is typed as ``--`` after a name ("d’Artagnan--projects")."""
+    path = SHARED_CORPORA / "dumas" / "01_the_three_musketeers_pg1257.txt"
+    if not path.is_file():
+        pytest.skip(f"{path} is not here")
+    text = path.read_text(encoding="utf-8-sig").replace("\r\n", "\n")
+    text = text[text.index("*** START OF"):]
+    start = text.index("“Can Treville have set this")
+    end = text.index("d’Artagnan--projects")
+    passage = text[start - 2000: start + 1000] + "\n\n" + text[end - 1500: end + 500]
+    (names,) = [{e["name"] for e in c["entities"]} for c in
+                extract_document_cooccurrence([(passage, "The Three Musketeers")], CooccurrenceOptions())]
+    assert "Treville" in names and "d’Artagnan" in names
+    assert not [n for n in names if n.split()[0] in {"Can", "Let", "Oh", "Ah"} or "--" in n], names
 
 
 def test_footnote_markers_and_brackets_never_glue_onto_names(chunks: pl.DataFrame, decisions: pl.DataFrame) -> None:
