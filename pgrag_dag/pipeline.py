@@ -77,6 +77,8 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
                                        f"({len(read.skipped)}), nothing was changed — fix the sources and run again")
     for s in read.skipped:
         log.warning("document skipped: %s: %s", s.where, s.reason)
+    for line in read.empty_sources:
+        log.warning("%s: its documents leave the index", line)
     chunker_print = work.fingerprint(chunker.describe())
     prints = doc_keys.document_prints(docs, chunker_print)
     with engine.connect() as conn:  # a document read as it was chunked before is not chunked again (issue 15)

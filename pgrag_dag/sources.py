@@ -73,6 +73,9 @@ class Sources:
     """doc_key → the keys the same document may be stored under from before (issue 16: the rule of keys
     relative to the configuration's directory or absolute, and the key without the source's ``key_prefix``),
     for every document read or skipped with a known key; :mod:`pgrag_dag.doc_keys` renames them in place."""
+    empty_sources: list[str] = field(default_factory=list)
+    """One line per source whose glob matches no file while other sources of the space name documents (its
+    last file deleted: its documents leave the index like any deleted document's)."""
 
 
 def _named(settings: Settings, src: SourceSpec, *, allow_empty: bool = False) -> list[tuple[Path, str]]:
@@ -286,13 +289,29 @@ def read_sources(settings: Settings, realm: str, space: str, *, allow_empty: boo
 
     Skipped documents keep their place in the order (``order`` ``filename`` or ``listed``), so the
     others' ``doc_order`` does not shift. With ``allow_empty`` a source whose path is missing or whose
-    glob matches nothing names no document. Raises :class:`ConfigurationError` for a bad source, a
+    glob matches nothing names no document; without it, a glob matching nothing is refused only when no
+    source of the space names a document (else it is listed in ``empty_sources``). Raises
+    :class:`ConfigurationError` for a bad source (a missing path), a space whose sources name nothing, a
     duplicate doc_key or a missing order field.
     """
     spec = settings.space_spec(realm, space)
+    named = [_named(settings, src, allow_empty=True) for src in spec.sources]
+    empty: list[str] = []
+    for src, files in zip(spec.sources, named):
+        if files or allow_empty:
+            continue
+        try:  # the error a source naming nothing raises on its own
+            _named(settings, src)
+        except ConfigurationError as exc:
+            # a glob matching nothing beside sources that name documents: its last file was deleted (normal);
+            # a missing path, or a space whose every source names nothing, is refused
+            if not settings.resolve(src.path).is_dir() or not any(named):
+                raise ConfigurationError(f"{exc}; if its documents were removed on purpose, `pgrag index --allow-empty` "
+                                         "(or allow_empty: true on the space) removes them from the index") from None
+            empty.append(str(exc))
     found: list[dict[str, Any]] = []
-    for number, src in enumerate(spec.sources):
-        for path, rel in _named(settings, src, allow_empty=allow_empty):
+    for number, (src, files) in enumerate(zip(spec.sources, named)):
+        for path, rel in files:
             if _is_jsonl(src, path):
                 entries = _jsonl_documents(settings, src, path, rel)
             else:
@@ -318,7 +337,7 @@ def read_sources(settings: Settings, realm: str, space: str, *, allow_empty: boo
     return Sources(frame,
                    [SkippedDocument(d["where"], d["skipped"], d["key"]) for d in found if "skipped" in d],
                    [CleanedDocument(d["key"], d["where"], "; ".join(d["cleaned"])) for _, d in good if d["cleaned"]],
-                   {k: v for k, v in earlier.items() if v})
+                   {k: v for k, v in earlier.items() if v}, empty)
 
 
 def _refuse_duplicates(realm: str, space: str, spec: SpaceSpec, docs: list[dict[str, Any]]) -> None:

@@ -3,6 +3,7 @@ errors, and refreshes beside live queries — on real PostgreSQL with real litel
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
@@ -149,6 +150,30 @@ def test_empty_sources_are_refused_for_an_indexed_space_unless_allowed(small_cor
     assert result[0].metadata["documents_removed"] == 1
     assert _count(small_corpus.engine().dsn, realm, "documents", "main") == 0
     assert _count(small_corpus.engine().dsn, realm, "entities", "main") == entities  # dormant, never deleted
+
+
+def test_a_source_whose_last_file_was_deleted_removes_its_documents_beside_the_other_sources(
+        small_corpus: SmallCorpus, realm: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The layout ``pgrag init`` writes, one source per kind of document: deleting the only ``.md`` file is a
+    deletion like any other, not a configuration error (a fresh user's report)."""
+    note = small_corpus.root / "docs" / "note.md"
+    note.write_text("Mary Somerville met Charles Babbage in London.\n", encoding="utf-8")
+    cfg = yaml.safe_load(small_corpus.config.read_text())
+    cfg["realms"][realm]["spaces"]["main"]["sources"] = [{"path": "docs", "glob": "*.txt"}, {"path": "docs", "glob": "*.md"}]
+    small_corpus.config.write_text(yaml.safe_dump(cfg))
+    assert stage_chunks(small_corpus.engine(), realm, "main").metadata["documents"] == 3
+    note.unlink()
+    with caplog.at_level(logging.WARNING, logger="pgrag_dag.pipeline"):
+        done = stage_chunks(small_corpus.engine(), realm, "main")
+    assert done.metadata["documents_removed"] == 1 and done.metadata["documents"] == 2
+    assert any("matches no file for glob '*.md'" in r.getMessage() and "its documents leave the index" in r.getMessage()
+               for r in caplog.records)
+    # every source naming nothing is still refused, saying how to remove the documents on purpose
+    for f in (small_corpus.root / "docs").glob("*.txt"):
+        f.rename(f.with_suffix(".bak"))
+    with pytest.raises(ConfigurationError, match=r"matches no file for glob '\*\.txt'.*pgrag index --allow-empty"):
+        stage_chunks(small_corpus.engine(), realm, "main")
+    assert _count(small_corpus.engine().dsn, realm, "documents", "main") > 0
 
 
 def test_a_database_error_inside_a_stage_is_a_one_line_database_error(small_corpus: SmallCorpus, realm: str) -> None:
