@@ -487,14 +487,16 @@ def load_settings(config: Path | str | None = None, **overrides: Any) -> Setting
 
     Relative paths in the file resolve against the file's directory. Every space's operator
     composition is resolved here. Raises :class:`ConfigurationError` naming the invalid field, the
-    space/stage/option of a bad composition, the file when ``config`` is given but does not exist, or
-    the file and the line when it is not YAML or not a mapping.
+    space/stage/option of a bad composition, the file when ``config`` or ``PGRAG_CONFIG`` names one that does
+    not exist, or the file and the line when it is not YAML or not a mapping.
     """
     from pydantic import ValidationError
 
     path = Path(config) if config is not None else config_file()
     if config is not None and not path.is_file():
         raise ConfigurationError(f"configuration file {path} does not exist")
+    if config is None and os.environ.get("PGRAG_CONFIG") and not path.is_file():  # a typo would index elsewhere
+        raise ConfigurationError(f"configuration file {path} (PGRAG_CONFIG) does not exist")
     cls: type[Settings] = Settings
     if path.is_file():
         _check_yaml(path)

@@ -69,3 +69,20 @@ def test_the_demo_configuration_still_loads() -> None:
     settings = load_settings(ROOT / "pgrag.yaml")
     assert settings.partitions() == ["tenk.disney", "wiki.demo"]
     assert settings.embedding.model == "hashing-sha256"  # tests/fix_pg.py's environment wins over the file
+
+
+def test_a_pgrag_config_naming_no_file_is_refused_not_ignored(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from pgrag_dag.cli import app
+
+    missing = tmp_path / "missing.yaml"
+    monkeypatch.setenv("PGRAG_CONFIG", str(missing))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigurationError, match=rf"configuration file {missing} \(PGRAG_CONFIG\) does not exist"):
+        load_settings()
+    out = CliRunner().invoke(app, ["status"])
+    assert out.exit_code == 2 and "(PGRAG_CONFIG) does not exist" in out.output, out.output
+    assert not (tmp_path / ".pgrag").exists()  # no embedded server started for it
+    monkeypatch.delenv("PGRAG_CONFIG")
+    assert load_settings().realms == {}  # no PGRAG_CONFIG and no ./pgrag.yaml: the defaults, as before
