@@ -5,6 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+from typer.testing import CliRunner
+
+from pgrag_dag.cli import app
+from pgrag_dag.errors import DatabaseError
 from pgrag_dag.store import db
 
 
@@ -20,3 +25,18 @@ def test_a_data_directory_with_blanks_and_unicode_in_its_path_starts_and_stops(t
     finally:
         assert db.stop_embedded(data) is True
     assert (data / "pgdata" / "PG_VERSION").is_file() and not (data / "pgdata" / "postmaster.pid").exists()
+
+
+def test_a_data_directory_that_cannot_be_created_is_one_line_naming_it(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "notes.md").write_text("Ada Lovelace.\n", encoding="utf-8")
+    (tmp_path / "pgrag.yaml").write_text("data_dir: notes.md\nrealms:\n  dd:\n    spaces:\n      s:\n"
+                                         "        sources: [{path: ., glob: '*.md'}]\n", encoding="utf-8")
+    monkeypatch.setenv("PGRAG_CONFIG", str(tmp_path / "pgrag.yaml"))
+    monkeypatch.delenv("PGRAG_DATABASE_URL", raising=False)
+    with pytest.raises(DatabaseError, match=r"could not create the embedded PostgreSQL's directory .*notes\.md/pgdata"):
+        db.embedded_dsn(tmp_path / "notes.md")
+    out = CliRunner().invoke(app, ["index", "dd.s"])  # a file where the data directory should be
+    assert out.exit_code == 2 and out.output.strip().splitlines() == [
+        f"error: DatabaseError: could not create the embedded PostgreSQL's directory {tmp_path}/notes.md/pgdata "
+        f"(data_dir {tmp_path}/notes.md): Not a directory"], out.output

