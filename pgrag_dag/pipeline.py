@@ -66,6 +66,7 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
     ``operations.allow_empty`` or the space's ``allow_empty`` is set.
     """
     t0 = time.perf_counter()
+    engine.settings.space_spec(realm, space)  # an undeclared space is refused before its realm is created
     engine.init_realm(realm)
     chunker = compose(engine.settings, realm, space).chunker
     allow_empty = engine.settings.operations.allow_empty or engine.settings.space_spec(realm, space).allow_empty

@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import psycopg
 import pytest
 from typer.testing import CliRunner
 
 from pgrag_dag.cli import app
+from pgrag_dag.store.schema import schema_for
 from tests.fix_corpus import SmallCorpus
 
 runner = CliRunner()
@@ -148,6 +150,13 @@ def test_index_full_recomputes_and_an_undeclared_space_names_the_declared_ones(s
     assert modes == {"gated_triples": "full", "resolved_entities": "full", "relations": "full"}
     out = runner.invoke(app, ["index", f"{realm}.nosuch", "--full"])
     assert out.exit_code == 2 and f"{realm}.nosuch is not in the configuration (declared: {realm}.main)" in out.output
+    # a mistyped realm is refused before anything is created for it
+    typo = f"{realm}x"
+    out = runner.invoke(app, ["index", f"{typo}.main"])
+    assert out.exit_code == 2 and f"{typo}.main is not in the configuration" in out.output
+    with psycopg.connect(small_corpus.engine().dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM pgrag__control.realms WHERE realm = %s", (typo,)).fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = %s", (schema_for(typo),)).fetchone() == (0,)
 
 
 def test_the_pgrag_command_prints_a_query_warning_once_on_stderr(cli_env: SmallCorpus, realm: str) -> None:
