@@ -134,10 +134,23 @@ def index(partition: Annotated[str, typer.Argument(help="<realm>.<space>: the sp
 
 def _query_target(settings, realm: str | None, space: str | None) -> tuple[str, str]:  # type: ignore[no-untyped-def]
     """``--realm`` / ``--space`` when given; else the first realm the configuration declares, and that realm's first
-    space (``wiki`` / ``demo`` when it declares none, so the error names what is missing)."""
+    space. Raises :class:`ConfigurationError` saying which option to pass when there is none to default to (no
+    realm declared, or a ``--realm`` that declares no space)."""
+    from pgrag_dag.errors import ConfigurationError
+
     declared = [(r, s) for r, spec in settings.realms.items() for s in spec.spaces]
-    realm = realm if realm is not None else (declared[0][0] if declared else "wiki")
-    return realm, space if space is not None else next((s for r, s in declared if r == realm), "demo")
+    if realm is None:
+        if not declared:
+            raise ConfigurationError("no space is declared in the configuration (PGRAG_CONFIG or ./pgrag.yaml): pass "
+                                     "--realm (and --space), or write one with `pgrag init`")
+        realm = declared[0][0]
+    if space is None:
+        space = next((s for r, s in declared if r == realm), None)
+        if space is None:
+            realms = ", ".join(dict.fromkeys(r for r, _ in declared)) or "none"
+            raise ConfigurationError(f"realm {realm!r} declares no space in the configuration (declared realms: "
+                                     f"{realms}): pass --space")
+    return realm, space
 
 
 @app.command()

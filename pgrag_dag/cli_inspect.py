@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from pgrag_dag.cli import AsJson, Partition, _engine, _fail, _partition, app
+from pgrag_dag.cli import AsJson, Partition, _engine, _fail, _partition, _query_target, app
 from pgrag_dag.errors import PgragError
 
 list_app = typer.Typer(no_args_is_help=True, help="List what a space holds, a page at a time (--limit, --offset), "
@@ -164,7 +164,9 @@ def list_documents(partition: Partition, name: Name = None, limit: Limit = 50, o
 
 
 @app.command()
-def lineage(community_id: int, realm: Annotated[str, typer.Option(help="realm of the community")] = "wiki",
+def lineage(community_id: int,
+            realm: Annotated[Optional[str], typer.Option(help="realm of the community (default: the first the "
+                                                              "configuration declares)")] = None,
             limit: Annotated[int, typer.Option(min=1, help="items shown per level of the tree")] = 10,
             as_json: Annotated[bool, typer.Option("--json", help="print the whole lineage as JSON")] = False) -> None:
     """What a community report derives from, as a tree — community → entities → relations → chunks →
@@ -174,6 +176,8 @@ def lineage(community_id: int, realm: Annotated[str, typer.Option(help="realm of
 
     try:
         engine = _engine()
+        if realm is None:
+            realm = _query_target(engine.settings, None, None)[0]
         with db.database_errors(engine.dsn), engine.connect() as conn:
             _require_realm(conn, realm, "pgrag index REALM.SPACE (its communities stage builds the reports)")
             found = community_lineage(conn, realm, community_id)

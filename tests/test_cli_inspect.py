@@ -270,6 +270,11 @@ def test_lineage_prints_a_tree_with_counts_and_keeps_its_json(indexed: SmallCorp
             assert f"… and {n - 1} more" in text
     assert data["entities"][0]["name"] in text
     assert len(data["entities"]) < 2 or data["entities"][1]["name"] not in text.split("relations (")[0]
+    # no --realm: the configuration's first realm, as for query
+    assert runner.invoke(app, ["lineage", str(cid), "--limit", "1"]).stdout == text
+    out = runner.invoke(app, ["query", QUESTION, "--realm", "nosuch", "--json"])
+    assert out.exit_code == 2 and out.output.strip() == (f"error: ConfigurationError: realm 'nosuch' declares no space in "
+                                                         f"the configuration (declared realms: {realm}): pass --space")
 
 
 def test_cassette_export_refuses_a_missing_directory(indexed: SmallCorpus, tmp_path: Path) -> None:
