@@ -63,7 +63,7 @@ def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
     return [
         f"partition {partition}  ({_run_label(metas)})",
         f"  documents        {c.get('documents')}  ({c.get('documents_added')} added, {c.get('documents_replaced')} replaced, "
-        f"{c.get('documents_unchanged')} unchanged" + (f", {c['documents_renamed']} renamed in place" if c.get("documents_renamed")
+        f"{c.get('documents_removed', 0)} removed, {c.get('documents_unchanged')} unchanged" + (f", {c['documents_renamed']} renamed in place" if c.get("documents_renamed")
                                                       else "") + ")",
         f"  chunks           {c.get('chunks')}  ({c.get('chunks_inserted')} inserted this run)",
         f"  entities         {r.get('entities')}  ({r.get('entities_dormant')} dormant)",
@@ -71,10 +71,11 @@ def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
         f"  supersession     {r.get('superseded')} superseded ({r.get('newly_superseded')} this run)"
         + (f" {r['supersessions_by_reason']}" if r.get("supersessions_by_reason") else ""),
         *[f"    {x}" for x in (r.get("supersession_examples") or [])[:4]],
-        f"  gate decisions   {g.get('entities_accepted')} entities and {g.get('triples_accepted')} triples accepted, "
-        f"{g.get('rejected')} rejected",
+        f"  gate decisions   this run: {g.get('entities_accepted')} entities and {g.get('triples_accepted')} triples "
+        f"accepted, {g.get('rejected')} rejected",
         *[f"    {gate:<20} {n}" for gate, n in sorted(gates.items())],
-        f"  predicates       {g.get('distinct_predicates')} distinct, " + _vocabulary(g, quality),
+        f"  predicates       {quality.get('distinct_predicates', g.get('distinct_predicates'))} distinct in the space; "
+        + _vocabulary(g, quality),
         "  graph quality    " + (f"vocabulary share {share}, " if (share := quality.get("vocabulary_predicate_share"))
                                  is not None else "")
         + f"{quality.get('orphan_entities')} orphan entities, {quality.get('duplicate_edge_rows')} duplicate edges, "
@@ -91,7 +92,7 @@ def _vocabulary(gated: dict[str, Any], quality: dict[str, Any]) -> str:
     if quality.get("vocabulary_predicate_share") is None and not gated.get("predicates_snapped"):
         return "no vocabulary configured (the space's preset: or vocabulary:)"
     off = ", ".join((gated.get("off_vocabulary_top") or [])[:5]) or "none"
-    return f"{gated.get('predicates_snapped')} snapped onto the vocabulary; commonest off it: {off}"
+    return f"this run: {gated.get('predicates_snapped')} snapped onto the vocabulary, commonest off it: {off}"
 
 
 def summarise_first(partition: str, withheld: str, metas: dict[str, dict[str, Any]]) -> list[str]:

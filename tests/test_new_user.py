@@ -91,7 +91,7 @@ def test_a_new_user_inits_indexes_inspects_asks_exports_and_views_a_folder(tmp_p
     out = runner.invoke(app, ["index", f"{realm}.notes"])
     assert out.exit_code == 0, out.output
     assert f"partition {realm}.notes  (plain pipeline run, no Dagster)" in out.stdout
-    assert "  documents        3  (3 added, 0 replaced, 0 unchanged)" in out.stdout
+    assert "  documents        3  (3 added, 0 replaced, 0 removed, 0 unchanged)" in out.stdout
     keys = {k for (k,) in _rows(pg_dsn, realm, "SELECT DISTINCT doc_key FROM {d}")}
     assert keys == {"babbage.txt", "lovelace.md", "travels/london.md"}
     extract_calls = [r for r in stub.requests if r["path"].endswith("/chat/completions")]

@@ -1,5 +1,5 @@
-"""The human summary of an indexing run (issue 16 item 3): its vocabulary and supersession lines say what
-holds plainly — a space without a vocabulary says so instead of printing ``None`` and an empty list."""
+"""The human summary of an indexing run (issue 16 item 3) says what holds plainly: the space's totals apart from
+this run's decisions, removed documents, and a space without a vocabulary says so instead of printing ``None``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,9 @@ def _metas(*, share: float | None, snapped: int, off: list[str], by_reason: dict
     return {"gated_triples": {"distinct_predicates": 7, "predicates_snapped": snapped, "off_vocabulary_top": off,
                               "entities_accepted": 10, "triples_accepted": 9, "rejected": 0},
             "relations": {"superseded": sum(by_reason.values()), "newly_superseded": 1, "supersessions_by_reason": by_reason},
-            "_quality": {"vocabulary_predicate_share": share, "orphan_entities": 2, "duplicate_edge_rows": 0,
+            "chunks": {"documents": 3, "documents_added": 1, "documents_replaced": 0, "documents_removed": 2,
+                       "documents_unchanged": 2},
+            "_quality": {"distinct_predicates": 181, "vocabulary_predicate_share": share, "orphan_entities": 2, "duplicate_edge_rows": 0,
                          "fragmented_short_form_vertices": 0, "pronoun_entities": 0},
             "_checks": {"relations:graph_quality": True}}
 
@@ -23,7 +25,11 @@ def _line(lines: list[str], head: str) -> str:
 
 def test_a_space_without_a_vocabulary_says_so() -> None:
     lines = summarise("notes.main", _metas(share=None, snapped=0, off=[], by_reason={}))
-    assert _line(lines, "predicates") == "  predicates       7 distinct, no vocabulary configured (the space's preset: or vocabulary:)"
+    # the space's predicates (the graph's), not the run's decisions': an unchanged run decides nothing
+    assert _line(lines, "predicates") == ("  predicates       181 distinct in the space; no vocabulary configured "
+                                         "(the space's preset: or vocabulary:)")
+    assert _line(lines, "gate decisions") == "  gate decisions   this run: 10 entities and 9 triples accepted, 0 rejected"
+    assert _line(lines, "documents") == "  documents        3  (1 added, 0 replaced, 2 removed, 2 unchanged)"
     assert _line(lines, "graph quality") == ("  graph quality    2 orphan entities, 0 duplicate edges, 0 fragmented vertices, "
                                             "0 pronoun entities")
     assert _line(lines, "supersession") == "  supersession     0 superseded (1 this run)"
@@ -32,9 +38,9 @@ def test_a_space_without_a_vocabulary_says_so() -> None:
 def test_a_space_with_a_vocabulary_lists_what_fell_off_it() -> None:
     lines = summarise("wiki.demo", _metas(share=0.44, snapped=3, off=["taught", "met", "visited", "a", "b", "c"],
                                           by_reason={"group": 2}))
-    assert _line(lines, "predicates") == ("  predicates       7 distinct, 3 snapped onto the vocabulary; commonest off it: "
-                                         "taught, met, visited, a, b")
+    assert _line(lines, "predicates") == ("  predicates       181 distinct in the space; this run: 3 snapped onto the "
+                                         "vocabulary, commonest off it: taught, met, visited, a, b")
     assert _line(lines, "graph quality").startswith("  graph quality    vocabulary share 0.44, 2 orphan entities")
     assert _line(lines, "supersession") == "  supersession     2 superseded (1 this run) {'group': 2}"
     everything_on_it = summarise("wiki.demo", _metas(share=1.0, snapped=0, off=[], by_reason={}))
-    assert _line(everything_on_it, "predicates").endswith("0 snapped onto the vocabulary; commonest off it: none")
+    assert _line(everything_on_it, "predicates").endswith("this run: 0 snapped onto the vocabulary, commonest off it: none")
