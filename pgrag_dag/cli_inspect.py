@@ -11,6 +11,7 @@ import typer
 
 from pgrag_dag.cli import AsJson, Partition, _engine, _fail, _partition, _query_target, app
 from pgrag_dag.errors import PgragError
+from pgrag_dag.summary import counted
 
 list_app = typer.Typer(no_args_is_help=True, help="List what a space holds, a page at a time (--limit, --offset), "
                        "in a stable order; --json for machines.")
@@ -96,10 +97,6 @@ def _engine_closing():  # type: ignore[no-untyped-def]
     return contextlib.closing(_engine())
 
 
-def _n(count: int, word: str) -> str:
-    return f"{count:,} {word}" + ("" if count == 1 else "s")
-
-
 def _flags(row: dict[str, Any], *names: str) -> str:
     marks = [n for n in names if row.get(n)]
     return f" [{', '.join(marks)}]" if marks else ""
@@ -115,7 +112,7 @@ def list_entities(partition: Partition, name: Name = None,
     from pgrag_dag.store.inventory import list_entities as read
 
     _listing("entities", partition, as_json, read,
-             lambda e: f"{e['id']:>7}  {e['name']} ({e['entity_type']}), {_n(e['mentions'], 'mention')}"
+             lambda e: f"{e['id']:>7}  {e['name']} ({e['entity_type']}), {counted(e['mentions'], 'mention')}"
                        + _flags(e, "dormant", "archived"),
              name=name, entity_type=entity_type, include_dormant=include_dormant, limit=limit, offset=offset)
 
@@ -133,7 +130,7 @@ def list_relations(partition: Partition, name: Name = None,
     from pgrag_dag.store.inventory import list_relations as read
 
     _listing("relations", partition, as_json, read,
-             lambda r: f"{r['id']:>7}  {render_relation({**r, 'description': None})}, {_n(r['chunks'], 'chunk')}"
+             lambda r: f"{r['id']:>7}  {render_relation({**r, 'description': None})}, {counted(r['chunks'], 'chunk')}"
                        + _flags(r, "dormant"),
              name=name, predicate=predicate, include_superseded=include_superseded, include_dormant=include_dormant,
              limit=limit, offset=offset)
@@ -147,7 +144,7 @@ def list_communities(partition: Partition, name: Name = None,
     from pgrag_dag.store.inventory import list_communities as read
 
     _listing("communities", partition, as_json, read,
-             lambda c: f"{c['id']:>7}  level {c['level']}  {c['title']} ({_n(c['size'], 'member')}, rating {c['rating']:g})",
+             lambda c: f"{c['id']:>7}  level {c['level']}  {c['title']} ({counted(c['size'], 'member')}, rating {c['rating']:g})",
              name=name, level=level, limit=limit, offset=offset)
 
 
@@ -159,7 +156,7 @@ def list_documents(partition: Partition, name: Name = None, limit: Limit = 50, o
 
     _listing("documents", partition, as_json, read,
              lambda d: f"{d['doc_order']:>7}  {d['doc_key']}" + (f" · {d['title']}" if d["title"] != d["doc_key"] else "")
-                       + f", {_n(d['chunks'], 'chunk')}, {_n(d['chars'], 'character')}",
+                       + f", {counted(d['chunks'], 'chunk')}, {counted(d['chars'], 'character')}",
              name=name, limit=limit, offset=offset)
 
 
@@ -211,7 +208,7 @@ def lineage_tree(found: dict[str, Any], *, limit: int = 10) -> Any:
                       for r in found["relations"]],
         "chunks": [f"{ch['doc_key']} chunk {ch['chunk_index']} (id {ch['id']})" for ch in found["chunks"]],
         "documents": [f"{d['doc_key']}" + (f" · {d['title']}" if d["title"] != d["doc_key"] else "")
-                      + f" ({_n(len(d['chunks']), 'chunk')})" for d in found["documents"]],
+                      + f" ({counted(len(d['chunks']), 'chunk')})" for d in found["documents"]],
     }
     for level, texts in items.items():
         branch = tree.add(f"{level} ({len(texts)})")

@@ -24,6 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from pgrag_dag import progress
 from pgrag_dag.errors import RunFailedError
+from pgrag_dag.summary import counted
 
 
 def _rate(done: int, seconds: float, unit: str) -> str:
@@ -95,11 +96,11 @@ def _outcome(stage: str, meta: dict[str, Any], s: _Stage | None, seconds: float)
     if s is not None and s.done:
         parts.append(f"{s.done:,} {s.unit} ({_rate(s.done, seconds, s.unit)})")
     elif stage == "chunks" and "chunks" in meta:
-        parts.append(f"{meta['chunks']:,} chunks in {meta.get('documents', 0):,} documents")
+        parts.append(f"{counted(meta['chunks'], 'chunk')} in {counted(meta.get('documents', 0), 'document')}")
     if meta.get("model_calls") or meta.get("cache_hits"):
-        parts.append(f"{meta.get('model_calls', 0):,} model calls, {meta.get('cache_hits', 0):,} cache hits")
+        parts.append(f"{counted(meta.get('model_calls', 0), 'model call')}, {counted(meta.get('cache_hits', 0), 'cache hit')}")
     if "rows_changed" in meta:
-        parts.append(f"{meta['rows_changed']:,} rows changed")
+        parts.append(f"{counted(meta['rows_changed'], 'row')} changed")
     return "".join(", " + p for p in parts)
 
 

@@ -18,6 +18,7 @@ from pgrag_dag.store.changes import community_lag
 from pgrag_dag.store.documents import count_chunks, count_documents
 from pgrag_dag.store.graph import graph_counts
 from pgrag_dag.store.history import table_exists
+from pgrag_dag.summary import counted
 
 
 def _embedded_absent(settings: Settings) -> Path | None:
@@ -140,7 +141,7 @@ def summary_lines(status: dict[str, Any]) -> list[str]:
             else:
                 lines.append("    communities: none" + (" (stale: the graph changed since the stage ran)" if c["stale"] else ""))
             for st in s["stages"]:
-                lines.append(f"    {st['stage']}: last run {_when(st['updated_at'])}, {st['rows_changed']} rows changed")
+                lines.append(f"    {st['stage']}: last run {_when(st['updated_at'])}, {counted(st['rows_changed'], 'row')} changed")
     if not status["realms"]:
         lines.append("no realm is configured or indexed")
     cache_ = status["llm_cache"]

@@ -19,6 +19,12 @@ from pgrag_dag.stage_common import StageResult
 USAGE_KEYS = ("model_calls", "cache_hits", "prompt_tokens", "completion_tokens", "cost_usd")
 
 
+def counted(count: int, word: str, plural: str | None = None) -> str:
+    """``1 row`` / ``1,204 rows``: a count with its noun in the number's form (``plural`` when it is not
+    ``word + "s"``: ``communities``)."""
+    return f"{count:,} {word if count == 1 else (plural or word + 's')}"
+
+
 def stage_metas(results: Sequence[StageResult]) -> dict[str, dict[str, Any]]:
     """``metas`` (module docstring) from the results of :func:`pgrag_dag.pipeline.index_documents`: each
     stage's metadata; ``_checks`` with each stage's ``contract`` check (passed: a stage whose frame broke
@@ -78,10 +84,11 @@ def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
         + _vocabulary(g, quality),
         "  graph quality    " + (f"vocabulary share {share}, " if (share := quality.get("vocabulary_predicate_share"))
                                  is not None else "")
-        + f"{quality.get('orphan_entities')} orphan entities, {quality.get('duplicate_edge_rows')} duplicate edges, "
-        f"{quality.get('fragmented_short_form_vertices')} fragmented vertices, "
-        f"{quality.get('pronoun_entities')} pronoun entities",
-        f"  communities      {co.get('communities')} (level 0), {h.get('parents')} parent topics",
+        + f"{counted(quality.get('orphan_entities') or 0, 'orphan entity', 'orphan entities')}, "
+        f"{counted(quality.get('duplicate_edge_rows') or 0, 'duplicate edge')}, "
+        f"{counted(quality.get('fragmented_short_form_vertices') or 0, 'fragmented vertex', 'fragmented vertices')}, "
+        f"{counted(quality.get('pronoun_entities') or 0, 'pronoun entity', 'pronoun entities')}",
+        f"  communities      {co.get('communities')} (level 0), {counted(h.get('parents') or 0, 'parent topic')}",
         _model_line(usage),
         _checks_line(checks),
     ]

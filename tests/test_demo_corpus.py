@@ -236,7 +236,7 @@ def test_make_demo_runs_offline_with_the_local_model_and_replays_every_answer(
         disney = disney.split("\npartition wiki.demo")[0]
         for line in ("documents        7  (1 added, 0 replaced, 0 removed, 6 unchanged)", "chunks           11  (2 inserted this run)",
                      "entities         21  (0 dormant)", "relations        34  (0 negated, 30 with a validity period)",
-                     "supersession     4 superseded (4 this run) {'group': 4}", "communities      3 (level 0), 1 parent topics",
+                     "supersession     4 superseded (4 this run) {'group': 4}", "communities      3 (level 0), 1 parent topic",
                      "model            0 calls, 8 cache hits"):  # ... and the graph is the one-run graph
             assert f"\n  {line}" in disney, line
         assert "\n    documents added: 1  (FY2018.txt)" in disney  # the change feed of that run

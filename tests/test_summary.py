@@ -33,6 +33,10 @@ def test_a_space_without_a_vocabulary_says_so() -> None:
     assert _line(lines, "graph quality") == ("  graph quality    2 orphan entities, 0 duplicate edges, 0 fragmented vertices, "
                                             "0 pronoun entities")
     assert _line(lines, "supersession") == "  supersession     0 superseded (1 this run)"
+    one = _metas(share=None, snapped=0, off=[], by_reason={})
+    one["_quality"].update(orphan_entities=1, fragmented_short_form_vertices=1)
+    assert _line(summarise("notes.main", one), "graph quality") == (
+        "  graph quality    1 orphan entity, 0 duplicate edges, 1 fragmented vertex, 0 pronoun entities")
 
 
 def test_a_space_with_a_vocabulary_lists_what_fell_off_it() -> None:
