@@ -14,6 +14,7 @@ import contextlib
 import json
 import logging
 import re
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -114,6 +115,11 @@ def index(partition: Annotated[str, typer.Argument(help="<realm>.<space>: the sp
             engine.import_cassettes()
             try:
                 results = index_documents(engine, realm, space, full=full)
+            except KeyboardInterrupt:  # Ctrl-C: said, not silent
+                console.print(f"interrupted: the stages that had finished are kept; `pgrag index {shlex.quote(partition)}` "
+                              "goes on from there (the interrupted stage redoes what it had not committed)",
+                              markup=False, highlight=False, soft_wrap=True)
+                raise typer.Exit(130) from None
             except Exception as exc:  # one line; the trace to the log file
                 where = cli_progress.run_failure_where(exc, display, f"{realm}.{space}")
                 cli_progress.report_failure(console, settings.resolve(settings.data_dir), exc, where)

@@ -192,3 +192,40 @@ def test_query_reads_the_first_declared_space_and_says_its_warnings_before_a_rep
     assert lines[0].startswith("warning: ") and "nonsense" in lines[0]  # said before the model was asked
     assert lines[-1].startswith("error: ReplayMissError: ") and lines[-1].endswith(
         "(`pgrag query --json` shows what retrieval found, with no model)")
+
+
+def test_ctrl_c_during_pgrag_index_says_what_is_kept_and_the_rerun_goes_on(cli_env: SmallCorpus, realm: str) -> None:
+    """Ctrl-C (SIGINT to the process) while the model is extracting: one line saying what was kept and the
+    command to go on with, exit 130; the rerun finishes the space (a fresh user saw nothing printed)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.fix_corpus import extraction_answer
+
+    def slow(messages: list[dict[str, str]]) -> str:
+        time.sleep(1.0)  # the extraction still running when the signal comes
+        return extraction_answer(messages)
+
+    cli_env.server.answer = slow
+    pgrag = Path(sys.executable).with_name("pgrag")
+    proc = subprocess.Popen([str(pgrag), "index", f"{realm}.main"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "PGRAG_CONFIG": str(cli_env.config)})
+    assert proc.stderr is not None
+    for line in proc.stderr:  # one line per finished stage when stderr is no terminal
+        if " chunks: done" in line:
+            break
+    deadline = time.monotonic() + 60
+    while not cli_env.chat_requests() and time.monotonic() < deadline:  # the extraction has begun
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    rest = proc.stderr.read()
+    assert proc.wait(60) == 130, rest
+    assert f"interrupted: the stages that had finished are kept; `pgrag index {realm}.main` goes on from there" in rest
+    assert "Traceback" not in rest
+    cli_env.server.answer = extraction_answer
+    again = runner.invoke(app, ["index", f"{realm}.main", "--json"])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["stages"]["raw_extractions"]["rows_changed"] > 0  # what the interrupted run had not
