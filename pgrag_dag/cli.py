@@ -1,16 +1,18 @@
 """pgrag: index your documents into a bi-temporal graph in PostgreSQL and ask it questions.
 
 Start with `pgrag init DIR` (a configuration for a folder of documents), then `pgrag index REALM.SPACE`,
-`pgrag status`, `pgrag query "..."`, `pgrag view REALM.SPACE`. Commands live here and in cli_project (init,
-add), cli_inspect (status, list, lineage) and cli_graph (export, view).
+`pgrag status`, `pgrag query "..."`, `pgrag view REALM.SPACE`.
 
 Every command reads the settings from PGRAG_CONFIG (default ./pgrag.yaml) and PGRAG_ environment
 variables. Errors of the engine are printed as one line and exit with status 2.
 """
+# The commands live here and in cli_project (init, add), cli_inspect (status, list, lineage) and cli_graph
+# (export, view), registered by the imports at the bottom.
 
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import logging
 import re
@@ -30,8 +32,9 @@ cassette_app = typer.Typer(no_args_is_help=True, help="Export or import recorded
 app.add_typer(cassette_app, name="cassette")
 cache_app = typer.Typer(no_args_is_help=True, help="Evict poison responses from the LLM response cache.")
 app.add_typer(cache_app, name="cache")
-delete_app = typer.Typer(no_args_is_help=True, help="Delete an entity, a document, a space or a realm for good "
-                         "(history included; without --yes: say what would be removed and exit 1).")
+delete_app = typer.Typer(no_args_is_help=True, help="Delete an entity, a document, a space or a realm (a document "
+                         "keeps its history, the others take theirs along; without --yes: say what would be removed "
+                         "and exit 1).")
 app.add_typer(delete_app, name="delete")
 
 
@@ -574,9 +577,13 @@ from pgrag_dag import cli_project  # noqa: E402,F401  (registers its commands)
 def _short_helps(typer_app: typer.Typer) -> None:
     """Give every command of ``typer_app`` (and of its sub-apps) a one-sentence ``short_help`` — the first
     sentence of its docstring — so ``pgrag --help`` lists the commands in a line or two each; ``pgrag
-    <command> --help`` still shows the whole docstring."""
+    <command> --help`` still shows the whole docstring, its reStructuredText ````code```` marks as a
+    terminal shows code (```code```)."""
     for command in typer_app.registered_commands:
-        doc = " ".join((command.callback.__doc__ or "").split()) if command.callback else ""
+        raw = inspect.getdoc(command.callback) or "" if command.callback else ""
+        if command.help is None and raw:
+            command.help = raw.replace("``", "`")
+        doc = " ".join(raw.replace("``", "`").split())
         if command.short_help is None and doc:
             command.short_help = doc.split(". ", 1)[0].rstrip(".") + "."
     for group in typer_app.registered_groups:

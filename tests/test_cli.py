@@ -229,3 +229,13 @@ def test_ctrl_c_during_pgrag_index_says_what_is_kept_and_the_rerun_goes_on(cli_e
     again = runner.invoke(app, ["index", f"{realm}.main", "--json"])
     assert again.exit_code == 0, again.output
     assert json.loads(again.stdout)["stages"]["raw_extractions"]["rows_changed"] > 0  # what the interrupted run had not
+
+
+def test_the_help_reads_as_a_users_text() -> None:
+    """No module names, no reStructuredText marks: the help a user reads is not the code's docstring markup."""
+    top = runner.invoke(app, ["--help"])
+    assert top.exit_code == 0 and "cli_project" not in top.output and "pgrag init DIR" in top.output
+    for command in (["index"], ["query"], ["view"], ["delete", "document"], ["list", "entities"]):
+        out = runner.invoke(app, [*command, "--help"], terminal_width=200)
+        assert out.exit_code == 0 and "``" not in out.output, (command, out.output)
+    assert "`--full` recomputes the whole space" in runner.invoke(app, ["index", "--help"], terminal_width=200).output
