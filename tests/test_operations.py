@@ -71,7 +71,8 @@ def test_a_second_run_of_a_partition_is_refused_naming_the_holder(small_corpus: 
     assert _count(engine.dsn, realm, "documents", "main") == 0  # nothing written
 
 
-def test_a_second_run_waits_for_the_first_within_the_configured_wait(small_corpus: SmallCorpus, realm: str) -> None:
+def test_a_second_run_waits_for_the_first_within_the_configured_wait(small_corpus: SmallCorpus, realm: str,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
     engine = small_corpus.engine(operations={"lock_wait_s": 30})
     held = threading.Event()
 
@@ -84,10 +85,15 @@ def test_a_second_run_waits_for_the_first_within_the_configured_wait(small_corpu
     t.start()
     held.wait(5)
     t0 = time.monotonic()
-    result = stage_chunks(engine, realm, "main")
+    with caplog.at_level(logging.WARNING, logger="pgrag_dag.store.locks"):
+        result = stage_chunks(engine, realm, "main")
     t.join()
     assert time.monotonic() - t0 >= 0.8  # it waited for the holder, then ran
     assert result.metadata["documents_added"] == 2
+    said = [r.getMessage() for r in caplog.records if r.name == "pgrag_dag.store.locks"]
+    assert len(said) == 1 and said[0].startswith(f"{realm}.main: the chunks stage waits up to 30 s "
+                                                 "(operations.lock_wait_s) for another run of the space to finish: ")
+    assert "pgrag chunks pid" in said[0]  # who holds it
 
 
 @pytest.mark.slow

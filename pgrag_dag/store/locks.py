@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import socket
 import time
@@ -27,6 +28,8 @@ import psycopg
 
 from pgrag_dag.errors import PartitionBusyError
 from pgrag_dag.store import db
+
+log = logging.getLogger(__name__)
 
 
 def _key(kind: str, realm: str, space: str) -> int:
@@ -65,7 +68,7 @@ def stage_lock(dsn: str, realm: str, space: str, stage: str, *, wait_s: float) -
 
     The lock lives on a dedicated autocommit connection whose ``application_name`` names the stage,
     this process and host (so a waiting run can say who holds it). Polls every 0.2 s for up to
-    ``wait_s`` seconds (0: one try).
+    ``wait_s`` seconds (0: one try), saying once (a warning of this module's logger) who it waits for.
 
     Raises:
         PartitionBusyError: another run still holds it after ``wait_s`` seconds.
@@ -94,10 +97,15 @@ def stage_locks(dsn: str, realm: str, spaces: Iterable[str], stage: str, *, wait
         start = time.monotonic()
         for space in sorted(set(spaces)):
             key = _key("stage", realm, space)
+            said = False
             while not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:  # type: ignore[index]
                 waited = time.monotonic() - start
                 if waited >= wait_s:
                     raise PartitionBusyError(f"{realm}.{space}", holder(conn, key), round(waited, 1))
+                if not said:  # a wait is said once, with who is waited for (not a silent minute)
+                    log.warning("%s.%s: the %s stage waits up to %g s (operations.lock_wait_s) for another run "
+                                "of the space to finish: %s", realm, space, stage, wait_s, holder(conn, key))
+                    said = True
                 time.sleep(min(0.2, wait_s - waited))
         yield
     finally:
