@@ -190,16 +190,20 @@ def query(
 ) -> None:
     """Answer a question, then list its sources: each passage the context numbered, by its number, with
     doc_key, title, chunk index and an excerpt, marked "cited" when the answer cites it. With --json, print
-    what was retrieved instead (no model call). Warnings (e.g. a filter that matches nothing) go to stderr,
+    what was retrieved instead (no model call). Offline (``llm.models: [replay]``) a question never recorded
+    prints its sources alone, with a warning. Warnings (e.g. a filter that matches nothing) go to stderr,
     once each. Options not given take the
     ``retrieval:`` defaults of pgrag.yaml, then the built-in ones (mode mix, top_k 10, 2 hops, ...); without
     --realm and --space it reads the first space the configuration declares."""
     from pgrag_dag.citations import source_lines, sources
     from pgrag_dag.embedding import model_warning
     from pgrag_dag.errors import ReplayMissError
+    from pgrag_dag.llm import REPLAY
     from pgrag_dag.query import QueryParam, query_data, synthesise
 
     shown = _Shown()
+    res = None
+    offline = False
     try:  # the query log's warnings are printed once, below, not logged too; the engine's close closes its pool
         with _quiet("pgrag_dag.query"), contextlib.closing(_engine()) as engine:
             given = {"mode": mode, "top_k": top_k, "chunk_top_k": chunk_top_k, "chunk_channels": chunk_channel or None,
@@ -220,12 +224,20 @@ def query(
                                        "chunks": res.chunks, "communities": res.communities,
                                        "warnings": res.warnings, "assembly": res.assembly}, default=str, indent=2))
                 return
+            offline = set(engine.settings.llm.models) == {REPLAY}
             res = query_data(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(),
                              client=engine.client(), telemetry=engine.settings.telemetry)
             hashing = model_warning(engine.settings.embedding.model)  # answers from word hashing are weak: say so
             _warn(res.warnings + ([hashing] if hashing else []))  # before the model is asked: a failed synthesis leaves them said
             answer = synthesise(question, res, param, engine.client(), on_text=shown.append if stream else None)
     except ReplayMissError as exc:
+        lines = list(source_lines(sources(res))) if res is not None and offline else []
+        if lines:  # offline by configuration (llm.models: [replay]): what retrieval found is the answer we have
+            typer.echo("warning: no model writes answers offline (llm.models: [replay]) and this question was never "
+                       "recorded: the passages retrieval found follow; name a live model in llm.models for answers",
+                       err=True)
+            typer.echo("\n".join(lines))
+            return
         typer.echo(f"error: {type(exc).__name__}: {exc} (`pgrag query --json` shows what retrieval found, with no "
                    "model)", err=True)
         raise typer.Exit(2) from None
