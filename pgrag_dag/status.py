@@ -9,11 +9,13 @@ which command comes next.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
 from pgrag_dag.config import Settings
-from pgrag_dag.store import cache, db, inventory, work
+from pgrag_dag.embedding_runs import describe
+from pgrag_dag.store import cache, db, inventory, vectors, work
 from pgrag_dag.store.changes import community_lag
 from pgrag_dag.store.documents import count_chunks, count_documents
 from pgrag_dag.store.graph import graph_counts
@@ -41,7 +43,8 @@ def store_status(settings: Settings) -> dict[str, Any]:
       (``levels``: level → reports, ``total``, ``built_at``, ``stale``, ``relation_changes_since`` — relation
       events since the communities stage last read the graph, as ``pgrag changes`` counts them),
       ``stages`` (each stage's last run, in pipeline order: ``stage``, ``updated_at``, ``version``,
-      ``rows_changed``);
+      ``rows_changed``), ``without_vector`` (table → rows no vector search finds yet: an embeddings stage
+      that failed, was interrupted or has not run since they were written);
     - ``llm_cache``: ``rows`` and ``bytes`` (table, indexes and TOAST);
     - ``indexed``: whether any space holds a chunk; ``next``: the command to run next when nothing is
       indexed yet (else ``None``).
@@ -75,7 +78,7 @@ def store_status(settings: Settings) -> dict[str, Any]:
         })
     indexed = any(s["indexed"] for r in realms for s in r["spaces"])
     first = next(((r, s) for r, ss in configured.items() for s in ss), None)
-    nxt = None if indexed else (f"pgrag index {first[0]}.{first[1]}" if first else
+    nxt = None if indexed else (f"pgrag index {shlex.quote(first[0] + '.' + first[1])}" if first else
                                 "declare a realm and a space with sources in pgrag.yaml, then pgrag index REALM.SPACE")
     return {"database": database, "indexed": indexed, "realms": realms,
             "llm_cache": {"rows": size[0], "bytes": size[1]}, "next": nxt}
@@ -95,6 +98,7 @@ def _space(conn: Any, realm: str, space: str) -> dict[str, Any]:
         "communities": {"levels": levels, "total": sum(levels.values()), "built_at": built_at,
                         "stale": changes > 0 or never_checked, "relation_changes_since": changes},
         "stages": sorted(work.stage_runs(conn, realm, space), key=_stage_order),
+        "without_vector": {t: c["missing"] for t, c in vectors.unembedded(conn, realm, space).items()},
     }
 
 
@@ -132,6 +136,9 @@ def summary_lines(status: dict[str, Any]) -> list[str]:
             e, rel, c = s["entities"], s["relations"], s["communities"]
             lines.append(f"  space {s['space']}{where}: {s['documents']} documents, {s['chunks']} chunks")
             lines.append(f"    entities: {e['live']} live, {e['dormant']} dormant")
+            if missing := describe(s.get("without_vector") or {}):
+                lines.append(f"    vectors: {missing} have none yet — vector search cannot find them; `pgrag index "
+                             f"{shlex.quote(r['realm'] + '.' + s['space'])}` embeds them")
             lines.append(f"    relations: {rel['current']} current, {rel['superseded']} superseded, {rel['negated']} "
                          f"negated, {rel['dormant']} dormant")
             if c["total"]:

@@ -160,6 +160,13 @@ def test_status_counts_equal_the_rows_of_the_database(indexed: SmallCorpus, real
     assert f"  space main: 2 documents, {space['chunks']} chunks\n" in text
     assert f"    relations: {rel['current']} current, {rel['superseded']} superseded, 1 negated, 0 dormant\n" in text
     assert f"LLM response cache: {rows} responses, " in text and "nothing is indexed yet" not in text
+    assert space["without_vector"] == {"documents": 0, "entities": 0, "relations": 0} and "    vectors:" not in text
+    # vectors an interrupted embeddings stage never wrote: said, with the command that embeds them
+    conn.execute(sql.SQL("UPDATE {} SET embedding = NULL WHERE id IN (SELECT id FROM {} ORDER BY id LIMIT 2)").format(
+        qualified(realm, "entities"), qualified(realm, "entities")))
+    text = runner.invoke(app, ["status"]).stdout
+    assert (f"    vectors: 2 entities have none yet — vector search cannot find them; `pgrag index {realm}.main` "
+            "embeds them\n") in text
 
 
 def test_status_on_a_new_data_directory_says_what_to_run_and_creates_nothing(tmp_path: Path, pg_dsn: str,
