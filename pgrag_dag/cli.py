@@ -20,7 +20,7 @@ import shlex
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -130,7 +130,7 @@ def index(partition: Annotated[str, typer.Argument(help="<realm>.<space>: the sp
             for r in results:  # a red check is said once, plainly
                 for name, (ok, meta) in r.checks.items():
                     if not ok:
-                        once.say(f"check {r.stage}:{name} failed: {meta.get('reason') or json.dumps(meta, default=str)}")
+                        once.say(f"check {r.stage}:{name} failed: {meta.get('reason') or _check_facts(meta)}")
     except PgragError as exc:
         _fail(exc)
     metas = stage_metas(results)
@@ -139,6 +139,13 @@ def index(partition: Annotated[str, typer.Argument(help="<realm>.<space>: the sp
                                "checks": metas["_checks"], "graph_quality": metas["_quality"]}, default=str, indent=2))
     else:
         typer.echo("\n".join(summarise(f"{realm}.{space}", metas)))
+
+
+def _check_facts(meta: dict[str, Any]) -> str:
+    """A failed check's metadata for people: ``key value`` pairs in the check's order, empty ones left out
+    (``documents_skipped 3; skipped ["a.pdf: not UTF-8 text", ...]``)."""
+    return "; ".join(f"{k} {v if isinstance(v, (int, float, str)) else json.dumps(v, default=str, ensure_ascii=False)}"
+                     for k, v in meta.items() if v not in (None, "", [], {})) or "(no details)"
 
 
 def _query_target(settings, realm: str | None, space: str | None) -> tuple[str, str]:  # type: ignore[no-untyped-def]

@@ -246,3 +246,12 @@ def test_the_help_reads_as_a_users_text() -> None:
         out = runner.invoke(app, [*command, "--help"], terminal_width=200)
         assert out.exit_code == 0 and "``" not in out.output, (command, out.output)
     assert "`--full` recomputes the whole space" in runner.invoke(app, ["index", "--help"], terminal_width=200).output
+
+
+def test_a_failed_check_is_one_plain_warning_line(cli_env: SmallCorpus, realm: str) -> None:
+    (cli_env.root / "docs" / "03_scan.txt").write_bytes(b"scan \x80\x81\x00 page")  # skipped: not UTF-8 text
+    out = runner.invoke(app, ["index", f"{realm}.main"])
+    assert out.exit_code == 0, out.output
+    (line,) = [w for w in out.stderr.splitlines() if w.startswith("warning: check chunks:skipped_documents failed: ")]
+    facts = line.split(" failed: ", 1)[1]
+    assert facts.startswith("documents_skipped 1; ") and "03_scan.txt" in facts and not facts.startswith("{")
