@@ -278,7 +278,8 @@ def _refuse_clash(settings: Settings, existing: list[SourceSpec], new: SourceSpe
     for src in existing:
         shared = sorted(mine & text_keys(settings, src))
         if shared:
-            hint = f"{settings.resolve(new.path).name}/"
+            root = settings.resolve(new.path)  # a folder's name, or a single file's folder's
+            hint = f"{(root if root.is_dir() else root.parent).name or 'extra'}/"
             raise ConfigurationError(f"{len(shared)} file(s) of {new.path} would have the doc_key of a file of source "
                                      f"{src.path} of {partition} (e.g. {shared[0]!r}): doc_keys are relative to each "
                                      f"source's root; give this one a prefix, e.g. --key-prefix {hint}")

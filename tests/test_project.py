@@ -80,6 +80,10 @@ def test_add_registers_sources_keeping_comments_and_refuses_what_it_cannot_add(t
     with pytest.raises(ConfigurationError, match="would have the doc_key.*'ada.md'.*--key-prefix extra/"):
         add_source(config, Path("extra"), "notes.handbook")
     add_source(config, Path("extra"), "notes.handbook", key_prefix="extra/")
+    (folder / "team").mkdir()
+    (folder / "team" / "ada.md").write_text("A third Ada.\n", encoding="utf-8")
+    with pytest.raises(ConfigurationError, match=r"--key-prefix team/$"):  # a file's folder, not the file's name
+        add_source(config, Path("team/ada.md"), "notes.handbook")
     add_source(config, Path("somerville.txt"), "letters.main")
     with pytest.raises(ConfigurationError, match="does not exist"):
         add_source(config, Path("missing"), "notes.handbook")
