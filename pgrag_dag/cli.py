@@ -6,8 +6,8 @@ Start with `pgrag init DIR` (a configuration for a folder of documents), then `p
 Every command reads the settings from PGRAG_CONFIG (default ./pgrag.yaml) and PGRAG_ environment
 variables. Errors of the engine are printed as one line and exit with status 2.
 """
-# The commands live here and in cli_project (init, add), cli_inspect (status, list, lineage) and cli_graph
-# (export, view), registered by the imports at the bottom.
+# The commands live here and in cli_project (init, add), cli_inspect (status, list, lineage), cli_graph
+# (export, view) and cli_delete (delete ...), registered by the imports at the bottom.
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ import logging
 import re
 import shlex
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -32,10 +32,6 @@ cassette_app = typer.Typer(no_args_is_help=True, help="Export or import recorded
 app.add_typer(cassette_app, name="cassette")
 cache_app = typer.Typer(no_args_is_help=True, help="Evict poison responses from the LLM response cache.")
 app.add_typer(cache_app, name="cache")
-delete_app = typer.Typer(no_args_is_help=True, help="Delete an entity, a document, a space or a realm (a document "
-                         "keeps its history, the others take theirs along; without --yes: say what would be removed "
-                         "and exit 1).")
-app.add_typer(delete_app, name="delete")
 
 
 def _version(show: bool) -> None:
@@ -396,61 +392,6 @@ def unarchive(partition: Partition, names: Annotated[list[str], typer.Argument(h
         typer.echo(f"{name} was not archived")
 
 
-Yes = Annotated[bool, typer.Option("--yes", help="really delete (without it: say what would go and exit 1)")]
-
-
-def _delete(run: Callable[..., dict], where: str, *rest: str, yes: bool, as_json: bool,  # type: ignore[type-arg]
-            whole_realm: bool = False) -> None:
-    """Run a :mod:`pgrag_dag.deletion` function on ``where`` (a partition, or a realm with ``whole_realm``):
-    a dry run without ``yes`` (printed, exit 1)."""
-    from pgrag_dag.deletion import summary_lines
-
-    try:
-        with contextlib.closing(_engine()) as engine:
-            scope = (where,) if whole_realm else _partition(engine, where)
-            result = run(engine, *scope, *rest, dry_run=not yes)
-    except PgragError as exc:
-        _fail(exc)
-    typer.echo(json.dumps(result, default=str, indent=2) if as_json else "\n".join(summary_lines(result)))
-    if not yes:
-        raise typer.Exit(1)
-
-
-@delete_app.command("entity")
-def delete_entity(partition: Partition, name: str, yes: Yes = False, as_json: AsJson = False) -> None:
-    """Delete an entity with its relations, mentions, memberships and history; refused while a chunk
-    mentions it (archive it, or delete those documents first)."""
-    from pgrag_dag.deletion import delete_entity as run
-
-    _delete(run, partition, name, yes=yes, as_json=as_json)
-
-
-@delete_app.command("document")
-def delete_document(partition: Partition, doc_key: str, yes: Yes = False, as_json: AsJson = False) -> None:
-    """Remove a document and rebuild the graph from the stored extractions (its history is kept). Remove
-    it from the sources too, or the next run indexes it again."""
-    from pgrag_dag.deletion import delete_document as run
-
-    _delete(run, partition, doc_key, yes=yes, as_json=as_json)
-
-
-@delete_app.command("space")
-def delete_space(partition: Partition, yes: Yes = False, as_json: AsJson = False) -> None:
-    """Delete every row of a space in every table of its realm, history included."""
-    from pgrag_dag.deletion import delete_space as run
-
-    _delete(run, partition, yes=yes, as_json=as_json)
-
-
-@delete_app.command("realm")
-def delete_realm(realm: Annotated[str, typer.Argument(help="the realm to drop")], yes: Yes = False,
-                 as_json: AsJson = False) -> None:
-    """Drop a realm: its schema with every table and its registry row."""
-    from pgrag_dag.deletion import delete_realm as run
-
-    _delete(run, realm, yes=yes, as_json=as_json, whole_realm=True)
-
-
 @app.command()
 def ui(host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
        port: Annotated[int, typer.Option(help="port")] = 3000) -> None:
@@ -591,6 +532,7 @@ def cache_evict(
 from pgrag_dag import cli_inspect  # noqa: E402,F401  (registers its commands)
 from pgrag_dag import cli_graph  # noqa: E402,F401  (registers its commands)
 from pgrag_dag import cli_project  # noqa: E402,F401  (registers its commands)
+from pgrag_dag import cli_delete  # noqa: E402,F401  (registers its commands)
 
 
 def _short_helps(typer_app: typer.Typer) -> None:
