@@ -34,6 +34,16 @@ cache_app = typer.Typer(no_args_is_help=True, help="Evict poison responses from 
 app.add_typer(cache_app, name="cache")
 
 
+WORKSPACE = """load_from:
+  - python_module:
+      module_name: pgrag_dag.assets.definitions
+      attribute: defs
+      location_name: pgrag
+"""
+"""The Dagster workspace of the code location: the repository's ``workspace.yaml``, written into the Dagster home
+by ``pgrag ui`` where there is none."""
+
+
 def _version(show: bool) -> None:
     if show:
         from importlib.metadata import version
@@ -193,7 +203,7 @@ def query(
 ) -> None:
     """Answer a question, then list its sources: each passage the context numbered, by its number, with
     doc_key, title, chunk index and an excerpt, marked "cited" when the answer cites it. With --json, print
-    what was retrieved instead (no model call). Offline (``llm.models: [replay]``) a question never recorded
+    what was retrieved instead (no model call). Offline (``llm.models`` only ``replay``) a question never recorded
     prints its sources alone, with a warning. Warnings (e.g. a filter that matches nothing) go to stderr,
     once each. Options not given take the
     ``retrieval:`` defaults of pgrag.yaml, then the built-in ones (mode mix, top_k 10, 2 hops, ...); without
@@ -395,7 +405,8 @@ def unarchive(partition: Partition, names: Annotated[list[str], typer.Argument(h
 @app.command()
 def ui(host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
        port: Annotated[int, typer.Option(help="port")] = 3000) -> None:
-    """Open the Dagster UI (dg dev -w workspace.yaml) on the project's instance and database."""
+    """Open the Dagster UI (dg dev -w workspace.yaml) on the project's instance and database. Outside the
+    repository (a folder ``pgrag init`` made) the workspace file is written into the Dagster home."""
     import os
     import shutil
 
@@ -414,7 +425,11 @@ def ui(host: Annotated[str, typer.Option(help="interface to listen on")] = "127.
             ensure_pool_limits(instance, db.resolve_dsn(settings.database_url, settings.resolve(settings.data_dir)))
     except PgragError as exc:
         _fail(exc)
-    argv = ui_argv(host, port, exe=shutil.which("dg") or "dg")
+    workspace = Path("workspace.yaml")
+    if not workspace.is_file():  # the code location is the installed package's, wherever the user stands
+        workspace = Path(home) / "workspace.yaml"
+        workspace.write_text(WORKSPACE, encoding="utf-8")
+    argv = ui_argv(host, port, workspace=str(workspace), exe=shutil.which("dg") or "dg")
     typer.echo(f"Dagster home {home}; UI on http://{host}:{port}")
     os.execvp(argv[0], argv)
 
@@ -466,11 +481,14 @@ def stop_db() -> None:
     from pgrag_dag.config import load_settings
     from pgrag_dag.store import db
 
-    settings = load_settings()
-    if settings.database_url:
-        typer.echo("an external database is configured (PGRAG_DATABASE_URL); nothing to stop")
-        return
-    stopped = db.stop_embedded(settings.resolve(settings.data_dir))
+    try:
+        settings = load_settings()
+        if settings.database_url:
+            typer.echo("an external database is configured (PGRAG_DATABASE_URL); nothing to stop")
+            return
+        stopped = db.stop_embedded(settings.resolve(settings.data_dir))
+    except PgragError as exc:
+        _fail(exc)
     typer.echo("embedded PostgreSQL stopped" if stopped else "no embedded PostgreSQL was running")
 
 

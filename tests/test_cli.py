@@ -255,3 +255,16 @@ def test_a_failed_check_is_one_plain_warning_line(cli_env: SmallCorpus, realm: s
     (line,) = [w for w in out.stderr.splitlines() if w.startswith("warning: check chunks:skipped_documents failed: ")]
     facts = line.split(" failed: ", 1)[1]
     assert facts.startswith("documents_skipped 1; ") and "03_scan.txt" in facts and not facts.startswith("{")
+
+
+def test_the_ui_workspace_written_outside_the_repository_is_the_repositorys() -> None:
+    from pgrag_dag.cli import WORKSPACE
+
+    assert WORKSPACE == (Path(__file__).resolve().parents[1] / "workspace.yaml").read_text(encoding="utf-8")
+
+
+def test_stop_db_with_a_bad_configuration_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PGRAG_CONFIG", str(tmp_path / "missing.yaml"))
+    out = runner.invoke(app, ["stop-db"])
+    assert out.exit_code == 2 and out.output.strip().splitlines() == [
+        f"error: ConfigurationError: configuration file {tmp_path / 'missing.yaml'} (PGRAG_CONFIG) does not exist"]

@@ -109,4 +109,6 @@ def stage_locks(dsn: str, realm: str, spaces: Iterable[str], stage: str, *, wait
                 time.sleep(min(0.2, wait_s - waited))
         yield
     finally:
-        conn.close()  # closing the session releases the locks
+        with contextlib.suppress(psycopg.Error):  # released now, not when the server notices the closed session:
+            conn.execute("SELECT pg_advisory_unlock_all()")  # the next stage of this run must not wait for it
+        conn.close()  # closing the session releases the locks (if the unlock could not be sent)
