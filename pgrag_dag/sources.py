@@ -305,7 +305,11 @@ def read_sources(settings: Settings, realm: str, space: str, *, allow_empty: boo
         except ConfigurationError as exc:
             # a glob matching nothing beside sources that name documents: its last file was deleted (normal);
             # a missing path, or a space whose every source names nothing, is refused
-            if not settings.resolve(src.path).is_dir() or not any(named):
+            if not settings.resolve(src.path).exists():  # a moved folder, or a registered file since deleted
+                raise ConfigurationError(f"{exc}; if it was removed on purpose, take the source out of the configuration "
+                                         "(its documents then leave the index; for the space's last source, "
+                                         "`pgrag index --allow-empty` too)") from None
+            if not any(named):
                 raise ConfigurationError(f"{exc}; if its documents were removed on purpose, `pgrag index --allow-empty` "
                                          "(or allow_empty: true on the space) removes them from the index") from None
             empty.append(str(exc))

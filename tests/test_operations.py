@@ -174,6 +174,14 @@ def test_a_source_whose_last_file_was_deleted_removes_its_documents_beside_the_o
     assert done.metadata["documents_removed"] == 1 and done.metadata["documents"] == 2
     assert any("matches no file for glob '*.md'" in r.getMessage() and "its documents leave the index" in r.getMessage()
                for r in caplog.records)
+    # a registered file since deleted is refused, saying to take the source out of the configuration
+    cfg["realms"][realm]["spaces"]["main"]["sources"].append({"path": "docs/gone.md"})
+    small_corpus.config.write_text(yaml.safe_dump(cfg))
+    with pytest.raises(ConfigurationError, match=r"gone\.md does not exist; if it was removed on purpose, take the "
+                                                 r"source out of the configuration"):
+        stage_chunks(small_corpus.engine(), realm, "main")
+    cfg["realms"][realm]["spaces"]["main"]["sources"].pop()
+    small_corpus.config.write_text(yaml.safe_dump(cfg))
     # every source naming nothing is still refused, saying how to remove the documents on purpose
     for f in (small_corpus.root / "docs").glob("*.txt"):
         f.rename(f.with_suffix(".bak"))
