@@ -218,7 +218,7 @@ def query(
     res = None
     offline = False
     try:  # the query log's warnings are printed once, below, not logged too; the engine's close closes its pool
-        with _quiet("pgrag_dag.query"), contextlib.closing(_engine()) as engine:
+        with _quiet("pgrag_dag.query", "pgrag_dag.keywords"), contextlib.closing(_engine()) as engine:
             given = {"mode": mode, "top_k": top_k, "chunk_top_k": chunk_top_k, "chunk_channels": chunk_channel or None,
                      "max_hops": max_hops, "max_relation_edges": max_relation_edges, "relation_types": relation_type or None,
                      "fusion": fusion, "keywords": keywords, "mmr": mmr, "node_distance_rerank": node_distance,
@@ -268,15 +268,17 @@ def query(
 
 
 @contextlib.contextmanager
-def _quiet(logger: str) -> Iterator[None]:
-    """Only errors of ``logger`` are logged meanwhile."""
-    log = logging.getLogger(logger)
-    level = log.level
-    log.setLevel(logging.ERROR)
+def _quiet(*loggers: str) -> Iterator[None]:
+    """Only errors of ``loggers`` are logged meanwhile."""
+    logs = [logging.getLogger(name) for name in loggers]
+    levels = [log.level for log in logs]
+    for log in logs:
+        log.setLevel(logging.ERROR)
     try:
         yield
     finally:
-        log.setLevel(level)
+        for log, level in zip(logs, levels):
+            log.setLevel(level)
 
 
 class _Shown(list[str]):

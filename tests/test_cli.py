@@ -268,3 +268,21 @@ def test_stop_db_with_a_bad_configuration_is_one_line(tmp_path: Path, monkeypatc
     out = runner.invoke(app, ["stop-db"])
     assert out.exit_code == 2 and out.output.strip().splitlines() == [
         f"error: ConfigurationError: configuration file {tmp_path / 'missing.yaml'} (PGRAG_CONFIG) does not exist"]
+
+
+def test_a_keyword_fallback_is_said_once_in_the_commands_own_words(cli_env: SmallCorpus, realm: str) -> None:
+    """Through the entry point (the root logger configured as for a user): offline, ``--keywords model`` falls
+    back to lexical keywords and says so once — never also as a ``WARNING:pgrag_dag.keywords:`` log line."""
+    import os
+    import subprocess
+    import sys
+
+    assert runner.invoke(app, ["index", f"{realm}.main"]).exit_code == 0
+    pgrag = Path(sys.executable).with_name("pgrag")
+    done = subprocess.run([str(pgrag), "query", "Who worked with Charles Babbage?", "--json", "--keywords", "model"],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PGRAG_CONFIG": str(cli_env.config), "PGRAG_LLM__MODELS": '["replay"]'})
+    assert done.returncode == 0, done.stderr
+    assert "WARNING:" not in done.stderr, done.stderr
+    said = [line for line in done.stderr.splitlines() if "keywords" in line]
+    assert len(said) == 1 and said[0].startswith("warning: model keywords were asked for but "), done.stderr
