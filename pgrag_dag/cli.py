@@ -431,7 +431,8 @@ def ui(host: Annotated[str, typer.Option(help="interface to listen on")] = "127.
     if not workspace.is_file():  # the code location is the installed package's, wherever the user stands
         workspace = Path(home) / "workspace.yaml"
         workspace.write_text(WORKSPACE, encoding="utf-8")
-    argv = ui_argv(host, port, workspace=str(workspace), exe=shutil.which("dg") or "dg")
+    beside = Path(sys.executable).with_name("dg")  # this venv's, also when it is not activated (.venv/bin/pgrag ui)
+    argv = ui_argv(host, port, workspace=str(workspace), exe=str(beside) if beside.is_file() else shutil.which("dg") or "dg")
     typer.echo(f"Dagster home {home}; UI on http://{host}:{port}")
     os.execvp(argv[0], argv)
 
