@@ -120,7 +120,7 @@ BUILTINS = [
     Operator("cooccurrence", "extractor", _cooccurrence, CooccurrenceOptions,
              "No model: proper-noun-phrase entities and one edge per pair named in one sentence, weighted "
              "by the chunks it occurs in.",
-             version="2"),  # 2: modal verbs and interjections opening a sentence, a double-hyphen dash
+             version="2"),  # 2: modal verbs, interjections, "Well", "See" opening a sentence; a double-hyphen dash
     Operator("name_stoplist", "gate", _stoplist, StoplistOptions, "Refuses entities and triples named in `names`."),
     Operator("type_map", "enricher", _type_map, TypeMapOptions, "Renames entity types by `mapping`."),
 ]

@@ -82,7 +82,7 @@ however although though because but and or nor yet so if when whenever while whe
 until unless once then thus hence therefore also still later earlier meanwhile instead indeed today
 according he she it they we i you his her hers its their our my your him them us me there here
 who whom whose which what why how yes one was were is are be been has had have do does did like unlike
-can could would should shall might must let oh ah alas pray
+can could would should shall might must let oh ah alas pray well see
 """.split())
 """Capitalised function words stripped from either end of a phrase (mostly sentence openers)."""
 

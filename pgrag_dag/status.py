@@ -134,7 +134,7 @@ def summary_lines(status: dict[str, Any]) -> list[str]:
                 lines.append(f"  space {s['space']}{where}: not indexed yet")
                 continue
             e, rel, c = s["entities"], s["relations"], s["communities"]
-            lines.append(f"  space {s['space']}{where}: {s['documents']} documents, {s['chunks']} chunks")
+            lines.append(f"  space {s['space']}{where}: {counted(s['documents'], 'document')}, {counted(s['chunks'], 'chunk')}")
             lines.append(f"    entities: {e['live']} live, {e['dormant']} dormant")
             if missing := describe(s.get("without_vector") or {}):
                 lines.append(f"    vectors: {missing} have none yet — vector search cannot find them; `pgrag index "
