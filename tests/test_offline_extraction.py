@@ -137,7 +137,7 @@ def test_dialogue_openers_and_typewriter_dashes_stay_out_of_names_in_dumas() -> 
     (names,) = [{e["name"] for e in c["entities"]} for c in
                 extract_document_cooccurrence([(passage, "The Three Musketeers")], CooccurrenceOptions())]
     assert "Treville" in names and "d’Artagnan" in names
-    assert not [n for n in names if n.split()[0] in {"Can", "Let", "Oh", "Ah"} or "--" in n], names
+    assert not [n for n in names if n.split()[0] in {"Can", "Let", "Oh", "Ah", "Well", "See"} or "--" in n], names
 
 
 def test_footnote_markers_and_brackets_never_glue_onto_names(chunks: pl.DataFrame, decisions: pl.DataFrame) -> None:
