@@ -4,12 +4,12 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install demo test test-slow test-all test-scale ui bench stop clean
+.PHONY: install demo test test-slow test-all test-scale lint format ui bench stop clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test,celery]'
+	$(BIN)/pip install --quiet -e '.[test,celery,lint]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -33,6 +33,18 @@ test-all: $(STAMP)
 test-scale: $(STAMP)
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -m pytest -q -s tests/test_external_pg.py tests/test_celery.py \
 		tests/test_daemon_loop.py tests/test_parallel_backfill.py
+
+# the gates (CI runs them before the tests): formatting, lint rules, types, the layer contract
+LINTED := pgrag_dag assets resources tests evaluation corpus
+lint: $(STAMP)
+	$(BIN)/ruff format --check $(LINTED)
+	$(BIN)/ruff check $(LINTED)
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+format: $(STAMP)
+	$(BIN)/ruff format $(LINTED)
+	$(BIN)/ruff check --fix $(LINTED)
 
 ui: $(STAMP)
 	PATH=$(CURDIR)/$(BIN):$$PATH LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/pgrag ui --port 3000

@@ -22,11 +22,12 @@ import json
 import dagster as dg
 
 from pgrag_dag.assets.partitions import SPACES
-from pgrag_dag.config import Settings, SpaceSpec
+from pgrag_dag.config.sections import Settings, SpaceSpec
 from pgrag_dag.errors import PgragError
 from pgrag_dag.names import split_partition_key
-from pgrag_dag.operators import Composition, compose
-from pgrag_dag.sources import list_source_files
+from pgrag_dag.operators.core import Composition
+from pgrag_dag.pipeline.composition import compose
+from pgrag_dag.ingest.sources import list_source_files
 
 AC = dg.AutomationCondition
 ON_UPSTREAM_CHANGE = (

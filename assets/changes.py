@@ -1,6 +1,6 @@
 """The change feed on the Dagster side (paper §6.1 "Change"; issue 14 items 2 and 5).
 
-- :func:`build_change_sensor`: a sensor whose cursor is a :func:`~pgrag_dag.changes.changes_since`
+- :func:`build_change_sensor`: a sensor whose cursor is a :func:`~pgrag_dag.operate.changes.changes_since`
   watermark; each tick that finds changes in its realm/space requests one run of the user's job, tagged
   with the window and its counts.
 - :data:`COMMUNITY_LAG_CHECK` (:func:`build_community_lag_check`): a non-blocking check on
@@ -17,7 +17,7 @@ from typing import Any
 import dagster as dg
 
 from pgrag_dag.assets.partitions import SPACES
-from pgrag_dag.changes import changes_since, community_lag
+from pgrag_dag.operate.changes import changes_since, community_lag
 from pgrag_dag.errors import UnknownSpaceError
 from pgrag_dag.names import split_partition_key, validate_realm, validate_space
 from pgrag_dag.resources.engine import PgragResource
@@ -29,7 +29,7 @@ COMMUNITY_LAG_DESCRIPTION = (
     "communities; evaluated after relations and after communities materialise (§6.1). Non-blocking.")
 TAG_PREFIX = "pgrag/"
 """Tags of a change run: ``pgrag/partition``, ``pgrag/since``, ``pgrag/watermark``, ``pgrag/events`` and
-``pgrag/changes`` (JSON: the non-zero counts per :class:`~pgrag_dag.changes.ChangeSet` field)."""
+``pgrag/changes`` (JSON: the non-zero counts per :class:`~pgrag_dag.operate.changes.ChangeSet` field)."""
 
 
 def build_community_lag_check() -> dg.AssetChecksDefinition:
@@ -66,7 +66,7 @@ def build_change_sensor(realm: str, space: str, *, job: Any, name: str | None = 
     """A sensor over ``realm``/``space``'s change feed that runs ``job`` (a job definition, or an asset
     job from ``dg.define_asset_job``) once per tick with changes.
 
-    Its cursor is the watermark: each tick calls :func:`~pgrag_dag.changes.changes_since` with it and
+    Its cursor is the watermark: each tick calls :func:`~pgrag_dag.operate.changes.changes_since` with it and
     advances it, so every change triggers exactly one run (its ``run_key`` is the watermark); a tick
     without changes skips. The run's tags (:data:`TAG_PREFIX`) carry the window and the counts: an op
     reads ``context.run.tags["pgrag/changes"]``. Needs the ``pgrag`` resource (:class:`PgragResource`).

@@ -22,12 +22,13 @@ from typing import Any
 
 from pgrag_dag.assets.changes import COMMUNITY_LAG_CHECK
 from pgrag_dag.assets.runner import materialize_partition
-from pgrag_dag.config import Settings, load_settings
+from pgrag_dag.config.sections import Settings
+from pgrag_dag.config.load import load_settings
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import ConfigurationError, ReplayMissError
 from pgrag_dag.names import split_partition_key
 from pgrag_dag.store import db, documents, history
-from pgrag_dag.summary import summarise, summarise_first
+from pgrag_dag.operate.summary import summarise, summarise_first
 
 DEMO_QUESTION = "How did Ada Lovelace contribute to Charles Babbage's Analytical Engine?"
 # partition -> (question, QueryParam overrides) asked by the demo with synthesis (recorded in the cassettes)
@@ -63,8 +64,8 @@ def run_demo() -> list[str]:
     on. Returns the partitions that failed (empty when all went through)."""
     from rich.console import Console
 
-    from pgrag_dag import cli_progress
-    from pgrag_dag.embedding import model_warning
+    from pgrag_dag.cli import progress as cli_progress
+    from pgrag_dag.providers.embedding import model_warning
 
     settings = load_settings()
     engine = Engine.from_settings(settings)
@@ -93,8 +94,8 @@ def run_demo() -> list[str]:
 
 def _demo_partition(engine: Engine, settings: Settings, partition: str, once: Any) -> None:
     """One partition of the demo: its run(s) through Dagster, summary, change feed and questions. Checks that
-    failed are said once each through ``once`` (:class:`~pgrag_dag.cli_progress.OnceHandler`)."""
-    from pgrag_dag.changes import changes_since
+    failed are said once each through ``once`` (:class:`~pgrag_dag.cli.progress.OnceHandler`)."""
+    from pgrag_dag.operate.changes import changes_since
 
     realm, space = split_partition_key(partition)
     withheld = _index_without_last(engine, settings, partition) if partition in BELIEF_QUESTIONS else None
@@ -126,11 +127,11 @@ def _demo_partition(engine: Engine, settings: Settings, partition: str, once: An
 def _index_without_last(engine: Engine, settings: Settings, partition: str) -> str:
     """The ``doc_key`` of ``partition``'s last document; when the space does not hold it yet, first
     materialise :data:`FIRST_RUN_ASSETS` from the sources without it
-    (:func:`~pgrag_dag.sources.without_last_file`, passed to the run's steps through the environment) and
+    (:func:`~pgrag_dag.ingest.sources.without_last_file`, passed to the run's steps through the environment) and
     print that run's summary. Raises :class:`ConfigurationError` when the space's sources cannot lose
     their last file or its name cannot be an environment key, and as :func:`materialize_partition`."""
-    from pgrag_dag.doc_keys import migrate_keys
-    from pgrag_dag.sources import without_last_file
+    from pgrag_dag.pipeline.doc_keys import migrate_keys
+    from pgrag_dag.ingest.sources import without_last_file
 
     realm, space = split_partition_key(partition)
     first, withheld = without_last_file(settings, settings.space_spec(realm, space))
@@ -167,7 +168,9 @@ def _environ(name: str, value: str) -> Iterator[None]:
 def _ask(engine: Engine, settings: Settings, realm: str, space: str, question: str, overrides: dict[str, Any]) -> None:
     """Print one question's retrieval (counts, top entities, the relations :func:`_shown` picks, with
     their state) and its synthesised answer, or why the cassette cannot show it."""
-    from pgrag_dag.query import QueryParam, query, query_data, render_relation
+    from pgrag_dag.query.param import QueryParam
+    from pgrag_dag.query.run import query, query_data
+    from pgrag_dag.query.assembly import render_relation
 
     param = QueryParam.from_settings(settings.retrieval, space=space, **overrides)
     res = query_data(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(),
@@ -204,8 +207,8 @@ def _ask(engine: Engine, settings: Settings, realm: str, space: str, question: s
 def _switch_embedders(engine: Engine, settings: Settings) -> None:
     """Re-embed each configured realm that an earlier demo in this data directory embedded with another
     model (e.g. the hashing embedder, the default before issue 12), saying so in one line."""
-    from pgrag_dag.cli_progress import reembed_progress
-    from pgrag_dag.reembed import reembed_if_switched, summary
+    from pgrag_dag.cli.progress import reembed_progress
+    from pgrag_dag.operate.reembed import reembed_if_switched, summary
 
     for realm in settings.realms:
         with reembed_progress(realm) as progress:

@@ -2,7 +2,7 @@
 ``export.asset``, off by default) writing the space's graph under ``<data_dir>/exports/<partition>/`` in
 ``export.formats``, and the browser view written beside every ``communities`` materialisation
 (``export.view``, on by default) and linked from its metadata. Thin: the engine's
-:mod:`pgrag_dag.export` and :mod:`pgrag_dag.graph_view` do the work."""
+:mod:`pgrag_dag.graph.export` and :mod:`pgrag_dag.graph.view` do the work."""
 
 import hashlib
 from typing import Any
@@ -11,7 +11,7 @@ import dagster as dg
 
 from pgrag_dag.assets.automation import ON_UPSTREAM_CHANGE
 from pgrag_dag.assets.partitions import SPACES
-from pgrag_dag.config import Settings
+from pgrag_dag.config.sections import Settings
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import PgragError
 from pgrag_dag.names import split_partition_key
@@ -21,13 +21,13 @@ EXPORT_ASSET = "graph_export"
 
 
 def view_metadata(engine: Engine, realm: str, space: str, log: Any) -> dict[str, Any]:
-    """Write the space's graph view (:func:`pgrag_dag.graph_view.write_view`) and return the metadata that
+    """Write the space's graph view (:func:`pgrag_dag.graph.view.write_view`) and return the metadata that
     links it: ``graph_view`` (its path) and ``graph_view_url`` (``file://``), with what it draws. A view that
     cannot be written (a read-only data dir, …) is logged as a warning and said in ``graph_view``: the
     materialisation goes on. Nothing when ``export.view`` is off."""
     if not engine.settings.export.view:
         return {}
-    from pgrag_dag.graph_view import write_view
+    from pgrag_dag.graph.view import write_view
 
     try:
         view = write_view(engine, realm, space)
@@ -41,7 +41,7 @@ def view_metadata(engine: Engine, realm: str, space: str, log: Any) -> dict[str,
 
 def build_graph_export(settings: Settings) -> dg.AssetsDefinition:
     """The ``graph_export`` asset, partitioned per space, downstream of ``communities`` and
-    ``community_hierarchy``: :func:`pgrag_dag.export.export_graph` in ``export.formats``. Its metadata
+    ``community_hierarchy``: :func:`pgrag_dag.graph.export.export_graph` in ``export.formats``. Its metadata
     names every file written (``file:<format>:<table>``, ``file:graphml``) and the rows of each table; its data
     version is the SHA-256 of the files (the same graph writes the same bytes)."""
     formats = list(settings.export.formats)
@@ -51,7 +51,7 @@ def build_graph_export(settings: Settings) -> dg.AssetsDefinition:
               description=f"The space's entities, relations, communities and mentions as files under "
                           f"<data_dir>/exports/<partition>/ ({', '.join(formats)}) for Gephi, NetworkX and notebooks.")
     def graph_export(context: dg.AssetExecutionContext, pgrag: PgragResource) -> dg.MaterializeResult:
-        from pgrag_dag.export import export_graph
+        from pgrag_dag.graph.export import export_graph
 
         realm, space = split_partition_key(context.partition_key)
         try:

@@ -1,6 +1,6 @@
 """The ``retention`` job (paper §6.1; issue 14 item 3): retention as demotion for one partition, from the
 UI or a schedule of your own. Config ``dry_run`` (default ``True``): list what would be archived, change
-nothing; ``False`` archives (:func:`pgrag_dag.retention.apply`; reversible with ``pgrag unarchive``).
+nothing; ``False`` archives (:func:`pgrag_dag.operate.retention.apply`; reversible with ``pgrag unarchive``).
 
 A job, not an asset: it derives no data, it demotes rows of the graph; the next ``communities``
 materialisation sees the change (its fingerprint moves) and leaves the archived entities out.
@@ -10,7 +10,7 @@ from typing import Any  # no `from __future__ import annotations`: Dagster reads
 
 import dagster as dg
 
-from pgrag_dag import retention
+from pgrag_dag.operate import retention
 from pgrag_dag.assets.partitions import SPACES
 from pgrag_dag.errors import PgragError
 from pgrag_dag.names import split_partition_key
@@ -29,7 +29,7 @@ def _records(result: dict[str, Any]) -> list[dg.TableRecord]:
 
 @dg.op(name="retention_op", description="Score live entities and archive the least valuable (§6.1); dry_run lists them.")
 def retention_op(context: dg.OpExecutionContext, config: RetentionConfig, pgrag: PgragResource) -> dg.Output[dict]:  # type: ignore[type-arg]
-    """Run :func:`pgrag_dag.retention.plan` (dry run) or :func:`~pgrag_dag.retention.apply` for the run's
+    """Run :func:`pgrag_dag.operate.retention.plan` (dry run) or :func:`~pgrag_dag.operate.retention.apply` for the run's
     partition; the output's metadata names every entity with its score and components. A refusal (no
     telemetry, no event yet) fails the step with its one-line reason."""
     realm, space = split_partition_key(context.partition_key)

@@ -22,7 +22,7 @@ from pgrag_dag.assets import slots
 from pgrag_dag.assets.changes import COMMUNITY_CHECKS
 from pgrag_dag.assets.partitions import add_partitions
 from pgrag_dag.assets.stages import build_assets
-from pgrag_dag.config import Settings
+from pgrag_dag.config.sections import Settings
 from pgrag_dag.errors import PgragError, RunFailedError
 from pgrag_dag.resources.engine import PgragResource
 from pgrag_dag.store import db
@@ -259,7 +259,7 @@ def run_job_partition(instance: dg.DagsterInstance, partition: str, job: Any) ->
     from ``PGRAG_CONFIG``/``pgrag.yaml``); the run is tagged with this process
     (:func:`~pgrag_dag.assets.slots.process_tags`). Raises :class:`~pgrag_dag.errors.ConfigurationError` for
     invalid settings."""
-    from pgrag_dag.config import load_settings
+    from pgrag_dag.config.load import load_settings
 
     settings = load_settings()
     add_partitions(instance, [partition])

@@ -15,25 +15,28 @@ from typing import Any
 
 import dagster as dg
 
-from pgrag_dag import contracts
+from pgrag_dag.operators import contracts
 from pgrag_dag.assets import checks
 from pgrag_dag.assets.columns import COLUMN_LINEAGE, column_schema
 from pgrag_dag.assets.automation import HASHED_STAGES, INPUTS_KEY, ON_UPSTREAM_CHANGE, stage_hashes
 from pgrag_dag.assets.graph_export import build_graph_export, view_metadata
 from pgrag_dag.assets.partitions import SPACES
-from pgrag_dag.config import Settings
+from pgrag_dag.config.sections import Settings
 from pgrag_dag.errors import ContractError, PgragError
 from pgrag_dag.names import split_partition_key
-from pgrag_dag.operators import Bound, Composition, compose_all, operator_check_name
-from pgrag_dag.pipeline import (
-    FULL_STAGES, PENDING_CHECK, SKIPPED_CHECK, StageResult, stage_chunks, stage_embeddings, stage_gated_triples, stage_raw_extractions,
-    stage_relations, stage_resolved_entities,
-)
-from pgrag_dag.community_stages import stage_communities, stage_community_hierarchy
-from pgrag_dag.yield_checks import YIELD_CHECK, YIELD_DESCRIPTION
+from pgrag_dag.operators.core import BoundOperator, Composition, operator_check_name
+from pgrag_dag.pipeline.composition import compose_all
+from pgrag_dag.pipeline.run import FULL_STAGES
+from pgrag_dag.pipeline.common import PENDING_CHECK, SKIPPED_CHECK, StageResult
+from pgrag_dag.pipeline.chunks import stage_chunks
+from pgrag_dag.pipeline.embeddings import stage_embeddings
+from pgrag_dag.pipeline.graph_stages import stage_gated_triples, stage_relations, stage_resolved_entities
+from pgrag_dag.pipeline.extractions import stage_raw_extractions
+from pgrag_dag.pipeline.community_stages import stage_communities, stage_community_hierarchy
+from pgrag_dag.pipeline.checks import YIELD_CHECK, YIELD_DESCRIPTION
 from pgrag_dag.resources.engine import PgragResource
 from pgrag_dag.store import db
-from pgrag_dag.store.held import HELD_ROWS, held_rows
+from pgrag_dag.store.row_counts import HELD_ROWS, held_rows
 
 Stage = Callable[..., StageResult]
 
@@ -45,7 +48,7 @@ the UI after editing stored data by hand."""
 
 def _metadata(result: StageResult, held: int) -> dict[str, Any]:
     """A materialisation's metadata: ``dagster/row_count`` = ``held``, the rows the asset holds for the
-    partition, with ``row_count_counts`` saying what they are (:data:`~pgrag_dag.store.held.HELD_ROWS`);
+    partition, with ``row_count_counts`` saying what they are (:data:`~pgrag_dag.store.row_counts.HELD_ROWS`);
     ``rows_checked`` the rows its contract checked in this run; the stage's own metadata (``rows_changed``
     among it); sample lists as tables; and the stage's ``dagster/column_lineage``."""
     out: dict[str, Any] = {"dagster/row_count": held, "row_count_counts": HELD_ROWS[result.stage],
@@ -186,7 +189,7 @@ def stage_asset(name: str, stage: Stage, contract: str, deps: list[str], *, pool
 
 def _operator_checks(compositions: dict[str, Composition], slot: str) -> tuple[OperatorCheck, ...]:
     """One check per distinct user operator of ``slot`` across the spaces, naming where it is composed."""
-    where: dict[str, tuple[Bound, list[str]]] = {}
+    where: dict[str, tuple[BoundOperator, list[str]]] = {}
     for key, comp in compositions.items():
         for b in comp.user_operators():
             if b.op.slot == slot:
@@ -197,7 +200,7 @@ def _operator_checks(compositions: dict[str, Composition], slot: str) -> tuple[O
                  for n, (b, keys) in sorted(where.items()))
 
 
-def _options(b: Bound) -> str:
+def _options(b: BoundOperator) -> str:
     """``key=value`` pairs of a bound operator's options (long values cut), for descriptions."""
     pairs = [f"{k}={json.dumps(v, default=str)}" for k, v in b.options.model_dump(mode="json").items()]
     return ", ".join(p if len(p) <= 60 else p[:57] + "..." for p in pairs) or "no options"

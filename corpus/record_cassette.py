@@ -3,7 +3,7 @@
 No model is reachable on the machines this project is built on, so the responses in
 ``corpus/<corpus>/responses/*.jsonl`` were written by hand, as a careful extraction model would
 answer the project's own prompts (see corpus/README.md). This script serves them from a local
-OpenAI-compatible server (``pgrag_dag.stub_server``), indexes the corpus through litellm against it
+OpenAI-compatible server (``pgrag_dag.testing.stub_server``), indexes the corpus through litellm against it
 into a scratch realm, and exports every response the run received as the cassette. Prompts it has
 no authored answer for are written to ``--pending`` for an author to answer.
 
@@ -80,10 +80,10 @@ def main() -> int:
     from psycopg import sql
 
     from pgrag_dag.store import cache, schema
-    from pgrag_dag.stub_server import StubServer
+    from pgrag_dag.testing.stub_server import StubServer
 
     from pgrag_dag.assets.demo import BELIEF_QUESTIONS, DEMO_QUESTIONS, belief_queries
-    from pgrag_dag.sources import without_last_file
+    from pgrag_dag.ingest.sources import without_last_file
     from pgrag_dag.store.history import before_added
     from pgrag_dag.names import split_partition_key
 

@@ -6,7 +6,7 @@ reader), and its score (§8.2, §8.4, §8.11, §8.12, §8.14, §9).
   question date appended (``(Current date: …)``, as LongMemEval's own prompt states it); an ECT-QA question
   is one item over its company's space, or the combined space ``all`` for cross-company and unanswerable
   questions; any configured space takes a JSONL file of questions (:func:`questions_items`).
-- **Clients** (:class:`HarnessClient`): one :class:`~pgrag_dag.llm.ModelClient` per model name (any litellm
+- **Clients** (:class:`HarnessClient`): one :class:`~pgrag_dag.providers.llm.ModelClient` per model name (any litellm
   model; ``api_base`` per model or for all), recording every response it served so a run can be written
   as a cassette and replayed (``replay_only``: a prompt not in the cache raises
   :class:`~pgrag_dag.errors.ReplayMissError`, no model is called); ``seed`` is sent with every request (and
@@ -42,7 +42,7 @@ from evaluation.scoring import is_refusal, score_strict, split_elements
 from pgrag_dag.config import LLMSettings
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import ModelAccessError, ModelError, PgragError, ReplayMissError
-from pgrag_dag.llm import Completion, ModelClient
+from pgrag_dag.providers.llm import Completion, ModelClient
 from pgrag_dag.query import QueryParam, query
 
 Scorer = Literal["strict", "panel"]
@@ -127,7 +127,7 @@ def questions_items(path: Path, *, space: str) -> list[Item]:
 # -- model clients ----------------------------------------------------------------------------------
 
 class HarnessClient(ModelClient):
-    """A :class:`~pgrag_dag.llm.ModelClient` that records every response it serves (:attr:`recorded`: cache
+    """A :class:`~pgrag_dag.providers.llm.ModelClient` that records every response it serves (:attr:`recorded`: cache
     key → cassette entry, :mod:`pgrag_dag.store.cache`), optionally sends a sampling ``seed`` with every
     request (with litellm's ``drop_params`` for providers without one; both key the cache) and, with
     ``replay_only``, never calls a model: a prompt missing from the cache raises

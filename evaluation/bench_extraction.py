@@ -37,9 +37,9 @@ def _run(layout: str, n: int, concurrency: int, latency: float, dsn: str) -> dic
     import polars as pl
 
     from pgrag_dag.config import ExtractionSettings, LLMSettings
-    from pgrag_dag.extraction import extract_chunks
-    from pgrag_dag.llm import ModelClient, import_litellm
-    from pgrag_dag.stub_server import StubServer
+    from pgrag_dag.extract.model_extraction import extract_chunks
+    from pgrag_dag.providers.llm import ModelClient, import_litellm
+    from pgrag_dag.testing.stub_server import StubServer
 
     import_litellm()  # pay the import before timing
     one_doc = layout == "one document"

@@ -265,10 +265,10 @@ def seed_synthetic_cache(settings: Any, dsn: str, realm: str, space: str, *,
     """
     import polars as pl
 
-    from pgrag_dag.chunking import chunk_documents
-    from pgrag_dag.extraction import extraction_messages
-    from pgrag_dag.llm import ModelClient, cache_key, prompt_key
-    from pgrag_dag.sources import load_documents
+    from pgrag_dag.ingest.splitting import chunk_documents
+    from pgrag_dag.extract.model_extraction import extraction_messages
+    from pgrag_dag.providers.llm import ModelClient, cache_key, prompt_key
+    from pgrag_dag.ingest.sources import load_documents
     from pgrag_dag.store import cache, db, schema
 
     t0 = time.perf_counter()
@@ -325,7 +325,7 @@ def stage_functions(communities: bool) -> list[tuple[str, Callable[..., Any]]]:
               ("gated_triples", pipeline.stage_gated_triples), ("resolved_entities", pipeline.stage_resolved_entities),
               ("relations", pipeline.stage_relations), ("embeddings", pipeline.stage_embeddings)]
     if communities:
-        from pgrag_dag.community_stages import stage_communities, stage_community_hierarchy
+        from pgrag_dag.pipeline.community_stages import stage_communities, stage_community_hierarchy
 
         stages += [("communities", stage_communities), ("community_hierarchy", stage_community_hierarchy)]
     return stages
@@ -440,8 +440,18 @@ def bench_demo(dsn: str, args: argparse.Namespace) -> dict[str, Any] | None:
 
 def bench_wiki2(dsn: str, args: argparse.Namespace) -> dict[str, Any]:
     """(b) The first ``--passages`` 2Wiki passages with synthetic extraction responses."""
-    from pgrag_dag.config import (ChunkingSettings, CommunitySettings, EmbeddingSettings, ExtractionSettings,
-                                  GateSettings, LLMSettings, RealmSpec, SourceSpec, SpaceSpec, load_settings)
+    from pgrag_dag.config import (
+        ChunkingSettings,
+        CommunitySettings,
+        EmbeddingSettings,
+        ExtractionSettings,
+        GateSettings,
+        LLMSettings,
+        RealmSpec,
+        SourceSpec,
+        SpaceSpec,
+        load_settings,
+    )
     from pgrag_dag.engine import Engine
 
     tmpdir = Path(tempfile.mkdtemp(prefix="pgrag_bench_wiki2_"))
@@ -451,7 +461,7 @@ def bench_wiki2(dsn: str, args: argparse.Namespace) -> dict[str, Any]:
         models = ["replay"]
         llm_extra: dict[str, Any] = {}
         if args.communities:  # reports are not pre-seeded: a local stub model writes synthetic ones
-            from pgrag_dag.stub_server import StubServer
+            from pgrag_dag.testing.stub_server import StubServer
 
             stub = StubServer(synthetic_report).__enter__()
             models = ["replay", "openai/bench-synthetic-reports"]

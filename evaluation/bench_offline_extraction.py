@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Offline extraction benchmark: noun-phrase entities and sentence co-occurrence, no model (paper §4.1, §4.3).
 
-Times :func:`pgrag_dag.offline_extraction.extract_cooccurrence` on real text, chunked as the pipeline
-does (``--chunk-chars`` 2,000, ``--overlap-chars`` 200, :func:`pgrag_dag.chunking.chunk_documents`):
+Times :func:`pgrag_dag.extract.cooccurrence.extract_cooccurrence` on real text, chunked as the pipeline
+does (``--chunk-chars`` 2,000, ``--overlap-chars`` 200, :func:`pgrag_dag.ingest.splitting.chunk_documents`):
 
 (a) the Wikipedia articles of the demo corpus (``../shared/corpora/wikipedia_babbage_lovelace``: Ada
     Lovelace, Analytical Engine, Charles Babbage and the four articles in ``related/``);
@@ -12,7 +12,7 @@ does (``--chunk-chars`` 2,000, ``--overlap-chars`` 200, :func:`pgrag_dag.chunkin
 
 For each corpus it reports chunks, the median extraction seconds over ``--repeat`` runs, seconds per
 1,000 chunks, entities and triples per chunk, and the share of records (entities + triples) the gates
-accept (:func:`pgrag_dag.gates.apply_gates`, default :class:`~pgrag_dag.config.GateSettings`, the
+accept (:func:`pgrag_dag.extract.gates.apply_gates`, default :class:`~pgrag_dag.config.GateSettings`, the
 ``biography`` vocabulary), with the gates' own time beside it. No database, no model, no network.
 The JSON report is printed and written to ``evaluation/results/bench_offline_extraction.json``
 (gitignored) by ``bench_index.write_results``. The machine is shared and noisy: quote medians.
@@ -58,7 +58,7 @@ def _documents(items: list[tuple[str, str, str]]) -> Any:
 
 def wikipedia_documents() -> list[tuple[str, str, str]]:
     """The demo articles and their related articles (sorted by path), read as the sources stage does."""
-    from pgrag_dag.sources import read_document, title_for
+    from pgrag_dag.ingest.sources import read_document, title_for
 
     paths = sorted(WIKIPEDIA.glob("*.txt")) + sorted((WIKIPEDIA / "related").glob("*.txt"))
     return [(str(p.relative_to(WIKIPEDIA)), title_for(p), read_document(p)) for p in paths]
@@ -74,10 +74,10 @@ def bench(corpus: str, items: list[tuple[str, str, str]], args: argparse.Namespa
     """Chunk ``items``, time the extraction ``args.repeat`` times and gate the result once."""
     import polars as pl
 
-    from pgrag_dag.chunking import chunk_documents
+    from pgrag_dag.ingest.splitting import chunk_documents
     from pgrag_dag.config import GateSettings
-    from pgrag_dag.gates import apply_gates
-    from pgrag_dag.offline_extraction import CooccurrenceOptions, extract_cooccurrence
+    from pgrag_dag.extract.gates import apply_gates
+    from pgrag_dag.extract.cooccurrence import CooccurrenceOptions, extract_cooccurrence
     from pgrag_dag.vocabulary import Vocabulary
 
     chunks = chunk_documents(_documents(items), chunk_chars=args.chunk_chars, overlap_chars=args.overlap_chars)

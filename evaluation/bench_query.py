@@ -176,8 +176,17 @@ def pgoptions(options: str) -> Iterator[None]:
 def synthetic_settings(dsn: str, realm: str, source_dir: Path) -> Any:
     """Settings for one benchmark realm: the ``*.txt`` files of ``source_dir`` as space ``wiki2``, the chat
     model ``replay`` only, the hashing embedder at width 384, no gleaning, default chunking and gates."""
-    from pgrag_dag.config import (ChunkingSettings, EmbeddingSettings, ExtractionSettings, GateSettings,
-                                  LLMSettings, RealmSpec, SourceSpec, SpaceSpec, load_settings)
+    from pgrag_dag.config import (
+        ChunkingSettings,
+        EmbeddingSettings,
+        ExtractionSettings,
+        GateSettings,
+        LLMSettings,
+        RealmSpec,
+        SourceSpec,
+        SpaceSpec,
+        load_settings,
+    )
 
     return load_settings(
         database_url=dsn, config_dir=source_dir, data_dir=source_dir / ".pgrag", cassettes=[],
@@ -200,6 +209,7 @@ def index_fresh(engine: Any, dsn: str, realm: str, mwm: str, *, drop_hnsw: bool 
     from psycopg import sql
 
     from pgrag_dag.store import db, schema
+    from pgrag_dag.store.identifiers import qualified
 
     seconds: dict[str, float] = {}
     meta: dict[str, Any] = {}
@@ -226,7 +236,7 @@ def index_fresh(engine: Any, dsn: str, realm: str, mwm: str, *, drop_hnsw: bool 
     t0 = time.perf_counter()
     with db.connect(dsn, autocommit=True) as conn:
         for t in ("documents", "entities", "relations", "doc_mentions"):
-            conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(schema.qualified(realm, t)))
+            conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(qualified(realm, t)))
         indexes = [r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = %s AND "
                                               "indexname LIKE '%%_hnsw'", (schema.schema_for(realm),))]
     seconds["vacuum_analyze"] = time.perf_counter() - t0
@@ -265,7 +275,7 @@ def export_graph(dsn: str, realm: str, path: Path, n_questions: int, seed: int) 
     """Write the live graph (what our queries can return) and the questions as JSON for LightRAG."""
     from psycopg import sql
 
-    from pgrag_dag.embedding import HashingEmbedder
+    from pgrag_dag.providers.embedding import HashingEmbedder
     from pgrag_dag.store import db, schema
 
     def rows(q: str) -> list[tuple[Any, ...]]:

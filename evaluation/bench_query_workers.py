@@ -111,7 +111,7 @@ def instrument(timer: StepTimer) -> list[str]:
     generic ``fetch``), ``db.connect``, and the query module's embedding, keyword and assembly steps —
     in every loaded ``pgrag_dag`` module that refers to them. Engine files are not touched."""
     q = importlib.import_module("pgrag_dag.query")  # the package rebinds ``pgrag_dag.query`` to the function
-    for extra in ("pgrag_dag.store.retrieval_channels", "pgrag_dag.keywords", "pgrag_dag.fusion", "pgrag_dag.assembly"):
+    for extra in ("pgrag_dag.store.retrieval_channels", "pgrag_dag.query.keywords", "pgrag_dag.query.fusion", "pgrag_dag.query.assembly"):
         with contextlib.suppress(ImportError):
             importlib.import_module(extra)
     mods = [m for n, m in sys.modules.items() if n.startswith("pgrag_dag") and m is not None]
@@ -139,11 +139,11 @@ KEYWORD_MODEL = "bench/keywords"
 
 
 def seed_keyword_replay(dsn: str, questions: list[dict[str, Any]]) -> Any:
-    """A replay-only :class:`~pgrag_dag.llm.ModelClient` whose cache answers each question's keyword
+    """A replay-only :class:`~pgrag_dag.providers.llm.ModelClient` whose cache answers each question's keyword
     prompt with the keywords LightRAG is given, so the keyword step runs with zero model calls."""
     from pgrag_dag.config import LLMSettings
-    from pgrag_dag.llm import ModelClient, cache_key, prompt_key
-    from pgrag_dag.prompts import KEYWORDS_SYSTEM, KEYWORDS_USER  # type: ignore[attr-defined]
+    from pgrag_dag.providers.llm import ModelClient, cache_key, prompt_key
+    from pgrag_dag.providers.prompts import KEYWORDS_SYSTEM, KEYWORDS_USER  # type: ignore[attr-defined]
     from pgrag_dag.store import cache, db
 
     client = ModelClient(dsn, LLMSettings(models=["replay"]))
@@ -170,7 +170,7 @@ def pgrag_worker(args: argparse.Namespace) -> None:
     engine's own settings of that name; an engine without a keyword step ignores the option."""
     import dataclasses
 
-    from pgrag_dag.embedding import HashingEmbedder
+    from pgrag_dag.providers.embedding import HashingEmbedder
 
     q = importlib.import_module("pgrag_dag.query")
     timer = StepTimer()
@@ -207,7 +207,7 @@ def pgrag_worker(args: argparse.Namespace) -> None:
 
 
 def hashing_vectors(texts: list[str], dim: int) -> Any:
-    """``pgrag_dag.embedding.HashingEmbedder`` re-stated for LightRAG's venv (the package is not
+    """``pgrag_dag.providers.embedding.HashingEmbedder`` re-stated for LightRAG's venv (the package is not
     installed there); :func:`lightrag_worker` checks it against vectors exported by the real one."""
     import numpy as np
 

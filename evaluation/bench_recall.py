@@ -131,6 +131,7 @@ def index(config: Path, dsn: str, data: dict[str, dict[str, Any]], *,
     from pgrag_dag.engine import Engine
     from pgrag_dag.pipeline import stage_chunks, stage_embeddings
     from pgrag_dag.store import db, schema
+    from pgrag_dag.store.identifiers import qualified
 
     engines, report = {}, {}
     for tag, (realm, model) in REALMS.items():
@@ -154,7 +155,7 @@ def index(config: Path, dsn: str, data: dict[str, dict[str, Any]], *,
                 "passages_per_s": round(emb["documents_embedded"] / emb["seconds"], 1), "model_load_s": round(load_s, 2)}
             print(f"indexed {realm}.{name}: {report[f'{tag}/{name}']}", flush=True)
         with db.connect(dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("VACUUM ANALYZE {}").format(schema.qualified(realm, "documents")))
+            conn.execute(sql.SQL("VACUUM ANALYZE {}").format(qualified(realm, "documents")))
         if engine.usage()["model_calls"]:
             raise SystemExit(f"{realm}: {engine.usage()['model_calls']} model call(s); nothing should call a model")
     return engines, report
@@ -209,13 +210,14 @@ def exact_cosine(engines: dict[str, Any], data: dict[str, dict[str, Any]], tag: 
     from psycopg import sql
 
     from pgrag_dag.store import db, schema
+    from pgrag_dag.store.identifiers import qualified
 
     engine, realm = engines[tag], REALMS[tag][0]
     out: dict[str, Any] = {}
     for ds, d in data.items():
         with db.connect(engine.dsn) as conn:
             rows = conn.execute(sql.SQL("SELECT doc_key, embedding::real[] FROM {} WHERE space = %s").format(
-                schema.qualified(realm, "documents")), (ds,)).fetchall()
+                qualified(realm, "documents")), (ds,)).fetchall()
         keys = np.array([int(k) for k, _ in rows])
         mat = np.asarray([v for _, v in rows], dtype=np.float32)
         mat /= np.linalg.norm(mat, axis=1, keepdims=True)
@@ -235,7 +237,7 @@ def exact_cosine(engines: dict[str, Any], data: dict[str, dict[str, Any]], tag: 
 def diagnostics(engines: dict[str, Any], data: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Full-text only and hybrid (RRF of the dense top-5 and the full-text top-5, cut to 5) for each
     candidate query text, and hybrid for per-channel depths 5, 10, 20 (low-level keywords)."""
-    from pgrag_dag import fusion, keywords
+    from pgrag_dag.query import fusion, keywords
     from pgrag_dag.store import db, retrieval
     from pgrag_dag.store.retrieval_channels import fulltext_query
 

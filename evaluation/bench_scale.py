@@ -121,7 +121,7 @@ def documents(passages: list[dict[str, Any]]) -> Iterator[dict[str, Any]]:
     """Every non-empty passage as ``{"file", "title", "text", "replica"}``, then every one again per
     replica; ``title`` is the title entity the pipeline derives from the file name (what the synthetic
     extraction is given)."""
-    from pgrag_dag.sources import title_for
+    from pgrag_dag.ingest.sources import title_for
 
     for r in range(MAX_REPLICAS + 1):
         for i, p in enumerate(passages):
@@ -208,11 +208,12 @@ def summary(dsn: str, realm: str, meta: dict[str, dict[str, Any]]) -> dict[str, 
     from psycopg import sql
 
     from pgrag_dag.store import db, graph, schema
+    from pgrag_dag.store.identifiers import qualified
 
     with db.connect(dsn) as conn:
         held = graph.graph_counts(conn, realm, SPACE)
         chunks = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE space = %s").format(
-            schema.qualified(realm, "documents")), (SPACE,)).fetchone()
+            qualified(realm, "documents")), (SPACE,)).fetchone()
     return {"relations": held["relations"], "entities": held["entities"], "mentions": held["mentions"],
             "chunks": chunks[0] if chunks else None,
             "model_calls": sum(int(m.get("model_calls") or 0) for m in meta.values()),

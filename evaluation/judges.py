@@ -12,10 +12,10 @@
   same underlying answer both times, otherwise the judgement is position-determined and reported as a
   tie; no judge grades an answer written by its own model.
 
-Every judge call goes through :class:`pgrag_dag.llm.ModelClient` (litellm with the response cache), one
+Every judge call goes through :class:`pgrag_dag.providers.llm.ModelClient` (litellm with the response cache), one
 client per judge model (:func:`judge_clients`), with ``purpose="judge"``. A reply that is not the JSON
 asked for raises :class:`JudgeReplyError` naming the judge, and its cached response is dropped
-(:meth:`~pgrag_dag.llm.ModelClient.forget`) so that a rerun asks again.
+(:meth:`~pgrag_dag.providers.llm.ModelClient.forget`) so that a rerun asks again.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 from pgrag_dag.config import LLMSettings
 from pgrag_dag.errors import PgragError
-from pgrag_dag.llm import ModelClient
+from pgrag_dag.providers.llm import ModelClient
 
 V = TypeVar("V", bound=Hashable)
 Label = Literal["Correct", "Refusal", "Incorrect"]

@@ -179,10 +179,11 @@ def stored_chunk_vectors(dsn: str, realm: str, space: str) -> tuple[list[str], n
     from psycopg import sql
 
     from pgrag_dag.store import db, schema
+    from pgrag_dag.store.identifiers import qualified
 
     with db.connect(dsn) as conn:
         rows = conn.execute(sql.SQL("SELECT doc_key, embedding::real[] FROM {} WHERE space = %s AND embedding IS NOT NULL "
-                                    "ORDER BY id").format(schema.qualified(realm, "documents")), (space,)).fetchall()
+                                    "ORDER BY id").format(qualified(realm, "documents")), (space,)).fetchall()
     return [k for k, _ in rows], np.asarray([v for _, v in rows], dtype=np.float32)
 
 

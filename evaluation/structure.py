@@ -125,7 +125,7 @@ def arm_settings(config: Path, base: Any, spec: Any, space: str, fragments: Sequ
 
 def source_chars(settings: Any, realm: str, space: str) -> int:
     """Characters of the space's source files as read (UTF-8 text; a JSONL file counts whole)."""
-    from pgrag_dag.sources import list_source_files
+    from pgrag_dag.ingest.sources import list_source_files
 
     return sum(len(p.read_text(encoding="utf-8-sig", errors="replace"))
                for p in list_source_files(settings, settings.space_spec(realm, space)))
@@ -134,10 +134,16 @@ def source_chars(settings: Any, realm: str, space: str) -> int:
 def build_arm(make: Any, arm: Arm, space: str) -> dict[str, Any]:
     """Index one arm (``make(fragments)`` → an Engine) through the eight stages; returns ``status`` and the
     stages' metadata. A replay miss on every first pass stops the arm (``status: needs a live model``)."""
-    from pgrag_dag.community_stages import stage_communities, stage_community_hierarchy
+    from pgrag_dag.pipeline.community_stages import stage_communities, stage_community_hierarchy
     from pgrag_dag.errors import ExtractionError, ModelError
-    from pgrag_dag.pipeline import (stage_chunks, stage_embeddings, stage_raw_extractions, stage_gated_triples,
-                                    stage_relations, stage_resolved_entities)
+    from pgrag_dag.pipeline import (
+        stage_chunks,
+        stage_embeddings,
+        stage_raw_extractions,
+        stage_gated_triples,
+        stage_relations,
+        stage_resolved_entities,
+    )
 
     first, after = make([arm.settings]), make([arm.settings, arm.graph])
     meta: dict[str, Any] = {}

@@ -3,7 +3,7 @@ space's graph (issue 17 item 2). :mod:`evaluation.structure` indexes arms and ta
 
 :func:`graph_structure` reads one space and returns, per key:
 
-- from :func:`pgrag_dag.quality.measure_quality` (the ``graph_quality`` check's own SQL, §8.6):
+- from :func:`pgrag_dag.graph.quality.measure_quality` (the ``graph_quality`` check's own SQL, §8.6):
   ``entities`` and ``relations`` (live: not dormant, not superseded), ``distinct_predicates``,
   ``vocabulary_predicate_share`` (live relations whose predicate is a term of the given — reference —
   vocabulary, ``None`` without one), ``orphan_entities`` (live entities no live relation touches),
@@ -32,9 +32,9 @@ from typing import Any
 import polars as pl
 import psycopg
 
-from pgrag_dag.gates import identity_key
-from pgrag_dag.offline_extraction import CONNECTORS, HONORIFICS, ORG_WORDS
-from pgrag_dag.quality import EXAMPLES, measure_quality
+from pgrag_dag.gate_rules import identity_key
+from pgrag_dag.extract.cooccurrence import CONNECTORS, HONORIFICS, ORG_WORDS
+from pgrag_dag.graph.quality import EXAMPLES, measure_quality
 from pgrag_dag.store import communities as community_store
 from pgrag_dag.store import export, graph
 from pgrag_dag.vocabulary import Vocabulary

@@ -11,9 +11,9 @@ from typing import Any
 
 import psycopg
 
-from pgrag_dag.config import Settings
-from pgrag_dag.embedding import Embedder, configured_convention, make_embedder
-from pgrag_dag.llm import ModelClient
+from pgrag_dag.config.sections import Settings
+from pgrag_dag.providers.embedding import Embedder, configured_convention, make_embedder
+from pgrag_dag.providers.llm import ModelClient
 from pgrag_dag.store import cache, db, schema
 
 

@@ -113,7 +113,7 @@ class SourceError(PgragError):
 
 
 class ExportError(PgragError):
-    """A graph export or view (:mod:`pgrag_dag.export`, :mod:`pgrag_dag.graph_view`) that cannot be written:
+    """A graph export or view (:mod:`pgrag_dag.graph.export`, :mod:`pgrag_dag.graph.view`) that cannot be written:
     its target's parent directory is missing, or a path is not writable; the message names the path."""
 
 
@@ -125,7 +125,7 @@ class ModelAccessError(ModelError):
     """A model refused its configuration — no or a refused API key, no access, an unknown model or
     provider — so that every call of it would fail (issue 13 item 10): not retried, and not called
     again by the same client. The message is one line naming the model and the setting or environment
-    variable to fix (:mod:`pgrag_dag.model_errors`).
+    variable to fix (:mod:`pgrag_dag.providers.model_errors`).
 
     Attributes:
         models: the refused models, in failover order.

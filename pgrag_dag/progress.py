@@ -1,14 +1,14 @@
 """Progress of the indexing stages, for whoever shows it (issue 16 item 3).
 
 A stage does not know whether a terminal, Dagster or a test is watching. It says where it is through
-this module: :func:`pgrag_dag.stage_common.writing_stage` reports a stage's start and end, and the long
+this module: :func:`pgrag_dag.pipeline.common.writing_stage` reports a stage's start and end, and the long
 loops inside a stage (the extractor's model calls, the embedder's batches) call :func:`advance`. The
 reports go to the :class:`Sink` installed for the current context by :func:`reporting` (the CLI installs
-a rich progress display, :mod:`pgrag_dag.cli_progress`); with none installed every call is a no-op.
+a rich progress display, :mod:`pgrag_dag.cli.progress`); with none installed every call is a no-op.
 
 The sink lives in a :class:`contextvars.ContextVar`, not in module state: two runs in two threads of one
 process report to their own sinks, and a Dagster step process has none unless it installs one. Worker
-threads (the model calls of :func:`pgrag_dag.llm.map_calls`) do not report; the thread that waits on
+threads (the model calls of :func:`pgrag_dag.providers.llm.map_calls`) do not report; the thread that waits on
 them does.
 """
 

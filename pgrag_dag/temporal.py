@@ -86,10 +86,3 @@ def upper_bound(date: str) -> str:
     """A key no later day of a normalised date exceeds: ``1625`` → ``1625-12-31``, ``1625-06`` →
     ``1625-06-31`` (lexical, like the database's ``valid_to_key``)."""
     return {4: date + "-12-31", 7: date + "-31"}.get(len(date), date)
-
-
-def valid_at(as_of: str, valid_from: str | None, valid_to: str | None) -> bool:
-    """Whether a relation valid from ``valid_from`` to ``valid_to`` holds at ``as_of`` (all normalised);
-    a relation without a period holds at every instant."""
-    return (valid_from is None or lower_bound(valid_from) <= upper_bound(as_of)) and (
-        valid_to is None or upper_bound(valid_to) >= lower_bound(as_of))

@@ -2,7 +2,7 @@
 
 A :class:`Vocabulary` is built per realm/space from the configuration (a preset, extra terms, an alias
 map, exclusive groups). Extracted predicates — already normalised by
-:func:`pgrag_dag.gates.normalise_predicate` — are mapped by :meth:`Vocabulary.snap`:
+:func:`pgrag_dag.gate_rules.normalise_predicate` — are mapped by :meth:`Vocabulary.snap`:
 
 1. the explicit alias map (``collaborated_with`` → ``worked_with``), for wordings no rule relates;
 2. snapping onto a vocabulary term whose token stems are equal (``design``, ``designs`` → ``designed``).

@@ -1,4 +1,4 @@
-"""Dagster resource for the public read API (DESIGN.md "Query"; paper §7).
+"""Dagster resource for the public read API (`../shared/DESIGN.md` "Query"; paper §7).
 
 ``QueryResource`` is thin: it loads the same settings as the indexing assets (the YAML file named by
 ``config_path``, default ``PGRAG_CONFIG`` or ``./pgrag.yaml``, and the ``PGRAG_`` environment), builds
@@ -15,14 +15,14 @@ from typing import Any
 
 import dagster as dg
 
-from pgrag_dag.changes import ChangeSet
-from pgrag_dag.changes import changes_since as read_changes
-from pgrag_dag.config import load_settings
+from pgrag_dag.operate.changes import ChangeSet
+from pgrag_dag.operate.changes import changes_since as read_changes
+from pgrag_dag.config.load import load_settings
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import QueryError
-from pgrag_dag.query import QueryParam, QueryResult
-from pgrag_dag.query import query as run_query
-from pgrag_dag.query import query_data as run_query_data
+from pgrag_dag.query.param import QueryParam, QueryResult
+from pgrag_dag.query.run import query as run_query
+from pgrag_dag.query.run import query_data as run_query_data
 
 
 class QueryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
@@ -73,6 +73,6 @@ class QueryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
 
     def changes_since(self, space: str, watermark: str | None = None) -> ChangeSet:
         """What ``space`` of this realm gained since ``watermark`` (``None``: since the beginning), with the
-        next watermark; see :func:`pgrag_dag.changes.changes_since` (paper §6.1 "Change"). Raises
+        next watermark; see :func:`pgrag_dag.operate.changes.changes_since` (paper §6.1 "Change"). Raises
         ``QueryError`` for a malformed watermark or an unknown realm."""
         return read_changes(self.engine(), self.realm, space, watermark)

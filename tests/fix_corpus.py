@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from pgrag_dag.stub_server import StubServer
+from pgrag_dag.testing.stub_server import StubServer
 
 SHARED_CORPORA = Path(os.environ.get("PGRAG_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared")) / "corpora"
 """The shared third-party corpora (``../shared/corpora`` beside the repository, or ``$PGRAG_SHARED_DIR/corpora``)."""

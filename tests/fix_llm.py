@@ -9,7 +9,7 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from pgrag_dag.stub_server import StubServer  # noqa: E402
+from pgrag_dag.testing.stub_server import StubServer  # noqa: E402
 
 
 @pytest.fixture

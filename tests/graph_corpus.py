@@ -20,8 +20,8 @@ from pgrag_dag.config import load_settings
 from pgrag_dag.engine import Engine
 from pgrag_dag.pipeline import delete_document, index_documents
 from pgrag_dag.store import retention
-from pgrag_dag.store.schema import qualified
-from pgrag_dag.stub_server import StubServer
+from pgrag_dag.store.identifiers import qualified
+from pgrag_dag.testing.stub_server import StubServer
 from tests.fix_corpus import report_answer
 
 CHUNK = re.compile(r"<<<CHUNK\n(.*)\nCHUNK>>>", re.DOTALL)

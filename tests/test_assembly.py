@@ -8,7 +8,15 @@ from typing import Any
 import psycopg
 import pytest
 
-from pgrag_dag.assembly import BLOCKS, CHARS_PER_TOKEN, CLIP_MARK, assemble, clip, place, render_relation
+from pgrag_dag.query.assembly import (
+    BLOCKS,
+    CHARS_PER_TOKEN,
+    CLIP_MARK,
+    assemble,
+    clip,
+    place,
+    render_relation,
+)
 from pgrag_dag.errors import QueryError
 from pgrag_dag.query import QueryParam
 from tests.test_query_modes import GraphBuilder, ask

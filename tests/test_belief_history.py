@@ -13,7 +13,7 @@ from psycopg import sql
 from pgrag_dag.engine import Engine
 from pgrag_dag.pipeline import delete_document, index_documents
 from pgrag_dag.query import QueryParam, QueryResult, query_data
-from pgrag_dag.store.schema import qualified
+from pgrag_dag.store.identifiers import qualified
 from tests.test_supersession import _write, novel  # noqa: F401  (the fixture: a stub model over small books)
 
 PAIR = "Athos and d'Artagnan"
@@ -137,7 +137,7 @@ def test_the_history_is_append_only(novel, realm) -> None:  # type: ignore[no-un
 
 def test_removed_chunks_are_re_embedded_with_the_realm(novel, realm, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from pgrag_dag.config import load_settings
-    from pgrag_dag.reembed import reembed_realm
+    from pgrag_dag.operate.reembed import reembed_realm
 
     root, engine, _ = novel
     _write(root, "01_book.txt", "Athos is an ally of d'Artagnan.")

@@ -17,8 +17,8 @@ from pgrag_dag.engine import Engine
 from pgrag_dag.errors import InvalidNameError
 from pgrag_dag.pipeline import delete_document, index_documents
 from pgrag_dag.store import db, history
-from pgrag_dag.store.schema import qualified
-from pgrag_dag.stub_server import StubServer
+from pgrag_dag.store.identifiers import qualified
+from pgrag_dag.testing.stub_server import StubServer
 from tests.fix_corpus import extraction_answer
 from tests.test_supersession import _write, answer, novel  # noqa: F401  (the fixture of the narrative corpus)
 
@@ -140,7 +140,7 @@ def test_community_lag_is_counted_in_relation_events_after_the_latest_build(nove
 
 
 def test_a_communities_run_that_finds_the_graph_unchanged_clears_the_lag(novel: Novel, realm: str) -> None:
-    from pgrag_dag.community_stages import stage_communities
+    from pgrag_dag.pipeline.community_stages import stage_communities
 
     root, engine, server = novel
     server.answer = _with_reports

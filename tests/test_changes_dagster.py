@@ -146,7 +146,7 @@ def test_the_cli_prints_counts_examples_and_the_next_watermark_last(small_corpus
 
 def test_the_change_sensor_waits_for_a_configured_space_and_refuses_a_mistyped_one(
         small_corpus: SmallCorpus, realm: str) -> None:
-    from pgrag_dag.deletion import delete_space
+    from pgrag_dag.operate.deletion import delete_space
     from pgrag_dag.errors import UnknownSpaceError
 
     engine = small_corpus.engine()

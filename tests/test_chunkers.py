@@ -1,4 +1,4 @@
-"""Tests for pgrag_dag.chunkers: token windows, Markdown/MediaWiki sections, paragraphs (paper §4.1).
+"""Tests for pgrag_dag.ingest.chunkers: token windows, Markdown/MediaWiki sections, paragraphs (paper §4.1).
 
 Real text from the shared corpora (``../shared/corpora``, relative to the repository): the Ada
 Lovelace article (MediaWiki ``==Section==`` headings, CRLF), Charles Babbage (``== Section ==``,
@@ -18,11 +18,17 @@ from pydantic import ValidationError
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from pgrag_dag.chunkers import (  # noqa: E402
-    CHUNKER_OUTPUT_SCHEMA, MarkdownHeadingOptions, ParagraphOptions, TokenWindowOptions, markdown_heading_chunks,
-    paragraph_chunks, paragraph_pack_chunks, token_window_chunks,
+from pgrag_dag.ingest.chunkers import (
+    CHUNKER_OUTPUT_SCHEMA,
+    MarkdownHeadingOptions,
+    ParagraphOptions,
+    TokenWindowOptions,
+    markdown_heading_chunks,
+    paragraph_chunks,
+    paragraph_pack_chunks,
+    token_window_chunks,
 )
-from pgrag_dag.builtin_operators import ParagraphPackOptions  # noqa: E402
+from pgrag_dag.pipeline.builtin_operators import ParagraphPackOptions  # noqa: E402
 from tests.fix_corpus import SHARED_CORPORA  # noqa: E402
 
 CORPORA = SHARED_CORPORA
@@ -331,7 +337,7 @@ def test_empty_documents_produce_no_rows_and_order_is_kept(chunker, options, ada
 
 @pytest.mark.parametrize(("chunker", "options"), CHUNKERS, ids=lambda v: getattr(v, "__name__", ""))
 def test_output_satisfies_the_chunker_contract(chunker, options, ada: str, engine: str) -> None:
-    from pgrag_dag.contracts import ChunkerOutputContract, validate
+    from pgrag_dag.operators.contracts import ChunkerOutputContract, validate
 
     validate(ChunkerOutputContract, chunker(_docs(ada=ada, engine=engine), options))
 

@@ -1,4 +1,4 @@
-"""Tests for pgrag_dag.chunking: paragraph packing, sentence-aligned overlap (paper §4.1)."""
+"""Tests for pgrag_dag.ingest.splitting: paragraph packing, sentence-aligned overlap (paper §4.1)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,14 @@ import re
 import polars as pl
 import pytest
 
-from pgrag_dag.chunking import CHUNK_COLUMNS, assemble_chunks, chunk_documents, chunk_text, split_sentences
-from pgrag_dag.contracts import ChunkContract, validate
+from pgrag_dag.ingest.splitting import (
+    CHUNK_COLUMNS,
+    assemble_chunks,
+    chunk_documents,
+    chunk_text,
+    split_sentences,
+)
+from pgrag_dag.operators.contracts import ChunkContract, validate
 from pgrag_dag.errors import ContractError
 
 _ENDS_AT_SENTENCE = re.compile(r"[.!?][\"')\]]*\s+$")
@@ -194,7 +200,7 @@ def test_issue13_a_document_without_breaks_or_punctuation_is_split_at_the_size_l
 
 
 def test_issue13_assembled_chunks_carry_their_character_offsets() -> None:
-    from pgrag_dag.builtin_operators import ParagraphPackOptions, _paragraph_pack
+    from pgrag_dag.pipeline.builtin_operators import ParagraphPackOptions, _paragraph_pack
 
     docs = _documents(_IRREGULAR, "Ampère’s law — naïve café.\n\nSecond paragraph here.")
     pieces = _paragraph_pack(docs, ParagraphPackOptions(chunk_chars=200, overlap_chars=60), None)  # type: ignore[arg-type]

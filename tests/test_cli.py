@@ -258,7 +258,7 @@ def test_a_failed_check_is_one_plain_warning_line(cli_env: SmallCorpus, realm: s
 
 
 def test_the_ui_workspace_written_outside_the_repository_is_the_repositorys() -> None:
-    from pgrag_dag.cli import WORKSPACE
+    from pgrag_dag.cli.operations import WORKSPACE
 
     assert WORKSPACE == (Path(__file__).resolve().parents[1] / "workspace.yaml").read_text(encoding="utf-8")
 
@@ -272,7 +272,7 @@ def test_stop_db_with_a_bad_configuration_is_one_line(tmp_path: Path, monkeypatc
 
 def test_a_keyword_fallback_is_said_once_in_the_commands_own_words(cli_env: SmallCorpus, realm: str) -> None:
     """Through the entry point (the root logger configured as for a user): offline, ``--keywords model`` falls
-    back to lexical keywords and says so once — never also as a ``WARNING:pgrag_dag.keywords:`` log line."""
+    back to lexical keywords and says so once — never also as a ``WARNING:pgrag_dag.query.keywords:`` log line."""
     import os
     import subprocess
     import sys

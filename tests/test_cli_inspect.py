@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from pgrag_dag.cli import app
 from pgrag_dag.pipeline import INDEX_STAGES
-from pgrag_dag.store.schema import qualified
+from pgrag_dag.store.identifiers import qualified
 from tests.fix_corpus import SmallCorpus, extraction_answer
 
 runner = CliRunner()

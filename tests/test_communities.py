@@ -13,14 +13,14 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from pgrag_dag import communities as cm
-from pgrag_dag import community_reports as cr
+from pgrag_dag.graph import communities as cm
+from pgrag_dag.graph import community_reports as cr
 from pgrag_dag.config import CommunitySettings, LLMSettings
-from pgrag_dag.llm import ModelClient
+from pgrag_dag.providers.llm import ModelClient
 from pgrag_dag.names import schema_for
-from pgrag_dag.prompts import PARENT_REPORT_SYSTEM
+from pgrag_dag.providers.prompts import PARENT_REPORT_SYSTEM
 from pgrag_dag.store import communities as store
-from pgrag_dag.stub_server import StubServer
+from pgrag_dag.testing.stub_server import StubServer
 
 REL_SCHEMA = {
     "source_id": pl.Int64, "target_id": pl.Int64, "predicate": pl.String, "description": pl.String,

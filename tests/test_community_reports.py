@@ -17,11 +17,11 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from pgrag_dag import communities as cm
-from pgrag_dag.community_stages import stage_communities
+from pgrag_dag.graph import communities as cm
+from pgrag_dag.pipeline.community_stages import stage_communities
 from pgrag_dag.config import CommunitySettings
 from pgrag_dag.pipeline import PENDING_CHECK
-from pgrag_dag.prompts import PARENT_REPORT_SYSTEM
+from pgrag_dag.providers.prompts import PARENT_REPORT_SYSTEM
 from pgrag_dag.store import db
 from pgrag_dag.store.schema import schema_for
 from tests.fix_corpus import SmallCorpus
@@ -186,10 +186,10 @@ def test_reports_are_committed_largest_first_while_the_build_runs(cliques: Small
 def test_a_failed_parent_report_names_the_member_entities(conn: psycopg.Connection, pg_dsn: str) -> None:
     import uuid
 
-    from pgrag_dag.community_reports import write_reports
+    from pgrag_dag.graph.community_reports import write_reports
     from pgrag_dag.config import LLMSettings
-    from pgrag_dag.llm import ModelClient
-    from pgrag_dag.stub_server import StubServer
+    from pgrag_dag.providers.llm import ModelClient
+    from pgrag_dag.testing.stub_server import StubServer
     from tests.test_communities import hierarchy_graph, report_answer
 
     def parents_fail(messages: list[dict[str, str]]) -> str:

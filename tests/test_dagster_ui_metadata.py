@@ -19,7 +19,7 @@ from tests.fix_corpus import SmallCorpus
 
 pytestmark = pytest.mark.dagster
 
-# what each stage holds, counted here independently of pgrag_dag.store.held
+# what each stage holds, counted here independently of pgrag_dag.store.row_counts
 HELD_SQL = {
     "chunks": "SELECT count(*) FROM {s}.documents WHERE space = %(p)s",
     "raw_extractions": "SELECT count(*) FROM {s}.raw_extractions WHERE space = %(p)s",

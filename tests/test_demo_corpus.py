@@ -129,7 +129,7 @@ def test_issue14_the_last_filing_indexed_later_is_believed_after_the_instant_bef
     before FY2018 was added (the belief_log instant), FY2017's revenue decrease is current and no FY2018
     passage is read; now it is superseded by the increase."""
     from pgrag_dag.query import QueryParam, query_data
-    from pgrag_dag.sources import without_last_file
+    from pgrag_dag.ingest.sources import without_last_file
     from pgrag_dag.store.documents import document_indexed
     from pgrag_dag.store.history import before_added
 

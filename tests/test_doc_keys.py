@@ -15,9 +15,9 @@ from psycopg import sql
 from pgrag_dag import changes_since
 from pgrag_dag.config import RealmSpec, Settings, SourceSpec, SpaceSpec, load_settings
 from pgrag_dag.errors import ConfigurationError
-from pgrag_dag.doc_keys import migrate_keys
+from pgrag_dag.pipeline.doc_keys import migrate_keys
 from pgrag_dag.pipeline import index_documents, stage_chunks
-from pgrag_dag.sources import load_documents, without_last_file
+from pgrag_dag.ingest.sources import load_documents, without_last_file
 from pgrag_dag.store import db, history
 from pgrag_dag.store.schema import schema_for
 from tests.fix_corpus import SmallCorpus

@@ -1,4 +1,4 @@
-"""Tests for pgrag_dag.embedding: the deterministic SHA-256 hashing embedder and the litellm embedder
+"""Tests for pgrag_dag.providers.embedding: the deterministic SHA-256 hashing embedder and the litellm embedder
 (paper §3.5: vectors comparable across processes; width mismatches raise, never fall back)."""
 
 from __future__ import annotations
@@ -14,13 +14,20 @@ import numpy as np
 import pytest
 
 from pgrag_dag.config import EmbeddingSettings
-from pgrag_dag import embedding
-from pgrag_dag.embedding import (
-    HASHING_MODEL, LOCAL_MODEL, SYMMETRIC, HashingEmbedder, LiteLLMEmbedder, LocalEmbedder, configured_convention,
-    convention_for, make_embedder,
+from pgrag_dag.providers import embedding
+from pgrag_dag.providers.embedding import (
+    HASHING_MODEL,
+    LOCAL_MODEL,
+    SYMMETRIC,
+    HashingEmbedder,
+    LiteLLMEmbedder,
+    LocalEmbedder,
+    configured_convention,
+    convention_for,
+    make_embedder,
 )
 from pgrag_dag.errors import ModelError, SchemaMismatchError
-from pgrag_dag.stub_server import StubServer
+from pgrag_dag.testing.stub_server import StubServer
 
 TEXTS = ["Ada Lovelace wrote the first published algorithm.", "Charles Babbage", "Ampère’s force law", "", "!!!"]
 REPO = Path(__file__).resolve().parent.parent
@@ -29,7 +36,7 @@ REPO = Path(__file__).resolve().parent.parent
 def test_hashing_vectors_are_identical_in_another_process() -> None:
     script = (
         "import json, sys\n"
-        "from pgrag_dag.embedding import HashingEmbedder\n"
+        "from pgrag_dag.providers.embedding import HashingEmbedder\n"
         "texts = json.loads(sys.stdin.read())\n"
         "print(json.dumps([v.tolist() for v in HashingEmbedder(384).embed(texts)]))\n"
     )

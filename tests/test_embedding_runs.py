@@ -21,15 +21,21 @@ from psycopg import sql
 
 from pgrag_dag.assets.partitions import add_partitions
 from pgrag_dag.assets.stages import ASSETS
-from pgrag_dag.embedding import HashingEmbedder
+from pgrag_dag.providers.embedding import HashingEmbedder
 from pgrag_dag.errors import EmbeddingIncompleteError
 from pgrag_dag.pipeline import (
-    PENDING_CHECK, stage_chunks, stage_embeddings, stage_gated_triples, stage_raw_extractions, stage_relations,
+    PENDING_CHECK,
+    stage_chunks,
+    stage_embeddings,
+    stage_gated_triples,
+    stage_raw_extractions,
+    stage_relations,
     stage_resolved_entities,
 )
 from pgrag_dag.query import QueryParam, query_data
 from pgrag_dag.resources.engine import PgragResource
 from pgrag_dag.store import schema, vectors
+from pgrag_dag.store.identifiers import qualified
 from pgrag_dag.store.schema import schema_for
 from pgrag_dag.store.vectors import EMBED_TEXT
 from tests.fix_corpus import SmallCorpus
@@ -64,7 +70,7 @@ def _graph(corpus: SmallCorpus, realm: str) -> None:
 def _rows(conn: psycopg.Connection, realm: str, table: str) -> dict[int, dict[str, Any]]:
     """id → text, embedding (float32 or None), embed_fallback, fallback_embedding (float32 or None)."""
     rows = conn.execute(sql.SQL("SELECT id, {}, embedding::real[], embed_fallback, fallback_embedding::real[] FROM {} "
-                                "ORDER BY id").format(EMBED_TEXT[table], schema.qualified(realm, table))).fetchall()
+                                "ORDER BY id").format(EMBED_TEXT[table], qualified(realm, table))).fetchall()
     return {i: {"text": t, "embedding": None if e is None else np.asarray(e, np.float32), "fallback": f,
                 "fallback_embedding": None if fe is None else np.asarray(fe, np.float32)} for i, t, e, f, fe in rows}
 
@@ -72,7 +78,7 @@ def _rows(conn: psycopg.Connection, realm: str, table: str) -> dict[int, dict[st
 def _embedded(conn: psycopg.Connection, realm: str, table: str) -> dict[int, tuple[str, bool]]:
     """id → (the text it embeds, whether it has a vector)."""
     rows = conn.execute(sql.SQL("SELECT id, {}, embedding IS NOT NULL FROM {} ORDER BY id").format(
-        EMBED_TEXT[table], schema.qualified(realm, table))).fetchall()
+        EMBED_TEXT[table], qualified(realm, table))).fetchall()
     return {i: (t, bool(v)) for i, t, v in rows}
 
 
@@ -128,7 +134,7 @@ def test_a_failed_embedding_stage_keeps_its_vectors_reports_the_rest_and_the_nex
     assert not [w for w in result.warnings if "vector" in w] and result.entities
     # and a row whose text changed since it was embedded (a stale embed_hash) is embedded again, alone
     conn.execute(sql.SQL("UPDATE {} SET description = description || ' Revised.' WHERE id = (SELECT min(id) FROM {})")
-                 .format(schema.qualified(realm, "entities"), schema.qualified(realm, "entities")))
+                 .format(qualified(realm, "entities"), qualified(realm, "entities")))
     stale = stage_embeddings(small_corpus.engine(), realm, "main")
     assert (stale.metadata["entities_embedded"], stale.metadata["documents_embedded"], stale.metadata["relations_embedded"]) \
         == (1, 0, 0)

@@ -27,7 +27,7 @@ from evaluation.paired import paired_rows, reader_rows, union_over_readers, unre
 from evaluation.scoring import is_refusal
 from pgrag_dag.errors import ReplayMissError
 from pgrag_dag.store import cache, schema
-from pgrag_dag.stub_server import StubServer, StubStatus
+from pgrag_dag.testing.stub_server import StubServer, StubStatus
 
 FIXTURES = Path(__file__).resolve().parents[1] / "evaluation" / "fixtures"
 LME = FIXTURES / "longmemeval" / "longmemeval_tiny.json"

@@ -1,6 +1,6 @@
 """Benchmark loaders and harness guards (evaluation/benchmarks.py; paper §8.1, §8.2, §8.11, §9; issue 17 item 5),
 on the tiny fixtures in the published formats under evaluation/fixtures/. The documents a loader makes are read
-back through the product's own source reader (pgrag_dag.sources.read_sources), as a space would read them."""
+back through the product's own source reader (pgrag_dag.ingest.sources.read_sources), as a space would read them."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from evaluation.benchmarks import (
 )
 from evaluation.scoring import score_strict
 from pgrag_dag.config import load_settings
-from pgrag_dag.sources import read_sources
+from pgrag_dag.ingest.sources import read_sources
 
 FIXTURES = Path(__file__).resolve().parents[1] / "evaluation" / "fixtures"
 LME = FIXTURES / "longmemeval" / "longmemeval_tiny.json"

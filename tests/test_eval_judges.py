@@ -33,8 +33,8 @@ from evaluation.judges import (
 )
 from evaluation.scoring import split_elements
 from pgrag_dag.config import LLMSettings
-from pgrag_dag.llm import ModelClient
-from pgrag_dag.stub_server import StubServer
+from pgrag_dag.providers.llm import ModelClient
+from pgrag_dag.testing.stub_server import StubServer
 
 GOLD = "33.9%, 33.6%, 31.7% and 32.3%"
 ANSWER = "Gross margin was 33.9% in Q1 2022, 33.6% in Q2 2022, 31.7% in Q3 2022 and 32.0% in Q4 2022."

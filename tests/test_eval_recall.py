@@ -15,6 +15,7 @@ from evaluation import plots, recall
 from evaluation.recall import (ARMS, BM25, EXACT, Benchmark, all_gold, bm25_rankings, exact_dense_rankings,
                                passage_recall, score)
 from pgrag_dag.store import schema
+from pgrag_dag.store.identifiers import qualified
 from tests.fix_corpus import SHARED_CORPORA
 
 needs_corpora = pytest.mark.skipif(not (SHARED_CORPORA / "musique_hipporag_train100").is_dir(),
@@ -129,9 +130,9 @@ def test_names_postgresql_lowercases_alike_resolve_to_one_vertex(pg_dsn: str, re
     assert meta["relations"]["relations"] > 0
     with psycopg.connect(pg_dsn) as conn:
         rows = conn.execute(sql.SQL("SELECT name, aliases FROM {} WHERE space = 's' AND lower(name) = lower('Izmir')")
-                            .format(schema.qualified(realm, "entities"))).fetchall()
+                            .format(qualified(realm, "entities"))).fetchall()
         assert len(rows) == 1 and {rows[0][0], *rows[0][1]} == {"İzmir", "Izmir"}
         edges = conn.execute(sql.SQL("""SELECT count(*) FROM {r} r JOIN {e} e ON e.id IN (r.source_id, r.target_id)
                                         WHERE e.space = 's' AND lower(e.name) = lower('Izmir')""").format(
-            r=schema.qualified(realm, "relations"), e=schema.qualified(realm, "entities"))).fetchone()
+            r=qualified(realm, "relations"), e=qualified(realm, "entities"))).fetchone()
         assert edges is not None and edges[0] >= 2  # the edges of both documents

@@ -15,7 +15,7 @@ from evaluation import plots, structure
 from evaluation.structure import Arm, parse_arm
 from evaluation.structure_metrics import graph_structure, rating_spread, short_form_fragments
 from pgrag_dag.store import schema
-from pgrag_dag.store.schema import qualified
+from pgrag_dag.store.identifiers import qualified
 from pgrag_dag.vocabulary import Vocabulary
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -18,8 +18,8 @@ from typer.testing import CliRunner
 
 from pgrag_dag.cli import app
 from pgrag_dag.engine import Engine
-from pgrag_dag.export import export_graph
-from pgrag_dag.store.schema import qualified
+from pgrag_dag.graph.export import export_graph
+from pgrag_dag.store.identifiers import qualified
 from tests.graph_corpus import SPACE, indexed_saga
 
 runner = CliRunner()

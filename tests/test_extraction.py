@@ -1,4 +1,4 @@
-"""Tests for pgrag_dag.extraction: tolerant-but-strict parsing of model text, extraction through real
+"""Tests for pgrag_dag.extract.model_extraction: tolerant-but-strict parsing of model text, extraction through real
 litellm calls to the stub server, gleaning, and the all-chunks-failed rule (paper §3.5, §4.1–4.2)."""
 
 from __future__ import annotations
@@ -17,18 +17,18 @@ import psycopg
 import pytest
 
 from pgrag_dag.config import ExtractionSettings, LLMSettings
-from pgrag_dag.contracts import RawExtractionContract, validate
+from pgrag_dag.operators.contracts import RawExtractionContract, validate
 from pgrag_dag.errors import ExtractionError
-from pgrag_dag.extraction import (
-    RAW_SCHEMA,
+from pgrag_dag.frames import RAW_SCHEMA
+from pgrag_dag.extract.model_extraction import (
     extract_chunks,
     extraction_messages,
     parse_extraction,
-    parse_json_object,
     system_prompt,
 )
-from pgrag_dag.llm import ModelClient, prompt_key
-from pgrag_dag.stub_server import StubServer
+from pgrag_dag.providers.json_reply import parse_json_object
+from pgrag_dag.providers.llm import ModelClient, prompt_key
+from pgrag_dag.testing.stub_server import StubServer
 
 CHUNK = re.compile(r"<<<CHUNK\n(.*)\nCHUNK>>>", re.DOTALL)
 GLEAN_OPENING = "Some entities and triples were missed"
@@ -252,7 +252,7 @@ def test_an_unparseable_gleaning_pass_is_logged_and_the_first_pass_kept(
 ) -> None:
     first = _entity_answer("Ada Lovelace")
     stub_llm.answer = lambda m: "Nothing else, I think." if m[-1]["content"].startswith(GLEAN_OPENING) else first
-    with caplog.at_level(logging.WARNING, logger="pgrag_dag.extraction"):
+    with caplog.at_level(logging.WARNING, logger="pgrag_dag.extract.model_extraction"):
         raw = extract_chunks(_chunks("Ada Lovelace."), make_client(stub_llm), ExtractionSettings(gleaning_passes=2))
     assert raw.select("pass", "parse_status").rows() == [(0, "ok"), (1, "parse_error")]
     assert json.loads(raw["parsed"][0]) == json.loads(first)

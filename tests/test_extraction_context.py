@@ -9,9 +9,9 @@ import polars as pl
 import pytest
 
 from pgrag_dag.config import ExtractionSettings, LLMSettings
-from pgrag_dag.extraction import DocumentContext, extract_chunks
-from pgrag_dag.llm import ModelClient
-from pgrag_dag.stub_server import StubServer
+from pgrag_dag.extract.model_extraction import DocumentContext, extract_chunks
+from pgrag_dag.providers.llm import ModelClient
+from pgrag_dag.testing.stub_server import StubServer
 from pgrag_dag.vocabulary import Vocabulary
 
 pytestmark = [pytest.mark.live, pytest.mark.usefixtures("conn")]  # conn creates the response cache

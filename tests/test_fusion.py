@@ -1,4 +1,4 @@
-"""Fusion, de-duplication and re-ranking as pure functions (paper §7.2–7.4; :mod:`pgrag_dag.fusion`)."""
+"""Fusion, de-duplication and re-ranking as pure functions (paper §7.2–7.4; :mod:`pgrag_dag.query.fusion`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pgrag_dag import fusion
+from pgrag_dag.query import fusion
 
 
 def _r(s: str, p: str, o: str, *, id: int = 0, negated: bool = False, **kw: Any) -> dict[str, Any]:

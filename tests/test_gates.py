@@ -1,4 +1,4 @@
-"""Tests for pgrag_dag.gates: one test per gate of the paper's Table 2 (§4.3), predicate normalisation
+"""Tests for pgrag_dag.extract.gates: one test per gate of the paper's Table 2 (§4.3), predicate normalisation
 (§4.5), Concept stubs, and the GateDecisionContract that holds the line."""
 
 from __future__ import annotations
@@ -10,9 +10,11 @@ import polars as pl
 import pytest
 
 from pgrag_dag.config import GateSettings
-from pgrag_dag.contracts import GateDecisionContract, validate
+from pgrag_dag.operators.contracts import GateDecisionContract, validate
 from pgrag_dag.errors import ContractError
-from pgrag_dag.gates import DECISION_SCHEMA, Gate, apply_gates, gate_extraction, name_gate, normalise_predicate
+from pgrag_dag.frames import DECISION_SCHEMA
+from pgrag_dag.gate_rules import Gate, name_gate, normalise_predicate
+from pgrag_dag.extract.gates import apply_gates, gate_extraction
 
 DEFAULT = GateSettings()
 
@@ -277,7 +279,7 @@ def test_a_single_alias_given_as_a_string_is_one_alias() -> None:
 ])
 def test_issue13_zero_width_characters_leave_the_identity_but_an_emoji_joiner_stays_in_the_stored_name(
         raw: str, stored: str, identity: str) -> None:
-    from pgrag_dag.gates import clean_name, identity_key
+    from pgrag_dag.gate_rules import clean_name, identity_key
 
     assert clean_name(raw) == stored
     assert identity_key(raw) == identity_key(stored) == identity

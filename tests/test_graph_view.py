@@ -17,9 +17,9 @@ from typer.testing import CliRunner
 
 from pgrag_dag.cli import app
 from pgrag_dag.engine import Engine
-from pgrag_dag.export import read_tables
-from pgrag_dag.graph_view import render_view, write_view
-from pgrag_dag.store.schema import qualified
+from pgrag_dag.graph.export import read_tables
+from pgrag_dag.graph.view import render_view, write_view
+from pgrag_dag.store.identifiers import qualified
 from tests.fix_browser import chromium_dom, needs_chromium
 from tests.graph_corpus import SPACE, indexed_saga
 
@@ -104,7 +104,7 @@ def test_hostile_names_stay_text_in_the_page() -> None:
 
     import polars as pl
 
-    from pgrag_dag.export import GraphTables
+    from pgrag_dag.graph.export import GraphTables
     from pgrag_dag.store import export as store
 
     evil = "</script><script>alert(1)</script>"

@@ -28,10 +28,10 @@ from psycopg import sql
 
 from pgrag_dag.config import load_settings
 from pgrag_dag.engine import Engine
-from pgrag_dag.offline_extraction import CooccurrenceOptions, extract_chunk_cooccurrence
+from pgrag_dag.extract.cooccurrence import CooccurrenceOptions, extract_chunk_cooccurrence
 from pgrag_dag.pipeline import StageResult, index_documents
 from pgrag_dag.store import db, schema
-from pgrag_dag.stub_server import StubServer
+from pgrag_dag.testing.stub_server import StubServer
 from tests.fix_corpus import SHARED_CORPORA
 
 MUSKETEERS = SHARED_CORPORA / "dumas" / "01_the_three_musketeers_pg1257.txt"

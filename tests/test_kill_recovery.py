@@ -43,10 +43,10 @@ import pytest
 import yaml
 from psycopg import sql
 
-from pgrag_dag.offline_extraction import CooccurrenceOptions, extract_chunk_cooccurrence
+from pgrag_dag.extract.cooccurrence import CooccurrenceOptions, extract_chunk_cooccurrence
 from pgrag_dag.store import db
 from pgrag_dag.store.schema import schema_for
-from pgrag_dag.stub_server import StubServer
+from pgrag_dag.testing.stub_server import StubServer
 from tests.fix_corpus import SHARED_CORPORA
 
 pytestmark = [pytest.mark.slow, pytest.mark.live]

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from pgrag_dag.cli import app
 from pgrag_dag.pipeline import index_documents
 from pgrag_dag.resources.query import QueryResource
-from pgrag_dag.store.schema import qualified
+from pgrag_dag.store.identifiers import qualified
 from tests.fix_corpus import DOCS, SmallCorpus
 
 

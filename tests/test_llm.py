@@ -1,4 +1,4 @@
-"""Tests for pgrag_dag.llm and store.cache: the PostgreSQL response cache, failover, the wall-clock
+"""Tests for pgrag_dag.providers.llm and store.cache: the PostgreSQL response cache, failover, the wall-clock
 deadline, replay and cassettes (paper §3.5). Real litellm calls against the local stub server."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 
 from pgrag_dag.config import LLMSettings
 from pgrag_dag.errors import ConfigurationError, ModelError, ReplayMissError, StreamInterruptedError
-from pgrag_dag.llm import REPLAY, ModelClient, cache_key, prompt_key
+from pgrag_dag.providers.llm import REPLAY, ModelClient, cache_key, prompt_key
 from pgrag_dag.store import cache
-from pgrag_dag.stub_server import StubServer, StubStatus
+from pgrag_dag.testing.stub_server import StubServer, StubStatus
 
 pytestmark = pytest.mark.live
 

@@ -18,11 +18,11 @@ import pytest
 import yaml
 
 from pgrag_dag.config import EmbeddingSettings, LLMSettings
-from pgrag_dag.embedding import LiteLLMEmbedder
+from pgrag_dag.providers.embedding import LiteLLMEmbedder
 from pgrag_dag.errors import ModelAccessError, ModelError
-from pgrag_dag.llm import ModelClient, import_litellm
+from pgrag_dag.providers.llm import ModelClient, import_litellm
 from pgrag_dag.pipeline import stage_chunks, stage_raw_extractions
-from pgrag_dag.stub_server import StubServer, StubStatus
+from pgrag_dag.testing.stub_server import StubServer, StubStatus
 from tests.fix_corpus import SmallCorpus
 
 pytestmark = pytest.mark.live

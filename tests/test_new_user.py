@@ -19,8 +19,8 @@ from psycopg import sql
 from typer.testing import CliRunner
 
 from pgrag_dag.cli import app
-from pgrag_dag.store.ident import qualified
-from pgrag_dag.stub_server import StubServer
+from pgrag_dag.store.identifiers import qualified
+from pgrag_dag.testing.stub_server import StubServer
 from tests.fix_browser import CHROMIUM, chromium_dom
 from tests.fix_corpus import DOCS, extraction_answer
 

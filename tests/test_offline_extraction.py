@@ -1,4 +1,4 @@
-"""Tests for pgrag_dag.offline_extraction: noun-phrase entities and sentence co-occurrence, no model
+"""Tests for pgrag_dag.extract.cooccurrence: noun-phrase entities and sentence co-occurrence, no model
 (paper §4.1, §4.3), on the real Wikipedia articles of the demo corpus, through the real gates."""
 
 from __future__ import annotations
@@ -12,16 +12,21 @@ import polars as pl
 import pytest
 from pydantic import ValidationError
 
-from pgrag_dag.chunking import chunk_documents
+from pgrag_dag.ingest.splitting import chunk_documents
 from pgrag_dag.config import GateSettings
-from pgrag_dag.contracts import RawExtractionContract, gate_contract, validate
+from pgrag_dag.operators.contracts import RawExtractionContract, gate_contract, validate
 from pgrag_dag.errors import ExtractionError
-from pgrag_dag.extraction import RAW_SCHEMA
-from pgrag_dag.gates import PRONOUNS, Gate, apply_gates, normalise_predicate
-from pgrag_dag.offline_extraction import (
-    MODEL, CooccurrenceOptions, extract_cooccurrence, extract_document_cooccurrence, sentences_of,
+from pgrag_dag.frames import RAW_SCHEMA
+from pgrag_dag.gate_rules import PRONOUNS, Gate, normalise_predicate
+from pgrag_dag.extract.gates import apply_gates
+from pgrag_dag.extract.cooccurrence import (
+    MODEL,
+    CooccurrenceOptions,
+    extract_cooccurrence,
+    extract_document_cooccurrence,
+    sentences_of,
 )
-from pgrag_dag.sources import read_document, title_for
+from pgrag_dag.ingest.sources import read_document, title_for
 from pgrag_dag.vocabulary import PRESETS, Vocabulary
 from tests.fix_corpus import SHARED_CORPORA
 

@@ -12,7 +12,7 @@ import yaml
 from psycopg import sql
 
 from pgrag_dag.errors import ConfigurationError, ContractError
-from pgrag_dag.operators import builtins, compose, resolve_operator
+from pgrag_dag.pipeline.composition import builtins, compose, resolve_operator
 from pgrag_dag.pipeline import index_documents, stage_chunks, stage_gated_triples, stage_resolved_entities
 from pgrag_dag.store import db
 from pgrag_dag.store.schema import schema_for

@@ -16,7 +16,7 @@ from pgrag_dag.assets.automation import build_source_sensor
 from pgrag_dag.assets.definitions import build_defs
 from pgrag_dag.assets.partitions import add_partitions
 from pgrag_dag.assets.stages import build_assets
-from pgrag_dag.communities import EXTRACTIVE_MARK
+from pgrag_dag.graph.communities import EXTRACTIVE_MARK
 from pgrag_dag.resources.engine import PgragResource
 from pgrag_dag.store import db
 from pgrag_dag.store.schema import schema_for

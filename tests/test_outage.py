@@ -23,15 +23,16 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from pgrag_dag import names
-from pgrag_dag.community_reports import write_reports
+from pgrag_dag.graph.community_reports import write_reports
 from pgrag_dag.config import EmbeddingSettings, ExtractionSettings, LLMSettings
-from pgrag_dag.embedding import SYMMETRIC, HashingEmbedder, InputKind, make_embedder
+from pgrag_dag.providers.embedding import SYMMETRIC, HashingEmbedder, InputKind, make_embedder
 from pgrag_dag.errors import DatabaseError, ModelError, PgragError
-from pgrag_dag.extraction import extract_chunks
-from pgrag_dag.llm import ModelClient, cache_key, import_litellm
+from pgrag_dag.extract.model_extraction import extract_chunks
+from pgrag_dag.providers.llm import ModelClient, cache_key, import_litellm
 from pgrag_dag.query import QueryParam, query_data
 from pgrag_dag.store import cache, db, schema
-from pgrag_dag.stub_server import StubServer
+from pgrag_dag.store.identifiers import qualified
+from pgrag_dag.testing.stub_server import StubServer
 from tests.db_proxy import DbProxy
 from tests.test_query_modes import GraphBuilder
 
@@ -326,7 +327,7 @@ def test_a_query_whose_database_goes_away_raises_database_error_and_recovers(pg_
 def test_a_statement_the_database_refuses_is_a_database_error(
     pg_dsn: str, litellm_realm: str, conn: psycopg.Connection
 ) -> None:
-    conn.execute(sql.SQL("DROP TABLE {} CASCADE").format(schema.qualified(litellm_realm, "relations")))
+    conn.execute(sql.SQL("DROP TABLE {} CASCADE").format(qualified(litellm_realm, "relations")))
     with pytest.raises(PgragError) as info:
         _ask(pg_dsn, litellm_realm, SlowEmbedder(0))
     assert isinstance(info.value, DatabaseError) and not isinstance(info.value, psycopg.Error)

@@ -9,7 +9,7 @@ from typing import Any
 
 from psycopg import sql
 
-from pgrag_dag.community_stages import stage_communities, stage_community_hierarchy
+from pgrag_dag.pipeline.community_stages import stage_communities, stage_community_hierarchy
 from pgrag_dag.pipeline import PENDING_CHECK, index_documents, stage_raw_extractions
 from pgrag_dag.store import db
 from pgrag_dag.store.schema import schema_for

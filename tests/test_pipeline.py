@@ -115,7 +115,7 @@ def test_unreachable_database_raises_database_error(small_corpus: SmallCorpus) -
 
 
 def test_contract_frames_of_a_built_graph_are_valid(small_corpus: SmallCorpus, realm: str) -> None:
-    from pgrag_dag.contracts import EntityContract, validate
+    from pgrag_dag.operators.contracts import EntityContract, validate
     from pgrag_dag.store import graph
 
     engine = small_corpus.engine()
@@ -129,7 +129,12 @@ def test_contract_frames_of_a_built_graph_are_valid(small_corpus: SmallCorpus, r
 def test_changing_a_gate_setting_regates_from_stored_extractions_without_a_model_call(
     small_corpus: SmallCorpus, realm: str
 ) -> None:
-    from pgrag_dag.pipeline import stage_embeddings, stage_gated_triples, stage_relations, stage_resolved_entities
+    from pgrag_dag.pipeline import (
+        stage_embeddings,
+        stage_gated_triples,
+        stage_relations,
+        stage_resolved_entities,
+    )
 
     index_documents(small_corpus.engine(), realm, "main", communities=False)
     calls = len(small_corpus.chat_requests())

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from pgrag_dag.cli import app
 from pgrag_dag.config import load_settings
 from pgrag_dag.errors import ConfigurationError, InvalidNameError
-from pgrag_dag.project import add_source, choose_globs, init_project, slug
+from pgrag_dag.operate.project import add_source, choose_globs, init_project, slug
 from pgrag_dag.store import db
 from pgrag_dag.store.schema import schema_for
 
@@ -96,7 +96,7 @@ def test_add_registers_sources_keeping_comments_and_refuses_what_it_cannot_add(t
     assert [(str(s.path), s.key_prefix) for s in hb.sources] == [(str(tmp_path / "handbook"), ""), ("extra", "extra/")]
     assert hb.extractor is not None and hb.extractor.name == "cooccurrence"  # offline, as the configuration is
     assert [str(s.path) for s in settings.space_spec("letters", "main").sources] == ["somerville.txt"]
-    from pgrag_dag.sources import load_documents
+    from pgrag_dag.ingest.sources import load_documents
 
     assert load_documents(settings, "notes", "handbook")["doc_key"].to_list() == ["ada.md", "extra/ada.md"]
 

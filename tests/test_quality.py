@@ -10,15 +10,15 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from pgrag_dag import gates
+from pgrag_dag import gate_rules as gates
 from pgrag_dag.config import GateSettings
-from pgrag_dag.gates import identity_key
+from pgrag_dag.gate_rules import identity_key
 from pgrag_dag.pipeline import index_documents, stage_relations
-from pgrag_dag.quality import PRONOUN_HEADS, graph_quality, measure_quality
-from pgrag_dag.resolution import resolve_entities
+from pgrag_dag.graph.quality import PRONOUN_HEADS, graph_quality, measure_quality
+from pgrag_dag.graph.resolution import merge_race_loser, resolve_entities
 from pgrag_dag.store import db, graph, schema
 from pgrag_dag.store import quality as store_quality
-from pgrag_dag.store.schema import qualified
+from pgrag_dag.store.identifiers import qualified
 from pgrag_dag.vocabulary import Vocabulary
 from tests.test_demo_corpus import _engine
 
@@ -180,11 +180,13 @@ def test_graph_writes_store_the_identity_keys_and_an_edit_by_sql_clears_them(con
 
     with conn.transaction():  # inserted
         graph.write_entities(conn, realm, "s", resolve_entities(graph.load_entities(conn, realm, "s"),
-                                                                decisions(("Charles Babbage", ["Babbage"]), ("Ada", []))))
+                                                                decisions(("Charles Babbage", ["Babbage"]), ("Ada", []))),
+                             merge=merge_race_loser)
     with conn.transaction():  # updated: a new alias; a longer canonical name (the short one becomes an alias)
         graph.write_entities(conn, realm, "s", resolve_entities(graph.load_entities(conn, realm, "s"),
                                                                 decisions(("Charles Babbage", ["C.\u00a0Babbage"]),
-                                                                          ("Ada Lovelace", ["Ada"]))))
+                                                                          ("Ada Lovelace", ["Ada"]))),
+                             merge=merge_race_loser)
     rows = keys()
     assert [r[0] for r in rows] == ["Charles Babbage", "Ada Lovelace"]
     assert rows[0][1:] == (["Babbage", "C.\u00a0Babbage"], "charles babbage", ["babbage", "c. babbage"])

@@ -14,13 +14,14 @@ import pytest
 from psycopg import sql
 
 from pgrag_dag.config import LLMSettings, RetrievalSettings
-from pgrag_dag.embedding import HashingEmbedder
+from pgrag_dag.providers.embedding import HashingEmbedder
 from pgrag_dag.errors import InvalidNameError, QueryError, SchemaMismatchError
-from pgrag_dag.llm import ModelClient
-from pgrag_dag.prompts import SYNTHESIS_SYSTEM
-from pgrag_dag.query import QueryParam, QueryResult, query, query_data, render_relation, synthesis_messages
+from pgrag_dag.providers.llm import ModelClient
+from pgrag_dag.providers.prompts import SYNTHESIS_SYSTEM
+from pgrag_dag.query import QueryParam, QueryResult, query, query_data, synthesis_messages
+from pgrag_dag.query.assembly import render_relation
 from pgrag_dag.store import db, retrieval, schema
-from pgrag_dag.stub_server import StubServer
+from pgrag_dag.testing.stub_server import StubServer
 
 EMB = HashingEmbedder(384)
 

@@ -19,7 +19,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from pgrag_dag import keywords, names
+from pgrag_dag.query import keywords
+from pgrag_dag import names
 from pgrag_dag.query import QueryResult
 from pgrag_dag.store import retrieval, schema
 from pgrag_dag.store import retrieval_channels as channels

@@ -14,13 +14,22 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from pgrag_dag import assembly, keywords
-from pgrag_dag.embedding import HashingEmbedder, InputKind
+from pgrag_dag.query import assembly, keywords
+from pgrag_dag.providers.embedding import HashingEmbedder, InputKind
 from pgrag_dag.errors import ModelError, QueryError
-from pgrag_dag.llm import Completion
-from pgrag_dag.query import DEFAULT_CHUNK_CHANNELS, EVIDENCE, MODES, QueryParam, QueryResult, check_mode, query_data
-from pgrag_dag.relations import render_relation as surface
+from pgrag_dag.providers.llm import Completion
+from pgrag_dag.query import (
+    DEFAULT_CHUNK_CHANNELS,
+    EVIDENCE,
+    MODES,
+    QueryParam,
+    QueryResult,
+    check_mode,
+    query_data,
+)
+from pgrag_dag.graph.relations import render_relation as surface
 from pgrag_dag.store import db, retrieval, schema
+from pgrag_dag.store.identifiers import qualified
 from pgrag_dag.store import retrieval_channels as channels
 
 EMB = HashingEmbedder(384)
@@ -42,7 +51,7 @@ class GraphBuilder:
         self.ids: dict[str, int] = {}
 
     def _t(self, table: str) -> sql.Composed:
-        return schema.qualified(self.realm, table)
+        return qualified(self.realm, table)
 
     def _one(self, query: sql.Composed, params: tuple[Any, ...]) -> int:
         row = self.conn.execute(query, params).fetchone()

@@ -15,9 +15,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from pgrag_dag.embedding import HashingEmbedder
+from pgrag_dag.providers.embedding import HashingEmbedder
 from pgrag_dag.errors import QueryError
-from pgrag_dag.query import QueryParam, QueryResult, query_data, render_relation
+from pgrag_dag.query import QueryParam, QueryResult, query_data
+from pgrag_dag.query.assembly import render_relation
 from pgrag_dag.store import retrieval, schema
 
 EMB = HashingEmbedder(384)

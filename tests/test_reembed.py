@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from psycopg import sql
 
-from pgrag_dag.embedding import HashingEmbedder
+from pgrag_dag.providers.embedding import HashingEmbedder
 from pgrag_dag.errors import ConfigurationError, ModelError, PartitionBusyError, SchemaMismatchError
 from pgrag_dag.pipeline import index_documents, stage_embeddings
 from pgrag_dag.query import QueryParam, query_data
-from pgrag_dag.reembed import reembed_if_switched, reembed_realm
+from pgrag_dag.operate.reembed import reembed_if_switched, reembed_realm
 from pgrag_dag.store import db, locks, schema, vectors
 from pgrag_dag.store.schema import EMBEDDED_TABLES, schema_for
 from pgrag_dag.store.vectors import EMBED_TEXT

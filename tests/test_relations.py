@@ -1,4 +1,4 @@
-"""Tests for pgrag_dag.relations: corroboration by distinct chunks, negation as a flag, validity carried
+"""Tests for pgrag_dag.graph.relations: corroboration by distinct chunks, negation as a flag, validity carried
 (paper §4.7, §5.1), and the RelationContract."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from typing import Any
 import polars as pl
 import pytest
 
-from pgrag_dag.contracts import RelationContract, validate
+from pgrag_dag.operators.contracts import RelationContract, validate
 from pgrag_dag.errors import ContractError
-from pgrag_dag.relations import RELATION_SCHEMA, build_relations, render_relation
+from pgrag_dag.graph.relations import RELATION_SCHEMA, build_relations, render_relation
 
 TRIPLE_SCHEMA = {
     "chunk_id": pl.Int64, "pass": pl.Int64, "subject": pl.String, "predicate": pl.String, "object": pl.String,

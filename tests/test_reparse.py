@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from psycopg import sql
 
-from pgrag_dag import extraction
+from pgrag_dag.extract import model_extraction as extraction
 from pgrag_dag.pipeline import PENDING_CHECK, index_documents
 from pgrag_dag.store import db
 from pgrag_dag.store.schema import schema_for

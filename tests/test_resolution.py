@@ -1,4 +1,4 @@
-"""Tests for pgrag_dag.resolution and its store (store.graph.write_entities): one vertex per name, then
+"""Tests for pgrag_dag.graph.resolution and its store (store.graph.write_entities): one vertex per name, then
 by alias, merged so that a specific value never loses to a placeholder (paper §4.6)."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import psycopg
 from psycopg import sql
 
 from pgrag_dag.names import schema_for
-from pgrag_dag.resolution import ENTITY_SCHEMA, resolve_entities
+from pgrag_dag.frames import ENTITY_SCHEMA
+from pgrag_dag.graph.resolution import merge_race_loser, resolve_entities
 from pgrag_dag.store.graph import load_entities, write_entities
 
 EXISTING_SCHEMA = {k: v for k, v in ENTITY_SCHEMA.items() if k != "changed"}
@@ -134,7 +135,7 @@ def test_write_entities_merges_a_vertex_another_writer_inserted_meanwhile(conn: 
         .format(_table(realm)), ("s1", "Charles Babbage", "Person", "Mathematician", ["Babbage"]),
     ).fetchone()[0]  # type: ignore[index]
 
-    counts = write_entities(conn, realm, "s1", res)
+    counts = write_entities(conn, realm, "s1", res, merge=merge_race_loser)
 
     assert counts == {"inserted": 1, "updated": 1}
     stored = _stored(conn, realm, "s1")
@@ -152,7 +153,7 @@ def test_write_entities_updates_an_upgraded_vertex_in_place(conn: psycopg.Connec
     before = _stored(conn, realm, "s1")
     res = resolve_entities(load_entities(conn, realm, "s1"),
                            _decisions(("Charles Babbage", "Person", "Mathematician", ["Babbage"])))
-    assert write_entities(conn, realm, "s1", res) == {"inserted": 0, "updated": 1}
+    assert write_entities(conn, realm, "s1", res, merge=merge_race_loser) == {"inserted": 0, "updated": 1}
     assert _stored(conn, realm, "s1") == [(before[0][0], "Charles Babbage", "Person", "Mathematician", ["Babbage"])]
     assert [r[1:3] for r in _stored(conn, realm, "s2")] == [("Babbage", "Place")]  # other space untouched
 

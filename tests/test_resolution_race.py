@@ -8,11 +8,12 @@ import polars as pl
 import psycopg
 from psycopg import sql
 
-from pgrag_dag.resolution import resolve_entities
+from pgrag_dag.graph.resolution import resolve_entities
 from pgrag_dag.store import db
+from pgrag_dag.graph.resolution import merge_race_loser
 from pgrag_dag.store.graph import load_entities, write_entities
 from pgrag_dag.store.quality import identity_keys
-from pgrag_dag.store.schema import qualified
+from pgrag_dag.store.identifiers import qualified
 
 
 def _decisions(name: str, entity_type: str, description: str, aliases: list[str]) -> pl.DataFrame:
@@ -34,7 +35,7 @@ def test_two_concurrent_writers_on_one_name_converge_on_one_vertex(pg_dsn: str, 
             with db.connect(pg_dsn) as c, c.transaction():
                 res = resolve_entities(load_entities(c, realm, "s"), _decisions(*records[i]))
                 both_resolved.wait(timeout=10)  # each resolved against an empty space: both will insert
-                write_entities(c, realm, "s", res)
+                write_entities(c, realm, "s", res, merge=merge_race_loser)
                 ids[i] = res.vertices[0].id
         except BaseException as exc:  # asserted below
             errors.append(exc)

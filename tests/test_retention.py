@@ -12,11 +12,12 @@ import psycopg
 from psycopg import sql
 from typer.testing import CliRunner
 
-from pgrag_dag import coverage, deletion, retention
+from pgrag_dag.query import telemetry as coverage
+from pgrag_dag.operate import deletion, retention
 from pgrag_dag.assets.partitions import SPACES
 from pgrag_dag.assets.retention import retention_job
 from pgrag_dag.cli import app
-from pgrag_dag.community_stages import stage_communities
+from pgrag_dag.pipeline.community_stages import stage_communities
 from pgrag_dag.config import TelemetrySettings
 from pgrag_dag.errors import ConfigurationError, DeletionRefusedError
 from pgrag_dag.names import partition_key

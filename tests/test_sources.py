@@ -1,4 +1,4 @@
-"""Tests for pgrag_dag.sources: reading document sources fail-closed (paper §3.2, §3.5, §5.2)."""
+"""Tests for pgrag_dag.ingest.sources: reading document sources fail-closed (paper §3.2, §3.5, §5.2)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,13 @@ import pytest
 
 from pgrag_dag.config import RealmSpec, Settings, SourceSpec, SpaceSpec
 from pgrag_dag.errors import ConfigurationError, SourceError
-from pgrag_dag.sources import DOCUMENT_COLUMNS, list_source_files, load_documents, read_document, without_last_file
+from pgrag_dag.ingest.sources import (
+    DOCUMENT_COLUMNS,
+    list_source_files,
+    load_documents,
+    read_document,
+    without_last_file,
+)
 
 
 def _settings(tmp_path: Path, *sources: SourceSpec, order: str = "filename") -> Settings:
@@ -183,7 +189,7 @@ def test_one_bad_file_fails_the_whole_load(tmp_path: Path) -> None:
 # -- issue 13: any Unicode, any bytes; one bad document never costs the others ------------------------
 
 def test_issue13_read_sources_skips_bad_files_with_their_reasons_and_keeps_the_order_of_the_rest(tmp_path: Path) -> None:
-    from pgrag_dag.sources import read_sources
+    from pgrag_dag.ingest.sources import read_sources
 
     corpus = tmp_path / "corpus"
     corpus.mkdir()
@@ -213,7 +219,7 @@ def test_issue13_a_leading_byte_order_mark_is_stripped_from_jsonl_files_lines_an
 
 
 def test_issue13_nul_and_lone_surrogates_in_jsonl_keys_titles_texts_and_metadata_are_cleaned(tmp_path: Path) -> None:
-    from pgrag_dag.sources import read_sources
+    from pgrag_dag.ingest.sources import read_sources
 
     rec = {"url": "https://example.org/a\u0000b\ud800", "title": "Ada\u0000 Lovelace", "text": "Ada\u0000 wrote \udc80notes.",
            "tags": {"k\u0000ey": ["v\ud83d", "ok"]}}
@@ -241,7 +247,7 @@ def test_issue13_a_file_name_that_is_not_utf8_becomes_an_escaped_doc_key(tmp_pat
 
 
 def test_issue13_an_overlong_title_or_metadata_refuses_its_record_with_the_reason(tmp_path: Path) -> None:
-    from pgrag_dag.sources import MAX_METADATA_BYTES, MAX_TITLE_CHARS, read_sources
+    from pgrag_dag.ingest.sources import MAX_METADATA_BYTES, MAX_TITLE_CHARS, read_sources
 
     lines = [json.dumps({"title": "T" * (MAX_TITLE_CHARS + 1), "text": "Long title."}),
              json.dumps({"title": "Fat", "text": "Big metadata.", "blob": "x" * MAX_METADATA_BYTES}),

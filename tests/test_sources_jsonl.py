@@ -9,7 +9,7 @@ import pytest
 
 from pgrag_dag.config import load_settings
 from pgrag_dag.errors import ConfigurationError, SourceError
-from pgrag_dag.sources import load_documents
+from pgrag_dag.ingest.sources import load_documents
 
 
 def _settings(tmp_path: Path, space: str) -> object:

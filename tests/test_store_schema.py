@@ -13,6 +13,7 @@ from psycopg import sql
 
 from pgrag_dag.errors import InvalidNameError, SchemaMismatchError
 from pgrag_dag.store import db, schema
+from pgrag_dag.store.identifiers import qualified
 
 
 def test_init_realm_is_idempotent_and_registers_model(conn: psycopg.Connection, realm: str) -> None:
@@ -47,8 +48,8 @@ def test_a_current_realm_takes_no_table_lock_beside_a_live_reader(conn: psycopg.
     """Issue 11: a routine run's initialisation must not queue behind (or deadlock with) a query's
     ACCESS SHARE locks — it runs no DDL when the realm is at the current schema version."""
     with db.connect(pg_dsn) as reader:
-        reader.execute(sql.SQL("SELECT count(*) FROM {}").format(schema.qualified(realm, "relations"))).fetchone()
-        reader.execute(sql.SQL("SELECT count(*) FROM {}").format(schema.qualified(realm, "documents"))).fetchone()
+        reader.execute(sql.SQL("SELECT count(*) FROM {}").format(qualified(realm, "relations"))).fetchone()
+        reader.execute(sql.SQL("SELECT count(*) FROM {}").format(qualified(realm, "documents"))).fetchone()
         # the reader's transaction stays open, holding ACCESS SHARE on both tables
         conn.execute("SET lock_timeout = '1s'")
         try:

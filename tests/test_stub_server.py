@@ -8,7 +8,7 @@ import threading
 import time
 import urllib.request
 
-from pgrag_dag.stub_server import StubServer
+from pgrag_dag.testing.stub_server import StubServer
 
 
 def _chat(url: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pgrag_dag.summary import summarise
+from pgrag_dag.operate.summary import summarise
 
 
 def _metas(*, share: float | None, snapped: int, off: list[str], by_reason: dict[str, int]) -> dict[str, dict[str, Any]]:

@@ -17,9 +17,9 @@ from pgrag_dag.config import load_settings
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import ConfigurationError
 from pgrag_dag.pipeline import delete_document, index_documents
-from pgrag_dag.store.schema import qualified
-from pgrag_dag.stub_server import StubServer
-from pgrag_dag.supersession import detect_contradictions, supersede
+from pgrag_dag.store.identifiers import qualified
+from pgrag_dag.testing.stub_server import StubServer
+from pgrag_dag.graph.supersession import detect_contradictions, supersede
 
 CHUNK = re.compile(r"<<<CHUNK\n(.*)\nCHUNK>>>", re.DOTALL)
 # sentence -> triple the "model" extracts from it
@@ -178,10 +178,10 @@ def test_supersession_operator_on_frames() -> None:
 
 
 def test_the_supersession_audit_refuses_an_earlier_winner_another_pair_or_another_group() -> None:
-    from pgrag_dag import contracts
+    from pgrag_dag.operators import contracts
     from pgrag_dag.errors import ContractError
     from pgrag_dag.pipeline import supersession_audit
-    from pgrag_dag.supersession import SUPERSESSION_SCHEMA
+    from pgrag_dag.graph.supersession import SUPERSESSION_SCHEMA
 
     rel = pl.DataFrame({
         "source_id": [1, 1, 1, 2, 1], "target_id": [2, 2, 2, 3, 2],

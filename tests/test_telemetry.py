@@ -13,9 +13,10 @@ import pytest
 from psycopg import sql
 from typer.testing import CliRunner
 
-from pgrag_dag import coverage
+from pgrag_dag.operate.coverage import coverage as read_coverage
+from pgrag_dag.query import telemetry
 from pgrag_dag.cli import app
-from pgrag_dag.community_stages import stage_communities
+from pgrag_dag.pipeline.community_stages import stage_communities
 from pgrag_dag.config import TelemetrySettings
 from pgrag_dag.pipeline import index_documents
 from pgrag_dag.query import QueryParam, query_data
@@ -51,7 +52,7 @@ def _ask(corpus: SmallCorpus, realm: str, question: str, *, mode: str = "hybrid"
 
 
 def _flush(dsn: str) -> None:
-    assert coverage.writer_for(dsn).flush(10)
+    assert telemetry.writer_for(dsn).flush(10)
 
 
 def test_a_query_with_coverage_on_records_the_question_hash_mode_space_and_ids(indexed: SmallCorpus, realm: str) -> None:
@@ -84,17 +85,17 @@ def test_a_broken_telemetry_write_is_logged_and_never_fails_the_query(indexed: S
                                                                       caplog: pytest.LogCaptureFixture) -> None:
     dsn = indexed.engine().dsn
     _rows(dsn, realm, "DROP TABLE {s}.query_events")
-    failed = coverage.writer_for(dsn).stats.failed
-    with caplog.at_level(logging.WARNING, logger="pgrag_dag.coverage"):
+    failed = telemetry.writer_for(dsn).stats.failed
+    with caplog.at_level(logging.WARNING, logger="pgrag_dag.query.telemetry"):
         res = _ask(indexed, realm, "Who worked with Charles Babbage?")
         _flush(dsn)
     assert res.entities  # the query answered
-    assert coverage.writer_for(dsn).stats.failed == failed + 1
+    assert telemetry.writer_for(dsn).stats.failed == failed + 1
     assert any("not recorded" in r.getMessage() and "query_events" in r.getMessage() for r in caplog.records)
 
 
 def test_a_writer_with_a_bad_dsn_swallows_its_errors() -> None:
-    writer = coverage.EventWriter("postgresql://nobody@127.0.0.1:1/none", queue_size=4)
+    writer = telemetry.EventWriter("postgresql://nobody@127.0.0.1:1/none", queue_size=4)
     assert writer.submit("nosuch", ("main", "0" * 64, "mix", [1], []))
     assert writer.flush(15)
     assert (writer.stats.written, writer.stats.failed) == (0, 1)
@@ -103,7 +104,7 @@ def test_a_writer_with_a_bad_dsn_swallows_its_errors() -> None:
 def test_a_full_queue_drops_events_with_a_warning_and_never_blocks(indexed: SmallCorpus, realm: str, pg_dsn: str,
                                                                   caplog: pytest.LogCaptureFixture) -> None:
     event = ("main", "a" * 64, "local", [1], [])
-    writer = coverage.EventWriter(pg_dsn, queue_size=2)
+    writer = telemetry.EventWriter(pg_dsn, queue_size=2)
     with psycopg.connect(pg_dsn) as blocker:
         blocker.execute(sql.SQL("LOCK TABLE {}.query_events IN ACCESS EXCLUSIVE MODE").format(
             sql.Identifier(schema_for(realm))))
@@ -112,7 +113,7 @@ def test_a_full_queue_drops_events_with_a_warning_and_never_blocks(indexed: Smal
         while writer._queue.qsize() and time.monotonic() < deadline:  # the writer took it and waits on the lock
             time.sleep(0.01)
         assert writer.submit(realm, event) and writer.submit(realm, event)  # the queue holds 2
-        with caplog.at_level(logging.WARNING, logger="pgrag_dag.coverage"):
+        with caplog.at_level(logging.WARNING, logger="pgrag_dag.query.telemetry"):
             assert not writer.submit(realm, event)
         assert writer.stats.dropped == 1 and "1 dropped so far" in caplog.text
         blocker.rollback()
@@ -141,13 +142,13 @@ def test_coverage_names_the_least_attended_communities_and_the_never_retrieved_e
     _ask(indexed, realm, "Difference Engine", mode="local", **NARROW)
     _ask(indexed, realm, "Analytical Engine", mode="local", **NARROW)
     _flush(dsn)
-    report = coverage.coverage(dsn, realm, "main", limit=50)
+    report = read_coverage(dsn, realm, "main", limit=50)
     attention, never = _expected_coverage(dsn, realm)
     assert report["events"] == 2
     assert [(c["id"], c["events"]) for c in report["least_attended_communities"]] == attention
     assert report["never_retrieved"] == len(never) and [e["id"] for e in report["never_retrieved_entities"]] == never
     assert 0 < len(never) < len(_rows(dsn, realm, "SELECT id FROM {s}.entities WHERE dormant_since IS NULL"))
-    assert coverage.coverage(dsn, realm, "main", limit=1)["never_retrieved_entities"] == report["never_retrieved_entities"][:1]
+    assert read_coverage(dsn, realm, "main", limit=1)["never_retrieved_entities"] == report["never_retrieved_entities"][:1]
 
 
 def test_the_communities_asset_metadata_answers_the_coverage_questions(indexed: SmallCorpus, realm: str) -> None:
@@ -171,7 +172,7 @@ def test_cli_coverage_after_cli_queries_with_telemetry_from_the_environment(inde
     out = runner.invoke(app, ["query", "Difference Engine", "--realm", realm, "--space", "main", "--mode", "local", "--top-k", "1",
                                 "--max-hops", "1", "--json"])
     assert out.exit_code == 0, out.output
-    coverage.flush_all(10)
+    telemetry.flush_all(10)
     out = runner.invoke(app, ["coverage", f"{realm}.main", "--json", "--limit", "3"])
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)

@@ -11,7 +11,7 @@ import pytest
 from psycopg import sql
 
 from pgrag_dag.config import GateSettings
-from pgrag_dag.gates import gate_extraction
+from pgrag_dag.extract.gates import gate_extraction
 from pgrag_dag.pipeline import index_documents
 from pgrag_dag.store import db
 from pgrag_dag.store.schema import schema_for

@@ -13,12 +13,13 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from pgrag_dag.embedding import HashingEmbedder
+from pgrag_dag.providers.embedding import HashingEmbedder
 from pgrag_dag.errors import SchemaMismatchError
 from pgrag_dag.pipeline import index_documents
 from pgrag_dag.query import QueryParam, query_data
-from pgrag_dag.reembed import reembed_realm
+from pgrag_dag.operate.reembed import reembed_realm
 from pgrag_dag.store import db, retrieval, retrieval_channels, schema, vectors
+from pgrag_dag.store.identifiers import qualified
 from pgrag_dag.store.schema import EMBEDDED_TABLES, schema_for
 from tests.fix_corpus import SmallCorpus
 
@@ -111,7 +112,7 @@ def test_realms_of_different_widths_coexist(conn: psycopg.Connection, realm: str
         embedder = HashingEmbedder(dim)
         with conn.transaction():
             ids = [conn.execute(sql.SQL("INSERT INTO {} (space, name, description) VALUES ('main', %s, %s) RETURNING id")
-                                .format(schema.qualified(name, "entities")), t.split(": ")).fetchone()[0] for t in texts]
+                                .format(qualified(name, "entities")), t.split(": ")).fetchone()[0] for t in texts]
             vectors.write(conn, name, "entities", [(i, t, "h") for i, t in zip(ids, texts)], embedder.embed(texts))
     for name, dim in ((realm, 384), (wide, WIDE)):
         q = HashingEmbedder(dim).embed_one("Ada Lovelace: writer")
@@ -178,11 +179,11 @@ def test_a_first_load_builds_the_hnsw_index_after_the_vectors_and_a_missing_inde
     builds nothing; an index dropped behind its back (a killed build) is built by the next run."""
     import logging
 
-    from pgrag_dag import bulk_index
+    from pgrag_dag.store import bulk_index
 
     engine = small_corpus.engine(embedding={"model": "hashing-sha256", "dim": 384, "bulk_load_rows": 2,
                                             "index_build_memory": "64MB"})
-    with caplog.at_level(logging.INFO, logger="pgrag_dag.bulk_index"):
+    with caplog.at_level(logging.INFO, logger="pgrag_dag.store.bulk_index"):
         first = {r.stage: r for r in index_documents(engine, realm, "main", communities=False)}["embeddings"]
     assert set(first.metadata["hnsw_built_after_load"]) == {"documents", "entities", "relations"}
     assert first.metadata["hnsw_build_seconds"] >= 0 and "building the HNSW index of" in caplog.text

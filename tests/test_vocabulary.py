@@ -6,7 +6,7 @@ import pytest
 
 from pgrag_dag.config import load_settings
 from pgrag_dag.errors import ConfigurationError
-from pgrag_dag.gates import normalise_predicate
+from pgrag_dag.gate_rules import normalise_predicate
 from pgrag_dag.vocabulary import PRESETS, Vocabulary, off_vocabulary
 
 BIO = Vocabulary.build(preset="biography")

@@ -17,7 +17,7 @@ from pgrag_dag.assets.stages import ASSETS
 from pgrag_dag.cli import app
 from pgrag_dag.pipeline import index_documents
 from pgrag_dag.resources.engine import PgragResource
-from pgrag_dag.yield_checks import YIELD_CHECK
+from pgrag_dag.pipeline.checks import YIELD_CHECK
 from tests.fix_corpus import SmallCorpus
 
 EMPTY = '{"entities": [], "triples": []}'
@@ -41,7 +41,7 @@ def _by_stage(engine: object, realm: str) -> dict[str, object]:
 def test_a_space_whose_chunks_all_came_back_empty_fails_the_yield_checks(
         small_corpus: SmallCorpus, realm: str, caplog: pytest.LogCaptureFixture) -> None:
     small_corpus.server.answer = lambda messages: EMPTY
-    with caplog.at_level(logging.WARNING, logger="pgrag_dag.yield_checks"):
+    with caplog.at_level(logging.WARNING, logger="pgrag_dag.pipeline.checks"):
         results = _by_stage(small_corpus.engine(), realm)
     ok, meta = results["raw_extractions"].checks[YIELD_CHECK]  # type: ignore[attr-defined]
     assert ok is False

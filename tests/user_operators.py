@@ -7,7 +7,7 @@ from __future__ import annotations
 import polars as pl
 from pydantic import BaseModel, Field
 
-from pgrag_dag.chunking import split_sentences
+from pgrag_dag.ingest.splitting import split_sentences
 from pgrag_dag.operators import OperatorContext, operator
 
 

@@ -71,7 +71,7 @@ def load_graph(conn: psycopg.Connection, realm: str, space: str) -> tuple[pl.Dat
 def current_fingerprint(conn: psycopg.Connection, realm: str, space: str) -> str | None:
     """The ``graph_fingerprint`` the space's level-0 communities were built from, or ``None``.
 
-    Compare with :func:`pgrag_dag.communities.graph_fingerprint` of :func:`load_graph` to skip a
+    Compare with :func:`pgrag_dag.graph.communities.graph_fingerprint` of :func:`load_graph` to skip a
     rebuild on an unchanged graph.
     """
     validate_space(space)
@@ -94,7 +94,7 @@ def replace_communities(
     """Replace the space's communities with one build, in one transaction (§6 "rebuild, not accumulate").
 
     Args:
-        fingerprint: :func:`~pgrag_dag.communities.graph_fingerprint` of the graph built from.
+        fingerprint: :func:`~pgrag_dag.graph.communities.graph_fingerprint` of the graph built from.
         reports: ``cluster``, ``title``, ``summary``, ``findings`` (JSON text), ``rating``, ``size``,
             ``report``, optionally ``embedding`` (vector of the realm's width) — level 0.
         members: ``cluster``, ``entity_id``; rows of clusters without a report are ignored.

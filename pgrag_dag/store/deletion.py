@@ -1,5 +1,5 @@
 """Explicit deletion (paper §6.1; issue 14 item 4): the statements that remove an entity, a space or a realm
-for good, history included. Never the default: :mod:`pgrag_dag.deletion` runs them under the partition
+for good, history included. Never the default: :mod:`pgrag_dag.operate.deletion` runs them under the partition
 locks and inside :func:`pgrag_dag.store.history.forgetting`, which alone lets history rows be deleted (and
 chunks be deleted without being archived).
 
@@ -17,7 +17,7 @@ from psycopg import sql
 
 from pgrag_dag.names import schema_for
 from pgrag_dag.store import telemetry
-from pgrag_dag.store.ident import qualified as _t
+from pgrag_dag.store.identifiers import qualified
 
 SPACE_ORDER = ("stage_pending", "community_children", "community_members", "communities", "doc_mentions",
                "resolution_rejections", "gate_decisions", "raw_extractions", "relations", "documents", "entity_keys",
@@ -45,7 +45,7 @@ def count_rows(conn: psycopg.Connection, realm: str, space: str | None) -> dict[
     out = {}
     for table in space_tables(conn, realm):
         where = sql.SQL("") if space is None else sql.SQL(" WHERE space = %s")
-        row = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(_t(realm, table)) + where,
+        row = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(qualified(realm, table)) + where,
                            () if space is None else (space,)).fetchone()
         out[table] = int(row[0]) if row else 0
     return out
@@ -61,10 +61,10 @@ def delete_space_rows(conn: psycopg.Connection, realm: str, space: str) -> dict[
     queued = None
     if "stage_work" in tables:  # the graph deletes below queue work (triggers): removed again, last, not counted
         tables = [t for t in tables if t != "stage_work"] + ["stage_work"]
-        row = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE space = %s").format(_t(realm, "stage_work")), (space,)).fetchone()
+        row = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE space = %s").format(qualified(realm, "stage_work")), (space,)).fetchone()
         queued = int(row[0]) if row else 0
     for table in tables:
-        out[table] = conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s").format(_t(realm, table)), (space,)).rowcount
+        out[table] = conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s").format(qualified(realm, table)), (space,)).rowcount
     if queued is not None:
         out["stage_work"] = queued
     if "belief_log" in out:
@@ -77,11 +77,11 @@ def document_counts(conn: psycopg.Connection, realm: str, space: str, doc_key: s
     cascading from them: ``raw_extractions``, ``gate_decisions``, ``resolution_rejections``,
     ``doc_mentions``); all zero when the space has no such document."""
     chunks = sql.SQL("SELECT id FROM {} WHERE space = %(space)s AND md5(doc_key) = md5(%(key)s) AND doc_key = %(key)s").format(
-        _t(realm, "documents"))
+        qualified(realm, "documents"))
     out = {}
     for table in ("documents", "raw_extractions", "gate_decisions", "resolution_rejections", "doc_mentions"):
         column = sql.Identifier("id" if table == "documents" else "chunk_id")
-        row = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE {} IN (").format(_t(realm, table), column) + chunks
+        row = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE {} IN (").format(qualified(realm, table), column) + chunks
                            + sql.SQL(")"), {"space": space, "key": doc_key}).fetchone()
         out[table] = int(row[0]) if row else 0
     return out
@@ -90,7 +90,7 @@ def document_counts(conn: psycopg.Connection, realm: str, space: str, doc_key: s
 def entity_id(conn: psycopg.Connection, realm: str, space: str, name: str) -> tuple[int, str] | None:
     """``(id, canonical name)`` of the entity of ``space`` called ``name`` (case-insensitive), or ``None``."""
     row = conn.execute(sql.SQL("SELECT id, name FROM {} WHERE space = %s AND lower(name) = lower(%s)").format(
-        _t(realm, "entities")), (space, name)).fetchone()
+        qualified(realm, "entities")), (space, name)).fetchone()
     return None if row is None else (int(row[0]), str(row[1]))
 
 
@@ -98,7 +98,7 @@ def mentioning_documents(conn: psycopg.Connection, realm: str, space: str, entit
     """``(how many documents, up to `limit` of their doc_keys, sorted)`` whose chunks mention ``entity``."""
     rows = conn.execute(sql.SQL("""SELECT DISTINCT d.doc_key FROM {m} m JOIN {d} d ON d.id = m.chunk_id
                                     WHERE m.space = %s AND m.entity_id = %s ORDER BY 1""").format(
-        m=_t(realm, "doc_mentions"), d=_t(realm, "documents")), (space, entity)).fetchall()
+        m=qualified(realm, "doc_mentions"), d=qualified(realm, "documents")), (space, entity)).fetchall()
     return len(rows), [r[0] for r in rows[:limit]]
 
 
@@ -115,12 +115,12 @@ def delete_entity_rows(conn: psycopg.Connection, realm: str, space: str, entity:
     args = {"space": space, "id": entity}
     rel_ids = [r[0] for r in conn.execute(sql.SQL("""SELECT id FROM {} WHERE space = %(space)s
                                                      AND (source_id = %(id)s OR target_id = %(id)s)""").format(
-        _t(realm, "relations")), args).fetchall()]
+        qualified(realm, "relations")), args).fetchall()]
     args["rels"] = rel_ids
     removed: dict[str, int] = {}
 
     def run(key: str, stmt: str, table: str) -> int:
-        n = conn.execute(sql.SQL(stmt).format(t=_t(realm, table)), args).rowcount
+        n = conn.execute(sql.SQL(stmt).format(t=qualified(realm, table)), args).rowcount
         removed[key] = removed.get(key, 0) + n
         return n
 
@@ -133,7 +133,7 @@ def delete_entity_rows(conn: psycopg.Connection, realm: str, space: str, entity:
     removed["query_events.entity_ids"] = telemetry.forget_entities(conn, realm, [entity])
     restored = conn.execute(sql.SQL("""UPDATE {t} SET superseded_by = NULL, t_expired = NULL
                                         WHERE space = %(space)s AND superseded_by = ANY(%(rels)s)
-                                          AND NOT id = ANY(%(rels)s)""").format(t=_t(realm, "relations")), args).rowcount
+                                          AND NOT id = ANY(%(rels)s)""").format(t=qualified(realm, "relations")), args).rowcount
     run("community_members", "DELETE FROM {t} WHERE space = %(space)s AND entity_id = %(id)s", "community_members")
     run("doc_mentions", "DELETE FROM {t} WHERE space = %(space)s AND entity_id = %(id)s", "doc_mentions")
     run("relations", "DELETE FROM {t} WHERE space = %(space)s AND id = ANY(%(rels)s)", "relations")

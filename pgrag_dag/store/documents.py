@@ -18,7 +18,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from pgrag_dag.store import history
-from pgrag_dag.store.schema import qualified as _t
+from pgrag_dag.store.identifiers import qualified
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ def sync_chunks(conn: psycopg.Connection, realm: str, space: str, chunks: pl.Dat
     stored = {
         k: h for k, h in conn.execute(
             sql.SQL("SELECT doc_key, string_agg(content_hash, ',' ORDER BY chunk_index) FROM {} WHERE space = %s GROUP BY doc_key")
-            .format(_t(realm, "documents")), (space,),
+            .format(qualified(realm, "documents")), (space,),
         ).fetchall()
     }
     wanted: dict[str, pl.DataFrame] = {k[0]: g.sort("chunk_index") for k, g in chunks.group_by(["doc_key"])}
@@ -77,7 +77,7 @@ def sync_chunks(conn: psycopg.Connection, realm: str, space: str, chunks: pl.Dat
             cur.executemany(
                 sql.SQL("""INSERT INTO {} (space, doc_key, chunk_index, title, source, doc_order, text, content_hash,
                                           doc_hash, metadata, doc_fingerprint)
-                           VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)""").format(_t(realm, "documents")),
+                           VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)""").format(qualified(realm, "documents")),
                 [(space, r["doc_key"], r["chunk_index"], r["title"], r["source"], r["doc_order"], r["text"],
                   r["content_hash"], r["doc_hash"], Jsonb(_json(r.get("metadata") or metadata.get(doc_key))),
                   fingerprints.get(doc_key)) for r in frame.iter_rows(named=True)],
@@ -116,7 +116,7 @@ def _restamp(conn: psycopg.Connection, realm: str, space: str, frame: pl.DataFra
                     WHERE d.space = %s AND md5(d.doc_key) = md5(v.doc_key) AND d.doc_key = v.doc_key
                       AND d.chunk_index = v.chunk_index
                       AND (d.doc_order, d.metadata, d.doc_fingerprint) IS DISTINCT FROM (v.doc_order, v.metadata, v.fp)""").format(
-            t=_t(realm, "documents")),
+            t=qualified(realm, "documents")),
         (frame["doc_key"].to_list(), frame["chunk_index"].to_list(), frame["doc_order"].to_list(), metas, prints, space),
     ).rowcount
 
@@ -128,7 +128,7 @@ def _reorder(conn: psycopg.Connection, realm: str, space: str, orders: dict[str,
     which did not change), so the queue trigger is told to pass (``pgrag.order_shift``). Returns rows changed."""
     if not orders:
         return 0
-    table = _t(realm, "documents")
+    table = qualified(realm, "documents")
     stored = dict(conn.execute(sql.SQL("SELECT DISTINCT ON (doc_key) doc_key, doc_order FROM {} WHERE space = %s "
                                        "ORDER BY doc_key").format(table), (space,)).fetchall())
     moved = {k: o for k, o in orders.items() if k in stored and stored[k] != o}
@@ -149,14 +149,14 @@ def document_fingerprints(conn: psycopg.Connection, realm: str, space: str) -> d
     """doc_key → the fingerprint stored with its chunks (what the chunks stage chunked it from: text, title,
     source, metadata and the chunker — not its order; issue 15), for the space's documents that have one."""
     return dict(conn.execute(sql.SQL("SELECT DISTINCT ON (doc_key) doc_key, doc_fingerprint FROM {} WHERE space = %s "
-                                     "AND doc_fingerprint IS NOT NULL ORDER BY doc_key").format(_t(realm, "documents")),
+                                     "AND doc_fingerprint IS NOT NULL ORDER BY doc_key").format(qualified(realm, "documents")),
                              (space,)).fetchall())
 
 
 def indexed_keys(conn: psycopg.Connection, realm: str, space: str, keys: Collection[str]) -> set[str]:
     """Which of ``keys`` the space holds chunks of now."""
     rows = conn.execute(sql.SQL("SELECT DISTINCT doc_key FROM {} WHERE space = %s AND md5(doc_key) = ANY(%s)").format(
-        _t(realm, "documents")), (space, [hashlib.md5(k.encode("utf-8")).hexdigest() for k in keys])).fetchall()
+        qualified(realm, "documents")), (space, [hashlib.md5(k.encode("utf-8")).hexdigest() for k in keys])).fetchall()
     return {k for (k,) in rows} & set(keys)
 
 
@@ -181,7 +181,7 @@ def rename_documents(conn: psycopg.Connection, realm: str, space: str, renames: 
     ``old`` key holds no chunk, or whose ``new`` key already does, is left out. Returns those done."""
     if not renames:
         return []
-    table = _t(realm, "documents")
+    table = qualified(realm, "documents")
     present = indexed_keys(conn, realm, space, [r.old for r in renames] + [r.new for r in renames])
     todo = [r for r in renames if r.old in present and r.new not in present]
     if not todo:
@@ -197,7 +197,7 @@ def rename_documents(conn: psycopg.Connection, realm: str, space: str, renames: 
                  (*cols, space))
     conn.execute(sql.SQL("""UPDATE {t} d SET doc_key = v.new, source = v.source
                               FROM unnest(%s::text[], %s::text[], %s::text[]) AS v(old, new, source)
-                             WHERE d.space = %s AND d.doc_key = v.old""").format(t=_t(realm, "documents_removed")),
+                             WHERE d.space = %s AND d.doc_key = v.old""").format(t=qualified(realm, "documents_removed")),
                  (*cols[:3], space))
     history.log_renames(conn, realm, space, [(r.old, r.new) for r in todo])
     return todo
@@ -214,21 +214,8 @@ def delete_document_chunks(conn: psycopg.Connection, realm: str, space: str, doc
     is archived in ``documents_removed`` first (:mod:`pgrag_dag.store.history`), so belief-time reads
     still find it. Returns how many chunks were removed; the caller logs the document event."""
     cur = conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s AND md5(doc_key) = md5(%s) AND doc_key = %s").format(
-        _t(realm, "documents")), (space, doc_key, doc_key))
+        qualified(realm, "documents")), (space, doc_key, doc_key))
     return cur.rowcount
-
-
-def load_chunks(conn: psycopg.Connection, realm: str, space: str) -> pl.DataFrame:
-    """The space's chunks: chunk_id, doc_key, chunk_index, title, source, doc_order, text, content_hash,
-    doc_hash — in document order."""
-    rows = conn.execute(
-        sql.SQL("""SELECT id, doc_key, chunk_index, title, source, doc_order, text, content_hash, doc_hash
-                     FROM {} WHERE space = %s ORDER BY doc_order, doc_key, chunk_index""").format(_t(realm, "documents")),
-        (space,),
-    ).fetchall()
-    schema = {"chunk_id": pl.Int64, "doc_key": pl.String, "chunk_index": pl.Int64, "title": pl.String,
-              "source": pl.String, "doc_order": pl.Int64, "text": pl.String, "content_hash": pl.String, "doc_hash": pl.String}
-    return pl.DataFrame(rows, schema=schema, orient="row")
 
 
 def chunk_order(conn: psycopg.Connection, realm: str, space: str,
@@ -237,19 +224,19 @@ def chunk_order(conn: psycopg.Connection, realm: str, space: str,
     the space or those of ``chunk_ids``."""
     only = sql.SQL("") if chunk_ids is None else sql.SQL(" AND id = ANY(%s)")
     rows = conn.execute(sql.SQL("SELECT id, doc_order, chunk_index FROM {} WHERE space = %s{}").format(
-        _t(realm, "documents"), only), (space,) if chunk_ids is None else (space, list(chunk_ids))).fetchall()
+        qualified(realm, "documents"), only), (space,) if chunk_ids is None else (space, list(chunk_ids))).fetchall()
     return {i: (o, c) for i, o, c in rows}
 
 
 def count_chunks(conn: psycopg.Connection, realm: str, space: str) -> int:
     """How many chunks the space holds."""
-    row = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE space = %s").format(_t(realm, "documents")), (space,)).fetchone()
+    row = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE space = %s").format(qualified(realm, "documents")), (space,)).fetchone()
     return int(row[0]) if row else 0
 
 
 def count_documents(conn: psycopg.Connection, realm: str, space: str) -> int:
     """How many documents (distinct doc_keys) the space holds."""
-    row = conn.execute(sql.SQL("SELECT count(DISTINCT doc_key) FROM {} WHERE space = %s").format(_t(realm, "documents")),
+    row = conn.execute(sql.SQL("SELECT count(DISTINCT doc_key) FROM {} WHERE space = %s").format(qualified(realm, "documents")),
                        (space,)).fetchone()
     return int(row[0]) if row else 0
 
@@ -260,5 +247,5 @@ def document_indexed(conn: psycopg.Connection, realm: str, space: str, doc_key: 
     if not history.table_exists(conn, realm, "documents"):
         return False
     found = conn.execute(sql.SQL("SELECT 1 FROM {} WHERE space = %s AND doc_key = %s LIMIT 1").format(
-        _t(realm, "documents")), (space, doc_key)).fetchone()
+        qualified(realm, "documents")), (space, doc_key)).fetchone()
     return found is not None

@@ -15,7 +15,7 @@ import psycopg
 from psycopg import sql
 
 from pgrag_dag.names import validate_space
-from pgrag_dag.store.ident import qualified as _t
+from pgrag_dag.store.identifiers import qualified
 
 _TS = pl.Datetime("us", "UTC")
 
@@ -78,7 +78,7 @@ def _frame(conn: psycopg.Connection, query: sql.Composed, args: object, schema: 
 def export_entities(conn: psycopg.Connection, realm: str, space: str) -> pl.DataFrame:
     """Every entity of the space by id (:data:`ENTITY_SCHEMA`): ``dormant`` (no chunk mentions it, or
     archived) with ``dormant_since``, ``archived`` (retention, §6.1) with ``archived_at``."""
-    return _frame(conn, sql.SQL(_ENTITIES).format(e=_t(realm, "entities")), (validate_space(space),), ENTITY_SCHEMA)
+    return _frame(conn, sql.SQL(_ENTITIES).format(e=qualified(realm, "entities")), (validate_space(space),), ENTITY_SCHEMA)
 
 
 def export_relations(conn: psycopg.Connection, realm: str, space: str) -> pl.DataFrame:
@@ -86,20 +86,20 @@ def export_relations(conn: psycopg.Connection, realm: str, space: str) -> pl.Dat
     ``subject``/``object``: ``weight`` = distinct corroborating chunks (§4.7), ``chunk_ids`` its provenance,
     valid time as stated (``valid_from``/``valid_to`` text, §5.1), belief time ``t_created``/``t_expired``
     (§5.3), ``superseded_by`` (the superseding relation's id), ``dormant``."""
-    return _frame(conn, sql.SQL(_RELATIONS).format(r=_t(realm, "relations"), e=_t(realm, "entities")),
+    return _frame(conn, sql.SQL(_RELATIONS).format(r=qualified(realm, "relations"), e=qualified(realm, "entities")),
                   (validate_space(space),), RELATION_SCHEMA)
 
 
 def export_communities(conn: psycopg.Connection, realm: str, space: str) -> pl.DataFrame:
     """Every community report of the space, by level then id (:data:`COMMUNITY_SCHEMA`): ``child_ids``
     (the next level down, §6.1) and ``member_entity_ids`` — for a parent, every entity of its descendants."""
-    return _frame(conn, sql.SQL(_COMMUNITIES).format(c=_t(realm, "communities"), ch=_t(realm, "community_children"),
-                                                     m=_t(realm, "community_members")),
+    return _frame(conn, sql.SQL(_COMMUNITIES).format(c=qualified(realm, "communities"), ch=qualified(realm, "community_children"),
+                                                     m=qualified(realm, "community_members")),
                   {"s": validate_space(space)}, COMMUNITY_SCHEMA)
 
 
 def export_mentions(conn: psycopg.Connection, realm: str, space: str) -> pl.DataFrame:
     """Every entity ↔ chunk mention of the space (:data:`MENTION_SCHEMA`), with the chunk's document key
     and index, by entity then chunk."""
-    return _frame(conn, sql.SQL(_MENTIONS).format(m=_t(realm, "doc_mentions"), d=_t(realm, "documents")),
+    return _frame(conn, sql.SQL(_MENTIONS).format(m=qualified(realm, "doc_mentions"), d=qualified(realm, "documents")),
                   (validate_space(space),), MENTION_SCHEMA)

@@ -6,16 +6,16 @@ writers resolve against one another instead of splitting a vertex.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 
 import polars as pl
 import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from pgrag_dag.resolution import ENTITY_SCHEMA, Resolution, Vertex, merge_into
+from pgrag_dag.frames import ENTITY_SCHEMA, Resolution, Vertex
 from pgrag_dag.store.quality import fill_identity_keys
-from pgrag_dag.store.schema import qualified as _t
+from pgrag_dag.store.identifiers import qualified
 
 
 def load_entities(conn: psycopg.Connection, realm: str, space: str, *, resolved: bool = False,
@@ -32,33 +32,40 @@ def load_entities(conn: psycopg.Connection, realm: str, space: str, *, resolved:
         fill_identity_keys(conn, realm, space)
         where = sql.SQL(""" AND id IN (SELECT entity_id FROM {k} WHERE space = %s
                                          AND (name_key = ANY(%s) OR alias_keys && %s::text[]))""").format(
-            k=_t(realm, "entity_keys"))
+            k=qualified(realm, "entity_keys"))
         args += [space, keys, keys]
     rows = conn.execute(
         sql.SQL("SELECT id, name, {}, aliases FROM {} WHERE space = %s{} ORDER BY id").format(
-            sql.SQL(cols), _t(realm, "entities"), where),
+            sql.SQL(cols), qualified(realm, "entities"), where),
         args,
     ).fetchall()
     schema = {k: v for k, v in ENTITY_SCHEMA.items() if k != "changed"}
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
-def write_entities(conn: psycopg.Connection, realm: str, space: str, res: Resolution) -> dict[str, int]:
+Merge = Callable[[Vertex, Vertex], None]
+"""``merge(winner, loser)``: folds a new vertex that lost the unique-name race into the stored winner,
+in place (:func:`pgrag_dag.graph.resolution.merge_race_loser`)."""
+
+
+def write_entities(conn: psycopg.Connection, realm: str, space: str, res: Resolution, *,
+                   merge: Merge) -> dict[str, int]:
     """Apply a :class:`Resolution` in one transaction (a savepoint inside the caller's), see :func:`_write_entities`,
     and store the identity keys of the entities it wrote (:func:`pgrag_dag.store.quality.fill_identity_keys`)."""
     with conn.transaction():
-        counts = _write_entities(conn, realm, space, res)
+        counts = _write_entities(conn, realm, space, res, merge)
         fill_identity_keys(conn, realm, space)
         return counts
 
 
-def _write_entities(conn: psycopg.Connection, realm: str, space: str, res: Resolution) -> dict[str, int]:
+def _write_entities(conn: psycopg.Connection, realm: str, space: str, res: Resolution,
+                    merge: Merge) -> dict[str, int]:
     """Apply a :class:`Resolution`: update changed vertices, insert new ones, fill in their ids.
 
     A new vertex whose name another writer inserted meanwhile loses the unique-index race and is
-    merged into the winner (§4.6). Returns counts ``inserted``, ``updated``.
+    merged into the winner by ``merge`` (§4.6). Returns counts ``inserted``, ``updated``.
     """
-    table = _t(realm, "entities")
+    table = qualified(realm, "entities")
     updated = 0
     changed = [v for v in res.vertices if v.id is not None and v.changed]
     if changed:
@@ -102,7 +109,7 @@ def _write_entities(conn: psycopg.Connection, realm: str, space: str, res: Resol
         ).fetchone()
         assert winner is not None  # the conflict proves it exists
         w = Vertex(winner[0], winner[1], winner[2], winner[3], list(winner[4]))
-        merge_into(w, v.name, v.entity_type, v.description, v.aliases)
+        merge(w, v)
         conn.execute(
             sql.SQL("UPDATE {} SET entity_type = %s, description = %s, aliases = %s, t_updated = now() WHERE id = %s").format(table),
             (w.entity_type, w.description, w.aliases, w.id),
@@ -119,12 +126,12 @@ def replace_mentions(conn: psycopg.Connection, realm: str, space: str, mentions:
     """
     pairs = mentions.unique().sort("chunk_id", "entity_id")
     stored = conn.execute(
-        sql.SQL("SELECT chunk_id, entity_id FROM {} WHERE space = %s ORDER BY 1, 2").format(_t(realm, "doc_mentions")), (space,),
+        sql.SQL("SELECT chunk_id, entity_id FROM {} WHERE space = %s ORDER BY 1, 2").format(qualified(realm, "doc_mentions")), (space,),
     ).fetchall()
     if stored != list(pairs.iter_rows()):  # an unchanged mention set is left as it is
-        conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s").format(_t(realm, "doc_mentions")), (space,))
+        conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s").format(qualified(realm, "doc_mentions")), (space,))
         with conn.cursor() as cur, cur.copy(
-            sql.SQL("COPY {} (space, chunk_id, entity_id) FROM STDIN").format(_t(realm, "doc_mentions"))
+            sql.SQL("COPY {} (space, chunk_id, entity_id) FROM STDIN").format(qualified(realm, "doc_mentions"))
         ) as copy:
             for c, e in pairs.iter_rows():
                 copy.write_row((space, c, e))
@@ -138,7 +145,7 @@ def replace_chunk_mentions(conn: psycopg.Connection, realm: str, space: str, chu
     that gained or lost a mention there, and for ``also`` (entity ids whose mentions went elsewhere, e.g.
     by a removed chunk's cascade, or whose archiving changed). Returns counts ``mentions`` (of these chunks),
     ``rewritten`` (mention rows added or removed), ``dormant``, ``revived``."""
-    table = _t(realm, "doc_mentions")
+    table = qualified(realm, "doc_mentions")
     wanted = sorted(mentions.unique().iter_rows())
     stored = sorted(conn.execute(sql.SQL("SELECT chunk_id, entity_id FROM {} WHERE space = %s AND chunk_id = ANY(%s)")
                                  .format(table), (space, list(chunk_ids))).fetchall()) if chunk_ids else []
@@ -158,13 +165,13 @@ def chunks_mentioning(conn: psycopg.Connection, realm: str, space: str, entity_i
     if not entity_ids:
         return []
     return [r[0] for r in conn.execute(sql.SQL("SELECT DISTINCT chunk_id FROM {} WHERE space = %s AND entity_id = ANY(%s)")
-                                       .format(_t(realm, "doc_mentions")), (space, list(entity_ids))).fetchall()]
+                                       .format(qualified(realm, "doc_mentions")), (space, list(entity_ids))).fetchall()]
 
 
 def _restamp_dormancy(conn: psycopg.Connection, realm: str, space: str, ids: Sequence[int] | None = None) -> dict[str, int]:
     """An entity no chunk mentions becomes dormant (``dormant_since = now()``); a mentioned dormant entity
     revives unless archived — over the space, or only the entities ``ids``. Returns ``dormant``, ``revived``."""
-    ent, men = _t(realm, "entities"), _t(realm, "doc_mentions")
+    ent, men = qualified(realm, "entities"), qualified(realm, "doc_mentions")
     only = sql.SQL("") if ids is None else sql.SQL(" AND e.id = ANY(%s)")
     args = (space,) if ids is None else (space, list(ids))
     dormant = conn.execute(
@@ -202,7 +209,7 @@ class EntityForms:
         rows = self._conn.execute(sql.SQL("""SELECT e.id, e.name, k.name_key, k.alias_keys FROM {k} k
                                                JOIN {e} e ON e.space = k.space AND e.id = k.entity_id
                                               WHERE k.space = %s{w}""").format(
-            k=_t(self._realm, "entity_keys"), e=_t(self._realm, "entities"), w=where), (self._space, *args)).fetchall()
+            k=qualified(self._realm, "entity_keys"), e=qualified(self._realm, "entities"), w=where), (self._space, *args)).fetchall()
         for i, name, name_key, alias_keys in rows:
             if i in self.names:
                 continue
@@ -254,7 +261,7 @@ def edges_touching(conn: psycopg.Connection, realm: str, space: str, *, chunk_id
     """(source_id, target_id, chunk_ids) of the space's stored edges (any state) that a chunk of
     ``chunk_ids`` supported, that end at an entity of ``entity_ids``, or that join a pair of ``pairs``
     (source_id, target_id) — through the ``relations_chunk_ids`` GIN index and the endpoint indexes."""
-    r = _t(realm, "relations")
+    r = qualified(realm, "relations")
     parts, args = [], []
     if chunk_ids:
         parts.append(sql.SQL("SELECT source_id, target_id, chunk_ids FROM {} WHERE space = %s AND chunk_ids && %s::bigint[]").format(r))
@@ -292,7 +299,7 @@ def _write_relations(conn: psycopg.Connection, realm: str, space: str, relations
     incremental run — every edge of those pairs, and only their stored edges can become dormant.
     Returns counts ``inserted``, ``updated``, ``dormant``.
     """
-    table = _t(realm, "relations")
+    table = qualified(realm, "relations")
     conn.execute("""CREATE TEMP TABLE IF NOT EXISTS pgrag_incoming_rel (
                         source_id bigint, target_id bigint, predicate text, negated boolean, description text,
                         chunk_ids bigint[], weight integer, confidence double precision, payload jsonb, rendered text)
@@ -346,7 +353,7 @@ def _write_relations(conn: psycopg.Connection, realm: str, space: str, relations
 def graph_counts(conn: psycopg.Connection, realm: str, space: str) -> dict[str, int]:
     """What the space holds: live and dormant entities and relations, mentions, and among the live relations
     the ``negated`` ones, those ``with_validity`` (a valid_from or valid_to) and the ``superseded`` ones."""
-    e, r, m = _t(realm, "entities"), _t(realm, "relations"), _t(realm, "doc_mentions")
+    e, r, m = qualified(realm, "entities"), qualified(realm, "relations"), qualified(realm, "doc_mentions")
     row = conn.execute(
         sql.SQL("""SELECT (SELECT count(*) FROM {e} WHERE space = %(s)s AND dormant_since IS NULL),
                           (SELECT count(*) FROM {e} WHERE space = %(s)s AND dormant_since IS NOT NULL),
@@ -366,9 +373,9 @@ def graph_counts(conn: psycopg.Connection, realm: str, space: str) -> dict[str, 
 
 
 def quality_frames(conn: psycopg.Connection, realm: str, space: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The frames :func:`pgrag_dag.quality.graph_quality` reads: entities (id, name, aliases, dormant) and
+    """The frames :func:`pgrag_dag.graph.quality.graph_quality` reads: entities (id, name, aliases, dormant) and
     relations (source_id, target_id, predicate, negated, live)."""
-    e, r = _t(realm, "entities"), _t(realm, "relations")
+    e, r = qualified(realm, "entities"), qualified(realm, "relations")
     ents = conn.execute(sql.SQL("SELECT id, name, aliases, dormant_since IS NOT NULL FROM {} WHERE space = %s ORDER BY id")
                         .format(e), (space,)).fetchall()
     rels = conn.execute(sql.SQL("""SELECT source_id, target_id, predicate, negated,
@@ -394,7 +401,7 @@ def apply_supersession(conn: psycopg.Connection, realm: str, space: str, relatio
     contradiction verdict is recorded in the superseded edge's payload. Returns counts ``superseded``
     (now), ``newly_superseded``, ``restored``.
     """
-    table = _t(realm, "relations")
+    table = qualified(realm, "relations")
     keys = [(r["source_id"], r["target_id"], r["predicate"], r["negated"]) for r in relations.iter_rows(named=True)]
     ids = {}
     for i, s_, t_, p_, n_ in conn.execute(  # the edges just written (write_relations' incoming rows), not the space

@@ -51,7 +51,7 @@ import psycopg
 from psycopg import sql
 
 from pgrag_dag.names import schema_for
-from pgrag_dag.store.ident import qualified as _t
+from pgrag_dag.store.identifiers import qualified
 
 RELATION_EVENTS = ("asserted", "superseded", "restored", "dormant", "revived", "deleted")
 ENTITY_EVENTS = ("created", "dormant", "revived", "archived", "unarchived", "deleted")
@@ -339,7 +339,7 @@ def log_documents(conn: psycopg.Connection, realm: str, space: str, events: Sequ
         return 0
     with conn.cursor() as cur:
         cur.executemany(
-            sql.SQL("INSERT INTO {} (space, kind, doc_key, event) VALUES (%s, 'document', %s, %s)").format(_t(realm, "belief_log")),
+            sql.SQL("INSERT INTO {} (space, kind, doc_key, event) VALUES (%s, 'document', %s, %s)").format(qualified(realm, "belief_log")),
             [(space, k, e) for k, e in events])
     return len(events)
 
@@ -350,7 +350,7 @@ def log_renames(conn: psycopg.Connection, realm: str, space: str, renames: Seque
     with conn.cursor() as cur:
         cur.executemany(
             sql.SQL("INSERT INTO {} (space, kind, doc_key, event, renamed_from) VALUES (%s, 'document', %s, 'renamed', %s)")
-            .format(_t(realm, "belief_log")), [(space, new, old) for old, new in renames])
+            .format(qualified(realm, "belief_log")), [(space, new, old) for old, new in renames])
     return len(renames)
 
 
@@ -369,7 +369,7 @@ def before_added(conn: psycopg.Connection, realm: str, space: str, doc_key: str)
                       WHERE l.space = %(space)s AND l.kind = 'document' AND l.event = 'renamed')
            SELECT max(at) - interval '1 microsecond' FROM {t}
             WHERE space = %(space)s AND kind = 'document' AND doc_key IN (SELECT k FROM keys) AND event = 'added'""").format(
-        t=_t(realm, "belief_log")), {"space": space, "key": doc_key}).fetchone()
+        t=qualified(realm, "belief_log")), {"space": space, "key": doc_key}).fetchone()
     return None if row is None else row[0]
 
 
@@ -386,7 +386,7 @@ def mark_checked(conn: psycopg.Connection, realm: str, space: str, stage: str, a
     date with it — built from it, or found it unchanged — in the caller's transaction."""
     conn.execute(sql.SQL("""INSERT INTO {} (space, stage, checked_at) VALUES (%s, %s, %s)
                             ON CONFLICT (space, stage) DO UPDATE SET checked_at = greatest({}.checked_at, EXCLUDED.checked_at)""").format(
-        _t(realm, "graph_checked"), sql.Identifier("graph_checked")), (space, stage, at))
+        qualified(realm, "graph_checked"), sql.Identifier("graph_checked")), (space, stage, at))
 
 
 def table_exists(conn: psycopg.Connection, realm: str, table: str) -> bool:

@@ -19,7 +19,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from pgrag_dag.store.history import table_exists
-from pgrag_dag.store.ident import qualified as _t
+from pgrag_dag.store.identifiers import qualified
 from pgrag_dag.store.retrieval import in_space
 
 
@@ -50,9 +50,9 @@ def realm_spaces(conn: psycopg.Connection, realm: str) -> list[str]:
     the realm has no schema."""
     if not table_exists(conn, realm, "documents"):
         return []
-    parts = [sql.SQL("SELECT DISTINCT space FROM {}").format(_t(realm, "documents"))]
+    parts = [sql.SQL("SELECT DISTINCT space FROM {}").format(qualified(realm, "documents"))]
     if table_exists(conn, realm, "stage_state"):
-        parts.append(sql.SQL("SELECT space FROM {}").format(_t(realm, "stage_state")))
+        parts.append(sql.SQL("SELECT space FROM {}").format(qualified(realm, "stage_state")))
     rows = conn.execute(sql.SQL(" UNION ").join(parts) + sql.SQL(" ORDER BY 1")).fetchall()
     return [str(r[0]) for r in rows]
 
@@ -60,7 +60,7 @@ def realm_spaces(conn: psycopg.Connection, realm: str) -> list[str]:
 def community_levels(conn: psycopg.Connection, realm: str, space: str) -> dict[int, int]:
     """Community reports of ``space`` per level (level → count; absent levels have none)."""
     rows = conn.execute(sql.SQL("SELECT level, count(*) FROM {} WHERE space = %s GROUP BY level ORDER BY level").format(
-        _t(realm, "communities")), (space,)).fetchall()
+        qualified(realm, "communities")), (space,)).fetchall()
     return {int(level): int(n) for level, n in rows}
 
 
@@ -101,8 +101,8 @@ def list_entities(conn: psycopg.Connection, realm: str, space: str, *, name: str
     select = sql.SQL("""e.id, e.name, e.entity_type, e.description, e.aliases, e.dormant_since IS NOT NULL AS dormant,
                         e.archived_at IS NOT NULL AS archived,
                         (SELECT count(*) FROM {m} m WHERE m.space = e.space AND m.entity_id = e.id) AS mentions""").format(
-        m=_t(realm, "doc_mentions"))
-    return _page(conn, select, sql.SQL("{} AS e").format(_t(realm, "entities")), where, sql.SQL("e.name, e.id"),
+        m=qualified(realm, "doc_mentions"))
+    return _page(conn, select, sql.SQL("{} AS e").format(qualified(realm, "entities")), where, sql.SQL("e.name, e.id"),
                  {"space": space, "name": _like(name or ""), "type": entity_type}, limit=limit, offset=offset)
 
 
@@ -127,7 +127,7 @@ def list_relations(conn: psycopg.Connection, realm: str, space: str, *, name: st
                         r.weight, r.confidence, r.superseded_by, r.superseded_by IS NOT NULL AS superseded,
                         r.dormant_since IS NOT NULL AS dormant, cardinality(r.chunk_ids) AS chunks, r.description""")
     source = sql.SQL("{r} AS r JOIN {e} AS s ON s.id = r.source_id JOIN {e} AS o ON o.id = r.target_id").format(
-        r=_t(realm, "relations"), e=_t(realm, "entities"))
+        r=qualified(realm, "relations"), e=qualified(realm, "entities"))
     return _page(conn, select, source, where, sql.SQL("s.name, r.predicate, o.name, r.id"),
                  {"space": space, "name": _like(name or ""), "predicate": predicate}, limit=limit, offset=offset)
 
@@ -143,7 +143,7 @@ def list_communities(conn: psycopg.Connection, realm: str, space: str, *, name: 
     if level is not None:
         where.append(sql.SQL("c.level = %(level)s"))
     select = sql.SQL("c.id, c.level, c.title, c.size, c.rating, c.built_at, c.parent_id, c.summary")
-    return _page(conn, select, sql.SQL("{} AS c").format(_t(realm, "communities")), where,
+    return _page(conn, select, sql.SQL("{} AS c").format(qualified(realm, "communities")), where,
                  sql.SQL("c.level, c.size DESC, c.id"), {"space": space, "name": _like(name or ""), "level": level},
                  limit=limit, offset=offset)
 
@@ -158,7 +158,7 @@ def list_documents(conn: psycopg.Connection, realm: str, space: str, *, name: st
         where.append(sql.SQL("(d.doc_key ILIKE %(name)s OR d.title ILIKE %(name)s)"))
     select = sql.SQL("""d.doc_key, min(d.title) AS title, min(d.source) AS source, min(d.doc_order) AS doc_order,
                         count(*) AS chunks, sum(length(d.text)) AS chars, min(d.t_created) AS indexed_at""")
-    return _page(conn, select, sql.SQL("{} AS d").format(_t(realm, "documents")), where,
+    return _page(conn, select, sql.SQL("{} AS d").format(qualified(realm, "documents")), where,
                  sql.SQL("min(d.doc_order), d.doc_key"), {"space": space, "name": _like(name or "")},
                  limit=limit, offset=offset, group=sql.SQL("d.doc_key"))
 
@@ -170,12 +170,12 @@ def first_belief(conn: psycopg.Connection, realm: str, space: str) -> tuple[date
     believed at every instant, §5.3)."""
     params = {"space": space}
     removed = (sql.SQL("(SELECT min(x.t_created) FROM {} AS x WHERE {})").format(
-        _t(realm, "documents_removed"), in_space("x", space)) if table_exists(conn, realm, "documents_removed")
+        qualified(realm, "documents_removed"), in_space("x", space)) if table_exists(conn, realm, "documents_removed")
         else sql.SQL("NULL::timestamptz"))
     row = conn.execute(sql.SQL(
         """SELECT least((SELECT min(d.t_created) FROM {d} AS d WHERE {dw}), {removed}),
                   EXISTS (SELECT 1 FROM {r} AS r WHERE {rw} AND r.t_created IS NULL)""").format(
-        d=_t(realm, "documents"), dw=in_space("d", space), removed=removed, r=_t(realm, "relations"),
+        d=qualified(realm, "documents"), dw=in_space("d", space), removed=removed, r=qualified(realm, "relations"),
         rw=in_space("r", space)), params).fetchone()
     assert row is not None
     return row[0], bool(row[1])
@@ -188,7 +188,7 @@ def unknown_predicates(conn: psycopg.Connection, realm: str, space: str, predica
     rows = conn.execute(sql.SQL(
         """SELECT t FROM unnest(%(types)s::text[]) AS t
             WHERE NOT EXISTS (SELECT 1 FROM {r} AS r WHERE {w} AND lower(r.predicate) = t) ORDER BY t""").format(
-        r=_t(realm, "relations"), w=in_space("r", space)), {"types": types, "space": space}).fetchall()
+        r=qualified(realm, "relations"), w=in_space("r", space)), {"types": types, "space": space}).fetchall()
     return [str(r[0]) for r in rows]
 
 
@@ -197,7 +197,7 @@ def frequent_predicates(conn: psycopg.Connection, realm: str, space: str, *, n: 
     rows = conn.execute(sql.SQL(
         """SELECT r.predicate FROM {r} AS r WHERE {w} AND r.dormant_since IS NULL AND r.superseded_by IS NULL
             GROUP BY r.predicate ORDER BY count(*) DESC, r.predicate LIMIT %(n)s""").format(
-        r=_t(realm, "relations"), w=in_space("r", space)), {"space": space, "n": n}).fetchall()
+        r=qualified(realm, "relations"), w=in_space("r", space)), {"space": space, "n": n}).fetchall()
     return [str(r[0]) for r in rows]
 
 

@@ -11,7 +11,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from pgrag_dag.errors import QueryError
-from pgrag_dag.store.schema import qualified
+from pgrag_dag.store.identifiers import qualified
 
 
 def lineage(conn: psycopg.Connection, realm: str, community_id: int) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """SQL of the graph-quality measurement (paper §8.6, Table 6; issue 15 item 2) and of ``entity_keys``, the
 identity keys it reads.
 
-``entity_keys`` (space, entity_id, name_key, alias_keys) holds :func:`pgrag_dag.gates.identity_key` of each
+``entity_keys`` (space, entity_id, name_key, alias_keys) holds :func:`pgrag_dag.gate_rules.identity_key` of each
 entity's canonical name and of each of its aliases (in alias order) — keys only Python computes (NFC,
 invisible characters, quote marks, Unicode whitespace and case). A narrow table of its own: storing keys never
 rewrites a wide entity row and its HNSW entry. A row exists only while it is current: it cascades away with
@@ -11,7 +11,7 @@ aliases. :func:`fill_identity_keys` stores the missing rows — after every grap
 and over the whole realm when :func:`create_identity_keys` upgrades it.
 
 :func:`quality_rows` reads a space's Table-6 aggregates from indexes and narrow tables; Python decides on
-the few rows SQL only narrows down (:func:`pgrag_dag.quality.measure_quality`).
+the few rows SQL only narrows down (:func:`pgrag_dag.graph.quality.measure_quality`).
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from pgrag_dag.gates import identity_key
+from pgrag_dag.gate_rules import identity_key
 from pgrag_dag.names import schema_for
-from pgrag_dag.store.ident import qualified
+from pgrag_dag.store.identifiers import qualified
 
 KEYS_DDL: tuple[str, ...] = (
     """CREATE OR REPLACE FUNCTION {s}.entity_keys_stale() RETURNS trigger LANGUAGE plpgsql AS $f$
@@ -50,7 +50,7 @@ ODD_PREDICATE = sql.SQL("(x.predicate <> lower(x.predicate COLLATE \"C\") "
 
 
 def identity_keys(name: str, aliases: Sequence[str]) -> tuple[str, list[str]]:
-    """``(name_key, alias_keys)`` as ``entity_keys`` holds them: :func:`~pgrag_dag.gates.identity_key` of the
+    """``(name_key, alias_keys)`` as ``entity_keys`` holds them: :func:`~pgrag_dag.gate_rules.identity_key` of the
     name and of each alias, in order."""
     return identity_key(name), [identity_key(a) for a in aliases]
 
@@ -92,7 +92,7 @@ def fill_identity_keys(conn: psycopg.Connection, realm: str, space: str | None =
 
 def quality_rows(conn: psycopg.Connection, realm: str, space: str, terms: Sequence[str], *,
                  pronoun_heads: Sequence[str], examples: int) -> dict[str, Any]:
-    """What SQL settles of :func:`pgrag_dag.quality.graph_quality` for one space whose ``entity_keys`` are
+    """What SQL settles of :func:`pgrag_dag.graph.quality.graph_quality` for one space whose ``entity_keys`` are
     complete (:func:`fill_identity_keys`), read in the caller's transaction (under the space's partition
     lock: no writer changes it meanwhile).
 

@@ -1,5 +1,5 @@
 """Retention as demotion (paper §6.1; issue 14 item 3): the statements that read an entity's structure and
-archive or unarchive entities. Scoring is :mod:`pgrag_dag.retention`; retrieval counts come from
+archive or unarchive entities. Scoring is :mod:`pgrag_dag.operate.retention`; retrieval counts come from
 :mod:`pgrag_dag.store.telemetry`.
 
 Archiving sets ``archived_at = now()`` and ``dormant_since = COALESCE(dormant_since, now())``: the history
@@ -19,7 +19,7 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from pgrag_dag.store.ident import qualified as _t
+from pgrag_dag.store.identifiers import qualified
 
 
 _STRUCTURE = """
@@ -40,7 +40,7 @@ def live_structure(conn: psycopg.Connection, realm: str, space: str) -> list[dic
     """Every live entity of ``space`` (neither dormant nor archived), by id: ``id, name, entity_type``,
     ``degree`` (current relations — not dormant, not superseded — to another live entity) and
     ``created_at`` (belief time: its ``created`` event in ``belief_log``, else its ``t_created``)."""
-    query = sql.SQL(_STRUCTURE).format(e=_t(realm, "entities"), r=_t(realm, "relations"), l=_t(realm, "belief_log"))
+    query = sql.SQL(_STRUCTURE).format(e=qualified(realm, "entities"), r=qualified(realm, "relations"), l=qualified(realm, "belief_log"))
     with conn.cursor(row_factory=dict_row) as cur:
         return cur.execute(query, (space,)).fetchall()
 
@@ -59,7 +59,7 @@ def archive(conn: psycopg.Connection, realm: str, space: str, ids: Sequence[int]
         return []
     rows = conn.execute(sql.SQL("""UPDATE {e} SET archived_at = now(), dormant_since = COALESCE(dormant_since, now())
                                     WHERE space = %s AND id = ANY(%s) AND archived_at IS NULL AND dormant_since IS NULL
-                                    RETURNING id, name""").format(e=_t(realm, "entities")), (space, list(ids))).fetchall()
+                                    RETURNING id, name""").format(e=qualified(realm, "entities")), (space, list(ids))).fetchall()
     return sorted((int(i), str(n)) for i, n in rows)
 
 
@@ -68,7 +68,7 @@ def find_by_name(conn: psycopg.Connection, realm: str, space: str, names: Sequen
     (case-insensitive, as entity names are unique); names not found are absent."""
     with conn.cursor(row_factory=dict_row) as cur:
         rows = cur.execute(sql.SQL("""SELECT id, name, archived_at IS NOT NULL AS archived FROM {e}
-                                       WHERE space = %s AND lower(name) = ANY(%s)""").format(e=_t(realm, "entities")),
+                                       WHERE space = %s AND lower(name) = ANY(%s)""").format(e=qualified(realm, "entities")),
                            (space, [n.lower() for n in names])).fetchall()
     return {r["name"].lower(): r for r in rows}
 
@@ -85,5 +85,5 @@ def unarchive(conn: psycopg.Connection, realm: str, space: str, ids: Sequence[in
                                         ELSE e.dormant_since END
              WHERE e.space = %s AND e.id = ANY(%s) AND e.archived_at IS NOT NULL
             RETURNING e.id, e.name, e.dormant_since IS NULL AS revived""").format(
-            e=_t(realm, "entities"), m=_t(realm, "doc_mentions")), (space, list(ids))).fetchall()
+            e=qualified(realm, "entities"), m=qualified(realm, "doc_mentions")), (space, list(ids))).fetchall()
     return sorted(rows, key=lambda r: r["id"])

@@ -35,6 +35,7 @@ from psycopg.rows import dict_row
 
 from pgrag_dag.errors import QueryError
 from pgrag_dag.store import db
+from pgrag_dag.store.identifiers import qualified
 from pgrag_dag.store.vector_index import distance
 from pgrag_dag.temporal import lower_bound, normalise_date, upper_bound
 from pgrag_dag.names import WILDCARD_SPACE, schema_for, validate_space
@@ -152,7 +153,7 @@ def _belief_interval(alias: str, temporal: Temporal, realm: str | None, what: st
         state = "current"
     return sql.SQL("""SELECT {what} FROM {h} AS b WHERE b.relation_id = {r}.id AND b.believed_from <= %(believed_at)s
                         AND (b.believed_to IS NULL OR b.believed_to > %(believed_at)s){state} LIMIT 1""").format(
-        what=sql.SQL(what), h=table(realm, "relation_belief"), r=sql.Identifier(alias),  # type: ignore[arg-type]
+        what=sql.SQL(what), h=qualified(realm, "relation_belief"), r=sql.Identifier(alias),  # type: ignore[arg-type]
         state=sql.SQL("") if state is None else sql.SQL(" AND b.state = {}").format(sql.Literal(state)))
 
 
@@ -201,7 +202,7 @@ def entity_live(alias: str, temporal: Temporal = CURRENT, *, realm: str | None =
         raise QueryError("a belief-time read needs the realm (entity_live(..., realm=...))")
     return sql.SQL("""EXISTS (SELECT 1 FROM {h} AS eb WHERE eb.entity_id = {e}.id AND eb.believed_from <= %(believed_at)s
                                AND (eb.believed_to IS NULL OR eb.believed_to > %(believed_at)s))""").format(
-        h=table(realm, "entity_belief"), e=e)
+        h=qualified(realm, "entity_belief"), e=e)
 
 
 def chunks_read(realm: str, temporal: Temporal = CURRENT) -> sql.Composable:
@@ -210,25 +211,25 @@ def chunks_read(realm: str, temporal: Temporal = CURRENT) -> sql.Composable:
     replaced or deleted after T is read as it was). Columns: ``id, space, doc_key, title, chunk_index,
     doc_order, text, t_created, embedding, search_tsv``; pair with :func:`created_by` for ``t_created <= T``."""
     if temporal.believed_at is None:
-        return table(realm, "documents")
+        return qualified(realm, "documents")
     return sql.SQL("""(SELECT id, space, doc_key, title, chunk_index, doc_order, text, t_created, embedding, search_tsv
                           FROM {d}
                         UNION ALL
                         SELECT id, space, doc_key, title, chunk_index, doc_order, text, t_created, embedding,
                                to_tsvector('english', title || ' ' || text)
                           FROM {x} WHERE t_removed > %(believed_at)s)""").format(
-        d=table(realm, "documents"), x=table(realm, "documents_removed"))
+        d=qualified(realm, "documents"), x=qualified(realm, "documents_removed"))
 
 
 def mentions_read(realm: str, temporal: Temporal = CURRENT) -> sql.Composable:
     """The ``(space, chunk_id, entity_id)`` mention edges a read sees: ``doc_mentions`` now; at
     ``believed_at`` also those of the chunks removed since T (kept in ``documents_removed.entity_ids``)."""
     if temporal.believed_at is None:
-        return table(realm, "doc_mentions")
+        return qualified(realm, "doc_mentions")
     return sql.SQL("""(SELECT space, chunk_id, entity_id FROM {m}
                         UNION ALL
                         SELECT x.space, x.id, unnest(x.entity_ids) FROM {x} AS x WHERE x.t_removed > %(believed_at)s)""").format(
-        m=table(realm, "doc_mentions"), x=table(realm, "documents_removed"))
+        m=qualified(realm, "doc_mentions"), x=qualified(realm, "documents_removed"))
 
 
 def created_by(alias: str, temporal: Temporal) -> sql.Composable:
@@ -236,11 +237,6 @@ def created_by(alias: str, temporal: Temporal) -> sql.Composable:
     if temporal.believed_at is None:
         return sql.SQL("TRUE")
     return sql.SQL("{}.t_created <= %(believed_at)s").format(sql.Identifier(alias))
-
-
-def table(realm: str, name: str) -> sql.Composed:
-    """``pgrag_<realm>.<name>`` composed from identifiers (the realm is validated)."""
-    return sql.SQL("{}.{}").format(sql.Identifier(schema_for(realm)), sql.Identifier(name))
 
 
 def in_space(alias: str, space: str) -> sql.Composable:
@@ -289,7 +285,7 @@ def read_scope(conn: psycopg.Connection, realm: str, space: str) -> tuple[Identi
     """
     wildcard = validate_space(space, for_write=False) == WILDCARD_SPACE
     exists = sql.SQL("TRUE") if wildcard else sql.SQL(
-        "EXISTS (SELECT 1 FROM {} WHERE space = %(space)s)").format(table(realm, "documents"))
+        "EXISTS (SELECT 1 FROM {} WHERE space = %(space)s)").format(qualified(realm, "documents"))
     query = sql.SQL(_IDENTITY + ", {} FROM pgrag__control.realms AS r WHERE realm = %(realm)s")
     try:
         row = conn.execute(query.format(exists), {"realm": realm, "space": space}).fetchone()
@@ -335,7 +331,7 @@ def entity_search(
              ORDER BY {dist}
              LIMIT %(k)s)
         SELECT *, 1 - distance AS score FROM hits ORDER BY distance, id""").format(
-        e=table(realm, "entities"), in_space=in_space("e", space), live=entity_live("e", temporal, realm=realm),
+        e=qualified(realm, "entities"), in_space=in_space("e", space), live=entity_live("e", temporal, realm=realm),
         dist=distance("e", len(qvec)),
     )
     return fetch(conn, query, {"q": qvec, "k": k, "space": space, **temporal.params()}, vector=True)
@@ -496,7 +492,7 @@ def traverse(
           JOIN {e} AS b ON b.id = r.target_id
          WHERE {edge_ok}
          ORDER BY k.hop, r.t_created DESC NULLS LAST, r.id""").format(
-        e=table(realm, "entities"), r=table(realm, "relations"), in_space=in_space("e", space),
+        e=qualified(realm, "entities"), r=qualified(realm, "relations"), in_space=in_space("e", space),
         d_in_space=in_space("d", space), edge_ok=edge_ok,
         belief=belief_columns("r", temporal, realm=realm),
         d_live=entity_live("d", temporal, realm=realm), e_live=entity_live("e", temporal, realm=realm),
@@ -535,7 +531,7 @@ def mention_chunks(
          GROUP BY d.id, d.space, d.doc_key, d.title, d.chunk_index, d.text, d.t_created, d.doc_order
          ORDER BY mentions DESC, d.doc_order, d.doc_key, d.chunk_index, d.id
          LIMIT %(k)s""").format(
-        m=mentions_read(realm, temporal), d=chunks_read(realm, temporal), e=table(realm, "entities"),
+        m=mentions_read(realm, temporal), d=chunks_read(realm, temporal), e=qualified(realm, "entities"),
         in_space=in_space("m", space),
         known=created_by("d", temporal),
     )

@@ -35,8 +35,17 @@ import psycopg
 from psycopg import sql
 
 from pgrag_dag.store.retrieval import (
-    CURRENT, Row, Temporal, belief_columns, entity_live, fetch, in_space, relation_filter, scope_params, table,
+    CURRENT,
+    Row,
+    Temporal,
+    belief_columns,
+    entity_live,
+    fetch,
+    in_space,
+    relation_filter,
+    scope_params,
 )
+from pgrag_dag.store.identifiers import qualified
 from pgrag_dag.store.vector_index import distance
 
 _RELATION: LiteralString = """
@@ -51,7 +60,7 @@ _ENDPOINTS: LiteralString = """
 
 def _parts(realm: str, space: str, temporal: Temporal, relation_types: Sequence[str] | None) -> dict[str, Any]:
     return {
-        "r": table(realm, "relations"), "e": table(realm, "entities"), "in_space": in_space("r", space),
+        "r": qualified(realm, "relations"), "e": qualified(realm, "entities"), "in_space": in_space("r", space),
         "ok": relation_filter("r", temporal, typed=relation_types is not None, realm=realm),
         "belief": belief_columns("r", temporal, realm=realm),
         "a_live": entity_live("a", temporal, realm=realm), "b_live": entity_live("b", temporal, realm=realm),
@@ -161,7 +170,7 @@ def relation_embeddings(conn: psycopg.Connection, realm: str, ids: Sequence[int]
     if not ids:
         return {}
     query = sql.SQL("SELECT id, embedding::real[] AS embedding FROM {r} WHERE id = ANY(%(ids)s) AND embedding IS NOT NULL").format(
-        r=table(realm, "relations"))
+        r=qualified(realm, "relations"))
     return {int(row["id"]): np.asarray(row["embedding"], dtype=np.float32)
             for row in fetch(conn, query, {"ids": sorted(set(ids))})}
 
@@ -221,7 +230,7 @@ def community_search(
              ORDER BY {dist}
              LIMIT %(k)s)
         SELECT *, 1 - distance AS score FROM hits ORDER BY distance, id""").format(
-        c=table(realm, "communities"), in_space=in_space("c", space), known=known, dist=distance("c", len(qvec)))
+        c=qualified(realm, "communities"), in_space=in_space("c", space), known=known, dist=distance("c", len(qvec)))
     return fetch(conn, query, {"q": qvec, "k": k, "space": space, **temporal.params()}, vector=True)
 
 
@@ -238,5 +247,5 @@ def last_graph_write(conn: psycopg.Connection, realm: str, spaces: Sequence[str]
             UNION ALL
             SELECT space, greatest(max(t_updated), max(dormant_since)) FROM {e}
              WHERE space = ANY(%(spaces)s) GROUP BY space) AS w
-         WHERE at IS NOT NULL GROUP BY space""").format(r=table(realm, "relations"), e=table(realm, "entities"))
+         WHERE at IS NOT NULL GROUP BY space""").format(r=qualified(realm, "relations"), e=qualified(realm, "entities"))
     return {str(row["space"]): row["at"] for row in fetch(conn, query, {"spaces": sorted(set(spaces))})}

@@ -18,7 +18,7 @@ the order documents → raw_extractions → gate_decisions → resolution_reject
 entity_keys → doc_mentions → relations → communities → community_members → community_children →
 stage_pending (the relations stage's quality measurement stores, last, the keys of entities written without
 them — under the partition lock, so no writer of the space waits on it). Two spaces of one realm share
-tables but never rows (every key carries ``space``), so their writers do not wait on each other. ``pgrag reembed`` (:mod:`pgrag_dag.reembed`) takes the stage locks of every space of
+tables but never rows (every key carries ``space``), so their writers do not wait on each other. ``pgrag reembed`` (:mod:`pgrag_dag.operate.reembed`) takes the stage locks of every space of
 the realm (in sorted space order, held for the whole command), then in its one write transaction the
 schema lock (:func:`lock_ddl`), the partition locks of every space (sorted), the registry row and the
 four embedded tables (``ACCESS EXCLUSIVE``: queries of the realm wait for its commit).
@@ -68,8 +68,7 @@ from pgvector.psycopg import register_vector
 
 from pgrag_dag.errors import DatabaseError, SchemaMismatchError
 from pgrag_dag.names import schema_for, validate_realm
-from pgrag_dag.store import history, quality, telemetry, vector_index, work
-from pgrag_dag.store.ident import qualified  # noqa: F401  (re-exported: schema.qualified is the name callers use)
+from pgrag_dag.store import history, quality, telemetry, vector_index, vectors, work_queue
 from pgrag_dag.store.db import privileged
 
 CONTROL_SCHEMA = "pgrag__control"
@@ -425,7 +424,7 @@ def init_control(conn: psycopg.Connection) -> None:
 def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, dim: int,
                convention: str = "symmetric") -> bool:
     """Create realm ``realm``'s schema and tables at width ``dim`` and register its embedding model and
-    its query/passage ``convention`` (:attr:`pgrag_dag.embedding.Convention.name`).
+    its query/passage ``convention`` (:attr:`pgrag_dag.providers.embedding.Convention.name`).
 
     Idempotent; two processes may run it at once. When the realm is registered at the current
     :data:`SCHEMA_VERSION` with this model this only reads the registry and the catalog (returns
@@ -468,9 +467,7 @@ def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, di
         conn.execute(sql.SQL(_LINEAGE_DDL).format(s=sql.Identifier(schema)))  # type: ignore[arg-type]
         history.create_history(conn, schema, vector_type)
         telemetry.create_telemetry(conn, schema)
-        work.create_work(conn, schema)
-        from pgrag_dag.store import vectors  # it imports this module
-
+        work_queue.create_work(conn, schema)
         vectors.create_text_hashes(conn, schema)
         quality.create_identity_keys(conn, realm)
         conn.execute("UPDATE pgrag__control.realms SET schema_version = %s WHERE realm = %s", (SCHEMA_VERSION, realm))

@@ -16,9 +16,9 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from pgrag_dag.extraction import RAW_SCHEMA
-from pgrag_dag.gates import DECISION_SCHEMA
-from pgrag_dag.store.schema import qualified as _t
+from pgrag_dag.frames import RAW_SCHEMA
+from pgrag_dag.frames import DECISION_SCHEMA
+from pgrag_dag.store.identifiers import qualified
 
 
 def chunks_needing_extraction(conn: psycopg.Connection, realm: str, space: str, *, extractor: str,
@@ -35,7 +35,7 @@ def chunks_needing_extraction(conn: psycopg.Connection, realm: str, space: str, 
                           SELECT 1 FROM {r} r WHERE r.chunk_id = d.id AND r.pass > 0 AND r.parse_status = 'model_error'
                              AND r.prompt_version = %s))
                     ORDER BY d.doc_order, d.doc_key, d.chunk_index""").format(
-            d=_t(realm, "documents"), r=_t(realm, "raw_extractions")),
+            d=qualified(realm, "documents"), r=qualified(realm, "raw_extractions")),
         (space, also or [], extractor, extractor),
     ).fetchall()
     schema = {"chunk_id": pl.Int64, "doc_key": pl.String, "chunk_index": pl.Int64, "title": pl.String,
@@ -53,7 +53,7 @@ def completed_passes(conn: psycopg.Connection, realm: str, space: str, chunk_ids
         sql.SQL("""SELECT r.chunk_id, r.pass, r.model, r.prompt_version, r.raw_text, r.parsed::text, r.parse_status,
                           r.error, r.prompt_tokens, r.completion_tokens, r.cache_hit
                      FROM {} r WHERE r.space = %s AND r.chunk_id = ANY(%s) AND r.prompt_version = %s
-                    ORDER BY r.chunk_id, r.pass""").format(_t(realm, "raw_extractions")),
+                    ORDER BY r.chunk_id, r.pass""").format(qualified(realm, "raw_extractions")),
         (space, chunk_ids, extractor),
     ).fetchall()
     out: dict[int, list[dict[str, object]]] = {}
@@ -76,7 +76,7 @@ def parse_failures(conn: psycopg.Connection, realm: str, space: str, *, extracto
                           r.error, r.prompt_tokens, r.completion_tokens, r.cache_hit
                      FROM {} r WHERE r.space = %s AND r.parse_status = 'parse_error' AND r.raw_text IS NOT NULL
                       AND (%s::text IS NULL OR r.prompt_version = %s) ORDER BY r.chunk_id, r.pass""").format(
-            _t(realm, "raw_extractions")), (space, extractor, extractor),
+            qualified(realm, "raw_extractions")), (space, extractor, extractor),
     ).fetchall()
     return pl.DataFrame(rows, schema=RAW_SCHEMA, orient="row")
 
@@ -89,7 +89,7 @@ def owe_again(conn: psycopg.Connection, realm: str, space: str, passes: list[tup
         return 0
     cur = conn.execute(
         sql.SQL("""UPDATE {} r SET parse_status = 'model_error', error = %s FROM unnest(%s::bigint[], %s::int[]) AS u(c, p)
-                    WHERE r.space = %s AND r.chunk_id = u.c AND r.pass = u.p""").format(_t(realm, "raw_extractions")),
+                    WHERE r.space = %s AND r.chunk_id = u.c AND r.pass = u.p""").format(qualified(realm, "raw_extractions")),
         (reason, [c for c, _ in passes], [p for _, p in passes], space))
     return cur.rowcount
 
@@ -107,7 +107,7 @@ def pending_extraction(conn: psycopg.Connection, realm: str, space: str, *, extr
                           SELECT 1 FROM {r} ok WHERE ok.chunk_id = d.id AND ok.pass = 0 AND ok.parse_status = 'ok'
                              AND ok.prompt_version = %s)))
                     ORDER BY d.doc_order, d.doc_key, d.chunk_index, 3""").format(
-            d=_t(realm, "documents"), r=_t(realm, "raw_extractions")),
+            d=qualified(realm, "documents"), r=qualified(realm, "raw_extractions")),
         (extractor, space, extractor),
     ).fetchall()
     firsts = sum(1 for r in rows if r[4])
@@ -118,7 +118,7 @@ def pending_extraction(conn: psycopg.Connection, realm: str, space: str, *, extr
 def record_pending(conn: psycopg.Connection, realm: str, space: str, stage: str, failures: list[str]) -> None:
     """Record the work ``stage`` could not finish for the space (``failures``: one line each); an
     empty list clears it."""
-    table = _t(realm, "stage_pending")
+    table = qualified(realm, "stage_pending")
     if not failures:
         conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s AND stage = %s").format(table), (space, stage))
         return
@@ -131,7 +131,7 @@ def record_pending(conn: psycopg.Connection, realm: str, space: str, stage: str,
 def load_pending(conn: psycopg.Connection, realm: str, space: str, stage: str) -> list[str]:
     """The failures :func:`record_pending` recorded for ``stage`` of the space (empty: nothing pending)."""
     row = conn.execute(sql.SQL("SELECT failures FROM {} WHERE space = %s AND stage = %s").format(
-        _t(realm, "stage_pending")), (space, stage)).fetchone()
+        qualified(realm, "stage_pending")), (space, stage)).fetchone()
     return list(row[0]) if row else []
 
 
@@ -143,7 +143,7 @@ def document_names(conn: psycopg.Connection, realm: str, space: str, doc_keys: l
     rows = conn.execute(
         sql.SQL("""SELECT d.doc_key, d.chunk_index, r.parsed FROM {r} r JOIN {d} d ON d.id = r.chunk_id
                     WHERE r.space = %s AND d.doc_key = ANY(%s) AND r.parse_status = 'ok' AND r.prompt_version = %s
-                    ORDER BY d.doc_key, d.chunk_index, r.pass""").format(r=_t(realm, "raw_extractions"), d=_t(realm, "documents")),
+                    ORDER BY d.doc_key, d.chunk_index, r.pass""").format(r=qualified(realm, "raw_extractions"), d=qualified(realm, "documents")),
         (space, doc_keys, extractor),
     ).fetchall()
     out: dict[str, list[tuple[int, list[str]]]] = {}
@@ -158,12 +158,12 @@ def write_raw(conn: psycopg.Connection, realm: str, space: str, raw: pl.DataFram
     if raw.height == 0:
         return 0
     chunk_ids = sorted(set(raw["chunk_id"].to_list()))
-    conn.execute(sql.SQL("DELETE FROM {} WHERE chunk_id = ANY(%s)").format(_t(realm, "raw_extractions")), (chunk_ids,))
+    conn.execute(sql.SQL("DELETE FROM {} WHERE chunk_id = ANY(%s)").format(qualified(realm, "raw_extractions")), (chunk_ids,))
     with conn.cursor() as cur:
         cur.executemany(
             sql.SQL("""INSERT INTO {} (space, chunk_id, pass, model, prompt_version, raw_text, parsed, parse_status,
                                       error, prompt_tokens, completion_tokens, cache_hit)
-                       VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)""").format(_t(realm, "raw_extractions")),
+                       VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)""").format(qualified(realm, "raw_extractions")),
             [(space, r["chunk_id"], r["pass"], r["model"], r["prompt_version"], r["raw_text"],
               Jsonb(json.loads(r["parsed"])) if r["parsed"] else None, r["parse_status"], r["error"],
               r["prompt_tokens"], r["completion_tokens"], r["cache_hit"]) for r in raw.iter_rows(named=True)],
@@ -180,7 +180,7 @@ def load_raw(conn: psycopg.Connection, realm: str, space: str, chunk_ids: Sequen
                           r.error, r.prompt_tokens, r.completion_tokens, r.cache_hit
                      FROM {r} r JOIN {d} d ON d.id = r.chunk_id WHERE r.space = %s{only}
                     ORDER BY d.doc_order, d.doc_key, d.chunk_index, r.pass""")
-        .format(r=_t(realm, "raw_extractions"), d=_t(realm, "documents"), only=only),
+        .format(r=qualified(realm, "raw_extractions"), d=qualified(realm, "documents"), only=only),
         (space, list(chunk_ids)) if chunk_ids is not None else (space,),
     ).fetchall()
     return pl.DataFrame(rows, schema=RAW_SCHEMA, orient="row")
@@ -196,7 +196,7 @@ def space_yield(conn: psycopg.Connection, realm: str, space: str) -> dict[str, b
                            OR jsonb_array_length(coalesce(parsed->'triples', '[]')) > 0)),
             EXISTS (SELECT 1 FROM {r} WHERE space = %s),
             EXISTS (SELECT 1 FROM {g} WHERE space = %s AND accepted)""").format(
-        d=_t(realm, "documents"), r=_t(realm, "raw_extractions"), g=_t(realm, "gate_decisions")), (space,) * 4).fetchone()
+        d=qualified(realm, "documents"), r=qualified(realm, "raw_extractions"), g=qualified(realm, "gate_decisions")), (space,) * 4).fetchone()
     assert row is not None
     return dict(zip(("chunks", "extracted", "raw", "accepted"), row))
 
@@ -208,7 +208,7 @@ def replace_decisions(conn: psycopg.Connection, realm: str, space: str, decision
                       chunk_ids: Sequence[int] | None = None) -> int:
     """Replace the space's gate decisions — all of them, or only those of ``chunk_ids`` (an incremental
     run) — with ``decisions`` (the ``gate_decisions`` frame). Returns the rows deleted plus the rows written."""
-    table = _t(realm, "gate_decisions")
+    table = qualified(realm, "gate_decisions")
     if chunk_ids is None:
         deleted = conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s").format(table), (space,)).rowcount
     else:
@@ -232,7 +232,7 @@ def load_decisions(conn: psycopg.Connection, realm: str, space: str, *, accepted
     rows = conn.execute(
         sql.SQL("""SELECT {} FROM {} g JOIN {} d ON d.id = g.chunk_id WHERE g.space = %s{}
                     ORDER BY d.doc_order, d.doc_key, d.chunk_index, g.pass, g.id""").format(
-            cols, _t(realm, "gate_decisions"), _t(realm, "documents"), where),
+            cols, qualified(realm, "gate_decisions"), qualified(realm, "documents"), where),
         (space, list(chunk_ids)) if chunk_ids is not None else (space,),
     ).fetchall()
     return pl.DataFrame(rows, schema=DECISION_SCHEMA, orient="row")
@@ -243,7 +243,7 @@ def replace_resolution_rejections(conn: psycopg.Connection, realm: str, space: s
     """Replace the space's post-resolution rejections (chunk_id, subject, predicate, object, gate,
     offending_value) — all of them, or those of ``chunk_ids`` (an incremental run: ``rejections`` then holds
     only theirs); an identical set is left as it is. Returns the number of rows written or kept."""
-    table = _t(realm, "resolution_rejections")
+    table = qualified(realm, "resolution_rejections")
     cols = ["chunk_id", "subject", "predicate", "object", "gate", "offending_value"]
     only = sql.SQL("") if chunk_ids is None else sql.SQL(" AND chunk_id = ANY(%s)")
     args = (space,) if chunk_ids is None else (space, list(chunk_ids))
@@ -262,4 +262,4 @@ def rejection_endpoints(conn: psycopg.Connection, realm: str, space: str) -> lis
     """(chunk_id, subject, object) of every post-resolution rejection (self-loop) of the space: the triples
     no edge holds, which a change of entity forms may turn into edges (issue 15)."""
     return conn.execute(sql.SQL("SELECT chunk_id, subject, object FROM {} WHERE space = %s").format(
-        _t(realm, "resolution_rejections")), (space,)).fetchall()
+        qualified(realm, "resolution_rejections")), (space,)).fetchall()

@@ -22,7 +22,7 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from pgrag_dag.store.ident import qualified as _t
+from pgrag_dag.store.identifiers import qualified
 
 TELEMETRY_DDL: tuple[str, ...] = (
     """CREATE TABLE IF NOT EXISTS {s}.query_events (
@@ -57,7 +57,7 @@ def record_events(conn: psycopg.Connection, realm: str, events: Sequence[Event])
         return 0
     with conn.cursor() as cur:
         cur.executemany(sql.SQL("""INSERT INTO {} (space, question_sha256, mode, entity_ids, community_ids)
-                                   VALUES (%s, %s, %s, %s, %s)""").format(_t(realm, "query_events")), list(events))
+                                   VALUES (%s, %s, %s, %s, %s)""").format(qualified(realm, "query_events")), list(events))
     return len(events)
 
 
@@ -65,7 +65,7 @@ def events_for_space(conn: psycopg.Connection, realm: str, space: str) -> tuple[
     """``(events, first at)`` of the queries that could have touched ``space``: asked of it, or of every
     space (``*``)."""
     row = conn.execute(sql.SQL("SELECT count(*), min(at) FROM {} WHERE space = %s OR space = '*'").format(
-        _t(realm, "query_events")), (space,)).fetchone()
+        qualified(realm, "query_events")), (space,)).fetchone()
     return (int(row[0]), row[1]) if row else (0, None)
 
 
@@ -91,8 +91,8 @@ def least_attended_communities(conn: psycopg.Connection, realm: str, space: str,
     """The space's communities (every level) with least retrieval attention, fewest events first, ties
     by id: ``id, level, title, size, events`` (events that returned it or one of its members),
     ``last_at`` (the latest such event, ``None`` when none). At most ``limit`` rows."""
-    query = sql.SQL(_COMMUNITY_ATTENTION).format(c=_t(realm, "communities"), ch=_t(realm, "community_children"),
-                                                 m=_t(realm, "community_members"), q=_t(realm, "query_events"))
+    query = sql.SQL(_COMMUNITY_ATTENTION).format(c=qualified(realm, "communities"), ch=qualified(realm, "community_children"),
+                                                 m=qualified(realm, "community_members"), q=qualified(realm, "query_events"))
     with conn.cursor(row_factory=dict_row) as cur:
         return cur.execute(query, {"space": space, "limit": limit}).fetchall()
 
@@ -102,7 +102,7 @@ def never_retrieved_entities(conn: psycopg.Connection, realm: str, space: str, l
     recorded event returned: ``id, name, entity_type``."""
     where = sql.SQL("""FROM {e} e WHERE e.space = %(space)s AND e.dormant_since IS NULL
                          AND NOT EXISTS (SELECT 1 FROM {q} q WHERE q.entity_ids @> ARRAY[e.id])""").format(
-        e=_t(realm, "entities"), q=_t(realm, "query_events"))
+        e=qualified(realm, "entities"), q=qualified(realm, "query_events"))
     with conn.cursor(row_factory=dict_row) as cur:
         total = cur.execute(sql.SQL("SELECT count(*) AS n ") + where, {"space": space}).fetchone()
         rows = cur.execute(sql.SQL("SELECT e.id, e.name, e.entity_type ") + where + sql.SQL(" ORDER BY e.id LIMIT %(limit)s"),
@@ -116,7 +116,7 @@ def entity_attention(conn: psycopg.Connection, realm: str, space: str) -> dict[i
     rows = conn.execute(sql.SQL("""
         SELECT x.entity_id, count(*), max(q.at) FROM {q} q CROSS JOIN LATERAL unnest(q.entity_ids) AS x(entity_id)
           JOIN {e} e ON e.id = x.entity_id AND e.space = %s AND e.dormant_since IS NULL
-         GROUP BY x.entity_id""").format(q=_t(realm, "query_events"), e=_t(realm, "entities")), (space,)).fetchall()
+         GROUP BY x.entity_id""").format(q=qualified(realm, "query_events"), e=qualified(realm, "entities")), (space,)).fetchall()
     return {int(i): (int(n), at) for i, n, at in rows}
 
 
@@ -126,5 +126,5 @@ def forget_entities(conn: psycopg.Connection, realm: str, entity_ids: Sequence[i
         return 0
     return conn.execute(sql.SQL("""UPDATE {q} SET entity_ids = ARRAY(SELECT x FROM unnest(entity_ids) AS x
                                                                       WHERE x <> ALL (%(ids)s::bigint[]))
-                                    WHERE entity_ids && %(ids)s::bigint[]""").format(q=_t(realm, "query_events")),
+                                    WHERE entity_ids && %(ids)s::bigint[]""").format(q=qualified(realm, "query_events")),
                         {"ids": list(entity_ids)}).rowcount

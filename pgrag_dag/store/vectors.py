@@ -17,7 +17,7 @@ import psycopg
 from psycopg import sql
 
 from pgrag_dag.names import WILDCARD_SPACE, validate_space
-from pgrag_dag.store.schema import qualified as _t
+from pgrag_dag.store.identifiers import qualified
 
 # The text each table embeds, as a SQL expression over the row: a chunk carries its document's title (issue 12).
 EMBED_TEXT = {
@@ -37,7 +37,7 @@ def _texts(realm: str, table: str, where: sql.Composable) -> sql.Composed:
     expr = {**EMBED_TEXT, **ARCHIVE_TEXT}[table]
     return sql.SQL("""SELECT id, t, h FROM (SELECT id, {e} AS t, encode(sha256(convert_to({e}, 'UTF8')), 'hex') AS h,
                                                  space, embed_hash, embedding IS NULL AS missing FROM {tab}) x
-                       WHERE {where} ORDER BY id""").format(e=expr, tab=_t(realm, table), where=where)
+                       WHERE {where} ORDER BY id""").format(e=expr, tab=qualified(realm, table), where=where)
 
 
 def pending(conn: psycopg.Connection, realm: str, space: str, table: str) -> list[tuple[int, str, str]]:
@@ -47,7 +47,7 @@ def pending(conn: psycopg.Connection, realm: str, space: str, table: str) -> lis
     every row's text (issue 15)."""
     return conn.execute(sql.SQL("""SELECT id, {e}, text_hash FROM {t} WHERE space = %s
                                       AND (embedding IS NULL OR embed_hash IS DISTINCT FROM text_hash) ORDER BY id""").format(
-        e=EMBED_TEXT[table], t=_t(realm, table)), (space,)).fetchall()
+        e=EMBED_TEXT[table], t=qualified(realm, table)), (space,)).fetchall()
 
 
 def create_text_hashes(conn: psycopg.Connection, schema: str) -> None:
@@ -75,7 +75,7 @@ def every_text(conn: psycopg.Connection, realm: str, table: str) -> list[tuple[i
 
 def spaces(conn: psycopg.Connection, realm: str) -> list[str]:
     """Every space with a row in one of the realm's embedded tables, sorted."""
-    union = sql.SQL(" UNION ").join(sql.SQL("SELECT DISTINCT space FROM {}").format(_t(realm, table))
+    union = sql.SQL(" UNION ").join(sql.SQL("SELECT DISTINCT space FROM {}").format(qualified(realm, table))
                                     for table in EMBED_TEXT)
     return [r[0] for r in conn.execute(sql.SQL("SELECT space FROM ({}) x ORDER BY space").format(union)).fetchall()]
 
@@ -102,12 +102,12 @@ def write(conn: psycopg.Connection, realm: str, table: str, rows: list[tuple[int
     if fallback is None:
         updated = conn.execute(sql.SQL("""UPDATE {} t SET embedding = v.embedding, embed_hash = v.embed_hash, embed_fallback = NULL,
                                                 fallback_embedding = NULL
-                                  FROM pgrag_vectors_in v WHERE t.id = v.id""").format(_t(realm, table)))
+                                  FROM pgrag_vectors_in v WHERE t.id = v.id""").format(qualified(realm, table)))
     else:
         updated = conn.execute(sql.SQL("""UPDATE {} t SET fallback_embedding = v.embedding, embed_hash = v.embed_hash,
                                                 embed_fallback = %s
                                   FROM pgrag_vectors_in v WHERE t.id = v.id AND t.embedding IS NULL""").format(
-            _t(realm, table)), (fallback,))
+            qualified(realm, table)), (fallback,))
     conn.execute("DROP TABLE pgrag_vectors_in")
     return updated.rowcount
 
@@ -127,7 +127,7 @@ def audit(conn: psycopg.Connection, realm: str, space: str, expected_dim: int,
             sql.SQL("""SELECT id, COALESCE(vector_dims(embedding), 0), embedding IS NULL, embed_hash,
                               COALESCE(NOT ('NaN' = ANY(embedding::real[]) OR 'Infinity' = ANY(embedding::real[])
                                             OR '-Infinity' = ANY(embedding::real[])), true)
-                         FROM {} WHERE space = %s{}""").format(_t(realm, table), only),
+                         FROM {} WHERE space = %s{}""").format(qualified(realm, table), only),
             (space,) if ids is None else (space, list(ids[table])),
         ).fetchall()
         parts.extend((table, i, d, expected_dim, fin, miss, h) for i, d, miss, h, fin in rows)
@@ -151,7 +151,7 @@ def unembedded(conn: psycopg.Connection, realm: str, space: str) -> dict[str, di
     def counts(fallback: sql.Composable) -> sql.Composed:
         return sql.SQL(" UNION ALL ").join(
             sql.SQL("SELECT {name}, count(*), {fb} FROM {tab} WHERE embedding IS NULL AND {where}").format(
-                name=sql.Literal(table), fb=fallback, tab=_t(realm, table), where=where)
+                name=sql.Literal(table), fb=fallback, tab=qualified(realm, table), where=where)
             for table in UNEMBEDDED_TABLES)
 
     try:

@@ -1,0 +1,31 @@
+"""pgrag, the command line: ``pgrag_dag.cli:main`` is the console script.
+
+The commands live in modules that each import :mod:`.common` (the Typer app and shared helpers) and
+register on import: :mod:`.indexing` (demo, index), :mod:`.query`, :mod:`.operations` (changes,
+reembed, coverage, retention, unarchive, ui, slots, stop-db, cassette, cache), :mod:`.inspect`
+(status, list, lineage), :mod:`.graph` (export, view), :mod:`.project` (init, add) and :mod:`.delete`.
+The order of the imports below is the order ``pgrag --help`` lists them.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+
+# the order of these imports is the order `pgrag --help` lists the commands
+from pgrag_dag.cli import indexing, query, operations, inspect, graph, project, delete  # noqa: F401, I001  (register)
+from pgrag_dag.cli.common import app, short_helps
+
+__all__ = ["app", "main"]
+
+
+short_helps(app)
+
+
+def main() -> None:  # pragma: no cover - console entry
+    logging.basicConfig(level=logging.WARNING)
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""``pgrag demo`` and ``pgrag index``: the demo corpus, and indexing one space with progress and a summary."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shlex
+from typing import Annotated, Any
+
+import typer
+
+from pgrag_dag.errors import PgragError
+
+from pgrag_dag.cli.common import app, fail
+
+
+@app.command()
+def demo() -> None:
+    """Materialise every asset of each configured partition through Dagster, then query it. A partition
+    whose run fails is reported in one line (the stack trace in a log file) and the others go on; the exit
+    status is 1 when any failed."""
+    from pgrag_dag.assets.demo import run_demo
+
+    try:
+        failed = run_demo()
+    except PgragError as exc:
+        fail(exc)
+    if failed:
+        raise typer.Exit(1)
+
+
+@app.command()
+def index(partition: Annotated[str, typer.Argument(help="<realm>.<space>: the space as in pgrag.yaml (quote it "
+                                                        "if it has blanks), or its Dagster partition key")],
+          allow_empty: Annotated[bool, typer.Option("--allow-empty", help="allow sources that name no document "
+                                                   "to remove every document of an indexed space")] = False,
+          full: Annotated[bool, typer.Option("--full", help="recompute the gate decisions, entities, relations and "
+                                             "vector audit over the whole space, not only what changed (same result)")] = False,
+          as_json: Annotated[bool, typer.Option("--json", help="print every stage's metadata and the checks as one "
+                                                "JSON document instead of the summary")] = False,
+          ) -> None:
+    """Run the eight stages for one partition as a plain pipeline (no Dagster), with a progress bar per
+    stage on stderr, then print the summary. Each stage works on what changed since its last run; ``--full``
+    recomputes the whole space. A failed stage is one line on stderr (exit 2), its stack trace in
+    ``<data_dir>/logs/pgrag-errors.log``."""
+    import os
+
+    from rich.console import Console
+
+    from pgrag_dag.cli import progress as cli_progress
+    from pgrag_dag.config.load import load_settings
+    from pgrag_dag.providers.embedding import model_warning
+    from pgrag_dag.engine import Engine
+    from pgrag_dag.names import parse_partition
+    from pgrag_dag.pipeline.run import index_documents
+    from pgrag_dag.operate.summary import stage_metas, summarise
+
+    if allow_empty:
+        os.environ["PGRAG_OPERATIONS__ALLOW_EMPTY"] = "true"
+    console = Console(stderr=True)
+    try:
+        settings = load_settings()
+        realm, space = parse_partition(partition, [(r, s) for r, spec in settings.realms.items() for s in spec.spaces])
+        with contextlib.closing(Engine.from_settings(settings)) as engine, \
+                cli_progress.watching(console) as (display, once):
+            if warning := model_warning(settings.embedding.model):
+                once.say(warning)
+            engine.import_cassettes()
+            try:
+                results = index_documents(engine, realm, space, full=full)
+            except KeyboardInterrupt:  # Ctrl-C: said, not silent
+                console.print(f"interrupted: the stages that had finished are kept; `pgrag index {shlex.quote(partition)}` "
+                              "goes on from there (the interrupted stage redoes what it had not committed)",
+                              markup=False, highlight=False, soft_wrap=True)
+                raise typer.Exit(130) from None
+            except Exception as exc:  # one line; the trace to the log file
+                where = cli_progress.run_failure_where(exc, display, f"{realm}.{space}")
+                cli_progress.report_failure(console, settings.resolve(settings.data_dir), exc, where)
+                raise typer.Exit(2) from None
+            for r in results:  # a red check is said once, plainly
+                for name, (ok, meta) in r.checks.items():
+                    if not ok:
+                        once.say(f"check {r.stage}:{name} failed: {meta.get('reason') or _check_facts(meta)}")
+    except PgragError as exc:
+        fail(exc)
+    metas = stage_metas(results)
+    if as_json:
+        typer.echo(json.dumps({"partition": f"{realm}.{space}", "stages": {r.stage: r.metadata for r in results},
+                               "checks": metas["_checks"], "graph_quality": metas["_quality"]}, default=str, indent=2))
+    else:
+        typer.echo("\n".join(summarise(f"{realm}.{space}", metas)))
+
+
+def _check_facts(meta: dict[str, Any]) -> str:
+    """A failed check's metadata for people: ``key value`` pairs in the check's order, empty ones left out
+    (``documents_skipped 3; skipped ["a.pdf: not UTF-8 text", ...]``)."""
+    return "; ".join(f"{k} {v if isinstance(v, (int, float, str)) else json.dumps(v, default=str, ensure_ascii=False)}"
+                     for k, v in meta.items() if v not in (None, "", [], {})) or "(no details)"

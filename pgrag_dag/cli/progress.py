@@ -1,0 +1,209 @@
+"""What ``pgrag index`` and ``pgrag demo`` show while they run (issue 16 items 3 and 6): a rich progress bar
+per stage (on a terminal) or one line per finished stage (in a log), warnings printed once each, and a
+failure as one line naming the stage or asset, the partition and the cause, with the stack trace in a
+log file the line names.
+
+Everything goes to stderr, so stdout holds only the summary (or ``--json``'s document).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+
+from pgrag_dag import progress
+from pgrag_dag.errors import RunFailedError
+from pgrag_dag.operate.summary import counted
+
+
+def _rate(done: int, seconds: float, unit: str) -> str:
+    return f"{done / max(seconds, 1e-6):,.1f} {unit}/s" if done else ""
+
+
+@dataclass
+class _Stage:
+    task: TaskID | None
+    start: float
+    done: int = 0
+    unit: str = "chunks"
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+class StageDisplay:
+    """A :class:`pgrag_dag.progress.Sink` drawing one rich progress bar per stage on ``console`` — done of
+    total chunks or texts, their rate, the model calls made — when the console is a terminal; else one line
+    per finished stage (``wiki.demo relations: done in 0.41 s, 1,204 rows changed``). A failed stage is
+    remembered in :attr:`failed` as ``(stage, partition)``."""
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self.live = console.is_terminal
+        self.bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                             TextColumn("{task.fields[unit]}"), TextColumn("{task.fields[rate]}"),
+                             TextColumn("{task.fields[calls]}"), TimeElapsedColumn(), console=console,
+                             disable=not self.live)
+        self.stages: dict[tuple[str, str], _Stage] = {}
+        self.failed: tuple[str, str] | None = None
+
+    def __enter__(self) -> StageDisplay:
+        self.bars.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bars.stop()
+
+    def started(self, stage: str, partition: str) -> None:
+        task = self.bars.add_task(escape(f"{partition} {stage}"), total=None, unit="", rate="", calls="")
+        self.stages[(stage, partition)] = _Stage(task, time.monotonic())
+
+    def advanced(self, stage: str, partition: str, done: int, total: int, unit: str, fields: dict[str, Any]) -> None:
+        s = self.stages.get((stage, partition))
+        if s is None:
+            return
+        s.done, s.unit, s.fields = done, unit, fields
+        calls = f"{fields['model_calls']:,} model calls" if "model_calls" in fields else ""
+        self.bars.update(s.task, completed=done, total=total, unit=unit, calls=calls,  # type: ignore[arg-type]
+                         rate=_rate(done, time.monotonic() - s.start, unit))
+
+    def finished(self, stage: str, partition: str, metadata: dict[str, Any] | None, error: BaseException | None) -> None:
+        s = self.stages.pop((stage, partition), None)
+        seconds = time.monotonic() - s.start if s is not None else 0.0
+        if s is not None and s.task is not None:
+            self.bars.update(s.task, total=max(s.done, 1), completed=max(s.done, 1))
+            self.bars.stop_task(s.task)
+        if error is not None:
+            self.failed = (stage, partition)
+        if self.live or error is not None:
+            return
+        self.console.print(escape(f"{partition} {stage}: done in {seconds:.2f} s{_outcome(stage, metadata or {}, s, seconds)}"),
+                           highlight=False, soft_wrap=True)
+
+
+def _outcome(stage: str, meta: dict[str, Any], s: _Stage | None, seconds: float) -> str:
+    """``", 58 chunks (12.0 chunks/s), 0 model calls, 7 rows changed"`` — what a finished stage's line adds."""
+    parts = []
+    if s is not None and s.done:
+        parts.append(f"{s.done:,} {s.unit} ({_rate(s.done, seconds, s.unit)})")
+    elif stage == "chunks" and "chunks" in meta:
+        parts.append(f"{counted(meta['chunks'], 'chunk')} in {counted(meta.get('documents', 0), 'document')}")
+    if meta.get("model_calls") or meta.get("cache_hits"):
+        parts.append(f"{counted(meta.get('model_calls', 0), 'model call')}, {counted(meta.get('cache_hits', 0), 'cache hit')}")
+    if "rows_changed" in meta:
+        parts.append(f"{counted(meta['rows_changed'], 'row')} changed")
+    return "".join(", " + p for p in parts)
+
+
+class OnceHandler(logging.Handler):
+    """Prints each distinct WARNING (or worse) record of the ``pgrag_dag`` loggers once, as
+    ``warning: <message>`` on the console; repeats are counted in :attr:`repeats`."""
+
+    def __init__(self, console: Console) -> None:
+        super().__init__(logging.WARNING)
+        self.console, self.seen, self.repeats = console, set[str](), 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.say(record.getMessage(), "error" if record.levelno >= logging.ERROR else "warning")
+
+    def say(self, message: str, level: str = "warning") -> None:
+        """Print ``level: message`` unless the same message was said before."""
+        text = " ".join(message.split())
+        if text in self.seen:
+            self.repeats += 1
+            return
+        self.seen.add(text)
+        self.console.print(escape(f"{level}: {text}"), highlight=False, soft_wrap=True)
+
+
+@contextlib.contextmanager
+def watching(console: Console | None = None) -> Iterator[tuple[StageDisplay, OnceHandler]]:
+    """Inside the block: stage progress to a :class:`StageDisplay`, and the ``pgrag_dag`` loggers' warnings
+    through a :class:`OnceHandler` (instead of the root logger's ``WARNING:name:`` lines), on ``console``
+    (default: stderr). Both are yielded; the logger is restored after."""
+    console = console or Console(stderr=True)
+    logger = logging.getLogger("pgrag_dag")
+    handler = OnceHandler(console)
+    before = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        with StageDisplay(console) as display, progress.reporting(display):
+            yield display, handler
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = before
+
+
+def log_failure(data_dir: Path, exc: BaseException) -> Path | None:
+    """Append ``exc``'s stack trace (a :class:`RunFailedError`'s steps' traces as Dagster recorded them) to
+    ``<data_dir>/logs/pgrag-errors.log`` with a time stamp; returns the file, or ``None`` when it cannot be
+    written (a read-only data directory: the line then says so)."""
+    path = data_dir / "logs" / "pgrag-errors.log"
+    trace = exc.details if isinstance(exc, RunFailedError) and exc.details else "".join(
+        traceback.format_exception(type(exc), exc, exc.__traceback__))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a", encoding="utf-8") as f:
+            f.write(f"=== {datetime.now(timezone.utc).isoformat()} {type(exc).__name__}: {exc}\n{trace}\n")
+    except OSError:
+        return None
+    return path
+
+
+def failure_line(exc: BaseException, where: str, log: Path | None) -> str:
+    """One line for a failed run: ``error: <where>: <Class>: <message> (stack trace: <log>)``. ``where`` names
+    the failed stage or asset and the partition; a :class:`RunFailedError`'s steps and causes are its
+    message. Newlines in the message are folded."""
+    text = " ".join(str(exc).split()) or "(no message)"
+    cause = text if isinstance(exc, RunFailedError) else f"{type(exc).__name__}: {text}"
+    return f"error: {where}: {cause} ({'stack trace in ' + str(log) if log else 'no log file could be written'})"
+
+
+def report_failure(console: Console, data_dir: Path, exc: BaseException, where: str) -> None:
+    """:func:`log_failure` then print :func:`failure_line` on ``console``."""
+    console.print(escape(failure_line(exc, where, log_failure(data_dir, exc))), highlight=False, soft_wrap=True)
+
+
+def run_failure_where(exc: BaseException, display: StageDisplay, partition: str) -> str:
+    """Where a run failed, for :func:`failure_line`: the failed assets of a :class:`RunFailedError`
+    (``assets relations of wiki.demo``), else the stage the display saw fail, else the partition."""
+    if isinstance(exc, RunFailedError):
+        steps = sorted({r.split(":", 1)[0] for r in exc.reasons})
+        return f"asset{'s' if len(steps) > 1 else ''} {', '.join(steps)} of {partition}"
+    if display.failed is not None:
+        return f"stage {display.failed[0]} of {display.failed[1]}"
+    return f"partition {partition}"
+
+
+@contextlib.contextmanager
+def reembed_progress(realm: str) -> Iterator[Callable[[int, int], None]]:
+    """A rich progress bar on stderr for :func:`pgrag_dag.operate.reembed.reembed_realm` (texts embedded of
+    the total, texts/s), shown from the first call of the ``progress(done, total)`` callback it yields
+    (a command that embeds nothing prints nothing)."""
+    bar = Progress(TextColumn(f"re-embedding {escape(realm)}"), BarColumn(), MofNCompleteColumn(), TextColumn("texts"),
+                   TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=Console(stderr=True))
+    task: TaskID | None = None
+    start = 0.0
+
+    def update(done: int, total: int) -> None:
+        nonlocal task, start
+        if task is None:
+            bar.start()
+            task, start = bar.add_task(realm, total=total, rate=""), time.monotonic()
+        bar.update(task, completed=done, rate=_rate(done, time.monotonic() - start, "texts"))
+
+    try:
+        yield update
+    finally:
+        if task is not None:
+            bar.stop()

@@ -1,0 +1,88 @@
+"""Loading settings: the YAML file, the environment and keyword arguments into one
+:class:`~pgrag_dag.config.sections.Settings`, then every space's operator composition and the
+``retrieval:`` query defaults checked, so a bad configuration is refused before anything runs (§3.5).
+
+Precedence, highest first: keyword arguments > environment (``PGRAG_…``, nested with ``__``) >
+YAML file (``PGRAG_CONFIG`` or ``./pgrag.yaml``) > defaults.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+from pydantic_settings import SettingsError
+
+from pgrag_dag.config.sections import Settings
+from pgrag_dag.config.suggestions import describe
+from pgrag_dag.errors import ConfigurationError, QueryError
+from pgrag_dag.pipeline.composition import compose_all
+from pgrag_dag.query.param import QueryParam
+
+
+def config_file() -> Path:
+    """The configuration file: ``PGRAG_CONFIG`` if set, else ``./pgrag.yaml`` (it may not exist)."""
+    return Path(os.environ.get("PGRAG_CONFIG", "pgrag.yaml"))
+
+
+def _check_yaml(path: Path) -> None:
+    """Raise a one-line :class:`ConfigurationError` naming ``path`` and the line when the file is not
+    UTF-8, not YAML (a syntax error, two documents) or not a mapping of settings (a list, a bare value)."""
+    try:
+        node = yaml.compose(path.read_bytes().decode("utf-8"), Loader=yaml.SafeLoader)
+    except UnicodeDecodeError as exc:
+        raise ConfigurationError(f"configuration file {path}: is not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigurationError(f"configuration file {path}: cannot be read ({exc.strerror or exc})") from None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = "; ".join(p for p in (exc.context, exc.problem) if p) or " ".join(str(exc).split())
+        raise ConfigurationError(f"configuration file {path}{where}: is not valid YAML: {what}") from None
+    except yaml.YAMLError as exc:
+        raise ConfigurationError(f"configuration file {path}: is not valid YAML: {' '.join(str(exc).split())}") from None
+    if node is not None and not isinstance(node, yaml.MappingNode):
+        kind = "a list" if isinstance(node, yaml.SequenceNode) else f"the single value {node.value[:40]!r}"
+        raise ConfigurationError(f"configuration file {path} line {node.start_mark.line + 1}: is {kind}, not a mapping "
+                                 "of settings (e.g. `realms:` at the start of a line)")
+
+
+def load_settings(config: Path | str | None = None, **overrides: Any) -> Settings:
+    """Build :class:`Settings` from ``config`` (default :func:`config_file`), the environment and ``overrides``.
+
+    Relative paths in the file resolve against the file's directory. Every space's operator
+    composition is resolved here. Raises :class:`ConfigurationError` naming the invalid field, the
+    space/stage/option of a bad composition, the file when ``config`` or ``PGRAG_CONFIG`` names one that does
+    not exist, or the file and the line when it is not YAML or not a mapping.
+    """
+    path = Path(config) if config is not None else config_file()
+    if config is not None and not path.is_file():
+        raise ConfigurationError(f"configuration file {path} does not exist")
+    if config is None and os.environ.get("PGRAG_CONFIG") and not path.is_file():  # a typo would index elsewhere
+        raise ConfigurationError(f"configuration file {path} (PGRAG_CONFIG) does not exist")
+    cls: type[Settings] = Settings
+    if path.is_file():
+        _check_yaml(path)
+        overrides.setdefault("config_dir", path.resolve().parent)
+        cls = type("Settings", (Settings,), {"model_config": {**Settings.model_config, "yaml_file": str(path)}})
+    try:
+        settings = cls(**overrides)
+    except ValidationError as exc:
+        problems = "; ".join(describe(err, Settings, env_prefix="PGRAG_") for err in exc.errors())  # unknown keys name the nearest valid one
+        raise ConfigurationError(f"invalid settings ({exc.error_count()}): {problems}") from exc
+    except yaml.YAMLError as exc:
+        raise ConfigurationError(f"configuration file {path} is not valid YAML: {' '.join(str(exc).split())}") from None
+    except (SettingsError, ValueError, TypeError) as exc:  # a PGRAG_ variable that is not JSON; a file that is no mapping
+        cause = exc.__cause__ or exc
+        raise ConfigurationError(f"invalid settings ({path if path.is_file() else 'environment'}): "
+                                 f"{' '.join(str(exc).split())}"
+                                 + (f" ({' '.join(str(cause).split())})" if cause is not exc else "")) from None
+    try:  # the query defaults are QueryParam's fields: a value QueryParam refuses is refused here
+        QueryParam(space="*", **settings.retrieval.preset())
+    except QueryError as exc:
+        raise ConfigurationError(f"invalid settings (1): retrieval: {exc}") from None
+    compose_all(settings)  # every space's operators resolve and their options validate, or this raises
+    return settings

@@ -1,0 +1,437 @@
+"""Settings sections: one pydantic-settings model (env prefix ``PGRAG_``, optional YAML file) and its
+sections — a leaf, loaded by :mod:`pgrag_dag.config.load`.
+
+Precedence, highest first: keyword arguments > environment (``PGRAG_…``, nested with ``__``) >
+YAML file (``PGRAG_CONFIG`` or ``./pgrag.yaml``) > defaults. Document sources per realm/space are
+declared in the same file; the Dagster code location derives its partitions from them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
+
+from pgrag_dag.errors import ConfigurationError
+from pgrag_dag.names import partition_key, validate_realm, validate_space
+from pgrag_dag.vocabulary import Vocabulary
+
+
+class StrictModel(BaseModel):
+    """A settings section that refuses unknown keys (a typo is an error naming the nearest valid key,
+    :mod:`pgrag_dag.config.suggestions`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class SourceSpec(BaseModel):
+    """One document source: a directory with a glob, or a single file; text files, or JSONL files in
+    which each line is a document (``text_field`` holds its text, ``title_field`` its title, ``key_field``
+    — a URL or id — its doc_key, and ``metadata_fields`` are kept as document metadata).
+
+    ``path`` is resolved against the configuration file's directory when relative. ``format`` ``auto``
+    reads ``*.jsonl`` files as JSONL and everything else as text. ``exclude``: globs relative to ``path``
+    (a directory) naming files, or directories, left out (e.g. ``drafts/**``, ``*.tmp.md``). A text file's doc_key is ``key_prefix`` + its path relative to
+    ``path`` (a single-file source: its file name), so it does not depend on where the configuration lives
+    (issue 16); ``key_prefix`` (e.g. ``handbook/``) tells apart two sources holding the same relative paths.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: Path
+    glob: str = "*.txt"
+    format: Literal["auto", "text", "jsonl"] = "auto"
+    text_field: str = "text"
+    title_field: str = "title"
+    key_field: str | None = None
+    metadata_fields: list[str] = Field(default_factory=list)
+    key_prefix: str = ""
+    exclude: list[str] = Field(default_factory=list)
+
+
+class OperatorSpec(BaseModel):
+    """One configured operator (:mod:`pgrag_dag.operators`): ``name`` — a built-in, an import path
+    ``module:attribute`` or an entry point of group ``pgrag_dag.operators`` — and its ``options``.
+    A bare string in YAML means ``{name: <string>}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _bare_name(cls, value: Any) -> Any:
+        return {"name": value} if isinstance(value, str) else value
+
+
+class SpaceSpec(BaseModel):
+    """A space's document sources, the rule that gives documents their order (§5.2: ``filename`` across
+    all sources, ``listed`` = the sources' order, ``metadata`` = a metadata field such as a publication
+    date or fiscal year, ``order_field``, ties by file name), and its predicate
+    vocabulary (§4.5): a preset (``biography``, ``finance``, ``narrative``), extra terms, an alias map and
+    exclusive predicate groups. ``allow_empty``: the sources may name no document even when the space
+    holds an index (removing all of it); otherwise that is refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    sources: list[SourceSpec]
+    order: Literal["filename", "listed", "metadata"] = "filename"
+    order_field: str | None = None
+    preset: str | None = None
+    vocabulary: list[str] = Field(default_factory=list)
+    predicate_aliases: dict[str, str] = Field(default_factory=dict)
+    exclusive_groups: list[list[str]] = Field(default_factory=list)
+    chunker: OperatorSpec | None = None
+    extractor: OperatorSpec | None = None
+    gates: list[OperatorSpec] = Field(default_factory=list)
+    enrichers: list[OperatorSpec] = Field(default_factory=list)
+    reports: Literal["auto", "model", "extractive"] = "auto"
+    allow_empty: bool = False
+
+    @field_validator("gates", "enrichers", mode="before")
+    @classmethod
+    def _none_is_empty(cls, value: Any) -> Any:
+        return [] if value is None else value
+
+    @model_validator(mode="after")
+    def _vocabulary(self) -> "SpaceSpec":
+        if self.order == "metadata" and not self.order_field:
+            raise ValueError("order: metadata needs order_field (e.g. publication_date or fiscal_year)")
+        try:
+            Vocabulary.build(preset=self.preset, terms=self.vocabulary, aliases=self.predicate_aliases,
+                             groups=self.exclusive_groups)
+        except ConfigurationError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+    def vocabulary_model(self) -> "Vocabulary":
+        """The space's :class:`~pgrag_dag.vocabulary.Vocabulary`."""
+        return Vocabulary.build(preset=self.preset, terms=self.vocabulary, aliases=self.predicate_aliases,
+                                groups=self.exclusive_groups)
+
+
+class RealmSpec(BaseModel):
+    """A realm: its spaces."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    spaces: dict[str, SpaceSpec]
+
+
+class LLMSettings(StrictModel):
+    """Chat-model access through litellm (§3.5).
+
+    ``models`` is the failover list, tried in order; the name ``replay`` serves only recorded
+    responses from the cache. ``deadline_s`` bounds each call's retries in wall-clock seconds.
+    """
+
+    models: list[str] = Field(default_factory=lambda: ["replay"])
+    api_base: str | None = None
+    api_key: str | None = None
+    temperature: float = Field(default=0.0, ge=0.0)
+    max_tokens: int = Field(default=4096, ge=1)
+    deadline_s: float = Field(default=120.0, gt=0)
+    max_retries: int = Field(default=3, ge=0)
+    request_timeout_s: float = Field(default=60.0, gt=0)
+
+
+class EmbeddingSettings(StrictModel):
+    """Embedding model (§3.5, issue 12).
+
+    ``model``: ``local/all-MiniLM-L6-v2`` (the default: real weights installed with the package, run
+    in-process, no network), any litellm embedding model (``openai/text-embedding-3-small``, …), or
+    ``hashing-sha256`` (the deterministic feature-hashing embedder: tests and large benchmarks only —
+    it is far below BM25 on retrieval). ``dim`` its width, ``batch_size`` texts per request (windows
+    per forward pass for a local model), ``deadline_s`` the wall-clock seconds one litellm batch (with its
+    retries) may take before :class:`~pgrag_dag.errors.ModelError`, ``threads`` the local model's
+    intra-op threads (0: one per core). ``bulk_load_rows``: a first load of at least this many vectors into
+    a table with none builds its HNSW index once after them, with ``maintenance_work_mem`` =
+    ``index_build_memory`` (issue 15, :mod:`pgrag_dag.store.bulk_index`; 0 never does).
+
+    Asymmetric models: ``query_prefix``/``passage_prefix`` are prepended to query/passage texts, and
+    ``query_input_type``/``passage_input_type`` sent as the provider's ``input_type``; unset (``None``)
+    takes the model's known convention (:func:`pgrag_dag.providers.embedding.convention_for`), ``""`` turns it off.
+
+    ``fallback`` (issue 13, §3.5): ``none`` (the default) — when the model fails, the ``embeddings``
+    stage keeps what it embedded and raises; ``hashing`` — rows the model refused are embedded by the
+    SHA-256 hashing embedder instead, flagged per row, kept out of every vector search (its vectors are
+    not comparable with the model's), reported, and re-embedded by the model on the next run
+    (:mod:`pgrag_dag.pipeline.embeddings`).
+    """
+
+    model: str = "local/all-MiniLM-L6-v2"
+    dim: int = Field(default=384, ge=1, le=16000)
+    api_base: str | None = None
+    api_key: str | None = None
+    batch_size: int = Field(default=64, ge=1)
+    bulk_load_rows: int = Field(default=20_000, ge=0)
+    index_build_memory: str = Field(default="512MB", pattern=r"^\d+\s*(kB|MB|GB)$")
+    deadline_s: float = Field(default=120.0, gt=0)
+    threads: int = Field(default=0, ge=0)
+    query_prefix: str | None = None
+    passage_prefix: str | None = None
+    query_input_type: str | None = None
+    passage_input_type: str | None = None
+    fallback: Literal["none", "hashing"] = "none"
+
+
+class ChunkingSettings(StrictModel):
+    """Paragraph chunker (§4.1): character budget per chunk and characters of overlap."""
+
+    chunk_chars: int = 2000
+    overlap_chars: int = 200
+
+    @model_validator(mode="after")
+    def _check(self) -> "ChunkingSettings":
+        if self.chunk_chars < 200 or not 0 <= self.overlap_chars < self.chunk_chars // 2:
+            raise ValueError("chunking: need chunk_chars >= 200 and 0 <= overlap_chars < chunk_chars/2")
+        return self
+
+
+class ExtractionSettings(StrictModel):
+    """Extraction (§3.4, §4.1–4.2): gleaning passes, document-context cap (names), concurrency (model
+    calls in flight) and batch size (chunks whose calls run together; each batch sees the names found
+    by earlier batches of its document; 1 = strictly sequential)."""
+
+    gleaning_passes: int = Field(default=1, ge=0)
+    context_names_cap: int = Field(default=40, ge=0)
+    concurrency: int = Field(default=4, ge=1)
+    batch_size: int = Field(default=8, ge=1)
+    prompt_version: str = "extract-v2"
+
+
+class GateSettings(StrictModel):
+    """Validation gates (§4.3, Table 2)."""
+
+    confidence_floor: float = Field(default=0.5, ge=0.0, le=1.0)
+    max_name_chars: int = Field(default=200, ge=1)
+    possessive_gate: bool = False
+
+
+class CommunitySettings(StrictModel):
+    """Leiden communities and hierarchy (§6)."""
+
+    min_size: int = Field(default=3, ge=2)
+    levels: int = Field(default=1, ge=0)
+    resolution: float = Field(default=1.0, gt=0)
+    seed: int = 42
+    negated_weight: float = Field(default=0.25, ge=0.0, le=1.0)
+    report_deadline_s: float | None = Field(default=None, gt=0)
+    """Wall-clock seconds one build may spend on model-written reports (unset: no limit); reports not in
+    by then are skipped, named by their members, and owed to the next run."""
+    max_reports: int | None = Field(default=None, ge=1)
+    """A budget of model-written reports per build, spent on the largest clusters; the rest are skipped
+    and named, not owed."""
+
+
+class TemporalSettings(StrictModel):
+    """The temporal model's optional parts (§7.4): LLM contradiction detection over the residue the
+    declarative supersession pass leaves, off by default, at most ``contradiction_max_pairs`` calls."""
+
+    contradiction_detection: bool = False
+    contradiction_max_pairs: int = Field(default=200, ge=0)
+
+
+class DagsterSettings(StrictModel):
+    """How the code location runs: the source sensor and the refresh schedule (on by default), the
+    schedule's cron (UTC), Dagster's instance storage (``postgres``: a database ``storage_database`` on
+    the same PostgreSQL server as the graph, so runs, events and schedules survive and scale out; or
+    ``sqlite`` files under the Dagster home), the limit of the ``llm`` pool that model-calling assets
+    share across runs, and how many runs may run at once; run monitoring's ``run_start_timeout_s`` (a run
+    not started by then fails) and ``run_timeout_s`` (a run going longer is failed; 0 = no limit);
+    ``sensor_interval_s``, the least number of seconds between two evaluations of the source sensor and
+    of the automation sensor (Dagster's daemon loops every 5 s, so lower values act as 5); ``executor``,
+    how a run executes its steps: ``multiprocess`` (Dagster's default, a process per step) or
+    ``in_process`` (every step in the run's process: no per-step start-up, for small spaces and one machine)."""
+
+    sensors: bool = True
+    refresh_cron: str = "0 3 * * *"
+    instance_storage: Literal["postgres", "sqlite"] = "postgres"
+    storage_database: str = "pgrag_dagster"
+    llm_pool_limit: int = Field(default=2, ge=1)
+    max_concurrent_runs: int = Field(default=4, ge=1)
+    run_start_timeout_s: float = Field(default=180.0, gt=0)
+    run_timeout_s: float = Field(default=0.0, ge=0)
+    sensor_interval_s: int = Field(default=30, ge=1)
+    executor: Literal["multiprocess", "in_process"] = "multiprocess"
+
+
+class OperationsSettings(StrictModel):
+    """How indexing runs behave around other runs and failures (issue 11).
+
+    ``lock_wait_s``: seconds a stage waits for another run holding its partition before it is refused
+    with :class:`~pgrag_dag.errors.PartitionBusyError` (0 = refuse at once). ``allow_empty``: allow a
+    configuration that would remove every document of an indexed space (per space: ``allow_empty``
+    on the space; on the command line ``--allow-empty``).
+    """
+
+    lock_wait_s: float = Field(default=120.0, ge=0)
+    allow_empty: bool = False
+
+
+class TelemetrySettings(StrictModel):
+    """Read-side telemetry (§6.1 "Coverage"), off by default — ``telemetry:`` in ``pgrag.yaml`` or
+    ``PGRAG_TELEMETRY__COVERAGE``. With ``coverage`` on, every query records one ``query_events`` row
+    (the SHA-256 of its normalised question, never the text; its mode and space; the entity and community
+    ids it returned; the database clock) through a background writer (:mod:`pgrag_dag.query.telemetry`) that
+    holds at most ``queue_size`` events: a full queue drops events with a warning, never blocks a query,
+    and a failed write is logged and swallowed (the one exception to fail-closed, §3.5)."""
+
+    coverage: bool = False
+    queue_size: int = Field(default=1000, ge=1)
+
+
+class ExportSettings(StrictModel):
+    """Graph export and view (issue 16 items 7–8; :mod:`pgrag_dag.graph.export`, :mod:`pgrag_dag.graph.view`).
+    ``asset``: add the optional Dagster asset ``graph_export`` (off by default), downstream of the
+    community assets, writing ``formats`` (``graphml``, ``parquet``, ``csv``) under
+    ``<data_dir>/exports/<partition>/``. ``view``: write the browser view ``<data_dir>/views/<partition>.html``
+    at every ``communities`` materialisation and link it from its metadata; ``view_max_nodes``: the view draws
+    at most this many entities (the best connected; the page says so)."""
+
+    asset: bool = False
+    formats: list[Literal["graphml", "parquet", "csv"]] = Field(default_factory=lambda: ["graphml", "parquet"],
+                                                                 min_length=1)
+    view: bool = True
+    view_max_nodes: int = Field(default=400, ge=1)
+
+
+class RetentionSettings(StrictModel):
+    """Retention as demotion (§6.1): the importance score of a live entity is the weighted mean of four
+    components, each normalised to 0..1 over the space — ``w_recency`` (its last retrieval, in the window
+    of recorded events), ``w_frequency`` (events that returned it, log-scaled), ``w_degree`` (its live
+    relations, log-scaled) and ``w_age`` (belief-time age inverted: 1 for the newest entity, so a new
+    entity is not archived before it could be retrieved). ``archive_fraction`` of the live entities with
+    the lowest score are archived (rounded down), only those scoring at most ``max_score`` when it is set.
+    Needs coverage telemetry (:class:`TelemetrySettings`)."""
+
+    w_recency: float = Field(default=0.35, ge=0)
+    w_frequency: float = Field(default=0.35, ge=0)
+    w_degree: float = Field(default=0.2, ge=0)
+    w_age: float = Field(default=0.1, ge=0)
+    archive_fraction: float = Field(default=0.1, ge=0, le=1)
+    max_score: float | None = Field(default=None, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _some_weight(self) -> "RetentionSettings":
+        if self.w_recency + self.w_frequency + self.w_degree + self.w_age <= 0:
+            raise ValueError("retention: at least one of w_recency, w_frequency, w_degree, w_age must be > 0")
+        return self
+
+
+class RetrievalSettings(BaseModel):
+    """Query defaults (§7): any :class:`~pgrag_dag.query.QueryParam` field but the per-question
+    ``space``, ``as_of`` and ``as_believed_at`` — ``retrieval:`` in ``pgrag.yaml`` or
+    ``PGRAG_RETRIEVAL__<FIELD>``. ``None`` (every default) keeps QueryParam's own default; the CLI,
+    the query resource and the demo start from these, then apply what the caller passes.
+
+    Raises (through :func:`pgrag_dag.config.load.load_settings`, which checks the values against
+    QueryParam): :class:`ConfigurationError` for an unknown field or a value QueryParam refuses (e.g.
+    ``mode: fancy``, ``mmr_lambda: 2``).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    mode: str | None = None
+    top_k: int | None = None
+    chunk_top_k: int | None = None
+    max_hops: int | None = None
+    max_relation_edges: int | None = None
+    relation_top_k: int | None = None
+    community_top_k: int | None = None
+    include_superseded: bool | None = None
+    relation_types: list[str] | None = None
+    relation_channels: list[str] | None = None
+    chunk_channels: list[str] | None = None
+    keywords: str | None = None
+    fusion: str | None = None
+    rrf_k: int | None = None
+    quota_share: float | None = None
+    mmr: bool | None = None
+    mmr_lambda: float | None = None
+    node_distance_rerank: bool | None = None
+    decompose: bool | None = None
+    community_w_similarity: float | None = None
+    community_w_rating: float | None = None
+    community_w_size: float | None = None
+    max_community_tokens: int | None = None
+    max_passage_tokens: int | None = None
+    max_entity_tokens: int | None = None
+    max_relation_tokens: int | None = None
+    render_relation_validity: bool | None = None
+
+    def preset(self) -> dict[str, Any]:
+        """The fields set (not ``None``), as QueryParam keyword arguments."""
+        return {k: v for k, v in self.model_dump().items() if v is not None}
+
+
+class Settings(BaseSettings):
+    """All pgrag-dag settings; see the module docstring for precedence.
+
+    Raises :class:`ConfigurationError` (via :func:`load_settings`) on invalid values.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="PGRAG_", env_nested_delimiter="__", extra="forbid")
+
+    database_url: str | None = None
+    data_dir: Path = Path(".pgrag")
+    config_dir: Path = Path(".")
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    embedding: EmbeddingSettings = Field(default_factory=EmbeddingSettings)
+    chunking: ChunkingSettings = Field(default_factory=ChunkingSettings)
+    extraction: ExtractionSettings = Field(default_factory=ExtractionSettings)
+    gates: GateSettings = Field(default_factory=GateSettings)
+    communities: CommunitySettings = Field(default_factory=CommunitySettings)
+    temporal: TemporalSettings = Field(default_factory=TemporalSettings)
+    dagster: DagsterSettings = Field(default_factory=DagsterSettings)
+    operations: OperationsSettings = Field(default_factory=OperationsSettings)
+    retrieval: RetrievalSettings = Field(default_factory=RetrievalSettings)
+    telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
+    retention: RetentionSettings = Field(default_factory=RetentionSettings)
+    export: ExportSettings = Field(default_factory=ExportSettings)
+    realms: dict[str, RealmSpec] = Field(default_factory=dict)
+    cassettes: list[Path] = Field(default_factory=list)
+
+    @field_validator("realms")
+    @classmethod
+    def _names(cls, realms: dict[str, RealmSpec]) -> dict[str, RealmSpec]:
+        for realm, spec in realms.items():
+            validate_realm(realm)
+            for space in spec.spaces:
+                validate_space(space)
+        return realms
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        path = settings_cls.model_config.get("yaml_file")
+        if path and Path(str(path)).is_file():
+            sources.append(YamlConfigSettingsSource(settings_cls))
+        return tuple(sources)
+
+    def resolve(self, path: Path) -> Path:
+        """Resolve a path from the configuration against ``config_dir``."""
+        return path if path.is_absolute() else (self.config_dir / path).resolve()
+
+    def partitions(self) -> list[str]:
+        """Every ``"<realm>.<space>"`` partition key declared by the sources, sorted."""
+        return sorted(partition_key(r, s) for r, spec in self.realms.items() for s in spec.spaces)
+
+    def space_spec(self, realm: str, space: str) -> SpaceSpec:
+        """The sources of one space; raises :class:`ConfigurationError` if it is not declared."""
+        try:
+            return self.realms[realm].spaces[space]
+        except KeyError:
+            declared = ", ".join(self.partitions()[:8]) or "none"
+            raise ConfigurationError(f"no sources are declared for realm {realm!r} space {space!r}: space {realm}.{space} "
+                                     f"is not in the configuration (declared: {declared})") from None

@@ -1,0 +1,404 @@
+"""Reading a space's document sources into a documents frame (paper §3.2, §5.5).
+
+Frame ``documents``: doc_key (str: a text file's path relative to its source's root — the source's
+directory, or for a single-file source its file name — after the source's ``key_prefix``; for a JSONL
+record its ``key_field`` (URL or id), else its title, made composite with the file's relative path and
+line when titles repeat — §5.5, §8.11; issue 16: no key depends on where the configuration lives),
+title (str), source (str, the same stable string, shown to the model), doc_order (int, 0-based, from the space's order rule),
+text (str, UTF-8, LF line ends), doc_hash (str, SHA-256 hex of text), metadata (str, JSON).
+
+One bad document never costs the others (issue 13): :func:`read_sources` reads what it can and reports
+every file or JSONL line it refused (:class:`SkippedDocument`: empty, binary, undecodable, unreadable,
+not a JSON object, no text, a title or metadata too large) and every record whose strings it had to
+clean (NUL removed, lone surrogates replaced — :mod:`pgrag_dag.storable`). A leading byte-order mark
+is stripped from every file, every JSONL line and every JSONL text.
+"""
+
+from __future__ import annotations
+
+import codecs
+import glob
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from pgrag_dag.config.sections import Settings, SourceSpec, SpaceSpec
+from pgrag_dag.errors import ConfigurationError, SourceError
+from pgrag_dag.storable import clean_json, clean_key, clean_text
+
+DOCUMENT_COLUMNS = ["doc_key", "title", "source", "doc_order", "text", "doc_hash", "metadata"]
+MAX_TITLE_CHARS = 1_000
+"""Longest title a document may have, in characters: it is part of every prompt of its chunks and of their
+full-text index (``to_tsvector`` refuses more than 1 MB). A longer one refuses the record."""
+MAX_METADATA_BYTES = 1_000_000
+"""Largest document metadata, in bytes of JSON (stored with every chunk). Larger refuses the record."""
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
+         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+
+
+@dataclass(frozen=True)
+class SkippedDocument:
+    """A document the run refused: ``where`` (its file, or ``file:line``), ``reason``, and ``doc_key`` —
+    the key it has or would have, or ``None`` when it cannot be known (a JSONL file that cannot be read,
+    a line that is no JSON object). An indexed document that is skipped is kept as it is stored."""
+
+    where: str
+    reason: str
+    doc_key: str | None
+
+
+@dataclass(frozen=True)
+class CleanedDocument:
+    """A document indexed after its strings were made storable: ``doc_key``, ``where``, what was done."""
+
+    doc_key: str
+    where: str
+    reason: str
+
+
+@dataclass
+class Sources:
+    """What :func:`read_sources` found: the ``documents`` frame, and the documents it skipped or cleaned."""
+
+    documents: pl.DataFrame
+    skipped: list[SkippedDocument] = field(default_factory=list)
+    cleaned: list[CleanedDocument] = field(default_factory=list)
+    earlier_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """doc_key → the keys the same document may be stored under from before (issue 16: the rule of keys
+    relative to the configuration's directory or absolute, and the key without the source's ``key_prefix``),
+    for every document read or skipped with a known key; :mod:`pgrag_dag.pipeline.doc_keys` renames them in place."""
+    empty_sources: list[str] = field(default_factory=list)
+    """One line per source whose glob matches no file while other sources of the space name documents (its
+    last file deleted: its documents leave the index like any deleted document's)."""
+
+
+def _named(settings: Settings, src: SourceSpec, *, allow_empty: bool = False) -> list[tuple[Path, str]]:
+    """``(file, its path relative to the source's root, POSIX)`` for every file ``src`` names, sorted (broken
+    links included: reading them fails, naming them; files an ``exclude`` glob matches, or lying in a
+    directory one matches, left out); a
+    single-file source's relative path is its file name. With ``allow_empty`` a missing path or an empty
+    glob names none; otherwise each raises :class:`ConfigurationError`."""
+    path = settings.resolve(src.path)
+    if path.is_file():
+        return [(path, path.name)]
+    if not path.is_dir():
+        if allow_empty:
+            return []
+        raise ConfigurationError(f"source path {clean_key(str(path))} does not exist")
+    left_out = {p for pattern in src.exclude for p in path.glob(pattern)}  # files, or directories and all below
+    found = [(p, p.relative_to(path).as_posix()) for p in sorted(path.glob(src.glob))
+             if (p.is_file() or (p.is_symlink() and not p.exists()))
+             and not (left_out and (p in left_out or not left_out.isdisjoint(p.parents)))]
+    if not found and not allow_empty:
+        raise ConfigurationError(f"source {clean_key(str(path))} matches no file for glob {src.glob!r}"
+                                 + (f" outside exclude {src.exclude!r}" if src.exclude else ""))
+    return found
+
+
+def _files(settings: Settings, src: SourceSpec, *, allow_empty: bool = False) -> list[Path]:
+    """The files ``src`` names (:func:`_named`)."""
+    return [p for p, _ in _named(settings, src, allow_empty=allow_empty)]
+
+
+def _is_jsonl(src: SourceSpec, path: Path) -> bool:
+    return src.format == "jsonl" or (src.format == "auto" and path.suffix == ".jsonl")
+
+
+def text_keys(settings: Settings, src: SourceSpec) -> set[str]:
+    """The doc_keys of the text files ``src`` names now, without reading them (JSONL files left out: their
+    keys are in their records); none when its path is missing or its glob matches nothing."""
+    return {clean_key(src.key_prefix + rel) for p, rel in _named(settings, src, allow_empty=True) if not _is_jsonl(src, p)}
+
+
+def list_source_files(settings: Settings, spec: SpaceSpec) -> list[Path]:
+    """Every file a space's sources name: by file name across all sources for ``order="filename"``,
+    else in the sources' order (sorted within each); broken links included. Raises
+    :class:`ConfigurationError` for a missing path or an empty glob."""
+    files = [p for src in spec.sources for p in _files(settings, src)]
+    if spec.order == "filename":
+        files.sort(key=lambda p: (p.name, str(p)))
+    return files
+
+
+def without_last_file(settings: Settings, spec: SpaceSpec) -> tuple[SpaceSpec, str]:
+    """``spec`` with its last file left out, and that file's ``doc_key``: the source naming the last file of
+    :func:`list_source_files` gains an ``exclude`` glob matching only it (a source naming nothing else is
+    dropped) — for ``order`` ``filename`` or ``listed`` the last document of a space of text files, so the
+    others keep their ``doc_key`` and ``doc_order``. Raises :class:`ConfigurationError` for a missing path
+    or an empty glob, or when the space's order is ``metadata`` or it names fewer than two files."""
+    files = list_source_files(settings, spec)
+    if spec.order == "metadata" or len(files) < 2:
+        raise ConfigurationError(f"cannot leave out a space's last file: it orders by {spec.order} and names "
+                                 f"{len(files)} file(s); it needs order filename or listed and two files or more")
+    last, kept, key = files[-1], [], ""
+    for src in spec.sources:
+        named = _named(settings, src)
+        rel = next((r for p, r in named if p == last), None)
+        if rel is None:
+            kept.append(src)
+            continue
+        key = clean_key(src.key_prefix + rel)
+        if len(named) > 1:  # the file's own name as a glob (metacharacters escaped) matches only it
+            kept.append(src.model_copy(update={"exclude": [*src.exclude, glob.escape(rel)]}))
+    return spec.model_copy(update={"sources": kept}), key
+
+
+def _decode(path: Path) -> str:
+    """A file's text: UTF-8 (BOM stripped), or UTF-16/32 when its byte-order mark says so; CRLF/CR → LF.
+
+    Raises :class:`SourceError` naming the file when it is unreadable, a broken link or not UTF-8.
+    """
+    where = clean_key(str(path))
+    if path.is_symlink() and not path.exists():
+        raise SourceError(where, "cannot be read (a broken symbolic link)")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SourceError(where, f"cannot be read ({exc.strerror or exc})") from exc
+    encoding = next((enc for bom, enc in _BOMS if data.startswith(bom)), "utf-8-sig")
+    try:
+        text = data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise SourceError(where, f"is not valid {'UTF-8' if encoding == 'utf-8-sig' else encoding.upper()} "
+                                 f"text (byte {exc.start})") from exc
+    return text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
+
+
+def read_document(path: Path) -> str:
+    """Read one text document: UTF-8 (BOM stripped; UTF-16/32 with a BOM), CRLF/CR normalised to LF.
+
+    Raises :class:`SourceError` naming the file when it is unreadable, binary (holds NUL), not UTF-8 or empty.
+    """
+    text = _decode(path)
+    if "\x00" in text:
+        raise SourceError(clean_key(str(path)), "is binary (contains NUL bytes), not a text document")
+    if not text.strip():
+        raise SourceError(clean_key(str(path)), "is empty")
+    return text
+
+
+def title_for(path: Path) -> str:
+    """A document title from its file name: ``Ada_Lovelace.txt`` → ``Ada Lovelace``."""
+    return clean_key(path.stem.replace("_", " ").strip())
+
+
+def config_relative_key(settings: Settings, path: Path) -> str:
+    """The doc_key a file had before issue 16: its path relative to the configuration's directory, else
+    absolute — what stores indexed then hold (:mod:`pgrag_dag.pipeline.doc_keys` renames them)."""
+    try:
+        return clean_key(str(path.relative_to(settings.config_dir.resolve())))
+    except ValueError:
+        return clean_key(str(path))
+
+
+def _text_document(settings: Settings, src: SourceSpec, path: Path, rel: str) -> dict[str, Any]:
+    """One text file as a found entry (see :func:`read_sources`); refused with its reason when bad."""
+    entry = {"key": clean_key(src.key_prefix + rel), "title": title_for(path),
+             "metadata": {"file_name": clean_key(path.name)}, "file": path, "where": clean_key(str(path)), "cleaned": [],
+             "earlier": [config_relative_key(settings, path), clean_key(rel)]}
+    try:
+        return entry | {"text": read_document(path)}
+    except SourceError as exc:
+        return entry | {"skipped": exc.reason}
+
+
+def _storable(value: Any, what: str, notes: list[str]) -> Any:
+    """``value`` with every string cleaned (:func:`clean_text`); what was done is added to ``notes``."""
+    def clean(s: str) -> str:
+        out, done = clean_text(s)
+        notes.extend(f"{what}: {d}" for d in done)
+        return out
+
+    return clean_json(value, clean)
+
+
+def _record(src: SourceSpec, path: Path, lineno: int, rec: dict[str, Any]) -> dict[str, Any]:
+    """One JSONL record as a found entry, its strings cleaned; ``skipped`` set when it must be refused."""
+    notes: list[str] = []
+    raw_title = rec.get(src.title_field)
+    title = _storable(str(raw_title) if raw_title else f"{clean_key(path.stem)} {lineno}", "title", notes)
+    key = rec.get(src.key_field) if src.key_field else None
+    entry: dict[str, Any] = {
+        "key": clean_key(str(key)) if key else None, "title": title, "file": path, "cleaned": notes,
+        "where": f"{clean_key(str(path))}:{lineno}",
+        "metadata": _storable({f: rec.get(f) for f in src.metadata_fields if f in rec}, "metadata", notes) | {"line": lineno},
+    }
+    body = rec.get(src.text_field)
+    if not isinstance(body, str) or not body.lstrip("\ufeff").strip():
+        return entry | {"skipped": f"has no text in field {src.text_field!r}"}
+    if len(title) > MAX_TITLE_CHARS:
+        return entry | {"skipped": f"has a title of {len(title):,} characters (at most {MAX_TITLE_CHARS:,}; "
+                                   f"is title_field {src.title_field!r} the right field?)"}
+    size = len(json.dumps(entry["metadata"], default=str).encode("utf-8"))
+    if size > MAX_METADATA_BYTES:
+        return entry | {"skipped": f"has {size:,} bytes of metadata (at most {MAX_METADATA_BYTES:,})"}
+    text = _storable(body.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n"), "text", notes)
+    return entry | {"text": text}
+
+
+def _jsonl_documents(settings: Settings, src: SourceSpec, path: Path, rel: str) -> list[dict[str, Any]]:
+    """One found entry per line of a JSONL file (a bad line is an entry refused with ``file:line`` and its
+    reason); a file that cannot be read or is empty is one refused entry without a key."""
+    where = clean_key(str(path))
+    try:
+        text = _decode(path)
+    except SourceError as exc:
+        return [{"key": None, "file": path, "where": where, "metadata": {}, "cleaned": [], "skipped": exc.reason}]
+    if not text.strip():
+        return [{"key": None, "file": path, "where": where, "metadata": {}, "cleaned": [], "skipped": "is empty"}]
+    docs, titles = [], Counter[str]()
+    for lineno, line in enumerate(text.splitlines(), 1):
+        line = line.lstrip("\ufeff")  # concatenated files carry their byte-order marks along
+        if not line.strip():
+            continue
+        bad = {"key": None, "file": path, "where": f"{where}:{lineno}", "metadata": {"line": lineno}, "cleaned": []}
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            docs.append(bad | {"skipped": f"is not JSON ({exc.msg})"})
+            continue
+        if not isinstance(rec, dict):
+            docs.append(bad | {"skipped": "is not a JSON object"})
+            continue
+        entry = _record(src, path, lineno, rec)
+        titles[entry["title"]] += 1
+        docs.append(entry)
+    for d in docs:  # §5.5/§8.11: the URL or id, else the title — made composite when titles repeat
+        if d["key"] is None and "title" in d:
+            if titles[d["title"]] == 1:
+                d["key"] = d["title"]
+            else:
+                line = d["metadata"]["line"]
+                d["key"] = f"{d['title']}#{clean_key(rel)}:{line}"
+                d["earlier"] = [f"{d['title']}#{config_relative_key(settings, path)}:{line}"]
+        if d["key"] is not None and src.key_prefix:
+            d["earlier"] = [*d.get("earlier", []), d["key"]]
+            d["key"] = clean_key(src.key_prefix + d["key"])
+    return docs
+
+
+def read_sources(settings: Settings, realm: str, space: str, *, allow_empty: bool = False) -> Sources:
+    """Read every document of ``realm``/``space``: the ``documents`` frame (columns above) of those that
+    could be read, and the ones skipped (with their reasons) or cleaned. Nothing is written.
+
+    Skipped documents keep their place in the order (``order`` ``filename`` or ``listed``), so the
+    others' ``doc_order`` does not shift. With ``allow_empty`` a source whose path is missing or whose
+    glob matches nothing names no document; without it, a glob matching nothing is refused only when no
+    source of the space names a document (else it is listed in ``empty_sources``). Raises
+    :class:`ConfigurationError` for a bad source (a missing path), a space whose sources name nothing, a
+    duplicate doc_key or a missing order field.
+    """
+    spec = settings.space_spec(realm, space)
+    named = [_named(settings, src, allow_empty=True) for src in spec.sources]
+    empty: list[str] = []
+    for src, files in zip(spec.sources, named):
+        if files or allow_empty:
+            continue
+        try:  # the error a source naming nothing raises on its own
+            _named(settings, src)
+        except ConfigurationError as exc:
+            # a glob matching nothing beside sources that name documents: its last file was deleted (normal);
+            # a missing path, or a space whose every source names nothing, is refused
+            if not settings.resolve(src.path).exists():  # a moved folder, or a registered file since deleted
+                raise ConfigurationError(f"{exc}; if it was removed on purpose, take the source out of the configuration "
+                                         "(its documents then leave the index; for the space's last source, "
+                                         "`pgrag index --allow-empty` too)") from None
+            if not any(named):
+                raise ConfigurationError(f"{exc}; if its documents were removed on purpose, `pgrag index --allow-empty` "
+                                         "(or allow_empty: true on the space) removes them from the index") from None
+            empty.append(str(exc))
+    found: list[dict[str, Any]] = []
+    for number, (src, files) in enumerate(zip(spec.sources, named)):
+        for path, rel in files:
+            if _is_jsonl(src, path):
+                entries = _jsonl_documents(settings, src, path, rel)
+            else:
+                entries = [_text_document(settings, src, path, rel)]
+            found += [e | {"src": number} for e in entries]
+    if spec.order == "filename":
+        found.sort(key=lambda d: (d["file"].name, str(d["file"]), d["metadata"].get("line", 0)))
+    elif spec.order == "metadata":
+        missing = [d["key"] for d in found if "skipped" not in d and d["metadata"].get(spec.order_field) is None]
+        if missing:
+            raise ConfigurationError(f"order_field {spec.order_field!r} is missing for documents {missing[:3]}")
+        found = sorted((d for d in found if "skipped" not in d),
+                       key=lambda d: (str(d["metadata"][spec.order_field]), d["file"].name, d["metadata"].get("line", 0))
+                       ) + [d for d in found if "skipped" in d]
+    good = [(order, d) for order, d in enumerate(found) if "skipped" not in d]
+    _refuse_duplicates(realm, space, spec, [d for _, d in good])
+    rows = [{"doc_key": d["key"], "title": d["title"], "source": d["key"], "doc_order": order, "text": d["text"],
+             "doc_hash": hashlib.sha256(d["text"].encode("utf-8")).hexdigest(),
+             "metadata": json.dumps(d["metadata"], default=str)} for order, d in good]
+    frame = pl.DataFrame(rows, schema={c: pl.Int64 if c == "doc_order" else pl.String for c in DOCUMENT_COLUMNS})
+    earlier = {d["key"]: tuple(dict.fromkeys(k for k in d.get("earlier", ()) if k != d["key"]))
+               for d in found if d["key"] is not None}
+    return Sources(frame,
+                   [SkippedDocument(d["where"], d["skipped"], d["key"]) for d in found if "skipped" in d],
+                   [CleanedDocument(d["key"], d["where"], "; ".join(d["cleaned"])) for _, d in good if d["cleaned"]],
+                   {k: v for k, v in earlier.items() if v}, empty)
+
+
+def _refuse_duplicates(realm: str, space: str, spec: SpaceSpec, docs: list[dict[str, Any]]) -> None:
+    """Raise :class:`ConfigurationError` when two documents read share a doc_key, naming the key, the
+    sources (as written) and files they come from, and the fix: a ``key_prefix`` per source (two sources
+    holding the same relative paths), or distinct ``key_field`` values (one source)."""
+    by_key: dict[str, list[dict[str, Any]]] = {}
+    for d in docs:
+        by_key.setdefault(d["key"], []).append(d)
+    dupes = {k: ds for k, ds in by_key.items() if len(ds) > 1}
+    if not dupes:
+        return
+    key, ds = next(iter(dupes.items()))
+    sources = sorted({d["src"] for d in ds})
+    named = ", ".join(f"{spec.sources[i].path} (glob {spec.sources[i].glob!r})" for i in sources)
+    where = ", ".join(d["where"] for d in ds[:3])
+    fix = ("give each source its own key_prefix, e.g. `key_prefix: handbook/` (doc_keys are relative to their "
+           "source's root, so two sources holding the same relative path collide)" if len(sources) > 1 else
+           "make the records' key_field values distinct, or leave key_field out (keys by title, made composite "
+           "with file and line when titles repeat)")
+    more = f" (and {len(dupes) - 1} more duplicate key(s))" if len(dupes) > 1 else ""
+    raise ConfigurationError(f"space {realm}.{space}: {len(ds)} documents have the same doc_key {key!r}{more}, from "
+                             f"source(s) {named}: {where}; {fix}")
+
+
+def load_documents(settings: Settings, realm: str, space: str, *, allow_empty: bool = False) -> pl.DataFrame:
+    """Read every document of ``realm``/``space`` into the ``documents`` frame (columns above), strictly:
+    one bad file or line fails the whole load (the chunks stage uses :func:`read_sources`, which skips it).
+
+    With ``allow_empty`` a source whose path is missing or whose glob matches nothing names no document.
+    Raises :class:`SourceError` (the first bad file or line) or :class:`ConfigurationError` (a bad
+    source, a duplicate doc_key, a missing order field).
+    """
+    read = read_sources(settings, realm, space, allow_empty=allow_empty)
+    if read.skipped:
+        raise SourceError(read.skipped[0].where, read.skipped[0].reason)
+    return read.documents
+
+
+def _short(text: str | None, limit: int = 200) -> str | None:
+    return text if text is None or len(text) <= limit else text[: limit - 1] + "…"
+
+
+def source_report(read: Sources, *, kept: Collection[str] = (), withheld: Collection[str] = (),
+                  limit: int = 20) -> dict[str, Any]:
+    """Asset metadata of what :func:`read_sources` skipped and cleaned: ``documents_skipped`` (count),
+    ``skipped_documents_sample`` (up to ``limit`` rows: doc_key, where, reason, ``kept`` — whether its
+    stored chunks were kept), ``skipped_documents_kept`` (indexed documents skipped and kept),
+    ``removals_withheld`` (documents not removed because a skipped record's key is unknown),
+    ``documents_cleaned`` and ``cleaned_documents_sample`` (doc_key, where, what was done). Long keys
+    are cut to 200 characters for display."""
+    return {
+        "documents_skipped": len(read.skipped),
+        "skipped_documents_sample": [{"doc_key": _short(s.doc_key), "where": _short(s.where), "reason": s.reason,
+                                      "kept": s.doc_key in kept} for s in read.skipped[:limit]],
+        "skipped_documents_kept": len(kept), "removals_withheld": len(withheld),
+        "documents_cleaned": len(read.cleaned),
+        "cleaned_documents_sample": [{"doc_key": _short(c.doc_key), "where": _short(c.where), "reason": c.reason}
+                                     for c in read.cleaned[:limit]],
+    }

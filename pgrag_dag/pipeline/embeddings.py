@@ -1,0 +1,209 @@
+"""The ``embeddings`` stage: embed what earlier stages committed, and what happens when the
+model fails (paper §3.5; issue 13 item 9).
+
+The chunks, entities and relations an earlier stage committed have no vector until this stage embeds
+them, and no vector search can find a row without one. So a failure never leaves them silently
+invisible:
+
+- :func:`embed_pending` embeds the pending rows in batches; at the model's first failure it stops
+  asking the model (a dead provider costs one deadline, not one per batch), keeps every vector it
+  already has, and leaves the rest to the fallback or to the next run;
+- the stage writes what was embedded, reports the rows still without a vector (metadata and the
+  non-blocking ``pending_work`` check) and, without a fallback, raises
+  :class:`~pgrag_dag.errors.EmbeddingIncompleteError` after committing — its next run embeds them;
+- every query of the space warns while rows lack a vector (:func:`query_warnings`).
+
+``embedding.fallback: hashing`` embeds what the model refused with the SHA-256 feature-hashing
+embedder (§3.5) instead. Those vectors live in another geometry than the model's: the cosine between a
+MiniLM (or any model's) query vector and a hashing vector is noise, so ranking them together would
+corrupt retrieval rather than degrade it. They are therefore stored apart (``fallback_embedding``,
+flagged ``embed_fallback``), never in the indexed column: every vector channel ignores those rows;
+full-text, the graph walk and mention expansion still reach them; queries say how many there are;
+the next run embeds them with the model and drops the fallback vectors.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from pgrag_dag import progress
+from pgrag_dag.engine import Engine
+from pgrag_dag.errors import EmbeddingIncompleteError, ModelError
+from pgrag_dag.operators import contracts
+from pgrag_dag.store import bulk_index
+from pgrag_dag.pipeline.common import PENDING_CHECK, StageResult, writing_stage
+from pgrag_dag.providers.embedding import Embedder, HashingEmbedder, embed_distinct
+from pgrag_dag.store import locks, vectors, work_queue
+
+log = logging.getLogger(__name__)
+
+Row = tuple[int, str, str]
+"""``(id, text, sha256 of text)`` as :func:`pgrag_dag.store.vectors.pending` returns it."""
+
+_LABELS = {"documents": ("chunk", "chunks"), "entities": ("entity", "entities"), "relations": ("relation", "relations"),
+           "communities": ("community report", "community reports")}
+
+
+@dataclass
+class TableRun:
+    """One table's outcome: rows the model embedded (with their vectors, in order), rows the fallback
+    embedded, and rows left without a new vector."""
+
+    rows: list[Row] = field(default_factory=list)
+    vectors: list[np.ndarray] = field(default_factory=list)
+    fallback_rows: list[Row] = field(default_factory=list)
+    fallback_vectors: list[np.ndarray] = field(default_factory=list)
+    left: list[Row] = field(default_factory=list)
+
+
+@dataclass
+class EmbeddingRun:
+    """:func:`embed_pending`'s result: a :class:`TableRun` per table, and ``error`` — the model's
+    failure on one line, or ``None`` when it embedded everything."""
+
+    tables: dict[str, TableRun]
+    error: str | None = None
+
+
+def embed_pending(embedder: Embedder, todo: dict[str, list[Row]], *, batch_size: int,
+                  fallback: Embedder | None = None) -> EmbeddingRun:
+    """Embed ``todo`` (table → pending rows) as passages, ``batch_size`` texts per ``embedder`` call,
+    table by table in the given order.
+
+    Each batch is checked as ``pgrag reembed`` checks it (:func:`pgrag_dag.providers.embedding.embed_distinct`:
+    one finite vector of the embedder's width per text). At the first :class:`ModelError` — the model
+    failed, or returned too few or non-finite vectors — the model is not called again in this run: the
+    failed batch and every later one go to ``fallback`` (an embedder of the same width) when given,
+    else are left. Raises :class:`~pgrag_dag.errors.SchemaMismatchError` (a vector of another width)
+    and any other error unchanged: those are not a model outage.
+    """
+    run = EmbeddingRun({table: TableRun() for table in todo})
+    total, through = sum(len(rows) for rows in todo.values()), 0
+    for table, rows in todo.items():
+        out = run.tables[table]
+        for start in range(0, len(rows), batch_size):
+            progress.advance(through, total, "texts")
+            through += len(rows[start:start + batch_size])
+            batch = rows[start:start + batch_size]
+            texts = [t for _, t, _ in batch]
+            if run.error is None:
+                try:
+                    by_text = embed_distinct(embedder, texts, batch_size=batch_size, progress=None)
+                except ModelError as exc:
+                    run.error = str(exc)
+                else:
+                    out.rows += batch
+                    out.vectors += [by_text[t] for t in texts]
+                    continue
+            if fallback is not None:
+                by_text = embed_distinct(fallback, texts, batch_size=batch_size, progress=None)
+                out.fallback_rows += batch
+                out.fallback_vectors += [by_text[t] for t in texts]
+            else:
+                out.left += batch
+    if total:
+        progress.advance(total, total, "texts")
+    return run
+
+
+def describe(counts: dict[str, int]) -> str:
+    """``{"documents": 3, "entities": 1, "relations": 0}`` → ``"3 chunks and 1 entity"`` (zeros left out)."""
+    parts = [f"{n} {_LABELS[t][0] if n == 1 else _LABELS[t][1]}" for t, n in counts.items() if n]
+    return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else "".join(parts)
+
+
+def pending_check(unembedded: dict[str, dict[str, int]], error: str | None) -> tuple[bool, dict[str, Any]]:
+    """The ``embeddings`` stage's ``pending_work`` check from :func:`pgrag_dag.store.vectors.unembedded`:
+    passed when every row has a vector of the model; else the counts — ``pending`` (rows without one),
+    ``without_vector`` and ``fallback_only`` per table — and the model's ``error``."""
+    missing = {t: c["missing"] - c["fallback"] for t, c in unembedded.items()}
+    fallback = {t: c["fallback"] for t, c in unembedded.items()}
+    total = sum(c["missing"] for c in unembedded.values())
+    return total == 0, {"pending": total, "without_vector": missing, "fallback_only": fallback, "model_error": error}
+
+
+def query_warnings(unembedded: dict[str, dict[str, int]], space: str, model: str) -> list[str]:
+    """The warnings a query on ``space`` gives while rows lack a vector of the realm's ``model``
+    (:func:`pgrag_dag.store.vectors.unembedded`): none when every row has one."""
+    where = "every space" if space == "*" else f"space {space!r}"
+    out = []
+    missing = describe({t: c["missing"] - c["fallback"] for t, c in unembedded.items()})
+    if missing:
+        out.append(f"{missing} of {where} have no vector (the embeddings stage failed or has not run since they "
+                   "were written): vector search cannot find them; run the embeddings stage again (pgrag index) "
+                   "to embed them")
+    fallback = describe({t: c["fallback"] for t, c in unembedded.items()})
+    if fallback:
+        out.append(f"{fallback} of {where} have only a fallback vector (embedding.fallback: hashing; {model} failed "
+                   f"on them): they are kept out of vector search, since hashing vectors are not comparable with "
+                   f"{model}'s, and found only by full-text, the graph walk and mention expansion until the next "
+                   "run of the embeddings stage embeds them with the model")
+    return out
+
+
+@writing_stage("embeddings")
+def stage_embeddings(engine: Engine, realm: str, space: str, *, full: bool = False) -> StageResult:
+    """Embed chunks, entities and relations without a vector or whose text changed since (§3.5, §7.3).
+
+    The embedding model is called outside any transaction (:func:`~pgrag_dag.pipeline.embeddings.embed_pending`);
+    the vectors are written in one (a row whose text changed meanwhile keeps a stale hash and is embedded
+    again next run). When the model fails, what it embedded is written and the rest is left for the next
+    run: the non-blocking ``pending_work`` check and every query of the space report the rows without a
+    vector, and the stage raises :class:`EmbeddingIncompleteError` — unless ``embedding.fallback:
+    hashing``, which embeds those rows apart, flagged, outside every vector search (never mixed with
+    the model's vectors). The audit frame of the vectors this run wrote (of every stored vector when
+    ``full``) is checked against :class:`EmbeddingContract` (width = the realm's, no NaN). A first load of
+    a table builds its HNSW index after the vectors (:mod:`pgrag_dag.store.bulk_index`).
+    """
+    t0 = time.perf_counter()
+    embedder = engine.embedder()
+    settings = engine.settings.embedding
+    fallback = HashingEmbedder(settings.dim) if settings.fallback == "hashing" else None
+    with engine.connect() as conn:
+        todo = {table: vectors.pending(conn, realm, space, table) for table in vectors.UNEMBEDDED_TABLES}
+        bulk = [t for t, rows in todo.items()
+                if bulk_index.first_load(conn, realm, t, len(rows), settings.bulk_load_rows)]
+        unindexed = bulk_index.missing(conn, realm)
+    run = embed_pending(embedder, todo, batch_size=settings.batch_size, fallback=fallback)
+    counts: dict[str, int] = {}
+    with engine.connect() as conn, conn.transaction():
+        locks.lock_partition(conn, realm, space)
+        bulk_index.drop(conn, realm, bulk)  # a first load: the index is built once after the vectors
+        for table, done in run.tables.items():
+            counts[f"{table}_embedded"] = vectors.write(conn, realm, table, done.rows, done.vectors)
+            if fallback is not None:
+                counts[f"{table}_fallback"] = vectors.write(conn, realm, table, done.fallback_rows,
+                                                            done.fallback_vectors, fallback=fallback.model)
+        # community reports are embedded by the communities stage, after this one
+        written = None if full else {t: [r[0] for r in d.rows + d.fallback_rows] for t, d in run.tables.items()}
+        audit = vectors.audit(conn, realm, space, settings.dim, written).filter(pl.col("table") != "communities")
+        contracts.validate(contracts.EmbeddingContract, audit.filter(~pl.col("missing")))  # rows left: pending_work
+        left = vectors.unembedded(conn, realm, space)
+        changed = sum(counts.values())
+        work_queue.finish(conn, realm, space, "embeddings", work_queue.Work(full=False),
+                          work_queue.fingerprint([embedder.model, embedder.dim, embedder.convention]), changed=changed)
+        version = work_queue.data_version(conn, realm, space, "embeddings")
+    index_s = None
+    if bulk or unindexed:  # after the commit; an index a killed build left missing is built here too
+        index_s = round(bulk_index.build(engine.dsn, realm, sorted(set(bulk) | set(unindexed)),
+                                         memory=settings.index_build_memory), 3)
+    passed, pending = pending_check(left, run.error)
+    if run.error is not None:
+        log.warning("embeddings %s.%s: %s; %s", realm, space, run.error, pending)
+        if fallback is None:
+            raise EmbeddingIncompleteError(
+                f"embeddings {realm}.{space}: {run.error}; {describe(pending['without_vector']) or 'no row'} "
+                "left without a vector (vector search cannot find them; queries warn) — the next run embeds them, "
+                "or set embedding.fallback: hashing", pending)
+    return StageResult("embeddings", {
+        **counts, "vectors_checked": audit.height, "model": embedder.model, "dim": embedder.dim,
+        "convention": embedder.convention, "unembedded": left, "model_error": run.error, "rows_changed": changed,
+        "hnsw_built_after_load": sorted(set(bulk) | set(unindexed)), "hnsw_build_seconds": index_s,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }, version, audit.height, checks={PENDING_CHECK: (passed, pending)})

@@ -1,0 +1,98 @@
+"""First loads build the HNSW indexes after the vectors, not row by row (issue 15 item 2; §3.5).
+
+Inserting vectors one by one into an HNSW index costs far more than building it once over them. When the
+``embeddings`` stage is about to write at least ``embedding.bulk_load_rows`` vectors into a table that holds
+no vector in any space of the realm yet (a first load — nothing can be searched there before it), it drops
+that table's index inside its write transaction, writes the vectors, and after the commit builds the index
+again with ``maintenance_work_mem`` raised to ``embedding.index_build_memory``, logging the build's progress
+(``pg_stat_progress_create_index``) every ``PROGRESS_EVERY_S`` seconds. Queries of the table wait during
+the write transaction (the drop holds it exclusively) and search without the index during the build
+(exact, slower). A build that fails or is killed leaves the index missing; the next ``embeddings`` run of
+any space of the realm builds it (:func:`missing`), so nothing stays unindexed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable
+
+import psycopg
+from psycopg import sql
+
+from pgrag_dag.names import schema_for
+from pgrag_dag.store import db, schema
+from pgrag_dag.store.identifiers import qualified
+
+log = logging.getLogger(__name__)
+
+PROGRESS_EVERY_S = 15.0
+"""Seconds between two progress lines of an index build."""
+
+
+def index_name(table: str) -> str:
+    """The HNSW index of ``table``'s embedding column (:func:`pgrag_dag.store.vector_index.index_ddl`)."""
+    return f"{table}_embedding_hnsw"
+
+
+def first_load(conn: psycopg.Connection, realm: str, table: str, rows: int, threshold: int) -> bool:
+    """Whether writing ``rows`` vectors into ``table`` is a first load: ``threshold`` > 0, ``rows`` ≥ it, and
+    no row of the table (any space) holds a vector yet."""
+    if threshold <= 0 or rows < threshold:
+        return False
+    found = conn.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE embedding IS NOT NULL)").format(
+        qualified(realm, table))).fetchone()
+    return not (found and found[0])
+
+
+def drop(conn: psycopg.Connection, realm: str, tables: Iterable[str]) -> None:
+    """Drop the HNSW indexes of ``tables`` in the caller's transaction (rebuilt by :func:`build`)."""
+    for table in tables:
+        conn.execute(sql.SQL("DROP INDEX IF EXISTS {}.{}").format(sql.Identifier(schema_for(realm)),
+                                                                  sql.Identifier(index_name(table))))
+
+
+def missing(conn: psycopg.Connection, realm: str) -> list[str]:
+    """The embedded tables of ``realm`` whose HNSW index does not exist."""
+    present = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = %s",
+                                          (schema_for(realm),)).fetchall()}
+    return [t for t in schema.EMBEDDED_TABLES if index_name(t) not in present]
+
+
+def build(dsn: str, realm: str, tables: list[str], *, memory: str) -> float:
+    """Build the missing HNSW indexes of ``realm`` (``tables`` names them for the log) on a connection of
+    its own with ``maintenance_work_mem = memory``, logging progress; returns the seconds it took. Raises
+    :class:`~pgrag_dag.errors.DatabaseError` when PostgreSQL refuses (e.g. the memory setting), leaving the
+    indexes for the next run to build."""
+    t0 = time.perf_counter()
+    done = threading.Event()
+    watcher = threading.Thread(target=_report, args=(dsn, realm, done), daemon=True)
+    log.info("building the HNSW index of %s (realm %s, maintenance_work_mem %s) ...", ", ".join(tables), realm, memory)
+    watcher.start()
+    try:
+        with db.database_errors(dsn), db.connect(dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(memory)))
+            with conn.transaction():
+                schema.create_embedding_indexes(conn, realm)
+    finally:
+        done.set()
+        watcher.join(timeout=5)
+    seconds = time.perf_counter() - t0
+    log.info("HNSW index of %s built in %.1f s", ", ".join(tables), seconds)
+    return seconds
+
+
+def _report(dsn: str, realm: str, done: threading.Event) -> None:
+    """Log ``pg_stat_progress_create_index`` for the realm's index builds until ``done``."""
+    try:
+        with db.connect(dsn, autocommit=True) as conn:
+            while not done.wait(PROGRESS_EVERY_S):
+                for relname, phase, total, tuples in conn.execute(
+                        """SELECT c.relname, p.phase, p.tuples_total, p.tuples_done FROM pg_stat_progress_create_index p
+                             JOIN pg_class c ON c.oid = p.relid JOIN pg_namespace n ON n.oid = c.relnamespace
+                            WHERE n.nspname = %s""", (schema_for(realm),)).fetchall():
+                    log.info("HNSW index of %s: %s%s", relname, phase,
+                             f", {tuples:,} of {total:,} vectors" if total else "")
+    except psycopg.Error as exc:  # progress is a courtesy: the build itself reports its own errors
+        log.debug("index build progress unavailable: %s", exc)
