@@ -24,16 +24,18 @@ import dagster as dg
 from pgrag_dag.assets.partitions import SPACES
 from pgrag_dag.config.sections import Settings, SpaceSpec
 from pgrag_dag.errors import PgragError
+from pgrag_dag.ingest.sources import list_source_files
 from pgrag_dag.names import split_partition_key
 from pgrag_dag.operators.core import Composition
 from pgrag_dag.pipeline.composition import compose
-from pgrag_dag.ingest.sources import list_source_files
 
 AC = dg.AutomationCondition
 ON_UPSTREAM_CHANGE = (
     AC.eager().replace(
         "any_deps_updated",
-        AC.any_deps_match(AC.data_version_changed() | AC.will_be_requested()).with_label("upstream data version changed"),
+        AC.any_deps_match(AC.data_version_changed() | AC.will_be_requested()).with_label(
+            "upstream data version changed"
+        ),
     )
     & AC.all_deps_blocking_checks_passed()
 )
@@ -49,7 +51,9 @@ INPUTS_KEY = "pgrag/inputs_hash"
 """Materialisation metadata of a :data:`HASHED_STAGES` asset: its :func:`stage_hashes` value when the run began."""
 
 
-def stage_hashes(settings: Settings, partition: str, stages: tuple[str, ...] = HASHED_STAGES) -> dict[str, str]:
+def stage_hashes(
+    settings: Settings, partition: str, stages: tuple[str, ...] = HASHED_STAGES
+) -> dict[str, str]:
     """What each stage's output depends on in the configuration, hashed per stage (asset name → hex, for
     the ``stages`` asked, of :data:`HASHED_STAGES`): ``chunks`` the source files, source declarations,
     ordering and chunker; ``raw_extractions`` the extractor; ``gated_triples`` the gate settings,
@@ -62,14 +66,20 @@ def stage_hashes(settings: Settings, partition: str, stages: tuple[str, ...] = H
     realm, space = split_partition_key(partition)
     spec = settings.space_spec(realm, space)
     comp = compose(settings, realm, space)
-    vocabulary = json.dumps([spec.preset, spec.vocabulary, spec.predicate_aliases, spec.exclusive_groups], sort_keys=True)
+    vocabulary = json.dumps(
+        [spec.preset, spec.vocabulary, spec.predicate_aliases, spec.exclusive_groups], sort_keys=True
+    )
     cheap = {
         "raw_extractions": lambda: _digest(comp.extractor.identity),
-        "gated_triples": lambda: _digest(settings.gates.model_dump_json(), vocabulary, *(g.identity for g in comp.gates)),
+        "gated_triples": lambda: _digest(
+            settings.gates.model_dump_json(), vocabulary, *(g.identity for g in comp.gates)
+        ),
         "resolved_entities": lambda: _digest(*(e.identity for e in comp.enrichers)),
         "communities": lambda: _digest(settings.communities.model_dump_json(), spec.reports),
     }
-    return {stage: _source_hash(settings, spec, comp) if stage == "chunks" else cheap[stage]() for stage in stages}
+    return {
+        stage: _source_hash(settings, spec, comp) if stage == "chunks" else cheap[stage]() for stage in stages
+    }
 
 
 def _source_hash(settings: Settings, spec: SpaceSpec, comp: Composition) -> str:
@@ -92,7 +102,8 @@ def recorded_hashes(instance: dg.DagsterInstance, partition: str) -> dict[str, s
     out = {}
     for stage in HASHED_STAGES:
         found = instance.fetch_materializations(
-            dg.AssetRecordsFilter(asset_key=dg.AssetKey(stage), asset_partitions=[partition]), limit=1).records
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey(stage), asset_partitions=[partition]), limit=1
+        ).records
         mat = found[0].asset_materialization if found else None
         value = mat.metadata.get(INPUTS_KEY) if mat is not None else None
         if value is not None and isinstance(value.value, str):
@@ -107,7 +118,7 @@ def _span(order: list[str], changed: list[str]) -> list[str]:
     if not changed:
         return []
     at = [order.index(stage) for stage in changed]
-    return order[min(at):max(at) + 1]
+    return order[min(at) : max(at) + 1]
 
 
 def build_source_sensor(settings: Settings, target: list[dg.AssetsDefinition]) -> dg.SensorDefinition:
@@ -115,10 +126,16 @@ def build_source_sensor(settings: Settings, target: list[dg.AssetsDefinition]) -
     false). ``target`` must hold the stage assets in pipeline order (:func:`~pgrag_dag.assets.stages.build_assets`):
     a space's run request selects the stages from its first changed one to its last (:func:`_span`)."""
 
-    @dg.sensor(name="source_sensor", target=target, minimum_interval_seconds=settings.dagster.sensor_interval_s,
-               default_status=dg.DefaultSensorStatus.RUNNING if settings.dagster.sensors else dg.DefaultSensorStatus.STOPPED,
-               description="Requests a run for each realm/space whose document sources or operator composition "
-                           "changed, of the stages whose inputs changed and those between them (automation takes the rest).")
+    @dg.sensor(
+        name="source_sensor",
+        target=target,
+        minimum_interval_seconds=settings.dagster.sensor_interval_s,
+        default_status=dg.DefaultSensorStatus.RUNNING
+        if settings.dagster.sensors
+        else dg.DefaultSensorStatus.STOPPED,
+        description="Requests a run for each realm/space whose document sources or operator composition "
+        "changed, of the stages whose inputs changed and those between them (automation takes the rest).",
+    )
     def source_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult | dg.SkipReason:
         order = [a.key.to_user_string() for a in target]
         seen = json.loads(context.cursor) if context.cursor else {}
@@ -135,21 +152,33 @@ def build_source_sensor(settings: Settings, target: list[dg.AssetsDefinition]) -
         known = set(context.instance.get_dynamic_partitions(SPACES.name))
         for key, hashes in sorted(now.items()):
             before = seen.get(key)
-            if not isinstance(before, dict):  # first tick, a new space or an older cursor: what its runs ran on
+            if not isinstance(
+                before, dict
+            ):  # first tick, a new space or an older cursor: what its runs ran on
                 before = recorded_hashes(context.instance, key) if key in known else {}
             stages = _span(order, [stage for stage, h in hashes.items() if before.get(stage) != h])
             if stages:
                 changed.append(key)
-                requests.append(dg.RunRequest(partition_key=key, asset_selection=[dg.AssetKey(s) for s in stages],
-                                              run_key=f"{key}:{_digest(*hashes.values())[:16]}"))
+                requests.append(
+                    dg.RunRequest(
+                        partition_key=key,
+                        asset_selection=[dg.AssetKey(s) for s in stages],
+                        run_key=f"{key}:{_digest(*hashes.values())[:16]}",
+                    )
+                )
         cursor = json.dumps(now, sort_keys=True)
         if not requests:
             skip = "no document source or composition changed" + (f"; unreadable: {broken}" if broken else "")
-            return dg.SkipReason(skip) if cursor == context.cursor else dg.SensorResult(skip_reason=skip, cursor=cursor)
+            return (
+                dg.SkipReason(skip)
+                if cursor == context.cursor
+                else dg.SensorResult(skip_reason=skip, cursor=cursor)
+            )
         new = [k for k in changed if k not in known]
         return dg.SensorResult(
             dynamic_partitions_requests=[SPACES.build_add_request(new)] if new else [],
-            run_requests=requests, cursor=cursor,
+            run_requests=requests,
+            cursor=cursor,
         )
 
     return source_sensor
@@ -158,9 +187,15 @@ def build_source_sensor(settings: Settings, target: list[dg.AssetsDefinition]) -
 def build_nightly_refresh(settings: Settings, target: list[dg.AssetsDefinition]) -> dg.ScheduleDefinition:
     """The schedule refreshing every space (its runs are cheap when nothing changed: no model call)."""
 
-    @dg.schedule(name="nightly_refresh", cron_schedule=settings.dagster.refresh_cron, target=target,
-                 execution_timezone="UTC",
-                 default_status=dg.DefaultScheduleStatus.RUNNING if settings.dagster.sensors else dg.DefaultScheduleStatus.STOPPED)
+    @dg.schedule(
+        name="nightly_refresh",
+        cron_schedule=settings.dagster.refresh_cron,
+        target=target,
+        execution_timezone="UTC",
+        default_status=dg.DefaultScheduleStatus.RUNNING
+        if settings.dagster.sensors
+        else dg.DefaultScheduleStatus.STOPPED,
+    )
     def nightly_refresh(context: dg.ScheduleEvaluationContext):  # type: ignore[no-untyped-def]
         known = set(context.instance.get_dynamic_partitions(SPACES.name))
         stamp = context.scheduled_execution_time.strftime("%Y%m%d%H%M")
@@ -175,6 +210,10 @@ def build_automation_sensor(settings: Settings) -> dg.AutomationConditionSensorD
     """The automation-condition sensor (the implicit default one starts stopped), evaluated at most every
     ``dagster.sensor_interval_s`` seconds."""
     return dg.AutomationConditionSensorDefinition(
-        "pgrag_automation", target=dg.AssetSelection.all(), minimum_interval_seconds=settings.dagster.sensor_interval_s,
-        default_status=dg.DefaultSensorStatus.RUNNING if settings.dagster.sensors else dg.DefaultSensorStatus.STOPPED,
+        "pgrag_automation",
+        target=dg.AssetSelection.all(),
+        minimum_interval_seconds=settings.dagster.sensor_interval_s,
+        default_status=dg.DefaultSensorStatus.RUNNING
+        if settings.dagster.sensors
+        else dg.DefaultSensorStatus.STOPPED,
     )

@@ -20,19 +20,26 @@ def _md_table(frame: pl.DataFrame) -> str:
     cols = frame.columns
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in frame.iter_rows():
-        lines.append("| " + " | ".join(str(v).replace("|", "\\|").replace("\n", " ")[:200] for v in row) + " |")
+        lines.append(
+            "| " + " | ".join(str(v).replace("|", "\\|").replace("\n", " ")[:200] for v in row) + " |"
+        )
     return "\n".join(lines)
 
 
 def passed(asset: str, partition: str, rows_checked: int, contract: str) -> dg.AssetCheckResult:
     """The check result of a frame of ``partition`` that met its contract."""
-    return dg.AssetCheckResult(check_name=CHECK_NAME, asset_key=asset, passed=True,
-                               description=f"{partition}: {rows_checked} row(s) met {contract}",
-                               metadata={"partition": partition, "rows_checked": rows_checked, "contract": contract})
+    return dg.AssetCheckResult(
+        check_name=CHECK_NAME,
+        asset_key=asset,
+        passed=True,
+        description=f"{partition}: {rows_checked} row(s) met {contract}",
+        metadata={"partition": partition, "rows_checked": rows_checked, "contract": contract},
+    )
 
 
-def failed(asset: str, partition: str, exc: ContractError, *, max_rows: int = 50,
-           check: str = CHECK_NAME) -> dg.AssetCheckResult:
+def failed(
+    asset: str, partition: str, exc: ContractError, *, max_rows: int = 50, check: str = CHECK_NAME
+) -> dg.AssetCheckResult:
     """The check result of a broken contract in ``partition``, with the offending rows as a table and markdown."""
     cases: Any = exc.failure_cases
     meta: dict[str, Any] = {"partition": partition, "contract": exc.contract}
@@ -44,15 +51,39 @@ def failed(asset: str, partition: str, exc: ContractError, *, max_rows: int = 50
             records=[dg.TableRecord(r) for r in fc.to_dicts()],
             schema=dg.TableSchema(columns=[dg.TableColumn(c, "string") for c in fc.columns]),
         )
-    return dg.AssetCheckResult(check_name=check, asset_key=asset, passed=False,
-                               severity=dg.AssetCheckSeverity.ERROR, description=f"{partition}: {exc}", metadata=meta)
+    return dg.AssetCheckResult(
+        check_name=check,
+        asset_key=asset,
+        passed=False,
+        severity=dg.AssetCheckSeverity.ERROR,
+        description=f"{partition}: {exc}",
+        metadata=meta,
+    )
 
 
-def measured(asset: str, partition: str, check: str, ok: bool, metrics: dict[str, Any], *,
-             severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR) -> dg.AssetCheckResult:
+def measured(
+    asset: str,
+    partition: str,
+    check: str,
+    ok: bool,
+    metrics: dict[str, Any],
+    *,
+    severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR,
+) -> dg.AssetCheckResult:
     """A measurement check of ``partition`` (e.g. ``graph_quality``, ``pending_work``): the metrics as
     metadata, with ``severity`` when not ok."""
     meta: dict[str, Any] = {"partition": partition}
-    meta.update({k: dg.MetadataValue.json(v) if isinstance(v, (list, dict)) or v is None else v for k, v in metrics.items()})
-    return dg.AssetCheckResult(check_name=check, asset_key=asset, passed=ok, metadata=meta, severity=severity,
-                               description=f"{partition}: {check} {'passed' if ok else 'failed'}")
+    meta.update(
+        {
+            k: dg.MetadataValue.json(v) if isinstance(v, (list, dict)) or v is None else v
+            for k, v in metrics.items()
+        }
+    )
+    return dg.AssetCheckResult(
+        check_name=check,
+        asset_key=asset,
+        passed=ok,
+        metadata=meta,
+        severity=severity,
+        description=f"{partition}: {check} {'passed' if ok else 'failed'}",
+    )

@@ -27,9 +27,19 @@ def column_schema(model: type[pa.DataFrameModel]) -> dg.TableSchema:
     dtype, e.g. ``Int64``; constraints nullable, unique and the field's checks such as ``isin(...)``), and the
     model's frame-level checks (``name: docstring``) and ``unique`` column sets as table constraints."""
     schema = model.to_schema()
-    columns = [dg.TableColumn(name, str(col.dtype), description=col.description, constraints=dg.TableColumnConstraints(
-        nullable=bool(col.nullable), unique=bool(col.unique), other=[_constraint(c) for c in col.checks]))
-        for name, col in schema.columns.items()]
+    columns = [
+        dg.TableColumn(
+            name,
+            str(col.dtype),
+            description=col.description,
+            constraints=dg.TableColumnConstraints(
+                nullable=bool(col.nullable),
+                unique=bool(col.unique),
+                other=[_constraint(c) for c in col.checks],
+            ),
+        )
+        for name, col in schema.columns.items()
+    ]
     other = [f"{c.name}: {' '.join((c.description or '').split())}" for c in schema.checks]
     if schema.unique:
         other.append(f"unique ({', '.join(schema.unique)})")
@@ -43,31 +53,52 @@ def _deps(*cols: str) -> list[dg.TableColumnDep]:
 
 _LINEAGE: dict[str, dict[str, tuple[str, ...]]] = {
     "raw_extractions": {
-        "chunk_id": ("chunks.chunk_id",), "raw_text": ("chunks.text", "chunks.title"),
+        "chunk_id": ("chunks.chunk_id",),
+        "raw_text": ("chunks.text", "chunks.title"),
         "parsed": ("chunks.text", "chunks.title"),
     },
     "gated_triples": {
-        "chunk_id": ("raw_extractions.chunk_id",), "pass": ("raw_extractions.pass",),
-        **{c: ("raw_extractions.parsed",) for c in ("name", "entity_type", "description", "aliases", "subject",
-                                                      "raw_predicate", "object", "negated", "confidence", "valid_from",
-                                                      "valid_to")},
+        "chunk_id": ("raw_extractions.chunk_id",),
+        "pass": ("raw_extractions.pass",),
+        **{
+            c: ("raw_extractions.parsed",)
+            for c in (
+                "name",
+                "entity_type",
+                "description",
+                "aliases",
+                "subject",
+                "raw_predicate",
+                "object",
+                "negated",
+                "confidence",
+                "valid_from",
+                "valid_to",
+            )
+        },
         "predicate": ("raw_extractions.parsed",),  # normalised through the space's vocabulary
-        "accepted": ("raw_extractions.parsed",), "gate": ("raw_extractions.parsed",),
+        "accepted": ("raw_extractions.parsed",),
+        "gate": ("raw_extractions.parsed",),
         "offending_value": ("raw_extractions.parsed",),
     },
     "resolved_entities": {
         "name": ("gated_triples.name", "gated_triples.aliases"),
-        "entity_type": ("gated_triples.entity_type",), "description": ("gated_triples.description",),
+        "entity_type": ("gated_triples.entity_type",),
+        "description": ("gated_triples.description",),
         "aliases": ("gated_triples.aliases", "gated_triples.name"),
         "doc_mentions.chunk_id": ("gated_triples.chunk_id",),
     },
     "relations": {
         "source_id": ("resolved_entities.id", "resolved_entities.name", "gated_triples.subject"),
         "target_id": ("resolved_entities.id", "resolved_entities.name", "gated_triples.object"),
-        "predicate": ("gated_triples.predicate",), "negated": ("gated_triples.negated",),
-        "description": ("gated_triples.description",), "confidence": ("gated_triples.confidence",),
-        "chunk_ids": ("gated_triples.chunk_id",), "weight": ("gated_triples.chunk_id",),
-        "valid_from": ("gated_triples.valid_from",), "valid_to": ("gated_triples.valid_to",),
+        "predicate": ("gated_triples.predicate",),
+        "negated": ("gated_triples.negated",),
+        "description": ("gated_triples.description",),
+        "confidence": ("gated_triples.confidence",),
+        "chunk_ids": ("gated_triples.chunk_id",),
+        "weight": ("gated_triples.chunk_id",),
+        "valid_from": ("gated_triples.valid_from",),
+        "valid_to": ("gated_triples.valid_to",),
         "superseded_by": ("gated_triples.predicate", "gated_triples.negated", "chunks.doc_order"),
         "rendered": ("resolved_entities.name", "gated_triples.predicate", "gated_triples.description"),
     },

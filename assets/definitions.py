@@ -21,8 +21,13 @@ from pgrag_dag.resources.engine import PgragResource
 from pgrag_dag.resources.query import QueryResource
 
 
-def build_defs(*, pgrag: PgragResource | None = None, query_realm: str | None = None,
-               executor: dg.ExecutorDefinition | None = None, jobs: Sequence[Any] = ()) -> dg.Definitions:
+def build_defs(
+    *,
+    pgrag: PgragResource | None = None,
+    query_realm: str | None = None,
+    executor: dg.ExecutorDefinition | None = None,
+    jobs: Sequence[Any] = (),
+) -> dg.Definitions:
     """Definitions with the given engine resource (default: settings from ``PGRAG_CONFIG``/``pgrag.yaml``).
 
     The ``query`` resource reads ``query_realm``, default the first realm the configuration declares.
@@ -44,8 +49,12 @@ def build_defs(*, pgrag: PgragResource | None = None, query_realm: str | None = 
         schedules=[build_nightly_refresh(settings, roots)],
         jobs=[retention_job, *jobs],
         executor=executor,
-        resources={"pgrag": pgrag, "query": QueryResource(realm=realm, config_path=pgrag.config_path,
-                                                          database_url=pgrag.database_url)},
+        resources={
+            "pgrag": pgrag,
+            "query": QueryResource(
+                realm=realm, config_path=pgrag.config_path, database_url=pgrag.database_url
+            ),
+        },
     )
 
 

@@ -22,13 +22,13 @@ from typing import Any
 
 from pgrag_dag.assets.changes import COMMUNITY_LAG_CHECK
 from pgrag_dag.assets.runner import materialize_partition
-from pgrag_dag.config.sections import Settings
 from pgrag_dag.config.load import load_settings
+from pgrag_dag.config.sections import Settings
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import ConfigurationError, ReplayMissError
 from pgrag_dag.names import split_partition_key
-from pgrag_dag.store import db, documents, history
 from pgrag_dag.operate.summary import summarise, summarise_first
+from pgrag_dag.store import db, documents, history
 
 DEMO_QUESTION = "How did Ada Lovelace contribute to Charles Babbage's Analytical Engine?"
 # partition -> (question, QueryParam overrides) asked by the demo with synthesis (recorded in the cassettes)
@@ -36,7 +36,11 @@ CFO_QUESTION = "Who was the chief financial officer of The Walt Disney Company?"
 DEMO_QUESTIONS: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "wiki.demo": [(DEMO_QUESTION, {})],
     # an as-of query whose answer changes with the date (§5.4)
-    "tenk.disney": [(CFO_QUESTION, {"as_of": "2005"}), (CFO_QUESTION, {"as_of": "2012"}), (CFO_QUESTION, {"as_of": "2016"})],
+    "tenk.disney": [
+        (CFO_QUESTION, {"as_of": "2005"}),
+        (CFO_QUESTION, {"as_of": "2012"}),
+        (CFO_QUESTION, {"as_of": "2016"}),
+    ],
 }
 # partition -> (question, QueryParam overrides) whose answer changed with the space's last document, asked
 # as believed just before that document was added and at present (recorded in the cassette)
@@ -45,7 +49,14 @@ BELIEF_QUESTIONS: dict[str, tuple[str, dict[str, Any]]] = {
     # FY2018's increases supersede FY2017's decreases: superseded edges kept, so both states show
     "tenk.disney": (REVENUE_QUESTION, {"include_superseded": True}),
 }
-FIRST_RUN_ASSETS = ("chunks", "raw_extractions", "gated_triples", "resolved_entities", "relations", "embeddings")
+FIRST_RUN_ASSETS = (
+    "chunks",
+    "raw_extractions",
+    "gated_triples",
+    "resolved_entities",
+    "relations",
+    "embeddings",
+)
 """What the run without the last document materialises: the graph, not its communities (built once, on the
 whole graph: reports for the graph without its last document were never recorded)."""
 
@@ -86,7 +97,9 @@ def run_demo() -> list[str]:
                     cli_progress.report_failure(console, settings.resolve(settings.data_dir), exc, where)
                     failed.append(partition)
             if failed:
-                print(f"\n{len(failed)} of {len(settings.partitions())} partitions failed: {', '.join(failed)}")
+                print(
+                    f"\n{len(failed)} of {len(settings.partitions())} partitions failed: {', '.join(failed)}"
+                )
     finally:
         engine.close()
     return failed
@@ -105,9 +118,14 @@ def _demo_partition(engine: Engine, settings: Settings, partition: str, once: An
     logging.getLogger("pgrag_dag").setLevel(logging.WARNING)  # the run's managed loggers were at INFO
     for check, ok in sorted(metas.get("_checks", {}).items()):
         if not ok:
-            once.say(f"check {check} of {partition} failed"
-                     + (": the communities lag behind the graph (stale)" if check.endswith(COMMUNITY_LAG_CHECK) else
-                        " (its metadata is in the Dagster UI: make ui)"))
+            once.say(
+                f"check {check} of {partition} failed"
+                + (
+                    ": the communities lag behind the graph (stale)"
+                    if check.endswith(COMMUNITY_LAG_CHECK)
+                    else " (its metadata is in the Dagster UI: make ui)"
+                )
+            )
     print("\n" + "\n".join(summarise(partition, metas)))
     if withheld is not None:
         print("\nchanges_since(the watermark taken before this run):")
@@ -119,7 +137,9 @@ def _demo_partition(engine: Engine, settings: Settings, partition: str, once: An
             instant = history.before_added(conn, realm, space, withheld)
         if instant is None:  # cannot be: the full run has just added it
             raise ConfigurationError(f"{partition}: the belief history has no 'added' event for {withheld}")
-        print(f"\nbelief time: {withheld} was added at {instant.isoformat()} + 1 µs (belief_log); asked just before it and now")
+        print(
+            f"\nbelief time: {withheld} was added at {instant.isoformat()} + 1 µs (belief_log); asked just before it and now"
+        )
         for question, overrides in belief_queries(partition, instant):
             _ask(engine, settings, realm, space, question, overrides)
 
@@ -130,8 +150,8 @@ def _index_without_last(engine: Engine, settings: Settings, partition: str) -> s
     (:func:`~pgrag_dag.ingest.sources.without_last_file`, passed to the run's steps through the environment) and
     print that run's summary. Raises :class:`ConfigurationError` when the space's sources cannot lose
     their last file or its name cannot be an environment key, and as :func:`materialize_partition`."""
-    from pgrag_dag.pipeline.doc_keys import migrate_keys
     from pgrag_dag.ingest.sources import without_last_file
+    from pgrag_dag.pipeline.doc_keys import migrate_keys
 
     realm, space = split_partition_key(partition)
     first, withheld = without_last_file(settings, settings.space_spec(realm, space))
@@ -141,7 +161,9 @@ def _index_without_last(engine: Engine, settings: Settings, partition: str) -> s
             print(f"\npartition {partition}: its last document, {withheld}, was indexed by an earlier run")
             return withheld
     if not re.fullmatch(r"[a-z0-9_]+", space):
-        raise ConfigurationError(f"space {space!r}: a belief-time demo space needs a name of lowercase letters, digits and _")
+        raise ConfigurationError(
+            f"space {space!r}: a belief-time demo space needs a name of lowercase letters, digits and _"
+        )
     sources = json.dumps([src.model_dump(mode="json") for src in first.sources])
     with _environ(f"PGRAG_REALMS__{realm}__SPACES__{space}__SOURCES", sources):
         metas = materialize_partition(settings, partition, assets=FIRST_RUN_ASSETS, console_level="CRITICAL")
@@ -165,20 +187,27 @@ def _environ(name: str, value: str) -> Iterator[None]:
             os.environ[name] = before
 
 
-def _ask(engine: Engine, settings: Settings, realm: str, space: str, question: str, overrides: dict[str, Any]) -> None:
+def _ask(
+    engine: Engine, settings: Settings, realm: str, space: str, question: str, overrides: dict[str, Any]
+) -> None:
     """Print one question's retrieval (counts, top entities, the relations :func:`_shown` picks, with
     their state) and its synthesised answer, or why the cassette cannot show it."""
+    from pgrag_dag.query.assembly import render_relation
     from pgrag_dag.query.param import QueryParam
     from pgrag_dag.query.run import query, query_data
-    from pgrag_dag.query.assembly import render_relation
 
     param = QueryParam.from_settings(settings.retrieval, space=space, **overrides)
-    res = query_data(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(),
-                     telemetry=settings.telemetry)
-    where = ", ".join(f"{k}={v.isoformat() if isinstance(v, datetime) else v!r}" for k, v in overrides.items())
+    res = query_data(
+        question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(), telemetry=settings.telemetry
+    )
+    where = ", ".join(
+        f"{k}={v.isoformat() if isinstance(v, datetime) else v!r}" for k, v in overrides.items()
+    )
     print(f"\nquery_data({question!r}, mode=mix{', ' + where if where else ''}):")
-    print(f"  {len(res.entities)} entities, {len(res.relations)} relations, {len(res.chunks)} chunks;"
-          f" top entities: " + ", ".join(e["name"] for e in res.entities[:4]))
+    print(
+        f"  {len(res.entities)} entities, {len(res.relations)} relations, {len(res.chunks)} chunks;"
+        f" top entities: " + ", ".join(e["name"] for e in res.entities[:4])
+    )
     if param.as_believed_at is not None or question == REVENUE_QUESTION:
         docs = sorted({str(c.get("doc_key")) for c in res.chunks})
         print(f"  passages from {len(docs)} documents, the last {docs[-1] if docs else '-'}")
@@ -188,18 +217,29 @@ def _ask(engine: Engine, settings: Settings, realm: str, space: str, question: s
         superseded = rel["superseded"] if "superseded" in rel else rel.get("superseded_by") is not None
         if superseded and rel.get("superseded_by") is not None:
             by = by_id.get(rel["superseded_by"])
-            print("      superseded by: " + (render_relation({**by, "description": None}) if by else f"relation {rel['superseded_by']}"))
+            print(
+                "      superseded by: "
+                + (render_relation({**by, "description": None}) if by else f"relation {rel['superseded_by']}")
+            )
     total = res.assembly.get("total", {})
-    print(f"  context: {total.get('chars_placed')} of {total.get('chars_retrieved')} retrieved characters placed")
+    print(
+        f"  context: {total.get('chars_placed')} of {total.get('chars_retrieved')} retrieved characters placed"
+    )
     if not res.relations and not res.chunks:
-        print("  answer: not shown — nothing was believed then (this data directory indexed every document in one "
-              "run; `make clean` and `make demo` rebuild it)")
+        print(
+            "  answer: not shown — nothing was believed then (this data directory indexed every document in one "
+            "run; `make clean` and `make demo` rebuild it)"
+        )
         return
     try:
-        answer, _ = query(question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(), client=engine.client())
+        answer, _ = query(
+            question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(), client=engine.client()
+        )
     except ReplayMissError:  # the context differs from the recorded one (e.g. another embedder)
-        print("  answer: not shown — the cassette has no recorded answer for this exact context (it was "
-              "recorded with the local embedder on the shipped corpus); a live model in llm.models answers it")
+        print(
+            "  answer: not shown — the cassette has no recorded answer for this exact context (it was "
+            "recorded with the local embedder on the shipped corpus); a live model in llm.models answers it"
+        )
         return
     print("  answer (synthesised, replayed): " + answer.replace("\n", "\n  "))
 

@@ -32,7 +32,9 @@ INDEX_JOB = "index"
 """The asset job over the eight stages, their checks and the community lag check."""
 
 CELERY_EXECUTOR = celery_executor.configured(
-    {"broker": {"env": "PGRAG_CELERY_BROKER"}, "backend": {"env": "PGRAG_CELERY_BACKEND"}}, name="pgrag_celery")
+    {"broker": {"env": "PGRAG_CELERY_BROKER"}, "backend": {"env": "PGRAG_CELERY_BACKEND"}},
+    name="pgrag_celery",
+)
 """``dagster_celery``'s executor, its broker and result backend read from the run process's environment
 when a run starts (``PGRAG_CELERY_BROKER``, ``PGRAG_CELERY_BACKEND``)."""
 
@@ -40,8 +42,11 @@ when a run starts (``PGRAG_CELERY_BROKER``, ``PGRAG_CELERY_BACKEND``)."""
 def build_celery_defs() -> dg.Definitions:
     """:func:`~pgrag_dag.assets.definitions.build_defs` with :data:`CELERY_EXECUTOR` and the
     :data:`INDEX_JOB` job (settings from ``PGRAG_CONFIG``/``pgrag.yaml``, read now)."""
-    index = dg.define_asset_job(INDEX_JOB, selection=dg.AssetSelection.all(),
-                                description="The eight stages of one partition, each step on a Celery worker.")
+    index = dg.define_asset_job(
+        INDEX_JOB,
+        selection=dg.AssetSelection.all(),
+        description="The eight stages of one partition, each step on a Celery worker.",
+    )
     return build_defs(executor=CELERY_EXECUTOR, jobs=[index])
 
 

@@ -34,9 +34,11 @@ def view_metadata(engine: Engine, realm: str, space: str, log: Any) -> dict[str,
     except (PgragError, OSError) as exc:
         log.warning(f"graph view of {realm}.{space} not written: {type(exc).__name__}: {exc}")
         return {"graph_view": f"not written: {type(exc).__name__}: {exc}"}
-    return {"graph_view": dg.MetadataValue.path(str(view.path)),
-            "graph_view_url": dg.MetadataValue.url(view.path.as_uri()),
-            "graph_view_drawn": view.summary()}
+    return {
+        "graph_view": dg.MetadataValue.path(str(view.path)),
+        "graph_view_url": dg.MetadataValue.url(view.path.as_uri()),
+        "graph_view_drawn": view.summary(),
+    }
 
 
 def build_graph_export(settings: Settings) -> dg.AssetsDefinition:
@@ -46,10 +48,16 @@ def build_graph_export(settings: Settings) -> dg.AssetsDefinition:
     version is the SHA-256 of the files (the same graph writes the same bytes)."""
     formats = list(settings.export.formats)
 
-    @dg.asset(name=EXPORT_ASSET, partitions_def=SPACES, deps=["communities", "community_hierarchy"], group_name="export",
-              kinds={"postgres", "polars"}, automation_condition=ON_UPSTREAM_CHANGE,
-              description=f"The space's entities, relations, communities and mentions as files under "
-                          f"<data_dir>/exports/<partition>/ ({', '.join(formats)}) for Gephi, NetworkX and notebooks.")
+    @dg.asset(
+        name=EXPORT_ASSET,
+        partitions_def=SPACES,
+        deps=["communities", "community_hierarchy"],
+        group_name="export",
+        kinds={"postgres", "polars"},
+        automation_condition=ON_UPSTREAM_CHANGE,
+        description=f"The space's entities, relations, communities and mentions as files under "
+        f"<data_dir>/exports/<partition>/ ({', '.join(formats)}) for Gephi, NetworkX and notebooks.",
+    )
     def graph_export(context: dg.AssetExecutionContext, pgrag: PgragResource) -> dg.MaterializeResult:
         from pgrag_dag.graph.export import export_graph
 
@@ -57,17 +65,22 @@ def build_graph_export(settings: Settings) -> dg.AssetsDefinition:
         try:
             result = export_graph(pgrag.engine(), realm, space, formats=formats)
         except PgragError as exc:
-            raise dg.Failure(description=f"{EXPORT_ASSET} {context.partition_key}: {type(exc).__name__}: {exc}",
-                             metadata={"error": type(exc).__name__}) from exc
+            raise dg.Failure(
+                description=f"{EXPORT_ASSET} {context.partition_key}: {type(exc).__name__}: {exc}",
+                metadata={"error": type(exc).__name__},
+            ) from exc
         digest = hashlib.sha256()
         for key, path in sorted(result.files.items()):
             digest.update(key.encode() + b"\0" + path.read_bytes())
         return dg.MaterializeResult(
-            metadata={"dagster/row_count": result.rows["entities"] + result.rows["relations"],
-                      "row_count_of": "entities + relations exported (dormant, archived and superseded included)",
-                      "directory": dg.MetadataValue.path(str(result.directory)),
-                      **{f"file:{k}": dg.MetadataValue.path(str(p)) for k, p in result.files.items()},
-                      **{f"rows:{t}": n for t, n in result.rows.items()}},
-            data_version=dg.DataVersion(digest.hexdigest()[:16]))
+            metadata={
+                "dagster/row_count": result.rows["entities"] + result.rows["relations"],
+                "row_count_of": "entities + relations exported (dormant, archived and superseded included)",
+                "directory": dg.MetadataValue.path(str(result.directory)),
+                **{f"file:{k}": dg.MetadataValue.path(str(p)) for k, p in result.files.items()},
+                **{f"rows:{t}": n for t, n in result.rows.items()},
+            },
+            data_version=dg.DataVersion(digest.hexdigest()[:16]),
+        )
 
     return graph_export

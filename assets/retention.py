@@ -10,10 +10,10 @@ from typing import Any  # no `from __future__ import annotations`: Dagster reads
 
 import dagster as dg
 
-from pgrag_dag.operate import retention
 from pgrag_dag.assets.partitions import SPACES
 from pgrag_dag.errors import PgragError
 from pgrag_dag.names import split_partition_key
+from pgrag_dag.operate import retention
 from pgrag_dag.resources.engine import PgragResource
 
 
@@ -24,31 +24,53 @@ class RetentionConfig(dg.Config):
 
 
 def _records(result: dict[str, Any]) -> list[dg.TableRecord]:
-    return [dg.TableRecord({"name": e["name"], "score": e["score"], **e["components"]}) for e in result["archive"]]
+    return [
+        dg.TableRecord({"name": e["name"], "score": e["score"], **e["components"]}) for e in result["archive"]
+    ]
 
 
-@dg.op(name="retention_op", description="Score live entities and archive the least valuable (§6.1); dry_run lists them.")
-def retention_op(context: dg.OpExecutionContext, config: RetentionConfig, pgrag: PgragResource) -> dg.Output[dict]:  # type: ignore[type-arg]
+@dg.op(
+    name="retention_op",
+    description="Score live entities and archive the least valuable (§6.1); dry_run lists them.",
+)
+def retention_op(
+    context: dg.OpExecutionContext, config: RetentionConfig, pgrag: PgragResource
+) -> dg.Output[dict]:  # type: ignore[type-arg]
     """Run :func:`pgrag_dag.operate.retention.plan` (dry run) or :func:`~pgrag_dag.operate.retention.apply` for the run's
     partition; the output's metadata names every entity with its score and components. A refusal (no
     telemetry, no event yet) fails the step with its one-line reason."""
     realm, space = split_partition_key(context.partition_key)
     engine = pgrag.engine()
     try:
-        result = retention.plan(engine, realm, space) if config.dry_run else retention.apply(engine, realm, space)
+        result = (
+            retention.plan(engine, realm, space) if config.dry_run else retention.apply(engine, realm, space)
+        )
     except PgragError as exc:
-        raise dg.Failure(description=f"retention {context.partition_key}: {type(exc).__name__}: {exc}") from exc
-    columns = [dg.TableColumn("name", "string"), dg.TableColumn("score", "float"),
-               *(dg.TableColumn(c, "float") for c in retention.COMPONENTS)]
-    return dg.Output(result, metadata={
-        "dry_run": config.dry_run, "live": result["live"], "events": result["events"],
-        "archived" if not config.dry_run else "would_archive": len(result["archive"]),
-        "entities": dg.MetadataValue.table(_records(result), schema=dg.TableSchema(columns=columns)),
-    })
+        raise dg.Failure(
+            description=f"retention {context.partition_key}: {type(exc).__name__}: {exc}"
+        ) from exc
+    columns = [
+        dg.TableColumn("name", "string"),
+        dg.TableColumn("score", "float"),
+        *(dg.TableColumn(c, "float") for c in retention.COMPONENTS),
+    ]
+    return dg.Output(
+        result,
+        metadata={
+            "dry_run": config.dry_run,
+            "live": result["live"],
+            "events": result["events"],
+            "archived" if not config.dry_run else "would_archive": len(result["archive"]),
+            "entities": dg.MetadataValue.table(_records(result), schema=dg.TableSchema(columns=columns)),
+        },
+    )
 
 
-@dg.job(name="retention", partitions_def=SPACES,
-        description="Retention as demotion for one partition (§6.1): dry_run (default) lists, false archives.")
+@dg.job(
+    name="retention",
+    partitions_def=SPACES,
+    description="Retention as demotion for one partition (§6.1): dry_run (default) lists, false archives.",
+)
 def retention_job() -> None:
     """The one-op retention job."""
     retention_op()

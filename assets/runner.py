@@ -79,12 +79,15 @@ def instance_storage_url(settings: Settings) -> str:
                     raise PgragError(
                         f"cannot create Dagster's storage database {name!r} ({db.one_line(exc)}): ask the DBA to run "
                         f"CREATE DATABASE {sql.Identifier(name).as_string(conn)} OWNER {owner}; (or grant the role "
-                        f"CREATEDB), or set dagster.instance_storage: sqlite") from exc
+                        f"CREATEDB), or set dagster.instance_storage: sqlite"
+                    ) from exc
     parts = {k: v for k, v in conninfo_to_dict(dsn).items() if v is not None}
     host, port = parts.get("host", "localhost"), parts.get("port", "5432")
     user, password = quote(parts.get("user", "postgres"), safe=""), quote(parts.get("password", ""), safe="")
     if host.startswith("/"):  # unix socket (the embedded server)
-        return f"postgresql+psycopg2://{user}:{password}@/{quote(name, safe='')}?host={quote(host)}&port={port}"
+        return (
+            f"postgresql+psycopg2://{user}:{password}@/{quote(name, safe='')}?host={quote(host)}&port={port}"
+        )
     host = f"[{host}]" if ":" in host else host  # an IPv6 literal
     return f"postgresql+psycopg2://{user}:{password}@{host}:{port}/{quote(name, safe='')}"
 
@@ -110,9 +113,14 @@ def dagster_home(settings: Settings) -> Path:
         storage = "storage:\n  postgres:\n    postgres_url:\n      env: PGRAG_DAGSTER_STORAGE_URL\n"
     d = settings.dagster
     max_runtime = f"  max_runtime_seconds: {math.ceil(d.run_timeout_s)}\n" if d.run_timeout_s > 0 else ""
-    text = DAGSTER_YAML.format(pool_limit=d.llm_pool_limit, max_runs=d.max_concurrent_runs,
-                               start_timeout=math.ceil(d.run_start_timeout_s), max_runtime=max_runtime,
-                               free_slots=FREE_SLOTS_AFTER_RUN_END_S, storage=storage)
+    text = DAGSTER_YAML.format(
+        pool_limit=d.llm_pool_limit,
+        max_runs=d.max_concurrent_runs,
+        start_timeout=math.ceil(d.run_start_timeout_s),
+        max_runtime=max_runtime,
+        free_slots=FREE_SLOTS_AFTER_RUN_END_S,
+        storage=storage,
+    )
     cfg = home / "dagster.yaml"
     if not cfg.exists() or cfg.read_text(encoding="utf-8") != text:
         cfg.write_text(text, encoding="utf-8")
@@ -155,10 +163,12 @@ def _root_cause(error: Any) -> str:
     cause = chain[primary]
     if _text(cause):
         return f"{cause.cls_name}: {_text(cause)}"
-    below = [e for e in chain[primary + 1:] if _text(e)]
+    below = [e for e in chain[primary + 1 :] if _text(e)]
     above = [e for e in chain[:primary] if _text(e) and e.cls_name not in _BOILERPLATE]
     if below:
-        return f"{cause.cls_name} (no message), raised while handling {below[-1].cls_name}: {_text(below[-1])}"
+        return (
+            f"{cause.cls_name} (no message), raised while handling {below[-1].cls_name}: {_text(below[-1])}"
+        )
     if above:
         return f"{cause.cls_name} (no message), within {above[-1].cls_name}: {_text(above[-1])}"
     return f"{cause.cls_name} (no message)"
@@ -171,12 +181,18 @@ def run_failure_reasons(result: dg.ExecuteInProcessResult) -> list[str]:
     run's final status. Empty only for a successful run; no entry is ever empty."""
     if result.success:
         return []
-    reasons = [f"{ev.step_key or 'run'}: {_root_cause(ev.step_failure_data.error)}"
-               for ev in result.all_events if ev.is_step_failure]
+    reasons = [
+        f"{ev.step_key or 'run'}: {_root_cause(ev.step_failure_data.error)}"
+        for ev in result.all_events
+        if ev.is_step_failure
+    ]
     if not reasons:
-        reasons = [f"{ev.step_key or 'run'}: {(ev.message or 'resource initialisation failed').rstrip('.')}: "
-                   f"{_root_cause(ev.engine_event_data.error)}"
-                   for ev in result.all_events if ev.event_type == dg.DagsterEventType.RESOURCE_INIT_FAILURE]
+        reasons = [
+            f"{ev.step_key or 'run'}: {(ev.message or 'resource initialisation failed').rstrip('.')}: "
+            f"{_root_cause(ev.engine_event_data.error)}"
+            for ev in result.all_events
+            if ev.event_type == dg.DagsterEventType.RESOURCE_INIT_FAILURE
+        ]
     if reasons:
         return reasons
     failure = next((ev for ev in result.all_events if ev.is_run_failure), None)
@@ -193,17 +209,26 @@ def run_failure_details(result: dg.ExecuteInProcessResult) -> str:
     Dagster recorded them, one block per step headed by its key; ``""`` for a successful run."""
     blocks = []
     for ev in result.all_events:
-        error = (ev.step_failure_data.error if ev.is_step_failure else
-                 getattr(ev.event_specific_data, "error", None)
-                 if ev.event_type in (dg.DagsterEventType.RESOURCE_INIT_FAILURE, dg.DagsterEventType.RUN_FAILURE)
-                 else None)
+        error = (
+            ev.step_failure_data.error
+            if ev.is_step_failure
+            else getattr(ev.event_specific_data, "error", None)
+            if ev.event_type in (dg.DagsterEventType.RESOURCE_INIT_FAILURE, dg.DagsterEventType.RUN_FAILURE)
+            else None
+        )
         if error is not None:
             blocks.append(f"--- {ev.step_key or 'run'} ({ev.event_type_value})\n{error.to_string()}")
     return "\n".join(blocks)
 
 
-def materialize_partition(settings: Settings, partition: str, *, config_path: str | None = None,
-                          assets: Sequence[str] | None = None, console_level: str = "WARNING") -> dict[str, dict[str, Any]]:
+def materialize_partition(
+    settings: Settings,
+    partition: str,
+    *,
+    config_path: str | None = None,
+    assets: Sequence[str] | None = None,
+    console_level: str = "WARNING",
+) -> dict[str, dict[str, Any]]:
     """Materialise every asset (with its checks, and the community lag check) for ``partition`` in the persistent
     instance; with ``assets`` (asset names, e.g. ``["chunks", …, "embeddings"]``) only those and their checks.
 
@@ -225,27 +250,42 @@ def materialize_partition(settings: Settings, partition: str, *, config_path: st
     dagster_home(settings)
     with dg.DagsterInstance.get() as instance:
         add_partitions(instance, [partition])
-        slots.ensure_pool_limits(instance, db.resolve_dsn(settings.database_url, settings.resolve(settings.data_dir)))
+        slots.ensure_pool_limits(
+            instance, db.resolve_dsn(settings.database_url, settings.resolve(settings.data_dir))
+        )
         reclaimed = slots.reclaim(instance)
         with slots.SlotWatch(instance) as watch:
             result = dg.materialize(
-                [*build_assets(settings), *COMMUNITY_CHECKS], partition_key=partition, instance=instance,
+                [*build_assets(settings), *COMMUNITY_CHECKS],
+                partition_key=partition,
+                instance=instance,
                 selection=list(assets) if assets is not None else None,
-                resources={"pgrag": PgragResource(config_path=config_path, database_url=settings.database_url)},
-                raise_on_error=False, tags=slots.process_tags(),
+                resources={
+                    "pgrag": PgragResource(config_path=config_path, database_url=settings.database_url)
+                },
+                raise_on_error=False,
+                tags=slots.process_tags(),
                 run_config={"loggers": {"console": {"config": {"log_level": console_level}}}},
             )
         reclaimed += watch.reclaimed
         if not result.success:
-            raise RunFailedError(partition, result.run_id, run_failure_reasons(result), run_failure_details(result))
+            raise RunFailedError(
+                partition, result.run_id, run_failure_reasons(result), run_failure_details(result)
+            )
         out: dict[str, dict[str, Any]] = {}
         for ev in result.get_asset_materialization_events():
             mat = ev.materialization
             out[mat.asset_key.to_user_string()] = {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
         evaluations = result.get_asset_check_evaluations()
         out["_checks"] = {f"{e.asset_key.to_user_string()}:{e.check_name}": e.passed for e in evaluations}
-        out["_quality"] = next(({k: getattr(v, "value", v) for k, v in e.metadata.items()}
-                                for e in evaluations if e.check_name == "graph_quality"), {})
+        out["_quality"] = next(
+            (
+                {k: getattr(v, "value", v) for k, v in e.metadata.items()}
+                for e in evaluations
+                if e.check_name == "graph_quality"
+            ),
+            {},
+        )
         out["_run"] = {"run_id": result.run_id, "reclaimed": [r.as_dict() for r in reclaimed]}
         return out
 
@@ -263,9 +303,15 @@ def run_job_partition(instance: dg.DagsterInstance, partition: str, job: Any) ->
 
     settings = load_settings()
     add_partitions(instance, [partition])
-    slots.ensure_pool_limits(instance, db.resolve_dsn(settings.database_url, settings.resolve(settings.data_dir)))
-    with dg.execute_job(job, instance=instance, tags={"dagster/partition": partition, **slots.process_tags()},
-                        raise_on_error=False) as result:
+    slots.ensure_pool_limits(
+        instance, db.resolve_dsn(settings.database_url, settings.resolve(settings.data_dir))
+    )
+    with dg.execute_job(
+        job,
+        instance=instance,
+        tags={"dagster/partition": partition, **slots.process_tags()},
+        raise_on_error=False,
+    ) as result:
         run = instance.get_run_by_id(result.run_id)
     assert run is not None
     return run

@@ -41,8 +41,13 @@ the run's process."""
 POOLS = ("llm",)
 """Pools the assets declare (listed even before a step first claimed a slot of them)."""
 
-UNFINISHED = [dg.DagsterRunStatus.NOT_STARTED, dg.DagsterRunStatus.STARTING, dg.DagsterRunStatus.STARTED,
-              dg.DagsterRunStatus.CANCELING, dg.DagsterRunStatus.SUSPENDED]
+UNFINISHED = [
+    dg.DagsterRunStatus.NOT_STARTED,
+    dg.DagsterRunStatus.STARTING,
+    dg.DagsterRunStatus.STARTED,
+    dg.DagsterRunStatus.CANCELING,
+    dg.DagsterRunStatus.SUSPENDED,
+]
 
 
 def _process_start(pid: int) -> str | None:
@@ -130,11 +135,19 @@ def _judge(record: Any) -> tuple[str, dict[str, str], bool | None, bool, str]:
         return status, dict(run.tags), None, True, f"run ended ({status})"
     alive = process_alive(run.tags)
     if alive is False:
-        return status, dict(run.tags), alive, True, (f"process {run.tags.get(PID_TAG)} on host "
-                                                     f"{run.tags.get(HOST_TAG)} is gone")
+        return (
+            status,
+            dict(run.tags),
+            alive,
+            True,
+            (f"process {run.tags.get(PID_TAG)} on host {run.tags.get(HOST_TAG)} is gone"),
+        )
     if alive is None:
-        who = (f"on host {run.tags[HOST_TAG]}, not checked" if HOST_TAG in run.tags
-               else "launched outside pgrag, process unknown")
+        who = (
+            f"on host {run.tags[HOST_TAG]}, not checked"
+            if HOST_TAG in run.tags
+            else "launched outside pgrag, process unknown"
+        )
         return status, dict(run.tags), alive, False, who
     return status, dict(run.tags), alive, False, "running"
 
@@ -153,8 +166,11 @@ def inspect_pools(instance: dg.DagsterInstance) -> list[PoolState]:
     infos = storage.get_concurrency_infos(keys)
     run_ids = {s.run_id for i in infos.values() for s in i.claimed_slots}
     run_ids |= {p.run_id for i in infos.values() for p in i.pending_steps}
-    records = {r.dagster_run.run_id: r for r in instance.get_run_records(dg.RunsFilter(run_ids=sorted(run_ids)))} \
-        if run_ids else {}
+    records = (
+        {r.dagster_run.run_id: r for r in instance.get_run_records(dg.RunsFilter(run_ids=sorted(run_ids)))}
+        if run_ids
+        else {}
+    )
     out = []
     for key in keys:
         info = infos[key]
@@ -163,12 +179,27 @@ def inspect_pools(instance: dg.DagsterInstance) -> list[PoolState]:
         holders = []
         entries = [(s.run_id, s.step_key, "claimed") for s in info.claimed_slots]
         claimed = {(r, k) for r, k, _ in entries}
-        entries += [(p.run_id, p.step_key, "waiting" if p.assigned_timestamp is None else "assigned")
-                    for p in info.pending_steps if (p.run_id, p.step_key) not in claimed]
+        entries += [
+            (p.run_id, p.step_key, "waiting" if p.assigned_timestamp is None else "assigned")
+            for p in info.pending_steps
+            if (p.run_id, p.step_key) not in claimed
+        ]
         for run_id, step_key, state in entries:
             status, tags, alive, orphaned, reason = _judge(records.get(run_id))
-            holders.append(Holder(key, run_id, step_key, state, status, tags.get(HOST_TAG), tags.get(PID_TAG),
-                                  alive, orphaned, reason))
+            holders.append(
+                Holder(
+                    key,
+                    run_id,
+                    step_key,
+                    state,
+                    status,
+                    tags.get(HOST_TAG),
+                    tags.get(PID_TAG),
+                    alive,
+                    orphaned,
+                    reason,
+                )
+            )
         out.append(PoolState(key, limit, default, holders))
     return out
 
@@ -189,7 +220,9 @@ class Reclaimed:
         """One line for a user, e.g. ``freed 1 llm slot of run 3f2a… (process 123 on host h is gone);
         marked the run failed (was STARTED)``."""
         parts = [f"{n} {pool} slot{'s' if n != 1 else ''}" for pool, n in sorted(self.slots.items()) if n]
-        parts += [f"{n} waiting {pool} step{'s' if n != 1 else ''}" for pool, n in sorted(self.waiting.items()) if n]
+        parts += [
+            f"{n} waiting {pool} step{'s' if n != 1 else ''}" for pool, n in sorted(self.waiting.items()) if n
+        ]
         text = f"freed {' and '.join(parts) or 'no slots'} of run {self.run_id} ({self.reason})"
         return text + (f"; marked the run failed (was {self.failed_status})" if self.marked_failed else "")
 
@@ -200,7 +233,9 @@ class Reclaimed:
 
 def gone_runs(instance: dg.DagsterInstance) -> list[dg.DagsterRun]:
     """Unfinished runs tagged with this host whose process is gone (never to finish by themselves)."""
-    records = instance.get_run_records(dg.RunsFilter(statuses=UNFINISHED, tags={HOST_TAG: socket.gethostname()}))
+    records = instance.get_run_records(
+        dg.RunsFilter(statuses=UNFINISHED, tags={HOST_TAG: socket.gethostname()})
+    )
     return [r.dagster_run for r in records if process_alive(r.dagster_run.tags) is False]
 
 
@@ -218,9 +253,12 @@ def reclaim(instance: dg.DagsterInstance, *, log_each: bool = True) -> list[Recl
     acted: dict[str, Reclaimed] = {}
     for run in gone_runs(instance):
         reason = f"process {run.tags.get(PID_TAG)} on host {run.tags.get(HOST_TAG)} is gone"
-        instance.report_run_failed(run, f"pgrag: {reason}; the run can never finish, so it is marked failed "
-                                        "and its pool slots are freed.",
-                                   JobFailureData(error=None, failure_reason=RunFailureReason.UNEXPECTED_TERMINATION))
+        instance.report_run_failed(
+            run,
+            f"pgrag: {reason}; the run can never finish, so it is marked failed "
+            "and its pool slots are freed.",
+            JobFailureData(error=None, failure_reason=RunFailureReason.UNEXPECTED_TERMINATION),
+        )
         acted[run.run_id] = Reclaimed(run.run_id, {}, {}, True, run.status.value, reason)
     orphans: dict[str, list[Holder]] = {}
     for pool in inspect_pools(instance):
@@ -229,11 +267,19 @@ def reclaim(instance: dg.DagsterInstance, *, log_each: bool = True) -> list[Recl
                 orphans.setdefault(h.run_id, []).append(h)
     for run_id, held in orphans.items():
         instance.event_log_storage.free_concurrency_slots_for_run(run_id)
-        count = {st: {h.pool: sum(x.pool == h.pool and x.state in sts for x in held) for h in held}
-                 for st, sts in (("claimed", ("claimed", "assigned")), ("waiting", ("waiting",)))}
+        count = {
+            st: {h.pool: sum(x.pool == h.pool and x.state in sts for x in held) for h in held}
+            for st, sts in (("claimed", ("claimed", "assigned")), ("waiting", ("waiting",)))
+        }
         prior = acted.get(run_id)
-        acted[run_id] = Reclaimed(run_id, count["claimed"], count["waiting"], prior is not None,
-                                  prior.failed_status if prior else None, prior.reason if prior else held[0].reason)
+        acted[run_id] = Reclaimed(
+            run_id,
+            count["claimed"],
+            count["waiting"],
+            prior is not None,
+            prior.failed_status if prior else None,
+            prior.reason if prior else held[0].reason,
+        )
     for r in acted.values() if log_each else ():
         log.warning("pgrag: %s", r.describe())
     return list(acted.values())
@@ -314,8 +360,12 @@ class SlotWatch:
     def check(self) -> None:
         """One round: when a run of this process waits for a slot, reclaim orphans, then report the holders."""
         pools = inspect_pools(self.instance)
-        mine = {h.run_id for p in pools for h in p.holders
-                if h.state == "waiting" and h.pid == self._mine[PID_TAG] and h.host == self._mine[HOST_TAG]}
+        mine = {
+            h.run_id
+            for p in pools
+            for h in p.holders
+            if h.state == "waiting" and h.pid == self._mine[PID_TAG] and h.host == self._mine[HOST_TAG]
+        }
         if not mine:
             return
         if any(h.orphaned for p in pools for h in p.holders):
@@ -329,6 +379,14 @@ class SlotWatch:
             if said in self._said:
                 continue
             self._said.add(said)
-            who = "; ".join(f"run {h.run_id} step {h.step_key} ({h.status}, {h.reason})" for h in held) or "nobody"
-            log.warning("pgrag: waiting for a slot of pool %s (limit %s), held by %s — `pgrag slots` lists them, "
-                        "`pgrag slots --free` frees those whose run is gone", p.pool, p.limit, who)
+            who = (
+                "; ".join(f"run {h.run_id} step {h.step_key} ({h.status}, {h.reason})" for h in held)
+                or "nobody"
+            )
+            log.warning(
+                "pgrag: waiting for a slot of pool %s (limit %s), held by %s — `pgrag slots` lists them, "
+                "`pgrag slots --free` frees those whose run is gone",
+                p.pool,
+                p.limit,
+                who,
+            )

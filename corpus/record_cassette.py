@@ -37,9 +37,15 @@ def authored_key(messages: list[dict[str, str]]) -> tuple[str, int]:
     system, user = messages[0]["content"], messages[-1]["content"]
     m = CHUNK.search(user)
     if m:
-        return hashlib.sha256(m.group(1).encode()).hexdigest(), int(user.startswith("Some entities and triples were missed"))
+        return hashlib.sha256(m.group(1).encode()).hexdigest(), int(
+            user.startswith("Some entities and triples were missed")
+        )
     if system.startswith("You write a report on one community"):
-        names = sorted(line[2:].split(" [", 1)[0] for line in user.split("Relations:")[0].splitlines() if line.startswith("- "))
+        names = sorted(
+            line[2:].split(" [", 1)[0]
+            for line in user.split("Relations:")[0].splitlines()
+            if line.startswith("- ")
+        )
         return "members:" + hashlib.sha256("\n".join(names).encode()).hexdigest(), 0
     if system.startswith("You write a report on a topic"):
         titles = sorted(line[3:] for line in user.splitlines() if line.startswith("## "))
@@ -66,26 +72,29 @@ def load_authored(responses: Path) -> dict[tuple[str, int], str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--partition", default="wiki.demo", help="the pgrag.yaml partition whose sources to record")
+    ap.add_argument(
+        "--partition", default="wiki.demo", help="the pgrag.yaml partition whose sources to record"
+    )
     ap.add_argument("--responses", type=Path, help="authored responses (default: <corpus>/responses)")
-    ap.add_argument("--out", type=Path, help="cassette to write (default: the partition's configured cassette)")
+    ap.add_argument(
+        "--out", type=Path, help="cassette to write (default: the partition's configured cassette)"
+    )
     ap.add_argument("--pending", type=Path, default=Path("pending_prompts.jsonl"))
     ap.add_argument("--realm", default="cassette_recording")
     ap.add_argument("--no-communities", dest="communities", action="store_false")
     args = ap.parse_args()
 
-    from pgrag_dag.config import LLMSettings, load_settings
-    from pgrag_dag.engine import Engine
-    from pgrag_dag.pipeline import index_documents
     from psycopg import sql
 
-    from pgrag_dag.store import cache, schema
-    from pgrag_dag.testing.stub_server import StubServer
-
     from pgrag_dag.assets.demo import BELIEF_QUESTIONS, DEMO_QUESTIONS, belief_queries
+    from pgrag_dag.config import LLMSettings, load_settings
+    from pgrag_dag.engine import Engine
     from pgrag_dag.ingest.sources import without_last_file
-    from pgrag_dag.store.history import before_added
     from pgrag_dag.names import split_partition_key
+    from pgrag_dag.pipeline import index_documents
+    from pgrag_dag.store import cache, schema
+    from pgrag_dag.store.history import before_added
+    from pgrag_dag.testing.stub_server import StubServer
 
     src_realm, space = split_partition_key(args.partition)
     base = load_settings()
@@ -107,20 +116,33 @@ def main() -> int:
 
     realms = {args.realm: RealmSpec(spaces={space: spec})}
     with StubServer(answer) as server:
-        llm = LLMSettings(models=["openai/hand-authored"], api_base=server.base_url, api_key="none",
-                          deadline_s=30, max_retries=0)
+        llm = LLMSettings(
+            models=["openai/hand-authored"],
+            api_base=server.base_url,
+            api_key="none",
+            deadline_s=30,
+            max_retries=0,
+        )
         settings = base.model_copy(update={"llm": llm, "realms": realms, "cassettes": []})
         engine = Engine.from_settings(settings)
         with engine.connect(autocommit=True) as conn:
             schema.init_control(conn)
             conn.execute("DELETE FROM pgrag__control.llm_cache WHERE model = 'openai/hand-authored'")
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema.schema_for(args.realm))))
+            conn.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+                    sql.Identifier(schema.schema_for(args.realm))
+                )
+            )
             conn.execute("DELETE FROM pgrag__control.realms WHERE realm = %s", (args.realm,))
         withheld = None
         try:
-            if args.partition in BELIEF_QUESTIONS:  # as the demo does: first without the last document, no communities
+            if (
+                args.partition in BELIEF_QUESTIONS
+            ):  # as the demo does: first without the last document, no communities
                 first, withheld = without_last_file(settings, spec)
-                first_settings = settings.model_copy(update={"realms": {args.realm: RealmSpec(spaces={space: first})}})
+                first_settings = settings.model_copy(
+                    update={"realms": {args.realm: RealmSpec(spaces={space: first})}}
+                )
                 first_engine = Engine.from_settings(first_settings)
                 try:
                     index_documents(first_engine, args.realm, space, communities=False)
@@ -139,28 +161,39 @@ def main() -> int:
             questions += belief_queries(args.partition, instant) if instant is not None else []
         for question, overrides in questions:
             try:
-                query(question, QueryParam(space=space, **overrides), dsn=engine.dsn, realm=args.realm,
-                      embedder=engine.embedder(), client=engine.client())
+                query(
+                    question,
+                    QueryParam(space=space, **overrides),
+                    dsn=engine.dsn,
+                    realm=args.realm,
+                    embedder=engine.embedder(),
+                    client=engine.client(),
+                )
             except Exception as exc:  # a pending synthesis prompt is reported below
                 print(f"query: {exc}", file=sys.stderr)
         with engine.connect(autocommit=True) as conn:
             rows = conn.execute(
                 "SELECT key, prompt_key, model, purpose, request, response, prompt_tokens, completion_tokens"
-                " FROM pgrag__control.llm_cache WHERE model = 'openai/hand-authored' ORDER BY key").fetchall()
+                " FROM pgrag__control.llm_cache WHERE model = 'openai/hand-authored' ORDER BY key"
+            ).fetchall()
         with out.open("w", encoding="utf-8") as fh:
             for row in rows:
-                fh.write(json.dumps(dict(zip(cache.CASSETTE_FIELDS, row)), ensure_ascii=False, sort_keys=True) + "\n")
+                fh.write(
+                    json.dumps(dict(zip(cache.CASSETTE_FIELDS, row)), ensure_ascii=False, sort_keys=True)
+                    + "\n"
+                )
         for r in results:
             print(r.stage, json.dumps(r.metadata, default=str)[:300])
     if pending:
         with args.pending.open("w", encoding="utf-8") as fh:
             for p in pending:
                 fh.write(json.dumps(p, ensure_ascii=False) + "\n")
-        print(f"{len(pending)} prompt(s) without an authored response written to {args.pending}", file=sys.stderr)
+        print(
+            f"{len(pending)} prompt(s) without an authored response written to {args.pending}",
+            file=sys.stderr,
+        )
     print(f"{len(rows)} responses written to {out}")
     return 1 if pending else 0
-
-
 
 
 if __name__ == "__main__":

@@ -46,18 +46,35 @@ from typing import Any
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from evaluation.answering import (  # noqa: E402
-    Item, Models, Scored, Spaces, answer_item, declare_spaces, ectqa_items, index_all, longmemeval_items,
+    Item,
+    Models,
+    Scored,
+    Spaces,
+    answer_item,
+    declare_spaces,
+    ectqa_items,
+    index_all,
+    longmemeval_items,
     questions_items,
 )
 from evaluation.benchmarks import (  # noqa: E402
-    RunGuard, check_company_counts, company_counts, load_ectqa_corpus, load_ectqa_questions, load_longmemeval,
+    RunGuard,
+    check_company_counts,
+    company_counts,
+    load_ectqa_corpus,
+    load_ectqa_questions,
+    load_longmemeval,
 )
 from evaluation.harness import ROOT, RunRecord, Table, progress, timed_run, write_run  # noqa: E402
 from evaluation.paired import Cell, PairedRow, paired_rows, reader_rows, union_over_readers, unreached  # noqa: E402
 
 CAPS = "caps"
-CAP_SHARES = {"max_passage_tokens": 0.5, "max_entity_tokens": 1 / 6, "max_relation_tokens": 1 / 6,
-              "max_community_tokens": 1 / 6}
+CAP_SHARES = {
+    "max_passage_tokens": 0.5,
+    "max_entity_tokens": 1 / 6,
+    "max_relation_tokens": 1 / 6,
+    "max_community_tokens": 1 / 6,
+}
 """How ``--flag caps`` divides ``--caps-tokens`` (§8.3: half to documents, the rest shared by the others)."""
 
 
@@ -76,6 +93,7 @@ def arms_for(flag: str, *, caps_tokens: int = 4000) -> dict[str, dict[str, Any]]
 
 
 # -- what a run reads -------------------------------------------------------------------------------
+
 
 @dataclasses.dataclass
 class Plan:
@@ -102,8 +120,12 @@ def plan(args: argparse.Namespace) -> Plan:
         for k, why in corpus_guard.excluded.items():
             guard.exclude(f"transcript {k}", why)
         items, spaces = ectqa_items(questions, transcripts)
-        check_company_counts(guard, company_counts(transcripts), expected=args.expected_quarters,
-                             needed=[c for q in questions for c in q.companies])
+        check_company_counts(
+            guard,
+            company_counts(transcripts),
+            expected=args.expected_quarters,
+            needed=[c for q in questions for c in q.companies],
+        )
         inputs = {"corpus": str(args.corpus), "questions": str(args.questions)}
     else:
         items, spaces = questions_items(Path(args.data), space=args.space), None
@@ -111,13 +133,18 @@ def plan(args: argparse.Namespace) -> Plan:
         inputs = {"data": str(args.data), "space": args.space}
     if args.limit is not None:
         items = items[: args.limit]
-        sliced = RunGuard(f"{guard.benchmark} (first {len(items)})", len(items), dict(guard.excluded),
-                          dict(guard.count_mismatches))
+        sliced = RunGuard(
+            f"{guard.benchmark} (first {len(items)})",
+            len(items),
+            dict(guard.excluded),
+            dict(guard.count_mismatches),
+        )
         guard, spaces = sliced, spaces and {s: d for s, d in spaces.items() if s in {i.space for i in items}}
     return Plan(guard.benchmark, items, spaces, guard, inputs)
 
 
 # -- the harness --------------------------------------------------------------------------------------
+
 
 class Harness:
     """Settings, realms, clients and the answers of one run (what :func:`run` drives)."""
@@ -129,9 +156,14 @@ class Harness:
         base = load_settings(args.config)
         extraction = args.extraction_model or base.llm.models[0]
         api_base = args.api_base or base.llm.api_base
-        self.models = Models(extraction, list(args.reader), list(args.judge or []),
-                             base.llm.model_copy(update={"api_base": api_base}),
-                             dict(kv.split("=", 1) for kv in args.model_api_base or []), replay_only=bool(args.replay))
+        self.models = Models(
+            extraction,
+            list(args.reader),
+            list(args.judge or []),
+            base.llm.model_copy(update={"api_base": api_base}),
+            dict(kv.split("=", 1) for kv in args.model_api_base or []),
+            replay_only=bool(args.replay),
+        )
         if p.spaces is not None:
             decl = declare_spaces(p.spaces, Path(args.out) / f"{stem}_spaces")
             realm_spaces = {r: {"spaces": decl} for r in self.realms}
@@ -161,8 +193,8 @@ class Harness:
     def prepare(self, engine: Any) -> None:
         """Import ``--replay``'s cassette; drop the run's realms unless ``--reuse-realm`` (never a configured
         realm read in place)."""
-        from pgrag_dag.operate.deletion import delete_realm
         from pgrag_dag.errors import ConfigurationError
+        from pgrag_dag.operate.deletion import delete_realm
         from pgrag_dag.store import cache, schema
 
         if self.args.replay:
@@ -183,8 +215,16 @@ class Harness:
         """Index every space the items read into ``realm`` (exclusions on the guard)."""
         spaces = sorted({i.space for i in self.plan.items if i.id not in self.guard.excluded})
         communities = _needs_communities(self.param("any", {}).mode)
-        self.graphs[realm] = index_all(engine, realm, spaces, self.plan.items, self.guard, communities=communities,
-                                       progress=progress, replay=self.models.replay_only)
+        self.graphs[realm] = index_all(
+            engine,
+            realm,
+            spaces,
+            self.plan.items,
+            self.guard,
+            communities=communities,
+            progress=progress,
+            replay=self.models.replay_only,
+        )
 
     def param(self, space: str, arm: dict[str, Any]) -> Any:
         """The query of one arm: the configured retrieval settings, then ``--set``, then the arm's fields."""
@@ -192,7 +232,9 @@ class Harness:
 
         return QueryParam.from_settings(self.settings.retrieval, space=space, **{**self.overrides, **arm})
 
-    def answer(self, engine: Any, realm: str, arms: dict[str, dict[str, Any]], *, label: str | None = None) -> None:
+    def answer(
+        self, engine: Any, realm: str, arms: dict[str, dict[str, Any]], *, label: str | None = None
+    ) -> None:
         """Answer every item not excluded, under every arm, by every reader (judged by the panel)."""
         readers = {r: self.models.client(engine.dsn, r) for r in self.models.readers}
         judges = {j: self.models.client(engine.dsn, j) for j in self.models.judges}
@@ -200,8 +242,17 @@ class Harness:
         for item in progress(todo, f"answering ({realm})", total=len(todo)):
             for arm, fields in arms.items():
                 for reader, client in readers.items():
-                    s = answer_item(engine, realm, item, self.param(item.space, fields), arm=label or arm,
-                                    reader=reader, client=client, judges=judges, guard=self.guard)
+                    s = answer_item(
+                        engine,
+                        realm,
+                        item,
+                        self.param(item.space, fields),
+                        arm=label or arm,
+                        reader=reader,
+                        client=client,
+                        judges=judges,
+                        guard=self.guard,
+                    )
                     if s is None:
                         break
                     self.scored.append(s)
@@ -214,16 +265,29 @@ class Harness:
 
     def cells(self, arm: str, reader: str | None = None) -> dict[Cell, float]:
         """(item, reader) → score of one arm (one reader's, when given)."""
-        return {(s.item.id, s.reader): s.score for s in self.kept() if s.arm == arm and reader in (None, s.reader)}
+        return {
+            (s.item.id, s.reader): s.score for s in self.kept() if s.arm == arm and reader in (None, s.reader)
+        }
 
     def record(self, name: str, kind: str, arms: dict[str, dict[str, Any]]) -> RunRecord:
         """The run record, before results and tables."""
         a = self.args
-        config = {"kind": kind, "benchmark": self.plan.benchmark, "inputs": self.plan.inputs, "realms": self.realms,
-                  "arms": arms, "set": self.overrides, "limit": a.limit, "reuse_realm": bool(a.reuse_realm),
-                  "replayed_from": a.replay, "embedding": self.settings.embedding.model,
-                  "chunking": self.settings.chunking.model_dump(), "extraction": self.settings.extraction.model_dump(),
-                  "temperature": self.settings.llm.temperature, "items": [i.id for i in self.plan.items]}
+        config = {
+            "kind": kind,
+            "benchmark": self.plan.benchmark,
+            "inputs": self.plan.inputs,
+            "realms": self.realms,
+            "arms": arms,
+            "set": self.overrides,
+            "limit": a.limit,
+            "reuse_realm": bool(a.reuse_realm),
+            "replayed_from": a.replay,
+            "embedding": self.settings.embedding.model,
+            "chunking": self.settings.chunking.model_dump(),
+            "extraction": self.settings.extraction.model_dump(),
+            "temperature": self.settings.llm.temperature,
+            "items": [i.id for i in self.plan.items],
+        }
         return RunRecord(name, config=config, models=self.models.as_record(), guard=self.guard)
 
     def finish(self, record: RunRecord) -> tuple[Path, Path]:
@@ -232,7 +296,9 @@ class Harness:
 
         record.results["graphs"] = self.graphs
         record.results["answers"] = [s.as_dict() for s in self.kept()]
-        record.results["excluded_answers"] = [s.as_dict() for s in self.scored if s.item.id in self.guard.excluded]
+        record.results["excluded_answers"] = [
+            s.as_dict() for s in self.scored if s.item.id in self.guard.excluded
+        ]
         record.results["usage"] = _usage(self.models)
         out = Path(self.args.out)
         if self.args.record_cassette:
@@ -263,18 +329,29 @@ def _setting(kv: str) -> tuple[str, Any]:
         return key.strip(), raw
 
 
-def _paired_table(title: str, rows: Sequence[PairedRow], heads: tuple[str, str, str], note: str,
-                  *, agreed: bool = False) -> Table:
+def _paired_table(
+    title: str, rows: Sequence[PairedRow], heads: tuple[str, str, str], note: str, *, agreed: bool = False
+) -> Table:
     head = ["Question type", "n", *heads, "+", "–"] + (["cells agreed"] if agreed else [])
-    body = [[r.category, r.n, r.a, r.b, f"{r.delta:+.3f}", r.better, r.worse]
-            + ([f"{r.agreed} of {r.cells}"] if agreed else []) for r in rows]
+    body = [
+        [r.category, r.n, r.a, r.b, f"{r.delta:+.3f}", r.better, r.worse]
+        + ([f"{r.agreed} of {r.cells}"] if agreed else [])
+        for r in rows
+    ]
     return Table(title, head, body, note=note)
 
 
 # -- the three runs -----------------------------------------------------------------------------------
 
-def _driven(args: argparse.Namespace, kind: str, stem: str, realms: list[str], arms: dict[str, dict[str, Any]],
-            body: Callable[[Harness, RunRecord], None]) -> RunRecord:
+
+def _driven(
+    args: argparse.Namespace,
+    kind: str,
+    stem: str,
+    realms: list[str],
+    arms: dict[str, dict[str, Any]],
+    body: Callable[[Harness, RunRecord], None],
+) -> RunRecord:
     """Plan the run, build its harness and record (``stem``: the file stem, ``{benchmark}`` filled in), run
     ``body`` timed, write the record, close the clients."""
     p = plan(args)
@@ -302,10 +379,15 @@ def run_ablation(args: argparse.Namespace) -> RunRecord:
         cats = {i.id: i.category for i in h.plan.items}
         rows = paired_rows(h.cells("off"), h.cells("on"), cats)
         n = len(h.models.readers)
-        record.tables.append(_paired_table(
-            f"Paired ablation of {args.flag}, mean over {n} reader{'s' * (n != 1)}", rows, ("off", "on", "delta"),
-            f"One graph (realm {args.realm}), the same questions and judges; only {args.flag} differs. "
-            "+ / – count items whose score summed over the readers rose / fell."))
+        record.tables.append(
+            _paired_table(
+                f"Paired ablation of {args.flag}, mean over {n} reader{'s' * (n != 1)}",
+                rows,
+                ("off", "on", "delta"),
+                f"One graph (realm {args.realm}), the same questions and judges; only {args.flag} differs. "
+                "+ / – count items whose score summed over the readers rose / fell.",
+            )
+        )
         record.results["table"] = [r.as_dict() for r in rows]
         record.results["per_reader"] = {}
         for reader in h.models.readers:
@@ -328,15 +410,33 @@ def run_noise_floor(args: argparse.Namespace) -> RunRecord:
         for engine, realm in zip(engines, realms):
             h.answer(engine, realm, {"same": {}}, label=realm)
         rows = paired_rows(h.cells(realms[0]), h.cells(realms[1]), {i.id: i.category for i in h.plan.items})
-        record.tables.append(_paired_table(
-            "Re-indexing noise floor: the same configuration indexed twice", rows, ("index 1", "index 2", "difference"),
-            f"Realms {realms[0]} and {realms[1]}, each indexed from scratch with its own sampling seed; the same "
-            "questions, readers, judges and settings. + / – count items whose summed score rose / fell.", agreed=True))
+        record.tables.append(
+            _paired_table(
+                "Re-indexing noise floor: the same configuration indexed twice",
+                rows,
+                ("index 1", "index 2", "difference"),
+                f"Realms {realms[0]} and {realms[1]}, each indexed from scratch with its own sampling seed; the same "
+                "questions, readers, judges and settings. + / – count items whose summed score rose / fell.",
+                agreed=True,
+            )
+        )
         g1, g2 = (h.graphs[r] for r in realms)
-        record.tables.append(Table("The two graphs", ["space", "entities 1", "entities 2", "relations 1", "relations 2"],
-                                   [[s, g1.get(s, {}).get("entities"), g2.get(s, {}).get("entities"),
-                                     g1.get(s, {}).get("relations"), g2.get(s, {}).get("relations")]
-                                    for s in sorted(set(g1) | set(g2))]))
+        record.tables.append(
+            Table(
+                "The two graphs",
+                ["space", "entities 1", "entities 2", "relations 1", "relations 2"],
+                [
+                    [
+                        s,
+                        g1.get(s, {}).get("entities"),
+                        g2.get(s, {}).get("entities"),
+                        g1.get(s, {}).get("relations"),
+                        g2.get(s, {}).get("relations"),
+                    ]
+                    for s in sorted(set(g1) | set(g2))
+                ],
+            )
+        )
         record.results["table"] = [r.as_dict() for r in rows]
 
     return _driven(args, "noise_floor", "noise_floor_{benchmark}", realms, {"same": {}}, body)
@@ -344,6 +444,7 @@ def run_noise_floor(args: argparse.Namespace) -> RunRecord:
 
 def run_sweep(args: argparse.Namespace) -> RunRecord:
     """``sweep``: N readers over one fixed graph (§8.12, Table 12), a table per reader."""
+
     def body(h: Harness, record: RunRecord) -> None:
         engine = h.engine(args.realm)
         h.prepare(engine)
@@ -356,16 +457,35 @@ def run_sweep(args: argparse.Namespace) -> RunRecord:
         rows = reader_rows(scores, refused, cats, {i.id: i.answerable for i in items}, h.models.readers)
         union = union_over_readers(scores, cats)
         categories = sorted({c for r in rows for c in r.by_category})
-        record.tables.append(Table(
-            f"{len(rows)} answering models over one fixed graph",
-            ["Answering model", "n", "overall", "refused", *categories],
-            [[r.reader, r.n, r.overall, r.refused, *(r.by_category.get(c) for c in categories)] for r in rows]
-            + [[union.reader, union.n, union.overall, "—", *(union.by_category.get(c) for c in categories)]],
-            note=f"Realm {args.realm}, extracted once by {h.models.extraction}; only the answering model differs. "
-                 "“refused” counts answerable questions declined."))
+        record.tables.append(
+            Table(
+                f"{len(rows)} answering models over one fixed graph",
+                ["Answering model", "n", "overall", "refused", *categories],
+                [
+                    [r.reader, r.n, r.overall, r.refused, *(r.by_category.get(c) for c in categories)]
+                    for r in rows
+                ]
+                + [
+                    [
+                        union.reader,
+                        union.n,
+                        union.overall,
+                        "—",
+                        *(union.by_category.get(c) for c in categories),
+                    ]
+                ],
+                note=f"Realm {args.realm}, extracted once by {h.models.extraction}; only the answering model differs. "
+                "“refused” counts answerable questions declined.",
+            )
+        )
         for r in rows:
-            record.tables.append(Table(f"Reader {r.reader}", ["Question type", "mean"],
-                                       [[c, v] for c, v in r.by_category.items()] + [["overall", r.overall]]))
+            record.tables.append(
+                Table(
+                    f"Reader {r.reader}",
+                    ["Question type", "mean"],
+                    [[c, v] for c, v in r.by_category.items()] + [["overall", r.overall]],
+                )
+            )
         record.results["readers"] = [dataclasses.asdict(r) for r in rows]
         record.results["union"] = dataclasses.asdict(union)
         record.results["unreached"] = unreached(scores)
@@ -379,6 +499,7 @@ def _slug(text: str) -> str:
 
 # -- command line -------------------------------------------------------------------------------------
 
+
 def parser() -> argparse.ArgumentParser:
     """The ``python -m evaluation.ablation`` command line (module docstring)."""
     common = argparse.ArgumentParser(add_help=False)
@@ -387,17 +508,25 @@ def parser() -> argparse.ArgumentParser:
     common.add_argument("--corpus", help="ECT-QA corpus JSONL (.gz)")
     common.add_argument("--questions", help="ECT-QA questions JSONL")
     common.add_argument("--space", help="--benchmark questions: the configured space the questions read")
-    common.add_argument("--expected-quarters", type=int, default=16, help="ECT-QA transcripts per company (16)")
+    common.add_argument(
+        "--expected-quarters", type=int, default=16, help="ECT-QA transcripts per company (16)"
+    )
     common.add_argument("--limit", type=int, help="only the first N items")
     common.add_argument("--config", help="pgrag.yaml (database, embedding, llm keys); default $PGRAG_CONFIG")
-    common.add_argument("--realm", default="eval_paired", help="the realm indexed (noise: <realm>_1, <realm>_2)")
+    common.add_argument(
+        "--realm", default="eval_paired", help="the realm indexed (noise: <realm>_1, <realm>_2)"
+    )
     common.add_argument("--reuse-realm", action="store_true", help="keep the realm's graph (a fixed graph)")
     common.add_argument("--extraction-model", help="litellm name (default: the configuration's first model)")
     common.add_argument("--reader", action="append", required=True, help="answering model (repeat for more)")
     common.add_argument("--judge", action="append", help="judge model of the panel (repeat)")
     common.add_argument("--api-base", help="OpenAI-compatible base URL for every model")
-    common.add_argument("--model-api-base", action="append", metavar="MODEL=URL", help="base URL of one model")
-    common.add_argument("--set", action="append", metavar="FIELD=VALUE", help="QueryParam field for every arm")
+    common.add_argument(
+        "--model-api-base", action="append", metavar="MODEL=URL", help="base URL of one model"
+    )
+    common.add_argument(
+        "--set", action="append", metavar="FIELD=VALUE", help="QueryParam field for every arm"
+    )
     common.add_argument("--out", default=str(ROOT / "evaluation" / "results"), help="results directory")
     common.add_argument("--name", help="result file stem")
     common.add_argument("--record-cassette", action="store_true", help="write <name>.cassette.jsonl")
@@ -427,8 +556,11 @@ def main(argv: Sequence[str] | None = None) -> RunRecord:
     if args.benchmark == "longmemeval" and not args.judge:
         parser().error("LongMemEval answers are graded by the judge panel: give at least one --judge")
     record = {"ablate": run_ablation, "noise": run_noise_floor, "sweep": run_sweep}[args.command](args)
-    print(f"{record.name}: {'reportable' if record.reportable else record.guard.summary() if record.guard else ''}"
-          f" -> {Path(args.out) / record.name}.md", file=sys.stderr)
+    print(
+        f"{record.name}: {'reportable' if record.reportable else record.guard.summary() if record.guard else ''}"
+        f" -> {Path(args.out) / record.name}.md",
+        file=sys.stderr,
+    )
     return record
 
 

@@ -34,7 +34,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from evaluation.benchmarks import (
-    Document, EctQuestion, EctTranscript, LongMemEvalInstance, RunGuard, ectqa_spaces, space_spec,
+    Document,
+    EctQuestion,
+    EctTranscript,
+    LongMemEvalInstance,
+    RunGuard,
+    ectqa_spaces,
+    space_spec,
     write_space_jsonl,
 )
 from evaluation.judges import JudgeReplyError, PanelError, panel_elements
@@ -86,13 +92,22 @@ def longmemeval_items(instances: Sequence[LongMemEvalInstance]) -> tuple[list[It
     items, spaces = [], {}
     for inst in instances:
         spaces[inst.question_id] = inst.documents()
-        items.append(Item(inst.question_id, inst.question_type, f"{inst.question} (Current date: {inst.question_date}.)",
-                          inst.answer, inst.answerable, inst.question_id))
+        items.append(
+            Item(
+                inst.question_id,
+                inst.question_type,
+                f"{inst.question} (Current date: {inst.question_date}.)",
+                inst.answer,
+                inst.answerable,
+                inst.question_id,
+            )
+        )
     return items, spaces
 
 
-def ectqa_items(questions: Sequence[EctQuestion], transcripts: Sequence[EctTranscript], *,
-                combined: str = "all") -> tuple[list[Item], Spaces]:
+def ectqa_items(
+    questions: Sequence[EctQuestion], transcripts: Sequence[EctTranscript], *, combined: str = "all"
+) -> tuple[list[Item], Spaces]:
     """One item per question, category Table 11's row (:attr:`~evaluation.benchmarks.EctQuestion.category`),
     reading its one company's space (stock code, lower-cased), else ``combined``; scored ``auto``. The spaces
     are :func:`~evaluation.benchmarks.ectqa_spaces` (only those an item reads)."""
@@ -117,14 +132,24 @@ def questions_items(path: Path, *, space: str) -> list[Item]:
             continue
         try:
             r = json.loads(line)
-            items.append(Item(str(r["id"]), str(r.get("category", "all")), str(r["question"]), str(r["answer"]),
-                              bool(r.get("answerable", True)), str(r.get("space", space)), r.get("scorer", "auto")))
+            items.append(
+                Item(
+                    str(r["id"]),
+                    str(r.get("category", "all")),
+                    str(r["question"]),
+                    str(r["answer"]),
+                    bool(r.get("answerable", True)),
+                    str(r.get("space", space)),
+                    r.get("scorer", "auto"),
+                )
+            )
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{path}:{n}: not a question line ({exc!r})") from None
     return items
 
 
 # -- model clients ----------------------------------------------------------------------------------
+
 
 class HarnessClient(ModelClient):
     """A :class:`~pgrag_dag.providers.llm.ModelClient` that records every response it serves (:attr:`recorded`: cache
@@ -133,8 +158,15 @@ class HarnessClient(ModelClient):
     ``replay_only``, never calls a model: a prompt missing from the cache raises
     :class:`~pgrag_dag.errors.ReplayMissError`."""
 
-    def __init__(self, dsn: str, settings: LLMSettings, *, seed: int | None = None, replay_only: bool = False,
-                 spool_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        settings: LLMSettings,
+        *,
+        seed: int | None = None,
+        replay_only: bool = False,
+        spool_dir: Path | None = None,
+    ) -> None:
         super().__init__(dsn, settings, spool_dir=spool_dir, cached_only=replay_only)
         self.seed, self.replay_only = seed, replay_only
         self.recorded: dict[str, dict[str, Any]] = {}
@@ -145,15 +177,27 @@ class HarnessClient(ModelClient):
         p = super().params(json_mode=json_mode)
         return {**p, "seed": self.seed, "drop_params": True} if self.seed is not None else p
 
-    def complete(self, messages: list[dict[str, str]], *, purpose: str, json_mode: bool = True,
-                 on_text: Callable[[str], None] | None = None) -> Completion:
+    def complete(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        purpose: str,
+        json_mode: bool = True,
+        on_text: Callable[[str], None] | None = None,
+    ) -> Completion:
         """As :meth:`ModelClient.complete`, recording the response served."""
         c = super().complete(messages, purpose=purpose, json_mode=json_mode, on_text=on_text)
         with self._rec:
-            self.recorded[c.key] = {"key": c.key, "prompt_key": c.prompt_key, "model": c.model, "purpose": purpose,
-                                    "request": {"messages": messages, "params": self.params(json_mode=json_mode)},
-                                    "response": c.text, "prompt_tokens": c.prompt_tokens,
-                                    "completion_tokens": c.completion_tokens}
+            self.recorded[c.key] = {
+                "key": c.key,
+                "prompt_key": c.prompt_key,
+                "model": c.model,
+                "purpose": purpose,
+                "request": {"messages": messages, "params": self.params(json_mode=json_mode)},
+                "response": c.text,
+                "prompt_tokens": c.prompt_tokens,
+                "completion_tokens": c.completion_tokens,
+            }
         return c
 
     def forget(self, completion: Completion) -> None:
@@ -179,7 +223,9 @@ class Models:
 
     def settings_for(self, model: str) -> LLMSettings:
         """``llm`` with ``model`` alone as its failover list, at its own ``api_base`` when it has one."""
-        return self.llm.model_copy(update={"models": [model], "api_base": self.api_bases.get(model, self.llm.api_base)})
+        return self.llm.model_copy(
+            update={"models": [model], "api_base": self.api_bases.get(model, self.llm.api_base)}
+        )
 
     def client(self, dsn: str, model: str, *, seed: int | None = None) -> HarnessClient:
         """A new recording client for ``model`` (closed by :meth:`close`)."""
@@ -206,11 +252,14 @@ class Models:
 
 # -- indexing ---------------------------------------------------------------------------------------
 
+
 def declare_spaces(spaces: Spaces, directory: Path) -> dict[str, dict[str, Any]]:
     """Write each space's documents as JSONL under ``directory`` and return the ``spaces:`` mapping of a
     realm in ``pgrag.yaml`` that reads them (:func:`~evaluation.benchmarks.space_spec`)."""
-    return {name: space_spec(write_space_jsonl(docs, directory / f"space_{n:04d}.jsonl"))
-            for n, (name, docs) in enumerate(sorted(spaces.items()))}
+    return {
+        name: space_spec(write_space_jsonl(docs, directory / f"space_{n:04d}.jsonl"))
+        for n, (name, docs) in enumerate(sorted(spaces.items()))
+    }
 
 
 def index_space(engine: Engine, realm: str, space: str, *, communities: bool) -> dict[str, Any]:
@@ -221,12 +270,26 @@ def index_space(engine: Engine, realm: str, space: str, *, communities: bool) ->
 
     results = {r.stage: r for r in index_documents(engine, realm, space, communities=communities)}
     raw, quality = results["raw_extractions"].metadata, results["relations"].checks["graph_quality"][1]
-    return {"chunks": results["chunks"].metadata.get("chunks"), "entities": quality.get("entities"),
-            "relations": quality.get("relations"), "chunks_failed": raw["chunks_failed"], "failures": raw["failures"]}
+    return {
+        "chunks": results["chunks"].metadata.get("chunks"),
+        "entities": quality.get("entities"),
+        "relations": quality.get("relations"),
+        "chunks_failed": raw["chunks_failed"],
+        "failures": raw["failures"],
+    }
 
 
-def index_all(engine: Engine, realm: str, spaces: Sequence[str], items: Sequence[Item], guard: RunGuard, *,
-              communities: bool, progress: Callable[..., Any], replay: bool = False) -> dict[str, dict[str, Any]]:
+def index_all(
+    engine: Engine,
+    realm: str,
+    spaces: Sequence[str],
+    items: Sequence[Item],
+    guard: RunGuard,
+    *,
+    communities: bool,
+    progress: Callable[..., Any],
+    replay: bool = False,
+) -> dict[str, dict[str, Any]]:
     """Index every space of ``spaces`` into ``realm``; a space that raised a :class:`PgragError` (other than
     a refused model configuration, which is raised) or lost a chunk to a failed extraction excludes every
     item reading it on ``guard``. Returns space → :func:`index_space`'s counts (or ``{"error": …}``). With
@@ -236,15 +299,21 @@ def index_all(engine: Engine, realm: str, spaces: Sequence[str], items: Sequence
     for space in progress(list(spaces), f"indexing {realm}", total=len(spaces)):
         try:
             out[space] = index_space(engine, realm, space, communities=communities)
-            reason = (f"indexing {realm}.{space}: {out[space]['chunks_failed']} chunk(s) failed extraction "
-                      f"({'; '.join(out[space]['failures'][:2])})" if out[space]["chunks_failed"] else None)
+            reason = (
+                f"indexing {realm}.{space}: {out[space]['chunks_failed']} chunk(s) failed extraction "
+                f"({'; '.join(out[space]['failures'][:2])})"
+                if out[space]["chunks_failed"]
+                else None
+            )
         except ModelAccessError:
             raise
         except PgragError as exc:
             out[space] = {"error": f"{type(exc).__name__}: {exc}"}
             reason = f"indexing {realm}.{space} failed: {type(exc).__name__}: {exc}"
         if reason and replay:
-            raise ReplayIncompleteError(f"{reason} — the cassette does not hold every response this run needs")
+            raise ReplayIncompleteError(
+                f"{reason} — the cassette does not hold every response this run needs"
+            )
         if reason:
             for item in items:
                 if item.space == space:
@@ -253,6 +322,7 @@ def index_all(engine: Engine, realm: str, spaces: Sequence[str], items: Sequence
 
 
 # -- answering and scoring --------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Scored:
@@ -273,37 +343,69 @@ class Scored:
 
     def as_dict(self) -> dict[str, Any]:
         """The answer as a JSON row of the run record."""
-        return {"item": self.item.id, "category": self.item.category, "arm": self.arm, "reader": self.reader,
-                "score": self.score, "scorer": self.scorer, "refused": self.refused, "answer": self.answer,
-                "detail": dict(self.detail), "context_chars": self.context_chars}
+        return {
+            "item": self.item.id,
+            "category": self.item.category,
+            "arm": self.arm,
+            "reader": self.reader,
+            "score": self.score,
+            "scorer": self.scorer,
+            "refused": self.refused,
+            "answer": self.answer,
+            "detail": dict(self.detail),
+            "context_chars": self.context_chars,
+        }
 
 
-def score_answer(item: Item, answer: str, *, reader: str,
-                 judges: Mapping[str, ModelClient]) -> tuple[float, Scorer, dict[str, Any]]:
+def score_answer(
+    item: Item, answer: str, *, reader: str, judges: Mapping[str, ModelClient]
+) -> tuple[float, Scorer, dict[str, Any]]:
     """Score one answer (module docstring): ``(score, scorer, detail)``. Raises
     :class:`~evaluation.judges.PanelError` when no judge may grade ``reader``'s answer and
     :class:`~evaluation.judges.JudgeReplyError` on a malformed verdict."""
     if item.scorer == "auto":
         s = score_strict(answer, item.gold, answerable=item.answerable)
         if s.mode != "judge":
-            return (1.0 if s.correct else 0.0), "strict", {"mode": s.mode, "f1": s.f1, "asserted": list(s.asserted)}
-    verdicts = panel_elements(judges, answering_model=reader, question=item.question, elements=item.elements,
-                              answer=answer)
+            return (
+                (1.0 if s.correct else 0.0),
+                "strict",
+                {"mode": s.mode, "f1": s.f1, "asserted": list(s.asserted)},
+            )
+    verdicts = panel_elements(
+        judges, answering_model=reader, question=item.question, elements=item.elements, answer=answer
+    )
     correct = sum(1 for v in verdicts if v.verdict == "Correct")
-    return correct / len(verdicts), "panel", {
-        "labels": [v.verdict for v in verdicts], "ties": sum(1 for v in verdicts if v.tie),
-        "excluded_judges": list(verdicts[0].excluded) if verdicts else []}
+    return (
+        correct / len(verdicts),
+        "panel",
+        {
+            "labels": [v.verdict for v in verdicts],
+            "ties": sum(1 for v in verdicts if v.tie),
+            "excluded_judges": list(verdicts[0].excluded) if verdicts else [],
+        },
+    )
 
 
-def answer_item(engine: Engine, realm: str, item: Item, param: QueryParam, *, arm: str, reader: str,
-                client: ModelClient, judges: Mapping[str, ModelClient], guard: RunGuard) -> Scored | None:
+def answer_item(
+    engine: Engine,
+    realm: str,
+    item: Item,
+    param: QueryParam,
+    *,
+    arm: str,
+    reader: str,
+    client: ModelClient,
+    judges: Mapping[str, ModelClient],
+    guard: RunGuard,
+) -> Scored | None:
     """Answer ``item`` in ``realm`` with ``param`` through ``reader`` (:func:`pgrag_dag.query.query`) and score
     it; ``None`` when the item is (now) excluded on ``guard``: the reader refused or failed
     (:class:`ModelError`), or no judge could grade it. A replay miss and a refused model configuration are
     raised: they are the harness's setup, not the item's."""
     try:
-        text, result = query(item.question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(),
-                             client=client)
+        text, result = query(
+            item.question, param, dsn=engine.dsn, realm=realm, embedder=engine.embedder(), client=client
+        )
     except (ReplayMissError, ModelAccessError):
         raise
     except ModelError as exc:

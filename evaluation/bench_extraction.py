@@ -28,8 +28,13 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 def _answer_after(latency: float):  # type: ignore[no-untyped-def]
     def answer(messages: list[dict[str, str]]) -> str:
         time.sleep(latency)
-        return json.dumps({"entities": [{"name": "Charles Babbage", "type": "Person", "description": "", "aliases": []}],
-                           "triples": []})
+        return json.dumps(
+            {
+                "entities": [{"name": "Charles Babbage", "type": "Person", "description": "", "aliases": []}],
+                "triples": [],
+            }
+        )
+
     return answer
 
 
@@ -43,17 +48,28 @@ def _run(layout: str, n: int, concurrency: int, latency: float, dsn: str) -> dic
 
     import_litellm()  # pay the import before timing
     one_doc = layout == "one document"
-    chunks = pl.DataFrame({
-        "chunk_id": list(range(n)),
-        "doc_key": ["doc.txt"] * n if one_doc else [f"doc{i:03d}.txt" for i in range(n)],
-        "chunk_index": list(range(n)) if one_doc else [0] * n,
-        "title": ["Benchmark"] * n, "source": ["bench"] * n,
-        "text": [f"Chunk {i} about Charles Babbage. {uuid.uuid4().hex}" for i in range(n)],
-    })
+    chunks = pl.DataFrame(
+        {
+            "chunk_id": list(range(n)),
+            "doc_key": ["doc.txt"] * n if one_doc else [f"doc{i:03d}.txt" for i in range(n)],
+            "chunk_index": list(range(n)) if one_doc else [0] * n,
+            "title": ["Benchmark"] * n,
+            "source": ["bench"] * n,
+            "text": [f"Chunk {i} about Charles Babbage. {uuid.uuid4().hex}" for i in range(n)],
+        }
+    )
     settings = ExtractionSettings(gleaning_passes=0, concurrency=concurrency, batch_size=concurrency)
     with StubServer(_answer_after(latency)) as server:
-        client = ModelClient(dsn, LLMSettings(models=[f"openai/bench-{uuid.uuid4().hex[:8]}"], api_base=server.base_url,
-                                              api_key="x", deadline_s=30, max_retries=0))
+        client = ModelClient(
+            dsn,
+            LLMSettings(
+                models=[f"openai/bench-{uuid.uuid4().hex[:8]}"],
+                api_base=server.base_url,
+                api_key="x",
+                deadline_s=30,
+                max_retries=0,
+            ),
+        )
         t0 = time.perf_counter()
         raw = extract_chunks(chunks, client, settings)
         elapsed = time.perf_counter() - t0
@@ -77,13 +93,19 @@ def main() -> int:
         dsn = str(server.get_uri())
         with db.connect(dsn, autocommit=True) as conn:
             schema.init_control(conn)
-        rows = {layout: _run(layout, args.chunks, args.concurrency, args.latency, dsn)
-                for layout in ("one-chunk documents", "one document")}
+        rows = {
+            layout: _run(layout, args.chunks, args.concurrency, args.latency, dsn)
+            for layout in ("one-chunk documents", "one document")
+        }
         server.stop()
-    print(f"{args.chunks} chunks, concurrency {args.concurrency}, simulated latency {args.latency} s, gleaning off\n")
+    print(
+        f"{args.chunks} chunks, concurrency {args.concurrency}, simulated latency {args.latency} s, gleaning off\n"
+    )
     print("| layout | seconds | ideal | ratio (target ≤ 1.25) |\n|---|---|---|---|")
     for layout, r in rows.items():
-        print(f"| {layout} | {r['seconds']} | {r['ideal']:g} | {r['ratio']} {'✓' if r['ratio'] <= 1.25 else '✗'} |")
+        print(
+            f"| {layout} | {r['seconds']} | {r['ideal']:g} | {r['ratio']} {'✓' if r['ratio'] <= 1.25 else '✗'} |"
+        )
     return 0 if all(r["ratio"] <= 1.25 for r in rows.values()) else 1
 
 

@@ -136,19 +136,62 @@ def fresh_realm(dsn: str, realm: str) -> None:
 
     with db.connect(dsn, autocommit=True) as conn:
         schema.init_control(conn)
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema.schema_for(realm))))
+        conn.execute(
+            sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema.schema_for(realm)))
+        )
         conn.execute("DELETE FROM pgrag__control.realms WHERE realm = %s", (realm,))
 
 
 # -- synthetic extraction responses (corpus b) ----------------------------------------------------
 _CONNECTORS = {"of", "de", "von", "van", "der", "den", "la", "le", "du", "da", "di", "del", "the"}
 _CAP_WORD = re.compile(r"^[A-Z][\w'’.\-]*$")
-_FUNCTION_WORDS = {"the", "a", "an", "in", "on", "at", "as", "by", "for", "from", "with", "after", "before", "during",
-                   "when", "while", "he", "she", "it", "they", "his", "her", "their", "this", "that", "these", "there"}
+_FUNCTION_WORDS = {
+    "the",
+    "a",
+    "an",
+    "in",
+    "on",
+    "at",
+    "as",
+    "by",
+    "for",
+    "from",
+    "with",
+    "after",
+    "before",
+    "during",
+    "when",
+    "while",
+    "he",
+    "she",
+    "it",
+    "they",
+    "his",
+    "her",
+    "their",
+    "this",
+    "that",
+    "these",
+    "there",
+}
 _YEAR = re.compile(r"\b(1[0-9]{3}|20[0-2][0-9])\b")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
-PREDICATES = ("born_in", "married", "succeeded", "founded", "directed", "member_of", "located_in",
-              "worked_with", "wrote", "served_as", "played_for", "produced", "studied_at", "died_in")
+PREDICATES = (
+    "born_in",
+    "married",
+    "succeeded",
+    "founded",
+    "directed",
+    "member_of",
+    "located_in",
+    "worked_with",
+    "wrote",
+    "served_as",
+    "played_for",
+    "produced",
+    "studied_at",
+    "died_in",
+)
 MAX_PHRASES = 12
 
 
@@ -177,9 +220,9 @@ def capitalised_phrases(text: str) -> list[str]:
     for sentence in _SENTENCE.split(text):
         run: list[str] = []
         for i, raw in enumerate(sentence.split()):
-            opens = raw[:1] in "([\"“"
-            word = raw.strip("()[]\"“”,;:.!?")
-            closes = raw[-1:] in ",;:)]\"”.!?" or word != raw.rstrip(",;:)]\"”.!?").lstrip("([\"“")
+            opens = raw[:1] in '(["“'
+            word = raw.strip('()[]"“”,;:.!?')
+            closes = raw[-1:] in ',;:)]"”.!?' or word != raw.rstrip(',;:)]"”.!?').lstrip('(["“')
             if opens:
                 flush(run)
                 run = []
@@ -198,7 +241,9 @@ def capitalised_phrases(text: str) -> list[str]:
 
 def _entity_type(name: str) -> str:
     words = name.split()
-    return "Person" if 2 <= len(words) <= 3 and not any(w.lower() in _CONNECTORS for w in words) else "Concept"
+    return (
+        "Person" if 2 <= len(words) <= 3 and not any(w.lower() in _CONNECTORS for w in words) else "Concept"
+    )
 
 
 def synthesise_extraction(title: str, text: str) -> str:
@@ -213,7 +258,9 @@ def synthesise_extraction(title: str, text: str) -> str:
 
     head = title.strip()
     phrases = [p for p in capitalised_phrases(text) if p.lower() != head.lower()][:MAX_PHRASES]
-    entities = [{"name": head, "type": _entity_type(head), "description": sentences[0].strip()[:240], "aliases": []}]
+    entities = [
+        {"name": head, "type": _entity_type(head), "description": sentences[0].strip()[:240], "aliases": []}
+    ]
     for p in phrases:
         words = p.split()
         aliases = [words[-1]] if _entity_type(p) == "Person" and len(words[-1]) >= 5 else []
@@ -223,12 +270,20 @@ def synthesise_extraction(title: str, text: str) -> str:
         h = _h(head, p, text[:64])
         sentence = context(p)
         year = _YEAR.search(sentence)
-        triples.append({
-            "subject": head, "predicate": PREDICATES[h % len(PREDICATES)], "object": p,
-            "description": sentence, "negated": (h >> 8) % 10 == 0,
-            "confidence": round(0.47 + ((h >> 16) % 54) / 100, 2),  # 0.47–1.00: ~5% fall under the 0.5 floor
-            "valid_from": year.group(1) if year and j % 2 == 0 else None, "valid_to": None,
-        })
+        triples.append(
+            {
+                "subject": head,
+                "predicate": PREDICATES[h % len(PREDICATES)],
+                "object": p,
+                "description": sentence,
+                "negated": (h >> 8) % 10 == 0,
+                "confidence": round(
+                    0.47 + ((h >> 16) % 54) / 100, 2
+                ),  # 0.47–1.00: ~5% fall under the 0.5 floor
+                "valid_from": year.group(1) if year and j % 2 == 0 else None,
+                "valid_to": None,
+            }
+        )
     return json.dumps({"entities": entities, "triples": triples}, ensure_ascii=False)
 
 
@@ -255,8 +310,9 @@ def prepare_wiki2(n: int, tmpdir: Path) -> int:
     return written
 
 
-def seed_synthetic_cache(settings: Any, dsn: str, realm: str, space: str, *,
-                         only: Collection[str] | None = None) -> dict[str, Any]:
+def seed_synthetic_cache(
+    settings: Any, dsn: str, realm: str, space: str, *, only: Collection[str] | None = None
+) -> dict[str, Any]:
     """Chunk the space as :func:`stage_chunks` will, and cache one synthetic extraction per chunk.
 
     Every chunk of the space's sources, with the model's earlier entries removed first; or, with
@@ -265,10 +321,10 @@ def seed_synthetic_cache(settings: Any, dsn: str, realm: str, space: str, *,
     """
     import polars as pl
 
-    from pgrag_dag.ingest.splitting import chunk_documents
     from pgrag_dag.extract.model_extraction import extraction_messages
-    from pgrag_dag.providers.llm import ModelClient, cache_key, prompt_key
     from pgrag_dag.ingest.sources import load_documents
+    from pgrag_dag.ingest.splitting import chunk_documents
+    from pgrag_dag.providers.llm import ModelClient, cache_key, prompt_key
     from pgrag_dag.store import cache, db, schema
 
     t0 = time.perf_counter()
@@ -287,7 +343,9 @@ def seed_synthetic_cache(settings: Any, dsn: str, realm: str, space: str, *,
                 conn.execute("DELETE FROM pgrag__control.llm_cache WHERE model = %s", (SYNTHETIC_MODEL,))
             for r in chunks.iter_rows(named=True):
                 # the fields staging.chunks_needing_extraction hands the stage: title, source, text (as stored)
-                messages = extraction_messages({"title": r["title"], "source": r["source"], "text": r["text"]})
+                messages = extraction_messages(
+                    {"title": r["title"], "source": r["source"], "text": r["text"]}
+                )
                 pkey = prompt_key(messages, params)
                 if pkey in seen:
                     continue
@@ -295,14 +353,27 @@ def seed_synthetic_cache(settings: Any, dsn: str, realm: str, space: str, *,
                 response = synthesise_extraction(_title_entity(r["title"]), r["text"])
                 parsed = json.loads(response)
                 n_ent, n_tri = n_ent + len(parsed["entities"]), n_tri + len(parsed["triples"])
-                cache.put(conn, {
-                    "key": cache_key(SYNTHETIC_MODEL, pkey), "prompt_key": pkey, "model": SYNTHETIC_MODEL,
-                    "purpose": "extract", "request": {"messages": messages, "params": params}, "response": response,
-                    "prompt_tokens": sum(len(m["content"]) for m in messages) // 4,
-                    "completion_tokens": len(response) // 4,
-                })
-    return {"documents": docs.height, "chunks": chunks.height, "cached_responses": len(seen),
-            "synthetic_entities": n_ent, "synthetic_triples": n_tri, "seconds": round(time.perf_counter() - t0, 3)}
+                cache.put(
+                    conn,
+                    {
+                        "key": cache_key(SYNTHETIC_MODEL, pkey),
+                        "prompt_key": pkey,
+                        "model": SYNTHETIC_MODEL,
+                        "purpose": "extract",
+                        "request": {"messages": messages, "params": params},
+                        "response": response,
+                        "prompt_tokens": sum(len(m["content"]) for m in messages) // 4,
+                        "completion_tokens": len(response) // 4,
+                    },
+                )
+    return {
+        "documents": docs.height,
+        "chunks": chunks.height,
+        "cached_responses": len(seen),
+        "synthetic_entities": n_ent,
+        "synthetic_triples": n_tri,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
 
 
 def synthetic_report(messages: list[dict[str, str]]) -> str:
@@ -312,18 +383,30 @@ def synthetic_report(messages: list[dict[str, str]]) -> str:
     titles = [ln[3:] for ln in user.splitlines() if ln.startswith("## ")]
     head = (names or titles or ["Community"])[0]
     rating = _h(user) % 11
-    return json.dumps({"title": f"{head} and related entities", "summary": f"A group of {len(names or titles)} items around {head}.",
-                       "findings": [{"summary": f"{head} is central.", "explanation": "Synthetic report for benchmarking."}],
-                       "rating": rating})
+    return json.dumps(
+        {
+            "title": f"{head} and related entities",
+            "summary": f"A group of {len(names or titles)} items around {head}.",
+            "findings": [
+                {"summary": f"{head} is central.", "explanation": "Synthetic report for benchmarking."}
+            ],
+            "rating": rating,
+        }
+    )
 
 
 # -- timing ---------------------------------------------------------------------------------------
 def stage_functions(communities: bool) -> list[tuple[str, Callable[..., Any]]]:
     from pgrag_dag import pipeline
 
-    stages = [("chunks", pipeline.stage_chunks), ("raw_extractions", pipeline.stage_raw_extractions),
-              ("gated_triples", pipeline.stage_gated_triples), ("resolved_entities", pipeline.stage_resolved_entities),
-              ("relations", pipeline.stage_relations), ("embeddings", pipeline.stage_embeddings)]
+    stages = [
+        ("chunks", pipeline.stage_chunks),
+        ("raw_extractions", pipeline.stage_raw_extractions),
+        ("gated_triples", pipeline.stage_gated_triples),
+        ("resolved_entities", pipeline.stage_resolved_entities),
+        ("relations", pipeline.stage_relations),
+        ("embeddings", pipeline.stage_embeddings),
+    ]
     if communities:
         from pgrag_dag.pipeline.community_stages import stage_communities, stage_community_hierarchy
 
@@ -331,7 +414,9 @@ def stage_functions(communities: bool) -> list[tuple[str, Callable[..., Any]]]:
     return stages
 
 
-def run_stages(engine: Any, realm: str, space: str, *, communities: bool, profile_tag: str | None) -> dict[str, Any]:
+def run_stages(
+    engine: Any, realm: str, space: str, *, communities: bool, profile_tag: str | None
+) -> dict[str, Any]:
     """Run each stage once, timed with ``perf_counter``; optionally under cProfile (one .prof per stage)."""
     out: dict[str, Any] = {"stages": {}}
     for name, fn in stage_functions(communities):
@@ -343,8 +428,12 @@ def run_stages(engine: Any, realm: str, space: str, *, communities: bool, profil
         if prof:
             prof.disable()
         dt = time.perf_counter() - t0
-        out["stages"][name] = {"seconds": dt, "peak_rss_mb": peak_rss_mb(), "rss_mb": current_rss_mb(),
-                               "metadata": result.metadata}
+        out["stages"][name] = {
+            "seconds": dt,
+            "peak_rss_mb": peak_rss_mb(),
+            "rss_mb": current_rss_mb(),
+            "metadata": result.metadata,
+        }
         if prof:
             path = RESULTS / f"bench_index_{profile_tag}_{name}.prof"
             prof.dump_stats(str(path))
@@ -352,7 +441,9 @@ def run_stages(engine: Any, realm: str, space: str, *, communities: bool, profil
             if name in GRAPH_STAGES:
                 s = io.StringIO()
                 pstats.Stats(prof, stream=s).sort_stats("tottime").print_stats(15)
-                print(f"\n--- cProfile {profile_tag} {name} ({dt:.2f} s under the profiler), top by tottime ---")
+                print(
+                    f"\n--- cProfile {profile_tag} {name} ({dt:.2f} s under the profiler), top by tottime ---"
+                )
                 print("\n".join(s.getvalue().splitlines()[:40]))
         log.info("%s %.3f s %s", name, dt, json.dumps(result.metadata, default=str)[:300])
     return out
@@ -379,12 +470,17 @@ def summarise(runs: list[dict[str, Any]], chunks: int, extra: dict[str, Any]) ->
         "chunks_per_s_overall": round(chunks / index_total, 1) if index_total else None,
         "chunks_per_s_graph_writing": round(chunks / graph_total, 1) if graph_total else None,
         "graph_writing_target_met": bool(graph_total) and chunks / graph_total >= TARGET_GRAPH_CHUNKS_PER_S,
-        "entities": rel_meta.get("entities"), "entities_dormant": rel_meta.get("entities_dormant"),
-        "relations": rel_meta.get("relations"), "mentions": rel_meta.get("mentions"),
-        "negated_relations": rel_meta.get("negated"), "relations_with_validity": rel_meta.get("with_validity"),
-        "entities_accepted": gate_meta.get("entities_accepted"), "triples_accepted": gate_meta.get("triples_accepted"),
+        "entities": rel_meta.get("entities"),
+        "entities_dormant": rel_meta.get("entities_dormant"),
+        "relations": rel_meta.get("relations"),
+        "mentions": rel_meta.get("mentions"),
+        "negated_relations": rel_meta.get("negated"),
+        "relations_with_validity": rel_meta.get("with_validity"),
+        "entities_accepted": gate_meta.get("entities_accepted"),
+        "triples_accepted": gate_meta.get("triples_accepted"),
         "gate_rejections": gate_meta.get("rejections_per_gate"),
-        "model_calls": raw_meta.get("model_calls"), "cache_hits": raw_meta.get("cache_hits"),
+        "model_calls": raw_meta.get("model_calls"),
+        "cache_hits": raw_meta.get("cache_hits"),
         "chunks_failed_extraction": raw_meta.get("chunks_failed"),
         "peak_rss_mb": max(r["stages"][n]["peak_rss_mb"] for r in runs for n in names),
         "peak_rss_mb_after_stage": {n: last[n]["peak_rss_mb"] for n in names},
@@ -397,8 +493,10 @@ def summarise(runs: list[dict[str, Any]], chunks: int, extra: dict[str, Any]) ->
 def bench_demo(dsn: str, args: argparse.Namespace) -> dict[str, Any] | None:
     """(a) The demo corpus, replayed from its cassette; ``None`` (with a message) without one."""
     if not DEMO_CASSETTE.is_file():
-        print(f"(a) demo corpus skipped: the cassette {DEMO_CASSETTE.relative_to(REPO)} does not exist yet "
-              "(record it with corpus/record_cassette.py)")
+        print(
+            f"(a) demo corpus skipped: the cassette {DEMO_CASSETTE.relative_to(REPO)} does not exist yet "
+            "(record it with corpus/record_cassette.py)"
+        )
         return None
     from pgrag_dag.config import EmbeddingSettings, load_settings
     from pgrag_dag.engine import Engine
@@ -410,13 +508,16 @@ def bench_demo(dsn: str, args: argparse.Namespace) -> dict[str, Any] | None:
     with DEMO_CASSETTE.open(encoding="utf-8") as fh:
         purposes = {json.loads(line).get("purpose", "") for line in fh if line.strip()}
     communities = args.communities or any(p.startswith("community") for p in purposes)
-    settings = base.model_copy(update={
-        "realms": {DEMO_REALM: base.realms["wiki"]}, "cassettes": [DEMO_CASSETTE],
-        "llm": base.llm.model_copy(update={"models": ["replay"]}),
-        # the write path with the hashing embedder, comparable across runs (the local model's throughput is
-        # measured by evaluation/bench_recall.py)
-        "embedding": EmbeddingSettings(model="hashing-sha256", dim=384),
-    })
+    settings = base.model_copy(
+        update={
+            "realms": {DEMO_REALM: base.realms["wiki"]},
+            "cassettes": [DEMO_CASSETTE],
+            "llm": base.llm.model_copy(update={"models": ["replay"]}),
+            # the write path with the hashing embedder, comparable across runs (the local model's throughput is
+            # measured by evaluation/bench_recall.py)
+            "embedding": EmbeddingSettings(model="hashing-sha256", dim=384),
+        }
+    )
     runs, imported = [], 0
     for i in range(args.repeat):
         fresh_realm(dsn, DEMO_REALM)
@@ -425,17 +526,31 @@ def bench_demo(dsn: str, args: argparse.Namespace) -> dict[str, Any] | None:
             t0 = time.perf_counter()
             imported = engine.import_cassettes()
             import_s = time.perf_counter() - t0
-            runs.append(run_stages(engine, DEMO_REALM, DEMO_SPACE, communities=communities,
-                                   profile_tag="demo" if args.profile else None))
+            runs.append(
+                run_stages(
+                    engine,
+                    DEMO_REALM,
+                    DEMO_SPACE,
+                    communities=communities,
+                    profile_tag="demo" if args.profile else None,
+                )
+            )
             runs[-1]["cassette_import_s"] = import_s
         finally:
             engine.close()
     chunks = runs[-1]["stages"]["chunks"]["metadata"]["chunks"]
-    return summarise(runs, chunks, {
-        "corpus": "demo (corpus/wikipedia)", "documents": runs[-1]["stages"]["chunks"]["metadata"]["documents"],
-        "cassette_lines": imported, "cassette_import_s": round(runs[-1]["cassette_import_s"], 3),
-        "communities": communities, "gleaning_passes": settings.extraction.gleaning_passes,
-    })
+    return summarise(
+        runs,
+        chunks,
+        {
+            "corpus": "demo (corpus/wikipedia)",
+            "documents": runs[-1]["stages"]["chunks"]["metadata"]["documents"],
+            "cassette_lines": imported,
+            "cassette_import_s": round(runs[-1]["cassette_import_s"], 3),
+            "communities": communities,
+            "gleaning_passes": settings.extraction.gleaning_passes,
+        },
+    )
 
 
 def bench_wiki2(dsn: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -467,34 +582,65 @@ def bench_wiki2(dsn: str, args: argparse.Namespace) -> dict[str, Any]:
             models = ["replay", "openai/bench-synthetic-reports"]
             llm_extra = {"api_base": stub.base_url, "api_key": "none", "max_retries": 0, "deadline_s": 30}
         settings = load_settings(
-            database_url=dsn, config_dir=tmpdir, data_dir=tmpdir / ".pgrag", cassettes=[],
-            llm=LLMSettings(models=models, **llm_extra), embedding=EmbeddingSettings(model="hashing-sha256", dim=384),
+            database_url=dsn,
+            config_dir=tmpdir,
+            data_dir=tmpdir / ".pgrag",
+            cassettes=[],
+            llm=LLMSettings(models=models, **llm_extra),
+            embedding=EmbeddingSettings(model="hashing-sha256", dim=384),
             chunking=ChunkingSettings(),
-            extraction=ExtractionSettings(gleaning_passes=0), gates=GateSettings(), communities=CommunitySettings(),
-            realms={WIKI2_REALM: RealmSpec(spaces={WIKI2_SPACE: SpaceSpec(sources=[SourceSpec(path=tmpdir, glob="*.txt")])})},
+            extraction=ExtractionSettings(gleaning_passes=0),
+            gates=GateSettings(),
+            communities=CommunitySettings(),
+            realms={
+                WIKI2_REALM: RealmSpec(
+                    spaces={WIKI2_SPACE: SpaceSpec(sources=[SourceSpec(path=tmpdir, glob="*.txt")])}
+                )
+            },
         )
         seeded = seed_synthetic_cache(settings, dsn, WIKI2_REALM, WIKI2_SPACE)
-        print(f"(b) {written} passages → {seeded['chunks']} chunks; {seeded['cached_responses']} synthetic responses "
-              f"({seeded['synthetic_entities']} entities, {seeded['synthetic_triples']} triples) cached in {seeded['seconds']} s")
+        print(
+            f"(b) {written} passages → {seeded['chunks']} chunks; {seeded['cached_responses']} synthetic responses "
+            f"({seeded['synthetic_entities']} entities, {seeded['synthetic_triples']} triples) cached in {seeded['seconds']} s"
+        )
         runs = []
         for i in range(args.repeat):
             fresh_realm(dsn, WIKI2_REALM)
             engine = Engine.from_settings(settings)
             try:
-                runs.append(run_stages(engine, WIKI2_REALM, WIKI2_SPACE, communities=args.communities,
-                                       profile_tag="wiki2" if args.profile else None))
+                runs.append(
+                    run_stages(
+                        engine,
+                        WIKI2_REALM,
+                        WIKI2_SPACE,
+                        communities=args.communities,
+                        profile_tag="wiki2" if args.profile else None,
+                    )
+                )
             finally:
                 engine.close()
         meta = runs[-1]["stages"]["raw_extractions"]["metadata"]
         if meta.get("model_calls") and not args.communities:
-            print(f"warning: {meta['model_calls']} model call(s) were made; the replay should have served everything",
-                  file=sys.stderr)
+            print(
+                f"warning: {meta['model_calls']} model call(s) were made; the replay should have served everything",
+                file=sys.stderr,
+            )
         if meta.get("chunks_failed"):
-            print(f"warning: {meta['chunks_failed']} chunk(s) failed extraction: {meta.get('failures', [])[:3]}", file=sys.stderr)
-        return summarise(runs, runs[-1]["stages"]["chunks"]["metadata"]["chunks"], {
-            "corpus": f"2wiki first {args.passages} passages", "documents": written, "synthesis": seeded,
-            "communities": args.communities, "gleaning_passes": 0,
-        })
+            print(
+                f"warning: {meta['chunks_failed']} chunk(s) failed extraction: {meta.get('failures', [])[:3]}",
+                file=sys.stderr,
+            )
+        return summarise(
+            runs,
+            runs[-1]["stages"]["chunks"]["metadata"]["chunks"],
+            {
+                "corpus": f"2wiki first {args.passages} passages",
+                "documents": written,
+                "synthesis": seeded,
+                "communities": args.communities,
+                "gleaning_passes": 0,
+            },
+        )
     finally:
         if stub is not None:
             stub.__exit__(None, None, None)
@@ -504,12 +650,15 @@ def bench_wiki2(dsn: str, args: argparse.Namespace) -> dict[str, Any]:
 # -- report ---------------------------------------------------------------------------------------
 def markdown(results: list[dict[str, Any]]) -> str:
     """Metrics as rows, corpora as columns."""
+
     def fmt(v: Any, nd: int = 2) -> str:
         if v is None:
             return "–"
         return f"{v:.{nd}f}" if isinstance(v, float) else str(v)
 
-    stages = [s for s in (*INDEX_STAGES, *COMMUNITY_STAGES) if any(s in r["seconds_per_stage"] for r in results)]
+    stages = [
+        s for s in (*INDEX_STAGES, *COMMUNITY_STAGES) if any(s in r["seconds_per_stage"] for r in results)
+    ]
     rows: list[tuple[str, list[str]]] = [
         ("documents", [fmt(r["documents"]) for r in results]),
         ("chunks", [fmt(r["chunks"]) for r in results]),
@@ -518,8 +667,13 @@ def markdown(results: list[dict[str, Any]]) -> str:
         ("index stages total (s)", [fmt(r["seconds_index_total"], 3) for r in results]),
         ("chunks/s overall (6 index stages)", [fmt(r["chunks_per_s_overall"], 1) for r in results]),
         ("graph-writing stages (s)", [fmt(r["seconds_graph_writing"], 3) for r in results]),
-        ("chunks/s graph-writing (target ≥ 100)", [f"{fmt(r['chunks_per_s_graph_writing'], 1)} "
-                                                    f"{'✓' if r['graph_writing_target_met'] else '✗'}" for r in results]),
+        (
+            "chunks/s graph-writing (target ≥ 100)",
+            [
+                f"{fmt(r['chunks_per_s_graph_writing'], 1)} {'✓' if r['graph_writing_target_met'] else '✗'}"
+                for r in results
+            ],
+        ),
         ("entities (live)", [fmt(r["entities"]) for r in results]),
         ("relations (live)", [fmt(r["relations"]) for r in results]),
         ("mentions", [fmt(r["mentions"]) for r in results]),
@@ -536,19 +690,33 @@ def main() -> int:
     ap.add_argument("--passages", type=int, default=2000, help="2Wiki passages to index (default 2000)")
     ap.add_argument("--skip-demo", action="store_true", help="skip (a), the demo corpus")
     ap.add_argument("--skip-wiki2", action="store_true", help="skip (b), the 2Wiki passages")
-    ap.add_argument("--data-dir", type=Path, default=None,
-                    help="embedded PostgreSQL data dir (kept running); default a temporary one, removed afterwards")
-    ap.add_argument("--communities", action="store_true",
-                    help="also time the community stages on (b), with synthetic reports from a local stub model "
-                         "(on (a) they run whenever the cassette holds report responses); their time on (b) includes "
-                         "the litellm import and loopback HTTP, so it is not a report-throughput figure")
-    ap.add_argument("--repeat", type=int, default=1, help="runs per corpus, each on a fresh realm; medians are reported")
-    ap.add_argument("--profile", action="store_true",
-                    help="run every stage under cProfile; .prof files go to evaluation/results/ (timings inflated)")
+    ap.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="embedded PostgreSQL data dir (kept running); default a temporary one, removed afterwards",
+    )
+    ap.add_argument(
+        "--communities",
+        action="store_true",
+        help="also time the community stages on (b), with synthetic reports from a local stub model "
+        "(on (a) they run whenever the cassette holds report responses); their time on (b) includes "
+        "the litellm import and loopback HTTP, so it is not a report-throughput figure",
+    )
+    ap.add_argument(
+        "--repeat", type=int, default=1, help="runs per corpus, each on a fresh realm; medians are reported"
+    )
+    ap.add_argument(
+        "--profile",
+        action="store_true",
+        help="run every stage under cProfile; .prof files go to evaluation/results/ (timings inflated)",
+    )
     ap.add_argument("--out", type=Path, default=RESULTS / "bench_index.json")
     ap.add_argument("-v", "--verbose", action="store_true")
     args = ap.parse_args()
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
     if args.repeat < 1 or args.passages < 1:
         ap.error("--repeat and --passages must be >= 1")
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -579,21 +747,38 @@ def main() -> int:
     for r in results:
         if not r["graph_writing_target_met"]:
             slow = sorted(GRAPH_STAGES, key=lambda s: -r["seconds_per_stage"][s])
-            print(f"\n{r['corpus']}: graph-writing throughput {r['chunks_per_s_graph_writing']} chunks/s is under the "
-                  f"target of {TARGET_GRAPH_CHUNKS_PER_S:.0f}; slowest stage: {slow[0]} "
-                  f"({r['seconds_per_stage'][slow[0]]:.2f} s). Re-run with --profile for cProfile hotspots.")
-    write_results(args.out, "bench_index", database.kind, {
-        "profiled": args.profile, "peak_rss_mb_at_start": rss_start,
-        "target_graph_chunks_per_s": TARGET_GRAPH_CHUNKS_PER_S, "results": results, "table_markdown": table,
-    })
+            print(
+                f"\n{r['corpus']}: graph-writing throughput {r['chunks_per_s_graph_writing']} chunks/s is under the "
+                f"target of {TARGET_GRAPH_CHUNKS_PER_S:.0f}; slowest stage: {slow[0]} "
+                f"({r['seconds_per_stage'][slow[0]]:.2f} s). Re-run with --profile for cProfile hotspots."
+            )
+    write_results(
+        args.out,
+        "bench_index",
+        database.kind,
+        {
+            "profiled": args.profile,
+            "peak_rss_mb_at_start": rss_start,
+            "target_graph_chunks_per_s": TARGET_GRAPH_CHUNKS_PER_S,
+            "results": results,
+            "table_markdown": table,
+        },
+    )
     return 0
 
 
 def write_results(path: Path, benchmark: str, database: str, fields: dict[str, Any]) -> None:
     """Write a benchmark's JSON report to ``path``: the run's context (time, argv, Python, CPUs,
     database), then ``fields``; announce it on stdout."""
-    payload = {"benchmark": benchmark, "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "argv": sys.argv[1:],
-               "python": sys.version.split()[0], "cpu_count": os.cpu_count(), "database": database, **fields}
+    payload = {
+        "benchmark": benchmark,
+        "created_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "argv": sys.argv[1:],
+        "python": sys.version.split()[0],
+        "cpu_count": os.cpu_count(),
+        "database": database,
+        **fields,
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(payload, indent=2, default=str) + "\n", encoding="utf-8")
     print(f"\nJSON written to {path}")

@@ -49,11 +49,20 @@ def _documents(items: list[tuple[str, str, str]]) -> Any:
     """A ``documents`` frame from (doc_key, title, text) triples."""
     import polars as pl
 
-    return pl.DataFrame([
-        {"doc_key": key, "title": title, "source": key, "doc_order": i, "text": text,
-         "doc_hash": hashlib.sha256(text.encode()).hexdigest(), "metadata": "{}"}
-        for i, (key, title, text) in enumerate(items)
-    ])
+    return pl.DataFrame(
+        [
+            {
+                "doc_key": key,
+                "title": title,
+                "source": key,
+                "doc_order": i,
+                "text": text,
+                "doc_hash": hashlib.sha256(text.encode()).hexdigest(),
+                "metadata": "{}",
+            }
+            for i, (key, title, text) in enumerate(items)
+        ]
+    )
 
 
 def wikipedia_documents() -> list[tuple[str, str, str]]:
@@ -74,13 +83,15 @@ def bench(corpus: str, items: list[tuple[str, str, str]], args: argparse.Namespa
     """Chunk ``items``, time the extraction ``args.repeat`` times and gate the result once."""
     import polars as pl
 
-    from pgrag_dag.ingest.splitting import chunk_documents
     from pgrag_dag.config import GateSettings
-    from pgrag_dag.extract.gates import apply_gates
     from pgrag_dag.extract.cooccurrence import CooccurrenceOptions, extract_cooccurrence
+    from pgrag_dag.extract.gates import apply_gates
+    from pgrag_dag.ingest.splitting import chunk_documents
     from pgrag_dag.vocabulary import Vocabulary
 
-    chunks = chunk_documents(_documents(items), chunk_chars=args.chunk_chars, overlap_chars=args.overlap_chars)
+    chunks = chunk_documents(
+        _documents(items), chunk_chars=args.chunk_chars, overlap_chars=args.overlap_chars
+    )
     chunks = chunks.with_row_index("chunk_id").with_columns(pl.col("chunk_id").cast(pl.Int64))
     options = CooccurrenceOptions()
     seconds, raw, first = [], None, None
@@ -99,17 +110,25 @@ def bench(corpus: str, items: list[tuple[str, str, str]], args: argparse.Namespa
     median = statistics.median(seconds)
     by_kind = {k: decisions.filter(pl.col("kind") == k) for k in ("entity", "triple")}
     return {
-        "corpus": corpus, "documents": len(items), "chunks": chunks.height,
-        "characters": int(chunks["text"].str.len_chars().sum()), "repeats": args.repeat,
-        "seconds": round(median, 4), "seconds_all": [round(s, 4) for s in seconds],
+        "corpus": corpus,
+        "documents": len(items),
+        "chunks": chunks.height,
+        "characters": int(chunks["text"].str.len_chars().sum()),
+        "repeats": args.repeat,
+        "seconds": round(median, 4),
+        "seconds_all": [round(s, 4) for s in seconds],
         "seconds_per_1000_chunks": round(1000 * median / max(1, chunks.height), 4),
         "chunks_per_s": round(chunks.height / median, 1) if median else None,
         "entities_per_chunk": round(n_ent / max(1, chunks.height), 2),
         "triples_per_chunk": round(n_tri / max(1, chunks.height), 2),
         "gate_decisions": decisions.height,
         "accepted_share": round(decisions["accepted"].mean(), 4) if decisions.height else None,
-        "accepted_share_entities": round(by_kind["entity"]["accepted"].mean(), 4) if by_kind["entity"].height else None,
-        "accepted_share_triples": round(by_kind["triple"]["accepted"].mean(), 4) if by_kind["triple"].height else None,
+        "accepted_share_entities": round(by_kind["entity"]["accepted"].mean(), 4)
+        if by_kind["entity"].height
+        else None,
+        "accepted_share_triples": round(by_kind["triple"]["accepted"].mean(), 4)
+        if by_kind["triple"].height
+        else None,
         "rejections_by_gate": dict(sorted(decisions["gate"].drop_nulls().value_counts().iter_rows())),
         "gate_seconds": round(gate_s, 4),
     }
@@ -138,8 +157,15 @@ def main() -> int:
     if not results:
         print("nothing was benchmarked", file=sys.stderr)
         return 1
-    fields = {"extractor": "offline-cooccurrence", "options": {"chunk_chars": args.chunk_chars,
-              "overlap_chars": args.overlap_chars, "vocabulary": "biography"}, "results": results}
+    fields = {
+        "extractor": "offline-cooccurrence",
+        "options": {
+            "chunk_chars": args.chunk_chars,
+            "overlap_chars": args.overlap_chars,
+            "vocabulary": "biography",
+        },
+        "results": results,
+    }
     print(json.dumps(fields, indent=2))
     bi.write_results(args.out, "bench_offline_extraction", "none (no database)", fields)
     return 0

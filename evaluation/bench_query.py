@@ -56,23 +56,71 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import bench_index as bi  # noqa: E402  (stdlib-only at import time: also importable from LightRAG's venv)
 from bench_query_workers import (  # noqa: E402  (the two query workers, run as subprocesses of this script)
-    DIM, MODES, SIDE, SPACE, Worker, ensure_lightrag_venv, lightrag_worker, pgrag_worker, postgres_pss_mb,
+    DIM,
+    MODES,
+    SIDE,
+    SPACE,
+    Worker,
+    ensure_lightrag_venv,
+    lightrag_worker,
+    pgrag_worker,
+    postgres_pss_mb,
 )
 
 SYNTH_VERSION = "dense-1"
 HNSW_TABLES = ("documents", "entities", "relations")
 TARGET_MIX_P95_MS, TARGET_SPEEDUP, TARGET_GROWTH = 50.0, 4.0, 1.5
 ANCHORS = {  # BENCHMARKS.md, LightRAG 1.5.7 on a machine like this one: (p50, p95) ms
-    10_000: {"mix": (84, 102), "local": (48, 69), "global": (29, 43), "hybrid": (68, 93), "naive": (6.5, 7.6)},
-    100_000: {"mix": (200, 251), "local": (118, 155), "global": (82, 112), "hybrid": (226, 269), "naive": (13, 18)},
+    10_000: {
+        "mix": (84, 102),
+        "local": (48, 69),
+        "global": (29, 43),
+        "hybrid": (68, 93),
+        "naive": (6.5, 7.6),
+    },
+    100_000: {
+        "mix": (200, 251),
+        "local": (118, 155),
+        "global": (82, 112),
+        "hybrid": (226, 269),
+        "naive": (13, 18),
+    },
 }
 
 
 # -- synthetic extraction, denser than bench_index's ----------------------------------------------
 _SINGLE = re.compile(r"[A-Z][a-z][\w'’\-]{2,}")
-_NOT_NAMES = {"january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-              "november", "december", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday",
-              "however", "although", "they", "their", "there", "these", "this", "after", "before", "during"}
+_NOT_NAMES = {
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "however",
+    "although",
+    "they",
+    "their",
+    "there",
+    "these",
+    "this",
+    "after",
+    "before",
+    "during",
+}
 MAX_NAMES = 20
 
 
@@ -87,8 +135,13 @@ def chunk_names(head: str, text: str) -> list[str]:
         start = text.find(sentence, pos)
         pos = max(start, pos)
         for m in re.finditer(r"\S+", sentence):
-            word = re.sub(r"['’]s$", "", m.group().strip("()[]\"“”,;:.!?"))
-            if m.start() and _SINGLE.fullmatch(word) and word not in in_phrase and word.lower() not in _NOT_NAMES:
+            word = re.sub(r"['’]s$", "", m.group().strip('()[]"“”,;:.!?'))
+            if (
+                m.start()
+                and _SINGLE.fullmatch(word)
+                and word not in in_phrase
+                and word.lower() not in _NOT_NAMES
+            ):
                 found.append((start + m.start(), word))
     seen, names = {head.lower()}, []
     for _, name in sorted(found):
@@ -113,19 +166,32 @@ def dense_extraction(head: str, text: str, cap: int) -> dict[str, Any]:
 
     head = head.strip()
     names = chunk_names(head, text)
-    entities = [{"name": n, "type": bi._entity_type(n), "description": context(n), "aliases": []} for n in names]
-    entities.insert(0, {"name": head, "type": bi._entity_type(head), "description": sentences[0][:240], "aliases": []})
-    pairs = [(head, n) for n in names] + [(names[i], names[i + d]) for d in range(1, len(names))
-                                           for i in range(len(names) - d)]
+    entities = [
+        {"name": n, "type": bi._entity_type(n), "description": context(n), "aliases": []} for n in names
+    ]
+    entities.insert(
+        0, {"name": head, "type": bi._entity_type(head), "description": sentences[0][:240], "aliases": []}
+    )
+    pairs = [(head, n) for n in names] + [
+        (names[i], names[i + d]) for d in range(1, len(names)) for i in range(len(names) - d)
+    ]
     triples = []
     for j, (s, o) in enumerate(pairs[:cap]):
         h = bi._h(s, o, text[:64])
         sentence = context(s, o) if s != head else context(o)
         year = bi._YEAR.search(sentence)
-        triples.append({"subject": s, "predicate": bi.PREDICATES[h % len(bi.PREDICATES)], "object": o,
-                        "description": sentence, "negated": (h >> 8) % 10 == 0,
-                        "confidence": round(0.47 + ((h >> 16) % 54) / 100, 2),
-                        "valid_from": year.group(1) if year and j % 2 == 0 else None, "valid_to": None})
+        triples.append(
+            {
+                "subject": s,
+                "predicate": bi.PREDICATES[h % len(bi.PREDICATES)],
+                "object": o,
+                "description": sentence,
+                "negated": (h >> 8) % 10 == 0,
+                "confidence": round(0.47 + ((h >> 16) % 54) / 100, 2),
+                "valid_from": year.group(1) if year and j % 2 == 0 else None,
+                "valid_to": None,
+            }
+        )
     return {"entities": entities, "triples": triples}
 
 
@@ -145,7 +211,9 @@ def dense_synthesis(cap: int, extract: Extract = dense_extraction) -> Iterator[N
         bi.synthesise_extraction = original
 
 
-def passages_for(size: int, cap: int, passages: Iterable[dict[str, Any]], extract: Extract = dense_extraction) -> int | None:
+def passages_for(
+    size: int, cap: int, passages: Iterable[dict[str, Any]], extract: Extract = dense_extraction
+) -> int | None:
     """The shortest passage prefix whose distinct synthetic triples (``extract``'s, over the confidence
     floor, one chunk per passage) reach ``size``; ``None`` when the whole corpus does not."""
     keys: set[tuple[str, str, str, bool]] = set()
@@ -189,16 +257,30 @@ def synthetic_settings(dsn: str, realm: str, source_dir: Path) -> Any:
     )
 
     return load_settings(
-        database_url=dsn, config_dir=source_dir, data_dir=source_dir / ".pgrag", cassettes=[],
-        llm=LLMSettings(models=["replay"]), embedding=EmbeddingSettings(model="hashing-sha256", dim=DIM),
-        chunking=ChunkingSettings(), extraction=ExtractionSettings(gleaning_passes=0), gates=GateSettings(),
-        realms={realm: RealmSpec(spaces={SPACE: SpaceSpec(sources=[SourceSpec(path=source_dir, glob="*.txt")])})},
+        database_url=dsn,
+        config_dir=source_dir,
+        data_dir=source_dir / ".pgrag",
+        cassettes=[],
+        llm=LLMSettings(models=["replay"]),
+        embedding=EmbeddingSettings(model="hashing-sha256", dim=DIM),
+        chunking=ChunkingSettings(),
+        extraction=ExtractionSettings(gleaning_passes=0),
+        gates=GateSettings(),
+        realms={
+            realm: RealmSpec(spaces={SPACE: SpaceSpec(sources=[SourceSpec(path=source_dir, glob="*.txt")])})
+        },
     )
 
 
-def index_fresh(engine: Any, dsn: str, realm: str, mwm: str, *, drop_hnsw: bool = True,
-                on_stage: Callable[[str, float, dict[str, Any]], None] | None = None
-                ) -> tuple[dict[str, float], dict[str, Any], list[str]]:
+def index_fresh(
+    engine: Any,
+    dsn: str,
+    realm: str,
+    mwm: str,
+    *,
+    drop_hnsw: bool = True,
+    on_stage: Callable[[str, float, dict[str, Any]], None] | None = None,
+) -> tuple[dict[str, float], dict[str, Any], list[str]]:
     """Run the six index stages once on ``realm`` (space ``wiki2``); with ``drop_hnsw`` the HNSW indexes
     are dropped before the embeddings stage (no per-row index inserts), then (re)built once with
     ``maintenance_work_mem`` = ``mwm`` and the tables VACUUM ANALYZEd. Prints a line per stage;
@@ -214,11 +296,16 @@ def index_fresh(engine: Any, dsn: str, realm: str, mwm: str, *, drop_hnsw: bool 
     seconds: dict[str, float] = {}
     meta: dict[str, Any] = {}
     for name, fn in bi.stage_functions(False):
-        if name == "embeddings" and drop_hnsw:  # write vectors without per-row HNSW inserts; build each index once after
+        if (
+            name == "embeddings" and drop_hnsw
+        ):  # write vectors without per-row HNSW inserts; build each index once after
             with db.connect(dsn, autocommit=True) as conn:
                 for t in HNSW_TABLES:
-                    conn.execute(sql.SQL("DROP INDEX IF EXISTS {}.{}").format(
-                        sql.Identifier(schema.schema_for(realm)), sql.Identifier(f"{t}_embedding_hnsw")))
+                    conn.execute(
+                        sql.SQL("DROP INDEX IF EXISTS {}.{}").format(
+                            sql.Identifier(schema.schema_for(realm)), sql.Identifier(f"{t}_embedding_hnsw")
+                        )
+                    )
         t0 = time.perf_counter()
         meta[name] = fn(engine, realm, SPACE).metadata
         seconds[name] = time.perf_counter() - t0
@@ -226,8 +313,10 @@ def index_fresh(engine: Any, dsn: str, realm: str, mwm: str, *, drop_hnsw: bool 
         if on_stage:
             on_stage(name, seconds[name], meta[name])
     t0 = time.perf_counter()
-    with pgoptions(f"-c maintenance_work_mem={mwm} -c max_parallel_maintenance_workers=1"), \
-            db.connect(dsn, autocommit=True) as conn:
+    with (
+        pgoptions(f"-c maintenance_work_mem={mwm} -c max_parallel_maintenance_workers=1"),
+        db.connect(dsn, autocommit=True) as conn,
+    ):
         # the realm's own index DDL re-creates the dropped HNSW indexes (init_realm would not: it runs
         # no DDL on a realm already at the current schema version, issue 11)
         schema.create_embedding_indexes(conn, realm)
@@ -237,8 +326,13 @@ def index_fresh(engine: Any, dsn: str, realm: str, mwm: str, *, drop_hnsw: bool 
     with db.connect(dsn, autocommit=True) as conn:
         for t in ("documents", "entities", "relations", "doc_mentions"):
             conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(qualified(realm, t)))
-        indexes = [r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = %s AND "
-                                              "indexname LIKE '%%_hnsw'", (schema.schema_for(realm),))]
+        indexes = [
+            r[0]
+            for r in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND indexname LIKE '%%_hnsw'",
+                (schema.schema_for(realm),),
+            )
+        ]
     seconds["vacuum_analyze"] = time.perf_counter() - t0
     return seconds, meta, sorted(indexes)
 
@@ -261,12 +355,23 @@ def build_graph(dsn: str, realm: str, n_passages: int, cap: int, mwm: str) -> di
             engine.close()
         raw = meta["raw_extractions"]
         if raw.get("model_calls") or raw.get("chunks_failed"):
-            print(f"warning: {raw.get('model_calls')} model calls, {raw.get('chunks_failed')} failed chunks", file=sys.stderr)
+            print(
+                f"warning: {raw.get('model_calls')} model calls, {raw.get('chunks_failed')} failed chunks",
+                file=sys.stderr,
+            )
         rel = meta["relations"]
-        return {"passages": written, "chunks": meta["chunks"]["chunks"], "triples_per_chunk_cap": cap,
-                "synthesis": seeded, "entities": rel.get("entities"), "relations": rel.get("relations"),
-                "mentions": rel.get("mentions"), "seconds": {k: round(v, 2) for k, v in seconds.items()},
-                "hnsw_indexes": indexes, "maintenance_work_mem": mwm}
+        return {
+            "passages": written,
+            "chunks": meta["chunks"]["chunks"],
+            "triples_per_chunk_cap": cap,
+            "synthesis": seeded,
+            "entities": rel.get("entities"),
+            "relations": rel.get("relations"),
+            "mentions": rel.get("mentions"),
+            "seconds": {k: round(v, 2) for k, v in seconds.items()},
+            "hnsw_indexes": indexes,
+            "maintenance_work_mem": mwm,
+        }
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
 
@@ -279,7 +384,9 @@ def export_graph(dsn: str, realm: str, path: Path, n_questions: int, seed: int) 
     from pgrag_dag.store import db, schema
 
     def rows(q: str) -> list[tuple[Any, ...]]:
-        return conn.execute(sql.SQL(q).format(s=sql.Identifier(schema.schema_for(realm))), (SPACE,)).fetchall()
+        return conn.execute(
+            sql.SQL(q).format(s=sql.Identifier(schema.schema_for(realm))), (SPACE,)
+        ).fetchall()
 
     with db.connect(dsn) as conn:
         chunks = rows("SELECT id, text FROM {s}.documents WHERE space = %s ORDER BY id")
@@ -298,29 +405,58 @@ def export_graph(dsn: str, realm: str, path: Path, n_questions: int, seed: int) 
         first_predicate.setdefault(o, p)
     pool = [i for i, *_ in ents if i in first_predicate]
     picked = random.Random(seed).sample(pool, min(n_questions, len(pool)))
-    questions = [{"entity_id": i, "question": f"What do the records say about {name[i]}, and who or what is it connected to?",
-                  "ll_keywords": [name[i]], "hl_keywords": [first_predicate[i].replace("_", " ")]} for i in picked]
+    questions = [
+        {
+            "entity_id": i,
+            "question": f"What do the records say about {name[i]}, and who or what is it connected to?",
+            "ll_keywords": [name[i]],
+            "hl_keywords": [first_predicate[i].replace("_", " ")],
+        }
+        for i in picked
+    ]
     samples = [f"{n}: {d}" for _, n, _, d, _ in ents[:5]] + [questions[0]["question"] if questions else "x"]
     payload = {
-        "realm": realm, "space": SPACE, "dim": DIM,
+        "realm": realm,
+        "space": SPACE,
+        "dim": DIM,
         "chunks": [{"content": t, "source_id": f"c{i}"} for i, t in chunks],
-        "entities": [{"entity_name": n, "entity_type": t, "description": d or n, "source_id": f"c{c}"}
-                     for _, n, t, d, c in ents],
-        "relationships": [{"src_id": name[s], "tgt_id": name[o], "keywords": ("NOT " if neg else "") + p,
-                           "description": d or p, "weight": float(w or 1), "source_id": f"c{c}"}
-                          for _, s, o, p, d, neg, w, c in rels],
+        "entities": [
+            {"entity_name": n, "entity_type": t, "description": d or n, "source_id": f"c{c}"}
+            for _, n, t, d, c in ents
+        ],
+        "relationships": [
+            {
+                "src_id": name[s],
+                "tgt_id": name[o],
+                "keywords": ("NOT " if neg else "") + p,
+                "description": d or p,
+                "weight": float(w or 1),
+                "source_id": f"c{c}",
+            }
+            for _, s, o, p, d, neg, w, c in rels
+        ],
         "questions": questions,
         "parity": {"texts": samples, "vectors": [v.tolist() for v in HashingEmbedder(DIM).embed(samples)]},
     }
     text = json.dumps(payload, ensure_ascii=False)
     path.write_text(text, encoding="utf-8")
-    return {"path": str(path), "sha256": hashlib.sha256(text.encode()).hexdigest()[:16], "chunks": len(chunks),
-            "entities": len(ents), "relations": len(rels), "questions": questions}
+    return {
+        "path": str(path),
+        "sha256": hashlib.sha256(text.encode()).hexdigest()[:16],
+        "chunks": len(chunks),
+        "entities": len(ents),
+        "relations": len(rels),
+        "questions": questions,
+    }
 
 
 # -- the coordinator ------------------------------------------------------------------------------
 def pct(xs: list[float], q: int) -> float:
-    return round(statistics.quantiles(xs, n=100, method="inclusive")[q - 1], 2) if len(xs) > 1 else round(xs[0], 2)
+    return (
+        round(statistics.quantiles(xs, n=100, method="inclusive")[q - 1], 2)
+        if len(xs) > 1
+        else round(xs[0], 2)
+    )
 
 
 def summarise_runs(samples: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[str, Any]:
@@ -335,39 +471,85 @@ def summarise_runs(samples: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[
                 entry["keyword_sources"] = {s: sources.count(s) for s in sorted(set(sources))}
             if ms:
                 items = {k: statistics.median(r["items"][k] for r in ok) for k in ok[0]["items"]}
-                entry.update(p50=pct(ms, 50), p95=pct(ms, 95), mean=round(statistics.fmean(ms), 2), items=items,
-                             empty=sum(1 for r in ok if r["items"]["context_chars"] < 100))
+                entry.update(
+                    p50=pct(ms, 50),
+                    p95=pct(ms, 95),
+                    mean=round(statistics.fmean(ms), 2),
+                    items=items,
+                    empty=sum(1 for r in ok if r["items"]["context_chars"] < 100),
+                )
             if system == "ours" and mode == "mix" and ok:
                 names = sorted({k for r in ok for k in r["steps"]})
-                entry["steps_mean_ms"] = {k: round(statistics.fmean(r["steps"].get(k, 0.0) for r in ok), 3) for k in names}
-                entry["steps_p50_ms"] = {k: round(statistics.median(r["steps"].get(k, 0.0) for r in ok), 3) for k in names}
+                entry["steps_mean_ms"] = {
+                    k: round(statistics.fmean(r["steps"].get(k, 0.0) for r in ok), 3) for k in names
+                }
+                entry["steps_p50_ms"] = {
+                    k: round(statistics.median(r["steps"].get(k, 0.0) for r in ok), 3) for k in names
+                }
             out.setdefault(system, {})[mode] = entry
     return out
 
 
-def run_size(size: int, n_passages: int, args: argparse.Namespace, database: bi.Database, root: Path,
-             lr_python: Path | None) -> dict[str, Any]:
+def run_size(
+    size: int,
+    n_passages: int,
+    args: argparse.Namespace,
+    database: bi.Database,
+    root: Path,
+    lr_python: Path | None,
+) -> dict[str, Any]:
     realm = f"bench_q{size}"
     marker = root / f"{realm}.build.json"
     ddl = hashlib.sha256((bi.REPO / "pgrag_dag" / "store" / "schema.py").read_bytes()).hexdigest()[:16]
-    key = {"passages": n_passages, "cap": args.triples_per_chunk, "synth": SYNTH_VERSION, "dim": DIM, "schema": ddl}
+    key = {
+        "passages": n_passages,
+        "cap": args.triples_per_chunk,
+        "synth": SYNTH_VERSION,
+        "dim": DIM,
+        "schema": ddl,
+    }
     cached = json.loads(marker.read_text()) if marker.exists() else None
     if args.data_dir and cached and cached.get("key") == key:
         build = cached["build"]
         print(f"[{size}] reusing realm {realm} ({build['relations']} relations)", flush=True)
     else:
         print(f"[{size}] building realm {realm} from {n_passages} passages ...", flush=True)
-        build = build_graph(database.dsn, realm, n_passages, args.triples_per_chunk, args.maintenance_work_mem)
+        build = build_graph(
+            database.dsn, realm, n_passages, args.triples_per_chunk, args.maintenance_work_mem
+        )
         marker.write_text(json.dumps({"key": key, "build": build}, indent=1))
     result: dict[str, Any] = {"size": size, "realm": realm, "build": build}
-    result.update(time_queries(size, realm, database, root, lr_python, questions=args.questions, seed=args.seed,
-                               keywords=args.keywords, rounds=args.rounds, warmup=args.warmup))
+    result.update(
+        time_queries(
+            size,
+            realm,
+            database,
+            root,
+            lr_python,
+            questions=args.questions,
+            seed=args.seed,
+            keywords=args.keywords,
+            rounds=args.rounds,
+            warmup=args.warmup,
+        )
+    )
     return result
 
 
-def time_queries(size: int, realm: str, database: bi.Database, root: Path, lr_python: Path | None, *,
-                 questions: int, seed: int, keywords: str, rounds: int, warmup: int,
-                 modes: tuple[str, ...] = MODES) -> dict[str, Any]:
+def time_queries(
+    size: int,
+    realm: str,
+    database: bi.Database,
+    root: Path,
+    lr_python: Path | None,
+    *,
+    questions: int,
+    seed: int,
+    keywords: str,
+    rounds: int,
+    warmup: int,
+    modes: tuple[str, ...] = MODES,
+) -> dict[str, Any]:
     """Time queries over ``realm``'s live graph (space ``wiki2``): export it under ``root``, load it into
     LightRAG when ``lr_python`` is given (the store is reused while the export is unchanged), then run
     the query workers interleaved — ``warmup`` questions once, then ``rounds`` timed passes over
@@ -388,13 +570,35 @@ def time_queries(size: int, realm: str, database: bi.Database, root: Path, lr_py
     workers: dict[str, Worker] = {}
     samples: dict[str, dict[str, list[dict[str, Any]]]] = {}
     try:
-        workers["ours"] = Worker([*here, "--worker", "pgrag", "--dsn", database.dsn, "--realm", realm, "--keywords",
-                                  keywords, "--questions-file", str(qfile)], logs / f"ours_{size}.log")
+        workers["ours"] = Worker(
+            [
+                *here,
+                "--worker",
+                "pgrag",
+                "--dsn",
+                database.dsn,
+                "--realm",
+                realm,
+                "--keywords",
+                keywords,
+                "--questions-file",
+                str(qfile),
+            ],
+            logs / f"ours_{size}.log",
+        )
         if lr_python:
             workdir = root / f"lightrag_{realm}"
             lr_marker = workdir / "bench_export.sha256"
-            lr_argv = [str(lr_python), str(Path(__file__).resolve()), "--worker", "lightrag", "--export", export["path"],
-                       "--workdir", str(workdir)]
+            lr_argv = [
+                str(lr_python),
+                str(Path(__file__).resolve()),
+                "--worker",
+                "lightrag",
+                "--export",
+                export["path"],
+                "--workdir",
+                str(workdir),
+            ]
             if not (lr_marker.exists() and lr_marker.read_text() == export["sha256"]):
                 shutil.rmtree(workdir, ignore_errors=True)
                 workdir.mkdir(parents=True)
@@ -402,8 +606,10 @@ def time_queries(size: int, realm: str, database: bi.Database, root: Path, lr_py
                 done = subprocess.run([*lr_argv, "--build"], capture_output=True, text=True, cwd=str(HERE))
                 (logs / f"lightrag_build_{size}.log").write_text(done.stderr)
                 if done.returncode:
-                    raise RuntimeError(f"LightRAG build failed (exit {done.returncode}); see "
-                                       f"{logs / f'lightrag_build_{size}.log'}")
+                    raise RuntimeError(
+                        f"LightRAG build failed (exit {done.returncode}); see "
+                        f"{logs / f'lightrag_build_{size}.log'}"
+                    )
                 (workdir / "bench_build.json").write_text(done.stdout.strip().splitlines()[-1])
                 lr_marker.write_text(export["sha256"])
             result["lightrag_build"] = json.loads((workdir / "bench_build.json").read_text())
@@ -440,83 +646,135 @@ def fmt(v: Any, nd: int = 1) -> str:
 
 
 def report(results: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
-    lines = ["| size | graph (ours: entities / relations / chunks) | LightRAG graph (nodes / edges) | our build (stages + HNSW) | LightRAG build | peak RSS ours / LightRAG (MB) | PostgreSQL PSS (MB) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| size | graph (ours: entities / relations / chunks) | LightRAG graph (nodes / edges) | our build (stages + HNSW) | LightRAG build | peak RSS ours / LightRAG (MB) | PostgreSQL PSS (MB) |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         b, lb = r["build"], r.get("lightrag_build", {})
         stage_s = sum(v for k, v in b["seconds"].items() if k not in ("hnsw_build", "vacuum_analyze"))
-        lines.append(f"| {r['size']:,} | {r['export']['entities']:,} / {r['export']['relations']:,} / {r['export']['chunks']:,} "
-                     f"| {fmt(lb.get('nodes'))} / {fmt(lb.get('edges'))} | {stage_s:.0f} s + {b['seconds']['hnsw_build']:.0f} s "
-                     f"| {fmt(lb.get('build_s'), 0)} s | {fmt(r['peak_rss_mb'].get('ours'))} / {fmt(r['peak_rss_mb'].get('lightrag'))} "
-                     f"| {fmt(r['postgres_pss_mb'])} |")
-    lines += ["", "| size | mode | ours p50 / p95 ms | LightRAG p50 / p95 ms | ratio p50 / p95 (LightRAG ÷ ours) | items ours e/r/c | items LightRAG e/r/c | anchor LightRAG p50 / p95 |",
-              "|---|---|---|---|---|---|---|---|"]
+        lines.append(
+            f"| {r['size']:,} | {r['export']['entities']:,} / {r['export']['relations']:,} / {r['export']['chunks']:,} "
+            f"| {fmt(lb.get('nodes'))} / {fmt(lb.get('edges'))} | {stage_s:.0f} s + {b['seconds']['hnsw_build']:.0f} s "
+            f"| {fmt(lb.get('build_s'), 0)} s | {fmt(r['peak_rss_mb'].get('ours'))} / {fmt(r['peak_rss_mb'].get('lightrag'))} "
+            f"| {fmt(r['postgres_pss_mb'])} |"
+        )
+    lines += [
+        "",
+        "| size | mode | ours p50 / p95 ms | LightRAG p50 / p95 ms | ratio p50 / p95 (LightRAG ÷ ours) | items ours e/r/c | items LightRAG e/r/c | anchor LightRAG p50 / p95 |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         lat = r["latency"]
         for mode in MODES:
             o, t = lat.get("ours", {}).get(mode, {}), lat.get("lightrag", {}).get(mode, {})
             if not o and not t:
                 continue
-            ratio = (f"{t['p50'] / o['p50']:.1f}× / {t['p95'] / o['p95']:.1f}×" if o.get("p50") and t.get("p50") else "–")
-            items = lambda e: (f"{e['items']['entities']:.0f}/{e['items']['relations']:.0f}/{e['items']['chunks']:.0f}"
-                               if e.get("items") else "–")
+            ratio = (
+                f"{t['p50'] / o['p50']:.1f}× / {t['p95'] / o['p95']:.1f}×"
+                if o.get("p50") and t.get("p50")
+                else "–"
+            )
+            items = lambda e: (
+                f"{e['items']['entities']:.0f}/{e['items']['relations']:.0f}/{e['items']['chunks']:.0f}"
+                if e.get("items")
+                else "–"
+            )
             anchor = ANCHORS.get(r["size"], {}).get(mode)
-            lines.append(f"| {r['size']:,} | {mode} | {fmt(o.get('p50'))} / {fmt(o.get('p95'))} "
-                         f"{'' if o else '(not implemented)'} | {fmt(t.get('p50'))} / {fmt(t.get('p95'))} | {ratio} "
-                         f"| {items(o)} | {items(t)} | {f'{anchor[0]} / {anchor[1]}' if anchor else '–'} |")
+            lines.append(
+                f"| {r['size']:,} | {mode} | {fmt(o.get('p50'))} / {fmt(o.get('p95'))} "
+                f"{'' if o else '(not implemented)'} | {fmt(t.get('p50'))} / {fmt(t.get('p95'))} | {ratio} "
+                f"| {items(o)} | {items(t)} | {f'{anchor[0]} / {anchor[1]}' if anchor else '–'} |"
+            )
     targets: dict[str, Any] = {}
     by_size = {r["size"]: r["latency"] for r in results}
     big = by_size.get(100_000) or by_size[max(by_size)]
     mix, lr_mix = big.get("ours", {}).get("mix", {}), big.get("lightrag", {}).get("mix", {})
-    targets["mix_p95_ms"] = {"measured": mix.get("p95"), "target": f"<= {TARGET_MIX_P95_MS}",
-                             "met": mix.get("p95") is not None and mix["p95"] <= TARGET_MIX_P95_MS}
+    targets["mix_p95_ms"] = {
+        "measured": mix.get("p95"),
+        "target": f"<= {TARGET_MIX_P95_MS}",
+        "met": mix.get("p95") is not None and mix["p95"] <= TARGET_MIX_P95_MS,
+    }
     if lr_mix.get("p50") and mix.get("p50"):
         sp50, sp95 = lr_mix["p50"] / mix["p50"], lr_mix["p95"] / mix["p95"]
-        targets["speedup_vs_lightrag_mix"] = {"measured": f"{sp50:.2f}× (p50), {sp95:.2f}× (p95)",
-                                              "target": f">= {TARGET_SPEEDUP}× (p50)", "met": sp50 >= TARGET_SPEEDUP}
+        targets["speedup_vs_lightrag_mix"] = {
+            "measured": f"{sp50:.2f}× (p50), {sp95:.2f}× (p95)",
+            "target": f">= {TARGET_SPEEDUP}× (p50)",
+            "met": sp50 >= TARGET_SPEEDUP,
+        }
     if 10_000 in by_size and 100_000 in by_size:
         growth = by_size[100_000]["ours"]["mix"]["p95"] / by_size[10_000]["ours"]["mix"]["p95"]
-        lr_growth = (by_size[100_000].get("lightrag", {}).get("mix", {}).get("p95") or 0) / \
-            (by_size[10_000].get("lightrag", {}).get("mix", {}).get("p95") or float("inf"))
-        targets["mix_p95_growth_10k_to_100k"] = {"measured": f"{growth:.2f}× (LightRAG {lr_growth:.2f}×)",
-                                                 "target": f"< {TARGET_GROWTH}×", "met": growth < TARGET_GROWTH}
+        lr_growth = (by_size[100_000].get("lightrag", {}).get("mix", {}).get("p95") or 0) / (
+            by_size[10_000].get("lightrag", {}).get("mix", {}).get("p95") or float("inf")
+        )
+        targets["mix_p95_growth_10k_to_100k"] = {
+            "measured": f"{growth:.2f}× (LightRAG {lr_growth:.2f}×)",
+            "target": f"< {TARGET_GROWTH}×",
+            "met": growth < TARGET_GROWTH,
+        }
     lines += ["", "| target (mix, largest size) | measured | target | met |", "|---|---|---|---|"]
-    lines += [f"| {k} | {v['measured']} | {v['target']} | {'✓' if v['met'] else '✗'} |" for k, v in targets.items()]
+    lines += [
+        f"| {k} | {v['measured']} | {v['target']} | {'✓' if v['met'] else '✗'} |" for k, v in targets.items()
+    ]
     for r in results:
         mix = r["latency"].get("ours", {}).get("mix", {})
         if not mix.get("steps_mean_ms"):
             continue
         total = mix["mean"]
-        lines += ["", f"Where our mix query's time goes at {r['size']:,} relations (self time per call site; mean "
-                      f"{total:.1f} ms, p50 {mix['p50']:.1f} ms):", "",
-                  "| step | mean ms | p50 ms | share of mean |", "|---|---|---|---|"]
+        lines += [
+            "",
+            f"Where our mix query's time goes at {r['size']:,} relations (self time per call site; mean "
+            f"{total:.1f} ms, p50 {mix['p50']:.1f} ms):",
+            "",
+            "| step | mean ms | p50 ms | share of mean |",
+            "|---|---|---|---|",
+        ]
         steps = sorted(mix["steps_mean_ms"].items(), key=lambda kv: -kv[1])
         for name, ms in steps:
             lines.append(f"| {name} | {ms:.2f} | {mix['steps_p50_ms'][name]:.2f} | {100 * ms / total:.0f}% |")
         rest = total - sum(ms for name, ms in steps if not name.startswith(SIDE))
-        lines.append(f"| (rest of query_data: Python outside the wrapped calls) | {rest:.2f} | – | {100 * rest / total:.0f}% |")
+        lines.append(
+            f"| (rest of query_data: Python outside the wrapped calls) | {rest:.2f} | – | {100 * rest / total:.0f}% |"
+        )
         if any(name.startswith(SIDE) for name, _ in steps):
-            lines.append(f"\n{SIDE}= in the second thread, overlapping the main thread's steps "
-                         "(`query._retrieve_all` self time includes waiting for it).")
+            lines.append(
+                f"\n{SIDE}= in the second thread, overlapping the main thread's steps "
+                "(`query._retrieve_all` self time includes waiting for it)."
+            )
     return "\n".join(lines), targets
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000],
-                    help="relation counts to build (1,000,000 is beyond what this corpus yields and is skipped)")
+    ap.add_argument(
+        "--sizes",
+        type=int,
+        nargs="+",
+        default=[10_000, 100_000],
+        help="relation counts to build (1,000,000 is beyond what this corpus yields and is skipped)",
+    )
     ap.add_argument("--questions", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=3, help="timed passes over the questions (after a warm-up)")
     ap.add_argument("--warmup", type=int, default=5, help="questions run once per mode before timing")
-    ap.add_argument("--triples-per-chunk", type=int, default=40, help="synthetic triple cap per chunk (graph density)")
+    ap.add_argument(
+        "--triples-per-chunk", type=int, default=40, help="synthetic triple cap per chunk (graph density)"
+    )
     ap.add_argument("--seed", type=int, default=7, help="question sampling seed")
     ap.add_argument("--maintenance-work-mem", default="2GB", help="for the one-off HNSW builds")
-    ap.add_argument("--data-dir", type=Path, default=None,
-                    help="keep the embedded PostgreSQL, exports and LightRAG stores here and reuse matching builds")
+    ap.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="keep the embedded PostgreSQL, exports and LightRAG stores here and reuse matching builds",
+    )
     ap.add_argument("--skip-lightrag", action="store_true")
-    ap.add_argument("--keywords", choices=["replayed", "lexical", "off"], default="replayed",
-                    help="our keyword step, where the engine has one: replayed (the keywords LightRAG gets, from "
-                         "the response cache), or the engine's lexical / off settings")
+    ap.add_argument(
+        "--keywords",
+        choices=["replayed", "lexical", "off"],
+        default="replayed",
+        help="our keyword step, where the engine has one: replayed (the keywords LightRAG gets, from "
+        "the response cache), or the engine's lexical / off settings",
+    )
     ap.add_argument("--out", type=Path, default=bi.RESULTS / "bench_query.json")
     ap.add_argument("--worker", choices=["pgrag", "lightrag"], help=argparse.SUPPRESS)
     ap.add_argument("--dsn", help=argparse.SUPPRESS)
@@ -542,8 +800,10 @@ def main() -> int:
     for size in sorted(set(args.sizes)):
         n = passages_for(size, args.triples_per_chunk, passages)
         if n is None:
-            print(f"size {size:,} skipped: the {len(passages):,} passages yield fewer synthetic relations at "
-                  f"--triples-per-chunk {args.triples_per_chunk}")
+            print(
+                f"size {size:,} skipped: the {len(passages):,} passages yield fewer synthetic relations at "
+                f"--triples-per-chunk {args.triples_per_chunk}"
+            )
         else:
             plan.append((size, n))
     if not plan:
@@ -565,9 +825,18 @@ def main() -> int:
     table, targets = report(results)
     print()
     print(table)
-    bi.write_results(args.out, "bench_query", database.kind, {
-        "wall_s": round(time.perf_counter() - t_start, 1), "targets": targets, "results": results,
-        "anchors_lightrag_benchmarks_md": ANCHORS, "table_markdown": table})
+    bi.write_results(
+        args.out,
+        "bench_query",
+        database.kind,
+        {
+            "wall_s": round(time.perf_counter() - t_start, 1),
+            "targets": targets,
+            "results": results,
+            "anchors_lightrag_benchmarks_md": ANCHORS,
+            "table_markdown": table,
+        },
+    )
     return 0
 
 

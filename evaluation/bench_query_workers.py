@@ -92,6 +92,7 @@ class StepTimer:
                     self.ms[name] += (dt - stack.pop()) * 1000
                 if stack:
                     stack[-1] += dt
+
         return timed
 
     def take(self) -> dict[str, float]:
@@ -100,10 +101,23 @@ class StepTimer:
         return out
 
 
-QUERY_STEPS = {"query": ("_embed", "_embed_all", "_assemble", "_merge"), "keywords": ("extract", "lexical"),
-               "fusion": ("rrf", "quota", "fuse", "mmr", "node_distance_rerank"), "assembly": ("assemble",)}
+QUERY_STEPS = {
+    "query": ("_embed", "_embed_all", "_assemble", "_merge"),
+    "keywords": ("extract", "lexical"),
+    "fusion": ("rrf", "quota", "fuse", "mmr", "node_distance_rerank"),
+    "assembly": ("assemble",),
+}
 """Once-per-query steps of the query path timed beside the SQL ones (names that do not exist are ignored)."""
-QUERY_PATH_MODULES = {"query", "keywords", "fusion", "assembly", "db", "retrieval", "retrieval_channels", "cache"}
+QUERY_PATH_MODULES = {
+    "query",
+    "keywords",
+    "fusion",
+    "assembly",
+    "db",
+    "retrieval",
+    "retrieval_channels",
+    "cache",
+}
 
 
 def instrument(timer: StepTimer) -> list[str]:
@@ -111,7 +125,12 @@ def instrument(timer: StepTimer) -> list[str]:
     generic ``fetch``), ``db.connect``, and the query module's embedding, keyword and assembly steps —
     in every loaded ``pgrag_dag`` module that refers to them. Engine files are not touched."""
     q = importlib.import_module("pgrag_dag.query")  # the package rebinds ``pgrag_dag.query`` to the function
-    for extra in ("pgrag_dag.store.retrieval_channels", "pgrag_dag.query.keywords", "pgrag_dag.query.fusion", "pgrag_dag.query.assembly"):
+    for extra in (
+        "pgrag_dag.store.retrieval_channels",
+        "pgrag_dag.query.keywords",
+        "pgrag_dag.query.fusion",
+        "pgrag_dag.query.assembly",
+    ):
         with contextlib.suppress(ImportError):
             importlib.import_module(extra)
     mods = [m for n, m in sys.modules.items() if n.startswith("pgrag_dag") and m is not None]
@@ -151,14 +170,26 @@ def seed_keyword_replay(dsn: str, questions: list[dict[str, Any]]) -> Any:
     with db.connect(dsn, autocommit=True) as conn, conn.transaction():
         conn.execute("DELETE FROM pgrag__control.llm_cache WHERE model = %s", (KEYWORD_MODEL,))
         for q in questions:
-            messages = [{"role": "system", "content": KEYWORDS_SYSTEM},
-                        {"role": "user", "content": KEYWORDS_USER.format(question=q["question"])}]
+            messages = [
+                {"role": "system", "content": KEYWORDS_SYSTEM},
+                {"role": "user", "content": KEYWORDS_USER.format(question=q["question"])},
+            ]
             pkey = prompt_key(messages, params)
-            cache.put(conn, {"key": cache_key(KEYWORD_MODEL, pkey), "prompt_key": pkey, "model": KEYWORD_MODEL,
-                             "purpose": "keywords", "request": {"messages": messages, "params": params},
-                             "response": json.dumps({"low_level_keywords": q["ll_keywords"],
-                                                     "high_level_keywords": q["hl_keywords"]}),
-                             "prompt_tokens": 0, "completion_tokens": 0})
+            cache.put(
+                conn,
+                {
+                    "key": cache_key(KEYWORD_MODEL, pkey),
+                    "prompt_key": pkey,
+                    "model": KEYWORD_MODEL,
+                    "purpose": "keywords",
+                    "request": {"messages": messages, "params": params},
+                    "response": json.dumps(
+                        {"low_level_keywords": q["ll_keywords"], "high_level_keywords": q["hl_keywords"]}
+                    ),
+                    "prompt_tokens": 0,
+                    "completion_tokens": 0,
+                },
+            )
     return client
 
 
@@ -198,10 +229,19 @@ def pgrag_worker(args: argparse.Namespace) -> None:
         r = query_data(req["question"], param, dsn=args.dsn, realm=args.realm, embedder=embedder, **call_kw)
         ms = (time.perf_counter() - t0) * 1000
         used = getattr(r, "keywords", None)
-        return {"ms": ms, "ok": True, "steps": timer.take(),
-                "keyword_source": used.get("source") if isinstance(used, dict) else None, "items": {
-                    "entities": len(r.entities), "relations": len(r.relations), "chunks": len(r.chunks),
-                    "communities": len(r.communities), "context_chars": len(r.context)}}
+        return {
+            "ms": ms,
+            "ok": True,
+            "steps": timer.take(),
+            "keyword_source": used.get("source") if isinstance(used, dict) else None,
+            "items": {
+                "entities": len(r.entities),
+                "relations": len(r.relations),
+                "chunks": len(r.chunks),
+                "communities": len(r.communities),
+                "context_chars": len(r.context),
+            },
+        }
 
     serve({"modes": implemented, "instrumented": steps, "keywords": keywords}, handle)
 
@@ -216,7 +256,9 @@ def hashing_vectors(texts: list[str], dim: int) -> Any:
         words = [w.lower() for w in re.findall(r"\w+", text, re.UNICODE)]
         for f in words + [f"{a} {b}" for a, b in zip(words, words[1:])]:
             d = hashlib.sha256(f.encode("utf-8")).digest()
-            out[row, int.from_bytes(d[0:4], "big") % dim] += (1.0 if d[4] & 1 else -1.0) * (0.5 + d[5] / 255.0)
+            out[row, int.from_bytes(d[0:4], "big") % dim] += (1.0 if d[4] & 1 else -1.0) * (
+                0.5 + d[5] / 255.0
+            )
         norm = float(np.linalg.norm(out[row]))
         if norm == 0.0:
             out[row, 0] = 1.0
@@ -232,7 +274,11 @@ def tiktoken_offline(cache: Path) -> None:
     cache.mkdir(parents=True, exist_ok=True)
     target = cache / hashlib.sha1(O200K_URL.encode()).hexdigest()
     if not target.exists():
-        target.write_bytes(gzip.decompress((Path(bpe_openai.__file__).parent / "data" / "o200k_base.tiktoken.gz").read_bytes()))
+        target.write_bytes(
+            gzip.decompress(
+                (Path(bpe_openai.__file__).parent / "data" / "o200k_base.tiktoken.gz").read_bytes()
+            )
+        )
     os.environ["TIKTOKEN_CACHE_DIR"] = str(cache)
 
 
@@ -265,14 +311,21 @@ def lightrag_worker(args: argparse.Namespace) -> None:
 
     loop = asyncio.new_event_loop()
     t0 = time.perf_counter()
-    rag = LightRAG(working_dir=args.workdir, llm_model_func=no_llm,
-                   embedding_func=EmbeddingFunc(embedding_dim=data["dim"], max_token_size=8192, func=embed))
+    rag = LightRAG(
+        working_dir=args.workdir,
+        llm_model_func=no_llm,
+        embedding_func=EmbeddingFunc(embedding_dim=data["dim"], max_token_size=8192, func=embed),
+    )
     loop.run_until_complete(rag.initialize_storages())
     load_s = time.perf_counter() - t0
     if args.build:
         from lightrag.utils import normalize_entity_name
 
-        rels = [r for r in data["relationships"] if normalize_entity_name(r["src_id"]) != normalize_entity_name(r["tgt_id"])]
+        rels = [
+            r
+            for r in data["relationships"]
+            if normalize_entity_name(r["src_id"]) != normalize_entity_name(r["tgt_id"])
+        ]
         kg = {"chunks": data["chunks"], "entities": data["entities"], "relationships": rels}
         t0 = time.perf_counter()
         loop.run_until_complete(rag.ainsert_custom_kg(kg))
@@ -280,23 +333,46 @@ def lightrag_worker(args: argparse.Namespace) -> None:
         build_s = time.perf_counter() - t0
         graph = Path(args.workdir) / "graph_chunk_entity_relation.graphml"
         text = graph.read_text(encoding="utf-8") if graph.exists() else ""
-        print(json.dumps({"build_s": build_s, "nodes": text.count("<node "), "edges": text.count("<edge "),
-                          "relations_given": len(rels), "self_loops_dropped": len(data["relationships"]) - len(rels),
-                          "embedded": calls["embedded"], "llm_calls": calls["llm"], "peak_rss_mb": own_peak_rss_mb()}))
+        print(
+            json.dumps(
+                {
+                    "build_s": build_s,
+                    "nodes": text.count("<node "),
+                    "edges": text.count("<edge "),
+                    "relations_given": len(rels),
+                    "self_loops_dropped": len(data["relationships"]) - len(rels),
+                    "embedded": calls["embedded"],
+                    "llm_calls": calls["llm"],
+                    "peak_rss_mb": own_peak_rss_mb(),
+                }
+            )
+        )
         return
 
     def handle(req: dict[str, Any]) -> dict[str, Any]:
-        param = QueryParam(mode=req["mode"], only_need_context=True, enable_rerank=False,
-                           hl_keywords=req["hl_keywords"], ll_keywords=req["ll_keywords"])
+        param = QueryParam(
+            mode=req["mode"],
+            only_need_context=True,
+            enable_rerank=False,
+            hl_keywords=req["hl_keywords"],
+            ll_keywords=req["ll_keywords"],
+        )
         t0 = time.perf_counter()
         ctx = loop.run_until_complete(rag.aquery(req["question"], param=param))
         ms = (time.perf_counter() - t0) * 1000
         ctx = ctx if isinstance(ctx, str) else None
         lines = (ctx or "").splitlines()
-        return {"ms": ms, "ok": ctx is not None, "llm_calls": calls["llm"], "items": {
-            "entities": sum(ln.startswith('{"entity": ') for ln in lines),
-            "relations": sum(ln.startswith('{"entity1": ') for ln in lines),
-            "chunks": sum(ln.startswith('{"reference_id": ') for ln in lines), "context_chars": len(ctx or "")}}
+        return {
+            "ms": ms,
+            "ok": ctx is not None,
+            "llm_calls": calls["llm"],
+            "items": {
+                "entities": sum(ln.startswith('{"entity": ') for ln in lines),
+                "relations": sum(ln.startswith('{"entity1": ') for ln in lines),
+                "chunks": sum(ln.startswith('{"reference_id": ') for ln in lines),
+                "context_chars": len(ctx or ""),
+            },
+        }
 
     serve({"modes": list(MODES), "load_s": load_s}, handle)
     pending = asyncio.all_tasks(loop)  # LightRAG's background workers: stop them quietly before exit
@@ -312,8 +388,15 @@ class Worker:
 
     def __init__(self, argv: list[str], log: Path, env: dict[str, str] | None = None) -> None:
         self._log = log.open("w", encoding="utf-8")
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-                                     text=True, env=env, cwd=str(HERE))
+        self.proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._log,
+            text=True,
+            env=env,
+            cwd=str(HERE),
+        )
         self.ready = self._read()
 
     def _read(self) -> dict[str, Any]:
@@ -352,7 +435,10 @@ def ensure_lightrag_venv() -> Path:
         subprocess.run([base, "-m", "venv", str(LIGHTRAG_VENV)], check=True)
         (LIGHTRAG_VENV / ".gitignore").write_text("*\n")
     if subprocess.run([str(py), "-c", "import lightrag, bpe_openai, numpy"], capture_output=True).returncode:
-        print(f"installing {LIGHTRAG_REQUIREMENTS.name} into {LIGHTRAG_VENV.relative_to(HERE.parent)} ...", flush=True)
+        print(
+            f"installing {LIGHTRAG_REQUIREMENTS.name} into {LIGHTRAG_VENV.relative_to(HERE.parent)} ...",
+            flush=True,
+        )
         subprocess.run([str(py), "-m", "pip", "install", "-q", "-r", str(LIGHTRAG_REQUIREMENTS)], check=True)
     return py
 

@@ -56,10 +56,10 @@ for path in (REPO, HERE, HERE / "embedder_candidates"):
         sys.path.insert(0, str(path))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-import numpy as np  # noqa: E402
-
 import common  # noqa: E402  (embedder_candidates: the pools, questions and gold)
+import numpy as np  # noqa: E402
 from bench_index import Database, fresh_realm  # noqa: E402
+
 from evaluation.recall import bm25_rankings, passage_recall  # noqa: E402
 
 RESULTS = REPO / "evaluation" / "results"
@@ -100,8 +100,13 @@ def load(n_questions: int) -> dict[str, dict[str, Any]]:
     for name, loader in DATASETS.items():
         texts, questions, gold = loader(with_title=True)
         parts = [t.partition("\n") for t in texts]
-        out[name] = {"titles": [p[0] for p in parts], "bodies": [p[2] for p in parts], "texts": texts,
-                     "questions": questions[:n_questions], "gold": gold[:n_questions]}
+        out[name] = {
+            "titles": [p[0] for p in parts],
+            "bodies": [p[2] for p in parts],
+            "texts": texts,
+            "questions": questions[:n_questions],
+            "gold": gold[:n_questions],
+        }
     return out
 
 
@@ -113,16 +118,22 @@ def write_sources(work: Path, data: dict[str, dict[str, Any]]) -> Path:
         with (work / f"{name}.jsonl").open("w", encoding="utf-8") as f:
             for i, (title, body) in enumerate(zip(d["titles"], d["bodies"])):
                 f.write(json.dumps({"id": str(i), "title": title, "text": body}) + "\n")
-    spaces = {name: {"sources": [{"path": f"{name}.jsonl", "format": "jsonl", "key_field": "id"}]} for name in data}
-    cfg = {"llm": {"models": ["replay"]}, "chunking": {"chunk_chars": 8000, "overlap_chars": 0},
-           "realms": {realm: {"spaces": spaces} for realm, _ in REALMS.values()}}
+    spaces = {
+        name: {"sources": [{"path": f"{name}.jsonl", "format": "jsonl", "key_field": "id"}]} for name in data
+    }
+    cfg = {
+        "llm": {"models": ["replay"]},
+        "chunking": {"chunk_chars": 8000, "overlap_chars": 0},
+        "realms": {realm: {"spaces": spaces} for realm, _ in REALMS.values()},
+    }
     path = work / "pgrag.yaml"
     path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
     return path
 
 
-def index(config: Path, dsn: str, data: dict[str, dict[str, Any]], *,
-          reuse: bool = False) -> tuple[dict[str, Any], dict[str, Any]]:
+def index(
+    config: Path, dsn: str, data: dict[str, dict[str, Any]], *, reuse: bool = False
+) -> tuple[dict[str, Any], dict[str, Any]]:
     """Both realms through ``stage_chunks`` and ``stage_embeddings`` (``reuse``: as already indexed);
     returns (engines, indexing report)."""
     from psycopg import sql
@@ -130,7 +141,7 @@ def index(config: Path, dsn: str, data: dict[str, dict[str, Any]], *,
     from pgrag_dag.config import EmbeddingSettings, load_settings
     from pgrag_dag.engine import Engine
     from pgrag_dag.pipeline import stage_chunks, stage_embeddings
-    from pgrag_dag.store import db, schema
+    from pgrag_dag.store import db
     from pgrag_dag.store.identifiers import qualified
 
     engines, report = {}, {}
@@ -147,17 +158,25 @@ def index(config: Path, dsn: str, data: dict[str, dict[str, Any]], *,
         for name, d in data.items():
             chunks = stage_chunks(engine, realm, name).metadata
             if chunks["chunks"] != len(d["texts"]) or chunks["documents"] != len(d["texts"]):
-                raise SystemExit(f"{realm}.{name}: {chunks['documents']} documents became {chunks['chunks']} chunks; "
-                                 f"expected one chunk per passage ({len(d['texts'])})")
+                raise SystemExit(
+                    f"{realm}.{name}: {chunks['documents']} documents became {chunks['chunks']} chunks; "
+                    f"expected one chunk per passage ({len(d['texts'])})"
+                )
             emb = stage_embeddings(engine, realm, name).metadata
             report[f"{tag}/{name}"] = {
-                "passages": chunks["chunks"], "chunks_stage_s": chunks["seconds"], "embeddings_stage_s": emb["seconds"],
-                "passages_per_s": round(emb["documents_embedded"] / emb["seconds"], 1), "model_load_s": round(load_s, 2)}
+                "passages": chunks["chunks"],
+                "chunks_stage_s": chunks["seconds"],
+                "embeddings_stage_s": emb["seconds"],
+                "passages_per_s": round(emb["documents_embedded"] / emb["seconds"], 1),
+                "model_load_s": round(load_s, 2),
+            }
             print(f"indexed {realm}.{name}: {report[f'{tag}/{name}']}", flush=True)
         with db.connect(dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("VACUUM ANALYZE {}").format(qualified(realm, "documents")))
         if engine.usage()["model_calls"]:
-            raise SystemExit(f"{realm}: {engine.usage()['model_calls']} model call(s); nothing should call a model")
+            raise SystemExit(
+                f"{realm}: {engine.usage()['model_calls']} model call(s); nothing should call a model"
+            )
     return engines, report
 
 
@@ -174,12 +193,16 @@ def run_arms(engines: dict[str, Any], data: dict[str, dict[str, Any]], warmup: i
         via: dict[str, dict[str, int]] = {a: {} for a in names}
         for qi, question in enumerate(d["questions"][:warmup] + d["questions"]):
             timed = qi >= warmup
-            for arm in names[qi % len(names):] + names[:qi % len(names)]:
+            for arm in names[qi % len(names) :] + names[: qi % len(names)]:
                 tag, chans, keywords = ARMS[arm]
                 engine = engines[tag]
-                param = QueryParam(space=ds, mode="naive", keywords=keywords, chunk_top_k=5, chunk_channels=chans)
+                param = QueryParam(
+                    space=ds, mode="naive", keywords=keywords, chunk_top_k=5, chunk_channels=chans
+                )
                 t0 = time.perf_counter()
-                res = query_data(question, param, dsn=engine.dsn, realm=REALMS[tag][0], embedder=engine.embedder())
+                res = query_data(
+                    question, param, dsn=engine.dsn, realm=REALMS[tag][0], embedder=engine.embedder()
+                )
                 dt = time.perf_counter() - t0
                 if timed:
                     secs[arm].append(dt)
@@ -187,8 +210,12 @@ def run_arms(engines: dict[str, Any], data: dict[str, dict[str, Any]], warmup: i
                     for c in res.chunks:
                         via[arm][c["via"]] = via[arm].get(c["via"], 0) + 1
         for arm in names:
-            out.setdefault(arm, {})[ds] = {**summary(ranked[arm], d["gold"]), "p50_ms": p50_ms(secs[arm]),
-                                           "via": via[arm], "ranked": ranked[arm]}
+            out.setdefault(arm, {})[ds] = {
+                **summary(ranked[arm], d["gold"]),
+                "p50_ms": p50_ms(secs[arm]),
+                "via": via[arm],
+                "ranked": ranked[arm],
+            }
     return out
 
 
@@ -201,7 +228,12 @@ def bm25(data: dict[str, dict[str, Any]]) -> dict[str, Any]:
         t0 = time.perf_counter()
         ranked, impl = bm25_rankings(d["texts"], d["questions"], depth=5)
         secs = [(time.perf_counter() - t0) / len(d["questions"])] * len(d["questions"])
-        out[ds] = {**summary(ranked, d["gold"]), "p50_ms": p50_ms(secs), "ranked": ranked, "implementation": impl}
+        out[ds] = {
+            **summary(ranked, d["gold"]),
+            "p50_ms": p50_ms(secs),
+            "ranked": ranked,
+            "implementation": impl,
+        }
     return out
 
 
@@ -209,15 +241,19 @@ def exact_cosine(engines: dict[str, Any], data: dict[str, dict[str, Any]], tag: 
     """Brute-force cosine over the stored chunk vectors of realm ``tag``, with its embedder's query vectors."""
     from psycopg import sql
 
-    from pgrag_dag.store import db, schema
+    from pgrag_dag.store import db
     from pgrag_dag.store.identifiers import qualified
 
     engine, realm = engines[tag], REALMS[tag][0]
     out: dict[str, Any] = {}
     for ds, d in data.items():
         with db.connect(engine.dsn) as conn:
-            rows = conn.execute(sql.SQL("SELECT doc_key, embedding::real[] FROM {} WHERE space = %s").format(
-                qualified(realm, "documents")), (ds,)).fetchall()
+            rows = conn.execute(
+                sql.SQL("SELECT doc_key, embedding::real[] FROM {} WHERE space = %s").format(
+                    qualified(realm, "documents")
+                ),
+                (ds,),
+            ).fetchall()
         keys = np.array([int(k) for k, _ in rows])
         mat = np.asarray([v for _, v in rows], dtype=np.float32)
         mat /= np.linalg.norm(mat, axis=1, keepdims=True)
@@ -246,7 +282,9 @@ def diagnostics(engines: dict[str, Any], data: dict[str, dict[str, Any]]) -> dic
         return {
             "question words, any (keywords off)": fulltext_query(q.split()),
             "raw question (websearch: all words)": q,
-            "low-level keywords (the relation lexical text)": fulltext_query(kw.low_level or kw.high_level or q.split()),
+            "low-level keywords (the relation lexical text)": fulltext_query(
+                kw.low_level or kw.high_level or q.split()
+            ),
             "low- and high-level keywords": fulltext_query([*kw.low_level, *kw.high_level]),
         }
 
@@ -269,11 +307,13 @@ def diagnostics(engines: dict[str, Any], data: dict[str, dict[str, Any]]) -> dic
             out["query_text"].setdefault(label, {})[ds] = {
                 "fulltext": summary([[int(r["doc_key"]) for r in ft[:5]] for ft in lists], d["gold"]),
                 "hybrid": summary([fused(dn, ft, 5) for dn, ft in zip(dense, lists)], d["gold"]),
-                "no_match": sum(not ft for ft in lists)}
+                "no_match": sum(not ft for ft in lists),
+            }
         default = per_text["low-level keywords (the relation lexical text)"]
         for depth in (5, 10, 20):
             out["depth"].setdefault(str(depth), {})[ds] = summary(
-                [fused(dn, ft, depth) for dn, ft in zip(dense, default)], d["gold"])
+                [fused(dn, ft, depth) for dn, ft in zip(dense, default)], d["gold"]
+            )
     return out
 
 
@@ -291,11 +331,17 @@ def decide(results: dict[str, Any], data: dict[str, dict[str, Any]]) -> dict[str
     dense, out = results["minilm dense"], {}
     for arm in ("minilm hybrid, keywords off", DEFAULT_HYBRID):
         hybrid = results[arm]
-        gains = {ds: {f"r@{k}": round(hybrid[ds][f"r@{k}"] - dense[ds][f"r@{k}"], 3) for k in KS} for ds in data}
+        gains = {
+            ds: {f"r@{k}": round(hybrid[ds][f"r@{k}"] - dense[ds][f"r@{k}"], 3) for k in KS} for ds in data
+        }
         r5 = [g["r@5"] for g in gains.values()]
         passes = all(g > 0 for g in r5) or (sum(r5) / len(r5) >= 0.02 and all(g >= 0 for g in r5))
-        wins = {ds: dict(zip(("better", "worse"), paired(dense[ds]["ranked"], hybrid[ds]["ranked"], data[ds]["gold"])))
-                for ds in data}
+        wins = {
+            ds: dict(
+                zip(("better", "worse"), paired(dense[ds]["ranked"], hybrid[ds]["ranked"], data[ds]["gold"]))
+            )
+            for ds in data
+        }
         out[arm] = {"gain": gains, "paired_r@5": wins, "passes": passes}
     return {**out, "fulltext_on_by_default": out[DEFAULT_HYBRID]["passes"]}
 
@@ -303,71 +349,135 @@ def decide(results: dict[str, Any], data: dict[str, dict[str, Any]]) -> dict[str
 def markdown(res: dict[str, Any], data: dict[str, dict[str, Any]]) -> str:
     ds_names = list(data)
     head = "| arm | " + " | ".join(f"{ds} r@2 / r@5" for ds in ds_names) + " | mean r@5 | query p50 ms |"
-    lines = ["# Chunk recall (evaluation/bench_recall.py)", "", res["meta"]["note"], "", head,
-             "|" + "---|" * (len(ds_names) + 3)]
-    rows = {**res["arms"], "BM25 (baseline, in-process)": res["bm25"],
-            "minilm exact cosine (baseline, in-process)": res["exact"]["minilm"],
-            "hashing exact cosine (baseline, in-process)": res["exact"]["hashing"]}
+    lines = [
+        "# Chunk recall (evaluation/bench_recall.py)",
+        "",
+        res["meta"]["note"],
+        "",
+        head,
+        "|" + "---|" * (len(ds_names) + 3),
+    ]
+    rows = {
+        **res["arms"],
+        "BM25 (baseline, in-process)": res["bm25"],
+        "minilm exact cosine (baseline, in-process)": res["exact"]["minilm"],
+        "hashing exact cosine (baseline, in-process)": res["exact"]["hashing"],
+    }
     for arm, per in rows.items():
         cells = [f"{per[ds]['r@2']:.3f} / {per[ds]['r@5']:.3f}" for ds in ds_names]
         mean5 = np.mean([per[ds]["r@5"] for ds in ds_names])
         lat = "/".join(f"{per[ds]['p50_ms']:.1f}" for ds in ds_names)
         lines.append(f"| {arm} | " + " | ".join(cells) + f" | {mean5:.3f} | {lat} |")
-    lines += ["", "Query p50 is per data set (MuSiQue/HotpotQA): `query_data` end to end for the arms (question "
-              "embedding, realm check, snapshot, search, fusion, assembly; arms interleaved); for the baselines "
-              "in-process scoring only (rank_bm25, numpy), no database — not comparable with the arms.", ""]
+    lines += [
+        "",
+        "Query p50 is per data set (MuSiQue/HotpotQA): `query_data` end to end for the arms (question "
+        "embedding, realm check, snapshot, search, fusion, assembly; arms interleaved); for the baselines "
+        "in-process scoring only (rank_bm25, numpy), no database — not comparable with the arms.",
+        "",
+    ]
     d = res["decision"]
-    lines += ["## Decision", "", "Hybrid minus dense (local model), and questions whose recall@5 hybrid raised / "
-              "lowered:", "", "| hybrid | " + " | ".join(f"{ds} Δr@2 / Δr@5 | {ds} better / worse" for ds in ds_names)
-              + " | passes |", "|" + "---|" * (2 + 2 * len(ds_names))]
+    lines += [
+        "## Decision",
+        "",
+        "Hybrid minus dense (local model), and questions whose recall@5 hybrid raised / lowered:",
+        "",
+        "| hybrid | "
+        + " | ".join(f"{ds} Δr@2 / Δr@5 | {ds} better / worse" for ds in ds_names)
+        + " | passes |",
+        "|" + "---|" * (2 + 2 * len(ds_names)),
+    ]
     for arm in ("minilm hybrid, keywords off", DEFAULT_HYBRID):
         v = d[arm]
         cells = []
         for ds in ds_names:
-            cells += [f"{v['gain'][ds]['r@2']:+.3f} / {v['gain'][ds]['r@5']:+.3f}",
-                      f"{v['paired_r@5'][ds]['better']} / {v['paired_r@5'][ds]['worse']}"]
+            cells += [
+                f"{v['gain'][ds]['r@2']:+.3f} / {v['gain'][ds]['r@5']:+.3f}",
+                f"{v['paired_r@5'][ds]['better']} / {v['paired_r@5'][ds]['worse']}",
+            ]
         lines.append(f"| {arm} | " + " | ".join(cells) + f" | {'yes' if v['passes'] else 'no'} |")
-    lines += ["", f"Rule: on by default only if hybrid (as a default query runs it: {DEFAULT_HYBRID}) beats dense on "
-              "both subsets' recall@5, or by ≥ 0.02 on average without losing on either. Full-text chunk channel on "
-              f"by default: **{'yes' if d['fulltext_on_by_default'] else 'no'}**.", ""]
-    lines += ["## HNSW vs exact cosine", "", "| realm | data set | top-5 identical (set) | top-5 identical (order) |",
-              "|---|---|---|---|"]
+    lines += [
+        "",
+        f"Rule: on by default only if hybrid (as a default query runs it: {DEFAULT_HYBRID}) beats dense on "
+        "both subsets' recall@5, or by ≥ 0.02 on average without losing on either. Full-text chunk channel on "
+        f"by default: **{'yes' if d['fulltext_on_by_default'] else 'no'}**.",
+        "",
+    ]
+    lines += [
+        "## HNSW vs exact cosine",
+        "",
+        "| realm | data set | top-5 identical (set) | top-5 identical (order) |",
+        "|---|---|---|---|",
+    ]
     for tag, per in res["hnsw_vs_exact"].items():
         for ds, v in per.items():
-            lines.append(f"| {tag} | {ds} | {v['same_set']} / {v['questions']} | {v['same_order']} / {v['questions']} |")
-    lines += ["", "## Embedding stage", "", "| realm / data set | passages | passages/s | stage s | model load s |",
-              "|---|---|---|---|---|"]
+            lines.append(
+                f"| {tag} | {ds} | {v['same_set']} / {v['questions']} | {v['same_order']} / {v['questions']} |"
+            )
+    lines += [
+        "",
+        "## Embedding stage",
+        "",
+        "| realm / data set | passages | passages/s | stage s | model load s |",
+        "|---|---|---|---|---|",
+    ]
     if not res["indexing"]:
         lines.append("| (not measured: --reuse) | | | | |")
     for key, v in res["indexing"].items():
-        lines.append(f"| {key} | {v['passages']} | {v['passages_per_s']} | {v['embeddings_stage_s']} | {v['model_load_s']} |")
-    lines += ["", "## Diagnostics (store functions directly, local model)", "",
-              "Which text feeds the full-text query (full-text top 5 alone, and RRF with the dense top 5):", "",
-              "| text | " + " | ".join(f"{ds} full-text r@2 / r@5 | {ds} hybrid r@2 / r@5 | {ds} no match"
-                                      for ds in ds_names) + " |",
-              "|" + "---|" * (1 + 3 * len(ds_names))]
+        lines.append(
+            f"| {key} | {v['passages']} | {v['passages_per_s']} | {v['embeddings_stage_s']} | {v['model_load_s']} |"
+        )
+    lines += [
+        "",
+        "## Diagnostics (store functions directly, local model)",
+        "",
+        "Which text feeds the full-text query (full-text top 5 alone, and RRF with the dense top 5):",
+        "",
+        "| text | "
+        + " | ".join(f"{ds} full-text r@2 / r@5 | {ds} hybrid r@2 / r@5 | {ds} no match" for ds in ds_names)
+        + " |",
+        "|" + "---|" * (1 + 3 * len(ds_names)),
+    ]
     for label, per in res["diagnostics"]["query_text"].items():
         cells = []
         for ds in ds_names:
             v = per[ds]
-            cells += [f"{v['fulltext']['r@2']:.3f} / {v['fulltext']['r@5']:.3f}",
-                      f"{v['hybrid']['r@2']:.3f} / {v['hybrid']['r@5']:.3f}", str(v["no_match"])]
+            cells += [
+                f"{v['fulltext']['r@2']:.3f} / {v['fulltext']['r@5']:.3f}",
+                f"{v['hybrid']['r@2']:.3f} / {v['hybrid']['r@5']:.3f}",
+                str(v["no_match"]),
+            ]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    lines += ["", "Depth of each channel's list before RRF (low-level keywords; fused list cut to 5):", "",
-              "| depth | " + " | ".join(f"{ds} r@2 / r@5" for ds in ds_names) + " |", "|" + "---|" * (1 + len(ds_names))]
+    lines += [
+        "",
+        "Depth of each channel's list before RRF (low-level keywords; fused list cut to 5):",
+        "",
+        "| depth | " + " | ".join(f"{ds} r@2 / r@5" for ds in ds_names) + " |",
+        "|" + "---|" * (1 + len(ds_names)),
+    ]
     for depth, per in res["diagnostics"]["depth"].items():
-        lines.append(f"| {depth} | " + " | ".join(f"{per[ds]['r@2']:.3f} / {per[ds]['r@5']:.3f}" for ds in ds_names) + " |")
+        lines.append(
+            f"| {depth} | "
+            + " | ".join(f"{per[ds]['r@2']:.3f} / {per[ds]['r@5']:.3f}" for ds in ds_names)
+            + " |"
+        )
     return "\n".join(lines) + "\n"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--data-dir", type=Path, help="embedded PostgreSQL data dir (kept); default a temporary one")
+    ap.add_argument(
+        "--data-dir", type=Path, help="embedded PostgreSQL data dir (kept); default a temporary one"
+    )
     ap.add_argument("--questions", type=int, default=100, help="questions per data set (default 100)")
-    ap.add_argument("--warmup", type=int, default=3, help="untimed questions per data set before the timed ones")
+    ap.add_argument(
+        "--warmup", type=int, default=3, help="untimed questions per data set before the timed ones"
+    )
     ap.add_argument("--out", type=Path, default=RESULTS / "recall", help="output path without suffix")
-    ap.add_argument("--reuse", action="store_true",
-                    help="query the realms a previous run left under --data-dir instead of indexing (no throughput)")
+    ap.add_argument(
+        "--reuse",
+        action="store_true",
+        help="query the realms a previous run left under --data-dir instead of indexing (no throughput)",
+    )
     args = ap.parse_args()
     t_start, load_start = time.perf_counter(), [round(x, 2) for x in os.getloadavg()]
     data = load(args.questions)
@@ -378,12 +488,30 @@ def main() -> int:
         engines, indexing = index(write_sources(work, data), database.dsn, data, reuse=args.reuse)
         arms = run_arms(engines, data, args.warmup)
         exact = {tag: exact_cosine(engines, data, tag) for tag in REALMS}
-        hnsw = {tag: {ds: {"questions": len(data[ds]["questions"]),
-                           "same_set": sum(set(a) == set(b) for a, b in zip(exact[tag][ds]["ranked"], arms[f"{tag} dense"][ds]["ranked"])),
-                           "same_order": sum(a == b for a, b in zip(exact[tag][ds]["ranked"], arms[f"{tag} dense"][ds]["ranked"]))}
-                      for ds in data} for tag in REALMS}
-        res: dict[str, Any] = {"arms": arms, "bm25": bm25(data), "exact": exact, "hnsw_vs_exact": hnsw,
-                               "indexing": indexing, "diagnostics": diagnostics(engines, data)}
+        hnsw = {
+            tag: {
+                ds: {
+                    "questions": len(data[ds]["questions"]),
+                    "same_set": sum(
+                        set(a) == set(b)
+                        for a, b in zip(exact[tag][ds]["ranked"], arms[f"{tag} dense"][ds]["ranked"])
+                    ),
+                    "same_order": sum(
+                        a == b for a, b in zip(exact[tag][ds]["ranked"], arms[f"{tag} dense"][ds]["ranked"])
+                    ),
+                }
+                for ds in data
+            }
+            for tag in REALMS
+        }
+        res: dict[str, Any] = {
+            "arms": arms,
+            "bm25": bm25(data),
+            "exact": exact,
+            "hnsw_vs_exact": hnsw,
+            "indexing": indexing,
+            "diagnostics": diagnostics(engines, data),
+        }
         res["decision"] = decide(arms, data)
     finally:
         for engine in engines.values():
@@ -392,14 +520,22 @@ def main() -> int:
         shutil.rmtree(work, ignore_errors=True)
     import subprocess
 
-    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    res["meta"] = {"commit": commit, "questions": args.questions, "database": database.kind,
-                   "load_average_start": load_start, "load_average_end": [round(x, 2) for x in os.getloadavg()],
-                   "seconds": round(time.perf_counter() - t_start, 1), "date": time.strftime("%Y-%m-%d %H:%M"),
-                   "note": f"{args.questions} questions per data set; naive mode, chunk_top_k 5; passage "
-                           f"recall@k = |gold ∩ top-k| / |gold|, averaged. Engine at {commit}, run "
-                           f"{time.strftime('%Y-%m-%d')} on this 2-core machine ({round(time.perf_counter() - t_start)} s; "
-                           f"load average {load_start[0]} at the start, {os.getloadavg()[0]:.2f} at the end)."}
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    res["meta"] = {
+        "commit": commit,
+        "questions": args.questions,
+        "database": database.kind,
+        "load_average_start": load_start,
+        "load_average_end": [round(x, 2) for x in os.getloadavg()],
+        "seconds": round(time.perf_counter() - t_start, 1),
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "note": f"{args.questions} questions per data set; naive mode, chunk_top_k 5; passage "
+        f"recall@k = |gold ∩ top-k| / |gold|, averaged. Engine at {commit}, run "
+        f"{time.strftime('%Y-%m-%d')} on this 2-core machine ({round(time.perf_counter() - t_start)} s; "
+        f"load average {load_start[0]} at the start, {os.getloadavg()[0]:.2f} at the end).",
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.with_suffix(".json").write_text(json.dumps(res, indent=1, default=str), encoding="utf-8")
     text = markdown(res, data)

@@ -81,8 +81,10 @@ import bench_query as bq  # noqa: E402
 from bench_query_workers import SPACE, own_peak_rss_mb, postgres_pss_mb  # noqa: E402
 from bench_scale_report import OPS, markdown, plot  # noqa: E402
 
-CHANGED_KEYS = re.compile(r"(_inserted|_updated|_added|_replaced|_removed|_extracted|_written|_embedded|_fallback"
-                          r"|_changed|_deleted|newly_|^(dormant|revived|restored|rewritten)$)")
+CHANGED_KEYS = re.compile(
+    r"(_inserted|_updated|_added|_replaced|_removed|_extracted|_written|_embedded|_fallback"
+    r"|_changed|_deleted|newly_|^(dormant|revived|restored|rewritten)$)"
+)
 """Stage metadata keys that count rows a run changed (``documents_added``, ``chunks_extracted``,
 ``relations_updated``, ``entities_embedded``, ``newly_superseded``, ``dormant``, …), never totals held
 (``relations``, ``entities_dormant``, ``documents_unchanged``)."""
@@ -139,7 +141,9 @@ def plan_documents(size: int, cap: int, passages: list[dict[str, Any]]) -> list[
     document more (the one ``add_one`` adds). Raises ``ValueError`` when even every replica does not."""
     n = bq.passages_for(size, cap, documents(passages), extract=replica_extraction)
     if n is None:
-        raise ValueError(f"{size:,} relations are beyond {MAX_REPLICAS} replicas of {len(passages):,} passages")
+        raise ValueError(
+            f"{size:,} relations are beyond {MAX_REPLICAS} replicas of {len(passages):,} passages"
+        )
     return list(itertools.islice(documents(passages), n + 1))
 
 
@@ -207,36 +211,58 @@ def summary(dsn: str, realm: str, meta: dict[str, dict[str, Any]]) -> dict[str, 
     mentions, chunks; read from the store, not from metadata), model calls and rows changed."""
     from psycopg import sql
 
-    from pgrag_dag.store import db, graph, schema
+    from pgrag_dag.store import db, graph
     from pgrag_dag.store.identifiers import qualified
 
     with db.connect(dsn) as conn:
         held = graph.graph_counts(conn, realm, SPACE)
-        chunks = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE space = %s").format(
-            qualified(realm, "documents")), (SPACE,)).fetchone()
-    return {"relations": held["relations"], "entities": held["entities"], "mentions": held["mentions"],
-            "chunks": chunks[0] if chunks else None,
-            "model_calls": sum(int(m.get("model_calls") or 0) for m in meta.values()),
-            "cache_hits": sum(int(m.get("cache_hits") or 0) for m in meta.values()),
-            "chunks_failed": meta.get("raw_extractions", {}).get("chunks_failed"),
-            "changed": {s: c for s, m in meta.items() if (c := changed_rows(m))}}
+        chunks = conn.execute(
+            sql.SQL("SELECT count(*) FROM {} WHERE space = %s").format(qualified(realm, "documents")),
+            (SPACE,),
+        ).fetchone()
+    return {
+        "relations": held["relations"],
+        "entities": held["entities"],
+        "mentions": held["mentions"],
+        "chunks": chunks[0] if chunks else None,
+        "model_calls": sum(int(m.get("model_calls") or 0) for m in meta.values()),
+        "cache_hits": sum(int(m.get("cache_hits") or 0) for m in meta.values()),
+        "chunks_failed": meta.get("raw_extractions", {}).get("chunks_failed"),
+        "changed": {s: c for s, m in meta.items() if (c := changed_rows(m))},
+    }
 
 
-def full_build(engine: Any, dsn: str, realm: str, args: argparse.Namespace, data_dir: Path | None) -> dict[str, Any]:
+def full_build(
+    engine: Any, dsn: str, realm: str, args: argparse.Namespace, data_dir: Path | None
+) -> dict[str, Any]:
     """The six stages and the HNSW build on a fresh realm, with memory peaks (see the module docstring)."""
     rss: dict[str, float] = {}
     reset_peak_rss()
     with PostgresPeak(data_dir) as pg:
         t0 = time.perf_counter()
-        seconds, meta, indexes = bq.index_fresh(engine, dsn, realm, args.maintenance_work_mem,
-                                                drop_hnsw=args.hnsw == "rebuild",
-                                                on_stage=lambda name, _s, _m: rss.__setitem__(name, own_peak_rss_mb()))
+        seconds, meta, indexes = bq.index_fresh(
+            engine,
+            dsn,
+            realm,
+            args.maintenance_work_mem,
+            drop_hnsw=args.hnsw == "rebuild",
+            on_stage=lambda name, _s, _m: rss.__setitem__(name, own_peak_rss_mb()),
+        )
         wall = time.perf_counter() - t0
-    return {"seconds": {k: round(v, 3) for k, v in seconds.items()}, "total_s": round(wall, 3),
-            "peak_rss_mb": own_peak_rss_mb(), "peak_rss_mb_after_stage": rss, "ru_maxrss_mb": bi.peak_rss_mb(),
-            "postgres_peak_pss_mb": pg.peak, "hnsw_indexes": indexes, **summary(dsn, realm, meta),
-            "metadata": {s: {k: v for k, v in m.items() if not isinstance(v, (list, dict)) or k == "rejections_per_gate"}
-                         for s, m in meta.items()}}
+    return {
+        "seconds": {k: round(v, 3) for k, v in seconds.items()},
+        "total_s": round(wall, 3),
+        "peak_rss_mb": own_peak_rss_mb(),
+        "peak_rss_mb_after_stage": rss,
+        "ru_maxrss_mb": bi.peak_rss_mb(),
+        "postgres_peak_pss_mb": pg.peak,
+        "hnsw_indexes": indexes,
+        **summary(dsn, realm, meta),
+        "metadata": {
+            s: {k: v for k, v in m.items() if not isinstance(v, (list, dict)) or k == "rejections_per_gate"}
+            for s, m in meta.items()
+        },
+    }
 
 
 def incremental(engine: Any, dsn: str, realm: str, op: str, data_dir: Path | None) -> dict[str, Any]:
@@ -253,23 +279,39 @@ def incremental(engine: Any, dsn: str, realm: str, op: str, data_dir: Path | Non
             changed = " ".join(f"{k}={v}" for k, v in changed_rows(meta[name]).items())
             print(f"  {realm} {op}: stage {name} {seconds[name]:.2f} s  {changed}", flush=True)
         wall = time.perf_counter() - t_all
-    return {"seconds": seconds, "total_s": round(wall, 3), "peak_rss_mb": own_peak_rss_mb(),
-            "postgres_peak_pss_mb": pg.peak, **summary(dsn, realm, meta)}
+    return {
+        "seconds": seconds,
+        "total_s": round(wall, 3),
+        "peak_rss_mb": own_peak_rss_mb(),
+        "postgres_peak_pss_mb": pg.peak,
+        **summary(dsn, realm, meta),
+    }
 
 
 def pick_edited(docs: list[dict[str, Any]], chunk_chars: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """The document ``change_one`` edits (an original passage that stays one chunk with the sentence
     appended and has room under the 20-name cap) and the one ``delete_one`` removes (the next original)."""
     originals = [d for d in docs[:-1] if d["replica"] == 0]
-    fits = [i for i, d in enumerate(originals) if len(d["text"]) + len(APPENDED) < chunk_chars - 200
-            and len(bq.chunk_names(d["title"], d["text"])) < 15]
+    fits = [
+        i
+        for i, d in enumerate(originals)
+        if len(d["text"]) + len(APPENDED) < chunk_chars - 200
+        and len(bq.chunk_names(d["title"], d["text"])) < 15
+    ]
     i = fits[len(fits) // 2]
     return originals[i], originals[i + 1 if i + 1 < len(originals) else i - 1]
 
 
 # -- one size -------------------------------------------------------------------------------------
-def run_size(size: int, docs: list[dict[str, Any]], args: argparse.Namespace, database: bi.Database, root: Path,
-             pool: ProcessPoolExecutor, query: str | None) -> dict[str, Any]:
+def run_size(
+    size: int,
+    docs: list[dict[str, Any]],
+    args: argparse.Namespace,
+    database: bi.Database,
+    root: Path,
+    pool: ProcessPoolExecutor,
+    query: str | None,
+) -> dict[str, Any]:
     """Build ``bench_s<size>`` from ``docs`` (the last one held back for ``add_one``), run the incremental
     runs and, with ``query`` (``"ours"`` or ``"lightrag"`` too), the query timing."""
     from pgrag_dag.config import ChunkingSettings
@@ -284,23 +326,40 @@ def run_size(size: int, docs: list[dict[str, Any]], args: argparse.Namespace, da
     for d in base:
         (src / d["file"]).write_text(d["text"] + "\n", encoding="utf-8")
     replicas = max(d["replica"] for d in base)
-    print(f"[{size:,}] {len(base):,} documents ({replicas} replica(s) beyond the corpus) written; caching their "
-          "synthetic responses ...", flush=True)
+    print(
+        f"[{size:,}] {len(base):,} documents ({replicas} replica(s) beyond the corpus) written; caching their "
+        "synthetic responses ...",
+        flush=True,
+    )
     seeded = pool.submit(seed, dsn, realm, str(src), args.triples_per_chunk).result()
-    print(f"[{size:,}] {seeded['cached_responses']:,} responses ({seeded['synthetic_triples']:,} triples) cached "
-          f"in {time.perf_counter() - t0:.0f} s; full build ...", flush=True)
-    result: dict[str, Any] = {"size": size, "realm": realm, "documents": len(base), "replicas": replicas,
-                              "synthesis": seeded}
+    print(
+        f"[{size:,}] {seeded['cached_responses']:,} responses ({seeded['synthetic_triples']:,} triples) cached "
+        f"in {time.perf_counter() - t0:.0f} s; full build ...",
+        flush=True,
+    )
+    result: dict[str, Any] = {
+        "size": size,
+        "realm": realm,
+        "documents": len(base),
+        "replicas": replicas,
+        "synthesis": seeded,
+    }
     bi.fresh_realm(dsn, realm)
     engine = Engine.from_settings(bq.synthetic_settings(dsn, realm, src))
     try:
         result["full"] = full_build(engine, dsn, realm, args, database.data_dir)
         f = result["full"]
-        print(f"[{size:,}] full build {f['total_s']:.1f} s: {f['relations']:,} relations, {f['entities']:,} entities, "
-              f"{f['chunks']:,} chunks; peak RSS {f['peak_rss_mb']} MB, PostgreSQL PSS {f['postgres_peak_pss_mb']} MB",
-              flush=True)
+        print(
+            f"[{size:,}] full build {f['total_s']:.1f} s: {f['relations']:,} relations, {f['entities']:,} entities, "
+            f"{f['chunks']:,} chunks; peak RSS {f['peak_rss_mb']} MB, PostgreSQL PSS {f['postgres_peak_pss_mb']} MB",
+            flush=True,
+        )
         edited, deleted = pick_edited(docs, ChunkingSettings().chunk_chars)
-        result["documents_touched"] = {"add_one": spare["file"], "change_one": edited["file"], "delete_one": deleted["file"]}
+        result["documents_touched"] = {
+            "add_one": spare["file"],
+            "change_one": edited["file"],
+            "delete_one": deleted["file"],
+        }
         result["ops"] = {}
         for op in OPS:
             if op == "add_one":
@@ -323,11 +382,18 @@ def run_size(size: int, docs: list[dict[str, Any]], args: argparse.Namespace, da
     return result
 
 
-def query_phase(size: int, realm: str, database: bi.Database, root: Path, args: argparse.Namespace, *,
-                lightrag: bool) -> dict[str, Any]:
+def query_phase(
+    size: int, realm: str, database: bi.Database, root: Path, args: argparse.Namespace, *, lightrag: bool
+) -> dict[str, Any]:
     """``bench_query.time_queries`` over the realm; when LightRAG fails to load, ours alone, with the reason."""
-    kw = {"questions": args.questions, "seed": args.seed, "keywords": args.keywords, "rounds": args.rounds,
-          "warmup": args.warmup, "modes": tuple(args.modes)}
+    kw = {
+        "questions": args.questions,
+        "seed": args.seed,
+        "keywords": args.keywords,
+        "rounds": args.rounds,
+        "warmup": args.warmup,
+        "modes": tuple(args.modes),
+    }
     lr_python = bq.ensure_lightrag_venv() if lightrag else None
     try:
         return bq.time_queries(size, realm, database, root, lr_python, **kw)
@@ -349,39 +415,69 @@ def lightrag_note(results: list[dict[str, Any]], lightrag_max: int) -> str | Non
         return None
     q = loaded[-1]["query"]
     b, serving = q["lightrag_build"], q["peak_rss_mb"].get("lightrag")
-    note = (f"LightRAG loaded at {loaded[-1]['size']:,} relations: ainsert_custom_kg {b.get('build_s', 0):.0f} s, "
-            f"peak RSS {b.get('peak_rss_mb')} MB loading and {serving} MB serving")
+    note = (
+        f"LightRAG loaded at {loaded[-1]['size']:,} relations: ainsert_custom_kg {b.get('build_s', 0):.0f} s, "
+        f"peak RSS {b.get('peak_rss_mb')} MB loading and {serving} MB serving"
+    )
     if above:
         import psutil
 
         projected = max(b.get("peak_rss_mb") or 0, serving or 0) * above[-1] / loaded[-1]["size"] / 1024
-        note += (f"; not loaded at {', '.join(f'{s:,}' for s in above)} relations: above --lightrag-max "
-                 f"{lightrag_max:,}. Its graph and vector stores live in its process's memory, so its RSS grows "
-                 f"with the graph: about {projected:.1f} GB at {above[-1]:,} if linear, on a machine with "
-                 f"{psutil.virtual_memory().total / 2**30:.0f} GB shared with PostgreSQL and this run")
+        note += (
+            f"; not loaded at {', '.join(f'{s:,}' for s in above)} relations: above --lightrag-max "
+            f"{lightrag_max:,}. Its graph and vector stores live in its process's memory, so its RSS grows "
+            f"with the graph: about {projected:.1f} GB at {above[-1]:,} if linear, on a machine with "
+            f"{psutil.virtual_memory().total / 2**30:.0f} GB shared with PostgreSQL and this run"
+        )
     return note
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", type=lambda s: [int(x) for x in s.replace("_", "").split(",") if x],
-                    default=[10_000, 100_000, 1_000_000], help="relation counts, comma-separated (default 10000,100000,1000000)")
-    ap.add_argument("--data-dir", type=Path, default=None,
-                    help="embedded PostgreSQL data dir (and the documents); default a temporary one, removed afterwards")
+    ap.add_argument(
+        "--sizes",
+        type=lambda s: [int(x) for x in s.replace("_", "").split(",") if x],
+        default=[10_000, 100_000, 1_000_000],
+        help="relation counts, comma-separated (default 10000,100000,1000000)",
+    )
+    ap.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="embedded PostgreSQL data dir (and the documents); default a temporary one, removed afterwards",
+    )
     ap.add_argument("--skip-query", action="store_true", help="no query timing (and no LightRAG)")
-    ap.add_argument("--keep", action="store_true", help="keep each size's realm (and its documents) after its runs")
+    ap.add_argument(
+        "--keep", action="store_true", help="keep each size's realm (and its documents) after its runs"
+    )
     ap.add_argument("--results", type=Path, default=bi.RESULTS / "bench_scale.json", help="the JSON report")
     ap.add_argument("--plot", type=Path, default=HERE / "bench_scale.svg", help="the plot (.svg or .png)")
-    ap.add_argument("--baseline", type=Path, default=None, help="an earlier run's JSON, drawn dashed in the plot")
+    ap.add_argument(
+        "--baseline", type=Path, default=None, help="an earlier run's JSON, drawn dashed in the plot"
+    )
     ap.add_argument("--lightrag-max", type=int, default=100_000, help="largest size LightRAG is loaded at")
-    ap.add_argument("--corpus-passages", type=int, default=None,
-                    help="use only the first N passages of the corpus (replicas start sooner; for testing them)")
-    ap.add_argument("--triples-per-chunk", type=int, default=40, help="synthetic triple cap per chunk (as bench_query)")
-    ap.add_argument("--maintenance-work-mem", default="2GB", help="for the one HNSW build after the full build")
-    ap.add_argument("--hnsw", choices=["rebuild", "product"], default="rebuild",
-                    help="rebuild: drop the HNSW indexes before the full build's embeddings stage and build them "
-                         "once after (as bench_query); product: leave them to the product")
-    ap.add_argument("--modes", type=lambda s: s.split(","), default=["mix"], help="query modes, comma-separated")
+    ap.add_argument(
+        "--corpus-passages",
+        type=int,
+        default=None,
+        help="use only the first N passages of the corpus (replicas start sooner; for testing them)",
+    )
+    ap.add_argument(
+        "--triples-per-chunk", type=int, default=40, help="synthetic triple cap per chunk (as bench_query)"
+    )
+    ap.add_argument(
+        "--maintenance-work-mem", default="2GB", help="for the one HNSW build after the full build"
+    )
+    ap.add_argument(
+        "--hnsw",
+        choices=["rebuild", "product"],
+        default="rebuild",
+        help="rebuild: drop the HNSW indexes before the full build's embeddings stage and build them "
+        "once after (as bench_query); product: leave them to the product",
+    )
+    ap.add_argument(
+        "--modes", type=lambda s: s.split(","), default=["mix"], help="query modes, comma-separated"
+    )
     ap.add_argument("--questions", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=5)
@@ -399,12 +495,21 @@ def main() -> int:
         t0 = time.perf_counter()
         plans[size] = plan_documents(size, args.triples_per_chunk, passages)
         base = plans[size][:-1]
-        print(f"[{size:,}] {len(base):,} documents reach {size:,} distinct synthetic triples "
-              f"({max(d['replica'] for d in base)} replica(s); planned in {time.perf_counter() - t0:.1f} s)", flush=True)
+        print(
+            f"[{size:,}] {len(base):,} documents reach {size:,} distinct synthetic triples "
+            f"({max(d['replica'] for d in base)} replica(s); planned in {time.perf_counter() - t0:.1f} s)",
+            flush=True,
+        )
     lr_sizes = [s for s in sizes if s <= args.lightrag_max]
-    queries = {} if args.skip_query else {sizes[-1]: "ours"} | ({lr_sizes[-1]: "lightrag"} if lr_sizes else {})
+    queries = (
+        {} if args.skip_query else {sizes[-1]: "ours"} | ({lr_sizes[-1]: "lightrag"} if lr_sizes else {})
+    )
     bi.RESULTS.mkdir(parents=True, exist_ok=True)
-    root = (args.data_dir.resolve() / "bench_scale_docs") if args.data_dir else Path(tempfile.mkdtemp(prefix="pgrag_bench_scale_"))
+    root = (
+        (args.data_dir.resolve() / "bench_scale_docs")
+        if args.data_dir
+        else Path(tempfile.mkdtemp(prefix="pgrag_bench_scale_"))
+    )
     root.mkdir(parents=True, exist_ok=True)
     database = bi.Database(args.data_dir)
     results: list[dict[str, Any]] = []
@@ -425,12 +530,25 @@ def main() -> int:
     baseline = json.loads(args.baseline.read_text(encoding="utf-8")) if args.baseline else None
     print(plot(results, args.plot, baseline))
     calls = sum(r["full"]["model_calls"] + sum(o["model_calls"] for o in r["ops"].values()) for r in results)
-    bi.write_results(args.results, "bench_scale", database.kind, {
-        "wall_s": round(time.perf_counter() - t_start, 1), "model_calls": calls, "targets": targets,
-        "lightrag": note, "options": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
-        "results": results, "table_markdown": table})
+    bi.write_results(
+        args.results,
+        "bench_scale",
+        database.kind,
+        {
+            "wall_s": round(time.perf_counter() - t_start, 1),
+            "model_calls": calls,
+            "targets": targets,
+            "lightrag": note,
+            "options": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+            "results": results,
+            "table_markdown": table,
+        },
+    )
     if calls:
-        print(f"error: {calls} model call(s) were made; the replay should have served every extraction", file=sys.stderr)
+        print(
+            f"error: {calls} model call(s) were made; the replay should have served every extraction",
+            file=sys.stderr,
+        )
         return 1
     print("model calls: 0 (every extraction replayed)")
     return 0

@@ -13,8 +13,14 @@ from bench_index import INDEX_STAGES as STAGES
 
 OPS = ("unchanged", "add_one", "change_one", "delete_one")
 ONE_DOC = ("add_one", "change_one", "delete_one")
-SHORT = {"chunks": "chunks", "raw_extractions": "raw", "gated_triples": "gated", "resolved_entities": "entities",
-         "relations": "relations", "embeddings": "embeddings"}
+SHORT = {
+    "chunks": "chunks",
+    "raw_extractions": "raw",
+    "gated_triples": "gated",
+    "resolved_entities": "entities",
+    "relations": "relations",
+    "embeddings": "embeddings",
+}
 TARGETS = {  # issue 15, this 2-core machine; (size, what, limit)
     "one_document_s_100k": (100_000, "slowest one-document run (add / change / delete), s", 2.0),
     "one_document_s_1m": (1_000_000, "slowest one-document run (add / change / delete), s", 5.0),
@@ -26,7 +32,15 @@ TARGETS = {  # issue 15, this 2-core machine; (size, what, limit)
 
 
 def _f(v: Any, nd: int = 1) -> str:
-    return "–" if v is None else f"{v:,.{nd}f}" if isinstance(v, float) else f"{v:,}" if isinstance(v, int) else str(v)
+    return (
+        "–"
+        if v is None
+        else f"{v:,.{nd}f}"
+        if isinstance(v, float)
+        else f"{v:,}"
+        if isinstance(v, int)
+        else str(v)
+    )
 
 
 def measured(r: dict[str, Any], key: str) -> float | None:
@@ -50,8 +64,13 @@ def targets(results: list[dict[str, Any]]) -> dict[str, Any]:
     out = {}
     for key, (size, what, limit) in TARGETS.items():
         value = measured(by_size[size], key) if size in by_size else None
-        out[key] = {"size": size, "what": what, "limit": limit, "measured": value,
-                    "met": None if value is None else value <= limit if key == "mix_p95_ms_1m" else value < limit}
+        out[key] = {
+            "size": size,
+            "what": what,
+            "limit": limit,
+            "measured": value,
+            "met": None if value is None else value <= limit if key == "mix_p95_ms_1m" else value < limit,
+        }
     return out
 
 
@@ -64,10 +83,12 @@ def _changed(op: dict[str, Any]) -> str:
 
 def markdown(results: list[dict[str, Any]], lightrag_note: str | None) -> tuple[str, dict[str, Any]]:
     """The report's tables (summary, seconds per stage, rows changed, queries, targets) and the targets."""
-    lines = ["| relations (size) | reached: relations / entities / chunks | documents (replicas) | full build s "
-             "(stages + HNSW) | unchanged s | add one s | change one s | delete one s | peak RSS MB, build / "
-             "incremental | PostgreSQL peak PSS MB, build / incremental | model calls |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| relations (size) | reached: relations / entities / chunks | documents (replicas) | full build s "
+        "(stages + HNSW) | unchanged s | add one s | change one s | delete one s | peak RSS MB, build / "
+        "incremental | PostgreSQL peak PSS MB, build / incremental | model calls |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in results:
         f, ops = r["full"], r["ops"]
         hnsw = f["seconds"].get("hnsw_build", 0.0)
@@ -78,37 +99,58 @@ def markdown(results: list[dict[str, Any]], lightrag_note: str | None) -> tuple[
             f"({r['replicas']}) | {f['total_s']:.1f} ({f['total_s'] - hnsw:.1f} + {hnsw:.1f}) | "
             + " | ".join(f"{ops[op]['total_s']:.2f}" for op in OPS)
             + f" | {_f(f['peak_rss_mb'])} / {_f(max(o['peak_rss_mb'] for o in ops.values()))} | "
-              f"{_f(f['postgres_peak_pss_mb'])} / {_f(pg_inc)} | {calls} |")
-    lines += ["", "Seconds per stage (full build: plus HNSW build and VACUUM ANALYZE):", "",
-              "| size | run | " + " | ".join(STAGES) + " | HNSW | vacuum | total |",
-              "|---|---|" + "---|" * (len(STAGES) + 3)]
+            f"{_f(f['postgres_peak_pss_mb'])} / {_f(pg_inc)} | {calls} |"
+        )
+    lines += [
+        "",
+        "Seconds per stage (full build: plus HNSW build and VACUUM ANALYZE):",
+        "",
+        "| size | run | " + " | ".join(STAGES) + " | HNSW | vacuum | total |",
+        "|---|---|" + "---|" * (len(STAGES) + 3),
+    ]
     for r in results:
         for name, run in [("full build", r["full"]), *((op, r["ops"][op]) for op in OPS)]:
             s = run["seconds"]
-            lines.append(f"| {r['size']:,} | {name} | " + " | ".join(_f(s.get(st), 2) for st in STAGES)
-                         + f" | {_f(s.get('hnsw_build'), 1)} | {_f(s.get('vacuum_analyze'), 1)} | {run['total_s']:.2f} |")
-    lines += ["", "Rows changed per incremental run (stage metadata keys matching `CHANGED_KEYS`):", "",
-              "| size | run | rows changed |", "|---|---|---|"]
+            lines.append(
+                f"| {r['size']:,} | {name} | "
+                + " | ".join(_f(s.get(st), 2) for st in STAGES)
+                + f" | {_f(s.get('hnsw_build'), 1)} | {_f(s.get('vacuum_analyze'), 1)} | {run['total_s']:.2f} |"
+            )
+    lines += [
+        "",
+        "Rows changed per incremental run (stage metadata keys matching `CHANGED_KEYS`):",
+        "",
+        "| size | run | rows changed |",
+        "|---|---|---|",
+    ]
     for r in results:
         for op in OPS:
             lines.append(f"| {r['size']:,} | {op} | {_changed(r['ops'][op])} |")
     queried = [r for r in results if r.get("query")]
     if queried:
-        lines += ["", "| size | system | mode | p50 / p95 ms | load s | peak RSS MB (query worker) |", "|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "| size | system | mode | p50 / p95 ms | load s | peak RSS MB (query worker) |",
+            "|---|---|---|---|---|---|",
+        ]
         for r in queried:
             q = r["query"]
             for system, by_mode in q["latency"].items():
                 load = q.get("lightrag_build", {}).get("build_s") if system == "lightrag" else None
                 for mode, e in by_mode.items():
-                    lines.append(f"| {r['size']:,} | {system} | {mode} | {_f(e.get('p50'))} / {_f(e.get('p95'))} | "
-                                 f"{_f(load, 0)} | {_f(q['peak_rss_mb'].get(system))} |")
+                    lines.append(
+                        f"| {r['size']:,} | {system} | {mode} | {_f(e.get('p50'))} / {_f(e.get('p95'))} | "
+                        f"{_f(load, 0)} | {_f(q['peak_rss_mb'].get(system))} |"
+                    )
     if lightrag_note:
         lines += ["", lightrag_note]
     met = targets(results)
     lines += ["", "| target (issue 15) | size | measured | limit | met |", "|---|---|---|---|---|"]
     for t in met.values():
         mark = "not run" if t["met"] is None else "✓" if t["met"] else "✗"
-        lines.append(f"| {t['what']} | {t['size']:,} | {_f(t['measured'], 2)} | {_f(t['limit'], 0)} | {mark} |")
+        lines.append(
+            f"| {t['what']} | {t['size']:,} | {_f(t['measured'], 2)} | {_f(t['limit'], 0)} | {mark} |"
+        )
     return "\n".join(lines), met
 
 
@@ -138,11 +180,15 @@ def plot(results: list[dict[str, Any]], path: Path, baseline: dict[str, Any] | N
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        return ("plot skipped: matplotlib is not installed in this venv "
-                "(.venv/bin/pip install -r evaluation/requirements-scale.txt)")
+        return (
+            "plot skipped: matplotlib is not installed in this venv "
+            "(.venv/bin/pip install -r evaluation/requirements-scale.txt)"
+        )
     matplotlib.rcParams["svg.hashsalt"] = "bench_scale"
     fig, ax = plt.subplots(figsize=(7.5, 5))
-    colours = dict(zip(("full build", *OPS), ("black", "tab:blue", "tab:green", "tab:orange", "tab:red"), strict=True))
+    colours = dict(
+        zip(("full build", *OPS), ("black", "tab:blue", "tab:green", "tab:orange", "tab:red"), strict=True)
+    )
     runs = [("", results, "-")] + ([("before: ", baseline["results"], "--")] if baseline else [])
     for label, res, style in runs:
         for name, (xs, ys) in _series(res).items():
@@ -150,11 +196,20 @@ def plot(results: list[dict[str, Any]], path: Path, baseline: dict[str, Any] | N
     from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
     reached_at = {r["size"]: float(r["full"]["relations"]) for r in results}
-    shown = [(reached_at[size], limit) for key, (size, _, limit) in TARGETS.items()
-             if size in reached_at and key.endswith(("_s_100k", "_s_1m"))]
+    shown = [
+        (reached_at[size], limit)
+        for key, (size, _, limit) in TARGETS.items()
+        if size in reached_at and key.endswith(("_s_100k", "_s_1m"))
+    ]
     if shown:
-        ax.plot(*zip(*shown, strict=True), "x", color="grey", markersize=9, linestyle="none",
-                label="targets (issue 15) at the sizes run")
+        ax.plot(
+            *zip(*shown, strict=True),
+            "x",
+            color="grey",
+            markersize=9,
+            linestyle="none",
+            label="targets (issue 15) at the sizes run",
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     reached = sorted({float(r["full"]["relations"]) for r in results})

@@ -102,9 +102,16 @@ class RunGuard:
 
     def report(self) -> dict[str, Any]:
         """The guard as JSON for a result file: reportable, the denominator, and every reason it is not."""
-        return {"benchmark": self.benchmark, "reportable": self.reportable, "items": self.items,
-                "scored": self.items - len(self.excluded), "excluded": dict(self.excluded),
-                "count_mismatches": {c: {"found": f, "expected": e} for c, (f, e) in self.count_mismatches.items()}}
+        return {
+            "benchmark": self.benchmark,
+            "reportable": self.reportable,
+            "items": self.items,
+            "scored": self.items - len(self.excluded),
+            "excluded": dict(self.excluded),
+            "count_mismatches": {
+                c: {"found": f, "expected": e} for c, (f, e) in self.count_mismatches.items()
+            },
+        }
 
     def summary(self) -> str:
         """One line: ``reportable`` or ``NOT reportable: …`` naming every excluded item and count mismatch."""
@@ -112,11 +119,15 @@ class RunGuard:
             return f"{self.benchmark}: reportable ({self.items} items)"
         parts = []
         if self.excluded:
-            parts.append(f"{len(self.excluded)} of {self.items} items excluded: "
-                         + ", ".join(f"{k} ({v})" for k, v in self.excluded.items()))
+            parts.append(
+                f"{len(self.excluded)} of {self.items} items excluded: "
+                + ", ".join(f"{k} ({v})" for k, v in self.excluded.items())
+            )
         if self.count_mismatches:
-            parts.append("document counts differ: " + ", ".join(
-                f"{c} has {f} of {e}" for c, (f, e) in self.count_mismatches.items()))
+            parts.append(
+                "document counts differ: "
+                + ", ".join(f"{c} has {f} of {e}" for c, (f, e) in self.count_mismatches.items())
+            )
         return f"{self.benchmark}: NOT reportable — " + "; ".join(parts)
 
 
@@ -130,17 +141,39 @@ def write_space_jsonl(documents: Iterable[Document], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as out:
         for d in documents:
-            out.write(json.dumps({**d.metadata, "doc_key": d.doc_key, "title": d.title, "text": d.text,
-                                  ORDER_FIELD: d.order}, ensure_ascii=False) + "\n")
+            out.write(
+                json.dumps(
+                    {
+                        **d.metadata,
+                        "doc_key": d.doc_key,
+                        "title": d.title,
+                        "text": d.text,
+                        ORDER_FIELD: d.order,
+                    },
+                    ensure_ascii=False,
+                )
+                + "\n"
+            )
     return path
 
 
 def space_spec(path: Path, *, metadata_fields: Sequence[str] = ()) -> dict[str, Any]:
     """The space of a :func:`write_space_jsonl` file, as ``pgrag.yaml`` declares one
     (:class:`pgrag_dag.config.SpaceSpec`): a JSONL source keyed by ``doc_key`` and ordered by ``order``."""
-    return {"sources": [{"path": str(path), "format": "jsonl", "key_field": "doc_key", "title_field": "title",
-                         "text_field": "text", "metadata_fields": [ORDER_FIELD, *metadata_fields]}],
-            "order": "metadata", "order_field": ORDER_FIELD}
+    return {
+        "sources": [
+            {
+                "path": str(path),
+                "format": "jsonl",
+                "key_field": "doc_key",
+                "title_field": "title",
+                "text_field": "text",
+                "metadata_fields": [ORDER_FIELD, *metadata_fields],
+            }
+        ],
+        "order": "metadata",
+        "order_field": ORDER_FIELD,
+    }
 
 
 # -- LongMemEval --------------------------------------------------------------------------------
@@ -172,20 +205,24 @@ class LongMemEvalInstance(BaseModel):
     answer_session_ids: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
-    def _aligned(self) -> "LongMemEvalInstance":
+    def _aligned(self) -> LongMemEvalInstance:
         n = len(self.haystack_sessions)
         if not n:
             raise ValueError("haystack_sessions is empty")
         if len(self.haystack_session_ids) != n or len(self.haystack_dates) != n:
-            raise ValueError(f"{n} haystack_sessions but {len(self.haystack_session_ids)} haystack_session_ids "
-                             f"and {len(self.haystack_dates)} haystack_dates")
+            raise ValueError(
+                f"{n} haystack_sessions but {len(self.haystack_session_ids)} haystack_session_ids "
+                f"and {len(self.haystack_dates)} haystack_dates"
+            )
         if len(set(self.haystack_session_ids)) != n:
             raise ValueError("haystack_session_ids repeat")
         for d in (*self.haystack_dates, self.question_date):
             try:
                 datetime.strptime(d, LME_DATE)
             except ValueError:
-                raise ValueError(f"date {d!r} is not in LongMemEval's format ('2023/05/20 (Sat) 02:21')") from None
+                raise ValueError(
+                    f"date {d!r} is not in LongMemEval's format ('2023/05/20 (Sat) 02:21')"
+                ) from None
         missing = set(self.answer_session_ids) - set(self.haystack_session_ids)
         if missing:
             raise ValueError(f"answer_session_ids {sorted(missing)} are not among the haystack sessions")
@@ -201,15 +238,26 @@ class LongMemEvalInstance(BaseModel):
         ``<question_id>/<session_id>``, title ``Session <id> (<date>)``, text the turns as ``role: content``
         lines; metadata ``session_id``, ``session_date`` (ISO), ``has_answer`` (the session is among
         ``answer_session_ids``)."""
-        dated = sorted(enumerate(zip(self.haystack_session_ids, self.haystack_dates, self.haystack_sessions)),
-                       key=lambda e: (datetime.strptime(e[1][1], LME_DATE), e[0]))
+        dated = sorted(
+            enumerate(zip(self.haystack_session_ids, self.haystack_dates, self.haystack_sessions)),
+            key=lambda e: (datetime.strptime(e[1][1], LME_DATE), e[0]),
+        )
         gold = set(self.answer_session_ids)
         width = len(str(len(dated)))
-        return [Document(f"{self.question_id}/{sid}", f"Session {sid} ({date})",
-                         "\n".join(f"{t.role}: {t.content}" for t in turns), str(pos).zfill(width),
-                         {"session_id": sid, "session_date": datetime.strptime(date, LME_DATE).isoformat(),
-                          "has_answer": sid in gold})
-                for pos, (_, (sid, date, turns)) in enumerate(dated)]
+        return [
+            Document(
+                f"{self.question_id}/{sid}",
+                f"Session {sid} ({date})",
+                "\n".join(f"{t.role}: {t.content}" for t in turns),
+                str(pos).zfill(width),
+                {
+                    "session_id": sid,
+                    "session_date": datetime.strptime(date, LME_DATE).isoformat(),
+                    "has_answer": sid in gold,
+                },
+            )
+            for pos, (_, (sid, date, turns)) in enumerate(dated)
+        ]
 
 
 def load_longmemeval(path: Path, *, strict: bool = True) -> tuple[list[LongMemEvalInstance], RunGuard]:
@@ -247,6 +295,7 @@ def load_longmemeval(path: Path, *, strict: bool = True) -> tuple[list[LongMemEv
 
 # -- ECT-QA -------------------------------------------------------------------------------------
 
+
 class EctTranscript(BaseModel):
     """One ECT-QA corpus line (module docstring); ``text`` is ``cleaned_content``, else ``raw_content``."""
 
@@ -260,7 +309,7 @@ class EctTranscript(BaseModel):
     raw_content: str | None = None
 
     @model_validator(mode="after")
-    def _has_text(self) -> "EctTranscript":
+    def _has_text(self) -> EctTranscript:
         if not (self.cleaned_content or "").strip() and not (self.raw_content or "").strip():
             raise ValueError("neither cleaned_content nor raw_content has text")
         return self
@@ -279,10 +328,18 @@ class EctTranscript(BaseModel):
         """The transcript as a document: doc_key :attr:`key`, title ``<company> <YYYY-Qn> earnings call``,
         order ``YYYY-Qn <stock_code>`` (chronological, companies side by side in a combined space)."""
         text = self.cleaned_content if (self.cleaned_content or "").strip() else self.raw_content
-        return Document(self.key, f"{self.company_name} {self.period} earnings call", text or "",
-                        f"{self.period} {self.stock_code}",
-                        {"company_name": self.company_name, "stock_code": self.stock_code, "sector": self.sector,
-                         "period": self.period})
+        return Document(
+            self.key,
+            f"{self.company_name} {self.period} earnings call",
+            text or "",
+            f"{self.period} {self.stock_code}",
+            {
+                "company_name": self.company_name,
+                "stock_code": self.stock_code,
+                "sector": self.sector,
+                "period": self.period,
+            },
+        )
 
 
 class EctEvidence(BaseModel):
@@ -310,7 +367,7 @@ class EctQuestion(BaseModel):
     evidence_list: list[EctEvidence]
 
     @model_validator(mode="after")
-    def _evidence(self) -> "EctQuestion":
+    def _evidence(self) -> EctQuestion:
         if self.answerable and not self.evidence_list:
             raise ValueError("an answerable question has an empty evidence_list")
         return self
@@ -318,10 +375,14 @@ class EctQuestion(BaseModel):
     @property
     def answerable(self) -> bool:
         """False when ``reasoning_type`` starts with ``unanswerable`` or the answer is ``unanswerable``."""
-        return not (self.reasoning_type.startswith("unanswerable") or self.answer.strip().lower() == "unanswerable")
+        return not (
+            self.reasoning_type.startswith("unanswerable") or self.answer.strip().lower() == "unanswerable"
+        )
 
     @property
-    def category(self) -> Literal["unanswerable", "cross-company", "single-time", "multi-time", "relative-time"]:
+    def category(
+        self,
+    ) -> Literal["unanswerable", "cross-company", "single-time", "multi-time", "relative-time"]:
         """Table 11's row: ``unanswerable``, ``cross-company`` (``multi-companies``), else the temporal shape."""
         if not self.answerable:
             return "unanswerable"
@@ -352,7 +413,9 @@ def _jsonl_lines(path: Path) -> list[tuple[int, str]]:
         raise BenchmarkFormatError(str(path), f"cannot be read ({exc})") from None
 
 
-def _ect_items(path: Path, model: type[BaseModel], *, strict: bool, guard: RunGuard, with_id: bool) -> list[Any]:
+def _ect_items(
+    path: Path, model: type[BaseModel], *, strict: bool, guard: RunGuard, with_id: bool
+) -> list[Any]:
     out = []
     for n, line in _jsonl_lines(path):
         item = f"{path.name.removesuffix('.gz').removesuffix('.jsonl')}:{n}"
@@ -407,8 +470,9 @@ def ectqa_spaces(transcripts: Sequence[EctTranscript], *, combined: str = "all")
     return spaces
 
 
-def check_company_counts(guard: RunGuard, counts: Mapping[str, int], *, expected: int = 16,
-                         needed: Iterable[str] = ()) -> RunGuard:
+def check_company_counts(
+    guard: RunGuard, counts: Mapping[str, int], *, expected: int = 16, needed: Iterable[str] = ()
+) -> RunGuard:
     """Check per-company document counts (stock code → documents found) against ``expected`` (16
     quarters each in the paper), and that every company in ``needed`` (the questions' companies) has
     documents at all. Each mismatch is recorded on ``guard`` (company → (found, expected)), which is then

@@ -36,8 +36,12 @@ REALM = "cmp"
 
 
 def _space(extra: dict[str, Any]) -> dict[str, Any]:
-    return {"order": "filename", "preset": "biography",
-            "sources": [{"path": str(REPO / "corpus" / "wikipedia"), "glob": "*.txt"}], **extra}
+    return {
+        "order": "filename",
+        "preset": "biography",
+        "sources": [{"path": str(REPO / "corpus" / "wikipedia"), "glob": "*.txt"}],
+        **extra,
+    }
 
 
 def _graph(engine: Any, space: str) -> tuple[set[str], set[frozenset[str]]]:
@@ -48,12 +52,24 @@ def _graph(engine: Any, space: str) -> tuple[set[str], set[frozenset[str]]]:
 
     s = sql.Identifier(schema_for(REALM))
     with engine.connect() as conn:
-        names = {n.lower() for (n,) in conn.execute(sql.SQL(
-            "SELECT name FROM {}.entities WHERE space = %s AND dormant_since IS NULL").format(s), (space,))}
-        pairs = {frozenset((a.lower(), b.lower())) for a, b in conn.execute(sql.SQL(
-            """SELECT a.name, b.name FROM {s}.relations r JOIN {s}.entities a ON a.id = r.source_id
+        names = {
+            n.lower()
+            for (n,) in conn.execute(
+                sql.SQL("SELECT name FROM {}.entities WHERE space = %s AND dormant_since IS NULL").format(s),
+                (space,),
+            )
+        }
+        pairs = {
+            frozenset((a.lower(), b.lower()))
+            for a, b in conn.execute(
+                sql.SQL(
+                    """SELECT a.name, b.name FROM {s}.relations r JOIN {s}.entities a ON a.id = r.source_id
                  JOIN {s}.entities b ON b.id = r.target_id
-                WHERE r.space = %s AND r.dormant_since IS NULL AND r.superseded_by IS NULL""").format(s=s), (space,))}
+                WHERE r.space = %s AND r.dormant_since IS NULL AND r.superseded_by IS NULL"""
+                ).format(s=s),
+                (space,),
+            )
+        }
     return names, pairs
 
 
@@ -61,8 +77,18 @@ def main() -> int:
     from pgrag_dag import Engine, index_documents, load_settings
 
     with tempfile.TemporaryDirectory() as tmp:
-        settings = load_settings(REPO / "pgrag.yaml", data_dir=Path(tmp) / "data", realms={REALM: {"spaces": {
-            "llm": _space({}), "offline": _space({"extractor": "cooccurrence", "reports": "extractive"})}}})
+        settings = load_settings(
+            REPO / "pgrag.yaml",
+            data_dir=Path(tmp) / "data",
+            realms={
+                REALM: {
+                    "spaces": {
+                        "llm": _space({}),
+                        "offline": _space({"extractor": "cooccurrence", "reports": "extractive"}),
+                    }
+                }
+            },
+        )
         engine = Engine.from_settings(settings)
         try:
             engine.import_cassettes()
@@ -73,10 +99,14 @@ def main() -> int:
                 quality = results["relations"].checks["graph_quality"][1]
                 spaces[space] = {
                     "chunks": results["chunks"].metadata["chunks"],
-                    "entities": quality["entities"], "relations": quality["relations"],
+                    "entities": quality["entities"],
+                    "relations": quality["relations"],
                     "distinct_predicates": quality["distinct_predicates"],
                     "orphan_entities": quality["orphan_entities"],
-                    "defects": {k: quality[k] for k in ("duplicate_edge_rows", "fragmented_short_form_vertices", "pronoun_entities")},
+                    "defects": {
+                        k: quality[k]
+                        for k in ("duplicate_edge_rows", "fragmented_short_form_vertices", "pronoun_entities")
+                    },
                     "communities": results["communities"].metadata["communities"],
                     "parent_topics": results["community_hierarchy"].metadata.get("parents", 0),
                     "report_writer": results["communities"].metadata["report_writer"],
@@ -105,7 +135,9 @@ def main() -> int:
     import json
 
     print(json.dumps(report, indent=2))
-    bi.write_results(HERE / "results" / "compare_offline_graph.json", "compare_offline_graph", "embedded", report)
+    bi.write_results(
+        HERE / "results" / "compare_offline_graph.json", "compare_offline_graph", "embedded", report
+    )
     return 0
 
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +29,20 @@ def git_revision(root: Path = ROOT) -> str:
     """The commit the code under ``root`` is at, with ``-dirty`` when tracked files differ from it, or
     ``"unknown"`` outside a git checkout."""
     try:
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=True, timeout=30).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, check=True, timeout=30).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
+        ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return head + ("-dirty" if dirty else "")
@@ -51,13 +61,18 @@ class Table:
 
     def markdown(self) -> str:
         """The table as GitHub Markdown, under a ``###`` heading."""
+
         def cell(v: Any) -> str:
             if isinstance(v, float):
                 return f"{v:.{self.digits}f}"
             return "" if v is None else str(v).replace("|", "\\|").replace("\n", " ")
 
-        lines = [f"### {self.title}", "", "| " + " | ".join(self.headers) + " |",
-                 "|" + "|".join("---" for _ in self.headers) + "|"]
+        lines = [
+            f"### {self.title}",
+            "",
+            "| " + " | ".join(self.headers) + " |",
+            "|" + "|".join("---" for _ in self.headers) + "|",
+        ]
         lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in self.rows]
         return "\n".join(lines + ([f"\n{self.note}"] if self.note else [])) + "\n"
 
@@ -88,22 +103,42 @@ class RunRecord:
 
     def as_dict(self) -> dict[str, Any]:
         """The record as JSON-able values (tables as lists, plots as paths relative to the result file)."""
-        return {"name": self.name, "reportable": self.reportable, "guard": self.guard.report() if self.guard else None,
-                "git_revision": self.git_revision, "started_at": self.started_at, "host": self.host,
-                "seconds": round(self.seconds, 3), "config": self.config, "models": self.models,
-                "results": self.results, "tables": [asdict(t) for t in self.tables],
-                "plots": [p.name for p in self.plots]}
+        return {
+            "name": self.name,
+            "reportable": self.reportable,
+            "guard": self.guard.report() if self.guard else None,
+            "git_revision": self.git_revision,
+            "started_at": self.started_at,
+            "host": self.host,
+            "seconds": round(self.seconds, 3),
+            "config": self.config,
+            "models": self.models,
+            "results": self.results,
+            "tables": [asdict(t) for t in self.tables],
+            "plots": [p.name for p in self.plots],
+        }
 
     def markdown(self) -> str:
         """The report: title, the reportable verdict (with what was excluded), revision and models, the tables
         and the plots (linked by file name, written beside the report)."""
-        head = [f"# {self.name}", "",
-                ("Reportable: yes (no item excluded)." if self.reportable
-                 else f"**Not reportable**: {self.guard.summary() if self.guard else ''}"), "",
-                f"Code revision `{self.git_revision}`, started {self.started_at} on {self.host}, "
-                f"{self.seconds:.1f} s.", ""]
+        head = [
+            f"# {self.name}",
+            "",
+            (
+                "Reportable: yes (no item excluded)."
+                if self.reportable
+                else f"**Not reportable**: {self.guard.summary() if self.guard else ''}"
+            ),
+            "",
+            f"Code revision `{self.git_revision}`, started {self.started_at} on {self.host}, "
+            f"{self.seconds:.1f} s.",
+            "",
+        ]
         if self.models:
-            head += ["Models: " + "; ".join(f"{role}: {_names(m)}" for role, m in self.models.items()) + ".", ""]
+            head += [
+                "Models: " + "; ".join(f"{role}: {_names(m)}" for role, m in self.models.items()) + ".",
+                "",
+            ]
         body = [t.markdown() for t in self.tables] + [f"![{p.stem}]({p.name})\n" for p in self.plots]
         return "\n".join(head) + "\n".join(body)
 
@@ -117,7 +152,7 @@ def timed_run(record: RunRecord) -> Iterator[RunRecord]:
     """Stamp ``record`` with the git revision, the start instant and host, and (when the block ends, also by
     an error) the seconds it took."""
     record.git_revision = record.git_revision or git_revision()
-    record.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    record.started_at = datetime.now(UTC).isoformat(timespec="seconds")
     record.host = f"{platform.node()} ({platform.machine()}, {platform.python_version()})"
     t0 = time.perf_counter()
     try:

@@ -61,12 +61,15 @@ def same_model(a: str, b: str) -> bool:
     return a.rsplit("/", 1)[-1].casefold() == b.rsplit("/", 1)[-1].casefold()
 
 
-def judge_clients(dsn: str, settings: LLMSettings, models: Sequence[str], *,
-                  spool_dir: Path | None = None) -> dict[str, ModelClient]:
+def judge_clients(
+    dsn: str, settings: LLMSettings, models: Sequence[str], *, spool_dir: Path | None = None
+) -> dict[str, ModelClient]:
     """One :class:`ModelClient` per judge model (name → client), each with ``settings`` (``api_base``,
     key, deadline, temperature, …) and a failover list of that one model — as
     :meth:`pgrag_dag.engine.Engine.client` builds the engine's. Close them when done."""
-    return {m: ModelClient(dsn, settings.model_copy(update={"models": [m]}), spool_dir=spool_dir) for m in models}
+    return {
+        m: ModelClient(dsn, settings.model_copy(update={"models": [m]}), spool_dir=spool_dir) for m in models
+    }
 
 
 def _json_object(judge: str, reply: str) -> dict[str, Any]:
@@ -126,8 +129,13 @@ def element_prompt(question: str, elements: Sequence[str], answer: str) -> Messa
     if not elements:
         raise ValueError("an element-wise judgement needs at least one gold element")
     ref = "\n".join(f"{i}. {e}" for i, e in enumerate(elements, 1))
-    return [{"role": "system", "content": ELEMENT_SYSTEM},
-            {"role": "user", "content": f"Question:\n{question}\n\nReference elements:\n{ref}\n\nAnswer:\n{answer}"}]
+    return [
+        {"role": "system", "content": ELEMENT_SYSTEM},
+        {
+            "role": "user",
+            "content": f"Question:\n{question}\n\nReference elements:\n{ref}\n\nAnswer:\n{answer}",
+        },
+    ]
 
 
 def parse_element_reply(judge: str, reply: str, elements: Sequence[str]) -> ElementVerdict:
@@ -144,7 +152,7 @@ def parse_element_reply(judge: str, reply: str, elements: Sequence[str]) -> Elem
     by_name = {lab.casefold(): lab for lab in LABELS}
     for i, row in enumerate(rows, 1):
         if not isinstance(row, dict) or row.get("index") != i:
-            raise JudgeReplyError(judge, f"entry {i} is not {{\"index\": {i}, ...}}", reply)
+            raise JudgeReplyError(judge, f'entry {i} is not {{"index": {i}, ...}}', reply)
         verdict = row.get("verdict")
         if not isinstance(verdict, str) or verdict.strip().casefold() not in by_name:
             raise JudgeReplyError(judge, f"entry {i} has verdict {verdict!r}", reply)
@@ -152,17 +160,23 @@ def parse_element_reply(judge: str, reply: str, elements: Sequence[str]) -> Elem
     return ElementVerdict(judge, tuple(elements), tuple(labels))
 
 
-def judge_elements(client: ModelClient, *, question: str, elements: Sequence[str], answer: str,
-                   judge: str | None = None) -> ElementVerdict:
+def judge_elements(
+    client: ModelClient, *, question: str, elements: Sequence[str], answer: str, judge: str | None = None
+) -> ElementVerdict:
     """Ask one judge model (``client``; ``judge`` its name, default the client's first model) for the
     element-wise verdict on ``answer``. Raises :class:`JudgeReplyError` on a malformed reply and the
     client's :class:`~pgrag_dag.errors.ModelError` family when the model cannot be reached."""
     name = judge or client.settings.models[0]
-    return _ask(client, name, element_prompt(question, elements, answer),
-                lambda j, text: parse_element_reply(j, text, elements))
+    return _ask(
+        client,
+        name,
+        element_prompt(question, elements, answer),
+        lambda j, text: parse_element_reply(j, text, elements),
+    )
 
 
 # -- majority panel -----------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class PanelVerdict(Generic[V]):
@@ -198,8 +212,13 @@ def tally(votes: Mapping[str, V], *, excluded: Sequence[str] = ()) -> PanelVerdi
     top = max(counts.values())
     tied = tuple(v for v in dict.fromkeys(votes.values()) if counts[v] == top)
     winner = tied[0] if len(tied) == 1 else None
-    return PanelVerdict(winner, tied if len(tied) > 1 else (), winner is not None and top * 2 > len(votes),
-                        dict(votes), tuple(excluded))
+    return PanelVerdict(
+        winner,
+        tied if len(tied) > 1 else (),
+        winner is not None and top * 2 > len(votes),
+        dict(votes),
+        tuple(excluded),
+    )
 
 
 def panel(judges: Sequence[str], *, answering_model: str, ask: Callable[[str], V]) -> PanelVerdict[V]:
@@ -208,25 +227,37 @@ def panel(judges: Sequence[str], *, answering_model: str, ask: Callable[[str], V
     :func:`tally`. Raises :class:`PanelError` when excluding the answering model leaves no judge."""
     keep, excluded = eligible_judges(judges, [answering_model])
     if not keep:
-        raise PanelError(f"no judge left for answers of {answering_model}: the panel {list(judges)} holds only "
-                         "the answering model, which may not grade itself", excluded)
+        raise PanelError(
+            f"no judge left for answers of {answering_model}: the panel {list(judges)} holds only "
+            "the answering model, which may not grade itself",
+            excluded,
+        )
     return tally({j: ask(j) for j in keep}, excluded=excluded)
 
 
-def panel_elements(clients: Mapping[str, ModelClient], *, answering_model: str, question: str,
-                   elements: Sequence[str], answer: str) -> list[PanelVerdict[Label]]:
+def panel_elements(
+    clients: Mapping[str, ModelClient],
+    *,
+    answering_model: str,
+    question: str,
+    elements: Sequence[str],
+    answer: str,
+) -> list[PanelVerdict[Label]]:
     """The element-wise judge asked of a panel (judge name → client): one :class:`PanelVerdict` per gold
     element, over the eligible judges' labels for it."""
     verdicts: dict[str, ElementVerdict] = {}
 
     def ask(judge: str) -> tuple[Label, ...]:
-        verdicts[judge] = judge_elements(clients[judge], question=question, elements=elements, answer=answer,
-                                         judge=judge)
+        verdicts[judge] = judge_elements(
+            clients[judge], question=question, elements=elements, answer=answer, judge=judge
+        )
         return verdicts[judge].labels
 
     whole = panel(list(clients), answering_model=answering_model, ask=ask)
-    return [tally({j: v.labels[i] for j, v in verdicts.items()}, excluded=whole.excluded)
-            for i in range(len(elements))]
+    return [
+        tally({j: v.labels[i] for j, v in verdicts.items()}, excluded=whole.excluded)
+        for i in range(len(elements))
+    ]
 
 
 # -- blind pairwise comparison with transposition -----------------------------------------------
@@ -279,8 +310,13 @@ class PairwiseReport:
 def pairwise_prompt(question: str, answer_a: str, answer_b: str) -> Messages:
     """The blind comparison prompt: the question and two answers labelled A and B, nothing about who or
     what produced them."""
-    return [{"role": "system", "content": PAIRWISE_SYSTEM},
-            {"role": "user", "content": f"Question:\n{question}\n\nAnswer A:\n{answer_a}\n\nAnswer B:\n{answer_b}"}]
+    return [
+        {"role": "system", "content": PAIRWISE_SYSTEM},
+        {
+            "role": "user",
+            "content": f"Question:\n{question}\n\nAnswer A:\n{answer_a}\n\nAnswer B:\n{answer_b}",
+        },
+    ]
 
 
 def parse_pairwise_reply(judge: str, reply: str) -> Literal["A", "B"]:
@@ -291,8 +327,14 @@ def parse_pairwise_reply(judge: str, reply: str) -> Literal["A", "B"]:
     return winner  # type: ignore[return-value]
 
 
-def transposed(question_id: str, judge: str, first: Literal["A", "B"], second: Literal["A", "B"],
-               x: Candidate, y: Candidate) -> PairwiseJudgement:
+def transposed(
+    question_id: str,
+    judge: str,
+    first: Literal["A", "B"],
+    second: Literal["A", "B"],
+    x: Candidate,
+    y: Candidate,
+) -> PairwiseJudgement:
     """Combine the two presentations (``x`` as A, then ``y`` as A): a win for the answer picked both times,
     else a position-determined tie."""
     pick1 = x if first == "A" else y
@@ -300,8 +342,9 @@ def transposed(question_id: str, judge: str, first: Literal["A", "B"], second: L
     return PairwiseJudgement(question_id, judge, first, second, pick1.setting if pick1 is pick2 else None)
 
 
-def compare_pairs(items: Sequence[tuple[str, str, Candidate, Candidate]],
-                  clients: Mapping[str, ModelClient]) -> PairwiseReport:
+def compare_pairs(
+    items: Sequence[tuple[str, str, Candidate, Candidate]], clients: Mapping[str, ModelClient]
+) -> PairwiseReport:
     """Blind transposed comparison of ``items`` — (question id, question, x, y) — by every judge of
     ``clients`` (name → client) that wrote neither answer. Raises :class:`PanelError` naming the question
     when no judge may grade a pair, and :class:`JudgeReplyError` on a malformed reply."""
@@ -309,13 +352,20 @@ def compare_pairs(items: Sequence[tuple[str, str, Candidate, Candidate]],
     for qid, question, x, y in items:
         keep, excluded = eligible_judges(list(clients), [x.model, y.model])
         if not keep:
-            raise PanelError(f"no judge may grade question {qid}: every judge wrote one of its answers "
-                             f"({x.model}, {y.model})", excluded)
+            raise PanelError(
+                f"no judge may grade question {qid}: every judge wrote one of its answers "
+                f"({x.model}, {y.model})",
+                excluded,
+            )
         if excluded:
             report.excluded[qid] = excluded
         for judge in keep:
-            first = _ask(clients[judge], judge, pairwise_prompt(question, x.text, y.text), parse_pairwise_reply)
-            second = _ask(clients[judge], judge, pairwise_prompt(question, y.text, x.text), parse_pairwise_reply)
+            first = _ask(
+                clients[judge], judge, pairwise_prompt(question, x.text, y.text), parse_pairwise_reply
+            )
+            second = _ask(
+                clients[judge], judge, pairwise_prompt(question, y.text, x.text), parse_pairwise_reply
+            )
             j = transposed(qid, judge, first, second, x, y)
             report.judgements.append(j)
             report.position_determined.setdefault(judge, 0)

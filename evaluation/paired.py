@@ -43,8 +43,17 @@ class PairedRow:
 
     def as_dict(self) -> dict[str, float | int | str]:
         """The row as JSON."""
-        return {"category": self.category, "n": self.n, "a": self.a, "b": self.b, "delta": self.delta,
-                "better": self.better, "worse": self.worse, "agreed": self.agreed, "cells": self.cells}
+        return {
+            "category": self.category,
+            "n": self.n,
+            "a": self.a,
+            "b": self.b,
+            "delta": self.delta,
+            "better": self.better,
+            "worse": self.worse,
+            "agreed": self.agreed,
+            "cells": self.cells,
+        }
 
 
 def _row(category: str, cells: Sequence[Cell], a: Mapping[Cell, float], b: Mapping[Cell, float]) -> PairedRow:
@@ -54,11 +63,22 @@ def _row(category: str, cells: Sequence[Cell], a: Mapping[Cell, float], b: Mappi
     moved = [sum(b[c] for c in cs) - sum(a[c] for c in cs) for cs in items.values()]
     mean_a = sum(a[c] for c in cells) / len(cells)
     mean_b = sum(b[c] for c in cells) / len(cells)
-    return PairedRow(category, len(items), mean_a, mean_b, mean_b - mean_a, sum(1 for m in moved if m > 1e-9),
-                     sum(1 for m in moved if m < -1e-9), sum(1 for c in cells if abs(a[c] - b[c]) <= 1e-9), len(cells))
+    return PairedRow(
+        category,
+        len(items),
+        mean_a,
+        mean_b,
+        mean_b - mean_a,
+        sum(1 for m in moved if m > 1e-9),
+        sum(1 for m in moved if m < -1e-9),
+        sum(1 for c in cells if abs(a[c] - b[c]) <= 1e-9),
+        len(cells),
+    )
 
 
-def paired_rows(a: Mapping[Cell, float], b: Mapping[Cell, float], categories: Mapping[str, str]) -> list[PairedRow]:
+def paired_rows(
+    a: Mapping[Cell, float], b: Mapping[Cell, float], categories: Mapping[str, str]
+) -> list[PairedRow]:
     """Per-category rows (largest delta first, ties by name), then ``overall``, over the cells in both ``a``
     and ``b`` (cell → score; ``categories``: item id → category). Empty when no cell is in both."""
     cells = sorted(set(a) & set(b))
@@ -83,8 +103,13 @@ class ReaderRow:
     by_category: Mapping[str, float]
 
 
-def reader_rows(scores: Mapping[Cell, float], refused: Mapping[Cell, bool], categories: Mapping[str, str],
-                answerable: Mapping[str, bool], readers: Sequence[str]) -> list[ReaderRow]:
+def reader_rows(
+    scores: Mapping[Cell, float],
+    refused: Mapping[Cell, bool],
+    categories: Mapping[str, str],
+    answerable: Mapping[str, bool],
+    readers: Sequence[str],
+) -> list[ReaderRow]:
     """One :class:`ReaderRow` per reader (in ``readers`` order) over its cells of ``scores``; ``refused``
     counts the cells of answerable items whose answer declined. A reader with no cell is left out."""
     out = []
@@ -95,9 +120,15 @@ def reader_rows(scores: Mapping[Cell, float], refused: Mapping[Cell, bool], cate
         by_cat: dict[str, list[float]] = defaultdict(list)
         for c in cells:
             by_cat[categories[c[0]]].append(scores[c])
-        out.append(ReaderRow(r, len(cells), sum(scores[c] for c in cells) / len(cells),
-                             sum(1 for c in cells if refused.get(c) and answerable[c[0]]),
-                             {k: sum(v) / len(v) for k, v in sorted(by_cat.items())}))
+        out.append(
+            ReaderRow(
+                r,
+                len(cells),
+                sum(scores[c] for c in cells) / len(cells),
+                sum(1 for c in cells if refused.get(c) and answerable[c[0]]),
+                {k: sum(v) / len(v) for k, v in sorted(by_cat.items())},
+            )
+        )
     return out
 
 
@@ -110,8 +141,13 @@ def union_over_readers(scores: Mapping[Cell, float], categories: Mapping[str, st
     by_cat: dict[str, list[float]] = defaultdict(list)
     for item, s in best.items():
         by_cat[categories[item]].append(s)
-    return ReaderRow("union over all", len(best), sum(best.values()) / len(best) if best else 0.0, 0,
-                     {k: sum(v) / len(v) for k, v in sorted(by_cat.items())})
+    return ReaderRow(
+        "union over all",
+        len(best),
+        sum(best.values()) / len(best) if best else 0.0,
+        0,
+        {k: sum(v) / len(v) for k, v in sorted(by_cat.items())},
+    )
 
 
 def unreached(scores: Mapping[Cell, float]) -> list[str]:

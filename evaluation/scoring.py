@@ -63,55 +63,91 @@ AssertedBy = Literal["answer_line", "emphasis", "superlative", "whole", "refusal
 
 _I = re.IGNORECASE
 _CITATION = re.compile(r"\[\s*\d+(?:\s*[,;–-]\s*\d+)*\s*\]")
-_MONTH = (r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|"
-          r"Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?")
-_DATES = [re.compile(p) for p in (
-    rf"\b{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?\b(?:,?\s+\d{{4}}\b)?",
-    rf"\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}(?:,?\s+\d{{4}}\b)?",
-    rf"\b{_MONTH},?\s+\d{{4}}\b",
-    r"\b\d{4}[-/]\d{1,2}[-/]\d{1,2}\b",
-    r"\b\d{1,2}/\d{1,2}/\d{2,4}\b",
-)]
-_OTHER_CHRONOLOGY = [re.compile(p, _I) for p in (
-    r"\b\d+(?:\.\d+)?[-\s](?:months?|weeks?|days?|years?|yrs?|quarters?)\b",
-    r"\b(?:10|8|20|6)-[KQF]\b",
-    r"\b\d+(?:st|nd|rd|th)\b",
-)]
+_MONTH = (
+    r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|"
+    r"Sep(?:t(?:ember)?)?|Oct(?:ober)?|Nov(?:ember)?|Dec(?:ember)?)\.?"
+)
+_DATES = [
+    re.compile(p)
+    for p in (
+        rf"\b{_MONTH}\s+\d{{1,2}}(?:st|nd|rd|th)?\b(?:,?\s+\d{{4}}\b)?",
+        rf"\b\d{{1,2}}(?:st|nd|rd|th)?\s+(?:of\s+)?{_MONTH}(?:,?\s+\d{{4}}\b)?",
+        rf"\b{_MONTH},?\s+\d{{4}}\b",
+        r"\b\d{4}[-/]\d{1,2}[-/]\d{1,2}\b",
+        r"\b\d{1,2}/\d{1,2}/\d{2,4}\b",
+    )
+]
+_OTHER_CHRONOLOGY = [
+    re.compile(p, _I)
+    for p in (
+        r"\b\d+(?:\.\d+)?[-\s](?:months?|weeks?|days?|years?|yrs?|quarters?)\b",
+        r"\b(?:10|8|20|6)-[KQF]\b",
+        r"\b\d+(?:st|nd|rd|th)\b",
+    )
+]
 _FY = r"(?:(?:fiscal|FY|CY|calendar)\s*(?:year\s+)?)"
 _YR4 = r"((?:19|20)\d{2})"
 _YR = rf"(?:{_YR4}|'(\d{{2}})|(?<=FY)(\d{{2}})|(?<=FY\s)(\d{{2}}))"
 _ORD = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4, "4th": 4}
 # (pattern, kind); kinds are read by _period_tokens. Earlier patterns win where they overlap.
-_PERIODS: list[tuple[re.Pattern[str], str]] = [(re.compile(p, _I), k) for p, k in (
-    (rf"\bQ([1-4])((?:\s*(?:,|and|&|or|/|-|–|to|through)\s*(?:and\s+)?Q[1-4])+)\s*(?:of\s+|in\s+)?{_FY}?{_YR}",
-     "qlist"),
-    (rf"\b{_FY}?{_YR4}(?:[-/_]|(?=Q))\s*(?:fiscal\s+)?Q([1-4])\b"  # not "Q4 2021-Q1 2022"
-     r"(?!\s*(?:19|20)\d{2}\b(?!\s*[-/_]?\s*Q[1-4]))", "yq"),
-    (rf"\bQ([1-4])\s*(?:[-/]\s*|of\s+|\s*)?{_FY}?{_YR}\b", "qy"),
-    (rf"\b([1-4])Q\s*(?:'?(\d{{2}})|{_YR4})\b", "nq"),
-    (rf"\b{_FY}?{_YR4}\s+(?:fiscal\s+)?Q([1-4])\b", "yq"),
-    (r"\b(first|second|third|fourth|1st|2nd|3rd|4th)[\s-]+(?:fiscal\s+)?quarter\b"
-     rf"(?:\s+(?:of\s+)?(?:the\s+)?{_FY}?{_YR4})?", "ordq"),
-    (rf"\b(?:H([12])|([12])H)\s*(?:'?(\d{{2}})\b|{_YR4})", "half"),
-    (rf"\b(first|second)\s+half\s+(?:of\s+)?(?:the\s+)?{_FY}?{_YR4}", "halfw"),
-    (r"\bQ([1-4])\b", "q"),
-    (r"\bFY\s*'?(\d{4}|\d{2})\b", "fy"),
-    (rf"\b(?:fiscal|calendar)\s+(?:year\s+)?{_YR4}\b", "year"),
-)]
+_PERIODS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(p, _I), k)
+    for p, k in (
+        (
+            rf"\bQ([1-4])((?:\s*(?:,|and|&|or|/|-|–|to|through)\s*(?:and\s+)?Q[1-4])+)\s*(?:of\s+|in\s+)?{_FY}?{_YR}",
+            "qlist",
+        ),
+        (
+            rf"\b{_FY}?{_YR4}(?:[-/_]|(?=Q))\s*(?:fiscal\s+)?Q([1-4])\b"  # not "Q4 2021-Q1 2022"
+            r"(?!\s*(?:19|20)\d{2}\b(?!\s*[-/_]?\s*Q[1-4]))",
+            "yq",
+        ),
+        (rf"\bQ([1-4])\s*(?:[-/]\s*|of\s+|\s*)?{_FY}?{_YR}\b", "qy"),
+        (rf"\b([1-4])Q\s*(?:'?(\d{{2}})|{_YR4})\b", "nq"),
+        (rf"\b{_FY}?{_YR4}\s+(?:fiscal\s+)?Q([1-4])\b", "yq"),
+        (
+            r"\b(first|second|third|fourth|1st|2nd|3rd|4th)[\s-]+(?:fiscal\s+)?quarter\b"
+            rf"(?:\s+(?:of\s+)?(?:the\s+)?{_FY}?{_YR4})?",
+            "ordq",
+        ),
+        (rf"\b(?:H([12])|([12])H)\s*(?:'?(\d{{2}})\b|{_YR4})", "half"),
+        (rf"\b(first|second)\s+half\s+(?:of\s+)?(?:the\s+)?{_FY}?{_YR4}", "halfw"),
+        (r"\bQ([1-4])\b", "q"),
+        (r"\bFY\s*'?(\d{4}|\d{2})\b", "fy"),
+        (rf"\b(?:fiscal|calendar)\s+(?:year\s+)?{_YR4}\b", "year"),
+    )
+]
 _NUMBER = re.compile(
     r"(?<![\w.])(?P<neg>[-−](?=[$€£¥]?\(?\d))?(?P<cur>US\$|[$€£¥])?\s?(?P<open>\()?"
     r"(?P<num>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?P<close>\))?"
     r"(?:\s*(?P<unit>%|percent\b|per\s+cent\b|pct\b|percentage\s+points?\b|basis\s+points?\b|bps\b|bp\b)"
     r"|\s*(?P<scale>thousand|million|billion|trillion|mn|mm|bn|tn)\b|(?P<letter>(?<=\d)[kKmMbB]\b))?"
-    r"(?![A-Za-z0-9])")
-_SCALES = {"thousand": 1e3, "k": 1e3, "million": 1e6, "mn": 1e6, "mm": 1e6, "m": 1e6, "billion": 1e9,
-           "bn": 1e9, "b": 1e9, "trillion": 1e12, "tn": 1e12}
-_SUPERLATIVE = re.compile(r"\b(?:highest|lowest|largest|smallest|greatest|least|most|biggest|strongest|weakest|"
-                          r"best|worst|peak(?:ed|s)?|maximum|minimum|record|top)\b", _I)
+    r"(?![A-Za-z0-9])"
+)
+_SCALES = {
+    "thousand": 1e3,
+    "k": 1e3,
+    "million": 1e6,
+    "mn": 1e6,
+    "mm": 1e6,
+    "m": 1e6,
+    "billion": 1e9,
+    "bn": 1e9,
+    "b": 1e9,
+    "trillion": 1e12,
+    "tn": 1e12,
+}
+_SUPERLATIVE = re.compile(
+    r"\b(?:highest|lowest|largest|smallest|greatest|least|most|biggest|strongest|weakest|"
+    r"best|worst|peak(?:ed|s)?|maximum|minimum|record|top)\b",
+    _I,
+)
 _CONSTRAINT = re.compile(
     r"\b(?:prior\s+to|before|after|since|until|till|through|thru|up\s+to|as\s+of|from|between|compared\s+(?:to|with)|"
     r"relative\s+to|versus|vs\.?|than|over|across|among|excluding|other\s+than|ahead\s+of|beyond|followed\s+by)"
-    r"\s+(?:the\s+)?(?:(?:end|start|beginning|close)\s+of\s+(?:the\s+)?)?(?:fiscal\s+)?(?:year\s+)?$", _I)
+    r"\s+(?:the\s+)?(?:(?:end|start|beginning|close)\s+of\s+(?:the\s+)?)?(?:fiscal\s+)?(?:year\s+)?$",
+    _I,
+)
 _CONTINUATION = re.compile(r"\s*(?:,\s*)?(?:and|to|through|until|till|-|–|—|&)\s*(?:the\s+)?$", _I)
 _ANSWER_LINE = re.compile(r"^[ \t>*_#-]*(?:final\s+)?answer[*_ \t]*[:：][*_ \t]*(.+)$", _I | re.MULTILINE)
 _EMPHASIS = re.compile(r"\*\*(.+?)\*\*|__(.+?)__", re.DOTALL)
@@ -127,7 +163,9 @@ _REFUSAL = re.compile(
     r"specify|state|cover|say|report|disclose|give)\b"
     r"|\bthere\s+(?:is|are|was|were)\s+no\s+(?:information|data|mention|record|figures?|details?|evidence)\b"
     r"|\bno\s+(?:information|data|figures?|details?)\s+(?:is\s+|are\s+|was\s+)?(?:available|provided|given|reported|disclosed)\b"
-    r"|\bI\s+(?:do\s+not|don't)\s+know\b", _I)
+    r"|\bI\s+(?:do\s+not|don't)\s+know\b",
+    _I,
+)
 
 
 @dataclass(frozen=True)
@@ -257,10 +295,21 @@ def _figure(m: re.Match[str], text: str) -> Figure:
     scale_word = (m["scale"] or m["letter"] or "").lower()
     scale = _SCALES.get(scale_word, 1.0)
     # accounting negatives only with a currency: "$(45)", "($45)"; a bare "(33.6)" is prose's parenthesis
-    accounting = m["cur"] is not None and bool(m["close"]) and (
-        bool(m["open"]) or (m.start() > 0 and text[m.start() - 1] == "("))
-    return Figure(m.group(0).strip().lstrip("("), written * scale, written, decimals, unit, bool(scale_word),
-                  m["cur"], bool(m["neg"]) or accounting)
+    accounting = (
+        m["cur"] is not None
+        and bool(m["close"])
+        and (bool(m["open"]) or (m.start() > 0 and text[m.start() - 1] == "("))
+    )
+    return Figure(
+        m.group(0).strip().lstrip("("),
+        written * scale,
+        written,
+        decimals,
+        unit,
+        bool(scale_word),
+        m["cur"],
+        bool(m["neg"]) or accounting,
+    )
 
 
 def extract(text: str) -> Extracted:
@@ -285,7 +334,13 @@ def extract(text: str) -> Extracted:
     figures: list[Figure] = []
     for m in _NUMBER.finditer(work):
         f = _figure(m, work)
-        if f.bare and not f.negative and f.decimals == 0 and "," not in m["num"] and 1900 <= f.written <= 2099:
+        if (
+            f.bare
+            and not f.negative
+            and f.decimals == 0
+            and "," not in m["num"]
+            and 1900 <= f.written <= 2099
+        ):
             hits.append(PeriodHit(m.start("num"), m.end("num"), (m["num"],)))
         else:
             figures.append(f)
@@ -293,9 +348,10 @@ def extract(text: str) -> Extracted:
     marked: list[PeriodHit] = []
     for i, h in enumerate(hits):
         prev_end = hits[i - 1].end if i else 0
-        before = text[max(prev_end, h.start - 60):h.start]
+        before = text[max(prev_end, h.start - 60) : h.start]
         constraint = bool(_CONSTRAINT.search(before)) or (
-            bool(marked) and marked[-1].constraint and bool(_CONTINUATION.fullmatch(text[prev_end:h.start])))
+            bool(marked) and marked[-1].constraint and bool(_CONTINUATION.fullmatch(text[prev_end : h.start]))
+        )
         marked.append(PeriodHit(h.start, h.end, h.tokens, constraint))
     return Extracted(tuple(figures), tuple(marked))
 
@@ -316,7 +372,7 @@ def figures_match(a: Figure, b: Figure) -> bool:
     if a.kind is not None and b.kind is not None and a.kind != b.kind:
         return False
     coarse = a if a.decimals <= b.decimals else b  # rounding allowance: half a unit of its last decimal
-    half = 0.5 * 10.0 ** -coarse.decimals if coarse.decimals else 0.0
+    half = 0.5 * 10.0**-coarse.decimals if coarse.decimals else 0.0
     if _close(a.value, b.value, half * (coarse.value / coarse.written if coarse.written else 1.0)):
         return True
     return (not a.scaled or not b.scaled) and _close(a.written, b.written, half)
@@ -339,13 +395,18 @@ def _max_matching(n_gold: int, n_ans: int, ok: list[list[bool]]) -> tuple[int, l
     return size, owner
 
 
-def _f1(gold: Sequence[T], answer: Sequence[T], same: Callable[[T, T], bool]) -> tuple[float, float, float, int]:
+def _f1(
+    gold: Sequence[T], answer: Sequence[T], same: Callable[[T, T], bool]
+) -> tuple[float, float, float, int]:
     """(precision, recall, F1, matches) of a maximum one-to-one matching of ``answer`` to ``gold``."""
     ok = [[same(g, a) for a in answer] for g in gold]
     size, owner = _max_matching(len(gold), len(answer), ok)
     # an unmatched answer item that repeats a matched gold item is a repetition, not a wrong assertion
-    repeats = sum(1 for a in range(len(answer)) if owner[a] < 0
-                  and any(ok[g][a] and g in owner for g in range(len(gold))))
+    repeats = sum(
+        1
+        for a in range(len(answer))
+        if owner[a] < 0 and any(ok[g][a] and g in owner for g in range(len(gold)))
+    )
     denom = len(answer) - repeats
     p = size / denom if denom else 0.0
     r = size / len(gold) if gold else 0.0
@@ -407,8 +468,9 @@ def score_strict(answer: str, gold: str, *, answerable: bool | None = None) -> S
         how, figs = asserted_figures(answer)
         gfigs = list(gold_found.figures)
         p, r, f, n = _f1(gfigs, figs, figures_match)
-        return StrictScore("figures", p, r, f, refused, how, tuple(x.text for x in figs),
-                           tuple(x.text for x in gfigs), n)
+        return StrictScore(
+            "figures", p, r, f, refused, how, tuple(x.text for x in figs), tuple(x.text for x in gfigs), n
+        )
     gold_periods = gold_found.period_tokens()
     if gold_periods:
         how, tokens = asserted_periods(answer, single=len(set(gold_periods)) == 1)

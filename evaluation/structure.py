@@ -63,11 +63,17 @@ class Arm:
 
 DEMO_ARMS = (
     Arm("as recorded", note="biography vocabulary (prompt and snapping), gleaning 1, default gates"),
-    Arm("no gleaning", {"extraction": {"gleaning_passes": 0}},
+    Arm(
+        "no gleaning",
+        {"extraction": {"gleaning_passes": 0}},
         note="first passes only; a document's chunks are extracted in rounds of extraction.batch_size (8), each "
-             "prompt listing the names earlier rounds yielded, gleaned ones included: only first rounds replay"),
-    Arm("no snapping", graph={"space": {"preset": None}},
-        note="prompt with the vocabulary, predicates not snapped onto it"),
+        "prompt listing the names earlier rounds yielded, gleaned ones included: only first rounds replay",
+    ),
+    Arm(
+        "no snapping",
+        graph={"space": {"preset": None}},
+        note="prompt with the vocabulary, predicates not snapped onto it",
+    ),
     Arm("possessive gate", {"gates": {"possessive_gate": True}}, note="gate variation"),
     Arm("confidence ≥ 0.8", {"gates": {"confidence_floor": 0.8}}, note="gate variation"),
     Arm("no vocabulary", {"space": {"preset": None}}, note="the prompt changes: needs a live model"),
@@ -97,8 +103,17 @@ def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def arm_settings(config: Path, base: Any, spec: Any, space: str, fragments: Sequence[dict[str, Any]], *, dsn: str,
-                 extraction_model: str | None, embedding_model: str) -> Any:
+def arm_settings(
+    config: Path,
+    base: Any,
+    spec: Any,
+    space: str,
+    fragments: Sequence[dict[str, Any]],
+    *,
+    dsn: str,
+    extraction_model: str | None,
+    embedding_model: str,
+) -> Any:
     """The settings of one arm's space: ``base`` settings (read from ``config``) and space ``spec`` with each
     fragment merged in order, realm :data:`REALM` holding space ``space`` only. Raises
     :class:`~pgrag_dag.errors.ConfigurationError` for an invalid fragment."""
@@ -113,44 +128,58 @@ def arm_settings(config: Path, base: Any, spec: Any, space: str, fragments: Sequ
             else:
                 current = over.get(key, getattr(base, key))
                 current = current.model_dump() if hasattr(current, "model_dump") else current
-                over[key] = _merge(current, value) if isinstance(value, dict) and isinstance(current, dict) else value
+                over[key] = (
+                    _merge(current, value) if isinstance(value, dict) and isinstance(current, dict) else value
+                )
     if extraction_model:
         over["llm"] = _merge(over.get("llm", base.llm.model_dump()), {"models": [extraction_model]})
-    over.setdefault("embedding", {"model": embedding_model, "dim": 384} if embedding_model else base.embedding.model_dump())
+    over.setdefault(
+        "embedding",
+        {"model": embedding_model, "dim": 384} if embedding_model else base.embedding.model_dump(),
+    )
     realms = {REALM: RealmSpec(spaces={space: SpaceSpec.model_validate(space_fields)})}
     cassettes = [p if p.is_absolute() else (config.parent / p).resolve() for p in base.cassettes]
-    return load_settings(config, database_url=dsn, config_dir=base.config_dir, realms=realms, cassettes=cassettes,
-                         **over)
+    return load_settings(
+        config, database_url=dsn, config_dir=base.config_dir, realms=realms, cassettes=cassettes, **over
+    )
 
 
 def source_chars(settings: Any, realm: str, space: str) -> int:
     """Characters of the space's source files as read (UTF-8 text; a JSONL file counts whole)."""
     from pgrag_dag.ingest.sources import list_source_files
 
-    return sum(len(p.read_text(encoding="utf-8-sig", errors="replace"))
-               for p in list_source_files(settings, settings.space_spec(realm, space)))
+    return sum(
+        len(p.read_text(encoding="utf-8-sig", errors="replace"))
+        for p in list_source_files(settings, settings.space_spec(realm, space))
+    )
 
 
 def build_arm(make: Any, arm: Arm, space: str) -> dict[str, Any]:
     """Index one arm (``make(fragments)`` → an Engine) through the eight stages; returns ``status`` and the
     stages' metadata. A replay miss on every first pass stops the arm (``status: needs a live model``)."""
-    from pgrag_dag.pipeline.community_stages import stage_communities, stage_community_hierarchy
     from pgrag_dag.errors import ExtractionError, ModelError
     from pgrag_dag.pipeline import (
         stage_chunks,
         stage_embeddings,
-        stage_raw_extractions,
         stage_gated_triples,
+        stage_raw_extractions,
         stage_relations,
         stage_resolved_entities,
     )
+    from pgrag_dag.pipeline.community_stages import stage_communities, stage_community_hierarchy
 
     first, after = make([arm.settings]), make([arm.settings, arm.graph])
     meta: dict[str, Any] = {}
     out: dict[str, Any] = {"status": "built", "meta": meta, "engines": [first, after]}
     try:
-        for stage, engine in ((stage_chunks, first), (stage_raw_extractions, first), (stage_gated_triples, after),
-                              (stage_resolved_entities, after), (stage_relations, after), (stage_embeddings, after)):
+        for stage, engine in (
+            (stage_chunks, first),
+            (stage_raw_extractions, first),
+            (stage_gated_triples, after),
+            (stage_resolved_entities, after),
+            (stage_relations, after),
+            (stage_embeddings, after),
+        ):
             meta[stage.__name__.removeprefix("stage_")] = stage(engine, REALM, space).metadata
     except ExtractionError as exc:
         out["status"] = "needs a live model" if "never recorded" in str(exc) else f"extraction failed: {exc}"
@@ -167,8 +196,10 @@ def build_arm(make: Any, arm: Arm, space: str) -> dict[str, Any]:
         extractive = make([arm.settings, arm.graph, {"space": {"reports": "extractive"}}])
         out["engines"].append(extractive)
         meta["communities_extractive"] = stage_communities(extractive, REALM, space).metadata
-        out["reports"] = (f"{model_written} of {meta['communities_extractive']['communities']} reports replayed; "
-                          "partition rebuilt with extractive reports")
+        out["reports"] = (
+            f"{model_written} of {meta['communities_extractive']['communities']} reports replayed; "
+            "partition rebuilt with extractive reports"
+        )
     meta["community_hierarchy"] = stage_community_hierarchy(out["engines"][-1], REALM, space).metadata
     return out
 
@@ -194,34 +225,54 @@ def measure(engine: Any, space: str, vocabulary: Any, chars: int, built: dict[st
     m["chunks_indexed"] = meta["chunks"]["chunks"] - raw["chunks_failed"]
     m["gleaning_failures"] = raw["gleaning_failures"]
     if "report_ratings" in built:  # the model-written reports, before the extractive rebuild
-        m["report_ratings"], m["rating_spread"] = built["report_ratings"], _spread(built["report_ratings"], built)
+        m["report_ratings"], m["rating_spread"] = (
+            built["report_ratings"],
+            _spread(built["report_ratings"], built),
+        )
     return m
 
 
 def _spread(ratings: list[float], built: dict[str, Any]) -> str:
     from evaluation.structure_metrics import rating_spread
 
-    return f"{rating_spread(ratings)} over {built['reports']}" if ratings else f"no report replayed ({built['reports']})"
+    return (
+        f"{rating_spread(ratings)} over {built['reports']}"
+        if ratings
+        else f"no report replayed ({built['reports']})"
+    )
 
 
-ROWS_6 = (("Chunks indexed", lambda m: f"{m['chunks_indexed']}/{m['chunks']}"),
-          ("Entities", "entities"), ("Relations", "relations"), ("Distinct predicates", "distinct_predicates"),
-          ("Relations on a vocabulary predicate", lambda m: _pct(m["vocabulary_predicate_share"])),
-          ("Orphan entities (no relations)", "orphan_entities"), ("Duplicate edge rows", "duplicate_edge_rows"),
-          ("Fragmented short-form vertices (declared aliases)", "fragmented_short_form_vertices"),
-          ("Fragmented short-form vertices (graph)", "fragmented_graph_vertices"),
-          ("Pronoun entities", "pronoun_entities"))
-ROWS_7 = (("Entities carrying aliases", "entities_with_aliases"), ("Negated relations captured", "negated_relations"),
-          ("Corroborated (weight > 1)", lambda m: f"{m['corroborated_relations']} ({_pct(m['corroborated_share'])})"),
-          ("Single-use predicates", lambda m: _pct(m["single_use_predicate_share"])),
-          ("Commonest predicates", lambda m: ", ".join(m["top_predicates"])),
-          ("Level-0 communities", "communities"),
-          ("Largest community share", lambda m: _pct(m["largest_community_share"])),
-          ("Community rating spread", "rating_spread"))
-ROWS_88 = (("Source characters", lambda m: f"{m['chars']:,}"),
-           ("Entities per 10k characters", lambda m: f"{m['entities_per_10k_chars']:.1f}"),
-           ("Relations per 10k characters", lambda m: f"{m['relations_per_10k_chars']:.1f}"),
-           ("Distinct edge labels ÷ relations", lambda m: _pct(m["labels_per_relation"])))
+ROWS_6 = (
+    ("Chunks indexed", lambda m: f"{m['chunks_indexed']}/{m['chunks']}"),
+    ("Entities", "entities"),
+    ("Relations", "relations"),
+    ("Distinct predicates", "distinct_predicates"),
+    ("Relations on a vocabulary predicate", lambda m: _pct(m["vocabulary_predicate_share"])),
+    ("Orphan entities (no relations)", "orphan_entities"),
+    ("Duplicate edge rows", "duplicate_edge_rows"),
+    ("Fragmented short-form vertices (declared aliases)", "fragmented_short_form_vertices"),
+    ("Fragmented short-form vertices (graph)", "fragmented_graph_vertices"),
+    ("Pronoun entities", "pronoun_entities"),
+)
+ROWS_7 = (
+    ("Entities carrying aliases", "entities_with_aliases"),
+    ("Negated relations captured", "negated_relations"),
+    (
+        "Corroborated (weight > 1)",
+        lambda m: f"{m['corroborated_relations']} ({_pct(m['corroborated_share'])})",
+    ),
+    ("Single-use predicates", lambda m: _pct(m["single_use_predicate_share"])),
+    ("Commonest predicates", lambda m: ", ".join(m["top_predicates"])),
+    ("Level-0 communities", "communities"),
+    ("Largest community share", lambda m: _pct(m["largest_community_share"])),
+    ("Community rating spread", "rating_spread"),
+)
+ROWS_88 = (
+    ("Source characters", lambda m: f"{m['chars']:,}"),
+    ("Entities per 10k characters", lambda m: f"{m['entities_per_10k_chars']:.1f}"),
+    ("Relations per 10k characters", lambda m: f"{m['relations_per_10k_chars']:.1f}"),
+    ("Distinct edge labels ÷ relations", lambda m: _pct(m["labels_per_relation"])),
+)
 
 
 def _pct(v: float | None) -> str:
@@ -230,27 +281,50 @@ def _pct(v: float | None) -> str:
 
 def tables(arms: Sequence[Arm], results: dict[str, Any], vocabulary_note: str) -> list[Table]:
     """Table 6, Table 7 and the §8.8 rows, one column per arm (an arm that could not be built shows its status)."""
+
     def table(title: str, rows: Any, note: str = "") -> Table:
         body = []
         for label, get in rows:
             cells = []
             for arm in arms:
                 m = results[arm.name].get("metrics")
-                cells.append(results[arm.name]["status"] if m is None else (get(m) if callable(get) else m[get]))
+                cells.append(
+                    results[arm.name]["status"] if m is None else (get(m) if callable(get) else m[get])
+                )
             body.append([label, *cells])
         return Table(title, ["", *[a.name for a in arms]], body, note=note)
 
-    status = Table("Arms", ["arm", "configuration", "status", "model calls", "replayed responses", "note"],
-                   [[a.name, _describe(a), results[a.name]["status"], results[a.name].get("model_calls"),
-                     results[a.name].get("cache_hits"), a.note] for a in arms])
-    return [status,
-            table("Table 6: effect of each mechanism", ROWS_6,
-                  f"Vocabulary share against {vocabulary_note} for every arm. Fragmented (declared aliases): named by a "
-                  "form another vertex declares as an alias (the graph_quality check); (graph): a one-word vertex equal "
-                  "to the first or last word of exactly one longer Person vertex mentioned in a shared document."),
-            table("Table 7: extraction-model and report measures", ROWS_7,
-                  "Largest community share: the largest level-0 community's members ÷ live entities (§8.15)."),
-            table("§8.8: density and edge labelling", ROWS_88)]
+    status = Table(
+        "Arms",
+        ["arm", "configuration", "status", "model calls", "replayed responses", "note"],
+        [
+            [
+                a.name,
+                _describe(a),
+                results[a.name]["status"],
+                results[a.name].get("model_calls"),
+                results[a.name].get("cache_hits"),
+                a.note,
+            ]
+            for a in arms
+        ],
+    )
+    return [
+        status,
+        table(
+            "Table 6: effect of each mechanism",
+            ROWS_6,
+            f"Vocabulary share against {vocabulary_note} for every arm. Fragmented (declared aliases): named by a "
+            "form another vertex declares as an alias (the graph_quality check); (graph): a one-word vertex equal "
+            "to the first or last word of exactly one longer Person vertex mentioned in a shared document.",
+        ),
+        table(
+            "Table 7: extraction-model and report measures",
+            ROWS_7,
+            "Largest community share: the largest level-0 community's members ÷ live entities (§8.15).",
+        ),
+        table("§8.8: density and edge labelling", ROWS_88),
+    ]
 
 
 def _describe(arm: Arm) -> str:
@@ -270,17 +344,30 @@ def plot(arms: Sequence[Arm], results: dict[str, Any], path: Path) -> Path | Non
     if plt is None:
         return None
     built = [a for a in arms if results[a.name].get("metrics")]
-    panels = ((("entities", "entities"), ("relations", "relations"), ("distinct_predicates", "distinct predicates"),
-               ("orphan_entities", "orphans"), ("entities_with_aliases", "with aliases")),
-              (("vocabulary_predicate_share", "on vocabulary"), ("single_use_predicate_share", "single-use predicates"),
-               ("corroborated_share", "weight > 1"), ("largest_community_share", "largest community")))
+    panels = (
+        (
+            ("entities", "entities"),
+            ("relations", "relations"),
+            ("distinct_predicates", "distinct predicates"),
+            ("orphan_entities", "orphans"),
+            ("entities_with_aliases", "with aliases"),
+        ),
+        (
+            ("vocabulary_predicate_share", "on vocabulary"),
+            ("single_use_predicate_share", "single-use predicates"),
+            ("corroborated_share", "weight > 1"),
+            ("largest_community_share", "largest community"),
+        ),
+    )
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
     for ax, metrics in zip(axes, panels):
         x = np.arange(len(metrics))
         width = 0.8 / max(len(built), 1)
         for i, arm in enumerate(built):
             m = results[arm.name]["metrics"]
-            ax.bar(x + (i - (len(built) - 1) / 2) * width, [m[k] or 0 for k, _ in metrics], width, label=arm.name)
+            ax.bar(
+                x + (i - (len(built) - 1) / 2) * width, [m[k] or 0 for k, _ in metrics], width, label=arm.name
+            )
         ax.set_xticks(x, [label for _, label in metrics], fontsize=8)
         ax.grid(axis="y", alpha=0.3)
     axes[0].set_title("counts")
@@ -290,28 +377,45 @@ def plot(arms: Sequence[Arm], results: dict[str, Any], path: Path) -> Path | Non
     return plots.save(fig, path, title="Structure of the graph per arm (Table 6, Table 7, §8.15)")
 
 
-def run(arms: Sequence[Arm], *, dsn: str, out_dir: Path, config: Path = ROOT / "pgrag.yaml", space: str = "wiki.demo",
-        source_root: Path | None = None, extraction_model: str | None = None,
-        embedding_model: str = "hashing-sha256", name: str = "structure_demo") -> RunRecord:
+def run(
+    arms: Sequence[Arm],
+    *,
+    dsn: str,
+    out_dir: Path,
+    config: Path = ROOT / "pgrag.yaml",
+    space: str = "wiki.demo",
+    source_root: Path | None = None,
+    extraction_model: str | None = None,
+    embedding_model: str = "hashing-sha256",
+    name: str = "structure_demo",
+) -> RunRecord:
     """Build every arm of the base space ``space`` (``realm.space`` of ``config``; its sources read under
     ``source_root`` instead of the configuration's folder when given) in a fresh realm :data:`REALM` of
     ``dsn``, measure each and write the run under ``out_dir``; returns the record. The embedder (default
     hashing: no structural metric reads a vector) is the realm's."""
+    from evaluation.bench_index import fresh_realm
     from pgrag_dag.config import load_settings
     from pgrag_dag.engine import Engine
-
-    from evaluation.bench_index import fresh_realm
 
     base_realm, _, base_space = space.partition(".")
     base = load_settings(config, database_url=dsn, **({"config_dir": source_root} if source_root else {}))
     spec = base.space_spec(base_realm, base_space)
     reference = spec.vocabulary_model()
-    vocabulary_note = (f"the {spec.preset} vocabulary ({len(reference.terms)} terms)" if spec.preset
-                       else f"the base space's vocabulary ({len(reference.terms)} terms)")
-    record = RunRecord(name, config={"base": {"config": str(config), "space": space, "source_root": str(source_root or "")},
-                                     "arms": {a.name: {"settings": a.settings, "graph": a.graph, "note": a.note} for a in arms},
-                                     "reference_vocabulary": list(reference.terms), "realm": REALM},
-                       models={"extraction": extraction_model or base.llm.models, "embedding": embedding_model})
+    vocabulary_note = (
+        f"the {spec.preset} vocabulary ({len(reference.terms)} terms)"
+        if spec.preset
+        else f"the base space's vocabulary ({len(reference.terms)} terms)"
+    )
+    record = RunRecord(
+        name,
+        config={
+            "base": {"config": str(config), "space": space, "source_root": str(source_root or "")},
+            "arms": {a.name: {"settings": a.settings, "graph": a.graph, "note": a.note} for a in arms},
+            "reference_vocabulary": list(reference.terms),
+            "realm": REALM,
+        },
+        models={"extraction": extraction_model or base.llm.models, "embedding": embedding_model},
+    )
     results: dict[str, Any] = {}
     with timed_run(record):
         fresh_realm(dsn, REALM)
@@ -321,9 +425,18 @@ def run(arms: Sequence[Arm], *, dsn: str, out_dir: Path, config: Path = ROOT / "
                 arm_space = f"arm{i + 1}_" + re.sub(r"[^a-z0-9]+", "_", arm.name.lower()).strip("_")
 
                 def make(fragments: Sequence[dict[str, Any]], arm_space: str = arm_space) -> Any:
-                    engine = Engine.from_settings(arm_settings(config, base, spec, arm_space, fragments, dsn=dsn,
-                                                               extraction_model=extraction_model,
-                                                               embedding_model=embedding_model))
+                    engine = Engine.from_settings(
+                        arm_settings(
+                            config,
+                            base,
+                            spec,
+                            arm_space,
+                            fragments,
+                            dsn=dsn,
+                            extraction_model=extraction_model,
+                            embedding_model=embedding_model,
+                        )
+                    )
                     engines.append(engine)
                     return engine
 
@@ -331,9 +444,13 @@ def run(arms: Sequence[Arm], *, dsn: str, out_dir: Path, config: Path = ROOT / "
                     make([]).import_cassettes()
                 built = build_arm(make, arm, arm_space)
                 usage = [e.usage() for e in built["engines"]]
-                res = results[arm.name] = {"space": arm_space, "status": built["status"], "stages": built["meta"],
-                                           "model_calls": sum(u["model_calls"] for u in usage),
-                                           "cache_hits": sum(u["cache_hits"] for u in usage)}
+                res = results[arm.name] = {
+                    "space": arm_space,
+                    "status": built["status"],
+                    "stages": built["meta"],
+                    "model_calls": sum(u["model_calls"] for u in usage),
+                    "cache_hits": sum(u["cache_hits"] for u in usage),
+                }
                 if "error" in built:
                     res["error"] = built["error"]
                 if built["status"] == "built":
@@ -356,23 +473,46 @@ def main(argv: Sequence[str] | None = None) -> int:
     from evaluation.bench_index import Database
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--arm", action="append", default=[], metavar="NAME=YAML",
-                    help="an arm (repeatable); default the demo's arms (DEMO_ARMS)")
-    ap.add_argument("--config", type=Path, default=ROOT / "pgrag.yaml", help="the base configuration (default pgrag.yaml)")
+    ap.add_argument(
+        "--arm",
+        action="append",
+        default=[],
+        metavar="NAME=YAML",
+        help="an arm (repeatable); default the demo's arms (DEMO_ARMS)",
+    )
+    ap.add_argument(
+        "--config", type=Path, default=ROOT / "pgrag.yaml", help="the base configuration (default pgrag.yaml)"
+    )
     ap.add_argument("--space", default="wiki.demo", help="the base realm.space (default wiki.demo)")
-    ap.add_argument("--extraction-model", help="a litellm model name for extraction and reports (default: the base's "
-                    "llm.models, replay for the demo)")
-    ap.add_argument("--embedding-model", default="hashing-sha256", help="the realm's embedder (default hashing-sha256)")
+    ap.add_argument(
+        "--extraction-model",
+        help="a litellm model name for extraction and reports (default: the base's "
+        "llm.models, replay for the demo)",
+    )
+    ap.add_argument(
+        "--embedding-model", default="hashing-sha256", help="the realm's embedder (default hashing-sha256)"
+    )
     ap.add_argument("--name", default="structure_demo", help="the run's name (file stem)")
     ap.add_argument("--out", type=Path, default=RESULTS, help="directory for the JSON, Markdown and PNG")
-    ap.add_argument("--data-dir", type=Path, help="embedded PostgreSQL data dir (kept); default a temporary one; "
-                    "PGRAG_DATABASE_URL wins")
+    ap.add_argument(
+        "--data-dir",
+        type=Path,
+        help="embedded PostgreSQL data dir (kept); default a temporary one; PGRAG_DATABASE_URL wins",
+    )
     args = ap.parse_args(argv)
     arms = [parse_arm(a) for a in args.arm] or list(DEMO_ARMS)
     database = Database(args.data_dir)
     try:
-        record = run(arms, dsn=database.dsn, out_dir=args.out, config=args.config, space=args.space,
-                     extraction_model=args.extraction_model, embedding_model=args.embedding_model, name=args.name)
+        record = run(
+            arms,
+            dsn=database.dsn,
+            out_dir=args.out,
+            config=args.config,
+            space=args.space,
+            extraction_model=args.extraction_model,
+            embedding_model=args.embedding_model,
+            name=args.name,
+        )
     finally:
         database.close()
     print(record.markdown())

@@ -32,8 +32,8 @@ from typing import Any
 import polars as pl
 import psycopg
 
-from pgrag_dag.gate_rules import identity_key
 from pgrag_dag.extract.cooccurrence import CONNECTORS, HONORIFICS, ORG_WORDS
+from pgrag_dag.gate_rules import identity_key
 from pgrag_dag.graph.quality import EXAMPLES, measure_quality
 from pgrag_dag.store import communities as community_store
 from pgrag_dag.store import export, graph
@@ -42,8 +42,11 @@ from pgrag_dag.vocabulary import Vocabulary
 
 def _person_like(words: list[str]) -> bool:
     """2–4 words, each capitalised, none a connector or an organisation word."""
-    return (2 <= len(words) <= 4 and all(w[:1].isupper() for w in words)
-            and not any(w.lower() in CONNECTORS or w.lower().rstrip(".") in ORG_WORDS for w in words))
+    return (
+        2 <= len(words) <= 4
+        and all(w[:1].isupper() for w in words)
+        and not any(w.lower() in CONNECTORS or w.lower().rstrip(".") in ORG_WORDS for w in words)
+    )
 
 
 def _short_word(name: str) -> str | None:
@@ -54,9 +57,13 @@ def _short_word(name: str) -> str | None:
     return identity_key(words[0]) if len(words) == 1 and words[0][:1].isupper() else None
 
 
-def short_form_fragments(names: Mapping[int, str], documents: Mapping[int, Iterable[str]],
-                         types: Mapping[int, str] | None = None, *,
-                         person_types: Iterable[str] = ("person",)) -> list[tuple[str, str]]:
+def short_form_fragments(
+    names: Mapping[int, str],
+    documents: Mapping[int, Iterable[str]],
+    types: Mapping[int, str] | None = None,
+    *,
+    person_types: Iterable[str] = ("person",),
+) -> list[tuple[str, str]]:
     """``(short, long)`` name pairs of vertices split across a short and a long surface form, by short-form id.
 
     ``names``: live entity id → canonical name; ``documents``: entity id → the doc_keys of the chunks that
@@ -87,7 +94,7 @@ def short_form_fragments(names: Mapping[int, str], documents: Mapping[int, Itera
 
 
 def rating_spread(ratings: Iterable[float]) -> str:
-    """"3 values (7–9)", "1 value (8)", or "no reports"."""
+    """ "3 values (7–9)", "1 value (8)", or "no reports"."""
     values = sorted(set(ratings))
     if not values:
         return "no reports"
@@ -96,8 +103,9 @@ def rating_spread(ratings: Iterable[float]) -> str:
     return f"{len(values)} value{'s' if len(values) > 1 else ''} ({span})"
 
 
-def graph_structure(conn: psycopg.Connection, realm: str, space: str, vocabulary: Vocabulary, *,
-                    chars: int) -> dict[str, Any]:
+def graph_structure(
+    conn: psycopg.Connection, realm: str, space: str, vocabulary: Vocabulary, *, chars: int
+) -> dict[str, Any]:
     """Every metric of the module docstring for ``realm.space``, read in the caller's transaction (one
     snapshot when it is repeatable read). ``vocabulary``: what ``vocabulary_predicate_share`` counts against;
     ``chars``: the characters of source text the space was built from (> 0)."""
@@ -111,7 +119,9 @@ def graph_structure(conn: psycopg.Connection, realm: str, space: str, vocabulary
     documents: dict[int, set[str]] = {}
     for entity_id, doc_key in mentions.select("entity_id", "doc_key").iter_rows():
         documents.setdefault(entity_id, set()).add(doc_key)
-    fragments = short_form_fragments(names, documents, dict(zip(typed["id"].to_list(), typed["entity_type"].to_list())))
+    fragments = short_form_fragments(
+        names, documents, dict(zip(typed["id"].to_list(), typed["entity_type"].to_list()))
+    )
     per_predicate = Counter(rels["predicate"].to_list())
     n_rel, n_ent = rels.height, live.height
     corroborated = rels.filter(pl.col("weight") > 1).height
@@ -121,14 +131,20 @@ def graph_structure(conn: psycopg.Connection, realm: str, space: str, vocabulary
         **{k: v for k, v in quality.items() if not k.endswith("_examples")},
         "fragmented_graph_vertices": len(fragments),
         "fragmented_graph_examples": [f"{s} / {long}" for s, long in fragments[:EXAMPLES]],
-        "fragmented_examples": quality["fragmented_examples"], "pronoun_examples": quality["pronoun_examples"],
+        "fragmented_examples": quality["fragmented_examples"],
+        "pronoun_examples": quality["pronoun_examples"],
         "entities_with_aliases": live.filter(pl.col("aliases").list.len() > 0).height,
         "negated_relations": rels.filter(pl.col("negated")).height,
         "corroborated_relations": corroborated,
         "corroborated_share": round(corroborated / n_rel, 4) if n_rel else None,
-        "single_use_predicate_share": (round(sum(n == 1 for n in per_predicate.values()) / len(per_predicate), 4)
-                                       if per_predicate else None),
-        "top_predicates": [f"{p} ({n})" for p, n in sorted(per_predicate.items(), key=lambda x: (-x[1], x[0]))[:5]],
+        "single_use_predicate_share": (
+            round(sum(n == 1 for n in per_predicate.values()) / len(per_predicate), 4)
+            if per_predicate
+            else None
+        ),
+        "top_predicates": [
+            f"{p} ({n})" for p, n in sorted(per_predicate.items(), key=lambda x: (-x[1], x[0]))[:5]
+        ],
         "chars": chars,
         "entities_per_10k_chars": round(10_000 * n_ent / chars, 1),
         "relations_per_10k_chars": round(10_000 * n_rel / chars, 1),

@@ -8,23 +8,52 @@ Public surface::
     from pgrag_dag import changes_since, ChangeSet   # the change feed (§6.1 "Change")
 """
 
-from pgrag_dag.operate.changes import ChangeSet, changes_since
-from pgrag_dag.config.sections import Settings
 from pgrag_dag.config.load import load_settings
+from pgrag_dag.config.sections import Settings
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import (
-    ConfigurationError, ContractError, DatabaseError, ExtractionError, InvalidNameError, ModelError,
-    PgragError, QueryError, ReplayMissError, SchemaMismatchError, SourceError,
+    ConfigurationError,
+    ContractError,
+    DatabaseError,
+    ExtractionError,
+    InvalidNameError,
+    ModelError,
+    PgragError,
+    QueryError,
+    ReplayMissError,
+    SchemaMismatchError,
+    SourceError,
 )
+from pgrag_dag.operate.changes import ChangeSet, changes_since
+from pgrag_dag.operate.reembed import reembed_realm
 from pgrag_dag.pipeline.common import StageResult
 from pgrag_dag.pipeline.run import delete_document, index_documents
 from pgrag_dag.query.param import QueryParam, QueryResult
 from pgrag_dag.query.run import query, query_data
-from pgrag_dag.operate.reembed import reembed_realm
 
 __all__ = [
-    "ChangeSet", "ConfigurationError", "ContractError", "DatabaseError", "Engine", "ExtractionError", "InvalidNameError",
-    "ModelError", "PgragError", "QueryError", "QueryParam", "QueryResult", "ReplayMissError",
-    "SchemaMismatchError", "Settings", "SourceError", "StageResult", "changes_since", "delete_document", "index_documents", "load_settings",
-    "query", "query_data", "reembed_realm",
+    "ChangeSet",
+    "ConfigurationError",
+    "ContractError",
+    "DatabaseError",
+    "Engine",
+    "ExtractionError",
+    "InvalidNameError",
+    "ModelError",
+    "PgragError",
+    "QueryError",
+    "QueryParam",
+    "QueryResult",
+    "ReplayMissError",
+    "SchemaMismatchError",
+    "Settings",
+    "SourceError",
+    "StageResult",
+    "changes_since",
+    "delete_document",
+    "index_documents",
+    "load_settings",
+    "query",
+    "query_data",
+    "reembed_realm",
 ]

@@ -27,7 +27,7 @@ class Engine:
     _embedder: Embedder | None = field(default=None, repr=False)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "Engine":
+    def from_settings(cls, settings: Settings) -> Engine:
         """Resolve the DSN (``database_url`` or the embedded server under ``data_dir``)."""
         return cls(settings, db.resolve_dsn(settings.database_url, settings.resolve(settings.data_dir)))
 
@@ -39,8 +39,13 @@ class Engine:
         """Create the realm's schema at the configured embedding width (idempotent, fails closed; no DDL
         when the realm is at the current schema version)."""
         with db.database_errors(self.dsn), self.connect(autocommit=True) as conn:
-            schema.init_realm(conn, realm, embedding_model=self.settings.embedding.model, dim=self.settings.embedding.dim,
-                              convention=configured_convention(self.settings.embedding))
+            schema.init_realm(
+                conn,
+                realm,
+                embedding_model=self.settings.embedding.model,
+                dim=self.settings.embedding.dim,
+                convention=configured_convention(self.settings.embedding),
+            )
 
     def import_cassettes(self) -> int:
         """Load every configured cassette into the response cache; returns lines read."""
@@ -71,8 +76,17 @@ class Engine:
 
     def usage(self) -> dict[str, Any]:
         """Model usage so far (calls, cache hits, tokens, cost)."""
-        return self._client.usage.as_dict() if self._client else {"model_calls": 0, "cache_hits": 0,
-                                                                  "prompt_tokens": 0, "completion_tokens": 0, "cost_usd": 0.0}
+        return (
+            self._client.usage.as_dict()
+            if self._client
+            else {
+                "model_calls": 0,
+                "cache_hits": 0,
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "cost_usd": 0.0,
+            }
+        )
 
     def close(self) -> None:
         """Close the model client's cache pool (if a client was made)."""

@@ -81,8 +81,10 @@ class PartitionBusyError(DatabaseError):
     def __init__(self, partition: str, holder: str, waited_s: float) -> None:
         self.partition = partition
         self.holder = holder
-        super().__init__(f"partition {partition} is being written by another run ({holder}); waited {waited_s:g} s "
-                         "(operations.lock_wait_s) — rerun when it has finished")
+        super().__init__(
+            f"partition {partition} is being written by another run ({holder}); waited {waited_s:g} s "
+            "(operations.lock_wait_s) — rerun when it has finished"
+        )
 
 
 class SchemaMismatchError(DatabaseError):
@@ -94,8 +96,15 @@ class SchemaMismatchError(DatabaseError):
         found: what was found or configured instead; ``None`` when the column is missing.
     """
 
-    def __init__(self, table: str, expected: int | str, found: int | str | None, detail: str = "", *,
-                 message: str | None = None) -> None:
+    def __init__(
+        self,
+        table: str,
+        expected: int | str,
+        found: int | str | None,
+        detail: str = "",
+        *,
+        message: str | None = None,
+    ) -> None:
         self.table = table
         self.expected = expected
         self.found = found
@@ -212,8 +221,10 @@ class DeletionRefusedError(PgragError):
         self.doc_keys = doc_keys
         self.documents = documents
         more = f" and {documents - len(doc_keys)} more" if documents > len(doc_keys) else ""
-        super().__init__(f"cannot delete {target}: {documents} document(s) still mention it "
-                         f"({', '.join(map(repr, doc_keys))}{more}); {hint}")
+        super().__init__(
+            f"cannot delete {target}: {documents} document(s) still mention it "
+            f"({', '.join(map(repr, doc_keys))}{more}); {hint}"
+        )
 
 
 class QueryError(PgragError):

@@ -12,21 +12,47 @@ import polars as pl
 from pgrag_dag.gate_rules import identity_key
 
 DECISION_SCHEMA: dict[str, Any] = {
-    "chunk_id": pl.Int64, "pass": pl.Int64, "kind": pl.String, "name": pl.String, "entity_type": pl.String,
-    "description": pl.String, "aliases": pl.List(pl.String), "subject": pl.String, "predicate": pl.String,
-    "raw_predicate": pl.String, "object": pl.String, "negated": pl.Boolean, "confidence": pl.Float64, "valid_from": pl.String,
-    "valid_to": pl.String, "accepted": pl.Boolean, "gate": pl.String, "offending_value": pl.String,
+    "chunk_id": pl.Int64,
+    "pass": pl.Int64,
+    "kind": pl.String,
+    "name": pl.String,
+    "entity_type": pl.String,
+    "description": pl.String,
+    "aliases": pl.List(pl.String),
+    "subject": pl.String,
+    "predicate": pl.String,
+    "raw_predicate": pl.String,
+    "object": pl.String,
+    "negated": pl.Boolean,
+    "confidence": pl.Float64,
+    "valid_from": pl.String,
+    "valid_to": pl.String,
+    "accepted": pl.Boolean,
+    "gate": pl.String,
+    "offending_value": pl.String,
 }
 
 RAW_SCHEMA: dict[str, Any] = {
-    "chunk_id": pl.Int64, "pass": pl.Int64, "model": pl.String, "prompt_version": pl.String,
-    "raw_text": pl.String, "parsed": pl.String, "parse_status": pl.String, "error": pl.String,
-    "prompt_tokens": pl.Int64, "completion_tokens": pl.Int64, "cache_hit": pl.Boolean,
+    "chunk_id": pl.Int64,
+    "pass": pl.Int64,
+    "model": pl.String,
+    "prompt_version": pl.String,
+    "raw_text": pl.String,
+    "parsed": pl.String,
+    "parse_status": pl.String,
+    "error": pl.String,
+    "prompt_tokens": pl.Int64,
+    "completion_tokens": pl.Int64,
+    "cache_hit": pl.Boolean,
 }
 
 ENTITY_SCHEMA: dict[str, Any] = {
-    "id": pl.Int64, "name": pl.String, "entity_type": pl.String, "description": pl.String,
-    "aliases": pl.List(pl.String), "changed": pl.Boolean,
+    "id": pl.Int64,
+    "name": pl.String,
+    "entity_type": pl.String,
+    "description": pl.String,
+    "aliases": pl.List(pl.String),
+    "changed": pl.Boolean,
 }
 
 
@@ -69,8 +95,14 @@ class Resolution:
     def entities(self) -> pl.DataFrame:
         """The ``entities`` frame (schema ``ENTITY_SCHEMA``)."""
         rows = [
-            {"id": v.id, "name": v.name, "entity_type": v.entity_type, "description": v.description,
-             "aliases": v.aliases, "changed": v.changed}
+            {
+                "id": v.id,
+                "name": v.name,
+                "entity_type": v.entity_type,
+                "description": v.description,
+                "aliases": v.aliases,
+                "changed": v.changed,
+            }
             for v in self.vertices
         ]
         return pl.DataFrame(rows, schema=ENTITY_SCHEMA)

@@ -15,6 +15,7 @@ from typing import Any
 
 from pgrag_dag.config.sections import GateSettings
 
+
 class Gate(str, enum.Enum):
     """One member per gate of the paper's Table 2, plus malformed records and records holding text no
     database can store (a lone surrogate, issue 13)."""
@@ -37,17 +38,70 @@ UNENCODABLE = "_unencodable"
 surrogate (``"<field>: <escaped value>"``); such a record is refused as :attr:`Gate.UNENCODABLE_TEXT`."""
 
 
-
-VAGUE_PREDICATES = frozenset({
-    "relates_to", "related_to", "is_related_to", "associated_with", "is_associated_with", "see_also",
-    "connected_to", "connected_with", "linked_to", "linked_with", "involves", "involved_with", "has_relation",
-    "relation", "related", "association", "mentions", "mentioned_with", "co_occurs_with", "about", "concerns",
-})
-PRONOUNS = frozenset({
-    "he", "she", "it", "they", "them", "him", "her", "his", "hers", "its", "their", "theirs", "we", "us",
-    "our", "you", "your", "i", "me", "my", "this", "that", "these", "those", "who", "whom", "which",
-    "himself", "herself", "itself", "themselves", "someone", "somebody", "everyone", "one",
-})
+VAGUE_PREDICATES = frozenset(
+    {
+        "relates_to",
+        "related_to",
+        "is_related_to",
+        "associated_with",
+        "is_associated_with",
+        "see_also",
+        "connected_to",
+        "connected_with",
+        "linked_to",
+        "linked_with",
+        "involves",
+        "involved_with",
+        "has_relation",
+        "relation",
+        "related",
+        "association",
+        "mentions",
+        "mentioned_with",
+        "co_occurs_with",
+        "about",
+        "concerns",
+    }
+)
+PRONOUNS = frozenset(
+    {
+        "he",
+        "she",
+        "it",
+        "they",
+        "them",
+        "him",
+        "her",
+        "his",
+        "hers",
+        "its",
+        "their",
+        "theirs",
+        "we",
+        "us",
+        "our",
+        "you",
+        "your",
+        "i",
+        "me",
+        "my",
+        "this",
+        "that",
+        "these",
+        "those",
+        "who",
+        "whom",
+        "which",
+        "himself",
+        "herself",
+        "itself",
+        "themselves",
+        "someone",
+        "somebody",
+        "everyone",
+        "one",
+    }
+)
 _RELATIVE = re.compile(
     r"^(?:(?:his|her|their|its|my|our|your|this|that|these|those)\s"
     r"|the (?:company|firm|author|man|woman|city|country|group|team|government|person)$)"
@@ -66,8 +120,13 @@ _ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u2060\ufeff"))  # removed from ever
 # a zero-width (non-)joiner with an ASCII character, a space or nothing beside it: stored only inside an
 # emoji sequence or a non-Latin word
 _STRAY_JOINER = re.compile(r"(?<![^\x00-\x7f\s\u200c\u200d])[\u200c\u200d]|[\u200c\u200d](?![^\x00-\x7f\s])")
-_IDENTITY_DROP = dict.fromkeys(map(ord, "\u00ad\u061c\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
-                                        "\u2060\u2066\u2067\u2068\u2069\ufeff"))  # invisible: never part of an identity
+_IDENTITY_DROP = dict.fromkeys(
+    map(
+        ord,
+        "\u00ad\u061c\u200b\u200c\u200d\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+        "\u2060\u2066\u2067\u2068\u2069\ufeff",
+    )
+)  # invisible: never part of an identity
 _QUOTES = "\"'“”‘’«»`"
 
 
@@ -110,7 +169,7 @@ def normalise_predicate(predicate: Any) -> str:
         changed = False
         for aux in _AUXILIARIES:
             if p.startswith(aux) and len(p) > len(aux):
-                p, changed = p[len(aux):], True
+                p, changed = p[len(aux) :], True
     return p
 
 
@@ -130,8 +189,9 @@ def is_conjunctive(name: str, known: frozenset[str] = frozenset(), entity_type: 
     return entity_type in (None, "Person") and all(len(p.split()) >= 2 for p in parts)
 
 
-def name_gate(name: str, settings: GateSettings, known: frozenset[str] = frozenset(),
-              entity_type: str | None = None) -> Gate | None:
+def name_gate(
+    name: str, settings: GateSettings, known: frozenset[str] = frozenset(), entity_type: str | None = None
+) -> Gate | None:
     """The gate that refuses ``name`` as an entity name, or ``None`` when it may become a vertex.
 
     ``known`` holds the identity keys of the other names in the same extraction and ``entity_type`` the

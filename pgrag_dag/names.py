@@ -81,8 +81,12 @@ def validate_space(space: object, *, for_write: bool = True) -> str:
     for i, ch in enumerate(space):
         category = unicodedata.category(ch)
         if category[0] == "C" or category in ("Zl", "Zp"):
-            raise InvalidNameError("space", space, f"character {i} is U+{ord(ch):04X}, a control, format, "
-                                   "unassigned or line-separator character (not allowed in a space name)")
+            raise InvalidNameError(
+                "space",
+                space,
+                f"character {i} is U+{ord(ch):04X}, a control, format, "
+                "unassigned or line-separator character (not allowed in a space name)",
+            )
     if space != space.strip():
         raise InvalidNameError("space", space, "starts or ends with whitespace")
     return space
@@ -94,8 +98,12 @@ def schema_for(realm: str) -> str:
 
 
 def _encode_space(space: str) -> str:
-    return "".join(ch if ch in _KEY_SAFE or (not ch.isascii() and ch.isprintable())
-                   else "".join(f"%{b:02X}" for b in ch.encode("utf-8")) for ch in space)
+    return "".join(
+        ch
+        if ch in _KEY_SAFE or (not ch.isascii() and ch.isprintable())
+        else "".join(f"%{b:02X}" for b in ch.encode("utf-8"))
+        for ch in space
+    )
 
 
 def partition_key(realm: str, space: str) -> str:
@@ -124,8 +132,11 @@ def split_partition_key(key: str) -> tuple[str, str]:
     except UnicodeDecodeError:
         raise InvalidNameError("partition", key, "its space is not valid percent-encoded UTF-8") from None
     if _encode_space(space) != encoded:
-        raise InvalidNameError("partition", key, f"not the partition key of space {space!r}, which is "
-                               f"{partition_key(realm, space)!r}")
+        raise InvalidNameError(
+            "partition",
+            key,
+            f"not the partition key of space {space!r}, which is {partition_key(realm, space)!r}",
+        )
     return realm, space
 
 

@@ -27,11 +27,15 @@ class Sink(Protocol):
     def started(self, stage: str, partition: str) -> None:
         """The stage began (it holds the partition's stage lock)."""
 
-    def advanced(self, stage: str, partition: str, done: int, total: int, unit: str, fields: dict[str, Any]) -> None:
+    def advanced(
+        self, stage: str, partition: str, done: int, total: int, unit: str, fields: dict[str, Any]
+    ) -> None:
         """``done`` of ``total`` ``unit`` (``chunks``, ``texts``) are through; ``fields`` carry counters such
         as ``model_calls`` (calls made by the stage's model client so far)."""
 
-    def finished(self, stage: str, partition: str, metadata: dict[str, Any] | None, error: BaseException | None) -> None:
+    def finished(
+        self, stage: str, partition: str, metadata: dict[str, Any] | None, error: BaseException | None
+    ) -> None:
         """The stage ended: with its result's ``metadata``, or with ``error`` (then ``metadata`` is None)."""
 
 

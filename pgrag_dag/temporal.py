@@ -19,7 +19,8 @@ _DAY_MONTH_YEAR = re.compile(r"^(\d{1,2}) ([A-Za-z]+)\.?,? (\d{4})$")
 _MONTH_YEAR = re.compile(r"^([A-Za-z]+)\.?,? (\d{4})$")
 _TIMESTAMP = re.compile(
     r"^(\d{4})-(\d{1,2})-(\d{1,2})[Tt ](\d{1,2}):(\d{2})(?::(\d{2})(?:[.,]\d+)?)?"
-    r" ?(?:[Zz]|UTC|GMT|[+-](\d{2})(?::?(\d{2}))?)?$")
+    r" ?(?:[Zz]|UTC|GMT|[+-](\d{2})(?::?(\d{2}))?)?$"
+)
 """An ISO-8601 timestamp as models copy it from logs and filings: ``T`` or a space before the time,
 optional seconds and fraction, an optional ``Z`` / ``UTC`` / ``±hh[:mm]`` offset."""
 
@@ -67,8 +68,9 @@ def normalise_date(value: object) -> str | None:
     return None
 
 
-def _timestamp_date(y: str, mo: str, d: str, hh: str, mm: str, ss: str | None, oh: str | None,
-                    om: str | None) -> str | None:
+def _timestamp_date(
+    y: str, mo: str, d: str, hh: str, mm: str, ss: str | None, oh: str | None, om: str | None
+) -> str | None:
     """The date of a :data:`_TIMESTAMP` match when its time of day and offset are possible, else ``None``."""
     if int(hh) > 23 or int(mm) > 59 or (ss is not None and int(ss) > 60):  # 60: a leap second
         return None

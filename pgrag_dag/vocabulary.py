@@ -21,35 +21,130 @@ from dataclasses import dataclass, field
 from pgrag_dag.errors import ConfigurationError
 
 BIOGRAPHY = (
-    "born_in", "died_in", "child_of", "parent_of", "sibling_of", "married", "educated_at", "studied_under",
-    "taught", "worked_with", "worked_at", "worked_on", "employed_by", "member_of", "elected_to", "held_position",
-    "founded", "designed", "built", "invented", "discovered", "wrote", "published", "translated", "described",
-    "proposed", "influenced", "corresponded_with", "met", "funded", "awarded", "named_after", "lived_in",
-    "located_in", "succeeded",
+    "born_in",
+    "died_in",
+    "child_of",
+    "parent_of",
+    "sibling_of",
+    "married",
+    "educated_at",
+    "studied_under",
+    "taught",
+    "worked_with",
+    "worked_at",
+    "worked_on",
+    "employed_by",
+    "member_of",
+    "elected_to",
+    "held_position",
+    "founded",
+    "designed",
+    "built",
+    "invented",
+    "discovered",
+    "wrote",
+    "published",
+    "translated",
+    "described",
+    "proposed",
+    "influenced",
+    "corresponded_with",
+    "met",
+    "funded",
+    "awarded",
+    "named_after",
+    "lived_in",
+    "located_in",
+    "succeeded",
 )
 FINANCE = (
-    "reported", "acquired", "divested", "owns", "subsidiary_of", "segment_of", "operates_in", "headquartered_in",
-    "generates_cash_flow", "consumes_cash", "increased", "decreased", "invested_in", "issued", "repurchased",
-    "paid_dividend", "borrowed_from", "repaid", "impaired", "launched", "discontinued", "opened", "closed",
-    "partnered_with", "competes_with", "supplies", "customer_of", "ceo_of", "cfo_of", "audited_by", "grounds",
+    "reported",
+    "acquired",
+    "divested",
+    "owns",
+    "subsidiary_of",
+    "segment_of",
+    "operates_in",
+    "headquartered_in",
+    "generates_cash_flow",
+    "consumes_cash",
+    "increased",
+    "decreased",
+    "invested_in",
+    "issued",
+    "repurchased",
+    "paid_dividend",
+    "borrowed_from",
+    "repaid",
+    "impaired",
+    "launched",
+    "discontinued",
+    "opened",
+    "closed",
+    "partnered_with",
+    "competes_with",
+    "supplies",
+    "customer_of",
+    "ceo_of",
+    "cfo_of",
+    "audited_by",
+    "grounds",
     "certifies",
 )
 FINANCE_GROUPS = (
-    ("generates_cash_flow", "consumes_cash"), ("grounds", "certifies"), ("increased", "decreased"),
-    ("acquired", "divested"), ("launched", "discontinued"), ("opened", "closed"),
-    ("partnered_with", "competes_with"), ("supplies", "customer_of"),
+    ("generates_cash_flow", "consumes_cash"),
+    ("grounds", "certifies"),
+    ("increased", "decreased"),
+    ("acquired", "divested"),
+    ("launched", "discontinued"),
+    ("opened", "closed"),
+    ("partnered_with", "competes_with"),
+    ("supplies", "customer_of"),
 )
 NARRATIVE = (
-    "friend_of", "enemy_of", "rival_of", "ally_of", "opponent_of", "loves", "married", "child_of", "parent_of",
-    "sibling_of", "serves", "master_of", "killed", "wounded", "betrayed", "saved", "imprisoned", "freed",
-    "met", "lives_in", "travelled_to", "minister_of", "king_of", "queen_of", "captain_of", "member_of",
-    "commands", "disguised_as", "known_as", "succeeded",
+    "friend_of",
+    "enemy_of",
+    "rival_of",
+    "ally_of",
+    "opponent_of",
+    "loves",
+    "married",
+    "child_of",
+    "parent_of",
+    "sibling_of",
+    "serves",
+    "master_of",
+    "killed",
+    "wounded",
+    "betrayed",
+    "saved",
+    "imprisoned",
+    "freed",
+    "met",
+    "lives_in",
+    "travelled_to",
+    "minister_of",
+    "king_of",
+    "queen_of",
+    "captain_of",
+    "member_of",
+    "commands",
+    "disguised_as",
+    "known_as",
+    "succeeded",
 )
 NARRATIVE_GROUPS = (("friend_of", "enemy_of", "rival_of", "ally_of", "opponent_of"),)
 ALIASES = {
-    "collaborated_with": "worked_with", "cooperated_with": "worked_with", "partnered_with_person": "worked_with",
-    "authored": "wrote", "penned": "wrote", "constructed": "built", "attended": "educated_at",
-    "studied_at": "educated_at", "resided_in": "lived_in", "wed": "married",
+    "collaborated_with": "worked_with",
+    "cooperated_with": "worked_with",
+    "partnered_with_person": "worked_with",
+    "authored": "wrote",
+    "penned": "wrote",
+    "constructed": "built",
+    "attended": "educated_at",
+    "studied_at": "educated_at",
+    "resided_in": "lived_in",
+    "wed": "married",
 }
 
 
@@ -94,8 +189,14 @@ class Vocabulary:
     groups: tuple[tuple[str, ...], ...] = ()
 
     @classmethod
-    def build(cls, *, preset: str | None = None, terms: Iterable[str] = (), aliases: dict[str, str] | None = None,
-              groups: Iterable[Iterable[str]] = ()) -> "Vocabulary":
+    def build(
+        cls,
+        *,
+        preset: str | None = None,
+        terms: Iterable[str] = (),
+        aliases: dict[str, str] | None = None,
+        groups: Iterable[Iterable[str]] = (),
+    ) -> Vocabulary:
         """Combine a preset (by name) with extra terms, aliases and groups.
 
         Raises :class:`ConfigurationError` for an unknown preset or a group naming an unknown term.
@@ -103,14 +204,18 @@ class Vocabulary:
         base = Preset(())
         if preset is not None:
             if preset not in PRESETS:
-                raise ConfigurationError(f"unknown vocabulary preset {preset!r}; available: {', '.join(sorted(PRESETS))}")
+                raise ConfigurationError(
+                    f"unknown vocabulary preset {preset!r}; available: {', '.join(sorted(PRESETS))}"
+                )
             base = PRESETS[preset]
         all_terms = tuple(dict.fromkeys([*base.terms, *terms]))
         all_groups = tuple(tuple(g) for g in [*base.groups, *groups])
         for g in all_groups:
             unknown = [p for p in g if all_terms and p not in all_terms]
             if unknown:
-                raise ConfigurationError(f"exclusive group {list(g)} names predicates not in the vocabulary: {unknown}")
+                raise ConfigurationError(
+                    f"exclusive group {list(g)} names predicates not in the vocabulary: {unknown}"
+                )
         return cls(all_terms, {**base.aliases, **(aliases or {})}, all_groups)
 
     @property
@@ -129,7 +234,9 @@ class Vocabulary:
         return ", ".join(self.terms)
 
 
-def off_vocabulary(predicates: Iterable[str], vocabulary: Vocabulary, *, top: int = 10) -> list[tuple[str, int]]:
+def off_vocabulary(
+    predicates: Iterable[str], vocabulary: Vocabulary, *, top: int = 10
+) -> list[tuple[str, int]]:
     """The ``top`` commonest predicates not in the vocabulary, with counts (the feedback loop of §4.5)."""
     if not vocabulary.terms:
         return []

@@ -5,8 +5,8 @@ from __future__ import annotations
 import dagster as dg
 from pydantic import PrivateAttr
 
-from pgrag_dag.config.sections import Settings
 from pgrag_dag.config.load import load_settings
+from pgrag_dag.config.sections import Settings
 from pgrag_dag.engine import Engine
 
 

@@ -15,11 +15,11 @@ from typing import Any
 
 import dagster as dg
 
-from pgrag_dag.operate.changes import ChangeSet
-from pgrag_dag.operate.changes import changes_since as read_changes
 from pgrag_dag.config.load import load_settings
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import QueryError
+from pgrag_dag.operate.changes import ChangeSet
+from pgrag_dag.operate.changes import changes_since as read_changes
 from pgrag_dag.query.param import QueryParam, QueryResult
 from pgrag_dag.query.run import query as run_query
 from pgrag_dag.query.run import query_data as run_query_data
@@ -46,15 +46,28 @@ class QueryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
     def query_data(self, question: str, **param_fields: Any) -> QueryResult:
         """Retrieved entities, relations, chunks and the assembly report; see :func:`pgrag_dag.query.query_data`."""
         engine = self.engine()
-        return run_query_data(question, self._param(engine, param_fields), dsn=engine.dsn, realm=self.realm,
-                              embedder=engine.embedder(), telemetry=engine.settings.telemetry)
+        return run_query_data(
+            question,
+            self._param(engine, param_fields),
+            dsn=engine.dsn,
+            realm=self.realm,
+            embedder=engine.embedder(),
+            telemetry=engine.settings.telemetry,
+        )
 
     def query(self, question: str, **param_fields: Any) -> tuple[str, QueryResult]:
         """``(answer, QueryResult)``; see :func:`pgrag_dag.query.query`."""
         engine = self.engine()
         try:
-            return run_query(question, self._param(engine, param_fields), dsn=engine.dsn, realm=self.realm,
-                             embedder=engine.embedder(), client=engine.client(), telemetry=engine.settings.telemetry)
+            return run_query(
+                question,
+                self._param(engine, param_fields),
+                dsn=engine.dsn,
+                realm=self.realm,
+                embedder=engine.embedder(),
+                client=engine.client(),
+                telemetry=engine.settings.telemetry,
+            )
         finally:
             engine.close()
 

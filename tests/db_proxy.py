@@ -23,7 +23,9 @@ class DbProxy:
         parts = conninfo_to_dict(upstream_dsn)
         host, port = str(parts.get("host") or "/tmp"), int(parts.get("port") or 5432)
         self._upstream: tuple[int, Any] = (
-            (socket.AF_UNIX, f"{host}/.s.PGSQL.{port}") if host.startswith("/") else (socket.AF_INET, (host, port))
+            (socket.AF_UNIX, f"{host}/.s.PGSQL.{port}")
+            if host.startswith("/")
+            else (socket.AF_INET, (host, port))
         )
         self.port = 0
         self._listener: socket.socket | None = None
@@ -32,7 +34,7 @@ class DbProxy:
         self._listen()
         self.dsn = make_conninfo(upstream_dsn, host="127.0.0.1", port=str(self.port))
 
-    def __enter__(self) -> "DbProxy":
+    def __enter__(self) -> DbProxy:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -68,7 +70,9 @@ class DbProxy:
                     return
                 self._sockets |= {client, server}
             for src, dst in ((client, server), (server, client)):
-                threading.Thread(target=self._pump, args=(src, dst), daemon=True, name="db-proxy-pump").start()
+                threading.Thread(
+                    target=self._pump, args=(src, dst), daemon=True, name="db-proxy-pump"
+                ).start()
 
     def _pump(self, src: socket.socket, dst: socket.socket) -> None:
         try:

@@ -16,7 +16,9 @@ import yaml
 
 from pgrag_dag.testing.stub_server import StubServer
 
-SHARED_CORPORA = Path(os.environ.get("PGRAG_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared")) / "corpora"
+SHARED_CORPORA = (
+    Path(os.environ.get("PGRAG_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared")) / "corpora"
+)
 """The shared third-party corpora (``../shared/corpora`` beside the repository, or ``$PGRAG_SHARED_DIR/corpora``)."""
 
 DOCS = {
@@ -58,9 +60,14 @@ def report_answer(user: str, nobody: str) -> str:
     """A community (or parent topic) report for the stub model, titled after the first entity or child
     the prompt ``user`` lists (``nobody`` when it lists none)."""
     first = next((line[2:].split(" [")[0] for line in user.splitlines() if line.startswith("- ")), nobody)
-    return json.dumps({"title": f"{first} and its neighbours", "summary": f"A community around {first}.",
-                       "findings": [{"summary": f"{first} is central.", "explanation": "It has most relations."}],
-                       "rating": 6})
+    return json.dumps(
+        {
+            "title": f"{first} and its neighbours",
+            "summary": f"A community around {first}.",
+            "findings": [{"summary": f"{first} is central.", "explanation": "It has most relations."}],
+            "rating": 6,
+        }
+    )
 
 
 def extraction_answer(messages: list[dict[str, str]]) -> str:
@@ -75,16 +82,33 @@ def extraction_answer(messages: list[dict[str, str]]) -> str:
     names = [n for n in ENTITIES if re.search(rf"\b{re.escape(n)}\b", text)]
     if "Charles Babbage" in names and "Babbage" in names:
         names.remove("Babbage")
-    ents = [{"name": n, "type": ENTITIES[n][0], "description": ENTITIES[n][1],
-             "aliases": ["Babbage"] if n == "Charles Babbage" else []} for n in names]
+    ents = [
+        {
+            "name": n,
+            "type": ENTITIES[n][0],
+            "description": ENTITIES[n][1],
+            "aliases": ["Babbage"] if n == "Charles Babbage" else [],
+        }
+        for n in names
+    ]
     if re.search(r"\bShe\b", text):
         ents.append({"name": "She", "type": "Person", "description": "a pronoun", "aliases": []})
     present = set(names) | ({"Babbage"} if "Charles Babbage" in names else set())
     triples = [
-        {"subject": s, "predicate": p, "object": o, "negated": neg, "confidence": 0.9, "valid_from": vf,
-         "valid_to": None, "description": f"{s} {p.replace('_', ' ')} {o}."}
+        {
+            "subject": s,
+            "predicate": p,
+            "object": o,
+            "negated": neg,
+            "confidence": 0.9,
+            "valid_from": vf,
+            "valid_to": None,
+            "description": f"{s} {p.replace('_', ' ')} {o}.",
+        }
         for s, p, o, neg, vf in TRIPLES
-        if s in present and o in present and (not neg or "never built" in text)
+        if s in present
+        and o in present
+        and (not neg or "never built" in text)
         and not (p == "built" and not neg)
     ]
     return json.dumps({"entities": ents, "triples": triples})
@@ -102,7 +126,7 @@ def leaky_answer(messages: list[dict[str, str]]) -> str:
     return json.dumps(out)
 
 
-def admit_long_names(corpus: "SmallCorpus") -> None:
+def admit_long_names(corpus: SmallCorpus) -> None:
     """Serve :func:`leaky_answer` and raise the configured name gate to 500 characters."""
     corpus.server.answer = leaky_answer
     corpus.config.write_text(corpus.config.read_text() + "gates:\n  max_name_chars: 500\n")
@@ -143,7 +167,13 @@ def small_corpus(tmp_path: Path, pg_dsn: str, realm: str) -> Iterator[SmallCorpu
         cfg = {
             "database_url": pg_dsn,
             "data_dir": str(tmp_path / "data"),
-            "llm": {"models": [model], "api_base": server.base_url, "api_key": "x", "deadline_s": 10, "max_retries": 0},
+            "llm": {
+                "models": [model],
+                "api_base": server.base_url,
+                "api_key": "x",
+                "deadline_s": 10,
+                "max_retries": 0,
+            },
             "chunking": {"chunk_chars": 200, "overlap_chars": 60},
             "extraction": {"concurrency": 2},
             "realms": {realm: {"spaces": {"main": {"sources": [{"path": "docs", "glob": "*.txt"}]}}}},
@@ -155,5 +185,9 @@ def small_corpus(tmp_path: Path, pg_dsn: str, realm: str) -> Iterator[SmallCorpu
 
 def pytest_report_header() -> str:
     """Say where the shared corpora are read from, and whether they are there (tests on them fail without)."""
-    found = "found" if SHARED_CORPORA.is_dir() else "MISSING — set PGRAG_SHARED_DIR to the folder holding corpora/"
+    found = (
+        "found"
+        if SHARED_CORPORA.is_dir()
+        else "MISSING — set PGRAG_SHARED_DIR to the folder holding corpora/"
+    )
     return f"pgrag shared corpora: {SHARED_CORPORA} ({found})"

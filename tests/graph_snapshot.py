@@ -12,8 +12,17 @@ from psycopg import sql
 from pgrag_dag.store import db
 from pgrag_dag.store.schema import schema_for
 
-_COUNTED = ("documents", "raw_extractions", "gate_decisions", "entities", "relations", "doc_mentions",
-            "communities", "community_members", "community_children")
+_COUNTED = (
+    "documents",
+    "raw_extractions",
+    "gate_decisions",
+    "entities",
+    "relations",
+    "doc_mentions",
+    "communities",
+    "community_members",
+    "community_children",
+)
 _EMBEDDED = ("documents", "entities", "relations", "communities")
 _ROWS = {
     "documents": "SELECT doc_key, chunk_index, content_hash FROM {s}.documents WHERE space = %(space)s ORDER BY 1, 2",
@@ -36,12 +45,17 @@ def graph_snapshot(dsn: str, realm: str, space: str) -> dict[str, Any]:
     s = sql.Identifier(schema_for(realm))
     out: dict[str, Any] = {}
     with db.connect(dsn, autocommit=True) as conn:
+
         def q(text: str, table: str = "") -> list[tuple]:
             query = sql.SQL(text).format(s=s, t=sql.Identifier(table))  # type: ignore[arg-type]
             return [tuple(r) for r in conn.execute(query, {"space": space}).fetchall()]
 
-        out["counts"] = {t: q("SELECT count(*) FROM {s}.{t} WHERE space = %(space)s", t)[0][0] for t in _COUNTED}
-        out["embedded"] = {t: q("SELECT count(*) FROM {s}.{t} WHERE space = %(space)s AND embedding IS NOT NULL", t)[0][0]
-                           for t in _EMBEDDED}
+        out["counts"] = {
+            t: q("SELECT count(*) FROM {s}.{t} WHERE space = %(space)s", t)[0][0] for t in _COUNTED
+        }
+        out["embedded"] = {
+            t: q("SELECT count(*) FROM {s}.{t} WHERE space = %(space)s AND embedding IS NOT NULL", t)[0][0]
+            for t in _EMBEDDED
+        }
         out.update({name: q(text) for name, text in _ROWS.items()})
     return out

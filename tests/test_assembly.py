@@ -8,6 +8,8 @@ from typing import Any
 import psycopg
 import pytest
 
+from pgrag_dag.errors import QueryError
+from pgrag_dag.query import QueryParam
 from pgrag_dag.query.assembly import (
     BLOCKS,
     CHARS_PER_TOKEN,
@@ -17,8 +19,6 @@ from pgrag_dag.query.assembly import (
     place,
     render_relation,
 )
-from pgrag_dag.errors import QueryError
-from pgrag_dag.query import QueryParam
 from tests.test_query_modes import GraphBuilder, ask
 
 _BASE = {"subject": "A", "predicate": "p", "object": "B", "negated": False}
@@ -33,13 +33,16 @@ def _chunk(ref: int, text: str) -> dict[str, Any]:
 
 def test_denials_render_as_not() -> None:
     assert render_relation({**_BASE, "negated": True}) == "(A) --[NOT p]--> (B)"
-    assert render_relation({**_BASE, "negated": True, "description": "never"}) == "(A) --[NOT p]--> (B): never"
+    assert (
+        render_relation({**_BASE, "negated": True, "description": "never"}) == "(A) --[NOT p]--> (B): never"
+    )
 
 
 def test_validity_renders_beside_the_predicate_unless_turned_off() -> None:
     assert render_relation({**_BASE, "valid_from": "2023-05-10"}) == "(A) --[p]--> (B) [from 2023-05-10]"
     assert render_relation({**_BASE, "valid_from": "2022-01-01", "valid_to": "2022-03-31"}) == (
-        "(A) --[p]--> (B) [valid 2022-01-01 to 2022-03-31]")
+        "(A) --[p]--> (B) [valid 2022-01-01 to 2022-03-31]"
+    )
     assert render_relation({**_BASE, "valid_to": "2020"}) == "(A) --[p]--> (B) [until 2020]"
     dated = {**_BASE, "negated": True, "valid_from": "2022", "valid_to": "2023", "superseded": True}
     assert render_relation(dated, validity=False) == "(A) --[NOT p]--> (B) [superseded]"
@@ -69,16 +72,28 @@ def test_an_overflowing_passage_is_clipped_not_dropped() -> None:
 
 def test_blocks_in_order_with_a_reference_list_and_a_report() -> None:
     built = assemble(
-        communities=[{"title": "T", "report": "R"}], chunks=[_chunk(1, "one"), _chunk(2, "two")],
-        entities=[{"name": "A", "entity_type": "Person", "description": ""}], relations=[_BASE],
+        communities=[{"title": "T", "report": "R"}],
+        chunks=[_chunk(1, "one"), _chunk(2, "two")],
+        entities=[{"name": "A", "entity_type": "Person", "description": ""}],
+        relations=[_BASE],
     )
     ctx = built.context
-    heads = ["-----Community reports-----", "-----Document passages-----", "-----Entities-----", "-----Relations-----"]
+    heads = [
+        "-----Community reports-----",
+        "-----Document passages-----",
+        "-----Entities-----",
+        "-----Relations-----",
+    ]
     assert [ctx.index(h) for h in heads] == sorted(ctx.index(h) for h in heads)
     assert "[1] one" in ctx and "[2] two" in ctx
     assert "References:\n[1] Doc 1 (doc-1, chunk 0)\n[2] Doc 2 (doc-2, chunk 0)" in ctx
-    assert built.report["passages"] == {"items_retrieved": 2, "items_placed": 2, "items_clipped": 0,
-                                        "chars_retrieved": 6, "chars_placed": 6}
+    assert built.report["passages"] == {
+        "items_retrieved": 2,
+        "items_placed": 2,
+        "items_clipped": 0,
+        "chars_retrieved": 6,
+        "chars_placed": 6,
+    }
     assert built.report["caps"] == {b: None for b in BLOCKS}
     assert built.report["total"]["items_placed"] == 5
     with pytest.raises(ValueError):
@@ -86,8 +101,13 @@ def test_blocks_in_order_with_a_reference_list_and_a_report() -> None:
 
 
 def test_references_list_only_placed_passages() -> None:
-    built = assemble(communities=[], chunks=[_chunk(1, "a" * 40), _chunk(2, "b" * 40)], entities=[], relations=[],
-                     caps={"passages": 10})
+    built = assemble(
+        communities=[],
+        chunks=[_chunk(1, "a" * 40), _chunk(2, "b" * 40)],
+        entities=[],
+        relations=[],
+        caps={"passages": 10},
+    )
     assert "[1] Doc 1" in built.context and "Doc 2" not in built.context
     assert built.report["passages"]["items_placed"] == 1 and built.report["passages"]["chars_placed"] == 40
 
@@ -116,7 +136,9 @@ def test_a_14000_character_passage_reaches_the_prompt_clipped_under_a_2000_token
     whole = ask(pg_dsn, realm, "Ada Lovelace session line about the engine", top_k=1)
     haystack = next(c for c in whole.chunks if c["doc_key"] == "haystack")
     assert haystack["text"] in whole.context  # no cap by default: everything placed
-    capped = ask(pg_dsn, realm, "Ada Lovelace session line about the engine", top_k=1, max_passage_tokens=2000)
+    capped = ask(
+        pg_dsn, realm, "Ada Lovelace session line about the engine", top_k=1, max_passage_tokens=2000
+    )
     report = capped.assembly["passages"]
     assert capped.chunks[0]["doc_key"] == "haystack"
     assert report["items_placed"] >= 1 and report["items_clipped"] == 1
@@ -132,13 +154,20 @@ def test_relations_stay_hop_major_under_a_truncating_budget(
     param: dict[str, Any] = {"top_k": 1, "max_hops": 3, "relation_channels": ["traversal"], "keywords": "off"}
     full = ask(pg_dsn, realm, "Ada Lovelace", **param)
     assert [(r["predicate"], r["hop"]) for r in full.relations] == [
-        ("knows", 1), ("married_to", 1), ("worked_with", 1), ("designed", 2), ("inspired", 3)]
+        ("knows", 1),
+        ("married_to", 1),
+        ("worked_with", 1),
+        ("designed", 2),
+        ("inspired", 3),
+    ]
     lines = [render_relation(r) for r in full.relations]
     budget = sum(len(x) for x in lines[:3]) // CHARS_PER_TOKEN + 1  # room for the three hop-1 lines only
     with caplog.at_level(logging.INFO, logger="pgrag_dag.query"):
         cut = ask(pg_dsn, realm, "Ada Lovelace", max_relation_tokens=budget, **param)
     assert all(x in cut.context for x in lines[:3])
-    assert "designed" not in cut.context and "inspired" not in cut.context  # newer, but farther: truncated first
+    assert (
+        "designed" not in cut.context and "inspired" not in cut.context
+    )  # newer, but farther: truncated first
     report = cut.assembly["relations"]
     assert (report["items_retrieved"], report["items_placed"], report["items_clipped"]) == (5, 3, 0)
     line = next(r.getMessage() for r in caplog.records if "query assembly" in r.getMessage())

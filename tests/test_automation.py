@@ -21,15 +21,25 @@ from tests.fix_corpus import SmallCorpus
 pytestmark = [pytest.mark.dagster, pytest.mark.filterwarnings("ignore::dagster.BetaWarning")]
 
 
-STAGES = ["chunks", "raw_extractions", "gated_triples", "resolved_entities", "relations", "embeddings",
-          "communities", "community_hierarchy"]
+STAGES = [
+    "chunks",
+    "raw_extractions",
+    "gated_triples",
+    "resolved_entities",
+    "relations",
+    "embeddings",
+    "communities",
+    "community_hierarchy",
+]
 
 
 def _roots() -> list[dg.AssetsDefinition]:
     return [a for a in ASSETS if a.key == dg.AssetKey("chunks")]
 
 
-def test_the_sensor_requests_runs_only_for_new_or_changed_spaces(small_corpus: SmallCorpus, realm: str) -> None:
+def test_the_sensor_requests_runs_only_for_new_or_changed_spaces(
+    small_corpus: SmallCorpus, realm: str
+) -> None:
     sensor = build_source_sensor(small_corpus.settings(), ASSETS)
     key = f"{realm}.main"
     with dg.instance_for_test() as instance:
@@ -43,10 +53,14 @@ def test_the_sensor_requests_runs_only_for_new_or_changed_spaces(small_corpus: S
         add_partitions(instance, [key])
         unchanged = sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor))
         assert isinstance(unchanged, dg.SkipReason)
-        (small_corpus.root / "docs" / "02_lovelace.txt").write_text("Ada Lovelace met Charles Babbage in 1833.")
+        (small_corpus.root / "docs" / "02_lovelace.txt").write_text(
+            "Ada Lovelace met Charles Babbage in 1833."
+        )
         changed = sensor(dg.build_sensor_context(instance=instance, cursor=first.cursor))
         assert isinstance(changed, dg.SensorResult)
-        assert [r.partition_key for r in changed.run_requests] == [key] and not changed.dynamic_partitions_requests
+        assert [r.partition_key for r in changed.run_requests] == [
+            key
+        ] and not changed.dynamic_partitions_requests
         assert changed.run_requests[0].asset_selection == [dg.AssetKey("chunks")]  # only the sources changed
         assert json.loads(changed.cursor)[key] != json.loads(first.cursor)[key]
 
@@ -56,13 +70,19 @@ def test_the_nightly_schedule_refreshes_every_known_space(small_corpus: SmallCor
     assert schedule.cron_schedule == "0 3 * * *"
     with dg.instance_for_test() as instance:
         add_partitions(instance, [f"{realm}.main"])
-        ctx = dg.build_schedule_context(instance=instance, scheduled_execution_time=datetime.datetime(2026, 1, 1, 3))
+        ctx = dg.build_schedule_context(
+            instance=instance, scheduled_execution_time=datetime.datetime(2026, 1, 1, 3)
+        )
         requests = list(schedule(ctx))  # type: ignore[call-overload]
-    assert [(r.partition_key, r.run_key) for r in requests] == [(f"{realm}.main", f"{realm}.main:202601010300")]
+    assert [(r.partition_key, r.run_key) for r in requests] == [
+        (f"{realm}.main", f"{realm}.main:202601010300")
+    ]
 
 
 @contextlib.contextmanager
-def _indexed(corpus: SmallCorpus, key: str) -> Iterator[tuple[dg.DagsterInstance, dg.Definitions, dict[str, Any], Any]]:
+def _indexed(
+    corpus: SmallCorpus, key: str
+) -> Iterator[tuple[dg.DagsterInstance, dg.Definitions, dict[str, Any], Any]]:
     """A test instance with ``key`` fully materialised and a first automation tick evaluated."""
     defs = build_defs(pgrag=PgragResource(config_path=str(corpus.config)))
     resources: dict[str, Any] = {"pgrag": PgragResource(config_path=str(corpus.config))}
@@ -72,18 +92,32 @@ def _indexed(corpus: SmallCorpus, key: str) -> Iterator[tuple[dg.DagsterInstance
         yield instance, defs, resources, dg.evaluate_automation_conditions(defs=defs, instance=instance)
 
 
-def test_downstream_rematerialises_only_on_a_changed_data_version(small_corpus: SmallCorpus, realm: str) -> None:
+def test_downstream_rematerialises_only_on_a_changed_data_version(
+    small_corpus: SmallCorpus, realm: str
+) -> None:
     key = f"{realm}.main"
     with _indexed(small_corpus, key) as (instance, defs, resources, tick):
         # chunks re-materialised with an identical data version: nothing downstream is requested
-        assert dg.materialize(ASSETS, partition_key=key, instance=instance, resources=resources,
-                              selection=dg.AssetSelection.assets("chunks")).success
+        assert dg.materialize(
+            ASSETS,
+            partition_key=key,
+            instance=instance,
+            resources=resources,
+            selection=dg.AssetSelection.assets("chunks"),
+        ).success
         tick = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=tick.cursor)
         assert tick.total_requested == 0
         # a changed document gives chunks a new data version: the whole chain is requested, this partition only
-        (small_corpus.root / "docs" / "02_lovelace.txt").write_text("Ada Lovelace met Charles Babbage in 1833.")
-        assert dg.materialize(ASSETS, partition_key=key, instance=instance, resources=resources,
-                              selection=dg.AssetSelection.assets("chunks")).success
+        (small_corpus.root / "docs" / "02_lovelace.txt").write_text(
+            "Ada Lovelace met Charles Babbage in 1833."
+        )
+        assert dg.materialize(
+            ASSETS,
+            partition_key=key,
+            instance=instance,
+            resources=resources,
+            selection=dg.AssetSelection.assets("chunks"),
+        ).success
         tick = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=tick.cursor)
         assert tick.get_requested_partitions(dg.AssetKey("raw_extractions")) == {key}
         assert tick.get_requested_partitions(dg.AssetKey("communities")) == {key}
@@ -96,22 +130,43 @@ def test_a_failed_blocking_check_stops_automation_downstream(small_corpus: Small
     key = f"{realm}.main"
     with _indexed(small_corpus, key) as (instance, defs, resources, tick):
         admit_long_names(small_corpus)  # a leaking gate: an over-long name the configured gate lets through
-        (small_corpus.root / "docs" / "02_lovelace.txt").write_text("Ada Lovelace met Charles Babbage in 1833.")
-        run = dg.materialize(ASSETS, partition_key=key, instance=instance, resources=resources, raise_on_error=False,
-                             selection=dg.AssetSelection.assets("chunks", "raw_extractions", "gated_triples"))
+        (small_corpus.root / "docs" / "02_lovelace.txt").write_text(
+            "Ada Lovelace met Charles Babbage in 1833."
+        )
+        run = dg.materialize(
+            ASSETS,
+            partition_key=key,
+            instance=instance,
+            resources=resources,
+            raise_on_error=False,
+            selection=dg.AssetSelection.assets("chunks", "raw_extractions", "gated_triples"),
+        )
         assert not run.success
-        assert [e.passed for e in run.get_asset_check_evaluations() if e.asset_key == dg.AssetKey("gated_triples")] == [False]
+        assert [
+            e.passed for e in run.get_asset_check_evaluations() if e.asset_key == dg.AssetKey("gated_triples")
+        ] == [False]
         # the checks are partitioned: downstream of the failed gate is requested only together with the gate's own
         # retry, in one run (Dagster's all_deps_blocking_checks_passed: passed, or requested in the same tick) ...
         tick = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=tick.cursor)
         requested = [s for s in STAGES if tick.get_requested_partitions(dg.AssetKey(s))]
-        assert requested[0] == "gated_triples" and all(tick.get_requested_partitions(dg.AssetKey(s)) == {key}
-                                                       for s in requested), requested
+        assert requested[0] == "gated_triples" and all(
+            tick.get_requested_partitions(dg.AssetKey(s)) == {key} for s in requested
+        ), requested
         # ... where the gate fails again and stops everything downstream: nothing past raw_extractions materialises
-        retry = dg.materialize(ASSETS, partition_key=key, instance=instance, resources=resources, raise_on_error=False,
-                               selection=dg.AssetSelection.assets(*requested))
+        retry = dg.materialize(
+            ASSETS,
+            partition_key=key,
+            instance=instance,
+            resources=resources,
+            raise_on_error=False,
+            selection=dg.AssetSelection.assets(*requested),
+        )
         assert not retry.success and not retry.get_asset_materialization_events()
-        assert [e.passed for e in retry.get_asset_check_evaluations() if e.asset_key == dg.AssetKey("gated_triples")] == [False]
+        assert [
+            e.passed
+            for e in retry.get_asset_check_evaluations()
+            if e.asset_key == dg.AssetKey("gated_triples")
+        ] == [False]
         # and the failed retry is not requested again until something upstream changes
         tick = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=tick.cursor)
         assert tick.total_requested == 0

@@ -28,20 +28,28 @@ def _clock(engine: Engine) -> datetime:
 
 
 def _ask(engine: Engine, realm: str, question: str = PAIR, **param: Any) -> QueryResult:
-    return query_data(question, QueryParam(space="books", **param), dsn=engine.dsn, realm=realm,
-                      embedder=engine.embedder())
+    return query_data(
+        question, QueryParam(space="books", **param), dsn=engine.dsn, realm=realm, embedder=engine.embedder()
+    )
 
 
 def _pair(engine: Engine, realm: str, **param: Any) -> set[tuple[str, bool]]:
     """(predicate, superseded in the state read) of the Athos → d'Artagnan edges a query returns."""
-    return {(r["predicate"], r["superseded"]) for r in _ask(engine, realm, **param).relations
-            if r["subject"] == "Athos" and r["object"] == "d'Artagnan" and r["predicate"] != "taught"}
+    return {
+        (r["predicate"], r["superseded"])
+        for r in _ask(engine, realm, **param).relations
+        if r["subject"] == "Athos" and r["object"] == "d'Artagnan" and r["predicate"] != "taught"
+    }
 
 
-def _history(engine: Engine, realm: str) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+def _history(
+    engine: Engine, realm: str
+) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     with engine.connect() as conn:
-        return tuple(conn.execute(sql.SQL("SELECT * FROM {} ORDER BY 1").format(qualified(realm, t))).fetchall()  # type: ignore[return-value]
-                     for t in ("belief_log", "relation_belief", "entity_belief"))
+        return tuple(
+            conn.execute(sql.SQL("SELECT * FROM {} ORDER BY 1").format(qualified(realm, t))).fetchall()  # type: ignore[return-value]
+            for t in ("belief_log", "relation_belief", "entity_belief")
+        )
 
 
 def test_a_three_document_reversal_chain_is_answered_as_it_stood_at_every_instant(novel, realm) -> None:  # type: ignore[no-untyped-def]
@@ -61,10 +69,20 @@ def test_a_three_document_reversal_chain_is_answered_as_it_stood_at_every_instan
         assert _pair(engine, realm, as_believed_at=t) == edges, t
     assert _pair(engine, realm) == {("ally_of", False)}
     # with superseded edges: at t2 the alliance was superseded by the enmity, at t3 the other way round
-    assert _pair(engine, realm, as_believed_at=t2, include_superseded=True) == {("enemy_of", False), ("ally_of", True)}
-    assert _pair(engine, realm, as_believed_at=t3, include_superseded=True) == {("ally_of", False), ("enemy_of", True)}
-    at_t2 = {r["predicate"]: r for r in _ask(engine, realm, as_believed_at=t2, include_superseded=True).relations}
-    assert at_t2["ally_of"]["superseded_by"] == at_t2["enemy_of"]["id"] and at_t2["ally_of"]["t_expired"] <= t2
+    assert _pair(engine, realm, as_believed_at=t2, include_superseded=True) == {
+        ("enemy_of", False),
+        ("ally_of", True),
+    }
+    assert _pair(engine, realm, as_believed_at=t3, include_superseded=True) == {
+        ("ally_of", False),
+        ("enemy_of", True),
+    }
+    at_t2 = {
+        r["predicate"]: r for r in _ask(engine, realm, as_believed_at=t2, include_superseded=True).relations
+    }
+    assert (
+        at_t2["ally_of"]["superseded_by"] == at_t2["enemy_of"]["id"] and at_t2["ally_of"]["t_expired"] <= t2
+    )
 
     # the middle document goes: its enmity is dormant now, but the past is unchanged
     calls = len(server.requests)
@@ -75,13 +93,19 @@ def test_a_three_document_reversal_chain_is_answered_as_it_stood_at_every_instan
         assert _pair(engine, realm, as_believed_at=t) == edges, f"after deleting the middle document, at {t}"
     assert _pair(engine, realm, include_superseded=True) == {("ally_of", False)}  # the enmity is dormant now
     # Porthos came with the middle document: live at t2, dormant now
-    assert "Porthos" in {e["name"] for e in _ask(engine, realm, "Porthos lives in Paris", as_believed_at=t2).entities}
+    assert "Porthos" in {
+        e["name"] for e in _ask(engine, realm, "Porthos lives in Paris", as_believed_at=t2).entities
+    }
     assert "Porthos" not in {e["name"] for e in _ask(engine, realm, "Porthos lives in Paris").entities}
     # and its chunk is read from the archive at t2, never now
-    at_t2_chunks = {c["doc_key"] for c in _ask(engine, realm, "Porthos lives in Paris", as_believed_at=t2).chunks}
+    at_t2_chunks = {
+        c["doc_key"] for c in _ask(engine, realm, "Porthos lives in Paris", as_believed_at=t2).chunks
+    }
     assert "02_book.txt" in at_t2_chunks
     assert "02_book.txt" not in {c["doc_key"] for c in _ask(engine, realm, "Porthos lives in Paris").chunks}
-    assert "02_book.txt" not in {c["doc_key"] for c in _ask(engine, realm, "Porthos lives in Paris", as_believed_at=t1).chunks}
+    assert "02_book.txt" not in {
+        c["doc_key"] for c in _ask(engine, realm, "Porthos lives in Paris", as_believed_at=t1).chunks
+    }
 
     # re-indexing unchanged sources moves nothing in the history
     before = _history(engine, realm)
@@ -96,19 +120,34 @@ def test_every_belief_change_is_logged_once_in_order(novel, realm) -> None:  # t
     index_documents(engine, realm, "books", communities=False)
     delete_document(engine, realm, "books", "02_book.txt")
     with engine.connect() as conn:
-        rows = conn.execute(sql.SQL("""
+        rows = conn.execute(
+            sql.SQL("""
             SELECT l.kind, COALESCE(r.predicate, e.name, l.doc_key), l.event, sup.predicate
               FROM {log} l LEFT JOIN {r} r ON l.kind = 'relation' AND r.id = l.object_id
               LEFT JOIN {e} e ON l.kind = 'entity' AND e.id = l.object_id
               LEFT JOIN {r} sup ON sup.id = l.superseded_by ORDER BY l.seq""").format(
-            log=qualified(realm, "belief_log"), r=qualified(realm, "relations"), e=qualified(realm, "entities"))).fetchall()
+                log=qualified(realm, "belief_log"),
+                r=qualified(realm, "relations"),
+                e=qualified(realm, "entities"),
+            )
+        ).fetchall()
     relation_events = [(p, ev, by) for k, p, ev, by in rows if k == "relation"]
-    assert relation_events == [("ally_of", "asserted", None), ("enemy_of", "asserted", None),
-                               ("ally_of", "superseded", "enemy_of"), ("enemy_of", "dormant", None),
-                               ("ally_of", "restored", None)]
+    assert relation_events == [
+        ("ally_of", "asserted", None),
+        ("enemy_of", "asserted", None),
+        ("ally_of", "superseded", "enemy_of"),
+        ("enemy_of", "dormant", None),
+        ("ally_of", "restored", None),
+    ]
     assert [(p, ev) for k, p, ev, _ in rows if k == "document"] == [
-        ("01_book.txt", "added"), ("02_book.txt", "added"), ("02_book.txt", "removed")]
-    assert sorted((p, ev) for k, p, ev, _ in rows if k == "entity") == [("Athos", "created"), ("d'Artagnan", "created")]
+        ("01_book.txt", "added"),
+        ("02_book.txt", "added"),
+        ("02_book.txt", "removed"),
+    ]
+    assert sorted((p, ev) for k, p, ev, _ in rows if k == "entity") == [
+        ("Athos", "created"),
+        ("d'Artagnan", "created"),
+    ]
 
 
 def test_the_history_is_append_only(novel, realm) -> None:  # type: ignore[no-untyped-def]
@@ -122,16 +161,25 @@ def test_the_history_is_append_only(novel, realm) -> None:  # type: ignore[no-un
                 conn.execute(sql.SQL(stmt).format(qualified(realm, "belief_log")))
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"), conn.transaction():
             # a closed interval may never be reopened or moved
-            conn.execute(sql.SQL("UPDATE {} SET believed_to = NULL WHERE believed_to IS NOT NULL").format(
-                qualified(realm, "relation_belief")))
+            conn.execute(
+                sql.SQL("UPDATE {} SET believed_to = NULL WHERE believed_to IS NOT NULL").format(
+                    qualified(realm, "relation_belief")
+                )
+            )
         with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"), conn.transaction():
-            conn.execute(sql.SQL("UPDATE {} SET believed_from = believed_from - interval '1 day'").format(
-                qualified(realm, "entity_belief")))
+            conn.execute(
+                sql.SQL("UPDATE {} SET believed_from = believed_from - interval '1 day'").format(
+                    qualified(realm, "entity_belief")
+                )
+            )
         for table in ("belief_log", "relation_belief", "entity_belief"):  # TRUNCATE fires no row trigger
             with pytest.raises(psycopg.errors.InsufficientPrivilege, match="append-only"), conn.transaction():
                 conn.execute(sql.SQL("TRUNCATE {}").format(qualified(realm, table)))
-        closed = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE believed_to IS NOT NULL").format(
-            qualified(realm, "relation_belief"))).fetchone()
+        closed = conn.execute(
+            sql.SQL("SELECT count(*) FROM {} WHERE believed_to IS NOT NULL").format(
+                qualified(realm, "relation_belief")
+            )
+        ).fetchone()
     assert closed == (1,)  # the alliance's current interval, closed by the enmity
 
 
@@ -150,8 +198,15 @@ def test_removed_chunks_are_re_embedded_with_the_realm(novel, realm, monkeypatch
     result = reembed_realm(narrow, realm)
     assert result["rows"]["documents_removed"] == 1
     with narrow.connect() as conn:
-        dims = conn.execute(sql.SQL("SELECT vector_dims(embedding) FROM {}").format(qualified(realm, "documents_removed"))).fetchall()
+        dims = conn.execute(
+            sql.SQL("SELECT vector_dims(embedding) FROM {}").format(qualified(realm, "documents_removed"))
+        ).fetchall()
     assert dims == [(64,)]
-    chunks = query_data("Porthos lives in Paris", QueryParam(space="books", mode="naive", as_believed_at=t),
-                        dsn=narrow.dsn, realm=realm, embedder=narrow.embedder()).chunks
+    chunks = query_data(
+        "Porthos lives in Paris",
+        QueryParam(space="books", mode="naive", as_believed_at=t),
+        dsn=narrow.dsn,
+        realm=realm,
+        embedder=narrow.embedder(),
+    ).chunks
     assert [c["doc_key"] for c in chunks][:1] == ["02_book.txt"]  # found by its new vector, from the archive

@@ -38,10 +38,19 @@ def poisoned(small_corpus: SmallCorpus, realm: str, monkeypatch: pytest.MonkeyPa
     cassette = small_corpus.root / "recorded.jsonl"
     with db.connect(engine.dsn, autocommit=True) as conn:
         cache.export_cassette(conn, cassette)
-        lines = [e for e in map(json.loads, cassette.read_text().splitlines()) if e["model"] == small_corpus.model]
+        lines = [
+            e for e in map(json.loads, cassette.read_text().splitlines()) if e["model"] == small_corpus.model
+        ]
         # only the cassette answers these prompts (earlier tests' models recorded the same ones)
-        conn.execute("DELETE FROM pgrag__control.llm_cache WHERE prompt_key = ANY(%s)", ([e["prompt_key"] for e in lines],))
-    poisoned = [e for e in lines if e["purpose"] == "extract" and "never built" in e["request"]["messages"][-1]["content"]]
+        conn.execute(
+            "DELETE FROM pgrag__control.llm_cache WHERE prompt_key = ANY(%s)",
+            ([e["prompt_key"] for e in lines],),
+        )
+    poisoned = [
+        e
+        for e in lines
+        if e["purpose"] == "extract" and "never built" in e["request"]["messages"][-1]["content"]
+    ]
     assert len(poisoned) == 1
     poisoned[0]["response"] = POISON
     cassette.write_text("".join(cache.cassette_line(e) for e in lines))
@@ -55,11 +64,15 @@ def poisoned(small_corpus: SmallCorpus, realm: str, monkeypatch: pytest.MonkeyPa
     return small_corpus
 
 
-def test_a_replayed_poison_response_is_replayed_every_run_until_evicted(poisoned: SmallCorpus, realm: str) -> None:
+def test_a_replayed_poison_response_is_replayed_every_run_until_evicted(
+    poisoned: SmallCorpus, realm: str
+) -> None:
     calls = len(poisoned.chat_requests())
     first = _raw(poisoned.engine(), realm, "copy")
     assert first.metadata["chunks_failed"] == 1 and first.metadata["model_calls"] == 0
-    with pytest.raises(ExtractionError, match="replayed response to prompt"):  # the same refusal, replayed again:
+    with pytest.raises(
+        ExtractionError, match="replayed response to prompt"
+    ):  # the same refusal, replayed again:
         _raw(poisoned.engine(), realm, "copy")  # the run's only chunk failed
     assert len(poisoned.chat_requests()) == calls
 
@@ -67,12 +80,20 @@ def test_a_replayed_poison_response_is_replayed_every_run_until_evicted(poisoned
     assert out.exit_code == 0, out.output
     lines = out.output.splitlines()
     assert len(lines) == 2
-    assert re.fullmatch(rf"removed extract response [0-9a-f]{{16}} \(prompt [0-9a-f]{{16}}, model {re.escape(poisoned.model)}, "
-                        rf"cached [0-9: -]+\): '{POISON}'", lines[0]), lines[0]
-    assert lines[1] == f"1 cached response(s) removed; 1 extraction pass(es) of {realm}.copy will be asked again by the next run"
+    assert re.fullmatch(
+        rf"removed extract response [0-9a-f]{{16}} \(prompt [0-9a-f]{{16}}, model {re.escape(poisoned.model)}, "
+        rf"cached [0-9: -]+\): '{POISON}'",
+        lines[0],
+    ), lines[0]
+    assert (
+        lines[1]
+        == f"1 cached response(s) removed; 1 extraction pass(es) of {realm}.copy will be asked again by the next run"
+    )
     poisoned.engine().import_cassettes()  # what `pgrag index` and the demo do first: the poison stays out
     with db.connect(poisoned.engine().dsn) as conn:
-        assert conn.execute("SELECT count(*) FROM pgrag__control.llm_cache WHERE response = %s", (POISON,)).fetchone() == (0,)
+        assert conn.execute(
+            "SELECT count(*) FROM pgrag__control.llm_cache WHERE response = %s", (POISON,)
+        ).fetchone() == (0,)
 
     fixed = _raw(poisoned.engine(), realm, "copy")  # replay misses that prompt now: the live model answers it
     assert fixed.metadata["chunks_failed"] == 0 and fixed.checks[PENDING_CHECK][0] is True
@@ -81,10 +102,13 @@ def test_a_replayed_poison_response_is_replayed_every_run_until_evicted(poisoned
     # nothing left to evict
     out = runner.invoke(app, ["cache", "evict", "--parse-errors", "--space", f"{realm}.copy"])
     assert out.exit_code == 0 and out.output.splitlines() == [
-        f"no cached response matched; nothing removed; 0 extraction pass(es) of {realm}.copy will be asked again by the next run"]
+        f"no cached response matched; nothing removed; 0 extraction pass(es) of {realm}.copy will be asked again by the next run"
+    ]
 
 
-def test_the_error_of_a_replayed_poison_response_names_the_prompt_key_to_evict(poisoned: SmallCorpus, realm: str) -> None:
+def test_the_error_of_a_replayed_poison_response_names_the_prompt_key_to_evict(
+    poisoned: SmallCorpus, realm: str
+) -> None:
     first = _raw(poisoned.engine(), realm, "copy")
     error = first.metadata["failures"][0]
     assert "no JSON object in the response" in error
@@ -94,22 +118,28 @@ def test_the_error_of_a_replayed_poison_response_names_the_prompt_key_to_evict(p
     assert out.exit_code == 0, out.output
     *removed, summary = out.output.splitlines()  # every model's response to that prompt
     assert summary == f"{len(removed)} cached response(s) removed"
-    assert any(f"(prompt {hint.group(1)}, model {poisoned.model}" in line and POISON in line for line in removed)
+    assert any(
+        f"(prompt {hint.group(1)}, model {poisoned.model}" in line and POISON in line for line in removed
+    )
     again = _raw(poisoned.engine(), realm, "copy")
     assert again.metadata["chunks_failed"] == 0 and again.metadata["model_calls"] == 1
 
 
-def test_an_evicted_gleaning_pass_is_asked_again_by_the_next_run(small_corpus: SmallCorpus, realm: str,
-                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_evicted_gleaning_pass_is_asked_again_by_the_next_run(
+    small_corpus: SmallCorpus, realm: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PGRAG_CONFIG", str(small_corpus.config))
-    small_corpus.server.answer = lambda m: "Nothing else, I think." if m[-1]["content"].startswith(GLEAN) \
-        else extraction_answer(m)
+    small_corpus.server.answer = lambda m: (
+        "Nothing else, I think." if m[-1]["content"].startswith(GLEAN) else extraction_answer(m)
+    )
     chunks = _raw(small_corpus.engine(), realm, "main").metadata["chunks_extracted"]
     out = runner.invoke(app, ["cache", "evict", "--parse-errors", "--space", f"{realm}.main"])
     assert out.exit_code == 0, out.output
     # a live model's unusable answer was never kept in the cache; the passes are owed all the same
-    assert out.output.splitlines() == [f"no cached response matched; nothing removed; {chunks} extraction pass(es) "
-                                       f"of {realm}.main will be asked again by the next run"]
+    assert out.output.splitlines() == [
+        f"no cached response matched; nothing removed; {chunks} extraction pass(es) "
+        f"of {realm}.main will be asked again by the next run"
+    ]
     small_corpus.server.answer = extraction_answer
     calls = len(small_corpus.chat_requests())
     again = _raw(small_corpus.engine(), realm, "main")
@@ -118,23 +148,34 @@ def test_an_evicted_gleaning_pass_is_asked_again_by_the_next_run(small_corpus: S
     assert again.metadata["chunks_resumed"] == chunks and again.checks[PENDING_CHECK][0] is True
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    ([], "give either --prompt-key KEY or --parse-errors --space REALM.SPACE"),
-    (["--parse-errors"], "give either --prompt-key KEY or --parse-errors --space REALM.SPACE"),
-    (["--prompt-key", "abc"], "give at least 8 of its lowercase hexadecimal digits"),
-    (["--prompt-key", "0123456789abcdef", "--parse-errors", "--space", "x.y"], "give either"),
-])
-def test_cache_evict_refuses_unclear_requests_in_one_line(small_corpus: SmallCorpus, monkeypatch: pytest.MonkeyPatch,
-                                                          args: list[str], message: str) -> None:
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "give either --prompt-key KEY or --parse-errors --space REALM.SPACE"),
+        (["--parse-errors"], "give either --prompt-key KEY or --parse-errors --space REALM.SPACE"),
+        (["--prompt-key", "abc"], "give at least 8 of its lowercase hexadecimal digits"),
+        (["--prompt-key", "0123456789abcdef", "--parse-errors", "--space", "x.y"], "give either"),
+    ],
+)
+def test_cache_evict_refuses_unclear_requests_in_one_line(
+    small_corpus: SmallCorpus, monkeypatch: pytest.MonkeyPatch, args: list[str], message: str
+) -> None:
     monkeypatch.setenv("PGRAG_CONFIG", str(small_corpus.config))
     out = runner.invoke(app, ["cache", "evict", *args])
     assert out.exit_code == 2 and message in out.output and len(out.output.strip().splitlines()) == 1
 
 
 def test_an_evicted_response_is_not_admitted_again_but_another_answer_to_its_prompt_is(
-        small_corpus: SmallCorpus, tmp_path: Path) -> None:
-    entry = {"key": "k" * 64, "prompt_key": "ab" * 32, "model": "m", "purpose": "extract",
-             "request": {"messages": [], "params": {}}, "response": POISON}
+    small_corpus: SmallCorpus, tmp_path: Path
+) -> None:
+    entry = {
+        "key": "k" * 64,
+        "prompt_key": "ab" * 32,
+        "model": "m",
+        "purpose": "extract",
+        "request": {"messages": [], "params": {}},
+        "response": POISON,
+    }
     with db.connect(small_corpus.settings().database_url, autocommit=True) as conn:
         from pgrag_dag.store.schema import init_control
 

@@ -30,8 +30,16 @@ from tests.graph_snapshot import graph_snapshot
 pytestmark = [pytest.mark.dagster, pytest.mark.slow]
 
 REDIS = shutil.which("redis-server")
-STAGES = ["chunks", "raw_extractions", "gated_triples", "resolved_entities", "relations", "embeddings",
-          "communities", "community_hierarchy"]
+STAGES = [
+    "chunks",
+    "raw_extractions",
+    "gated_triples",
+    "resolved_entities",
+    "relations",
+    "embeddings",
+    "communities",
+    "community_hierarchy",
+]
 
 
 def _free_port() -> int:
@@ -62,7 +70,9 @@ def _wait_for(path: Path, text: str, proc: subprocess.Popen, timeout: float) -> 
         if path.exists() and text in path.read_text(errors="replace"):
             return
         if proc.poll() is not None:
-            pytest.fail(f"{proc.args[0]} exited ({proc.returncode}) before {text!r}:\n{path.read_text(errors='replace')[-3000:]}")
+            pytest.fail(
+                f"{proc.args[0]} exited ({proc.returncode}) before {text!r}:\n{path.read_text(errors='replace')[-3000:]}"
+            )
         time.sleep(0.3)
     pytest.fail(f"no {text!r} within {timeout} s:\n{path.read_text(errors='replace')[-3000:]}")
 
@@ -72,12 +82,31 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
     """A redis-server of its own on a free loopback port (no persistence); stopped by its process group."""
     if REDIS is None:
         pytest.skip("redis-server is not installed (Debian package redis-server; .ci/run installs it)")
-    pytest.importorskip("dagster_celery", reason="the celery extra is not installed (pip install -e '.[celery]')")
+    pytest.importorskip(
+        "dagster_celery", reason="the celery extra is not installed (pip install -e '.[celery]')"
+    )
     port = _free_port()
     log = tmp_path / "redis.log"
-    proc = subprocess.Popen([REDIS, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no",
-                             "--dir", str(tmp_path), "--logfile", str(log)], start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            REDIS,
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+            "--logfile",
+            str(log),
+        ],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         _wait_for(log, "Ready to accept connections", proc, 20)
         yield f"redis://127.0.0.1:{port}"
@@ -86,13 +115,21 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
 
 
 def test_a_partition_runs_step_by_step_on_celery_workers_and_builds_the_in_process_graph(
-    small_corpus: SmallCorpus, realm: str, pg_dsn: str, redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    small_corpus: SmallCorpus,
+    realm: str,
+    pg_dsn: str,
+    redis_url: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))  # restored afterwards (the runner sets it)
     monkeypatch.setenv("PGRAG_DAGSTER_STORAGE_URL", "")
     # the in-process baseline in the fixture's realm
-    base = materialize_partition(small_corpus.settings(data_dir=str(tmp_path / "inproc"), dagster={"instance_storage": "sqlite"}),
-                                 f"{realm}.main", config_path=str(small_corpus.config))
+    base = materialize_partition(
+        small_corpus.settings(data_dir=str(tmp_path / "inproc"), dagster={"instance_storage": "sqlite"}),
+        f"{realm}.main",
+        config_path=str(small_corpus.config),
+    )
     assert all(base["_checks"].values())
     expected = graph_snapshot(pg_dsn, realm, "main")
 
@@ -105,7 +142,11 @@ def test_a_partition_runs_step_by_step_on_celery_workers_and_builds_the_in_proce
     config = tmp_path / "celery.yaml"
     config.write_text(yaml.safe_dump(cfg), encoding="utf-8")
     broker, backend = f"{redis_url}/0", f"{redis_url}/1"
-    for name, value in {"PGRAG_CONFIG": str(config), "PGRAG_CELERY_BROKER": broker, "PGRAG_CELERY_BACKEND": backend}.items():
+    for name, value in {
+        "PGRAG_CONFIG": str(config),
+        "PGRAG_CELERY_BROKER": broker,
+        "PGRAG_CELERY_BACKEND": backend,
+    }.items():
         monkeypatch.setenv(name, value)
     home = dagster_home(load_settings(config))
 
@@ -115,10 +156,26 @@ def test_a_partition_runs_step_by_step_on_celery_workers_and_builds_the_in_proce
     cli = Path(sys.executable).parent / "dagster-celery"
     with worker_log.open("w") as out:
         worker = subprocess.Popen(
-            [str(cli), "worker", "start", "-A", "dagster_celery.app", "-y", str(worker_yaml), "-n", "pgrag-test",
-             "-l", "INFO", "--", "--concurrency=2"],
-            start_new_session=True, stdout=out, stderr=subprocess.STDOUT,  # it runs `celery` from PATH
-            env=dict(os.environ, PATH=f"{cli.parent}{os.pathsep}{os.environ.get('PATH', '')}"))
+            [
+                str(cli),
+                "worker",
+                "start",
+                "-A",
+                "dagster_celery.app",
+                "-y",
+                str(worker_yaml),
+                "-n",
+                "pgrag-test",
+                "-l",
+                "INFO",
+                "--",
+                "--concurrency=2",
+            ],
+            start_new_session=True,
+            stdout=out,
+            stderr=subprocess.STDOUT,  # it runs `celery` from PATH
+            env=dict(os.environ, PATH=f"{cli.parent}{os.pathsep}{os.environ.get('PATH', '')}"),
+        )
     try:
         _wait_for(worker_log, "ready.", worker, 90)
         workers = {p.pid for p in psutil.Process(worker.pid).children(recursive=True)}
@@ -129,7 +186,10 @@ def test_a_partition_runs_step_by_step_on_celery_workers_and_builds_the_in_proce
             run = run_partition(instance, f"{other}.main")
             records = instance.all_logs(run.run_id)
             assert run.status == dg.DagsterRunStatus.SUCCESS, "\n".join(
-                r.dagster_event.message or "" for r in records if r.dagster_event and r.dagster_event.is_failure)
+                r.dagster_event.message or ""
+                for r in records
+                if r.dagster_event and r.dagster_event.is_failure
+            )
             assert "postgres" in type(instance.run_storage).__module__
         elapsed = time.monotonic() - started
         workers |= {p.pid for p in psutil.Process(worker.pid).children(recursive=True)}
@@ -137,22 +197,35 @@ def test_a_partition_runs_step_by_step_on_celery_workers_and_builds_the_in_proce
     finally:
         _stop(worker)
         with db.connect(pg_dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema.schema_for(other))))
+            conn.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema.schema_for(other)))
+            )
             conn.execute("DELETE FROM pgrag__control.realms WHERE realm = %s", (other,))
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(storage)))
 
-    starts = [r.dagster_event for r in records if r.dagster_event and r.dagster_event.event_type == dg.DagsterEventType.STEP_START]
+    starts = [
+        r.dagster_event
+        for r in records
+        if r.dagster_event and r.dagster_event.event_type == dg.DagsterEventType.STEP_START
+    ]
     assert {e.step_key for e in starts} >= set(STAGES)
     # every step started in a process of the Celery worker (its pool's children), none in this one
     pids = {e.step_key: e.pid for e in starts}
     assert os.getpid() not in pids.values()
     assert set(pids.values()) <= workers, (pids, workers)
-    delegated = [r for r in records if r.dagster_event and "in celery worker" in (r.dagster_event.message or "")]
+    delegated = [
+        r for r in records if r.dagster_event and "in celery worker" in (r.dagster_event.message or "")
+    ]
     assert {r.step_key for r in delegated} == set(pids)
-    materialized = {r.dagster_event.asset_key.to_user_string() for r in records
-                    if r.dagster_event and r.dagster_event.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION}
+    materialized = {
+        r.dagster_event.asset_key.to_user_string()
+        for r in records
+        if r.dagster_event and r.dagster_event.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION
+    }
     assert materialized == set(STAGES)
     # nothing passed between steps through a local file: no IO manager output was written (only the compute logs)
     assert not [p for p in (home / "storage").rglob("*") if p.is_file() and "compute_logs" not in p.parts]
     assert built == expected
-    print(f"celery run: {elapsed:.1f} s for {len(pids)} steps on worker processes {sorted(set(pids.values()))}")
+    print(
+        f"celery run: {elapsed:.1f} s for {len(pids)} steps on worker processes {sorted(set(pids.values()))}"
+    )

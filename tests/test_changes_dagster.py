@@ -21,7 +21,9 @@ from tests.fix_corpus import SmallCorpus
 
 pytestmark = [pytest.mark.dagster, pytest.mark.filterwarnings("ignore::dagster.BetaWarning")]
 LAG = dg.AssetCheckKey(dg.AssetKey("communities"), COMMUNITY_LAG_CHECK)
-CHANGED = "Ada Lovelace met Charles Babbage in 1833. Ada Lovelace wrote notes on the Analytical Engine in 1843."
+CHANGED = (
+    "Ada Lovelace met Charles Babbage in 1833. Ada Lovelace wrote notes on the Analytical Engine in 1843."
+)
 
 SEEN: list[dict[str, str]] = []
 
@@ -36,15 +38,17 @@ def on_change() -> None:
     consume_changes()
 
 
-def _tick(sensor: dg.SensorDefinition, instance: dg.DagsterInstance, cursor: str | None,
-          resources: dict[str, Any]) -> Any:
+def _tick(
+    sensor: dg.SensorDefinition, instance: dg.DagsterInstance, cursor: str | None, resources: dict[str, Any]
+) -> Any:
     """One evaluation of ``sensor`` (the engine resource is set up and torn down around it, as the daemon does)."""
     with dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources) as context:
         return sensor(context)
 
 
 def test_the_change_sensor_runs_the_job_once_per_change_and_keeps_the_watermark_as_cursor(
-        small_corpus: SmallCorpus, realm: str) -> None:
+    small_corpus: SmallCorpus, realm: str
+) -> None:
     engine = small_corpus.engine()
     index_documents(engine, realm, "main", communities=False)
     sensor = build_change_sensor(realm, "main", job=on_change)
@@ -73,10 +77,15 @@ def test_the_change_sensor_runs_the_job_once_per_change_and_keeps_the_watermark_
         changed = _tick(sensor, instance, idle.cursor, resources)
         assert isinstance(changed, dg.SensorResult) and len(changed.run_requests) == 1
         tags = changed.run_requests[0].tags
-        assert tags["pgrag/since"] == idle.cursor and json.loads(tags["pgrag/changes"])["documents_replaced"] == 1
+        assert (
+            tags["pgrag/since"] == idle.cursor
+            and json.loads(tags["pgrag/changes"])["documents_replaced"] == 1
+        )
         assert changed.run_requests[0].run_key != req.run_key
         # the same window through the query resource
-        window = QueryResource(realm=realm, config_path=str(small_corpus.config)).changes_since("main", idle.cursor)
+        window = QueryResource(realm=realm, config_path=str(small_corpus.config)).changes_since(
+            "main", idle.cursor
+        )
         assert str(window.events) == tags["pgrag/events"]
 
 
@@ -86,7 +95,8 @@ def _lag_result(result: dg.ExecuteInProcessResult) -> Any:
 
 
 def test_the_community_lag_check_warns_after_a_graph_change_and_passes_after_the_rebuild(
-        small_corpus: SmallCorpus, realm: str) -> None:
+    small_corpus: SmallCorpus, realm: str
+) -> None:
     key = f"{realm}.main"
     defs = build_defs(pgrag=PgragResource(config_path=str(small_corpus.config)))
     resources: dict[str, Any] = {"pgrag": PgragResource(config_path=str(small_corpus.config))}
@@ -95,33 +105,57 @@ def test_the_community_lag_check_warns_after_a_graph_change_and_passes_after_the
         add_partitions(instance, [key])
         built = dg.materialize(everything, partition_key=key, instance=instance, resources=resources)
         ok = _lag_result(built)
-        assert ok.passed and ok.partition == key and ok.metadata["changed_relations_since_communities"].value == 0
+        assert (
+            ok.passed
+            and ok.partition == key
+            and ok.metadata["changed_relations_since_communities"].value == 0
+        )
         tick = dg.evaluate_automation_conditions(defs=defs, instance=instance)
         # a graph change: the stages up to relations re-materialise (as the source sensor's run does)
         (small_corpus.root / "docs" / "02_lovelace.txt").write_text(CHANGED)
-        upto = dg.AssetSelection.assets("chunks", "raw_extractions", "gated_triples", "resolved_entities", "relations")
-        assert dg.materialize(everything, partition_key=key, instance=instance, resources=resources, selection=upto).success
+        upto = dg.AssetSelection.assets(
+            "chunks", "raw_extractions", "gated_triples", "resolved_entities", "relations"
+        )
+        assert dg.materialize(
+            everything, partition_key=key, instance=instance, resources=resources, selection=upto
+        ).success
         tick = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=tick.cursor)
         requested = {r.key: r.true_subset.size for r in tick.results}
         assert requested[LAG] == 1 and tick.get_requested_partitions(dg.AssetKey("communities")) == {key}
         # the daemon would run the check alone first if the communities could not follow: it shows the lag
-        alone = dg.materialize(everything, instance=instance, resources=resources, selection=dg.AssetSelection.checks(LAG),
-                               tags={"dagster/partition": key})
+        alone = dg.materialize(
+            everything,
+            instance=instance,
+            resources=resources,
+            selection=dg.AssetSelection.checks(LAG),
+            tags={"dagster/partition": key},
+        )
         stale = _lag_result(alone)
         lag = stale.metadata["changed_relations_since_communities"].value
         assert not stale.passed and stale.severity == dg.AssetCheckSeverity.WARN and stale.partition == key
-        assert lag == changes_since(small_corpus.settings().database_url, realm, "main", None).changed_relations_since_communities > 0
+        assert (
+            lag
+            == changes_since(
+                small_corpus.settings().database_url, realm, "main", None
+            ).changed_relations_since_communities
+            > 0
+        )
         # the automation-requested run rebuilds the communities: the check passes
-        rest = dg.AssetSelection.assets("embeddings", "communities", "community_hierarchy") | dg.AssetSelection.checks(LAG)
-        rebuilt = dg.materialize(everything, partition_key=key, instance=instance, resources=resources, selection=rest)
+        rest = dg.AssetSelection.assets(
+            "embeddings", "communities", "community_hierarchy"
+        ) | dg.AssetSelection.checks(LAG)
+        rebuilt = dg.materialize(
+            everything, partition_key=key, instance=instance, resources=resources, selection=rest
+        )
         assert rebuilt.success and _lag_result(rebuilt).passed
         record = instance.event_log_storage.get_latest_asset_check_execution_by_key([LAG])[LAG]
         assert record.event is not None and record.event.dagster_event is not None
         assert record.event.dagster_event.event_specific_data.passed  # type: ignore[union-attr]
 
 
-def test_the_cli_prints_counts_examples_and_the_next_watermark_last(small_corpus: SmallCorpus, realm: str,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cli_prints_counts_examples_and_the_next_watermark_last(
+    small_corpus: SmallCorpus, realm: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from typer.testing import CliRunner
 
     from pgrag_dag.cli import app
@@ -145,9 +179,10 @@ def test_the_cli_prints_counts_examples_and_the_next_watermark_last(small_corpus
 
 
 def test_the_change_sensor_waits_for_a_configured_space_and_refuses_a_mistyped_one(
-        small_corpus: SmallCorpus, realm: str) -> None:
-    from pgrag_dag.operate.deletion import delete_space
+    small_corpus: SmallCorpus, realm: str
+) -> None:
     from pgrag_dag.errors import UnknownSpaceError
+    from pgrag_dag.operate.deletion import delete_space
 
     engine = small_corpus.engine()
     index_documents(engine, realm, "main", communities=False)
@@ -157,6 +192,9 @@ def test_the_change_sensor_waits_for_a_configured_space_and_refuses_a_mistyped_o
     with dg.instance_for_test() as instance:
         waiting = _tick(build_change_sensor(realm, "main", job=on_change), instance, None, resources)
         assert waiting.run_requests == [] and waiting.cursor is None
-        assert waiting.skip_reason is not None and "main has not been indexed yet" in waiting.skip_reason.skip_message
+        assert (
+            waiting.skip_reason is not None
+            and "main has not been indexed yet" in waiting.skip_reason.skip_message
+        )
         with pytest.raises(UnknownSpaceError, match="space 'mian' does not exist in realm"):
             _tick(build_change_sensor(realm, "mian", job=on_change), instance, None, resources)

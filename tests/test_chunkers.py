@@ -69,29 +69,31 @@ def musketeers() -> str:
 def markdown(babbage: str) -> str:
     """A Markdown article assembled from real sentences of the Babbage article."""
     paras = [p.strip() for p in re.split(r"\n\s*\n", babbage) if p.strip() and not p.strip().startswith("=")]
-    return "\n".join([
-        "Charles Babbage was an English polymath.",
-        "",
-        "# Charles Babbage",
-        paras[1],
-        "",
-        "## Early life ##",
-        "",
-        "### Education",
-        paras[2],
-        "",
-        "```python",
-        "# a comment inside a fence, not a heading",
-        "```",
-        "",
-        "## Work",
-        "#### Empty subsection",
-        "",
-        "### Engines",
-        paras[3],
-        "",
-        "#hashtag is not a heading",
-    ])
+    return "\n".join(
+        [
+            "Charles Babbage was an English polymath.",
+            "",
+            "# Charles Babbage",
+            paras[1],
+            "",
+            "## Early life ##",
+            "",
+            "### Education",
+            paras[2],
+            "",
+            "```python",
+            "# a comment inside a fence, not a heading",
+            "```",
+            "",
+            "## Work",
+            "#### Empty subsection",
+            "",
+            "### Engines",
+            paras[3],
+            "",
+            "#hashtag is not a heading",
+        ]
+    )
 
 
 def _docs(**texts: str | None) -> pl.DataFrame:
@@ -125,7 +127,10 @@ def _rows(out: pl.DataFrame, docs: pl.DataFrame) -> list[dict]:
         assert row["text"] in texts[row["doc_key"]]
         row["metadata"] = json.loads(row["metadata"])
         assert isinstance(row["metadata"], dict)
-        start, end = row["metadata"].pop("char_start"), row["metadata"].pop("char_end")  # issue 13: citable offsets
+        start, end = (
+            row["metadata"].pop("char_start"),
+            row["metadata"].pop("char_end"),
+        )  # issue 13: citable offsets
         assert texts[row["doc_key"]][start:end] == row["text"]
         rows.append(row)
     return rows
@@ -145,18 +150,36 @@ def test_markdown_heading_on_wikipedia_keeps_the_heading_path(ada: str) -> None:
     rows = _rows(markdown_heading_chunks(docs, MarkdownHeadingOptions()), docs)
     meta = lambda needle: _containing(rows, needle)["metadata"]  # noqa: E731
     assert meta("Augusta Ada King, Countess of Lovelace") == {"section": "", "heading_level": 0}
-    assert meta("She was buried, at her request, next to her father") == {"section": "Biography > Death",
-                                                                          "heading_level": 3}
+    assert meta("She was buried, at her request, next to her father") == {
+        "section": "Biography > Death",
+        "heading_level": 3,
+    }
     assert meta("Throughout her illnesses, she continued her education.") == {
-        "section": "Biography > Education", "heading_level": 3}
+        "section": "Biography > Education",
+        "heading_level": 3,
+    }
     assert meta("In note G, she describes an algorithm for the Analytical Engine") == {
-        "section": "First computer program", "heading_level": 2}
+        "section": "First computer program",
+        "heading_level": 2,
+    }
     sections = list(dict.fromkeys(r["metadata"]["section"] for r in rows))
     # "Biography" has an empty body: no chunk of its own, but it heads the path of its subsections
-    assert sections == ["", "Biography > Childhood", "Biography > Adult years", "Biography > Death",
-                        "Biography > Education", "Work", "First computer program", "Conceptual leap",
-                        "Controversy over extent of contributions", "In popular culture", "Commemoration"]
-    assert all("==" not in r["text"] and "\r\n\r\n" not in r["text"][:2] for r in rows)  # heading lines excluded
+    assert sections == [
+        "",
+        "Biography > Childhood",
+        "Biography > Adult years",
+        "Biography > Death",
+        "Biography > Education",
+        "Work",
+        "First computer program",
+        "Conceptual leap",
+        "Controversy over extent of contributions",
+        "In popular culture",
+        "Commemoration",
+    ]
+    assert all(
+        "==" not in r["text"] and "\r\n\r\n" not in r["text"][:2] for r in rows
+    )  # heading lines excluded
     assert all(len(r["text"]) <= 2000 for r in rows)
 
 
@@ -164,7 +187,9 @@ def test_markdown_heading_spaced_mediawiki_headings_nest_four_deep(babbage: str)
     docs = _docs(babbage=babbage)
     rows = _rows(markdown_heading_chunks(docs, MarkdownHeadingOptions()), docs)
     assert _containing(rows, "detailed breakdown of the cost structure of book publishing")["metadata"] == {
-        "section": "Academic > On the Economy of Machinery and Manufactures > Publishing", "heading_level": 4}
+        "section": "Academic > On the Economy of Machinery and Manufactures > Publishing",
+        "heading_level": 4,
+    }
     assert _containing(rows, "Babbage's congruence")["metadata"]["section"] == "See also"
     assert "Notes" not in {r["metadata"]["section"] for r in rows}  # empty section: no chunk
 
@@ -183,8 +208,10 @@ def test_markdown_heading_long_sections_split_at_paragraphs_then_sentences(ada: 
     death = [r["text"] for r in rows if r["metadata"]["section"] == "Biography > Death"]
     assert len(death) == 2 and death[0].startswith("Ada Lovelace died at the age of thirty-six")
     # the short last paragraph is packed with the sentences before it
-    assert death[1].endswith("She was buried, at her request, next to her father at the Church of St. Mary "
-                             "Magdalene in Hucknall, Nottingham.")
+    assert death[1].endswith(
+        "She was buried, at her request, next to her father at the Church of St. Mary "
+        "Magdalene in Hucknall, Nottingham."
+    )
 
 
 def test_markdown_heading_atx_headings_fences_and_crlf(markdown: str) -> None:
@@ -201,7 +228,9 @@ def test_markdown_heading_atx_headings_fences_and_crlf(markdown: str) -> None:
     assert lf[0]["text"] == "Charles Babbage was an English polymath."
     assert "# a comment inside a fence, not a heading" in lf[2]["text"]
     assert lf[3]["text"].endswith("#hashtag is not a heading")
-    assert [r["text"].replace("\r\n", "\n") for r in rows if r["doc_key"] == "crlf"] == [r["text"] for r in lf]
+    assert [r["text"].replace("\r\n", "\n") for r in rows if r["doc_key"] == "crlf"] == [
+        r["text"] for r in lf
+    ]
     assert [r["metadata"] for r in rows if r["doc_key"] == "crlf"] == [r["metadata"] for r in lf]
 
 
@@ -216,20 +245,26 @@ def test_paragraph_one_chunk_per_paragraph(ada: str) -> None:
     assert [r["metadata"] for r in rows] == [{"paragraph": k} for k in range(len(expected))]
     assert _containing(rows, "She was buried, at her request")["text"] == (
         "She was buried, at her request, next to her father at the Church of St. Mary Magdalene in Hucknall, "
-        "Nottingham.")
+        "Nottingham."
+    )
 
 
 def test_paragraph_short_paragraphs_merge_into_the_next(ada: str) -> None:
     docs = _docs(ada=ada)
     rows = _rows(paragraph_chunks(docs, ParagraphOptions(min_chars=30)), docs)
     bio = _containing(rows, "==Biography==")
-    assert bio["text"].startswith("==Biography==\r\n\r\n===Childhood===\r\nAda Lovelace was born Augusta Ada Byron")
+    assert bio["text"].startswith(
+        "==Biography==\r\n\r\n===Childhood===\r\nAda Lovelace was born Augusta Ada Byron"
+    )
     assert bio["metadata"] == {"paragraph": 3}
     assert _containing(rows, "On 16 January 1816, Annabella")["metadata"] == {"paragraph": 5}
     assert all(len(r["text"]) >= 30 for r in rows)
     # a short run at the end joins the previous chunk; a document that is all short stays one chunk
-    docs = _docs(tail="Ada Lovelace died in 1852.\n\nEnd.\n\nFin", run="A.\n\nBb.\n\nCc.\n\nLovelace died.",
-                 short="A.\r\n\r\nB.")
+    docs = _docs(
+        tail="Ada Lovelace died in 1852.\n\nEnd.\n\nFin",
+        run="A.\n\nBb.\n\nCc.\n\nLovelace died.",
+        short="A.\r\n\r\nB.",
+    )
     rows = _rows(paragraph_chunks(docs, ParagraphOptions(min_chars=10)), docs)
     assert [(r["doc_key"], r["text"], r["metadata"]) for r in rows] == [
         ("tail", "Ada Lovelace died in 1852.\n\nEnd.\n\nFin", {"paragraph": 0}),
@@ -313,7 +348,9 @@ def test_token_window_lossy_tokenizer_names_the_document(ada: str, monkeypatch: 
 
 
 def paragraph_pack(documents: pl.DataFrame, options: ParagraphPackOptions) -> pl.DataFrame:
-    return paragraph_pack_chunks(documents, chunk_chars=options.chunk_chars, overlap_chars=options.overlap_chars)
+    return paragraph_pack_chunks(
+        documents, chunk_chars=options.chunk_chars, overlap_chars=options.overlap_chars
+    )
 
 
 CHUNKERS = [

@@ -9,6 +9,7 @@ import re
 import polars as pl
 import pytest
 
+from pgrag_dag.errors import ContractError
 from pgrag_dag.ingest.splitting import (
     CHUNK_COLUMNS,
     assemble_chunks,
@@ -17,7 +18,6 @@ from pgrag_dag.ingest.splitting import (
     split_sentences,
 )
 from pgrag_dag.operators.contracts import ChunkContract, validate
-from pgrag_dag.errors import ContractError
 
 _ENDS_AT_SENTENCE = re.compile(r"[.!?][\"')\]]*\s+$")
 
@@ -61,7 +61,9 @@ def test_paragraphs_are_packed_whole_within_the_budget() -> None:
 def test_blank_lines_with_whitespace_separate_paragraphs_and_empty_ones_vanish() -> None:
     text = "First paragraph.\n   \n\n\nSecond paragraph.\n\n  \n"
     # packed together with the document's own separator between them (issue 13: chunks are substrings)
-    assert chunk_text(text, chunk_chars=200, overlap_chars=0) == ["First paragraph.\n   \n\n\nSecond paragraph."]
+    assert chunk_text(text, chunk_chars=200, overlap_chars=0) == [
+        "First paragraph.\n   \n\n\nSecond paragraph."
+    ]
     assert chunk_text(text, chunk_chars=200, overlap_chars=0)[0] in text
 
 
@@ -92,7 +94,10 @@ def test_zero_overlap_carries_nothing() -> None:
 def test_a_fact_straddling_a_chunk_boundary_appears_whole_in_the_next_chunk() -> None:
     subject = "Ada Lovelace wrote the first published algorithm."
     obj = "It was written for the Analytical Engine."
-    p1 = "Charles Babbage designed several calculating machines. His Difference Engine was never finished. " + subject
+    p1 = (
+        "Charles Babbage designed several calculating machines. His Difference Engine was never finished. "
+        + subject
+    )
     p2 = obj + " The engine was programmed with punched cards, like a Jacquard loom."
     text = f"{p1}\n\n{p2}"
     assert len(p1) + 2 + len(p2) > 200
@@ -136,7 +141,10 @@ def test_chunk_documents_builds_the_chunks_frame() -> None:
     assert frame.schema["chunk_index"] == pl.Int64 and frame.schema["doc_order"] == pl.Int64
     assert all(frame.schema[c] == pl.String for c in CHUNK_COLUMNS if c not in ("chunk_index", "doc_order"))
     assert frame.select("doc_key", "chunk_index").rows() == [
-        ("doc0.txt", 0), ("doc0.txt", 1), ("doc0.txt", 2), ("doc1.txt", 0),
+        ("doc0.txt", 0),
+        ("doc0.txt", 1),
+        ("doc0.txt", 2),
+        ("doc1.txt", 0),
     ]
     last = frame.row(3, named=True)
     assert last["title"] == "Doc 1" and last["source"] == "corpus/doc1.txt" and last["doc_order"] == 1
@@ -145,19 +153,23 @@ def test_chunk_documents_builds_the_chunks_frame() -> None:
 
 
 def test_content_hash_is_the_sha256_of_the_chunk_text() -> None:
-    frame = chunk_documents(_documents("Ampère’s law — naïve café.\n\nSecond paragraph here."), chunk_chars=200,
-                            overlap_chars=0)
+    frame = chunk_documents(
+        _documents("Ampère’s law — naïve café.\n\nSecond paragraph here."), chunk_chars=200, overlap_chars=0
+    )
     for text, digest in frame.select("text", "content_hash").rows():
         assert digest == hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def test_chunk_contract_accepts_chunked_documents_and_rejects_a_tampered_hash() -> None:
-    frame = chunk_documents(_documents("\n\n".join(_paragraph(i) for i in range(6))), chunk_chars=200,
-                            overlap_chars=40).with_columns(chunk_id=pl.lit(None, pl.Int64))
+    frame = chunk_documents(
+        _documents("\n\n".join(_paragraph(i) for i in range(6))), chunk_chars=200, overlap_chars=40
+    ).with_columns(chunk_id=pl.lit(None, pl.Int64))
     assert validate(ChunkContract, frame).height == frame.height
 
     tampered = frame.with_columns(
-        content_hash=pl.when(pl.col("chunk_index") == 1).then(pl.lit("0" * 64)).otherwise(pl.col("content_hash"))
+        content_hash=pl.when(pl.col("chunk_index") == 1)
+        .then(pl.lit("0" * 64))
+        .otherwise(pl.col("content_hash"))
     )
     with pytest.raises(ContractError) as info:
         validate(ChunkContract, tampered)
@@ -208,14 +220,20 @@ def test_issue13_assembled_chunks_carry_their_character_offsets() -> None:
     texts = dict(docs.select("doc_key", "text").iter_rows())
     for doc_key, text, meta in frame.select("doc_key", "text", "metadata").iter_rows():
         m = json.loads(meta)
-        assert texts[doc_key][m["char_start"]:m["char_end"]] == text
+        assert texts[doc_key][m["char_start"] : m["char_end"]] == text
         assert m["char_end"] - m["char_start"] == len(text)
 
 
 def test_issue13_a_user_chunker_that_re_joins_text_gets_offsets_only_where_its_chunks_are_found() -> None:
     docs = _documents("One.\n\nTwo.\n\nOne.")
-    pieces = pl.DataFrame({"doc_key": ["doc0.txt"] * 3, "chunk_index": [0, 1, 2], "text": ["One.", "One. Two.", "One."],
-                           "metadata": [None, None, '{"char_start": 5, "char_end": 9}']})
+    pieces = pl.DataFrame(
+        {
+            "doc_key": ["doc0.txt"] * 3,
+            "chunk_index": [0, 1, 2],
+            "text": ["One.", "One. Two.", "One."],
+            "metadata": [None, None, '{"char_start": 5, "char_end": 9}'],
+        }
+    )
     metas = [json.loads(m) for m in assemble_chunks(docs, pieces)["metadata"]]
     assert (metas[0]["char_start"], metas[0]["char_end"]) == (0, 4)
     assert "char_start" not in metas[1]  # not a substring: no offsets rather than wrong ones

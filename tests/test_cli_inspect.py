@@ -49,7 +49,11 @@ def _one(conn: psycopg.Connection, query: str, realm: str, *tables: str, args: t
 
 
 def _synthesis_prompts(corpus: SmallCorpus) -> list[dict[str, Any]]:
-    return [r["body"] for r in corpus.chat_requests() if r["body"]["messages"][0]["content"].startswith("You answer")]
+    return [
+        r["body"]
+        for r in corpus.chat_requests()
+        if r["body"]["messages"][0]["content"].startswith("You answer")
+    ]
 
 
 def test_version_comes_from_the_package_metadata() -> None:
@@ -57,18 +61,25 @@ def test_version_comes_from_the_package_metadata() -> None:
     assert out.exit_code == 0 and out.stdout == f"pgrag {version('pgrag-dag')}\n"
 
 
-def test_query_prints_the_answer_then_every_passage_the_context_numbered(indexed: SmallCorpus, realm: str,
-                                                                         conn: psycopg.Connection) -> None:
+def test_query_prints_the_answer_then_every_passage_the_context_numbered(
+    indexed: SmallCorpus, realm: str, conn: psycopg.Connection
+) -> None:
     out = runner.invoke(app, ["query", QUESTION, "--realm", realm, "--space", "main"])
     assert out.exit_code == 0, out.output
     lines = out.stdout.splitlines()
-    assert lines[0] == "Ada Lovelace worked with Charles Babbage [1]. The Analytical Engine was never built [2]."
+    assert (
+        lines[0] == "Ada Lovelace worked with Charles Babbage [1]. The Analytical Engine was never built [2]."
+    )
     # the test session embeds by word hashing: the answer says, once, that its retrieval is weak
-    assert out.stderr.count("warning: the embedder is hashing-sha256:") == 1 and "far below BM25" in out.stderr
+    assert (
+        out.stderr.count("warning: the embedder is hashing-sha256:") == 1 and "far below BM25" in out.stderr
+    )
     assert lines[1:3] == ["", "Sources:"]
     # the numbering the model saw: the References list of the synthesis prompt actually sent
     prompt = _synthesis_prompts(indexed)[-1]["messages"][1]["content"]
-    refs = re.findall(r"^\[(\d+)\] (.*) \((.+), chunk (\d+)\)$", prompt.split("References:\n", 1)[1], re.MULTILINE)
+    refs = re.findall(
+        r"^\[(\d+)\] (.*) \((.+), chunk (\d+)\)$", prompt.split("References:\n", 1)[1], re.MULTILINE
+    )
     assert len(refs) >= 2
     printed = lines[3:]
     assert len(printed) == 2 * len(refs)  # a heading and an excerpt line per numbered passage, nothing else
@@ -77,31 +88,43 @@ def test_query_prints_the_answer_then_every_passage_the_context_numbered(indexed
         shown_title = f" · {title}" if title != doc_key else ""
         cited = " · cited" if n in ("1", "2") else ""
         assert head == f"[{n}] {doc_key}{shown_title} · chunk {chunk}{cited}"
-        text = _one(conn, "SELECT text FROM {} WHERE space = 'main' AND doc_key = %s AND chunk_index = %s", realm,
-                    "documents", args=(doc_key, int(chunk)))
+        text = _one(
+            conn,
+            "SELECT text FROM {} WHERE space = 'main' AND doc_key = %s AND chunk_index = %s",
+            realm,
+            "documents",
+            args=(doc_key, int(chunk)),
+        )
         flat = " ".join(text.split())
         assert excerpt.startswith("    ") and len(excerpt) <= 4 + 160
         assert flat.startswith(excerpt[4:].removesuffix(" [...]"))
         assert excerpt.endswith(" [...]") == (len(flat) > 160)
 
 
-def test_a_streamed_answer_arrives_in_pieces_and_prints_as_the_unstreamed_one(indexed: SmallCorpus, realm: str,
-                                                                             conn: psycopg.Connection) -> None:
+def test_a_streamed_answer_arrives_in_pieces_and_prints_as_the_unstreamed_one(
+    indexed: SmallCorpus, realm: str, conn: psycopg.Connection
+) -> None:
     ask = ["query", QUESTION, "--realm", realm, "--space", "main"]
     plain = runner.invoke(app, ask)
     assert plain.exit_code == 0, plain.output
     assert _synthesis_prompts(indexed)[-1].get("stream") is None
     # forget the cached answer: the streamed call must reach the model
-    removed = conn.execute("DELETE FROM pgrag__control.llm_cache WHERE model = %s AND purpose = 'synthesis'",
-                           (indexed.model,)).rowcount
+    removed = conn.execute(
+        "DELETE FROM pgrag__control.llm_cache WHERE model = %s AND purpose = 'synthesis'", (indexed.model,)
+    ).rowcount
     assert removed == 1
     streamed = runner.invoke(app, [*ask, "--stream"])
     assert streamed.exit_code == 0, streamed.output
     assert _synthesis_prompts(indexed)[-1]["stream"] is True
     assert streamed.stdout == plain.stdout
     # the streamed text was cached whole: the next (streamed) call asks no model and prints the same at once
-    cached = _one(conn, "SELECT count(*) FROM pgrag__control.llm_cache WHERE model = %s AND purpose = 'synthesis' "
-                  "AND response = %s", realm, args=(indexed.model, plain.stdout.splitlines()[0]))
+    cached = _one(
+        conn,
+        "SELECT count(*) FROM pgrag__control.llm_cache WHERE model = %s AND purpose = 'synthesis' "
+        "AND response = %s",
+        realm,
+        args=(indexed.model, plain.stdout.splitlines()[0]),
+    )
     assert cached == 1
     asked = len(_synthesis_prompts(indexed))
     again = runner.invoke(app, [*ask, "--stream"])
@@ -120,36 +143,69 @@ def test_filters_that_match_nothing_warn_once_on_stderr(indexed: SmallCorpus, re
     assert early.exit_code == 0, early.output
     data = json.loads(early.stdout)
     assert data["entities"] == [] and data["relations"] == [] and data["chunks"] == []
-    assert early.stderr.count("warning: as_believed_at 2001-01-01T00:00:00+00:00 is before anything of space 'main' "
-                              "was believed (its first chunk: ") == 1
+    assert (
+        early.stderr.count(
+            "warning: as_believed_at 2001-01-01T00:00:00+00:00 is before anything of space 'main' "
+            "was believed (its first chunk: "
+        )
+        == 1
+    )
     fine = runner.invoke(app, [*ask, "--relation-type", "worked_with"])
     assert fine.exit_code == 0 and fine.stderr == "" and json.loads(fine.stdout)["warnings"] == []
 
 
-def test_status_counts_equal_the_rows_of_the_database(indexed: SmallCorpus, realm: str, conn: psycopg.Connection) -> None:
+def test_status_counts_equal_the_rows_of_the_database(
+    indexed: SmallCorpus, realm: str, conn: psycopg.Connection
+) -> None:
     out = runner.invoke(app, ["status", "--json"])
     assert out.exit_code == 0, out.output
     data = json.loads(out.stdout)
     assert data["indexed"] is True and data["next"] is None
     mine = next(r for r in data["realms"] if r["realm"] == realm)
-    assert mine["registered"] and mine["embedding"] == {"model": "hashing-sha256", "dim": 384, "convention": "symmetric"}
+    assert mine["registered"] and mine["embedding"] == {
+        "model": "hashing-sha256",
+        "dim": 384,
+        "convention": "symmetric",
+    }
     (space,) = mine["spaces"]
     count = lambda q, *t: _one(conn, q, realm, *t)  # noqa: E731
     assert space["space"] == "main" and space["configured"] and space["indexed"]
-    assert space["documents"] == count("SELECT count(DISTINCT doc_key) FROM {} WHERE space = 'main'", "documents") == 2
+    assert (
+        space["documents"]
+        == count("SELECT count(DISTINCT doc_key) FROM {} WHERE space = 'main'", "documents")
+        == 2
+    )
     assert space["chunks"] == count("SELECT count(*) FROM {} WHERE space = 'main'", "documents")
-    assert space["entities"]["live"] == count("SELECT count(*) FROM {} WHERE dormant_since IS NULL", "entities") > 0
+    assert (
+        space["entities"]["live"]
+        == count("SELECT count(*) FROM {} WHERE dormant_since IS NULL", "entities")
+        > 0
+    )
     rel = space["relations"]
     assert rel["live"] == count("SELECT count(*) FROM {} WHERE dormant_since IS NULL", "relations") > 0
-    assert rel["negated"] == count("SELECT count(*) FROM {} WHERE negated AND dormant_since IS NULL", "relations") == 1
+    assert (
+        rel["negated"]
+        == count("SELECT count(*) FROM {} WHERE negated AND dormant_since IS NULL", "relations")
+        == 1
+    )
     assert rel["current"] + rel["superseded"] == rel["live"]
     com = space["communities"]
     assert com["total"] == count("SELECT count(*) FROM {}", "communities") >= 1 and com["stale"] is False
-    assert {int(k): v for k, v in com["levels"].items()} == dict(conn.execute(sql.SQL(
-        "SELECT level, count(*) FROM {} GROUP BY level").format(qualified(realm, "communities"))).fetchall())
-    stages = dict(conn.execute(sql.SQL("SELECT stage, rows_changed FROM {} WHERE space = 'main'").format(
-        qualified(realm, "stage_state"))).fetchall())
-    assert [(s["stage"], s["rows_changed"]) for s in space["stages"]] == [(s, stages[s]) for s in INDEX_STAGES]
+    assert {int(k): v for k, v in com["levels"].items()} == dict(
+        conn.execute(
+            sql.SQL("SELECT level, count(*) FROM {} GROUP BY level").format(qualified(realm, "communities"))
+        ).fetchall()
+    )
+    stages = dict(
+        conn.execute(
+            sql.SQL("SELECT stage, rows_changed FROM {} WHERE space = 'main'").format(
+                qualified(realm, "stage_state")
+            )
+        ).fetchall()
+    )
+    assert [(s["stage"], s["rows_changed"]) for s in space["stages"]] == [
+        (s, stages[s]) for s in INDEX_STAGES
+    ]
     rows = conn.execute("SELECT count(*) FROM pgrag__control.llm_cache").fetchone()[0]  # type: ignore[index]
     assert data["llm_cache"]["rows"] == rows > 0 and data["llm_cache"]["bytes"] > 0
 
@@ -158,22 +214,36 @@ def test_status_counts_equal_the_rows_of_the_database(indexed: SmallCorpus, real
     text = human.stdout
     assert f"realm {realm}: embedding hashing-sha256 (384 dimensions, symmetric)" in text
     assert f"  space main: 2 documents, {space['chunks']} chunks\n" in text
-    assert f"    relations: {rel['current']} current, {rel['superseded']} superseded, 1 negated, 0 dormant\n" in text
+    assert (
+        f"    relations: {rel['current']} current, {rel['superseded']} superseded, 1 negated, 0 dormant\n"
+        in text
+    )
     assert f"LLM response cache: {rows} responses, " in text and "nothing is indexed yet" not in text
-    assert space["without_vector"] == {"documents": 0, "entities": 0, "relations": 0} and "    vectors:" not in text
+    assert (
+        space["without_vector"] == {"documents": 0, "entities": 0, "relations": 0}
+        and "    vectors:" not in text
+    )
     # vectors an interrupted embeddings stage never wrote: said, with the command that embeds them
-    conn.execute(sql.SQL("UPDATE {} SET embedding = NULL WHERE id IN (SELECT id FROM {} ORDER BY id LIMIT 2)").format(
-        qualified(realm, "entities"), qualified(realm, "entities")))
+    conn.execute(
+        sql.SQL("UPDATE {} SET embedding = NULL WHERE id IN (SELECT id FROM {} ORDER BY id LIMIT 2)").format(
+            qualified(realm, "entities"), qualified(realm, "entities")
+        )
+    )
     text = runner.invoke(app, ["status"]).stdout
-    assert (f"    vectors: 2 entities have none yet — vector search cannot find them; `pgrag index {realm}.main` "
-            "embeds them\n") in text
+    assert (
+        f"    vectors: 2 entities have none yet — vector search cannot find them; `pgrag index {realm}.main` "
+        "embeds them\n"
+    ) in text
 
 
-def test_status_on_a_new_data_directory_says_what_to_run_and_creates_nothing(tmp_path: Path, pg_dsn: str,
-                                                                            conn: psycopg.Connection,
-                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_status_on_a_new_data_directory_says_what_to_run_and_creates_nothing(
+    tmp_path: Path, pg_dsn: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fresh = f"fresh_{uuid.uuid4().hex[:8]}"
-    cfg = {"data_dir": str(tmp_path / "data"), "realms": {fresh: {"spaces": {"docs": {"sources": [{"path": "docs"}]}}}}}
+    cfg = {
+        "data_dir": str(tmp_path / "data"),
+        "realms": {fresh: {"spaces": {"docs": {"sources": [{"path": "docs"}]}}}},
+    }
     path = tmp_path / "pgrag.yaml"
     path.write_text(yaml.safe_dump(cfg), encoding="utf-8")
     monkeypatch.setenv("PGRAG_CONFIG", str(path))
@@ -186,15 +256,25 @@ def test_status_on_a_new_data_directory_says_what_to_run_and_creates_nothing(tmp
     monkeypatch.setenv("PGRAG_DATABASE_URL", pg_dsn)
     data = json.loads(runner.invoke(app, ["status", "--json"]).stdout)
     mine = next(r for r in data["realms"] if r["realm"] == fresh)
-    assert mine == {"realm": fresh, "registered": False, "embedding": None, "schema_version": None,
-                    "spaces": [{"space": "docs", "configured": True, "indexed": False}]}
+    assert mine == {
+        "realm": fresh,
+        "registered": False,
+        "embedding": None,
+        "schema_version": None,
+        "spaces": [{"space": "docs", "configured": True, "indexed": False}],
+    }
     listed = runner.invoke(app, ["list", "entities", f"{fresh}.docs"])
-    assert listed.exit_code == 2 and listed.output == (f"error: QueryError: space {fresh}.docs has not been indexed "
-                                                       f"yet; run pgrag index {fresh}.docs\n")
+    assert listed.exit_code == 2 and listed.output == (
+        f"error: QueryError: space {fresh}.docs has not been indexed yet; run pgrag index {fresh}.docs\n"
+    )
     listed = runner.invoke(app, ["list", "entities", f"{fresh}.nope"])  # neither indexed nor declared
-    assert listed.exit_code == 2 and listed.output == (f"error: QueryError: space {fresh}.nope is neither indexed nor "
-                                                       f"in the configuration (declared: {fresh}.docs)\n")
-    assert conn.execute("SELECT count(*) FROM pgrag__control.realms WHERE realm = %s", (fresh,)).fetchone() == (0,)
+    assert listed.exit_code == 2 and listed.output == (
+        f"error: QueryError: space {fresh}.nope is neither indexed nor "
+        f"in the configuration (declared: {fresh}.docs)\n"
+    )
+    assert conn.execute(
+        "SELECT count(*) FROM pgrag__control.realms WHERE realm = %s", (fresh,)
+    ).fetchone() == (0,)
     assert conn.execute("SELECT to_regnamespace(%s)", (f"pgrag_{fresh}",)).fetchone() == (None,)
 
 
@@ -204,16 +284,26 @@ def _page(args: list[str]) -> dict[str, Any]:
     return json.loads(out.stdout)
 
 
-def test_list_pages_filters_and_totals_match_the_database(indexed: SmallCorpus, realm: str,
-                                                          conn: psycopg.Connection) -> None:
+def test_list_pages_filters_and_totals_match_the_database(
+    indexed: SmallCorpus, realm: str, conn: psycopg.Connection
+) -> None:
     part = f"{realm}.main"
-    live = [n for (n,) in conn.execute(sql.SQL("SELECT name FROM {} WHERE dormant_since IS NULL ORDER BY name, id")
-                                       .format(qualified(realm, "entities"))).fetchall()]
+    live = [
+        n
+        for (n,) in conn.execute(
+            sql.SQL("SELECT name FROM {} WHERE dormant_since IS NULL ORDER BY name, id").format(
+                qualified(realm, "entities")
+            )
+        ).fetchall()
+    ]
     everything = _page(["list", "entities", part])
     assert (everything["total"], [e["name"] for e in everything["items"]]) == (len(live), live)
     assert set(everything) == {"kind", "realm", "space", "total", "offset", "limit", "items"}
     # paging: pages of two, concatenated, are the whole list in the same order; past the end is empty
-    pages = [_page(["list", "entities", part, "--limit", "2", "--offset", str(o)]) for o in range(0, len(live) + 2, 2)]
+    pages = [
+        _page(["list", "entities", part, "--limit", "2", "--offset", str(o)])
+        for o in range(0, len(live) + 2, 2)
+    ]
     assert [e["name"] for p in pages for e in p["items"]] == live and pages[-1]["items"] == []
     human = runner.invoke(app, ["list", "entities", part, "--limit", "2", "--offset", "2"])
     assert human.stdout.splitlines()[0] == f"entities of {part}: 3–4 of {len(live)}"
@@ -222,42 +312,66 @@ def test_list_pages_filters_and_totals_match_the_database(indexed: SmallCorpus, 
     assert last.stdout == f"entities of {part}: none of {len(live)} past offset {len(live)}\n"
     # filters: a name substring (names and aliases, any case), a type, dormant entities on request
     babbage = _page(["list", "entities", part, "--name", "BABB"])
-    assert [e["name"] for e in babbage["items"]] == ["Charles Babbage"] and babbage["items"][0]["mentions"] > 0
+    assert [e["name"] for e in babbage["items"]] == ["Charles Babbage"] and babbage["items"][0][
+        "mentions"
+    ] > 0
     people = _page(["list", "entities", part, "--type", "person"])
     assert sorted(e["name"] for e in people["items"]) == ["Ada Lovelace", "Charles Babbage"]
-    conn.execute(sql.SQL("UPDATE {} SET dormant_since = now() WHERE name = 'London'").format(qualified(realm, "entities")))
+    conn.execute(
+        sql.SQL("UPDATE {} SET dormant_since = now() WHERE name = 'London'").format(
+            qualified(realm, "entities")
+        )
+    )
     assert "London" not in [e["name"] for e in _page(["list", "entities", part])["items"]]
     dormant = _page(["list", "entities", part, "--include-dormant", "--name", "london"])["items"]
     assert [(e["name"], e["dormant"]) for e in dormant] == [("London", True)]
 
     rels = _page(["list", "relations", part])
-    db_rels = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE dormant_since IS NULL AND superseded_by IS NULL")
-                           .format(qualified(realm, "relations"))).fetchone()[0]  # type: ignore[index]
+    db_rels = conn.execute(
+        sql.SQL("SELECT count(*) FROM {} WHERE dormant_since IS NULL AND superseded_by IS NULL").format(
+            qualified(realm, "relations")
+        )
+    ).fetchone()[0]  # type: ignore[index]
     assert rels["total"] == len(rels["items"]) == db_rels
     keys = [(r["subject"], r["predicate"], r["object"], r["id"]) for r in rels["items"]]
     assert keys == sorted(keys)
     worked = _page(["list", "relations", part, "--predicate", "WORKED_WITH"])["items"]
     assert [(r["subject"], r["object"]) for r in worked] == [("Ada Lovelace", "Charles Babbage")]
     assert {r["predicate"] for r in _page(["list", "relations", part, "--name", "lovelace"])["items"]} == {
-        "worked_with", "wrote_notes_on"}
+        "worked_with",
+        "wrote_notes_on",
+    }
     # a superseded edge is listed only on request
     first, second = rels["items"][0]["id"], rels["items"][1]["id"]
-    conn.execute(sql.SQL("UPDATE {} SET superseded_by = %s, t_expired = now() WHERE id = %s").format(
-        qualified(realm, "relations")), (second, first))
+    conn.execute(
+        sql.SQL("UPDATE {} SET superseded_by = %s, t_expired = now() WHERE id = %s").format(
+            qualified(realm, "relations")
+        ),
+        (second, first),
+    )
     assert _page(["list", "relations", part])["total"] == db_rels - 1
-    marked = {r["id"]: r["superseded"] for r in _page(["list", "relations", part, "--include-superseded"])["items"]}
+    marked = {
+        r["id"]: r["superseded"] for r in _page(["list", "relations", part, "--include-superseded"])["items"]
+    }
     assert marked[first] is True and len(marked) == db_rels
 
     docs = _page(["list", "documents", part])
-    chunks = dict(conn.execute(sql.SQL("SELECT doc_key, count(*) FROM {} GROUP BY doc_key").format(
-        qualified(realm, "documents"))).fetchall())
+    chunks = dict(
+        conn.execute(
+            sql.SQL("SELECT doc_key, count(*) FROM {} GROUP BY doc_key").format(qualified(realm, "documents"))
+        ).fetchall()
+    )
     assert [(d["doc_key"], d["chunks"]) for d in docs["items"]] == sorted(chunks.items())
     assert [d["doc_key"] for d in _page(["list", "documents", part, "--name", "lovelace"])["items"]] == [
-        "02_lovelace.txt"]
+        "02_lovelace.txt"
+    ]
 
     coms = _page(["list", "communities", part, "--level", "0"])
-    level0 = conn.execute(sql.SQL("SELECT id FROM {} WHERE level = 0 ORDER BY size DESC, id").format(
-        qualified(realm, "communities"))).fetchall()
+    level0 = conn.execute(
+        sql.SQL("SELECT id FROM {} WHERE level = 0 ORDER BY size DESC, id").format(
+            qualified(realm, "communities")
+        )
+    ).fetchall()
     assert [c["id"] for c in coms["items"]] == [i for (i,) in level0] and coms["total"] == len(level0)
     assert _page(["list", "communities", part, "--level", "7"])["total"] == 0
 
@@ -280,8 +394,10 @@ def test_lineage_prints_a_tree_with_counts_and_keeps_its_json(indexed: SmallCorp
     # no --realm: the configuration's first realm, as for query
     assert runner.invoke(app, ["lineage", str(cid), "--limit", "1"]).stdout == text
     out = runner.invoke(app, ["query", QUESTION, "--realm", "nosuch", "--json"])
-    assert out.exit_code == 2 and out.output.strip() == (f"error: ConfigurationError: realm 'nosuch' declares no space in "
-                                                         f"the configuration (declared realms: {realm}): pass --space")
+    assert out.exit_code == 2 and out.output.strip() == (
+        f"error: ConfigurationError: realm 'nosuch' declares no space in "
+        f"the configuration (declared realms: {realm}): pass --space"
+    )
 
 
 def test_cassette_export_refuses_a_missing_directory(indexed: SmallCorpus, tmp_path: Path) -> None:

@@ -13,26 +13,36 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from pgrag_dag.config import CommunitySettings, LLMSettings
 from pgrag_dag.graph import communities as cm
 from pgrag_dag.graph import community_reports as cr
-from pgrag_dag.config import CommunitySettings, LLMSettings
-from pgrag_dag.providers.llm import ModelClient
 from pgrag_dag.names import schema_for
+from pgrag_dag.providers.llm import ModelClient
 from pgrag_dag.providers.prompts import PARENT_REPORT_SYSTEM
 from pgrag_dag.store import communities as store
 from pgrag_dag.testing.stub_server import StubServer
 
 REL_SCHEMA = {
-    "source_id": pl.Int64, "target_id": pl.Int64, "predicate": pl.String, "description": pl.String,
-    "weight": pl.Int64, "negated": pl.Boolean, "valid_from": pl.String, "valid_to": pl.String,
+    "source_id": pl.Int64,
+    "target_id": pl.Int64,
+    "predicate": pl.String,
+    "description": pl.String,
+    "weight": pl.Int64,
+    "negated": pl.Boolean,
+    "valid_from": pl.String,
+    "valid_to": pl.String,
 }
 
 
 def entities(n: int) -> pl.DataFrame:
-    return pl.DataFrame({
-        "id": list(range(1, n + 1)), "name": [f"Entity {i:02d}" for i in range(1, n + 1)],
-        "entity_type": ["Concept"] * n, "description": [f"description of entity {i}" for i in range(1, n + 1)],
-    })
+    return pl.DataFrame(
+        {
+            "id": list(range(1, n + 1)),
+            "name": [f"Entity {i:02d}" for i in range(1, n + 1)],
+            "entity_type": ["Concept"] * n,
+            "description": [f"description of entity {i}" for i in range(1, n + 1)],
+        }
+    )
 
 
 def relations(edges: list[tuple[int, int, int, bool]]) -> pl.DataFrame:
@@ -41,11 +51,18 @@ def relations(edges: list[tuple[int, int, int, bool]]) -> pl.DataFrame:
 
 
 def triangle(base: int, weight: int = 6) -> list[tuple[int, int, int, bool]]:
-    return [(base, base + 1, weight, False), (base + 1, base + 2, weight, False), (base, base + 2, weight, False)]
+    return [
+        (base, base + 1, weight, False),
+        (base + 1, base + 2, weight, False),
+        (base, base + 2, weight, False),
+    ]
 
 
 def groups(clusters: pl.DataFrame) -> list[list[int]]:
-    return [sorted(g) for g in clusters.group_by("cluster").agg("entity_id").sort("cluster")["entity_id"].to_list()]
+    return [
+        sorted(g)
+        for g in clusters.group_by("cluster").agg("entity_id").sort("cluster")["entity_id"].to_list()
+    ]
 
 
 def report_answer(messages: list[dict[str, str]]) -> str:
@@ -56,8 +73,14 @@ def report_answer(messages: list[dict[str, str]]) -> str:
         title = "Topic of " + " + ".join(kids)
     else:
         title = "Community of " + re.findall(r"^- (.+?) \[", user, re.MULTILINE)[0]
-    return json.dumps({"title": title, "summary": f"{title}: a summary.",
-                       "findings": [{"summary": "a finding", "explanation": "why"}], "rating": 7})
+    return json.dumps(
+        {
+            "title": title,
+            "summary": f"{title}: a summary.",
+            "findings": [{"summary": "a finding", "explanation": "why"}],
+            "rating": 7,
+        }
+    )
 
 
 @pytest.fixture
@@ -65,8 +88,13 @@ def llm(pg_dsn: str, conn: psycopg.Connection) -> Iterator[tuple[StubServer, Mod
     """A stub server reached through a real ModelClient (cache in the control schema ``conn`` creates);
     a fresh model name per test keeps one test's cached answers from serving another."""
     with StubServer(report_answer) as server:
-        settings = LLMSettings(models=[f"openai/stub-{uuid.uuid4().hex[:12]}"], api_base=server.base_url,
-                               api_key="x", deadline_s=10, max_retries=0)
+        settings = LLMSettings(
+            models=[f"openai/stub-{uuid.uuid4().hex[:12]}"],
+            api_base=server.base_url,
+            api_key="x",
+            deadline_s=10,
+            max_retries=0,
+        )
         client = ModelClient(pg_dsn, settings)
         yield server, client
         client.close()
@@ -85,8 +113,18 @@ def test_two_dense_triangles_joined_by_a_weak_edge_become_two_communities() -> N
 
 
 def test_clusters_under_min_size_are_dropped_and_largest_is_cluster_zero() -> None:
-    rels = relations(triangle(1) + [(4, 5, 3, False), (4, 6, 3, False), (4, 7, 3, False), (5, 6, 3, False),
-                                    (6, 7, 3, False), (5, 7, 3, False), (8, 9, 9, False)])
+    rels = relations(
+        triangle(1)
+        + [
+            (4, 5, 3, False),
+            (4, 6, 3, False),
+            (4, 7, 3, False),
+            (5, 6, 3, False),
+            (6, 7, 3, False),
+            (5, 7, 3, False),
+            (8, 9, 9, False),
+        ]
+    )
     clusters = cm.detect_communities(entities(10), rels, settings=CommunitySettings(min_size=3))
     assert groups(clusters) == [[4, 5, 6, 7], [1, 2, 3]]  # pair 8–9 and isolated 10 dropped
 
@@ -103,7 +141,9 @@ def test_negated_edges_are_down_weighted() -> None:
 def test_clustering_is_deterministic_for_a_seed_and_input_order() -> None:
     edges = triangle(1) + triangle(4) + triangle(7) + [(3, 4, 1, False), (6, 7, 1, False), (2, 8, 1, False)]
     first = cm.detect_communities(entities(9), relations(edges), settings=CommunitySettings())
-    shuffled = cm.detect_communities(entities(9).reverse(), relations(edges[::-1]), settings=CommunitySettings())
+    shuffled = cm.detect_communities(
+        entities(9).reverse(), relations(edges[::-1]), settings=CommunitySettings()
+    )
     assert first.equals(shuffled)
     assert first.equals(cm.detect_communities(entities(9), relations(edges), settings=CommunitySettings()))
 
@@ -129,11 +169,17 @@ def test_fingerprint_changes_when_a_relation_changes() -> None:
 # -- rendering and parsing ----------------------------------------------------------------------
 def test_render_marks_denials_and_validity_and_is_sorted() -> None:
     ents = entities(3)
-    rels = pl.DataFrame({
-        "source": ["Entity 02", "Entity 01", "Entity 01"], "predicate": ["employed", "founded", "owned"],
-        "target": ["Entity 03", "Entity 02", "Entity 03"], "description": ["", "in a garage", ""],
-        "negated": [True, False, False], "valid_from": [None, "1999", "2001"], "valid_to": [None, None, "2005"],
-    })
+    rels = pl.DataFrame(
+        {
+            "source": ["Entity 02", "Entity 01", "Entity 01"],
+            "predicate": ["employed", "founded", "owned"],
+            "target": ["Entity 03", "Entity 02", "Entity 03"],
+            "description": ["", "in a garage", ""],
+            "negated": [True, False, False],
+            "valid_from": [None, "1999", "2001"],
+            "valid_to": [None, None, "2005"],
+        }
+    )
     text = cm.render_community(ents, rels)
     assert "(Entity 02) --[NOT employed]--> (Entity 03)" in text
     assert "(Entity 01) --[founded]--> (Entity 02) [from 1999]: in a garage" in text
@@ -144,11 +190,24 @@ def test_render_marks_denials_and_validity_and_is_sorted() -> None:
 
 def test_parse_report_tolerates_fence_prose_and_trailing_commas() -> None:
     text = 'Here it is:\n```json\n{"title": "T", "summary": "S", "findings": [{"summary": "f", "explanation": "e"},], "rating": 12,}\n```'
-    assert cm.parse_report(text) == {"title": "T", "summary": "S", "findings": [{"summary": "f", "explanation": "e"}], "rating": 10.0}
+    assert cm.parse_report(text) == {
+        "title": "T",
+        "summary": "S",
+        "findings": [{"summary": "f", "explanation": "e"}],
+        "rating": 10.0,
+    }
 
 
-@pytest.mark.parametrize("text", ["no json here", '{"summary": "S", "rating": 5}', '{"title": "T", "summary": "S"}',
-                                  '{"title": "T", "summary": "S", "rating": "high"}', '["not", "an", "object"]'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "no json here",
+        '{"summary": "S", "rating": 5}',
+        '{"title": "T", "summary": "S"}',
+        '{"title": "T", "summary": "S", "rating": "high"}',
+        '["not", "an", "object"]',
+    ],
+)
 def test_parse_report_rejects_unusable_reports(text: str) -> None:
     with pytest.raises(ValueError):
         cm.parse_report(text)
@@ -157,8 +216,18 @@ def test_parse_report_rejects_unusable_reports(text: str) -> None:
 # -- reports through real litellm ---------------------------------------------------------------
 def three_clusters() -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     ents = entities(10)
-    rels = relations(triangle(1) + triangle(4) + [(7, 8, 6, False), (8, 9, 6, False), (9, 10, 6, False),
-                                                  (7, 10, 6, False), (7, 9, 6, False), (3, 4, 1, False)])
+    rels = relations(
+        triangle(1)
+        + triangle(4)
+        + [
+            (7, 8, 6, False),
+            (8, 9, 6, False),
+            (9, 10, 6, False),
+            (7, 10, 6, False),
+            (7, 9, 6, False),
+            (3, 4, 1, False),
+        ]
+    )
     return ents, rels, cm.detect_communities(ents, rels, settings=CommunitySettings())
 
 
@@ -178,7 +247,9 @@ def test_reports_are_written_largest_first(llm: tuple[StubServer, ModelClient]) 
 @pytest.mark.live
 def test_unusable_report_is_skipped_and_the_others_kept(llm: tuple[StubServer, ModelClient]) -> None:
     server, client = llm
-    server.answer = lambda m: "I cannot help with that." if "Entity 04" in m[-1]["content"] else report_answer(m)
+    server.answer = lambda m: (
+        "I cannot help with that." if "Entity 04" in m[-1]["content"] else report_answer(m)
+    )
     ents, rels, clusters = three_clusters()
     reports, failures = cr.write_reports(clusters, ents, rels, client)
     assert reports["cluster"].to_list() == [0, 1] or reports["cluster"].to_list() == [0, 2]
@@ -188,7 +259,9 @@ def test_unusable_report_is_skipped_and_the_others_kept(llm: tuple[StubServer, M
 
 
 @pytest.mark.live
-def test_model_failure_for_one_cluster_is_skipped_and_the_others_kept(llm: tuple[StubServer, ModelClient]) -> None:
+def test_model_failure_for_one_cluster_is_skipped_and_the_others_kept(
+    llm: tuple[StubServer, ModelClient],
+) -> None:
     server, client = llm
 
     def answer(messages: list[dict[str, str]]) -> str:
@@ -206,7 +279,9 @@ def test_model_failure_for_one_cluster_is_skipped_and_the_others_kept(llm: tuple
 @pytest.mark.live
 def test_duplicate_titles_are_qualified_with_a_member_name(llm: tuple[StubServer, ModelClient]) -> None:
     server, client = llm
-    server.answer = lambda m: json.dumps({"title": "Shared Theme", "summary": "s", "findings": [], "rating": 5})
+    server.answer = lambda m: json.dumps(
+        {"title": "Shared Theme", "summary": "s", "findings": [], "rating": 5}
+    )
     ents, rels, clusters = three_clusters()
     reports, _ = cr.write_reports(clusters, ents, rels, client)
     titles = reports["title"].to_list()
@@ -226,20 +301,26 @@ def hierarchy_graph() -> tuple[pl.DataFrame, pl.DataFrame]:
 
 
 @pytest.mark.live
-def test_every_child_is_in_exactly_one_parent_built_from_child_reports(llm: tuple[StubServer, ModelClient]) -> None:
+def test_every_child_is_in_exactly_one_parent_built_from_child_reports(
+    llm: tuple[StubServer, ModelClient],
+) -> None:
     server, client = llm
     ents, rels = hierarchy_graph()
     clusters = cm.detect_communities(ents, rels, settings=CommunitySettings())
     assert len(groups(clusters)) == 5
     reports, _ = cr.write_reports(clusters, ents, rels, client)
-    parents, children = cm.build_hierarchy(clusters, rels, reports, client, settings=CommunitySettings(levels=1))
+    parents, children = cm.build_hierarchy(
+        clusters, rels, reports, client, settings=CommunitySettings(levels=1)
+    )
     assert children["cluster"].is_unique().all()
     assert sorted(children.group_by("parent").len()["len"].to_list()) == [2, 2]
     assert set(children["parent"].to_list()) == set(parents["parent"].to_list())
     assert min(parents["parent"].to_list()) > max(clusters["cluster"].to_list())
     isolated = clusters.filter(pl.col("entity_id") == 13)["cluster"][0]
     assert isolated not in children["cluster"].to_list()  # left alone: no single-child parent
-    parent_prompts = [m[-1]["content"] for m in prompts_sent(server) if m[0]["content"] == PARENT_REPORT_SYSTEM]
+    parent_prompts = [
+        m[-1]["content"] for m in prompts_sent(server) if m[0]["content"] == PARENT_REPORT_SYSTEM
+    ]
     assert len(parent_prompts) == 2
     title_of = dict(zip(reports["cluster"].to_list(), reports["title"].to_list(), strict=True))
     for parent, prompt in zip(parents["parent"].to_list(), parent_prompts, strict=True):
@@ -254,7 +335,9 @@ def test_second_level_nests_the_first(llm: tuple[StubServer, ModelClient]) -> No
     ents, rels = hierarchy_graph()
     clusters = cm.detect_communities(ents, rels, settings=CommunitySettings())
     reports, _ = cr.write_reports(clusters, ents, rels, client)
-    parents, children = cm.build_hierarchy(clusters, rels, reports, client, settings=CommunitySettings(levels=2))
+    parents, children = cm.build_hierarchy(
+        clusters, rels, reports, client, settings=CommunitySettings(levels=2)
+    )
     assert parents["level"].to_list() == [1, 1, 2]
     top = parents.filter(pl.col("level") == 2)["parent"][0]
     level1 = parents.filter(pl.col("level") == 1)["parent"].to_list()
@@ -270,23 +353,35 @@ def seed_graph(conn: psycopg.Connection, realm: str, space: str) -> dict[str, in
     ents, rels = hierarchy_graph()
     ids: dict[int, int] = {}
     for local, name in ents.select("id", "name").iter_rows():
-        row = conn.execute(sql.SQL("INSERT INTO {}.entities (space, name, description) VALUES (%s, %s, %s) RETURNING id")
-                           .format(s), (space, name, f"about {name}")).fetchone()
+        row = conn.execute(
+            sql.SQL(
+                "INSERT INTO {}.entities (space, name, description) VALUES (%s, %s, %s) RETURNING id"
+            ).format(s),
+            (space, name, f"about {name}"),
+        ).fetchone()
         assert row is not None
         ids[local] = row[0]
-    insert_rel = sql.SQL("INSERT INTO {}.relations (space, source_id, target_id, predicate, weight, negated) "
-                         "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id").format(s)
+    insert_rel = sql.SQL(
+        "INSERT INTO {}.relations (space, source_id, target_id, predicate, weight, negated) "
+        "VALUES (%s, %s, %s, %s, %s, %s) RETURNING id"
+    ).format(s)
     for src, dst, _, _, w, neg, _, _ in rels.iter_rows():
         conn.execute(insert_rel, (space, ids[src], ids[dst], "linked_to", w, neg))
-    dormant = conn.execute(sql.SQL("INSERT INTO {}.entities (space, name, dormant_since) VALUES (%s, 'Ghost', now()) "
-                                   "RETURNING id").format(s), (space,)).fetchone()
+    dormant = conn.execute(
+        sql.SQL(
+            "INSERT INTO {}.entities (space, name, dormant_since) VALUES (%s, 'Ghost', now()) RETURNING id"
+        ).format(s),
+        (space,),
+    ).fetchone()
     assert dormant is not None
     conn.execute(insert_rel, (space, ids[1], dormant[0], "haunted", 9, False))
     new = conn.execute(insert_rel, (space, ids[13], ids[1], "replaced_by", 9, False)).fetchone()
     old = conn.execute(insert_rel, (space, ids[13], ids[1], "moved_to", 9, False)).fetchone()
     assert new is not None and old is not None
-    conn.execute(sql.SQL("UPDATE {}.relations SET superseded_by = %s, t_expired = now() WHERE id = %s").format(s),
-                 (new[0], old[0]))
+    conn.execute(
+        sql.SQL("UPDATE {}.relations SET superseded_by = %s, t_expired = now() WHERE id = %s").format(s),
+        (new[0], old[0]),
+    )
     conn.execute(sql.SQL("UPDATE {}.relations SET dormant_since = now() WHERE id = %s").format(s), (new[0],))
     return ids
 
@@ -315,13 +410,21 @@ def test_replace_communities_twice_leaves_only_the_second_build(
     reports, _ = cr.write_reports(clusters, ents, rels, client)
     parents, children = cm.build_hierarchy(clusters, rels, reports, client, settings=settings, entities=ents)
     reports = reports.with_columns(pl.Series("embedding", [[0.5] * 384] * reports.height))  # optional column
-    args = {"fingerprint": fingerprint, "reports": reports, "members": clusters, "parents": parents, "children": children}
+    args = {
+        "fingerprint": fingerprint,
+        "reports": reports,
+        "members": clusters,
+        "parents": parents,
+        "children": children,
+    }
     first = store.replace_communities(conn, realm, "main", **args)
     assert first == {"deleted": 0, "communities": 5, "members": 15, "parents": 2, "children": 4}
     second = store.replace_communities(conn, realm, "main", **args)
     assert second["deleted"] == 7
     s = sql.Identifier(schema_for(realm))
-    count = sql.SQL("SELECT level, count(*), count(DISTINCT built_at) FROM {}.communities GROUP BY level ORDER BY level")
+    count = sql.SQL(
+        "SELECT level, count(*), count(DISTINCT built_at) FROM {}.communities GROUP BY level ORDER BY level"
+    )
     assert conn.execute(count.format(s)).fetchall() == [(0, 5, 1), (1, 2, 1)]
     assert conn.execute(sql.SQL("SELECT count(*) FROM {}.community_members").format(s)).fetchone() == (15,)
     nested = sql.SQL("""SELECT count(*) FROM {s}.community_children cc JOIN {s}.communities c ON c.id = cc.child_id

@@ -17,10 +17,10 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from pgrag_dag.graph import communities as cm
-from pgrag_dag.pipeline.community_stages import stage_communities
 from pgrag_dag.config import CommunitySettings
+from pgrag_dag.graph import communities as cm
 from pgrag_dag.pipeline import PENDING_CHECK
+from pgrag_dag.pipeline.community_stages import stage_communities
 from pgrag_dag.providers.prompts import PARENT_REPORT_SYSTEM
 from pgrag_dag.store import db
 from pgrag_dag.store.schema import schema_for
@@ -34,14 +34,26 @@ def _seed(dsn: str, realm: str) -> None:
     with db.connect(dsn) as conn, conn.transaction():
         s = sql.Identifier(schema_for(realm))
         for group, n in GROUPS.items():
-            ids = [conn.execute(sql.SQL("INSERT INTO {}.entities (space, name, description) VALUES ('main', %s, %s) "
-                                        "RETURNING id").format(s), (f"{group} {i}", f"member {i} of {group}")).fetchone()[0]  # type: ignore[index]
-                   for i in range(1, n + 1)]
+            ids = [
+                conn.execute(
+                    sql.SQL(
+                        "INSERT INTO {}.entities (space, name, description) VALUES ('main', %s, %s) "
+                        "RETURNING id"
+                    ).format(s),
+                    (f"{group} {i}", f"member {i} of {group}"),
+                ).fetchone()[0]  # type: ignore[index]
+                for i in range(1, n + 1)
+            ]
             for a in ids:
                 for b in ids:
                     if a < b:
-                        conn.execute(sql.SQL("INSERT INTO {}.relations (space, source_id, target_id, predicate, weight) "
-                                             "VALUES ('main', %s, %s, 'works_with', 5)").format(s), (a, b))
+                        conn.execute(
+                            sql.SQL(
+                                "INSERT INTO {}.relations (space, source_id, target_id, predicate, weight) "
+                                "VALUES ('main', %s, %s, 'works_with', 5)"
+                            ).format(s),
+                            (a, b),
+                        )
 
 
 def _group(prompt: str) -> str:
@@ -50,9 +62,14 @@ def _group(prompt: str) -> str:
 
 def _report(messages: list[dict[str, str]]) -> str:
     group = _group(messages[-1]["content"])
-    return json.dumps({"title": f"The {group} group", "summary": f"{group} members work together.",
-                       "findings": [{"summary": f"{group} is a clique", "explanation": "every pair works together"}],
-                       "rating": 5})
+    return json.dumps(
+        {
+            "title": f"The {group} group",
+            "summary": f"{group} members work together.",
+            "findings": [{"summary": f"{group} is a clique", "explanation": "every pair works together"}],
+            "rating": 5,
+        }
+    )
 
 
 @pytest.fixture
@@ -64,14 +81,20 @@ def cliques(small_corpus: SmallCorpus, realm: str) -> SmallCorpus:
 
 
 def _configure(corpus: SmallCorpus, **communities: Any) -> None:
-    corpus.config.write_text(corpus.config.read_text() + "communities:\n" + "".join(
-        f"  {k}: {v}\n" for k, v in {"min_size": 2, "levels": 0, **communities}.items()))
+    corpus.config.write_text(
+        corpus.config.read_text()
+        + "communities:\n"
+        + "".join(f"  {k}: {v}\n" for k, v in {"min_size": 2, "levels": 0, **communities}.items())
+    )
 
 
 def _stored(dsn: str, realm: str) -> list[tuple[str, int]]:
     with db.connect(dsn) as conn:
-        return conn.execute(sql.SQL("SELECT title, size FROM {}.communities WHERE space = 'main' ORDER BY id").format(
-            sql.Identifier(schema_for(realm)))).fetchall()
+        return conn.execute(
+            sql.SQL("SELECT title, size FROM {}.communities WHERE space = 'main' ORDER BY id").format(
+                sql.Identifier(schema_for(realm))
+            )
+        ).fetchall()
 
 
 def _asked(corpus: SmallCorpus, since: int = 0) -> list[str]:
@@ -79,7 +102,8 @@ def _asked(corpus: SmallCorpus, since: int = 0) -> list[str]:
 
 
 def test_a_failed_report_names_its_members_in_the_log_the_metadata_and_pending_work(
-        cliques: SmallCorpus, realm: str, caplog: pytest.LogCaptureFixture) -> None:
+    cliques: SmallCorpus, realm: str, caplog: pytest.LogCaptureFixture
+) -> None:
     def mid_fails(messages: list[dict[str, str]]) -> str:
         if _group(messages[-1]["content"]) == "Mid":
             raise RuntimeError("503 overloaded")
@@ -96,15 +120,23 @@ def test_a_failed_report_names_its_members_in_the_log_the_metadata_and_pending_w
     (line,) = result.metadata["report_failures"]
     assert line.startswith("cluster 1: ModelError") and "[members: 5 entities: " in line
     assert all(m in line for m in members)
-    assert any("community report skipped: cluster 1: ModelError" in r.getMessage()
-               and all(m in r.getMessage() for m in members) for r in caplog.records)
+    assert any(
+        "community report skipped: cluster 1: ModelError" in r.getMessage()
+        and all(m in r.getMessage() for m in members)
+        for r in caplog.records
+    )
     ok, pending = result.checks[PENDING_CHECK]
     assert ok is False and pending["failures"] == [line]
-    assert [t for t, _ in _stored(cliques.engine().dsn, realm)] == ["The Big group", "The Small group", "The Tiny group"]
+    assert [t for t, _ in _stored(cliques.engine().dsn, realm)] == [
+        "The Big group",
+        "The Small group",
+        "The Tiny group",
+    ]
 
 
 def test_a_deadline_cuts_the_smallest_clusters_and_the_next_run_writes_only_those(
-        cliques: SmallCorpus, realm: str) -> None:
+    cliques: SmallCorpus, realm: str
+) -> None:
     release = threading.Event()
 
     def tiny_is_slow(messages: list[dict[str, str]]) -> str:
@@ -135,12 +167,17 @@ def test_a_deadline_cuts_the_smallest_clusters_and_the_next_run_writes_only_thos
     assert again.checks[PENDING_CHECK] == (True, {"pending": 0, "failures": []})
 
 
-def test_a_report_budget_writes_the_largest_clusters_and_names_the_rest(cliques: SmallCorpus, realm: str) -> None:
+def test_a_report_budget_writes_the_largest_clusters_and_names_the_rest(
+    cliques: SmallCorpus, realm: str
+) -> None:
     _configure(cliques, max_reports=2)
     result = stage_communities(cliques.engine(), realm, "main")
     assert sorted(_asked(cliques)) == ["Big", "Mid"]  # no call for the others
     assert [size for _, size in _stored(cliques.engine().dsn, realm)] == [6, 5]
-    assert [(s["kind"], s["size"]) for s in result.metadata["skipped_reports"]] == [("budget", 4), ("budget", 3)]
+    assert [(s["kind"], s["size"]) for s in result.metadata["skipped_reports"]] == [
+        ("budget", 4),
+        ("budget", 3),
+    ]
     assert sorted(result.metadata["skipped_reports"][1]["members"]) == ["Tiny 1", "Tiny 2", "Tiny 3"]
     assert result.metadata["reports_cut"] == {"deadline": 0, "budget": 2}
     assert result.checks[PENDING_CHECK][0] is True  # what the budget leaves out is not owed
@@ -162,7 +199,9 @@ def test_reports_are_committed_largest_first_while_the_build_runs(cliques: Small
     cliques.server.answer = tiny_waits
     engine = cliques.engine()
     box: dict[str, Any] = {}
-    build = threading.Thread(target=lambda: box.update(result=stage_communities(engine, realm, "main")), daemon=True)
+    build = threading.Thread(
+        target=lambda: box.update(result=stage_communities(engine, realm, "main")), daemon=True
+    )
     build.start()
     try:
         deadline = time.monotonic() + 20
@@ -171,10 +210,15 @@ def test_reports_are_committed_largest_first_while_the_build_runs(cliques: Small
         assert build.is_alive()  # Tiny's report is still being asked for
         assert [size for _, size in _stored(engine.dsn, realm)] == [6, 5, 4]  # and the largest are committed
         with db.connect(engine.dsn) as conn:
-            owed = conn.execute(sql.SQL("SELECT failures FROM {}.stage_pending WHERE space = 'main' AND stage = 'communities'")
-                                .format(sql.Identifier(schema_for(realm)))).fetchone()
-        assert owed is not None and owed[0] == ["cluster 3: not written yet, the build was cut short "
-                                                "[members: 3 entities: Tiny 1, Tiny 2, Tiny 3]"]
+            owed = conn.execute(
+                sql.SQL(
+                    "SELECT failures FROM {}.stage_pending WHERE space = 'main' AND stage = 'communities'"
+                ).format(sql.Identifier(schema_for(realm)))
+            ).fetchone()
+        assert owed is not None and owed[0] == [
+            "cluster 3: not written yet, the build was cut short "
+            "[members: 3 entities: Tiny 1, Tiny 2, Tiny 3]"
+        ]
     finally:
         release.set()
         build.join(30)
@@ -186,8 +230,8 @@ def test_reports_are_committed_largest_first_while_the_build_runs(cliques: Small
 def test_a_failed_parent_report_names_the_member_entities(conn: psycopg.Connection, pg_dsn: str) -> None:
     import uuid
 
-    from pgrag_dag.graph.community_reports import write_reports
     from pgrag_dag.config import LLMSettings
+    from pgrag_dag.graph.community_reports import write_reports
     from pgrag_dag.providers.llm import ModelClient
     from pgrag_dag.testing.stub_server import StubServer
     from tests.test_communities import hierarchy_graph, report_answer
@@ -198,18 +242,29 @@ def test_a_failed_parent_report_names_the_member_entities(conn: psycopg.Connecti
         return report_answer(messages)
 
     with StubServer(parents_fail) as server:
-        client = ModelClient(pg_dsn, LLMSettings(models=[f"openai/stub-{uuid.uuid4().hex[:12]}"], api_base=server.base_url,
-                                                 api_key="x", deadline_s=10, max_retries=0))
+        client = ModelClient(
+            pg_dsn,
+            LLMSettings(
+                models=[f"openai/stub-{uuid.uuid4().hex[:12]}"],
+                api_base=server.base_url,
+                api_key="x",
+                deadline_s=10,
+                max_retries=0,
+            ),
+        )
         try:
             ents, rels = hierarchy_graph()
             settings = CommunitySettings(levels=1)
             clusters = cm.detect_communities(ents, rels, settings=settings)
             reports, _ = write_reports(clusters, ents, rels, client)
             failures: list[str] = []
-            parents, _ = cm.build_hierarchy(clusters, rels, reports, client, settings=settings, entities=ents,
-                                            failures=failures)
+            parents, _ = cm.build_hierarchy(
+                clusters, rels, reports, client, settings=settings, entities=ents, failures=failures
+            )
         finally:
             client.close()
     assert parents.height == 0 and failures
-    assert re.fullmatch(r"level 1 communities \[\d+, \d+\]: ValueError: .* \[members: 6 entities: Entity \d\d(, Entity \d\d){5}\]",
-                        failures[0]), failures[0]
+    assert re.fullmatch(
+        r"level 1 communities \[\d+, \d+\]: ValueError: .* \[members: 6 entities: Entity \d\d(, Entity \d\d){5}\]",
+        failures[0],
+    ), failures[0]

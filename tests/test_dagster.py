@@ -18,14 +18,29 @@ from pgrag_dag.store.schema import schema_for
 from tests.fix_corpus import LONG_NAME, SmallCorpus, admit_long_names
 
 pytestmark = pytest.mark.dagster
-STAGES = ["chunks", "raw_extractions", "gated_triples", "resolved_entities", "relations", "embeddings",
-          "communities", "community_hierarchy"]
+STAGES = [
+    "chunks",
+    "raw_extractions",
+    "gated_triples",
+    "resolved_entities",
+    "relations",
+    "embeddings",
+    "communities",
+    "community_hierarchy",
+]
 
 
-def _materialize(corpus: SmallCorpus, instance: dg.DagsterInstance, key: str,
-                 selection: dg.AssetSelection | None = None) -> dg.ExecuteInProcessResult:
-    return dg.materialize([*ASSETS, *COMMUNITY_CHECKS], partition_key=key, instance=instance, selection=selection,
-                          resources={"pgrag": PgragResource(config_path=str(corpus.config))}, raise_on_error=False)
+def _materialize(
+    corpus: SmallCorpus, instance: dg.DagsterInstance, key: str, selection: dg.AssetSelection | None = None
+) -> dg.ExecuteInProcessResult:
+    return dg.materialize(
+        [*ASSETS, *COMMUNITY_CHECKS],
+        partition_key=key,
+        instance=instance,
+        selection=selection,
+        resources={"pgrag": PgragResource(config_path=str(corpus.config))},
+        raise_on_error=False,
+    )
 
 
 @pytest.fixture
@@ -38,7 +53,9 @@ def indexed(small_corpus: SmallCorpus, realm: str) -> Iterator[tuple[dg.DagsterI
         yield instance, key
 
 
-def test_all_eight_assets_materialise_for_a_partition_with_checks_passing(small_corpus: SmallCorpus, realm: str) -> None:
+def test_all_eight_assets_materialise_for_a_partition_with_checks_passing(
+    small_corpus: SmallCorpus, realm: str
+) -> None:
     key = f"{realm}.main"
     with dg.instance_for_test() as instance:
         assert add_partitions(instance, [key]) == [key]
@@ -67,14 +84,22 @@ def test_all_eight_assets_materialise_for_a_partition_with_checks_passing(small_
         calls = len(small_corpus.chat_requests())
         again = _materialize(small_corpus, instance, key)
         assert again.success and len(small_corpus.chat_requests()) == calls
+
         def versions(res: dg.ExecuteInProcessResult) -> dict[str, str]:
-            return {e.asset_key.to_user_string(): e.materialization.tags["dagster/data_version"]  # type: ignore[union-attr]
-                    for e in res.get_asset_materialization_events()}
+            return {
+                e.asset_key.to_user_string(): e.materialization.tags["dagster/data_version"]  # type: ignore[union-attr]
+                for e in res.get_asset_materialization_events()
+            }
+
         assert versions(again) == versions(result)
 
 
-def test_a_leaking_gate_fails_its_blocking_check_and_stops_downstream(small_corpus: SmallCorpus, realm: str) -> None:
-    admit_long_names(small_corpus)  # the configured gate admits 500 characters; the contract holds the paper's 200
+def test_a_leaking_gate_fails_its_blocking_check_and_stops_downstream(
+    small_corpus: SmallCorpus, realm: str
+) -> None:
+    admit_long_names(
+        small_corpus
+    )  # the configured gate admits 500 characters; the contract holds the paper's 200
     key = f"{realm}.main"
     with dg.instance_for_test() as instance:
         add_partitions(instance, [key])
@@ -87,7 +112,9 @@ def test_a_leaking_gate_fails_its_blocking_check_and_stops_downstream(small_corp
         materialised = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
         assert materialised == {"chunks", "raw_extractions"}
     with db.connect(small_corpus.settings().database_url) as conn:  # nothing written by the refused stage
-        n = conn.execute(sql.SQL("SELECT count(*) FROM {}.gate_decisions").format(sql.Identifier(schema_for(realm)))).fetchone()
+        n = conn.execute(
+            sql.SQL("SELECT count(*) FROM {}.gate_decisions").format(sql.Identifier(schema_for(realm)))
+        ).fetchone()
     assert n == (0,)
 
 
@@ -104,10 +131,14 @@ def test_code_location_loads() -> None:
     import subprocess
     import sys
 
-    code = ("import dagster as dg; from pgrag_dag.assets.definitions import defs; dg.Definitions.validate_loadable(defs); "
-            "print(sorted(k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys())); "
-            "print(sorted(s.name for s in defs.sensors), sorted(s.name for s in defs.schedules))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
+    code = (
+        "import dagster as dg; from pgrag_dag.assets.definitions import defs; dg.Definitions.validate_loadable(defs); "
+        "print(sorted(k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys())); "
+        "print(sorted(s.name for s in defs.sensors), sorted(s.name for s in defs.schedules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
     assert out.splitlines()[0] == str(sorted(STAGES))
     assert out.splitlines()[1] == "['pgrag_automation', 'source_sensor'] ['nightly_refresh']"
 
@@ -118,7 +149,10 @@ def test_changing_the_vocabulary_rematerialises_gated_triples_and_downstream_wit
     instance, key = indexed
     calls = len(small_corpus.chat_requests())
     text = small_corpus.config.read_text().replace(
-        "sources:", "predicate_aliases: {wrote_notes_on: wrote}\n        vocabulary: [wrote]\n        sources:", 1)
+        "sources:",
+        "predicate_aliases: {wrote_notes_on: wrote}\n        vocabulary: [wrote]\n        sources:",
+        1,
+    )
     small_corpus.config.write_text(text)
     result = _materialize(small_corpus, instance, key, dg.AssetSelection.assets("gated_triples").downstream())
     assert result.success
@@ -126,12 +160,20 @@ def test_changing_the_vocabulary_rematerialises_gated_triples_and_downstream_wit
     # calls are reports of communities whose relations changed
     new = small_corpus.chat_requests()[calls:]
     assert all(r["body"]["messages"][0]["content"].startswith("You write a report") for r in new)
-    comm = next(e for e in result.get_asset_materialization_events() if e.asset_key.to_user_string() == "communities")
+    comm = next(
+        e for e in result.get_asset_materialization_events() if e.asset_key.to_user_string() == "communities"
+    )
     assert len(new) <= comm.materialization.metadata["communities"].value  # type: ignore[union-attr]
-    assert {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()} == set(STAGES[2:])
+    assert {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()} == set(
+        STAGES[2:]
+    )
     with db.connect(small_corpus.settings().database_url) as conn:
-        rows = conn.execute(sql.SQL("SELECT predicate, dormant_since IS NOT NULL FROM {}.relations WHERE predicate IN"
-                                    " ('wrote', 'wrote_notes_on') ORDER BY 1").format(sql.Identifier(schema_for(realm)))).fetchall()
+        rows = conn.execute(
+            sql.SQL(
+                "SELECT predicate, dormant_since IS NOT NULL FROM {}.relations WHERE predicate IN"
+                " ('wrote', 'wrote_notes_on') ORDER BY 1"
+            ).format(sql.Identifier(schema_for(realm)))
+        ).fetchall()
     assert rows == [("wrote", False), ("wrote_notes_on", True)]
 
 
@@ -143,16 +185,19 @@ def test_a_changed_source_rematerialises_its_partition_and_only_its_chunks_reach
     (small_corpus.root / "docs" / "02_lovelace.txt").write_text("Ada Lovelace worked with Charles Babbage.")
     result = _materialize(small_corpus, instance, key)
     assert result.success
-    new = small_corpus.chat_requests()[len(before):]
+    new = small_corpus.chat_requests()[len(before) :]
     extracted = [r for r in new if "<<<CHUNK" in r["body"]["messages"][-1]["content"]]
     assert extracted and all("02_lovelace.txt" in r["body"]["messages"][-1]["content"] for r in extracted)
-    chunks = next(e for e in result.get_asset_materialization_events() if e.asset_key.to_user_string() == "chunks")
+    chunks = next(
+        e for e in result.get_asset_materialization_events() if e.asset_key.to_user_string() == "chunks"
+    )
     meta = chunks.materialization.metadata  # type: ignore[union-attr]
     assert meta["documents_replaced"].value == 1 and meta["documents_unchanged"].value == 1
 
 
 def test_a_run_tagged_pgrag_full_recomputes_the_graph_stages_and_an_untagged_one_works_on_what_changed(
-        small_corpus: SmallCorpus, indexed: tuple[dg.DagsterInstance, str]) -> None:
+    small_corpus: SmallCorpus, indexed: tuple[dg.DagsterInstance, str]
+) -> None:
     """Issue 15: the run tag ``pgrag/full=true`` makes gated_triples, resolved_entities and relations recompute
     their partition (metadata mode ``full``); without it a run with nothing changed says ``unchanged`` and
     keeps every data version."""
@@ -160,12 +205,21 @@ def test_a_run_tagged_pgrag_full_recomputes_the_graph_stages_and_an_untagged_one
     graph = dg.AssetSelection.assets("gated_triples", "resolved_entities", "relations")
 
     def run(tags: dict[str, str]) -> dict[str, tuple[str, str | None]]:
-        result = dg.materialize([*ASSETS, *COMMUNITY_CHECKS], partition_key=key, instance=instance, selection=graph,
-                                resources={"pgrag": PgragResource(config_path=str(small_corpus.config))}, tags=tags)
+        result = dg.materialize(
+            [*ASSETS, *COMMUNITY_CHECKS],
+            partition_key=key,
+            instance=instance,
+            selection=graph,
+            resources={"pgrag": PgragResource(config_path=str(small_corpus.config))},
+            tags=tags,
+        )
         assert result.success
         out = {}
-        for m in result.asset_materializations_for_node("gated_triples") + result.asset_materializations_for_node(
-                "resolved_entities") + result.asset_materializations_for_node("relations"):
+        for m in (
+            result.asset_materializations_for_node("gated_triples")
+            + result.asset_materializations_for_node("resolved_entities")
+            + result.asset_materializations_for_node("relations")
+        ):
             out[m.asset_key.path[-1]] = (m.metadata["mode"].value, m.tags.get("dagster/data_version"))
         return out
 

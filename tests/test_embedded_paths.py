@@ -20,23 +20,32 @@ def test_a_data_directory_with_blanks_and_unicode_in_its_path_starts_and_stops(t
         host = dsn.split("host=", 1)[1]
         assert not any(c.isspace() for c in host)
         with db.connect(dsn) as conn:
-            assert conn.execute("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'").fetchone()
+            assert conn.execute(
+                "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'"
+            ).fetchone()
         assert db.embedded_dsn(data) == dsn  # a second caller finds the same server
     finally:
         assert db.stop_embedded(data) is True
     assert (data / "pgdata" / "PG_VERSION").is_file() and not (data / "pgdata" / "postmaster.pid").exists()
 
 
-def test_a_data_directory_that_cannot_be_created_is_one_line_naming_it(tmp_path: Path,
-                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_data_directory_that_cannot_be_created_is_one_line_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "notes.md").write_text("Ada Lovelace.\n", encoding="utf-8")
-    (tmp_path / "pgrag.yaml").write_text("data_dir: notes.md\nrealms:\n  dd:\n    spaces:\n      s:\n"
-                                         "        sources: [{path: ., glob: '*.md'}]\n", encoding="utf-8")
+    (tmp_path / "pgrag.yaml").write_text(
+        "data_dir: notes.md\nrealms:\n  dd:\n    spaces:\n      s:\n"
+        "        sources: [{path: ., glob: '*.md'}]\n",
+        encoding="utf-8",
+    )
     monkeypatch.setenv("PGRAG_CONFIG", str(tmp_path / "pgrag.yaml"))
     monkeypatch.delenv("PGRAG_DATABASE_URL", raising=False)
-    with pytest.raises(DatabaseError, match=r"could not create the embedded PostgreSQL's directory .*notes\.md/pgdata"):
+    with pytest.raises(
+        DatabaseError, match=r"could not create the embedded PostgreSQL's directory .*notes\.md/pgdata"
+    ):
         db.embedded_dsn(tmp_path / "notes.md")
     out = CliRunner().invoke(app, ["index", "dd.s"])  # a file where the data directory should be
     assert out.exit_code == 2 and out.output.strip().splitlines() == [
         f"error: DatabaseError: could not create the embedded PostgreSQL's directory {tmp_path}/notes.md/pgdata "
-        f"(data_dir {tmp_path}/notes.md): Not a directory"], out.output
+        f"(data_dir {tmp_path}/notes.md): Not a directory"
+    ], out.output

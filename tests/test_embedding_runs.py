@@ -21,7 +21,6 @@ from psycopg import sql
 
 from pgrag_dag.assets.partitions import add_partitions
 from pgrag_dag.assets.stages import ASSETS
-from pgrag_dag.providers.embedding import HashingEmbedder
 from pgrag_dag.errors import EmbeddingIncompleteError
 from pgrag_dag.pipeline import (
     PENDING_CHECK,
@@ -32,6 +31,7 @@ from pgrag_dag.pipeline import (
     stage_relations,
     stage_resolved_entities,
 )
+from pgrag_dag.providers.embedding import HashingEmbedder
 from pgrag_dag.query import QueryParam, query_data
 from pgrag_dag.resources.engine import PgragResource
 from pgrag_dag.store import schema, vectors
@@ -44,17 +44,33 @@ pytestmark = pytest.mark.live
 
 MODEL = "openai/stub-embed"
 BATCH = 2
-TABLES = ("documents", "entities", "relations")  # what the embeddings stage embeds after earlier stages committed
+TABLES = (
+    "documents",
+    "entities",
+    "relations",
+)  # what the embeddings stage embeds after earlier stages committed
 
 
-def _embed_with_the_stub(corpus: SmallCorpus, conn: psycopg.Connection, realm: str, monkeypatch: pytest.MonkeyPatch,
-                         **embedding: Any) -> None:
+def _embed_with_the_stub(
+    corpus: SmallCorpus,
+    conn: psycopg.Connection,
+    realm: str,
+    monkeypatch: pytest.MonkeyPatch,
+    **embedding: Any,
+) -> None:
     """Configure the stub server's embeddings as the realm's model (a litellm model, 384 dimensions);
     the realm is created afresh by the stages under it."""
     cfg = yaml.safe_load(corpus.config.read_text())
     # a deadline a loaded CI machine meets on the first request (2 s did not: "no response within 1 s" twice on CI)
-    cfg["embedding"] = {"model": MODEL, "dim": 384, "api_base": corpus.server.base_url, "api_key": "x",
-                        "deadline_s": 6, "batch_size": BATCH, **embedding}
+    cfg["embedding"] = {
+        "model": MODEL,
+        "dim": 384,
+        "api_base": corpus.server.base_url,
+        "api_key": "x",
+        "deadline_s": 6,
+        "batch_size": BATCH,
+        **embedding,
+    }
     corpus.config.write_text(yaml.safe_dump(cfg))
     monkeypatch.setenv("PGRAG_EMBEDDING__MODEL", MODEL)  # the test session's default is the hashing embedder
     conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema_for(realm))))
@@ -63,22 +79,41 @@ def _embed_with_the_stub(corpus: SmallCorpus, conn: psycopg.Connection, realm: s
 
 def _graph(corpus: SmallCorpus, realm: str) -> None:
     engine = corpus.engine()
-    for stage in (stage_chunks, stage_raw_extractions, stage_gated_triples, stage_resolved_entities, stage_relations):
+    for stage in (
+        stage_chunks,
+        stage_raw_extractions,
+        stage_gated_triples,
+        stage_resolved_entities,
+        stage_relations,
+    ):
         stage(engine, realm, "main")
 
 
 def _rows(conn: psycopg.Connection, realm: str, table: str) -> dict[int, dict[str, Any]]:
     """id → text, embedding (float32 or None), embed_fallback, fallback_embedding (float32 or None)."""
-    rows = conn.execute(sql.SQL("SELECT id, {}, embedding::real[], embed_fallback, fallback_embedding::real[] FROM {} "
-                                "ORDER BY id").format(EMBED_TEXT[table], qualified(realm, table))).fetchall()
-    return {i: {"text": t, "embedding": None if e is None else np.asarray(e, np.float32), "fallback": f,
-                "fallback_embedding": None if fe is None else np.asarray(fe, np.float32)} for i, t, e, f, fe in rows}
+    rows = conn.execute(
+        sql.SQL(
+            "SELECT id, {}, embedding::real[], embed_fallback, fallback_embedding::real[] FROM {} ORDER BY id"
+        ).format(EMBED_TEXT[table], qualified(realm, table))
+    ).fetchall()
+    return {
+        i: {
+            "text": t,
+            "embedding": None if e is None else np.asarray(e, np.float32),
+            "fallback": f,
+            "fallback_embedding": None if fe is None else np.asarray(fe, np.float32),
+        }
+        for i, t, e, f, fe in rows
+    }
 
 
 def _embedded(conn: psycopg.Connection, realm: str, table: str) -> dict[int, tuple[str, bool]]:
     """id → (the text it embeds, whether it has a vector)."""
-    rows = conn.execute(sql.SQL("SELECT id, {}, embedding IS NOT NULL FROM {} ORDER BY id").format(
-        EMBED_TEXT[table], qualified(realm, table))).fetchall()
+    rows = conn.execute(
+        sql.SQL("SELECT id, {}, embedding IS NOT NULL FROM {} ORDER BY id").format(
+            EMBED_TEXT[table], qualified(realm, table)
+        )
+    ).fetchall()
     return {i: (t, bool(v)) for i, t, v in rows}
 
 
@@ -88,34 +123,46 @@ def _embeds(corpus: SmallCorpus) -> list[list[str]]:
 
 def _counted(counts: dict[str, int]) -> str:
     """``{"documents": 1, "entities": 6, "relations": 6}`` → ``1 chunk, 6 entities and 6 relations``."""
-    words = {"documents": ("chunk", "chunks"), "entities": ("entity", "entities"), "relations": ("relation", "relations")}
+    words = {
+        "documents": ("chunk", "chunks"),
+        "entities": ("entity", "entities"),
+        "relations": ("relation", "relations"),
+    }
     parts = [f"{n} {words[t][n != 1]}" for t, n in counts.items() if n]
     return ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def _query(corpus: SmallCorpus, realm: str, question: str, **param: Any) -> Any:
     engine = corpus.engine()
-    return query_data(question, QueryParam(space="main", **param), dsn=engine.dsn, realm=realm,
-                      embedder=engine.embedder())
+    return query_data(
+        question, QueryParam(space="main", **param), dsn=engine.dsn, realm=realm, embedder=engine.embedder()
+    )
 
 
 def test_a_failed_embedding_stage_keeps_its_vectors_reports_the_rest_and_the_next_run_embeds_them(
-        small_corpus: SmallCorpus, realm: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch) -> None:
+    small_corpus: SmallCorpus, realm: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _embed_with_the_stub(small_corpus, conn, realm, monkeypatch)
     _graph(small_corpus, realm)
     chunks = _embedded(conn, realm, "documents")
     first_batch = [chunks[i][0] for i in sorted(chunks)[:BATCH]]
-    small_corpus.server.refuse(503, "The server is overloaded", route="embeddings", after=1)  # an outage after one batch
+    small_corpus.server.refuse(
+        503, "The server is overloaded", route="embeddings", after=1
+    )  # an outage after one batch
 
     with pytest.raises(EmbeddingIncompleteError) as info:
         stage_embeddings(small_corpus.engine(), realm, "main")
 
     left = {t: sum(not has for _, has in _embedded(conn, realm, t).values()) for t in TABLES}
-    assert left["documents"] == len(chunks) - BATCH and left["entities"] > 0 and left["relations"] > 0  # one batch kept
+    assert (
+        left["documents"] == len(chunks) - BATCH and left["entities"] > 0 and left["relations"] > 0
+    )  # one batch kept
     message = str(info.value)
     assert "\n" not in message and f"embeddings {realm}.main: embedding model {MODEL} failed" in message
     assert f"{_counted(left)} left without a vector" in message and "the next run embeds them" in message
-    assert info.value.pending["pending"] == sum(left.values()) and info.value.pending["without_vector"] == left
+    assert (
+        info.value.pending["pending"] == sum(left.values()) and info.value.pending["without_vector"] == left
+    )
     # the model was asked for the first batch, then retried on the second within the deadline — and no more
     embedded = _embeds(small_corpus)
     assert embedded[0] == first_batch and all(batch == embedded[1] for batch in embedded[1:])
@@ -127,21 +174,31 @@ def test_a_failed_embedding_stage_keeps_its_vectors_reports_the_rest_and_the_nex
 
     again = stage_embeddings(small_corpus.engine(), realm, "main")
     assert again.checks[PENDING_CHECK][0] is True
-    assert again.metadata["documents_embedded"] == left["documents"] and again.metadata["entities_embedded"] == left["entities"]
+    assert (
+        again.metadata["documents_embedded"] == left["documents"]
+        and again.metadata["entities_embedded"] == left["entities"]
+    )
     assert again.metadata["unembedded"] == {t: {"missing": 0, "fallback": 0} for t in TABLES}
     assert all(has for t in TABLES for _, has in _embedded(conn, realm, t).values())
     result = _query(small_corpus, realm, "Who funded the Difference Engine?", mode="mix", keywords="lexical")
     assert not [w for w in result.warnings if "vector" in w] and result.entities
     # and a row whose text changed since it was embedded (a stale embed_hash) is embedded again, alone
-    conn.execute(sql.SQL("UPDATE {} SET description = description || ' Revised.' WHERE id = (SELECT min(id) FROM {})")
-                 .format(qualified(realm, "entities"), qualified(realm, "entities")))
+    conn.execute(
+        sql.SQL(
+            "UPDATE {} SET description = description || ' Revised.' WHERE id = (SELECT min(id) FROM {})"
+        ).format(qualified(realm, "entities"), qualified(realm, "entities"))
+    )
     stale = stage_embeddings(small_corpus.engine(), realm, "main")
-    assert (stale.metadata["entities_embedded"], stale.metadata["documents_embedded"], stale.metadata["relations_embedded"]) \
-        == (1, 0, 0)
+    assert (
+        stale.metadata["entities_embedded"],
+        stale.metadata["documents_embedded"],
+        stale.metadata["relations_embedded"],
+    ) == (1, 0, 0)
 
 
 def test_the_hashing_fallback_embeds_what_the_model_refused_apart_and_the_next_run_replaces_it(
-        small_corpus: SmallCorpus, realm: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch) -> None:
+    small_corpus: SmallCorpus, realm: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _embed_with_the_stub(small_corpus, conn, realm, monkeypatch, fallback="hashing")
     _graph(small_corpus, realm)
     small_corpus.server.refuse(401, "Incorrect API key provided", route="embeddings", after=1)
@@ -166,30 +223,52 @@ def test_the_hashing_fallback_embeds_what_the_model_refused_apart_and_the_next_r
     assert {t: done.metadata[f"{t}_fallback"] for t in TABLES} == fallback
 
     small_corpus.server.accept()
-    result = _query(small_corpus, realm, "Who designed the Analytical Engine?", mode="mix", keywords="lexical",
-                    chunk_channels=("vector", "fulltext"))
+    result = _query(
+        small_corpus,
+        realm,
+        "Who designed the Analytical Engine?",
+        mode="mix",
+        keywords="lexical",
+        chunk_channels=("vector", "fulltext"),
+    )
     vector_found = {c["id"] for c in result.chunks if "vector" in c["via"]}
     assert vector_found and vector_found <= real["documents"]  # no fallback row in a vector channel
-    assert any(c["id"] not in real["documents"] and "fulltext" in c["via"] for c in result.chunks)  # full-text reaches them
+    assert any(
+        c["id"] not in real["documents"] and "fulltext" in c["via"] for c in result.chunks
+    )  # full-text reaches them
     assert result.entities == []  # every entity has only a fallback vector: none can seed
-    assert result.relations and all("similarity" not in r["ranks"] for r in result.relations)  # full-text ranks them
+    assert result.relations and all(
+        "similarity" not in r["ranks"] for r in result.relations
+    )  # full-text ranks them
     warning = next(w for w in result.warnings if "only a fallback vector" in w)
     assert warning.startswith(f"{_counted(fallback)} of space 'main'") and "not comparable" in warning
 
-    again = stage_embeddings(small_corpus.engine(), realm, "main")  # the model is back: it replaces every fallback vector
+    again = stage_embeddings(
+        small_corpus.engine(), realm, "main"
+    )  # the model is back: it replaces every fallback vector
     assert again.checks[PENDING_CHECK][0] is True and again.metadata["model_error"] is None
     for table in TABLES:
-        assert all(r["embedding"] is not None and r["fallback"] is None and r["fallback_embedding"] is None
-                   for r in _rows(conn, realm, table).values())
-    result = _query(small_corpus, realm, "Who designed the Analytical Engine?", mode="mix", keywords="lexical")
+        assert all(
+            r["embedding"] is not None and r["fallback"] is None and r["fallback_embedding"] is None
+            for r in _rows(conn, realm, table).values()
+        )
+    result = _query(
+        small_corpus, realm, "Who designed the Analytical Engine?", mode="mix", keywords="lexical"
+    )
     assert result.entities and not [w for w in result.warnings if "vector" in w]
 
 
-def test_a_realm_of_schema_version_4_gains_the_fallback_columns_in_place(conn: psycopg.Connection, realm: str) -> None:
+def test_a_realm_of_schema_version_4_gains_the_fallback_columns_in_place(
+    conn: psycopg.Connection, realm: str
+) -> None:
     s = sql.Identifier(schema_for(realm))
     for table in schema.EMBEDDED_TABLES:
         for column in ("embed_fallback", "fallback_embedding"):
-            conn.execute(sql.SQL("ALTER TABLE {}.{} DROP COLUMN {}").format(s, sql.Identifier(table), sql.Identifier(column)))
+            conn.execute(
+                sql.SQL("ALTER TABLE {}.{} DROP COLUMN {}").format(
+                    s, sql.Identifier(table), sql.Identifier(column)
+                )
+            )
     for table in TABLES:
         conn.execute(sql.SQL("DROP INDEX {}.{}").format(s, sql.Identifier(f"{table}_unembedded")))
     conn.execute("UPDATE pgrag__control.realms SET schema_version = 4 WHERE realm = %s", (realm,))
@@ -199,41 +278,70 @@ def test_a_realm_of_schema_version_4_gains_the_fallback_columns_in_place(conn: p
 
     assert schema.init_realm(conn, realm, embedding_model="hashing-sha256", dim=384) is True
     assert schema.init_realm(conn, realm, embedding_model="hashing-sha256", dim=384) is False
-    assert conn.execute("SELECT schema_version FROM pgrag__control.realms WHERE realm = %s", (realm,)).fetchone() == (schema.SCHEMA_VERSION,)
-    cols = conn.execute("SELECT table_name, column_name, data_type FROM information_schema.columns WHERE table_schema = %s "
-                        "AND column_name IN ('embed_fallback', 'fallback_embedding') ORDER BY 1, 2",
-                        (schema_for(realm),)).fetchall()
-    assert cols == [(t, c, d) for t in sorted((*schema.EMBEDDED_TABLES, "documents_removed"))
-                    for c, d in (("embed_fallback", "text"), ("fallback_embedding", "USER-DEFINED"))]
-    indexes = conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = %s AND indexname LIKE '%%_unembedded' "
-                           "ORDER BY 1", (schema_for(realm),)).fetchall()
+    assert conn.execute(
+        "SELECT schema_version FROM pgrag__control.realms WHERE realm = %s", (realm,)
+    ).fetchone() == (schema.SCHEMA_VERSION,)
+    cols = conn.execute(
+        "SELECT table_name, column_name, data_type FROM information_schema.columns WHERE table_schema = %s "
+        "AND column_name IN ('embed_fallback', 'fallback_embedding') ORDER BY 1, 2",
+        (schema_for(realm),),
+    ).fetchall()
+    assert cols == [
+        (t, c, d)
+        for t in sorted((*schema.EMBEDDED_TABLES, "documents_removed"))
+        for c, d in (("embed_fallback", "text"), ("fallback_embedding", "USER-DEFINED"))
+    ]
+    indexes = conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = %s AND indexname LIKE '%%_unembedded' "
+        "ORDER BY 1",
+        (schema_for(realm),),
+    ).fetchall()
     assert [i for (i,) in indexes] == sorted(f"{t}_unembedded" for t in TABLES)
     assert vectors.unembedded(conn, realm, "*")["entities"] == {"missing": 1, "fallback": 0}
 
 
 @pytest.mark.dagster
 def test_the_embeddings_asset_shows_what_is_left_and_a_later_run_clears_it(
-        small_corpus: SmallCorpus, realm: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch) -> None:
+    small_corpus: SmallCorpus, realm: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _embed_with_the_stub(small_corpus, conn, realm, monkeypatch)
     key = f"{realm}.main"
     resources = {"pgrag": PgragResource(config_path=str(small_corpus.config))}
     small_corpus.server.refuse(401, "Incorrect API key provided", route="embeddings")
     with dg.instance_for_test() as instance:
         add_partitions(instance, [key])
-        failed = dg.materialize(ASSETS, partition_key=key, instance=instance, resources=resources, raise_on_error=False)
+        failed = dg.materialize(
+            ASSETS, partition_key=key, instance=instance, resources=resources, raise_on_error=False
+        )
         assert not failed.success
-        assert "embeddings" not in {e.asset_key.to_user_string() for e in failed.get_asset_materialization_events()}
-        check = next(e for e in failed.get_asset_check_evaluations()
-                     if e.asset_key.to_user_string() == "embeddings" and e.check_name == PENDING_CHECK)
+        assert "embeddings" not in {
+            e.asset_key.to_user_string() for e in failed.get_asset_materialization_events()
+        }
+        check = next(
+            e
+            for e in failed.get_asset_check_evaluations()
+            if e.asset_key.to_user_string() == "embeddings" and e.check_name == PENDING_CHECK
+        )
         assert check.passed is False and check.severity == dg.AssetCheckSeverity.WARN
-        assert check.metadata["pending"].value > 0 and "embedding.api_key" in check.metadata["model_error"].value
+        assert (
+            check.metadata["pending"].value > 0 and "embedding.api_key" in check.metadata["model_error"].value
+        )
         assert check.metadata["without_vector"].value["entities"] > 0
-        failure = next(e for e in failed.all_events if e.event_type_value == "STEP_FAILURE" and e.step_key == "embeddings")
+        failure = next(
+            e
+            for e in failed.all_events
+            if e.event_type_value == "STEP_FAILURE" and e.step_key == "embeddings"
+        )
         assert "EmbeddingIncompleteError" in failure.event_specific_data.error.message  # type: ignore[union-attr]
 
         small_corpus.server.accept()
-        fixed = dg.materialize(ASSETS, partition_key=key, instance=instance, resources=resources, raise_on_error=False)
+        fixed = dg.materialize(
+            ASSETS, partition_key=key, instance=instance, resources=resources, raise_on_error=False
+        )
         assert fixed.success
-        check = next(e for e in fixed.get_asset_check_evaluations()
-                     if e.asset_key.to_user_string() == "embeddings" and e.check_name == PENDING_CHECK)
+        check = next(
+            e
+            for e in fixed.get_asset_check_evaluations()
+            if e.asset_key.to_user_string() == "embeddings" and e.check_name == PENDING_CHECK
+        )
         assert check.passed and check.metadata["pending"].value == 0

@@ -12,14 +12,25 @@ import pytest
 from psycopg import sql
 
 from evaluation import plots, recall
-from evaluation.recall import (ARMS, BM25, EXACT, Benchmark, all_gold, bm25_rankings, exact_dense_rankings,
-                               passage_recall, score)
+from evaluation.recall import (
+    ARMS,
+    BM25,
+    EXACT,
+    Benchmark,
+    all_gold,
+    bm25_rankings,
+    exact_dense_rankings,
+    passage_recall,
+    score,
+)
 from pgrag_dag.store import schema
 from pgrag_dag.store.identifiers import qualified
 from tests.fix_corpus import SHARED_CORPORA
 
-needs_corpora = pytest.mark.skipif(not (SHARED_CORPORA / "musique_hipporag_train100").is_dir(),
-                                   reason="the shared corpora are not beside the repository (PGRAG_SHARED_DIR)")
+needs_corpora = pytest.mark.skipif(
+    not (SHARED_CORPORA / "musique_hipporag_train100").is_dir(),
+    reason="the shared corpora are not beside the repository (PGRAG_SHARED_DIR)",
+)
 
 
 def test_recall_and_all_gold_count_the_gold_passages_in_the_top_k() -> None:
@@ -27,16 +38,24 @@ def test_recall_and_all_gold_count_the_gold_passages_in_the_top_k() -> None:
     assert all_gold([9, 1, 7], {1, 9}, 2) == 1.0 and all_gold([9, 4, 1], {1, 9}, 2) == 0.0
     # question 1: gold {0, 1} ranked 1st and 3rd; question 2: gold {5} ranked 2nd
     assert score([[0, 3, 1], [2, 5, 6]], [{0, 1}, {5}], ks=(1, 2, 3)) == {
-        "r@1": 0.25, "all@1": 0.0, "r@2": 0.75, "all@2": 0.5, "r@3": 1.0, "all@3": 1.0}
+        "r@1": 0.25,
+        "all@1": 0.0,
+        "r@2": 0.75,
+        "all@2": 0.5,
+        "r@3": 1.0,
+        "all@3": 1.0,
+    }
 
 
 def test_bm25_ranks_the_passages_sharing_the_rare_words_first() -> None:
-    texts = ["Paris\nParis is the capital of France.",
-             "Lyon\nLyon is a city in France.",
-             "Berlin\nBerlin is the capital of Germany.",
-             "Ada Lovelace\nAda Lovelace wrote the first program.",
-             "Rome\nRome has many old churches.",
-             "Madrid\nMadrid hosts a football club."]
+    texts = [
+        "Paris\nParis is the capital of France.",
+        "Lyon\nLyon is a city in France.",
+        "Berlin\nBerlin is the capital of Germany.",
+        "Ada Lovelace\nAda Lovelace wrote the first program.",
+        "Rome\nRome has many old churches.",
+        "Madrid\nMadrid hosts a football club.",
+    ]
     questions = ["Which city is the capital of Germany?", "Who wrote the first program?"]
     ranked, impl = bm25_rankings(texts, questions, depth=6)
     assert impl in ("rank_bm25.BM25Okapi", "baselines.bm25_scores")
@@ -44,7 +63,13 @@ def test_bm25_ranks_the_passages_sharing_the_rare_words_first() -> None:
     assert ranked[0][:3] == [2, 1, 0]
     assert ranked[1][0] == 3  # "wrote", "first", "program" are passage 3's alone
     assert score(ranked, [{2, 0}, {3}], ks=(1, 2, 3)) == {
-        "r@1": 0.75, "all@1": 0.5, "r@2": 0.75, "all@2": 0.5, "r@3": 1.0, "all@3": 1.0}
+        "r@1": 0.75,
+        "all@1": 0.5,
+        "r@2": 0.75,
+        "all@2": 0.5,
+        "r@3": 1.0,
+        "all@3": 1.0,
+    }
 
 
 def test_exact_dense_ranks_by_cosine_whatever_the_vector_lengths() -> None:
@@ -60,26 +85,46 @@ def test_exact_dense_ranks_by_cosine_whatever_the_vector_lengths() -> None:
 def test_2wikimultihopqa_has_passages_and_no_questions_so_it_is_not_scored() -> None:
     wiki = recall.load_2wiki()
     assert len(wiki.titles) == 6119 and not wiki.scorable and "no questions" in wiki.note
-    assert [p.name for p in (SHARED_CORPORA / "2wikimultihopqa_hipporag_corpus").iterdir()] == ["2wikimultihopqa_corpus.json"]
+    assert [p.name for p in (SHARED_CORPORA / "2wikimultihopqa_hipporag_corpus").iterdir()] == [
+        "2wikimultihopqa_corpus.json"
+    ]
 
 
 @needs_corpora
-def test_the_harness_scores_every_mode_and_both_baselines_on_a_musique_slice(pg_dsn: str, tmp_path: Path) -> None:
+def test_the_harness_scores_every_mode_and_both_baselines_on_a_musique_slice(
+    pg_dsn: str, tmp_path: Path
+) -> None:
     musique = recall.load_benchmarks(3)[0]
     gold = sorted(set().union(*musique.gold))
-    keep = gold + [i for i in range(len(musique.titles)) if i not in gold][:17]  # the gold passages and 17 others
+    keep = (
+        gold + [i for i in range(len(musique.titles)) if i not in gold][:17]
+    )  # the gold passages and 17 others
     where = {old: new for new, old in enumerate(keep)}
-    part = Benchmark("musique", [musique.titles[i] for i in keep], [musique.bodies[i] for i in keep],
-                     musique.questions, [{where[g] for g in q} for q in musique.gold])
+    part = Benchmark(
+        "musique",
+        [musique.titles[i] for i in keep],
+        [musique.bodies[i] for i in keep],
+        musique.questions,
+        [{where[g] for g in q} for q in musique.gold],
+    )
     none = Benchmark("2wikimultihopqa", ["T"], ["x"], note="no questions here")
     try:
-        record = recall.run([part, none], dsn=pg_dsn, out_dir=tmp_path, embedding_model="hashing-sha256", name="r")
+        record = recall.run(
+            [part, none], dsn=pg_dsn, out_dir=tmp_path, embedding_model="hashing-sha256", name="r"
+        )
     finally:
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema.schema_for(recall.REALM))))
+            conn.execute(
+                sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+                    sql.Identifier(schema.schema_for(recall.REALM))
+                )
+            )
             conn.execute("DELETE FROM pgrag__control.realms WHERE realm = %s", (recall.REALM,))
     res = record.results
-    assert res["model_calls"] == 0 and res["scores"]["2wikimultihopqa"] == {"scored": False, "note": "no questions here"}
+    assert res["model_calls"] == 0 and res["scores"]["2wikimultihopqa"] == {
+        "scored": False,
+        "note": "no questions here",
+    }
     assert res["indexing"]["musique"]["passages"] == len(keep) and res["indexing"]["musique"]["relations"] > 0
     s = res["scores"]["musique"]
     assert set(s["arms"]) == set(ARMS) and s["questions"] == 3
@@ -99,13 +144,17 @@ def test_the_harness_scores_every_mode_and_both_baselines_on_a_musique_slice(pg_
     table = data["tables"][0]
     row = next(r for r in table["rows"] if r[:2] == ["musique", "naive"])
     assert row[2:6] == [s["arms"]["naive"][k] for k in ("r@2", "r@5", "all@2", "all@5")]
-    assert ["2wikimultihopqa", "(every arm)"] == next(r for r in table["rows"] if r[0] == "2wikimultihopqa")[:2]
+    assert ["2wikimultihopqa", "(every arm)"] == next(r for r in table["rows"] if r[0] == "2wikimultihopqa")[
+        :2
+    ]
     if plots.pyplot() is not None:  # an evaluation extra (requirements-eval.txt): no chart without it
         assert (tmp_path / "r.png").stat().st_size > 10_000 and data["plots"] == ["r.png"]
     assert "no questions here" in (tmp_path / "r.md").read_text()
 
 
-def test_names_postgresql_lowercases_alike_resolve_to_one_vertex(pg_dsn: str, realm: str, tmp_path: Path) -> None:
+def test_names_postgresql_lowercases_alike_resolve_to_one_vertex(
+    pg_dsn: str, realm: str, tmp_path: Path
+) -> None:
     """Found indexing MuSiQue offline: "İzmir" (Python lowercases it to "i̇zmir") and "Izmir" are one row under
     PostgreSQL's lower() — the entity writer must map its inserted rows by the name it sent, or a triple endpoint is
     left unresolved (KeyError in the relations stage)."""
@@ -117,11 +166,30 @@ def test_names_postgresql_lowercases_alike_resolve_to_one_vertex(pg_dsn: str, re
 
     docs = tmp_path / "docs"
     docs.mkdir()
-    (docs / "a.txt").write_text("Şükrü Gürel was a native of İzmir. Gürel worked in Ankara for Bülent Ecevit.\n")
-    (docs / "b.txt").write_text("The consulate of Pakistan in Izmir opened in 1990. Ankara and Izmir are large cities.\n")
+    (docs / "a.txt").write_text(
+        "Şükrü Gürel was a native of İzmir. Gürel worked in Ankara for Bülent Ecevit.\n"
+    )
+    (docs / "b.txt").write_text(
+        "The consulate of Pakistan in Izmir opened in 1990. Ankara and Izmir are large cities.\n"
+    )
     cfg = tmp_path / "pgrag.yaml"
-    cfg.write_text(yaml.safe_dump({"llm": {"models": ["replay"]}, "realms": {realm: {"spaces": {"s": {
-        "extractor": {"name": "cooccurrence"}, "sources": [{"path": "docs", "glob": "*.txt"}]}}}}}))
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "llm": {"models": ["replay"]},
+                "realms": {
+                    realm: {
+                        "spaces": {
+                            "s": {
+                                "extractor": {"name": "cooccurrence"},
+                                "sources": [{"path": "docs", "glob": "*.txt"}],
+                            }
+                        }
+                    }
+                },
+            }
+        )
+    )
     engine = Engine.from_settings(load_settings(cfg, database_url=pg_dsn))
     try:
         meta = {r.stage: r.metadata for r in index_documents(engine, realm, "s", communities=False)}
@@ -129,10 +197,16 @@ def test_names_postgresql_lowercases_alike_resolve_to_one_vertex(pg_dsn: str, re
         engine.close()
     assert meta["relations"]["relations"] > 0
     with psycopg.connect(pg_dsn) as conn:
-        rows = conn.execute(sql.SQL("SELECT name, aliases FROM {} WHERE space = 's' AND lower(name) = lower('Izmir')")
-                            .format(qualified(realm, "entities"))).fetchall()
+        rows = conn.execute(
+            sql.SQL("SELECT name, aliases FROM {} WHERE space = 's' AND lower(name) = lower('Izmir')").format(
+                qualified(realm, "entities")
+            )
+        ).fetchall()
         assert len(rows) == 1 and {rows[0][0], *rows[0][1]} == {"İzmir", "Izmir"}
-        edges = conn.execute(sql.SQL("""SELECT count(*) FROM {r} r JOIN {e} e ON e.id IN (r.source_id, r.target_id)
+        edges = conn.execute(
+            sql.SQL("""SELECT count(*) FROM {r} r JOIN {e} e ON e.id IN (r.source_id, r.target_id)
                                         WHERE e.space = 's' AND lower(e.name) = lower('Izmir')""").format(
-            r=qualified(realm, "relations"), e=qualified(realm, "entities"))).fetchone()
+                r=qualified(realm, "relations"), e=qualified(realm, "entities")
+            )
+        ).fetchone()
         assert edges is not None and edges[0] >= 2  # the edges of both documents

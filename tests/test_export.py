@@ -34,20 +34,32 @@ def saga(tmp_path: Path, pg_dsn: str, realm: str) -> Iterator[Engine]:
 def _rows(engine: Engine, query: str, realm: str, **tables: str) -> list[tuple[Any, ...]]:
     """Rows of ``query`` (tables named as ``{e}`` etc.), read straight from the database with the space as %s."""
     with engine.connect() as conn:
-        return conn.execute(sql.SQL(query).format(**{k: qualified(realm, t) for k, t in tables.items()}),
-                            (SPACE,)).fetchall()
+        return conn.execute(
+            sql.SQL(query).format(**{k: qualified(realm, t) for k, t in tables.items()}), (SPACE,)
+        ).fetchall()
 
 
 def _db_entities(engine: Engine, realm: str) -> list[tuple[Any, ...]]:
-    return _rows(engine, """SELECT id, name, entity_type, aliases, dormant_since IS NOT NULL, archived_at IS NOT NULL
-                              FROM {e} WHERE space = %s ORDER BY id""", realm, e="entities")
+    return _rows(
+        engine,
+        """SELECT id, name, entity_type, aliases, dormant_since IS NOT NULL, archived_at IS NOT NULL
+                              FROM {e} WHERE space = %s ORDER BY id""",
+        realm,
+        e="entities",
+    )
 
 
 def _db_relations(engine: Engine, realm: str) -> list[tuple[Any, ...]]:
-    return _rows(engine, """SELECT r.id, s.name, o.name, r.predicate, r.negated, r.weight, r.valid_from, r.valid_to,
+    return _rows(
+        engine,
+        """SELECT r.id, s.name, o.name, r.predicate, r.negated, r.weight, r.valid_from, r.valid_to,
                                    r.t_created, r.t_expired, r.superseded_by, r.dormant_since IS NOT NULL
                               FROM {r} r JOIN {e} s ON s.id = r.source_id JOIN {e} o ON o.id = r.target_id
-                             WHERE r.space = %s ORDER BY r.id""", realm, r="relations", e="entities")
+                             WHERE r.space = %s ORDER BY r.id""",
+        realm,
+        r="relations",
+        e="entities",
+    )
 
 
 def test_graphml_parquet_and_csv_hold_what_the_database_holds(saga: Engine, realm: str) -> None:
@@ -65,11 +77,30 @@ def test_graphml_parquet_and_csv_hold_what_the_database_holds(saga: Engine, real
     g = ig.Graph.Read_GraphML(str(result.files["graphml"]))
     assert g.is_directed() and g.vcount() == len(ents) and g.ecount() == len(rels)
     assert (g["realm"], g["space"]) == (realm, SPACE)
-    got_v = sorted((int(v["entity_id"]), v["name"], v["entity_type"], json.loads(v["aliases"]), v["dormant"], v["archived"])
-                   for v in g.vs)
+    got_v = sorted(
+        (
+            int(v["entity_id"]),
+            v["name"],
+            v["entity_type"],
+            json.loads(v["aliases"]),
+            v["dormant"],
+            v["archived"],
+        )
+        for v in g.vs
+    )
     assert got_v == [(i, n, t, list(a), d, ar) for i, n, t, a, d, ar in ents]
-    got_e = sorted((int(e["relation_id"]), g.vs[e.source]["name"], g.vs[e.target]["name"], e["predicate"], e["negated"],
-                    int(e["weight"]), e["dormant"]) for e in g.es)
+    got_e = sorted(
+        (
+            int(e["relation_id"]),
+            g.vs[e.source]["name"],
+            g.vs[e.target]["name"],
+            e["predicate"],
+            e["negated"],
+            int(e["weight"]),
+            e["dormant"],
+        )
+        for e in g.es
+    )
     assert got_e == [(r[0], r[1], r[2], r[3], r[4], r[5], r[11]) for r in rels]
     # the alliance of book 1, superseded by book 2's enmity: every attribute as stored
     ally = next(r for r in rels if r[1:4] == ("Athos", "d'Artagnan", "ally_of"))
@@ -82,81 +113,159 @@ def test_graphml_parquet_and_csv_hold_what_the_database_holds(saga: Engine, real
     denial = next(e for e in g.es if e["predicate"] == "serves" and e["negated"])
     assert g.vs[denial.source]["name"] == "Aramis" and denial["superseded"] is False
     assert str(denial["superseded_by"]) == "nan"  # a missing number is absent, read as NaN
-    members = dict(_rows(saga, """SELECT m.entity_id, min(c.id) FROM {m} m JOIN {c} c ON c.id = m.community_id
-                                  WHERE c.space = %s AND c.level = 0 GROUP BY m.entity_id""", realm,
-                         m="community_members", c="communities"))
-    assert members and {int(v["entity_id"]): int(v["community"]) for v in g.vs if str(v["community"]) != "nan"} == members
+    members = dict(
+        _rows(
+            saga,
+            """SELECT m.entity_id, min(c.id) FROM {m} m JOIN {c} c ON c.id = m.community_id
+                                  WHERE c.space = %s AND c.level = 0 GROUP BY m.entity_id""",
+            realm,
+            m="community_members",
+            c="communities",
+        )
+    )
+    assert (
+        members
+        and {int(v["entity_id"]): int(v["community"]) for v in g.vs if str(v["community"]) != "nan"}
+        == members
+    )
 
     # Parquet, re-read by polars
-    pq = {t: pl.read_parquet(result.files[f"parquet:{t}"]) for t in ("entities", "relations", "communities", "mentions")}
-    assert pq["entities"].select("id", "name", "entity_type", "aliases", "dormant", "archived").rows() == \
-        [(i, n, t, list(a), d, ar) for i, n, t, a, d, ar in ents]
-    assert pq["relations"].select("id", "subject", "object", "predicate", "negated", "weight", "valid_from", "valid_to",
-                                  "t_created", "t_expired", "superseded_by", "dormant").rows() == rels
-    db_comms = _rows(saga, "SELECT id, level, title, rating, summary FROM {c} WHERE space = %s ORDER BY level, id",
-                     realm, c="communities")
-    assert db_comms and pq["communities"].select("id", "level", "title", "rating", "summary").rows() == db_comms
+    pq = {
+        t: pl.read_parquet(result.files[f"parquet:{t}"])
+        for t in ("entities", "relations", "communities", "mentions")
+    }
+    assert pq["entities"].select("id", "name", "entity_type", "aliases", "dormant", "archived").rows() == [
+        (i, n, t, list(a), d, ar) for i, n, t, a, d, ar in ents
+    ]
+    assert (
+        pq["relations"]
+        .select(
+            "id",
+            "subject",
+            "object",
+            "predicate",
+            "negated",
+            "weight",
+            "valid_from",
+            "valid_to",
+            "t_created",
+            "t_expired",
+            "superseded_by",
+            "dormant",
+        )
+        .rows()
+        == rels
+    )
+    db_comms = _rows(
+        saga,
+        "SELECT id, level, title, rating, summary FROM {c} WHERE space = %s ORDER BY level, id",
+        realm,
+        c="communities",
+    )
+    assert (
+        db_comms and pq["communities"].select("id", "level", "title", "rating", "summary").rows() == db_comms
+    )
     level0 = pq["communities"].filter(pl.col("level") == 0)
-    assert sorted((e, c) for c, ms in level0.select("id", "member_entity_ids").rows() for e in ms) == \
-        sorted((e, c) for e, c in _rows(saga, """SELECT m.entity_id, m.community_id FROM {m} m WHERE m.space = %s""",
-                                        realm, m="community_members"))
-    assert pq["mentions"].rows() == _rows(saga, """SELECT m.entity_id, m.chunk_id, d.doc_key, d.chunk_index FROM {m} m
+    assert sorted((e, c) for c, ms in level0.select("id", "member_entity_ids").rows() for e in ms) == sorted(
+        (e, c)
+        for e, c in _rows(
+            saga,
+            """SELECT m.entity_id, m.community_id FROM {m} m WHERE m.space = %s""",
+            realm,
+            m="community_members",
+        )
+    )
+    assert pq["mentions"].rows() == _rows(
+        saga,
+        """SELECT m.entity_id, m.chunk_id, d.doc_key, d.chunk_index FROM {m} m
                                                    JOIN {d} d ON d.id = m.chunk_id WHERE m.space = %s ORDER BY 1, 2""",
-                                          realm, m="doc_mentions", d="documents")
+        realm,
+        m="doc_mentions",
+        d="documents",
+    )
 
     # CSV, re-read by polars: lists as JSON text, timestamps as ISO-8601
     csv = pl.read_csv(result.files["csv:relations"], try_parse_dates=True)
-    assert csv.select("id", "subject", "object", "predicate", "negated", "weight").rows() == [r[:6] for r in rels]
+    assert csv.select("id", "subject", "object", "predicate", "negated", "weight").rows() == [
+        r[:6] for r in rels
+    ]
     assert csv["t_expired"].to_list() == [r[9] for r in rels]
     assert [json.loads(c) for c in csv["chunk_ids"]] == pq["relations"]["chunk_ids"].to_list()
     ents_csv = pl.read_csv(result.files["csv:entities"])
-    assert [(i, n, json.loads(a)) for i, n, a in ents_csv.select("id", "name", "aliases").rows()] == \
-        [(i, n, list(a)) for i, n, _, a, _, _ in ents]
+    assert [(i, n, json.loads(a)) for i, n, a in ents_csv.select("id", "name", "aliases").rows()] == [
+        (i, n, list(a)) for i, n, _, a, _, _ in ents
+    ]
 
 
 def test_pgrag_export_writes_the_files_and_refuses_a_missing_parent_in_one_line(
-        saga: Engine, realm: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    saga: Engine, realm: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PGRAG_CONFIG", str(tmp_path / "pgrag.yaml"))
     target = tmp_path / "out"
     out = runner.invoke(app, ["export", f"{realm}.{SPACE}", "--format", "csv", "--out", str(target)])
     assert out.exit_code == 0, out.output
-    assert sorted(p.name for p in target.iterdir()) == ["communities.csv", "entities.csv", "mentions.csv", "relations.csv"]
-    assert f"{len(_db_entities(saga, realm))} entities" in out.output and str(target / "relations.csv") in out.output
+    assert sorted(p.name for p in target.iterdir()) == [
+        "communities.csv",
+        "entities.csv",
+        "mentions.csv",
+        "relations.csv",
+    ]
+    assert (
+        f"{len(_db_entities(saga, realm))} entities" in out.output
+        and str(target / "relations.csv") in out.output
+    )
     missing = tmp_path / "no" / "such"
     out = runner.invoke(app, ["export", f"{realm}.{SPACE}", "--out", str(missing)])
     assert out.exit_code == 2 and len(out.output.strip().splitlines()) == 1
-    assert "ExportError" in out.output and f"its parent directory {missing.parent} does not exist" in out.output
+    assert (
+        "ExportError" in out.output and f"its parent directory {missing.parent} does not exist" in out.output
+    )
     assert not missing.parent.exists()
     out = runner.invoke(app, ["export", f"{realm}.{SPACE}", "--format", "gexf"])
     assert out.exit_code == 2 and "unknown export format 'gexf'" in out.output
     out = runner.invoke(app, ["export", f"{realm}.nosuchspace"])
-    assert out.exit_code == 2 and "UnknownSpaceError" in out.output and len(out.output.strip().splitlines()) == 1
+    assert (
+        out.exit_code == 2 and "UnknownSpaceError" in out.output and len(out.output.strip().splitlines()) == 1
+    )
 
 
 @pytest.mark.dagster
-def test_the_graph_export_asset_writes_the_files_and_communities_link_the_view(tmp_path: Path, pg_dsn: str,
-                                                                               realm: str) -> None:
+def test_the_graph_export_asset_writes_the_files_and_communities_link_the_view(
+    tmp_path: Path, pg_dsn: str, realm: str
+) -> None:
     from pgrag_dag.assets.changes import COMMUNITY_CHECKS
     from pgrag_dag.assets.partitions import add_partitions
     from pgrag_dag.assets.stages import build_assets
     from pgrag_dag.resources.engine import PgragResource
 
-    with indexed_saga(tmp_path, pg_dsn, realm, export={"asset": True, "formats": ["graphml", "parquet"]}) as engine:
+    with indexed_saga(
+        tmp_path, pg_dsn, realm, export={"asset": True, "formats": ["graphml", "parquet"]}
+    ) as engine:
         key = f"{realm}.{SPACE}"
         assets = build_assets(engine.settings)
         assert [a.key.to_user_string() for a in assets][-1] == "graph_export"
         with dg.instance_for_test() as instance:
             add_partitions(instance, [key])
-            result = dg.materialize([*assets, *COMMUNITY_CHECKS], partition_key=key, instance=instance,
-                                    resources={"pgrag": PgragResource(config_path=str(tmp_path / "pgrag.yaml"))})
+            result = dg.materialize(
+                [*assets, *COMMUNITY_CHECKS],
+                partition_key=key,
+                instance=instance,
+                resources={"pgrag": PgragResource(config_path=str(tmp_path / "pgrag.yaml"))},
+            )
         assert result.success
-        mats = {e.asset_key.to_user_string(): e.materialization for e in result.get_asset_materialization_events()}
+        mats = {
+            e.asset_key.to_user_string(): e.materialization for e in result.get_asset_materialization_events()
+        }
         meta = mats["graph_export"].metadata  # type: ignore[union-attr]
         directory = tmp_path / "data" / "exports" / key
         assert meta["directory"].value == str(directory)
         assert sorted(k for k in meta if k.startswith("file:")) == [
-            "file:graphml", "file:parquet:communities", "file:parquet:entities", "file:parquet:mentions",
-            "file:parquet:relations"]
+            "file:graphml",
+            "file:parquet:communities",
+            "file:parquet:entities",
+            "file:parquet:mentions",
+            "file:parquet:relations",
+        ]
         ents, rels = _db_entities(engine, realm), _db_relations(engine, realm)
         assert meta["rows:entities"].value == len(ents) and meta["rows:relations"].value == len(rels)
         graph = ig.Graph.Read_GraphML(meta["file:graphml"].value)
@@ -173,9 +282,13 @@ def test_the_graph_export_asset_writes_the_files_and_communities_link_the_view(t
         page.parent.write_text("not a directory")
         with dg.instance_for_test() as instance:
             add_partitions(instance, [key])
-            again = dg.materialize([*assets, *COMMUNITY_CHECKS], partition_key=key, instance=instance,
-                                   selection=["communities"],
-                                   resources={"pgrag": PgragResource(config_path=str(tmp_path / "pgrag.yaml"))})
+            again = dg.materialize(
+                [*assets, *COMMUNITY_CHECKS],
+                partition_key=key,
+                instance=instance,
+                selection=["communities"],
+                resources={"pgrag": PgragResource(config_path=str(tmp_path / "pgrag.yaml"))},
+            )
         assert again.success
         said = next(e.materialization for e in again.get_asset_materialization_events()).metadata  # type: ignore[union-attr]
         assert said["graph_view"].value.startswith("not written: ExportError")

@@ -17,15 +17,15 @@ import psycopg
 import pytest
 
 from pgrag_dag.config import ExtractionSettings, LLMSettings
-from pgrag_dag.operators.contracts import RawExtractionContract, validate
 from pgrag_dag.errors import ExtractionError
-from pgrag_dag.frames import RAW_SCHEMA
 from pgrag_dag.extract.model_extraction import (
     extract_chunks,
     extraction_messages,
     parse_extraction,
     system_prompt,
 )
+from pgrag_dag.frames import RAW_SCHEMA
+from pgrag_dag.operators.contracts import RawExtractionContract, validate
 from pgrag_dag.providers.json_reply import parse_json_object
 from pgrag_dag.providers.llm import ModelClient, prompt_key
 from pgrag_dag.testing.stub_server import StubServer
@@ -36,6 +36,7 @@ EMPTY = '{"entities": [], "triples": []}'
 
 
 # -- parsing ------------------------------------------------------------------------------------------
+
 
 def test_parse_json_object_accepts_a_bare_object() -> None:
     assert parse_json_object('{"entities": [], "triples": []}') == {"entities": [], "triples": []}
@@ -48,7 +49,10 @@ def test_parse_json_object_accepts_a_json_code_fence() -> None:
 
 
 def test_parse_json_object_accepts_leading_prose() -> None:
-    assert parse_json_object('Sure! The extraction is: {"triples": [], "entities": []}') == {"triples": [], "entities": []}
+    assert parse_json_object('Sure! The extraction is: {"triples": [], "entities": []}') == {
+        "triples": [],
+        "entities": [],
+    }
 
 
 def test_parse_json_object_accepts_trailing_commas() -> None:
@@ -60,9 +64,12 @@ def test_parse_json_object_accepts_trailing_commas() -> None:
     ("text", "reason"),
     [
         ("I could not find any entities in this passage.", "no JSON object"),
-        ('[1, 2, 3]', "an array, not an object"),
+        ("[1, 2, 3]", "an array, not an object"),
         ('["entities", "triples"]', "an array, not an object"),
-        ('```json\n{"entities": []}\n```\nand also\n```json\n{"triples": []}\n```', "more than one fenced block"),
+        (
+            '```json\n{"entities": []}\n```\nand also\n```json\n{"triples": []}\n```',
+            "more than one fenced block",
+        ),
         ('{"entities": [}', "invalid JSON"),
         ("", "no JSON object"),
     ],
@@ -84,7 +91,10 @@ def test_parse_extraction_rejects_an_object_with_neither_key() -> None:
 
 
 def test_parse_extraction_fills_a_missing_list_and_rejects_a_non_list() -> None:
-    assert parse_extraction('{"entities": [{"name": "Ada"}]}') == {"entities": [{"name": "Ada"}], "triples": []}
+    assert parse_extraction('{"entities": [{"name": "Ada"}]}') == {
+        "entities": [{"name": "Ada"}],
+        "triples": [],
+    }
     with pytest.raises(ValueError, match="'triples' is not a list of objects"):
         parse_extraction('{"entities": [], "triples": ["Ada met Babbage"]}')
 
@@ -99,9 +109,16 @@ def make_client(pg_dsn: str, conn: psycopg.Connection) -> Iterator[Factory]:
     made: list[ModelClient] = []
 
     def make(server: StubServer, **kw: Any) -> ModelClient:
-        client = ModelClient(pg_dsn, LLMSettings(
-            models=[f"openai/stub-{uuid.uuid4().hex}"], api_base=server.base_url, api_key="x",
-            deadline_s=kw.get("deadline_s", 5.0), max_retries=kw.get("max_retries", 0)))
+        client = ModelClient(
+            pg_dsn,
+            LLMSettings(
+                models=[f"openai/stub-{uuid.uuid4().hex}"],
+                api_base=server.base_url,
+                api_key="x",
+                deadline_s=kw.get("deadline_s", 5.0),
+                max_retries=kw.get("max_retries", 0),
+            ),
+        )
         made.append(client)
         return client
 
@@ -113,14 +130,16 @@ def make_client(pg_dsn: str, conn: psycopg.Connection) -> Iterator[Factory]:
 def _chunks(*texts: str, doc_key: str = "corpus/lovelace.txt") -> pl.DataFrame:
     """Chunks of one document; the uuid keeps every prompt (and so every cache key) unique to the test."""
     tag = uuid.uuid4().hex[:8]
-    return pl.DataFrame({
-        "chunk_id": [100 + i for i in range(len(texts))],
-        "doc_key": [doc_key] * len(texts),
-        "chunk_index": list(range(len(texts))),
-        "title": ["Ada Lovelace"] * len(texts),
-        "source": [doc_key] * len(texts),
-        "text": [f"{t} [{tag}]" for t in texts],
-    })
+    return pl.DataFrame(
+        {
+            "chunk_id": [100 + i for i in range(len(texts))],
+            "doc_key": [doc_key] * len(texts),
+            "chunk_index": list(range(len(texts))),
+            "title": ["Ada Lovelace"] * len(texts),
+            "source": [doc_key] * len(texts),
+            "text": [f"{t} [{tag}]" for t in texts],
+        }
+    )
 
 
 def _chunk_text(messages: list[dict[str, str]]) -> str:
@@ -130,8 +149,9 @@ def _chunk_text(messages: list[dict[str, str]]) -> str:
 
 
 def _entity_answer(name: str) -> str:
-    return json.dumps({"entities": [{"name": name, "type": "Person", "description": "", "aliases": []}],
-                       "triples": []})
+    return json.dumps(
+        {"entities": [{"name": name, "type": "Person", "description": "", "aliases": []}], "triples": []}
+    )
 
 
 def _chat(server: StubServer) -> list[dict[str, Any]]:
@@ -139,13 +159,18 @@ def _chat(server: StubServer) -> list[dict[str, Any]]:
 
 
 @pytest.mark.live
-def test_the_prompt_carries_title_source_and_the_framed_chunk(stub_llm: StubServer, make_client: Factory) -> None:
+def test_the_prompt_carries_title_source_and_the_framed_chunk(
+    stub_llm: StubServer, make_client: Factory
+) -> None:
     chunks = _chunks("Ada Lovelace wrote notes on the Analytical Engine in 1843.")
     raw = extract_chunks(chunks, make_client(stub_llm), ExtractionSettings(gleaning_passes=0))
     (body,) = _chat(stub_llm)
     system, user = body["messages"]
     assert system == {"role": "system", "content": system_prompt(None)}
-    assert "{vocabulary_rule}" not in system["content"] and "Use one of these predicates" not in system["content"]
+    assert (
+        "{vocabulary_rule}" not in system["content"]
+        and "Use one of these predicates" not in system["content"]
+    )
     assert user["role"] == "user"
     assert "Document title: Ada Lovelace\n" in user["content"]
     assert "Source: corpus/lovelace.txt\n" in user["content"]
@@ -161,7 +186,9 @@ def test_a_malformed_response_fails_only_its_chunk_and_keeps_the_raw_text(
     stub_llm: StubServer, make_client: Factory, conn: psycopg.Connection
 ) -> None:
     refusal = "Sorry, I can't help with GARBLED text."
-    stub_llm.answer = lambda messages: refusal if "GARBLED" in _chunk_text(messages) else _entity_answer("Ada Lovelace")
+    stub_llm.answer = lambda messages: (
+        refusal if "GARBLED" in _chunk_text(messages) else _entity_answer("Ada Lovelace")
+    )
     chunks = _chunks("Ada Lovelace was a mathematician.", "GARBLED ### text", "Ada Lovelace met Babbage.")
     client = make_client(stub_llm)
     settings = ExtractionSettings(gleaning_passes=0)
@@ -180,14 +207,20 @@ def test_a_malformed_response_fails_only_its_chunk_and_keeps_the_raw_text(
     # the unusable response is not cached, so a re-run asks the model again; the good ones are
     params = client.params(json_mode=True)
     keys = [prompt_key(extraction_messages(c), params) for c in chunks.iter_rows(named=True)]
-    cached = {k for (k,) in conn.execute("SELECT prompt_key FROM pgrag__control.llm_cache WHERE prompt_key = ANY(%s)",
-                                         (keys,)).fetchall()}
+    cached = {
+        k
+        for (k,) in conn.execute(
+            "SELECT prompt_key FROM pgrag__control.llm_cache WHERE prompt_key = ANY(%s)", (keys,)
+        ).fetchall()
+    }
     assert cached == {keys[0], keys[2]}
 
 
 @pytest.mark.live
 @pytest.mark.parametrize("outage", ["prose", "http-500"])
-def test_every_chunk_failing_raises_extraction_error(stub_llm: StubServer, make_client: Factory, outage: str) -> None:
+def test_every_chunk_failing_raises_extraction_error(
+    stub_llm: StubServer, make_client: Factory, outage: str
+) -> None:
     def answer(messages: list[dict[str, str]]) -> str:
         if outage == "http-500":
             raise RuntimeError("provider outage")
@@ -225,11 +258,16 @@ def test_gleaning_merges_each_pass_into_the_next_prompt(stub_llm: StubServer, ma
         return EMPTY
 
     stub_llm.answer = answer
-    raw = extract_chunks(_chunks("Ada Lovelace worked with Charles Babbage."), make_client(stub_llm),
-                         ExtractionSettings(gleaning_passes=3))
+    raw = extract_chunks(
+        _chunks("Ada Lovelace worked with Charles Babbage."),
+        make_client(stub_llm),
+        ExtractionSettings(gleaning_passes=3),
+    )
     assert raw.select("pass", "parse_status").rows() == [(0, "ok"), (1, "ok"), (2, "ok")]
     assert [[e["name"] for e in json.loads(p)["entities"]] for p in raw["parsed"]] == [
-        ["Ada Lovelace"], ["Charles Babbage"], []
+        ["Ada Lovelace"],
+        ["Charles Babbage"],
+        [],
     ]
     bodies = _chat(stub_llm)
     assert len(bodies) == 3  # the empty third pass stopped a fourth
@@ -240,8 +278,12 @@ def test_gleaning_merges_each_pass_into_the_next_prompt(stub_llm: StubServer, ma
 
 @pytest.mark.live
 def test_an_empty_gleaning_response_stops_further_passes(stub_llm: StubServer, make_client: Factory) -> None:
-    stub_llm.answer = lambda m: EMPTY if m[-1]["content"].startswith(GLEAN_OPENING) else _entity_answer("Ada Lovelace")
-    raw = extract_chunks(_chunks("Ada Lovelace."), make_client(stub_llm), ExtractionSettings(gleaning_passes=2))
+    stub_llm.answer = lambda m: (
+        EMPTY if m[-1]["content"].startswith(GLEAN_OPENING) else _entity_answer("Ada Lovelace")
+    )
+    raw = extract_chunks(
+        _chunks("Ada Lovelace."), make_client(stub_llm), ExtractionSettings(gleaning_passes=2)
+    )
     assert raw.select("pass", "parse_status").rows() == [(0, "ok"), (1, "ok")]
     assert len(_chat(stub_llm)) == 2
 
@@ -251,9 +293,13 @@ def test_an_unparseable_gleaning_pass_is_logged_and_the_first_pass_kept(
     stub_llm: StubServer, make_client: Factory, caplog: pytest.LogCaptureFixture
 ) -> None:
     first = _entity_answer("Ada Lovelace")
-    stub_llm.answer = lambda m: "Nothing else, I think." if m[-1]["content"].startswith(GLEAN_OPENING) else first
+    stub_llm.answer = lambda m: (
+        "Nothing else, I think." if m[-1]["content"].startswith(GLEAN_OPENING) else first
+    )
     with caplog.at_level(logging.WARNING, logger="pgrag_dag.extract.model_extraction"):
-        raw = extract_chunks(_chunks("Ada Lovelace."), make_client(stub_llm), ExtractionSettings(gleaning_passes=2))
+        raw = extract_chunks(
+            _chunks("Ada Lovelace."), make_client(stub_llm), ExtractionSettings(gleaning_passes=2)
+        )
     assert raw.select("pass", "parse_status").rows() == [(0, "ok"), (1, "parse_error")]
     assert json.loads(raw["parsed"][0]) == json.loads(first)
     assert raw["raw_text"][1] == "Nothing else, I think."
@@ -270,8 +316,9 @@ def test_a_failed_gleaning_call_keeps_the_first_pass(stub_llm: StubServer, make_
         return _entity_answer("Ada Lovelace")
 
     stub_llm.answer = answer
-    raw = extract_chunks(_chunks("Ada Lovelace."), make_client(stub_llm, deadline_s=0.5),
-                         ExtractionSettings(gleaning_passes=2))
+    raw = extract_chunks(
+        _chunks("Ada Lovelace."), make_client(stub_llm, deadline_s=0.5), ExtractionSettings(gleaning_passes=2)
+    )
     assert raw.select("pass", "parse_status").rows() == [(0, "ok"), (1, "model_error")]
     assert raw["error"][1].startswith("corpus/lovelace.txt#0: ")
 
@@ -297,7 +344,9 @@ def test_concurrency_is_bounded_and_rows_keep_chunk_order(
 
     stub_llm.answer = answer
     chunks = _chunks(*[f"Chunk number {i}." for i in range(6)])
-    raw = extract_chunks(chunks, make_client(stub_llm), ExtractionSettings(gleaning_passes=0, concurrency=concurrency))
+    raw = extract_chunks(
+        chunks, make_client(stub_llm), ExtractionSettings(gleaning_passes=0, concurrency=concurrency)
+    )
     assert peak == concurrency
     assert raw["chunk_id"].to_list() == chunks["chunk_id"].to_list()
     assert [json.loads(p)["entities"][0]["name"] for p in raw["parsed"]] == [f"Entity {i}" for i in range(6)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
+
 import polars as pl
 import pytest
 
@@ -29,16 +30,29 @@ def _answer(messages: list[dict[str, str]]) -> str:
 
 def _doc(doc_key: str, texts: list[str], first_id: int) -> pl.DataFrame:
     tag = uuid.uuid4().hex[:6]
-    return pl.DataFrame({
-        "chunk_id": [first_id + i for i in range(len(texts))], "doc_key": [doc_key] * len(texts),
-        "chunk_index": list(range(len(texts))), "title": [doc_key] * len(texts), "source": [doc_key] * len(texts),
-        "text": [f"{t} [{tag}]" for t in texts],
-    })
+    return pl.DataFrame(
+        {
+            "chunk_id": [first_id + i for i in range(len(texts))],
+            "doc_key": [doc_key] * len(texts),
+            "chunk_index": list(range(len(texts))),
+            "title": [doc_key] * len(texts),
+            "source": [doc_key] * len(texts),
+            "text": [f"{t} [{tag}]" for t in texts],
+        }
+    )
 
 
 def _client(pg_dsn: str, server: StubServer) -> ModelClient:
-    return ModelClient(pg_dsn, LLMSettings(models=[f"openai/ctx-{uuid.uuid4().hex}"], api_base=server.base_url,
-                                           api_key="x", deadline_s=5, max_retries=0))
+    return ModelClient(
+        pg_dsn,
+        LLMSettings(
+            models=[f"openai/ctx-{uuid.uuid4().hex}"],
+            api_base=server.base_url,
+            api_key="x",
+            deadline_s=5,
+            max_retries=0,
+        ),
+    )
 
 
 def _prompts(server: StubServer) -> dict[str, str]:
@@ -56,9 +70,15 @@ def _names(user: str) -> list[str]:
 
 
 def test_each_chunk_sees_the_names_its_documents_earlier_batches_found(pg_dsn: str) -> None:
-    doc = _doc("a.txt", ["Babbage met Lovelace.", "She met Somerville.", "They met Faraday.", "Then Babbage again."], 1)
+    doc = _doc(
+        "a.txt",
+        ["Babbage met Lovelace.", "She met Somerville.", "They met Faraday.", "Then Babbage again."],
+        1,
+    )
     with StubServer(_answer) as server:
-        extract_chunks(doc, _client(pg_dsn, server), ExtractionSettings(gleaning_passes=0, batch_size=1, concurrency=1))
+        extract_chunks(
+            doc, _client(pg_dsn, server), ExtractionSettings(gleaning_passes=0, batch_size=1, concurrency=1)
+        )
         seen = _prompts(server)
     texts = doc["text"].to_list()
     assert _names(seen[texts[0]]) == []
@@ -104,9 +124,11 @@ def test_the_context_is_capped_and_ranked_by_how_many_chunks_named_each_entity()
 def test_the_vocabulary_is_rendered_into_the_extraction_prompt(pg_dsn: str) -> None:
     doc = _doc("a.txt", ["Babbage designed it."], 1)
     with StubServer(_answer) as server:
-        extract_chunks(doc, _client(pg_dsn, server), ExtractionSettings(gleaning_passes=0),
-                       vocabulary=Vocabulary.build(preset="biography"))
+        extract_chunks(
+            doc,
+            _client(pg_dsn, server),
+            ExtractionSettings(gleaning_passes=0),
+            vocabulary=Vocabulary.build(preset="biography"),
+        )
         system = server.requests[0]["body"]["messages"][0]["content"]
     assert "Use one of these predicates" in system and "designed, built, invented" in system
-
-

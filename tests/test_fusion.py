@@ -15,7 +15,12 @@ def _r(s: str, p: str, o: str, *, id: int = 0, negated: bool = False, **kw: Any)
     return {"id": id, "subject": s, "predicate": p, "object": o, "negated": negated, "hop": 1, **kw}
 
 
-A, B, C, D = (_r("A", "p", "x", id=1), _r("B", "p", "x", id=2), _r("C", "p", "x", id=3), _r("D", "p", "x", id=4))
+A, B, C, D = (
+    _r("A", "p", "x", id=1),
+    _r("B", "p", "x", id=2),
+    _r("C", "p", "x", id=3),
+    _r("D", "p", "x", id=4),
+)
 
 
 def _names(rows: list[dict[str, Any]]) -> list[str]:
@@ -25,19 +30,27 @@ def _names(rows: list[dict[str, Any]]) -> list[str]:
 def test_rrf_scores_are_the_sum_of_reciprocal_ranks_checked_by_hand() -> None:
     fused = fusion.rrf({"traversal": [A, B, C], "similarity": [C, D], "lexical": [D, A]})
     expected = {  # Σ 1/(60 + r) over the channels that returned it
-        "A": Fraction(1, 61) + Fraction(1, 62), "B": Fraction(1, 62),
-        "C": Fraction(1, 63) + Fraction(1, 61), "D": Fraction(1, 62) + Fraction(1, 61),
+        "A": Fraction(1, 61) + Fraction(1, 62),
+        "B": Fraction(1, 62),
+        "C": Fraction(1, 63) + Fraction(1, 61),
+        "D": Fraction(1, 62) + Fraction(1, 61),
     }
     for row in fused:
         assert row["score"] == pytest.approx(float(expected[row["subject"]]), abs=1e-15)
     # A and D tie exactly; A's best rank (1, traversal) precedes D's (1, lexical) by channel order
     assert _names(fused) == ["A", "D", "C", "B"]
     assert {r["subject"]: r["ranks"] for r in fused} == {
-        "A": {"traversal": 1, "lexical": 2}, "B": {"traversal": 2},
-        "C": {"traversal": 3, "similarity": 1}, "D": {"similarity": 2, "lexical": 1},
+        "A": {"traversal": 1, "lexical": 2},
+        "B": {"traversal": 2},
+        "C": {"traversal": 3, "similarity": 1},
+        "D": {"similarity": 2, "lexical": 1},
     }
-    assert {r["subject"]: r["channel"] for r in fused} == {"A": "traversal", "B": "traversal", "C": "similarity",
-                                                          "D": "lexical"}
+    assert {r["subject"]: r["channel"] for r in fused} == {
+        "A": "traversal",
+        "B": "traversal",
+        "C": "similarity",
+        "D": "lexical",
+    }
 
 
 def test_rrf_constant_k_changes_the_scores() -> None:
@@ -73,12 +86,39 @@ def test_quota_interleaves_to_the_similarity_share() -> None:
     s = [_r(f"s{i}", "p", "x", id=10 + i) for i in range(1, 5)]
     lex = [_r("l1", "p", "x", id=21), t[0]]
     assert _names(fusion.quota({"traversal": t, "similarity": s, "lexical": lex}, share=0.5)) == [
-        "t1", "s1", "t2", "s2", "t3", "s3", "t4", "s4", "l1"]
+        "t1",
+        "s1",
+        "t2",
+        "s2",
+        "t3",
+        "s3",
+        "t4",
+        "s4",
+        "l1",
+    ]
     # share 0.25: similarity takes slot n when it holds fewer than floor(n/4) of the first n
     assert _names(fusion.quota({"traversal": t, "similarity": s}, share=0.25)) == [
-        "t1", "t2", "t3", "s1", "t4", "s2", "s3", "s4"]
-    assert _names(fusion.quota({"traversal": t[:2], "similarity": s[:2]}, share=1.0)) == ["s1", "s2", "t1", "t2"]
-    assert _names(fusion.quota({"traversal": t[:2], "similarity": s[:2]}, share=0.0)) == ["t1", "t2", "s1", "s2"]
+        "t1",
+        "t2",
+        "t3",
+        "s1",
+        "t4",
+        "s2",
+        "s3",
+        "s4",
+    ]
+    assert _names(fusion.quota({"traversal": t[:2], "similarity": s[:2]}, share=1.0)) == [
+        "s1",
+        "s2",
+        "t1",
+        "t2",
+    ]
+    assert _names(fusion.quota({"traversal": t[:2], "similarity": s[:2]}, share=0.0)) == [
+        "t1",
+        "t2",
+        "s1",
+        "s2",
+    ]
     merged = fusion.quota({"traversal": [A, B], "similarity": [B, C]}, share=0.5)
     assert _names(merged) == ["A", "B", "C"]  # B takes similarity's slot 2 (its rank 1 there)
     assert all(r["score"] is None for r in merged)

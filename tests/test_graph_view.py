@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from datetime import UTC
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import quote
@@ -69,12 +70,15 @@ def _chromium(url: str, profile: Path, *, screenshot: Path | None = None) -> str
 def _neighbourhood(engine: Engine, realm: str, name: str) -> set[tuple[str, str, str, str]]:
     """(predicate, neighbour, negated, superseded) of every non-dormant relation of ``name`` to a live entity."""
     with engine.connect() as conn:
-        rows = conn.execute(sql.SQL(
-            """SELECT r.predicate, CASE WHEN s.name = %(n)s THEN o.name ELSE s.name END, r.negated, r.superseded_by IS NOT NULL
+        rows = conn.execute(
+            sql.SQL(
+                """SELECT r.predicate, CASE WHEN s.name = %(n)s THEN o.name ELSE s.name END, r.negated, r.superseded_by IS NOT NULL
                  FROM {r} r JOIN {e} s ON s.id = r.source_id JOIN {e} o ON o.id = r.target_id
                 WHERE r.space = %(s)s AND r.dormant_since IS NULL AND s.dormant_since IS NULL AND o.dormant_since IS NULL
-                  AND %(n)s IN (s.name, o.name)""").format(r=qualified(realm, "relations"), e=qualified(realm, "entities")),
-            {"s": SPACE, "n": name}).fetchall()
+                  AND %(n)s IN (s.name, o.name)"""
+            ).format(r=qualified(realm, "relations"), e=qualified(realm, "entities")),
+            {"s": SPACE, "n": name},
+        ).fetchall()
     return {(p, n, str(neg).lower(), str(sup).lower()) for p, n, neg, sup in rows}
 
 
@@ -87,7 +91,9 @@ def test_the_page_is_self_contained_and_caps_big_graphs(saga: Engine, realm: str
     assert not [a for t, a in page.tags if t == "link"]
     assert not re.search(r"@import|url\((?!\s*[\"']?data:)", html)
     assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", html, flags=re.I)
-    csp = next(a["content"] for t, a in page.tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy")
+    csp = next(
+        a["content"] for t, a in page.tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy"
+    )
     assert csp is not None and "default-src 'none'" in csp and "http" not in csp
     live = tables.entities.filter(~tables.entities["dormant"]).height
     assert counts["entities_drawn"] == counts["entities_live"] == live and counts["communities"] >= 1
@@ -95,12 +101,16 @@ def test_the_page_is_self_contained_and_caps_big_graphs(saga: Engine, realm: str
     # capped: the two best-connected entities, said on the page
     small, capped = render_view(tables, max_nodes=2)
     cap = next(a for t, a in _parse(small).tags if a.get("id") == "cap")
-    assert (cap["data-capped"], cap["data-entities-drawn"], cap["data-entities-live"]) == ("true", "2", str(live))
+    assert (cap["data-capped"], cap["data-entities-drawn"], cap["data-entities-live"]) == (
+        "true",
+        "2",
+        str(live),
+    )
     assert capped["entities_drawn"] == 2 and "best-connected of" in small
 
 
 def test_hostile_names_stay_text_in_the_page() -> None:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     import polars as pl
 
@@ -108,23 +118,61 @@ def test_hostile_names_stay_text_in_the_page() -> None:
     from pgrag_dag.store import export as store
 
     evil = "</script><script>alert(1)</script>"
-    now = datetime.now(timezone.utc)
-    ents = pl.DataFrame([(1, evil, "Person", '"><img src=x onerror=alert(2)>', [], False, None, False, None, now),
-                         (2, "Bob", "Person", "", [evil], False, None, False, None, now)],
-                        schema=store.ENTITY_SCHEMA, orient="row")
-    rels = pl.DataFrame([(1, 1, 2, evil, "Bob", "knows", evil, 1, 0.9, False, None, None, now, None, None, False, False,
-                          None, [1])], schema=store.RELATION_SCHEMA, orient="row")
-    comms = pl.DataFrame([(1, 0, evil, 5.0, 2, '" onclick="alert(3)', None, [], [1, 2], now)],
-                         schema=store.COMMUNITY_SCHEMA, orient="row")
-    html, counts = render_view(GraphTables("r", "s", ents, rels, comms, pl.DataFrame(schema=store.MENTION_SCHEMA)),
-                               max_nodes=10)
+    now = datetime.now(UTC)
+    ents = pl.DataFrame(
+        [
+            (1, evil, "Person", '"><img src=x onerror=alert(2)>', [], False, None, False, None, now),
+            (2, "Bob", "Person", "", [evil], False, None, False, None, now),
+        ],
+        schema=store.ENTITY_SCHEMA,
+        orient="row",
+    )
+    rels = pl.DataFrame(
+        [
+            (
+                1,
+                1,
+                2,
+                evil,
+                "Bob",
+                "knows",
+                evil,
+                1,
+                0.9,
+                False,
+                None,
+                None,
+                now,
+                None,
+                None,
+                False,
+                False,
+                None,
+                [1],
+            )
+        ],
+        schema=store.RELATION_SCHEMA,
+        orient="row",
+    )
+    comms = pl.DataFrame(
+        [(1, 0, evil, 5.0, 2, '" onclick="alert(3)', None, [], [1, 2], now)],
+        schema=store.COMMUNITY_SCHEMA,
+        orient="row",
+    )
+    html, counts = render_view(
+        GraphTables("r", "s", ents, rels, comms, pl.DataFrame(schema=store.MENTION_SCHEMA)), max_nodes=10
+    )
     assert counts["entities_drawn"] == 2 and counts["relations_drawn"] == 1
-    assert "alert(1)" in html and evil not in html and "<img src=x" not in html and 'onclick="alert' not in html
+    assert (
+        "alert(1)" in html and evil not in html and "<img src=x" not in html and 'onclick="alert' not in html
+    )
     assert html.count("</script") == 2  # the ends of vis-network and of the page's own script: none injected
 
 
 @needs_chromium
-def test_chromium_lists_the_searched_entity_and_its_neighbours(saga: Engine, realm: str, tmp_path: Path) -> None:
+def test_chromium_lists_the_searched_entity_and_its_neighbours(
+    saga: Engine, realm: str, tmp_path: Path
+) -> None:
     view = write_view(saga, realm, SPACE)
     assert view.path == tmp_path / "data" / "views" / f"{realm}.{SPACE}.html"
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -138,23 +186,40 @@ def test_chromium_lists_the_searched_entity_and_its_neighbours(saga: Engine, rea
     assert len(cards) == 1
     assert [" ".join(x).strip() for t, a, x in page.texts if t == "h3"] == ["Athos"]
     items = [(a, "".join(x)) for t, a, x in page.texts if t == "li" and a.get("class") == "relation"]
-    got = {(str(a["data-predicate"]), str(a["data-neighbour"]), str(a["data-negated"]), str(a["data-superseded"]))
-           for a, _ in items}
+    got = {
+        (
+            str(a["data-predicate"]),
+            str(a["data-neighbour"]),
+            str(a["data-negated"]),
+            str(a["data-superseded"]),
+        )
+        for a, _ in items
+    }
     assert got == _neighbourhood(saga, realm, "Athos")
-    assert ("ally_of", "d'Artagnan", "false", "true") in got and ("enemy_of", "d'Artagnan", "false", "false") in got
-    ally = next(text for a, text in items if a["data-predicate"] == "ally_of" and a["data-neighbour"] == "d'Artagnan")
+    assert ("ally_of", "d'Artagnan", "false", "true") in got and (
+        "enemy_of",
+        "d'Artagnan",
+        "false",
+        "false",
+    ) in got
+    ally = next(
+        text for a, text in items if a["data-predicate"] == "ally_of" and a["data-neighbour"] == "d'Artagnan"
+    )
     assert "superseded by enemy_of" in ally and "valid 1625–" in ally
     status = next("".join(x) for t, a, x in page.texts if a.get("id") == "status")
     assert "1 entity match" in status
     # a denial, from the other side: Richelieu's list marks Aramis' refusal
     dom = _chromium(view.path.as_uri() + "#q=" + quote("Richelieu"), profile)
     items = [(a, "".join(x)) for t, a, x in _parse(dom).texts if t == "li" and a.get("class") == "relation"]
-    denial = next(text for a, text in items if a["data-neighbour"] == "Aramis" and a["data-negated"] == "true")
+    denial = next(
+        text for a, text in items if a["data-neighbour"] == "Aramis" and a["data-negated"] == "true"
+    )
     assert "Aramis —NOT serves→ Richelieu" in denial and "denied" in denial
 
 
-def test_pgrag_view_writes_the_page_and_prints_its_path(saga: Engine, realm: str, tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pgrag_view_writes_the_page_and_prints_its_path(
+    saga: Engine, realm: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PGRAG_CONFIG", str(tmp_path / "pgrag.yaml"))
     runner = CliRunner()
     out = runner.invoke(app, ["view", f"{realm}.{SPACE}", "--no-open"])
@@ -162,14 +227,19 @@ def test_pgrag_view_writes_the_page_and_prints_its_path(saga: Engine, realm: str
     path = tmp_path / "data" / "views" / f"{realm}.{SPACE}.html"
     assert out.output.startswith(str(path)) and path.is_file() and "live entities" in out.output
     target = tmp_path / "mine.html"
-    out = runner.invoke(app, ["view", f"{realm}.{SPACE}", "--no-open", "--out", str(target), "--max-nodes", "3"])
+    out = runner.invoke(
+        app, ["view", f"{realm}.{SPACE}", "--no-open", "--out", str(target), "--max-nodes", "3"]
+    )
     assert out.exit_code == 0 and target.is_file() and out.output.startswith(f"{target}  (3 of ")
-    out = runner.invoke(app, ["view", f"{realm}.{SPACE}", "--no-open", "--out", str(tmp_path / "no" / "v.html")])
+    out = runner.invoke(
+        app, ["view", f"{realm}.{SPACE}", "--no-open", "--out", str(tmp_path / "no" / "v.html")]
+    )
     assert out.exit_code == 2 and "ExportError" in out.output and len(out.output.strip().splitlines()) == 1
 
 
-def test_pgrag_view_says_so_when_no_browser_opens_the_page(saga: Engine, realm: str, tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pgrag_view_says_so_when_no_browser_opens_the_page(
+    saga: Engine, realm: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import webbrowser
 
     monkeypatch.setenv("PGRAG_CONFIG", str(tmp_path / "pgrag.yaml"))
@@ -177,7 +247,10 @@ def test_pgrag_view_says_so_when_no_browser_opens_the_page(saga: Engine, realm: 
     monkeypatch.setattr(webbrowser, "_tryorder", None)  # read BROWSER afresh
     out = CliRunner().invoke(app, ["view", f"{realm}.{SPACE}"])
     assert out.exit_code == 0, out.output
-    assert out.output.splitlines()[-1] == "no web browser found here: open the file above in one (it needs no network)"
+    assert (
+        out.output.splitlines()[-1]
+        == "no web browser found here: open the file above in one (it needs no network)"
+    )
     monkeypatch.setenv("BROWSER", "true")
     monkeypatch.setattr(webbrowser, "_tryorder", None)
     out = CliRunner().invoke(app, ["view", f"{realm}.{SPACE}"])

@@ -50,18 +50,29 @@ def _ent(name: str, *aliases: str) -> dict[str, Any]:
 
 
 def _tri(s: str, p: str, o: str) -> dict[str, Any]:
-    return {"subject": s, "predicate": p, "object": o, "negated": False, "confidence": 0.9, "description": f"{s} {p} {o}",
-            "valid_from": None, "valid_to": None}
+    return {
+        "subject": s,
+        "predicate": p,
+        "object": o,
+        "negated": False,
+        "confidence": 0.9,
+        "description": f"{s} {p} {o}",
+        "valid_from": None,
+        "valid_to": None,
+    }
 
 
 # Scripted chunks for the one case prose rarely shows: a stored vertex gains, as an alias, a form a later vertex
 # held ("Milady"), so triples and mentions by that form elsewhere resolve to it now (lowest id first).
 SCRIPT = {
-    "Anne de Breuil met Athos at Berry.": {"entities": [_ent("Anne de Breuil"), _ent("Athos")],
-                                            "triples": [_tri("Anne de Breuil", "met", "Athos")]},
+    "Anne de Breuil met Athos at Berry.": {
+        "entities": [_ent("Anne de Breuil"), _ent("Athos")],
+        "triples": [_tri("Anne de Breuil", "met", "Athos")],
+    },
     "Lady de Winter, called Milady, is the enemy of d'Artagnan.": {
         "entities": [_ent("Lady de Winter", "Milady"), _ent("Milady"), _ent("d'Artagnan")],
-        "triples": [_tri("Milady", "enemy_of", "d'Artagnan")]},
+        "triples": [_tri("Milady", "enemy_of", "d'Artagnan")],
+    },
     "Anne de Breuil was Milady all along.": {"entities": [_ent("Anne de Breuil", "Milady")], "triples": []},
 }
 
@@ -76,24 +87,39 @@ def answer(messages: list[dict[str, str]]) -> str:
         return json.dumps(SCRIPT[text.strip()])
     found = extract_chunk_cooccurrence(text, "", CooccurrenceOptions())
     names = [e["name"] for e in found["entities"]][:12]
-    entities = [{"name": n, "type": "Person", "description": f"{n} in: {text[:60]}",
-                 "aliases": [n.split()[-1]] if 2 <= len(n.split()) <= 3 and n.split()[-1][:1].isupper() else []}
-                for n in names]
+    entities = [
+        {
+            "name": n,
+            "type": "Person",
+            "description": f"{n} in: {text[:60]}",
+            "aliases": [n.split()[-1]] if 2 <= len(n.split()) <= 3 and n.split()[-1][:1].isupper() else [],
+        }
+        for n in names
+    ]
     triples = []
     for a, b in zip(names, names[1:]):
         h = _h(a, b, text[:80])
         pred = GROUP[h % len(GROUP)] if h % 3 else OTHER[h % len(OTHER)]
         year = YEAR.search(text)
-        triples.append({"subject": a, "predicate": pred, "object": b, "negated": (h >> 9) % 7 == 0,
-                        "confidence": 0.9, "description": f"{a} {pred} {b}",
-                        "valid_from": year.group(1) if year and h % 2 else None, "valid_to": None})
+        triples.append(
+            {
+                "subject": a,
+                "predicate": pred,
+                "object": b,
+                "negated": (h >> 9) % 7 == 0,
+                "confidence": 0.9,
+                "description": f"{a} {pred} {b}",
+                "valid_from": year.group(1) if year and h % 2 else None,
+                "valid_to": None,
+            }
+        )
     return json.dumps({"entities": entities, "triples": triples})
 
 
 def _paragraphs() -> list[str]:
     """Prose paragraphs of the novel's first chapters (Gutenberg header skipped)."""
     text = MUSKETEERS.read_text(encoding="utf-8-sig").replace("\r\n", "\n")
-    body = text[text.index("AUTHOR’S PREFACE", text.index("THE RETURN")):]
+    body = text[text.index("AUTHOR’S PREFACE", text.index("THE RETURN")) :]
     paras = [" ".join(p.split()) for p in body.split("\n\n")]
     return [p for p in paras if len(p) > 300][40:64]
 
@@ -109,15 +135,34 @@ def twins(tmp_path: Path, pg_dsn: str) -> Iterator[tuple[Path, dict[str, Engine]
     with StubServer(answer) as server:
         engines = {}
         for kind, realm in realms.items():
-            cfg = {"database_url": pg_dsn, "data_dir": str(tmp_path / "data"),
-                   "llm": {"models": [f"openai/inc-{tag}"], "api_base": server.base_url, "api_key": "x",
-                           "deadline_s": 10, "max_retries": 0},
-                   "embedding": {"model": "hashing-sha256", "dim": 64},
-                   "chunking": {"chunk_chars": 700, "overlap_chars": 100},
-                   "extraction": {"gleaning_passes": 0},
-                   "realms": {realm: {"spaces": {"books": {"preset": "narrative", "order": "listed",
-                                                            "sources": [{"path": "docs", "glob": "0*.txt"},
-                                                                        {"path": "docs", "glob": "1*.txt"}]}}}}}
+            cfg = {
+                "database_url": pg_dsn,
+                "data_dir": str(tmp_path / "data"),
+                "llm": {
+                    "models": [f"openai/inc-{tag}"],
+                    "api_base": server.base_url,
+                    "api_key": "x",
+                    "deadline_s": 10,
+                    "max_retries": 0,
+                },
+                "embedding": {"model": "hashing-sha256", "dim": 64},
+                "chunking": {"chunk_chars": 700, "overlap_chars": 100},
+                "extraction": {"gleaning_passes": 0},
+                "realms": {
+                    realm: {
+                        "spaces": {
+                            "books": {
+                                "preset": "narrative",
+                                "order": "listed",
+                                "sources": [
+                                    {"path": "docs", "glob": "0*.txt"},
+                                    {"path": "docs", "glob": "1*.txt"},
+                                ],
+                            }
+                        }
+                    }
+                },
+            }
             (tmp_path / f"{kind}.yaml").write_text(yaml.safe_dump(cfg))
             engines[kind] = Engine.from_settings(load_settings(tmp_path / f"{kind}.yaml"))
         yield tmp_path, engines, realms
@@ -125,7 +170,11 @@ def twins(tmp_path: Path, pg_dsn: str) -> Iterator[tuple[Path, dict[str, Engine]
             engine.close()
         with db.connect(pg_dsn, autocommit=True) as conn:
             for realm in realms.values():
-                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema.schema_for(realm))))
+                conn.execute(
+                    sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+                        sql.Identifier(schema.schema_for(realm))
+                    )
+                )
                 conn.execute("DELETE FROM pgrag__control.realms WHERE realm = %s", (realm,))
 
 
@@ -158,13 +207,20 @@ def _dump(engine: Engine, realm: str) -> dict[str, list[tuple[Any, ...]]]:
 def _step(engines: dict[str, Engine], realms: dict[str, str]) -> dict[str, dict[str, StageResult]]:
     out = {}
     for kind in ("inc", "full"):
-        results = index_documents(engines[kind], realms[kind], "books", communities=False, full=kind == "full")
+        results = index_documents(
+            engines[kind], realms[kind], "books", communities=False, full=kind == "full"
+        )
         out[kind] = {r.stage: r for r in results}
     a, b = _dump(engines["inc"], realms["inc"]), _dump(engines["full"], realms["full"])
     for table in DUMP:
         if a[table] != b[table]:
-            only_a, only_b = set(map(repr, a[table])) - set(map(repr, b[table])), set(map(repr, b[table])) - set(map(repr, a[table]))
-            raise AssertionError(f"{table}: incremental only {sorted(only_a)[:4]}; full only {sorted(only_b)[:4]}")
+            only_a, only_b = (
+                set(map(repr, a[table])) - set(map(repr, b[table])),
+                set(map(repr, b[table])) - set(map(repr, a[table])),
+            )
+            raise AssertionError(
+                f"{table}: incremental only {sorted(only_a)[:4]}; full only {sorted(only_b)[:4]}"
+            )
     assert a["relations"] and a["entities"] and a["mentions"]
     return out
 
@@ -182,7 +238,7 @@ def _configure(root: Path, engines: dict[str, Engine], realms: dict[str, str], e
 def test_incremental_indexing_gives_the_full_recompute_graph_over_adds_changes_and_deletes(twins) -> None:  # type: ignore[no-untyped-def]
     root, engines, realms = twins
     paras = _paragraphs()
-    docs = {f"{i + 10:02d}_chapter.txt": "\n\n".join(paras[3 * i:3 * i + 3]) for i in range(6)}
+    docs = {f"{i + 10:02d}_chapter.txt": "\n\n".join(paras[3 * i : 3 * i + 3]) for i in range(6)}
     docs["01_berry.txt"], docs["02_winter.txt"] = list(SCRIPT)[:2]
     for name, text in docs.items():
         (root / "docs" / name).write_text(text)
@@ -195,16 +251,21 @@ def test_incremental_indexing_gives_the_full_recompute_graph_over_adds_changes_a
     (root / "docs" / "17_secret.txt").write_text(list(SCRIPT)[2])  # "Milady" now resolves to Anne de Breuil
     _step(engines, realms)
     with engines["inc"].connect() as conn:
-        owner = conn.execute(sql.SQL("""SELECT s.name FROM {s}.relations r JOIN {s}.entities s ON s.id = r.source_id
+        owner = conn.execute(
+            sql.SQL("""SELECT s.name FROM {s}.relations r JOIN {s}.entities s ON s.id = r.source_id
                                          WHERE r.predicate = 'enemy_of' AND r.dormant_since IS NULL AND r.rendered LIKE
                                          '%% enemy_of d''Artagnan: Milady%%'""").format(
-            s=sql.Identifier(schema.schema_for(realms["inc"])))).fetchall()
+                s=sql.Identifier(schema.schema_for(realms["inc"]))
+            )
+        ).fetchall()
     assert owner == [("Anne de Breuil",)]
     assert added["gated_triples"].metadata["mode"] == added["relations"].metadata["mode"] == "incremental"
     assert 0 < added["relations"].metadata["pairs_rebuilt"] < added["relations"].metadata["relations"]
     assert added["gated_triples"].metadata["chunks_gated"] < first["gated_triples"].metadata["chunks_gated"]
 
-    (root / "docs" / "05_preface.txt").write_text("\n\n".join(paras[21:23]))  # listed before the chapters: they shift
+    (root / "docs" / "05_preface.txt").write_text(
+        "\n\n".join(paras[21:23])
+    )  # listed before the chapters: they shift
     _step(engines, realms)
 
     (root / "docs" / "12_chapter.txt").write_text(docs["12_chapter.txt"] + "\n\n" + paras[23])  # one changed
@@ -214,18 +275,30 @@ def test_incremental_indexing_gives_the_full_recompute_graph_over_adds_changes_a
     (root / "docs" / "11_chapter.txt").unlink()  # one deleted: its only facts go dormant
     deleted = _step(engines, realms)["inc"]
     assert deleted["chunks"].metadata["documents_removed"] == 1
-    assert deleted["resolved_entities"].metadata["dormant"] + deleted["relations"].metadata["relations_newly_dormant"] > 0
+    assert (
+        deleted["resolved_entities"].metadata["dormant"]
+        + deleted["relations"].metadata["relations_newly_dormant"]
+        > 0
+    )
 
     _configure(root, engines, realms, lambda books: books.update(sources=books["sources"][::-1]))
-    reordered = _step(engines, realms)["inc"]  # the 0* documents now come last: later assertions win elsewhere
-    assert reordered["relations"].metadata["mode"] == "incremental" and reordered["chunks"].metadata["rows_changed"]
+    reordered = _step(engines, realms)[
+        "inc"
+    ]  # the 0* documents now come last: later assertions win elsewhere
+    assert (
+        reordered["relations"].metadata["mode"] == "incremental"
+        and reordered["chunks"].metadata["rows_changed"]
+    )
 
     before = {r.stage: r.data_version for r in reordered.values()}
     again = _step(engines, realms)["inc"]  # nothing changed: nothing written, the same data versions
-    assert {again[s].metadata["mode"] for s in ("gated_triples", "resolved_entities", "relations")} == {"unchanged"}
+    assert {again[s].metadata["mode"] for s in ("gated_triples", "resolved_entities", "relations")} == {
+        "unchanged"
+    }
     assert {r.stage: r.data_version for r in again.values()} == before
     assert all(r.metadata.get("rows_changed", 0) == 0 for r in again.values()), {
-        s: r.metadata.get("rows_changed") for s, r in again.items()}
+        s: r.metadata.get("rows_changed") for s, r in again.items()
+    }
     assert again["relations"].metadata["mode"] == "unchanged"
 
     # a vocabulary change: the relations stage recomputes the space by itself

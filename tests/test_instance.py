@@ -19,8 +19,10 @@ pytestmark = pytest.mark.dagster
 def test_model_calling_assets_share_the_llm_pool_whose_limit_comes_from_settings(
     small_corpus: SmallCorpus, tmp_path: Path
 ) -> None:
-    settings = small_corpus.settings(dagster={"llm_pool_limit": 1, "max_concurrent_runs": 3, "instance_storage": "sqlite"},
-                                     data_dir=str(tmp_path / "data"))
+    settings = small_corpus.settings(
+        dagster={"llm_pool_limit": 1, "max_concurrent_runs": 3, "instance_storage": "sqlite"},
+        data_dir=str(tmp_path / "data"),
+    )
     home = dagster_home(settings)
     text = (home / "dagster.yaml").read_text()
     assert "telemetry:\n  enabled: false" in text
@@ -30,13 +32,20 @@ def test_model_calling_assets_share_the_llm_pool_whose_limit_comes_from_settings
         config = instance.get_concurrency_config()
     assert config.pool_config.default_pool_limit == 1 and config.run_queue_config.max_concurrent_runs == 3
     pools = {a.key.to_user_string(): a.op.pool for a in ASSETS}
-    assert {k for k, p in pools.items() if p == "llm"} == {"raw_extractions", "communities", "community_hierarchy"}
+    assert {k for k, p in pools.items() if p == "llm"} == {
+        "raw_extractions",
+        "communities",
+        "community_hierarchy",
+    }
 
 
-def test_dagster_instance_storage_lives_in_the_graphs_postgresql(small_corpus: SmallCorpus, realm: str, tmp_path: Path) -> None:
+def test_dagster_instance_storage_lives_in_the_graphs_postgresql(
+    small_corpus: SmallCorpus, realm: str, tmp_path: Path
+) -> None:
     name = f"dagster_{realm}"
-    settings = small_corpus.settings(dagster={"instance_storage": "postgres", "storage_database": name},
-                                     data_dir=str(tmp_path / "data"))
+    settings = small_corpus.settings(
+        dagster={"instance_storage": "postgres", "storage_database": name}, data_dir=str(tmp_path / "data")
+    )
     metas = materialize_partition(settings, f"{realm}.main", config_path=str(small_corpus.config))
     assert all(metas["_checks"].values()) and metas["relations"]["relations"] > 0
     dsn = settings.database_url
@@ -50,7 +59,9 @@ def test_dagster_instance_storage_lives_in_the_graphs_postgresql(small_corpus: S
         conn.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
-def test_the_sensor_interval_and_the_executor_come_from_settings(small_corpus: SmallCorpus, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_sensor_interval_and_the_executor_come_from_settings(
+    small_corpus: SmallCorpus, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from pgrag_dag.assets.definitions import build_defs
     from pgrag_dag.resources.engine import PgragResource
 
@@ -61,11 +72,18 @@ def test_the_sensor_interval_and_the_executor_come_from_settings(small_corpus: S
     # earlier test left out of order would otherwise be found dead)
     with dg.instance_for_test():
         default = defs()
-        assert {s.name: s.minimum_interval_seconds for s in default.sensors} == {"source_sensor": 30,
-                                                                                 "pgrag_automation": 30}
-        assert default.resolve_job_def("retention").executor_def.name == "multi_or_in_process_executor"  # Dagster's
+        assert {s.name: s.minimum_interval_seconds for s in default.sensors} == {
+            "source_sensor": 30,
+            "pgrag_automation": 30,
+        }
+        assert (
+            default.resolve_job_def("retention").executor_def.name == "multi_or_in_process_executor"
+        )  # Dagster's
         monkeypatch.setenv("PGRAG_DAGSTER__SENSOR_INTERVAL_S", "5")
         monkeypatch.setenv("PGRAG_DAGSTER__EXECUTOR", "in_process")
         tuned = defs()
-        assert {s.name: s.minimum_interval_seconds for s in tuned.sensors} == {"source_sensor": 5, "pgrag_automation": 5}
+        assert {s.name: s.minimum_interval_seconds for s in tuned.sensors} == {
+            "source_sensor": 5,
+            "pgrag_automation": 5,
+        }
         assert tuned.resolve_job_def("retention").executor_def.name == "in_process"

@@ -52,8 +52,12 @@ from tests.fix_corpus import SHARED_CORPORA
 pytestmark = [pytest.mark.slow, pytest.mark.live]
 
 ARTICLES = SHARED_CORPORA / "wikipedia_babbage_lovelace" / "related"
-DOCS = {"alan_turing.txt": "Alan_Turing.txt", "michael_faraday.txt": "Michael_Faraday.txt",
-        "charles_darwin.txt": "Charles_Darwin.txt", "blaise_pascal.txt": "Blaise_Pascal.txt"}
+DOCS = {
+    "alan_turing.txt": "Alan_Turing.txt",
+    "michael_faraday.txt": "Michael_Faraday.txt",
+    "charles_darwin.txt": "Charles_Darwin.txt",
+    "blaise_pascal.txt": "Blaise_Pascal.txt",
+}
 DOC_CHARS = 2000
 """Each document is an article's opening, cut at the last sentence end before this many characters."""
 PGRAG = Path(sys.executable).with_name("pgrag")
@@ -93,12 +97,20 @@ def model_answer(messages: list[dict[str, str]]) -> str:
         text = CHUNK.search(user).group(1)  # type: ignore[union-attr]
         title = TITLE.search(user).group(1)  # type: ignore[union-attr]
         return json.dumps(extract_chunk_cooccurrence(text, title, CooccurrenceOptions()), sort_keys=True)
-    heads = [line[2:].split(" [")[0] for line in user.splitlines() if line.startswith("- ")] if purpose == "community_report" \
+    heads = (
+        [line[2:].split(" [")[0] for line in user.splitlines() if line.startswith("- ")]
+        if purpose == "community_report"
         else [line[3:] for line in user.splitlines() if line.startswith("## ")]
+    )
     first = heads[0] if heads else "the corpus"
-    return json.dumps({"title": f"{first}: {purpose.replace('_', ' ')}", "summary": f"A community around {first}.",
-                       "findings": [{"summary": f"{first} is central.", "explanation": f"{len(heads)} listed."}],
-                       "rating": 5})
+    return json.dumps(
+        {
+            "title": f"{first}: {purpose.replace('_', ' ')}",
+            "summary": f"A community around {first}.",
+            "findings": [{"summary": f"{first} is central.", "explanation": f"{len(heads)} listed."}],
+            "rating": 5,
+        }
+    )
 
 
 class HoldingStub(StubServer):
@@ -159,8 +171,11 @@ class HoldingStub(StubServer):
 
     def chats(self, start: int = 0, model: str | None = None) -> list[list[dict[str, str]]]:
         """Messages of the chat requests received since index ``start`` (for ``model``, as litellm sends it)."""
-        return [r["body"]["messages"] for r in self.requests[start:]
-                if r["path"].endswith("/chat/completions") and (model is None or r["body"].get("model") == model)]
+        return [
+            r["body"]["messages"]
+            for r in self.requests[start:]
+            if r["path"].endswith("/chat/completions") and (model is None or r["body"].get("model") == model)
+        ]
 
 
 def canonical(messages: list[dict[str, str]]) -> str:
@@ -193,13 +208,25 @@ class Lab:
         return f"openai/kill-{realm}-{uuid.uuid4().hex[:6]}"
 
     def start(self, realm: str, model: str, label: str) -> subprocess.Popen:
-        env = {**os.environ, "PGRAG_CONFIG": str(self.config), "PGRAG_DATABASE_URL": self.dsn,
-               "PGRAG_LLM__MODELS": json.dumps([model]), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
-        env.pop("PGRAG_EMBEDDING__MODEL", None)  # this test's YAML embeds through the stub server, which holds the call
+        env = {
+            **os.environ,
+            "PGRAG_CONFIG": str(self.config),
+            "PGRAG_DATABASE_URL": self.dsn,
+            "PGRAG_LLM__MODELS": json.dumps([model]),
+            "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        }
+        env.pop(
+            "PGRAG_EMBEDDING__MODEL", None
+        )  # this test's YAML embeds through the stub server, which holds the call
         out = (self.logs / f"{realm}-{label}.out").open("w")
         err = (self.logs / f"{realm}-{label}.err").open("w")
-        proc = subprocess.Popen([str(PGRAG), "index", f"{realm}.main", "--json"], env=env, stdout=out, stderr=err,
-                                cwd=self.config.parent)
+        proc = subprocess.Popen(
+            [str(PGRAG), "index", f"{realm}.main", "--json"],
+            env=env,
+            stdout=out,
+            stderr=err,
+            cwd=self.config.parent,
+        )
         out.close()
         err.close()
         return proc
@@ -224,7 +251,9 @@ class Lab:
         deadline = time.monotonic() + RUN_TIMEOUT_S
         while not ready():
             if proc.poll() is not None:
-                pytest.fail(f"the run ended (exit {proc.returncode}) before its kill point:\n{self.log(realm, label)}")
+                pytest.fail(
+                    f"the run ended (exit {proc.returncode}) before its kill point:\n{self.log(realm, label)}"
+                )
             if time.monotonic() > deadline:
                 proc.kill()
                 proc.wait()
@@ -243,8 +272,13 @@ class Lab:
 
     def cached(self, model: str, purpose: str | None = None) -> list[str]:
         """Canonical messages of the response cache's entries for ``model`` (optionally one purpose)."""
-        rows = self.q("SELECT request -> 'messages' FROM pgrag__control.llm_cache WHERE model = %s"
-                      " AND (%s::text IS NULL OR purpose = %s)", model, purpose, purpose)
+        rows = self.q(
+            "SELECT request -> 'messages' FROM pgrag__control.llm_cache WHERE model = %s"
+            " AND (%s::text IS NULL OR purpose = %s)",
+            model,
+            purpose,
+            purpose,
+        )
         return [canonical(m) for (m,) in rows]
 
 
@@ -298,7 +332,10 @@ def snapshot(lab: Lab, realm: str) -> dict[str, list[tuple]]:
 
 def duplicates(lab: Lab, realm: str) -> dict[str, list[tuple]]:
     """Per table, the natural keys stored more than once (empty lists when none is)."""
-    return {table: [k for k, n in Counter(lab.q(query, realm=realm)).items() if n > 1] for table, query in UNIQUE.items()}
+    return {
+        table: [k for k, n in Counter(lab.q(query, realm=realm)).items() if n > 1]
+        for table, query in UNIQUE.items()
+    }
 
 
 # -- fixtures -----------------------------------------------------------------------------------
@@ -317,10 +354,21 @@ def lab(pg_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         lab.realms = [lab.realm(n) for n in ("base", "extract", "between", "reports")]
         space = {"sources": [{"path": "docs", "glob": "*.txt"}]}
         cfg = {
-            "llm": {"models": ["replay"], "api_base": stub.base_url, "api_key": "x", "deadline_s": 60,
-                    "max_retries": 0, "request_timeout_s": 60},
-            "embedding": {"model": "openai/stub-embed", "dim": 384, "api_base": stub.base_url, "api_key": "x",
-                          "batch_size": 16},
+            "llm": {
+                "models": ["replay"],
+                "api_base": stub.base_url,
+                "api_key": "x",
+                "deadline_s": 60,
+                "max_retries": 0,
+                "request_timeout_s": 60,
+            },
+            "embedding": {
+                "model": "openai/stub-embed",
+                "dim": 384,
+                "api_base": stub.base_url,
+                "api_key": "x",
+                "batch_size": 16,
+            },
             "chunking": {"chunk_chars": 300, "overlap_chars": 0},
             "extraction": {"concurrency": 2, "batch_size": 1, "gleaning_passes": 1},
             "communities": {"min_size": 2, "levels": 1},
@@ -330,19 +378,27 @@ def lab(pg_dsn: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
         base = lab.realms[0]
         model = lab.model(base)
         start = len(stub.requests)
-        lab.baseline = {"realm": base, "model": model,
-                        "stdout": lab.run(base, model, "clean"),
-                        "chats": stub.chats(start, model.removeprefix("openai/")),
-                        "snapshot": snapshot(lab, base)}
+        lab.baseline = {
+            "realm": base,
+            "model": model,
+            "stdout": lab.run(base, model, "clean"),
+            "chats": stub.chats(start, model.removeprefix("openai/")),
+            "snapshot": snapshot(lab, base),
+        }
         try:
             yield lab
         finally:
             stub.release()
             with db.connect(pg_dsn, autocommit=True) as conn:
                 for r in lab.realms:
-                    conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema_for(r))))
+                    conn.execute(
+                        sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema_for(r)))
+                    )
                     conn.execute("DELETE FROM pgrag__control.realms WHERE realm = %s", (r,))
-                conn.execute("DELETE FROM pgrag__control.llm_cache WHERE model LIKE %s", (f"openai/kill-kr{lab.tag}_%",))
+                conn.execute(
+                    "DELETE FROM pgrag__control.llm_cache WHERE model LIKE %s",
+                    (f"openai/kill-kr{lab.tag}_%",),
+                )
 
 
 def test_the_baseline_is_a_whole_graph_with_every_kind_of_model_call(lab: Lab) -> None:
@@ -352,12 +408,18 @@ def test_the_baseline_is_a_whole_graph_with_every_kind_of_model_call(lab: Lab) -
     chunks = len(snap["documents"])
     purposes = Counter(purpose_of(m) for m in lab.baseline["chats"])
     assert chunks >= 8 and {d for d, *_ in snap["documents"]} == set(DOCS)
-    assert purposes["extract"] == purposes["glean"] == chunks  # one first pass and one gleaning pass per chunk
+    assert (
+        purposes["extract"] == purposes["glean"] == chunks
+    )  # one first pass and one gleaning pass per chunk
     assert purposes["community_report"] >= 4 and purposes["parent_report"] >= 1
     assert len(snap["raw_extractions"]) == 2 * chunks and all(r[3] == "ok" for r in snap["raw_extractions"])
     assert len(snap["entities"]) >= 12 and len(snap["relations"]) >= 12
-    assert all(e[5] is not None for e in snap["entities"]) and all(d[3] is not None for d in snap["documents"])
-    assert all(r[8] is not None for r in snap["relations"]) and all(c[4] is not None for c in snap["communities"])
+    assert all(e[5] is not None for e in snap["entities"]) and all(
+        d[3] is not None for d in snap["documents"]
+    )
+    assert all(r[8] is not None for r in snap["relations"]) and all(
+        c[4] is not None for c in snap["communities"]
+    )
     base = [c for c in snap["communities"] if c[0] == 0]
     assert len(base) == purposes["community_report"] and all(len(c[5]) == c[2] >= 2 for c in base)
     assert len(snap["communities"]) - len(base) == purposes["parent_report"]
@@ -376,8 +438,13 @@ class Killed:
     rerun: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
-def kill_then_rerun(lab: Lab, name: str, hold: dict[str, Any], ready: Callable[[str, str], bool],
-                    at_kill: Callable[[Killed], None]) -> Killed:
+def kill_then_rerun(
+    lab: Lab,
+    name: str,
+    hold: dict[str, Any],
+    ready: Callable[[str, str], bool],
+    at_kill: Callable[[Killed], None],
+) -> Killed:
     """Start a run of realm ``name`` with the stub holding ``hold``, SIGKILL it once ``ready(realm, model)``,
     check ``at_kill`` against what it left, then release the stub and run the realm again to completion;
     assert the rerun asked the model exactly for the prompts the killed run had not cached, and that the
@@ -391,8 +458,12 @@ def kill_then_rerun(lab: Lab, name: str, hold: dict[str, Any], ready: Callable[[
         lab.kill_when(proc, realm, "killed", lambda: ready(realm, model))
     finally:
         lab.stub.release()
-    killed = Killed(realm, model, [canonical(m) for m in lab.stub.chats(start, model.removeprefix("openai/"))],
-                    lab.cached(model))
+    killed = Killed(
+        realm,
+        model,
+        [canonical(m) for m in lab.stub.chats(start, model.removeprefix("openai/"))],
+        lab.cached(model),
+    )
     at_kill(killed)
 
     start = len(lab.stub.requests)
@@ -400,9 +471,13 @@ def kill_then_rerun(lab: Lab, name: str, hold: dict[str, Any], ready: Callable[[
     rerun = Counter(canonical(m) for m in lab.stub.chats(start, model.removeprefix("openai/")))
     baseline = Counter(canonical(m) for m in lab.baseline["chats"])
     cached = Counter(killed.cached)
-    assert len(killed.cached) == len(cached) and cached <= baseline  # the killed run cached only real prompts, once each
+    assert (
+        len(killed.cached) == len(cached) and cached <= baseline
+    )  # the killed run cached only real prompts, once each
     assert set(killed.sent) <= set(baseline)
-    assert rerun == baseline - cached  # every prompt not cached is asked once more, and nothing cached is asked again
+    assert (
+        rerun == baseline - cached
+    )  # every prompt not cached is asked once more, and nothing cached is asked again
     assert snapshot(lab, realm) == lab.baseline["snapshot"]
     assert duplicates(lab, realm) == {t: [] for t in UNIQUE}
     return killed
@@ -420,9 +495,14 @@ def test_killed_during_extraction_with_calls_in_flight(lab: Lab) -> None:
         return len(lab.cached(model)) == 2 * answered and lab.stub.held >= 1
 
     def at_kill(k: Killed) -> None:
-        assert Counter(purpose_of(json.loads(m)) for m in k.cached) == {"extract": answered, "glean": answered}
+        assert Counter(purpose_of(json.loads(m)) for m in k.cached) == {
+            "extract": answered,
+            "glean": answered,
+        }
         assert len(k.sent) - len(k.cached) == lab.stub.held >= 1  # model calls were in flight when it died
-        assert lab.count(k.realm, "documents") == len(lab.baseline["snapshot"]["documents"])  # chunks committed
+        assert lab.count(k.realm, "documents") == len(
+            lab.baseline["snapshot"]["documents"]
+        )  # chunks committed
         assert lab.count(k.realm, "entities") == lab.count(k.realm, "relations") == 0
 
     killed = kill_then_rerun(lab, "extract", {"purpose": "extract", "allow": answered}, ready, at_kill)
@@ -443,7 +523,9 @@ def test_killed_between_relations_and_embeddings(lab: Lab) -> None:
         snap = lab.baseline["snapshot"]
         assert lab.count(k.realm, "relations") == len(snap["relations"])
         assert lab.count(k.realm, "raw_extractions") == len(snap["raw_extractions"])
-        assert lab.q("SELECT count(*) FROM {s}.documents WHERE embedding IS NOT NULL", realm=k.realm) == [(0,)]
+        assert lab.q("SELECT count(*) FROM {s}.documents WHERE embedding IS NOT NULL", realm=k.realm) == [
+            (0,)
+        ]
         assert lab.count(k.realm, "communities") == 0
         assert {purpose_of(json.loads(m)) for m in k.cached} == {"extract", "glean"}
 
@@ -451,8 +533,12 @@ def test_killed_between_relations_and_embeddings(lab: Lab) -> None:
     chunks = len(lab.baseline["snapshot"]["documents"])
     assert len(killed.cached) == 2 * chunks
     assert killed.rerun["raw_extractions"]["chunks_extracted"] == 0
-    assert killed.rerun["relations"]["relations_inserted"] == killed.rerun["relations"]["relations_updated"] == 0
-    assert killed.rerun["embeddings"]["documents_embedded"] == chunks  # the killed transaction stored no vector
+    assert (
+        killed.rerun["relations"]["relations_inserted"] == killed.rerun["relations"]["relations_updated"] == 0
+    )
+    assert (
+        killed.rerun["embeddings"]["documents_embedded"] == chunks
+    )  # the killed transaction stored no vector
 
 
 def test_killed_during_community_reports(lab: Lab) -> None:
@@ -473,4 +559,7 @@ def test_killed_during_community_reports(lab: Lab) -> None:
     reports = sum(1 for c in lab.baseline["snapshot"]["communities"] if c[0] == 0)
     assert killed.rerun["raw_extractions"]["chunks_extracted"] == 0
     assert killed.rerun["embeddings"]["documents_embedded"] == 0  # embedded before the kill
-    assert (killed.rerun["communities"]["model_calls"], killed.rerun["communities"]["cache_hits"]) == (reports - 1, 1)
+    assert (killed.rerun["communities"]["model_calls"], killed.rerun["communities"]["cache_hits"]) == (
+        reports - 1,
+        1,
+    )

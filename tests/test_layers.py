@@ -24,8 +24,14 @@ def _lint_imports(cwd: Path, env_path: Path | None = None) -> subprocess.Complet
     env = {"PATH": str(Path(sys.executable).parent), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     if env_path is not None:
         env["PYTHONPATH"] = str(env_path)
-    return subprocess.run([str(LINT_IMPORTS), "--no-cache", str(cwd / "pyproject.toml")], cwd=cwd,
-                          env=env, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", str(cwd / "pyproject.toml")],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def _sources(root: Path) -> list[Path]:
@@ -43,8 +49,11 @@ def test_an_upward_import_breaks_the_layer_contract(tmp_path: Path) -> None:
     shutil.copytree(PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "templates"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     db = copy / "store" / "db.py"
-    db.write_text(db.read_text(encoding="utf-8") + "\n\ndef _upward() -> None:\n"
-                  "    from pgrag_dag.query import run  # noqa: F401\n", encoding="utf-8")
+    db.write_text(
+        db.read_text(encoding="utf-8") + "\n\ndef _upward() -> None:\n"
+        "    from pgrag_dag.query import run  # noqa: F401\n",
+        encoding="utf-8",
+    )
     done = _lint_imports(tmp_path, tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "the engine's layers BROKEN" in done.stdout
@@ -89,24 +98,40 @@ def test_no_module_is_in_an_import_cycle() -> None:
 
 
 def _imports(path: Path) -> list[ast.ImportFrom]:
-    return [n for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-            if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("pgrag_dag")]
+    return [
+        n
+        for n in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(n, ast.ImportFrom) and n.module and n.module.startswith("pgrag_dag")
+    ]
 
 
 def test_no_private_name_is_imported_across_modules() -> None:
-    crossing = [f"{p.relative_to(ROOT)}:{n.lineno} {n.module}.{a.name}"
-                for base in ("pgrag_dag", "assets", "resources") for p in _sources(ROOT / base)
-                for n in _imports(p) for a in n.names if a.name.startswith("_")]
+    crossing = [
+        f"{p.relative_to(ROOT)}:{n.lineno} {n.module}.{a.name}"
+        for base in ("pgrag_dag", "assets", "resources")
+        for p in _sources(ROOT / base)
+        for n in _imports(p)
+        for a in n.names
+        if a.name.startswith("_")
+    ]
     assert crossing == []
 
 
 def test_nothing_below_assets_and_resources_imports_them() -> None:
     top = {"pgrag_dag.assets", "pgrag_dag.resources"}
     allowed = (PACKAGE / "cli",)
-    upward = [f"{p.relative_to(ROOT)}:{n.lineno} {n.module}" for p in _sources(PACKAGE)
-              if not p.is_relative_to(allowed[0]) for n in _imports(p)
-              if n.module in top or any(n.module.startswith(t + ".") for t in top)]
+    upward = [
+        f"{p.relative_to(ROOT)}:{n.lineno} {n.module}"
+        for p in _sources(PACKAGE)
+        if not p.is_relative_to(allowed[0])
+        for n in _imports(p)
+        if n.module in top or any(n.module.startswith(t + ".") for t in top)
+    ]
     assert upward == []
-    resources = [f"{p.relative_to(ROOT)}:{n.lineno} {n.module}" for p in _sources(ROOT / "resources")
-                 for n in _imports(p) if n.module.startswith("pgrag_dag.assets")]
+    resources = [
+        f"{p.relative_to(ROOT)}:{n.lineno} {n.module}"
+        for p in _sources(ROOT / "resources")
+        for n in _imports(p)
+        if n.module.startswith("pgrag_dag.assets")
+    ]
     assert resources == []  # assets use resources, never the other way round

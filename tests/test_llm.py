@@ -31,9 +31,18 @@ def make_client(pg_dsn: str, conn: psycopg.Connection) -> Iterator[Factory]:
 
     def make(models: list[str], server: StubServer | None = None, **kw: Any) -> ModelClient:
         cached_only = kw.pop("cached_only", False)
-        client = ModelClient(pg_dsn, LLMSettings(models=models, api_base=server.base_url if server else None, api_key="x",
-                                                 deadline_s=kw.pop("deadline_s", 5.0),
-                                                 max_retries=kw.pop("max_retries", 0), **kw), cached_only=cached_only)
+        client = ModelClient(
+            pg_dsn,
+            LLMSettings(
+                models=models,
+                api_base=server.base_url if server else None,
+                api_key="x",
+                deadline_s=kw.pop("deadline_s", 5.0),
+                max_retries=kw.pop("max_retries", 0),
+                **kw,
+            ),
+            cached_only=cached_only,
+        )
         made.append(client)
         return client
 
@@ -48,8 +57,10 @@ def _model(prefix: str = "stub") -> str:
 
 def _messages(tag: str | None = None) -> list[dict[str, str]]:
     """A prompt no other test sends: replay keys are model-independent."""
-    return [{"role": "system", "content": "Return JSON."},
-            {"role": "user", "content": f"Who designed the Analytical Engine? [{tag or uuid.uuid4().hex}]"}]
+    return [
+        {"role": "system", "content": "Return JSON."},
+        {"role": "user", "content": f"Who designed the Analytical Engine? [{tag or uuid.uuid4().hex}]"},
+    ]
 
 
 def _chat_requests(server: StubServer) -> list[dict[str, Any]]:
@@ -57,8 +68,11 @@ def _chat_requests(server: StubServer) -> list[dict[str, Any]]:
 
 
 def _cached_rows(conn: psycopg.Connection, pkey: str) -> list[tuple[Any, ...]]:
-    return conn.execute("SELECT model, purpose, response, request FROM pgrag__control.llm_cache WHERE prompt_key = %s "
-                        "ORDER BY model", (pkey,)).fetchall()
+    return conn.execute(
+        "SELECT model, purpose, response, request FROM pgrag__control.llm_cache WHERE prompt_key = %s "
+        "ORDER BY model",
+        (pkey,),
+    ).fetchall()
 
 
 def test_a_response_is_cached_in_postgresql_and_served_without_a_request(
@@ -120,14 +134,18 @@ def test_failover_answers_from_the_next_model_when_the_first_fails(
     messages = _messages()
     got = client.complete(messages, purpose="extract")
     assert (got.text, got.model, got.cache_hit) == ('{"answer": "from b"}', second, False)
-    assert [r["body"]["model"] for r in _chat_requests(stub_llm)] == [first.removeprefix("openai/"),
-                                                                      second.removeprefix("openai/")]
+    assert [r["body"]["model"] for r in _chat_requests(stub_llm)] == [
+        first.removeprefix("openai/"),
+        second.removeprefix("openai/"),
+    ]
     # only the model that answered is cached
     pkey = prompt_key(messages, client.params(json_mode=True))
     assert [r[0] for r in _cached_rows(conn, pkey)] == [second]
 
 
-def test_every_model_failing_raises_model_error_naming_each(stub_llm: StubServer, make_client: Factory) -> None:
+def test_every_model_failing_raises_model_error_naming_each(
+    stub_llm: StubServer, make_client: Factory
+) -> None:
     def down(messages: list[dict[str, str]]) -> str:
         raise RuntimeError("outage")
 
@@ -172,7 +190,9 @@ def test_max_retries_bounds_attempts_within_the_deadline(stub_llm: StubServer, m
     assert time.monotonic() - started < 5.0
 
 
-def test_replay_serves_a_recorded_response_without_any_request(stub_llm: StubServer, make_client: Factory) -> None:
+def test_replay_serves_a_recorded_response_without_any_request(
+    stub_llm: StubServer, make_client: Factory
+) -> None:
     stub_llm.answer = lambda messages: '{"answer": "recorded"}'
     live_model, messages = _model(), _messages()
     recorded = make_client([live_model], stub_llm).complete(messages, purpose="extract")
@@ -180,7 +200,12 @@ def test_replay_serves_a_recorded_response_without_any_request(stub_llm: StubSer
 
     replay = make_client([REPLAY])  # no api_base: it could not reach a model if it tried
     got = replay.complete(messages, purpose="extract")
-    assert (got.text, got.model, got.cache_hit, got.replayed) == ('{"answer": "recorded"}', live_model, True, True)
+    assert (got.text, got.model, got.cache_hit, got.replayed) == (
+        '{"answer": "recorded"}',
+        live_model,
+        True,
+        True,
+    )
     assert (got.prompt_tokens, got.completion_tokens) == (recorded.prompt_tokens, recorded.completion_tokens)
     assert len(_chat_requests(stub_llm)) == 1
     assert replay.usage.model_calls == 0 and replay.usage.cache_hits == 1
@@ -231,7 +256,9 @@ def test_a_cassette_roundtrips_through_export_and_import(
 
     assert cache.import_cassette(conn, path) == 2
     assert cache.import_cassette(conn, path) == 2  # idempotent
-    assert conn.execute("SELECT count(*) FROM pgrag__control.llm_cache WHERE purpose = %s", (purpose,)).fetchone() == (2,)
+    assert conn.execute(
+        "SELECT count(*) FROM pgrag__control.llm_cache WHERE purpose = %s", (purpose,)
+    ).fetchone() == (2,)
     assert [replay.complete(m, purpose=purpose).text for m in prompts] == recorded
     assert len(_chat_requests(stub_llm)) == 2
 
@@ -241,8 +268,16 @@ def test_a_cassette_roundtrips_through_export_and_import(
 
 
 def _valid_line(purpose: str) -> str:
-    return json.dumps({"key": uuid.uuid4().hex, "prompt_key": uuid.uuid4().hex, "model": "openai/x",
-                       "purpose": purpose, "request": {"messages": []}, "response": "ok"})
+    return json.dumps(
+        {
+            "key": uuid.uuid4().hex,
+            "prompt_key": uuid.uuid4().hex,
+            "model": "openai/x",
+            "purpose": purpose,
+            "request": {"messages": []},
+            "response": "ok",
+        }
+    )
 
 
 @pytest.mark.parametrize(
@@ -270,7 +305,9 @@ def test_a_cassette_line_that_is_not_an_object_raises_configuration_error(
         cache.import_cassette(conn, path)
 
 
-def test_importing_a_missing_cassette_raises_configuration_error(conn: psycopg.Connection, tmp_path: Path) -> None:
+def test_importing_a_missing_cassette_raises_configuration_error(
+    conn: psycopg.Connection, tmp_path: Path
+) -> None:
     with pytest.raises(ConfigurationError, match="does not exist"):
         cache.import_cassette(conn, tmp_path / "absent.jsonl")
 
@@ -293,9 +330,13 @@ def test_a_streamed_answer_arrives_in_pieces_is_cached_whole_and_replays_at_once
     pkey = prompt_key(messages, live.params(json_mode=False))
     assert [(r[0], r[2]) for r in _cached_rows(conn, pkey)] == [(model, answer)]
     # the unstreamed call is served the streamed answer from the cache, and a streamed one gets it whole
-    assert make_client([model], stub_llm).complete(messages, purpose="synthesis", json_mode=False).text == answer
+    assert (
+        make_client([model], stub_llm).complete(messages, purpose="synthesis", json_mode=False).text == answer
+    )
     again: list[str] = []
-    hit = make_client([model], stub_llm).complete(messages, purpose="synthesis", json_mode=False, on_text=again.append)
+    hit = make_client([model], stub_llm).complete(
+        messages, purpose="synthesis", json_mode=False, on_text=again.append
+    )
     replayed: list[str] = []
     make_client([REPLAY]).complete(messages, purpose="synthesis", json_mode=False, on_text=replayed.append)
     assert hit.cache_hit and again == [answer] and replayed == [answer]
@@ -316,9 +357,12 @@ def test_a_stream_fails_over_before_its_first_piece_and_stops_after_it(
     stub_llm.answer = answer
     down, up = _model("down"), _model("up")
     pieces: list[str] = []
-    out = make_client([down, up], stub_llm).complete(_messages(), purpose="synthesis", json_mode=False,
-                                                    on_text=pieces.append)
-    assert out.model == up and "".join(pieces) == "the second model answers in pieces"  # nothing shown of `down`
+    out = make_client([down, up], stub_llm).complete(
+        _messages(), purpose="synthesis", json_mode=False, on_text=pieces.append
+    )
+    assert (
+        out.model == up and "".join(pieces) == "the second model answers in pieces"
+    )  # nothing shown of `down`
     # broken after three pieces: raised at once, neither retried nor failed over, nothing cached
     stub_llm.cut_streams_after = 3
     shown: list[str] = []
@@ -332,9 +376,12 @@ def test_a_stream_fails_over_before_its_first_piece_and_stops_after_it(
 
 
 def test_a_cached_only_client_serves_recorded_responses_under_their_models_name_and_never_calls_one(
-        stub_llm: StubServer, make_client: Factory) -> None:
+    stub_llm: StubServer, make_client: Factory
+) -> None:
     model, recorded, missing = _model(), _messages(), _messages()
-    assert make_client([model], stub_llm).complete(recorded, purpose="extract").text == stub_llm.answer(recorded)
+    assert make_client([model], stub_llm).complete(recorded, purpose="extract").text == stub_llm.answer(
+        recorded
+    )
     calls = len(_chat_requests(stub_llm))
     replayed = make_client([model], stub_llm, cached_only=True)
     hit = replayed.complete(recorded, purpose="extract")

@@ -18,10 +18,10 @@ import pytest
 import yaml
 
 from pgrag_dag.config import EmbeddingSettings, LLMSettings
-from pgrag_dag.providers.embedding import LiteLLMEmbedder
 from pgrag_dag.errors import ModelAccessError, ModelError
-from pgrag_dag.providers.llm import ModelClient, import_litellm
 from pgrag_dag.pipeline import stage_chunks, stage_raw_extractions
+from pgrag_dag.providers.embedding import LiteLLMEmbedder
+from pgrag_dag.providers.llm import ModelClient, import_litellm
 from pgrag_dag.testing.stub_server import StubServer, StubStatus
 from tests.fix_corpus import SmallCorpus
 
@@ -42,8 +42,12 @@ def make_client(pg_dsn: str, conn: psycopg.Connection) -> Iterator[Factory]:
     made: list[ModelClient] = []
 
     def make(models: list[str], **kw: Any) -> ModelClient:
-        settings = LLMSettings(models=models, deadline_s=kw.pop("deadline_s", DEADLINE_S),
-                               max_retries=kw.pop("max_retries", 20), **kw)
+        settings = LLMSettings(
+            models=models,
+            deadline_s=kw.pop("deadline_s", DEADLINE_S),
+            max_retries=kw.pop("max_retries", 20),
+            **kw,
+        )
         made.append(ModelClient(pg_dsn, settings))
         return made[-1]
 
@@ -90,13 +94,17 @@ def _embeds(server: StubServer) -> list[dict[str, Any]]:
     return [r for r in server.requests if r["path"].endswith("/embeddings")]
 
 
-@pytest.mark.parametrize(("status", "names"), [
-    (401, ["llm.api_key", "PGRAG_LLM__API_KEY", "credentials"]),
-    (403, ["llm.api_key", "denied access"]),
-    (404, ["llm.models", "llm.api_base", "unknown model"]),
-])
+@pytest.mark.parametrize(
+    ("status", "names"),
+    [
+        (401, ["llm.api_key", "PGRAG_LLM__API_KEY", "credentials"]),
+        (403, ["llm.api_key", "denied access"]),
+        (404, ["llm.models", "llm.api_base", "unknown model"]),
+    ],
+)
 def test_a_refused_configuration_is_not_retried_and_the_model_is_not_called_again(
-        stub_llm: StubServer, make_client: Factory, status: int, names: list[str]) -> None:
+    stub_llm: StubServer, make_client: Factory, status: int, names: list[str]
+) -> None:
     stub_llm.refuse(status, f"refused with {status}", route="chat")
     model = _model()
     client = make_client([model], api_base=stub_llm.base_url, api_key="x")
@@ -114,7 +122,8 @@ def test_a_refused_configuration_is_not_retried_and_the_model_is_not_called_agai
 
 
 def test_a_malformed_request_fails_at_once_but_the_model_is_asked_again_next_time(
-        stub_llm: StubServer, make_client: Factory) -> None:
+    stub_llm: StubServer, make_client: Factory
+) -> None:
     stub_llm.refuse(400, "Invalid value for 'response_format'", route="chat")
     client = make_client([_model()], api_base=stub_llm.base_url, api_key="x")
     started = time.monotonic()
@@ -130,7 +139,8 @@ def test_a_malformed_request_fails_at_once_but_the_model_is_asked_again_next_tim
 
 @pytest.mark.parametrize("status", [429, 500, 503])
 def test_rate_limits_and_server_errors_keep_their_deadline_bounded_retries(
-        stub_llm: StubServer, make_client: Factory, status: int) -> None:
+    stub_llm: StubServer, make_client: Factory, status: int
+) -> None:
     stub_llm.refuse(status, "slow down", route="chat")
     client = make_client([_model()], api_base=stub_llm.base_url, api_key="x", deadline_s=2.0)
     started = time.monotonic()
@@ -140,7 +150,9 @@ def test_rate_limits_and_server_errors_keep_their_deadline_bounded_retries(
     assert 1.5 <= time.monotonic() - started < 6.0 and len(_chat(stub_llm)) >= 2
 
 
-def test_failover_skips_a_refused_model_and_never_calls_it_again(stub_llm: StubServer, make_client: Factory) -> None:
+def test_failover_skips_a_refused_model_and_never_calls_it_again(
+    stub_llm: StubServer, make_client: Factory
+) -> None:
     first, second = _model(), _model()
 
     def answer(messages: list[dict[str, str]]) -> str:
@@ -155,11 +167,13 @@ def test_failover_skips_a_refused_model_and_never_calls_it_again(stub_llm: StubS
     assert client.complete(_messages(), purpose="extract").model == second
     assert time.monotonic() - started < 3.0
     assert [r["body"]["model"] for r in _chat(stub_llm)] == [first.removeprefix("openai/")] + [
-        second.removeprefix("openai/")] * 2
+        second.removeprefix("openai/")
+    ] * 2
 
 
 def test_a_missing_api_key_of_a_real_provider_fails_at_once_naming_the_variable(
-        make_client: Factory, no_network: list[Any]) -> None:
+    make_client: Factory, no_network: list[Any]
+) -> None:
     client = make_client(["replay", "openai/gpt-4o-mini"])  # no api_key, no api_base, no OPENAI_API_KEY
     started = time.monotonic()
     with pytest.raises(ModelAccessError) as info:
@@ -171,34 +185,47 @@ def test_a_missing_api_key_of_a_real_provider_fails_at_once_naming_the_variable(
     assert no_network == []  # refused before any request
 
 
-def test_the_extraction_stage_stops_at_once_on_a_missing_key(small_corpus: SmallCorpus, realm: str,
-                                                             no_network: list[Any]) -> None:
+def test_the_extraction_stage_stops_at_once_on_a_missing_key(
+    small_corpus: SmallCorpus, realm: str, no_network: list[Any]
+) -> None:
     cfg = yaml.safe_load(small_corpus.config.read_text())
     cfg["llm"] = {"models": ["openai/gpt-4o-mini"], "deadline_s": DEADLINE_S, "max_retries": 20}
     small_corpus.config.write_text(yaml.safe_dump(cfg))
     engine = small_corpus.engine()
     stage_chunks(engine, realm, "main")
     started = time.monotonic()
-    with pytest.raises(ModelAccessError, match=r"chat model openai/gpt-4o-mini: no API key — set OPENAI_API_KEY"):
+    with pytest.raises(
+        ModelAccessError, match=r"chat model openai/gpt-4o-mini: no API key — set OPENAI_API_KEY"
+    ):
         stage_raw_extractions(engine, realm, "main")
     assert time.monotonic() - started < 3.0 and no_network == []
 
 
 # -- the litellm embedder -----------------------------------------------------------------------
 
+
 def _embedder(server: StubServer | None, **kw: Any) -> LiteLLMEmbedder:
-    settings = EmbeddingSettings(model=kw.pop("model", "openai/stub-embed"), dim=384,
-                                 api_base=server.base_url if server else None,
-                                 api_key=kw.pop("api_key", "x" if server else None), **kw)
+    settings = EmbeddingSettings(
+        model=kw.pop("model", "openai/stub-embed"),
+        dim=384,
+        api_base=server.base_url if server else None,
+        api_key=kw.pop("api_key", "x" if server else None),
+        **kw,
+    )
     return LiteLLMEmbedder(settings, deadline_s=kw.get("deadline_s", DEADLINE_S))
 
 
-@pytest.mark.parametrize(("status", "names"), [
-    (401, ["embedding.api_key", "PGRAG_EMBEDDING__API_KEY"]),
-    (403, ["embedding.api_key"]),
-    (404, ["embedding.model", "embedding.api_base"]),
-])
-def test_the_embedder_does_not_retry_a_refused_configuration(stub_llm: StubServer, status: int, names: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("status", "names"),
+    [
+        (401, ["embedding.api_key", "PGRAG_EMBEDDING__API_KEY"]),
+        (403, ["embedding.api_key"]),
+        (404, ["embedding.model", "embedding.api_base"]),
+    ],
+)
+def test_the_embedder_does_not_retry_a_refused_configuration(
+    stub_llm: StubServer, status: int, names: list[str]
+) -> None:
     stub_llm.refuse(status, f"refused with {status}", route="embeddings")
     started = time.monotonic()
     with pytest.raises(ModelAccessError) as info:
@@ -221,8 +248,10 @@ def test_the_embedder_retries_a_rate_limit_until_its_deadline(stub_llm: StubServ
     stub_llm.refuse(429, "Rate limit reached", route="embeddings")
     started = time.monotonic()
     with pytest.raises(ModelError, match="failed after .* attempt") as info:
-        LiteLLMEmbedder(EmbeddingSettings(model="openai/stub-embed", dim=384, api_base=stub_llm.base_url,
-                                          api_key="x"), deadline_s=2.0).embed(["Charles Babbage"])
+        LiteLLMEmbedder(
+            EmbeddingSettings(model="openai/stub-embed", dim=384, api_base=stub_llm.base_url, api_key="x"),
+            deadline_s=2.0,
+        ).embed(["Charles Babbage"])
     assert not isinstance(info.value, ModelAccessError)
     assert 1.5 <= time.monotonic() - started < 6.0 and len(_embeds(stub_llm)) >= 2
 

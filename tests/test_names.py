@@ -20,9 +20,29 @@ from pgrag_dag.store import db
 from pgrag_dag.store.schema import schema_for
 from tests.fix_corpus import SmallCorpus
 
-VALUES = ["tenant:acme", "org/eng", "Straße", "two words", "tenant:acme/eng Straße", "a.b", "a...b", "100%",
-          "a%20b", "x, y | z", "[1...2]", "*a*", "Ünïcode", "名前", "مساحة", "😀", "O'Brien; DROP TABLE x; --",
-          'x"y', "-", "demo", "a" * 200]
+VALUES = [
+    "tenant:acme",
+    "org/eng",
+    "Straße",
+    "two words",
+    "tenant:acme/eng Straße",
+    "a.b",
+    "a...b",
+    "100%",
+    "a%20b",
+    "x, y | z",
+    "[1...2]",
+    "*a*",
+    "Ünïcode",
+    "名前",
+    "مساحة",
+    "😀",
+    "O'Brien; DROP TABLE x; --",
+    'x"y',
+    "-",
+    "demo",
+    "a" * 200,
+]
 
 
 @pytest.mark.parametrize("space", VALUES)
@@ -40,8 +60,25 @@ def test_simple_keys_are_unchanged_so_existing_dagster_partitions_keep_their_nam
     assert split_partition_key("wiki.demo") == ("wiki", "demo")
 
 
-@pytest.mark.parametrize("space", ["", " demo", "demo ", "a\x00b", "tab\there", "new\nline", "zero\u200bwidth",
-                                   "bidi\u202eevil", "line\u2028sep", "lone\ud800", "a" * 201, "*", 42, None])
+@pytest.mark.parametrize(
+    "space",
+    [
+        "",
+        " demo",
+        "demo ",
+        "a\x00b",
+        "tab\there",
+        "new\nline",
+        "zero\u200bwidth",
+        "bidi\u202eevil",
+        "line\u2028sep",
+        "lone\ud800",
+        "a" * 201,
+        "*",
+        42,
+        None,
+    ],
+)
 def test_invisible_control_or_overlong_spaces_are_refused(space: object) -> None:
     with pytest.raises(InvalidNameError) as info:
         validate_space(space)
@@ -54,8 +91,24 @@ def test_the_wildcard_stays_reserved_for_reads() -> None:
         partition_key("acme", "*")
 
 
-@pytest.mark.parametrize("key", ["acme.a%41", "acme.%2a", "acme.a%2eb", "acme.a...b", "acme.%C3", "acme.two words",
-                                 "acme.%20x", "acme.", "acme", "Acme.docs", "a|b.c", "acme.%00", "acme.%E2%80%8B"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "acme.a%41",
+        "acme.%2a",
+        "acme.a%2eb",
+        "acme.a...b",
+        "acme.%C3",
+        "acme.two words",
+        "acme.%20x",
+        "acme.",
+        "acme",
+        "Acme.docs",
+        "a|b.c",
+        "acme.%00",
+        "acme.%E2%80%8B",
+    ],
+)
 def test_a_key_that_is_not_the_canonical_encoding_of_a_valid_space_is_refused(key: str) -> None:
     with pytest.raises(InvalidNameError):
         split_partition_key(key)
@@ -64,7 +117,10 @@ def test_a_key_that_is_not_the_canonical_encoding_of_a_valid_space_is_refused(ke
 def test_the_command_line_takes_the_space_as_written_or_its_partition_key() -> None:
     declared = [("acme", "tenant:acme/eng Straße"), ("acme", "a%20b"), ("acme", "a b")]
     assert parse_partition("acme.tenant:acme/eng Straße", declared) == ("acme", "tenant:acme/eng Straße")
-    assert parse_partition("acme.tenant%3Aacme%2Feng%20Straße", declared) == ("acme", "tenant:acme/eng Straße")
+    assert parse_partition("acme.tenant%3Aacme%2Feng%20Straße", declared) == (
+        "acme",
+        "tenant:acme/eng Straße",
+    )
     assert parse_partition("acme.a%20b", declared) == ("acme", "a%20b")  # the space as written wins
     assert parse_partition("acme.undeclared%20one", declared) == ("acme", "undeclared%20one")
     with pytest.raises(InvalidNameError):
@@ -101,12 +157,18 @@ def test_a_space_with_punctuation_blanks_and_unicode_indexes_queries_and_materia
 
     with dg.instance_for_test() as instance:
         assert add_partitions(instance, [key]) == [key]
-        result = dg.materialize(ASSETS, partition_key=key, instance=instance,
-                                resources={"pgrag": PgragResource(config_path=str(small_corpus.config))})
+        result = dg.materialize(
+            ASSETS,
+            partition_key=key,
+            instance=instance,
+            resources={"pgrag": PgragResource(config_path=str(small_corpus.config))},
+        )
         assert result.success and result.dagster_run.tags["dagster/partition"] == key
         assert instance.get_dynamic_partitions(SPACES.name) == [key]
         checks = result.get_asset_check_evaluations()
-        assert len(checks) == 16 and all(e.passed for e in checks)  # 8 contracts, graph_quality, 4 pending_work, 2 yield, skipped_documents
+        assert len(checks) == 16 and all(
+            e.passed for e in checks
+        )  # 8 contracts, graph_quality, 4 pending_work, 2 yield, skipped_documents
         assert {e.partition for e in result.get_asset_materialization_events()} == {key}
     calls = len(small_corpus.chat_requests())
 
@@ -117,12 +179,17 @@ def test_a_space_with_punctuation_blanks_and_unicode_indexes_queries_and_materia
     out = runner.invoke(app, ["index", f"{realm}.{PREFIX}"])  # the space as written in pgrag.yaml
     assert out.exit_code == 0, out.output
     with db.connect(small_corpus.settings().database_url) as conn:
-        rows = conn.execute(sql.SQL("SELECT space, count(DISTINCT doc_key) FROM {}.documents GROUP BY 1 ORDER BY 1")
-                            .format(sql.Identifier(schema_for(realm)))).fetchall()
+        rows = conn.execute(
+            sql.SQL("SELECT space, count(DISTINCT doc_key) FROM {}.documents GROUP BY 1 ORDER BY 1").format(
+                sql.Identifier(schema_for(realm))
+            )
+        ).fetchall()
     assert rows == [(PREFIX, 1), (ODD, 2)]
 
     def ask(space: str) -> dict:  # type: ignore[type-arg]
-        out = runner.invoke(app, ["query", "Who worked with Charles Babbage?", "--realm", realm, "--space", space, "--json"])
+        out = runner.invoke(
+            app, ["query", "Who worked with Charles Babbage?", "--realm", realm, "--space", space, "--json"]
+        )
         assert out.exit_code == 0, out.output
         return json.loads(out.output)
 

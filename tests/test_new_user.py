@@ -30,7 +30,7 @@ NOTES = {
     "babbage.txt": DOCS["01_babbage.txt"],
     "lovelace.md": "# Ada Lovelace\n\n" + DOCS["02_lovelace.txt"],
     "travels/london.md": "# London\n\nCharles Babbage lived in London. The British government funded the "
-                         "Difference Engine from London for a decade.",
+    "Difference Engine from London for a decade.",
 }
 QUESTION = "How did Ada Lovelace work with Charles Babbage?"
 
@@ -53,20 +53,28 @@ def _rows(dsn: str, realm: str, query: str, *args: object) -> list[tuple]:
     import psycopg
 
     with psycopg.connect(dsn) as conn:
-        return conn.execute(sql.SQL(query).format(e=qualified(realm, "entities"), r=qualified(realm, "relations"),
-                                                  d=qualified(realm, "documents")), args).fetchall()
+        return conn.execute(
+            sql.SQL(query).format(
+                e=qualified(realm, "entities"),
+                r=qualified(realm, "relations"),
+                d=qualified(realm, "documents"),
+            ),
+            args,
+        ).fetchall()
 
 
 @pytest.mark.slow
-def test_a_new_user_inits_indexes_inspects_asks_exports_and_views_a_folder(tmp_path: Path, pg_dsn: str, realm: str,
-                                                                          stub: StubServer,
-                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_new_user_inits_indexes_inspects_asks_exports_and_views_a_folder(
+    tmp_path: Path, pg_dsn: str, realm: str, stub: StubServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     folder = tmp_path / "my-notes"
     for name, text in NOTES.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_text(text, encoding="utf-8")
     runner = CliRunner()
-    monkeypatch.setenv("PGRAG_DATABASE_URL", pg_dsn)  # the suite's embedded server instead of a new one in .pgrag
+    monkeypatch.setenv(
+        "PGRAG_DATABASE_URL", pg_dsn
+    )  # the suite's embedded server instead of a new one in .pgrag
     monkeypatch.chdir(tmp_path)
 
     # 1. init: a commented configuration and the .gitignore line
@@ -74,18 +82,26 @@ def test_a_new_user_inits_indexes_inspects_asks_exports_and_views_a_folder(tmp_p
     assert out.exit_code == 0, out.output
     config = folder / "pgrag.yaml"
     text = config.read_text()
-    assert "OPENAI_API_KEY" in text and "extractor: cooccurrence" in text and ".pgrag/" in (folder / ".gitignore").read_text()
+    assert (
+        "OPENAI_API_KEY" in text
+        and "extractor: cooccurrence" in text
+        and ".pgrag/" in (folder / ".gitignore").read_text()
+    )
     assert f"pgrag index {realm}.notes" in out.output
     # 2. a live model, as the file's comments say: models, and the extractor line deleted
-    live = text.replace("  models: [replay]\n",
-                        f"  models: [openai/notes-model]\n  api_base: {stub.base_url}\n  api_key: x\n  max_retries: 0\n")
+    live = text.replace(
+        "  models: [replay]\n",
+        f"  models: [openai/notes-model]\n  api_base: {stub.base_url}\n  api_key: x\n  max_retries: 0\n",
+    )
     live = re.sub(r"\n *extractor: cooccurrence[^\n]*", "", live)
     config.write_text(live)
     monkeypatch.setenv("PGRAG_CONFIG", str(config))
     from pgrag_dag.config import load_settings
 
     assert load_settings().llm.models == ["openai/notes-model"]
-    assert load_settings().space_spec(realm, "notes").extractor is None  # the default extractor: asks llm.models
+    assert (
+        load_settings().space_spec(realm, "notes").extractor is None
+    )  # the default extractor: asks llm.models
 
     # 3. index: the summary, documents keyed relative to the folder
     out = runner.invoke(app, ["index", f"{realm}.notes"])
@@ -102,10 +118,15 @@ def test_a_new_user_inits_indexes_inspects_asks_exports_and_views_a_folder(tmp_p
     entities = _rows(pg_dsn, realm, "SELECT count(*) FROM {e} WHERE dormant_since IS NULL")[0][0]
     relations = _rows(pg_dsn, realm, "SELECT count(*) FROM {r}")[0][0]
     assert json.dumps(status).count(f'"{realm}"') >= 1
-    listed = json.loads(runner.invoke(app, ["list", "entities", f"{realm}.notes", "--json", "--limit", "500"]).stdout)
+    listed = json.loads(
+        runner.invoke(app, ["list", "entities", f"{realm}.notes", "--json", "--limit", "500"]).stdout
+    )
     assert listed["total"] == entities > 0 and "Charles Babbage" in {e["name"] for e in listed["items"]}
-    rels = json.loads(runner.invoke(app, ["list", "relations", f"{realm}.notes", "--predicate", "worked_with",
-                                          "--json"]).stdout)
+    rels = json.loads(
+        runner.invoke(
+            app, ["list", "relations", f"{realm}.notes", "--predicate", "worked_with", "--json"]
+        ).stdout
+    )
     assert [(r["subject"], r["object"]) for r in rels["items"]] == [("Ada Lovelace", "Charles Babbage")]
 
     # 5. query: the answer, then numbered sources so every [n] resolves
@@ -117,17 +138,32 @@ def test_a_new_user_inits_indexes_inspects_asks_exports_and_views_a_folder(tmp_p
     assert {"1", "2"} <= set(numbered) and set(numbered.values()) <= keys
 
     # 6. export: GraphML through igraph, Parquet through polars, equal to the database
-    out = runner.invoke(app, ["export", f"{realm}.notes", "--format", "graphml", "--format", "parquet",
-                              "--out", str(tmp_path / "export")])
+    out = runner.invoke(
+        app,
+        [
+            "export",
+            f"{realm}.notes",
+            "--format",
+            "graphml",
+            "--format",
+            "parquet",
+            "--out",
+            str(tmp_path / "export"),
+        ],
+    )
     assert out.exit_code == 0, out.output
     graph = ig.Graph.Read_GraphML(str(tmp_path / "export" / "graph.graphml"))
     all_entities = _rows(pg_dsn, realm, "SELECT count(*) FROM {e}")[0][0]
     assert (graph.vcount(), graph.ecount()) == (all_entities, relations)
     edge = next(e for e in graph.es if e["predicate"] == "worked_with")
-    assert (graph.vs[edge.source]["name"], graph.vs[edge.target]["name"]) == ("Ada Lovelace", "Charles Babbage")
+    assert (graph.vs[edge.source]["name"], graph.vs[edge.target]["name"]) == (
+        "Ada Lovelace",
+        "Charles Babbage",
+    )
     frame = pl.read_parquet(tmp_path / "export" / "relations.parquet")
-    assert frame.height == relations and frame.filter(pl.col("predicate") == "worked_with")["object"].to_list() == [
-        "Charles Babbage"]
+    assert frame.height == relations and frame.filter(pl.col("predicate") == "worked_with")[
+        "object"
+    ].to_list() == ["Charles Babbage"]
 
     # 7. view: the page, searched for Ada Lovelace in Chromium
     out = runner.invoke(app, ["view", f"{realm}.notes", "--no-open"])
@@ -135,7 +171,9 @@ def test_a_new_user_inits_indexes_inspects_asks_exports_and_views_a_folder(tmp_p
     page = Path(out.stdout.split()[0])
     assert page.is_file() and page.parent == folder / ".pgrag" / "views"
     if CHROMIUM is None:
-        pytest.skip("Debian's chromium is not installed (.ci/run installs it): the page was written, not looked at")
+        pytest.skip(
+            "Debian's chromium is not installed (.ci/run installs it): the page was written, not looked at"
+        )
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     shot = ARTIFACTS / "ada-lovelace.png"
     shot.unlink(missing_ok=True)

@@ -25,15 +25,31 @@ from tests.test_operators import compose_space
 
 pytestmark = [pytest.mark.dagster, pytest.mark.filterwarnings("ignore::dagster.BetaWarning")]
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = ["chunks", "raw_extractions", "gated_triples", "resolved_entities", "relations", "embeddings",
-          "communities", "community_hierarchy"]
+STAGES = [
+    "chunks",
+    "raw_extractions",
+    "gated_triples",
+    "resolved_entities",
+    "relations",
+    "embeddings",
+    "communities",
+    "community_hierarchy",
+]
 
 
-def _materialize(config: Path, instance: dg.DagsterInstance, key: str, selection: Any = None) -> dg.ExecuteInProcessResult:
+def _materialize(
+    config: Path, instance: dg.DagsterInstance, key: str, selection: Any = None
+) -> dg.ExecuteInProcessResult:
     from pgrag_dag.config import load_settings
 
-    return dg.materialize(build_assets(load_settings(config)), partition_key=key, instance=instance, selection=selection,
-                          resources={"pgrag": PgragResource(config_path=str(config))}, raise_on_error=False)
+    return dg.materialize(
+        build_assets(load_settings(config)),
+        partition_key=key,
+        instance=instance,
+        selection=selection,
+        resources={"pgrag": PgragResource(config_path=str(config))},
+        raise_on_error=False,
+    )
 
 
 def _rows(dsn: str, realm: str, query: str) -> list[tuple]:
@@ -41,31 +57,49 @@ def _rows(dsn: str, realm: str, query: str) -> list[tuple]:
         return conn.execute(sql.SQL(query).format(s=sql.Identifier(schema_for(realm)))).fetchall()
 
 
-def test_user_operators_show_in_the_asset_graph_with_their_description_and_check(small_corpus: SmallCorpus, realm: str) -> None:
-    compose_space(small_corpus, realm, gates=["tests.user_operators:full_names"],
-                  chunker={"name": "tests.user_operators:sentence_chunker", "options": {"per_chunk": 3}})
+def test_user_operators_show_in_the_asset_graph_with_their_description_and_check(
+    small_corpus: SmallCorpus, realm: str
+) -> None:
+    compose_space(
+        small_corpus,
+        realm,
+        gates=["tests.user_operators:full_names"],
+        chunker={"name": "tests.user_operators:sentence_chunker", "options": {"per_chunk": 3}},
+    )
     defs = build_defs(pgrag=PgragResource(config_path=str(small_corpus.config)))
     by_key = {a.key.to_user_string(): a for a in defs.assets}  # type: ignore[union-attr]
     gated = by_key["gated_triples"]
     specs = {s.name: s for s in gated.check_specs}
-    assert set(specs) == {"contract", "operator_full_names", "yield"} and specs["operator_full_names"].blocking
+    assert (
+        set(specs) == {"contract", "operator_full_names", "yield"} and specs["operator_full_names"].blocking
+    )
     assert specs["operator_full_names"].description.startswith("Refuses one-word entity names")
     assert f"composed in {realm}.main" in specs["operator_full_names"].description
     chunks = by_key["chunks"]
-    assert f"- {realm}.main: `tests.user_operators:sentence_chunker` (per_chunk=3)" in (chunks.descriptions_by_key[chunks.key] or "")
-    assert {s.name for s in chunks.check_specs} == {"contract", "operator_sentence_chunker", "skipped_documents"}
+    assert f"- {realm}.main: `tests.user_operators:sentence_chunker` (per_chunk=3)" in (
+        chunks.descriptions_by_key[chunks.key] or ""
+    )
+    assert {s.name for s in chunks.check_specs} == {
+        "contract",
+        "operator_sentence_chunker",
+        "skipped_documents",
+    }
     # lineage is the same eight-stage chain
     assert by_key["raw_extractions"].dependency_keys == {dg.AssetKey("chunks")}
 
 
-def test_a_user_operator_that_breaks_its_contract_blocks_downstream(small_corpus: SmallCorpus, realm: str) -> None:
+def test_a_user_operator_that_breaks_its_contract_blocks_downstream(
+    small_corpus: SmallCorpus, realm: str
+) -> None:
     compose_space(small_corpus, realm, chunker="tests.user_operators:blank_chunker")
     key = f"{realm}.main"
     with dg.instance_for_test() as instance:
         add_partitions(instance, [key])
         result = _materialize(small_corpus.config, instance, key)
         assert not result.success
-        checks = {(e.asset_key.to_user_string(), e.check_name): e for e in result.get_asset_check_evaluations()}
+        checks = {
+            (e.asset_key.to_user_string(), e.check_name): e for e in result.get_asset_check_evaluations()
+        }
         assert set(checks) == {("chunks", "contract"), ("chunks", "operator_blank_chunker")}
         assert not any(e.passed for e in checks.values())
         failure = checks[("chunks", "operator_blank_chunker")].metadata
@@ -76,7 +110,9 @@ def test_a_user_operator_that_breaks_its_contract_blocks_downstream(small_corpus
     assert small_corpus.chat_requests() == []
 
 
-def test_a_composition_change_rematerialises_exactly_the_stages_downstream(small_corpus: SmallCorpus, realm: str) -> None:
+def test_a_composition_change_rematerialises_exactly_the_stages_downstream(
+    small_corpus: SmallCorpus, realm: str
+) -> None:
     """The source sensor requests the stage whose composition changed; automation takes its downstream."""
     compose_space(small_corpus, realm, extractor="cooccurrence", reports="extractive")
     key = f"{realm}.main"
@@ -84,7 +120,9 @@ def test_a_composition_change_rematerialises_exactly_the_stages_downstream(small
     assets = build_assets(small_corpus.settings())
     with dg.instance_for_test() as instance:
         add_partitions(instance, [key])
-        cursor = build_source_sensor(small_corpus.settings(), assets)(dg.build_sensor_context(instance=instance)).cursor
+        cursor = build_source_sensor(small_corpus.settings(), assets)(
+            dg.build_sensor_context(instance=instance)
+        ).cursor
         assert _materialize(small_corpus.config, instance, key).success
         tick = dg.evaluate_automation_conditions(defs=defs, instance=instance)
 
@@ -92,7 +130,9 @@ def test_a_composition_change_rematerialises_exactly_the_stages_downstream(small
             """Recompose the space, check the sensor requests ``stage`` alone, materialise it, tick automation."""
             nonlocal cursor, tick
             compose_space(small_corpus, realm, **space)
-            sensed = build_source_sensor(small_corpus.settings(), assets)(dg.build_sensor_context(instance=instance, cursor=cursor))
+            sensed = build_source_sensor(small_corpus.settings(), assets)(
+                dg.build_sensor_context(instance=instance, cursor=cursor)
+            )
             assert [r.asset_selection for r in sensed.run_requests] == [[dg.AssetKey(stage)]]
             cursor = sensed.cursor
             assert _materialize(small_corpus.config, instance, key, dg.AssetSelection.assets(stage)).success
@@ -101,18 +141,39 @@ def test_a_composition_change_rematerialises_exactly_the_stages_downstream(small
 
         tick = change("gated_triples", gates=[{"name": "name_stoplist", "options": {"names": ["London"]}}])
         assert tick.get_requested_partitions(dg.AssetKey("resolved_entities")) == {key}
-        assert all(tick.get_requested_partitions(dg.AssetKey(s)) == set() for s in ("chunks", "raw_extractions", "gated_triples"))
-        assert ("London",) in _rows(small_corpus.settings().database_url, realm,
-                                    "SELECT offending_value FROM {s}.gate_decisions WHERE gate = 'name_stoplist'")
+        assert all(
+            tick.get_requested_partitions(dg.AssetKey(s)) == set()
+            for s in ("chunks", "raw_extractions", "gated_triples")
+        )
+        assert ("London",) in _rows(
+            small_corpus.settings().database_url,
+            realm,
+            "SELECT offending_value FROM {s}.gate_decisions WHERE gate = 'name_stoplist'",
+        )
         tick = change("chunks", chunker="paragraph")
         assert tick.get_requested_partitions(dg.AssetKey("raw_extractions")) == {key}
     assert small_corpus.chat_requests() == []  # the offline extractor and extractive reports call no model
 
 
-def test_the_offline_extractor_indexes_the_demo_articles_with_zero_model_calls(pg_dsn: str, realm: str, tmp_path: Path) -> None:
-    cfg = {"database_url": pg_dsn, "data_dir": str(tmp_path / "data"), "llm": {"models": ["replay"]},
-           "realms": {realm: {"spaces": {"wiki": {"extractor": "cooccurrence", "preset": "biography",
-                                                  "sources": [{"path": str(ROOT / "corpus" / "wikipedia"), "glob": "*.txt"}]}}}}}
+def test_the_offline_extractor_indexes_the_demo_articles_with_zero_model_calls(
+    pg_dsn: str, realm: str, tmp_path: Path
+) -> None:
+    cfg = {
+        "database_url": pg_dsn,
+        "data_dir": str(tmp_path / "data"),
+        "llm": {"models": ["replay"]},
+        "realms": {
+            realm: {
+                "spaces": {
+                    "wiki": {
+                        "extractor": "cooccurrence",
+                        "preset": "biography",
+                        "sources": [{"path": str(ROOT / "corpus" / "wikipedia"), "glob": "*.txt"}],
+                    }
+                }
+            }
+        },
+    }
     config = tmp_path / "pgrag.yaml"
     config.write_text(yaml.safe_dump(cfg))
     key = f"{realm}.wiki"
@@ -124,17 +185,29 @@ def test_the_offline_extractor_indexes_the_demo_articles_with_zero_model_calls(p
         assert all(e.passed for e in evaluations)
         quality = next(e for e in evaluations if e.check_name == "graph_quality").metadata
         assert quality["pronoun_entities"].value == 0 and quality["duplicate_edge_rows"].value == 0
-        mats = {e.asset_key.to_user_string(): e.materialization.metadata for e in result.get_asset_materialization_events()}  # type: ignore[union-attr]
+        mats = {
+            e.asset_key.to_user_string(): e.materialization.metadata
+            for e in result.get_asset_materialization_events()
+        }  # type: ignore[union-attr]
     assert sorted(mats) == sorted(STAGES)
     for stage in ("raw_extractions", "communities", "community_hierarchy"):
         assert mats[stage]["model_calls"].value == 0, stage
-    assert mats["communities"]["report_writer"].value == "extractive" and mats["communities"]["communities"].value >= 3
+    assert (
+        mats["communities"]["report_writer"].value == "extractive"
+        and mats["communities"]["communities"].value >= 3
+    )
     names = {n for (n,) in _rows(pg_dsn, realm, "SELECT name FROM {s}.entities WHERE dormant_since IS NULL")}
     assert {"Charles Babbage", "Ada Lovelace", "Analytical Engine", "Difference Engine"} <= names
     assert not names & {"He", "She", "The", "However"}
-    edge = _rows(pg_dsn, realm, """SELECT r.predicate, r.weight FROM {s}.relations r
+    edge = _rows(
+        pg_dsn,
+        realm,
+        """SELECT r.predicate, r.weight FROM {s}.relations r
                                      JOIN {s}.entities a ON a.id = r.source_id JOIN {s}.entities b ON b.id = r.target_id
-                                    WHERE a.name = 'Ada Lovelace' AND b.name = 'Charles Babbage'""")
-    assert edge and edge[0][0] == "co_occurs_in_sentence" and edge[0][1] >= 3  # stated together in many chunks
+                                    WHERE a.name = 'Ada Lovelace' AND b.name = 'Charles Babbage'""",
+    )
+    assert (
+        edge and edge[0][0] == "co_occurs_in_sentence" and edge[0][1] >= 3
+    )  # stated together in many chunks
     summaries = [s for (s,) in _rows(pg_dsn, realm, "SELECT summary FROM {s}.communities")]
     assert summaries and all(s.startswith(EXTRACTIVE_MARK) for s in summaries)

@@ -23,11 +23,11 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 from pgrag_dag import names
-from pgrag_dag.graph.community_reports import write_reports
 from pgrag_dag.config import EmbeddingSettings, ExtractionSettings, LLMSettings
-from pgrag_dag.providers.embedding import SYMMETRIC, HashingEmbedder, InputKind, make_embedder
 from pgrag_dag.errors import DatabaseError, ModelError, PgragError
 from pgrag_dag.extract.model_extraction import extract_chunks
+from pgrag_dag.graph.community_reports import write_reports
+from pgrag_dag.providers.embedding import SYMMETRIC, HashingEmbedder, InputKind, make_embedder
 from pgrag_dag.providers.llm import ModelClient, cache_key, import_litellm
 from pgrag_dag.query import QueryParam, query_data
 from pgrag_dag.store import cache, db, schema
@@ -83,15 +83,26 @@ def _names_the_server(exc: BaseException, proxy: DbProxy) -> None:
 
 
 def _chunks(tag: str, n: int) -> pl.DataFrame:
-    return pl.DataFrame([{"chunk_id": i + 1, "doc_key": f"doc{i}", "chunk_index": 0, "title": f"Doc {i}",
-                          "source": f"doc{i}.txt", "text": f"Ada Lovelace wrote note {i}. [{tag}-{i}]"}
-                         for i in range(n)])
+    return pl.DataFrame(
+        [
+            {
+                "chunk_id": i + 1,
+                "doc_key": f"doc{i}",
+                "chunk_index": 0,
+                "title": f"Doc {i}",
+                "source": f"doc{i}.txt",
+                "text": f"Ada Lovelace wrote note {i}. [{tag}-{i}]",
+            }
+            for i in range(n)
+        ]
+    )
 
 
 def _slow_answer(seconds: float) -> Callable[[list[dict[str, str]]], str]:
     def answer(messages: list[dict[str, str]]) -> str:
         time.sleep(seconds)
         return EMPTY
+
     return answer
 
 
@@ -102,8 +113,9 @@ def test_the_database_dying_mid_extraction_stops_the_run_in_seconds_and_keeps_ev
     import_litellm()  # its 3–5 s import must not count as the run's time
     tag, n, concurrency = uuid.uuid4().hex[:12], 12, 4
     stub_llm.answer = _slow_answer(1.0)  # every call is in flight for a second
-    settings = LLMSettings(models=[f"openai/outage-{tag}"], api_base=stub_llm.base_url, api_key="x",
-                           deadline_s=30, max_retries=0)
+    settings = LLMSettings(
+        models=[f"openai/outage-{tag}"], api_base=stub_llm.base_url, api_key="x", deadline_s=30, max_retries=0
+    )
     extraction = ExtractionSettings(gleaning_passes=0, concurrency=concurrency, batch_size=8)
     spool = tmp_path / "spool"
     chunks = _chunks(tag, n)
@@ -127,15 +139,22 @@ def test_the_database_dying_mid_extraction_stops_the_run_in_seconds_and_keeps_ev
 
             # the client stays down: any later call, from any thread, raises at once and calls no model
             started = time.monotonic()
-            later, later_box = _in_thread(lambda: client.complete([{"role": "user", "content": tag}], purpose="x"))
+            later, later_box = _in_thread(
+                lambda: client.complete([{"role": "user", "content": tag}], purpose="x")
+            )
             later.join(5)
-            assert isinstance(later_box.get("error"), DatabaseError) and str(later_box["error"]) == str(box["error"])
+            assert isinstance(later_box.get("error"), DatabaseError) and str(later_box["error"]) == str(
+                box["error"]
+            )
             assert later_box["at"] - started < 0.5 and len(_chat_requests(stub_llm)) == in_flight
         finally:
             client.close()
 
-    spooled_tags = {f"{tag}-{i}" for i in range(n)
-                    if any(_asks_about(r, f"[{tag}-{i}]") for r in _chat_requests(stub_llm))}
+    spooled_tags = {
+        f"{tag}-{i}"
+        for i in range(n)
+        if any(_asks_about(r, f"[{tag}-{i}]") for r in _chat_requests(stub_llm))
+    }
     assert len(spooled_tags) == in_flight
     stub_llm.answer = lambda messages: EMPTY
     before = len(_chat_requests(stub_llm))
@@ -145,7 +164,9 @@ def test_the_database_dying_mid_extraction_stops_the_run_in_seconds_and_keeps_ev
     finally:
         rerun.close()
     asked = _chat_requests(stub_llm)[before:]
-    assert not [r for r in asked if any(_asks_about(r, f"[{t}]") for t in spooled_tags)], "a spooled prompt was re-asked"
+    assert not [r for r in asked if any(_asks_about(r, f"[{t}]") for t in spooled_tags)], (
+        "a spooled prompt was re-asked"
+    )
     assert len(asked) == n - in_flight and rerun.usage.cache_hits == in_flight
     assert frame.filter(pl.col("cache_hit"))["chunk_id"].len() == in_flight
     assert list(spool.glob("*.jsonl")) == []  # imported, then removed
@@ -156,19 +177,40 @@ def test_write_reports_stops_at_once_when_the_database_is_gone(
     pg_dsn: str, conn: psycopg.Connection, stub_llm: StubServer
 ) -> None:
     import_litellm()
-    settings = LLMSettings(models=[f"openai/reports-{uuid.uuid4().hex}"], api_base=stub_llm.base_url, api_key="x",
-                           deadline_s=30, max_retries=0)
-    entities = pl.DataFrame({"id": list(range(1, 13)), "name": [f"Person {i}" for i in range(1, 13)],
-                             "entity_type": ["Person"] * 12, "description": [""] * 12})
+    settings = LLMSettings(
+        models=[f"openai/reports-{uuid.uuid4().hex}"],
+        api_base=stub_llm.base_url,
+        api_key="x",
+        deadline_s=30,
+        max_retries=0,
+    )
+    entities = pl.DataFrame(
+        {
+            "id": list(range(1, 13)),
+            "name": [f"Person {i}" for i in range(1, 13)],
+            "entity_type": ["Person"] * 12,
+            "description": [""] * 12,
+        }
+    )
     clusters = pl.DataFrame({"cluster": [i // 2 for i in range(12)], "entity_id": list(range(1, 13))})
-    relations = pl.DataFrame({"source_id": list(range(1, 13, 2)), "target_id": list(range(2, 13, 2)),
-                              "predicate": ["knows"] * 6, "description": [""] * 6, "negated": [False] * 6,
-                              "valid_from": [None] * 6, "valid_to": [None] * 6},
-                             schema_overrides={"valid_from": pl.String, "valid_to": pl.String})
+    relations = pl.DataFrame(
+        {
+            "source_id": list(range(1, 13, 2)),
+            "target_id": list(range(2, 13, 2)),
+            "predicate": ["knows"] * 6,
+            "description": [""] * 6,
+            "negated": [False] * 6,
+            "valid_from": [None] * 6,
+            "valid_to": [None] * 6,
+        },
+        schema_overrides={"valid_from": pl.String, "valid_to": pl.String},
+    )
     with DbProxy(pg_dsn) as proxy:
         client = ModelClient(proxy.dsn, settings)
         try:
-            client.complete([{"role": "user", "content": uuid.uuid4().hex}], purpose="warm-up")  # a pooled connection
+            client.complete(
+                [{"role": "user", "content": uuid.uuid4().hex}], purpose="warm-up"
+            )  # a pooled connection
             proxy.cut()
             calls = len(_chat_requests(stub_llm))
             started = time.monotonic()
@@ -185,8 +227,16 @@ def test_a_spooled_response_is_imported_once_and_never_overwrites_the_cache(
     conn: psycopg.Connection, tmp_path: Path
 ) -> None:
     pkey = uuid.uuid4().hex
-    entry = {"key": cache_key("openai/spool", pkey), "prompt_key": pkey, "model": "openai/spool", "purpose": "extract",
-             "request": {"messages": [], "params": {}}, "response": "cached", "prompt_tokens": 1, "completion_tokens": 1}
+    entry = {
+        "key": cache_key("openai/spool", pkey),
+        "prompt_key": pkey,
+        "model": "openai/spool",
+        "purpose": "extract",
+        "request": {"messages": [], "params": {}},
+        "response": "cached",
+        "prompt_tokens": 1,
+        "completion_tokens": 1,
+    }
     cache.put(conn, entry)
     cache.spool({**entry, "response": "spooled"}, tmp_path)
     other = {**entry, "key": cache_key("openai/spool-2", pkey), "model": "openai/spool-2", "response": "new"}
@@ -250,8 +300,9 @@ def _dead_port() -> int:
 
 
 def _ask(dsn: str, realm: str, embedder: Any) -> Any:
-    return query_data("Who worked with Ada Lovelace?", QueryParam(space="alpha"), dsn=dsn, realm=realm,
-                      embedder=embedder)
+    return query_data(
+        "Who worked with Ada Lovelace?", QueryParam(space="alpha"), dsn=dsn, realm=realm, embedder=embedder
+    )
 
 
 @pytest.mark.live
@@ -259,8 +310,15 @@ def test_a_dead_embedding_endpoint_fails_the_query_within_its_deadline_holding_n
     own_dsn: str, litellm_realm: str
 ) -> None:
     import_litellm()
-    embedder = make_embedder(EmbeddingSettings(model=EMBEDDING_MODEL, dim=384, api_key="x", deadline_s=2.0,
-                                               api_base=f"http://127.0.0.1:{_dead_port()}/v1"))
+    embedder = make_embedder(
+        EmbeddingSettings(
+            model=EMBEDDING_MODEL,
+            dim=384,
+            api_key="x",
+            deadline_s=2.0,
+            api_base=f"http://127.0.0.1:{_dead_port()}/v1",
+        )
+    )
     assert _ask(own_dsn, litellm_realm, SlowEmbedder(0)).entities  # the pool exists and the realm answers
     started = time.monotonic()
     thread, box = _in_thread(lambda: _ask(own_dsn, litellm_realm, embedder))
@@ -278,8 +336,9 @@ def test_a_dead_embedding_endpoint_fails_the_query_within_its_deadline_holding_n
 
 
 def _backends(conn: psycopg.Connection, application_name: str) -> int:
-    row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
-                       (application_name,)).fetchone()
+    row = conn.execute(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (application_name,)
+    ).fetchone()
     return int(row[0])  # type: ignore[index]
 
 
@@ -304,7 +363,9 @@ def test_concurrent_queries_behind_a_slow_embedder_never_exceed_the_read_pool(
     assert time.monotonic() - started < 10  # the embedding waits overlap; no query queued behind another's
 
 
-def test_a_query_whose_database_goes_away_raises_database_error_and_recovers(pg_dsn: str, litellm_realm: str) -> None:
+def test_a_query_whose_database_goes_away_raises_database_error_and_recovers(
+    pg_dsn: str, litellm_realm: str
+) -> None:
     with DbProxy(pg_dsn) as proxy:
         dsn = make_conninfo(proxy.dsn, application_name=f"pgrag-outage-{uuid.uuid4().hex[:8]}")
         try:

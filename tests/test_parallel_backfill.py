@@ -25,7 +25,14 @@ from pgrag_dag.config import load_settings
 from pgrag_dag.store import db
 from tests.fix_corpus import DOCS, SmallCorpus
 from tests.fix_daemon import (  # noqa: F401  (storage_db: a fixture)
-    ACTIVE, STAGES, max_overlap, pgrag_ui, storage_db, wait_until, write_project)
+    ACTIVE,
+    STAGES,
+    max_overlap,
+    pgrag_ui,
+    storage_db,
+    wait_until,
+    write_project,
+)
 from tests.fix_pg import drop_realm
 from tests.graph_snapshot import graph_snapshot
 
@@ -45,29 +52,47 @@ def _volume(i: int) -> dict[str, str]:
 
 @pytest.mark.parametrize("max_runs", [1, 2], ids=["serial", "parallel"])
 def test_a_backfill_of_four_spaces_runs_in_parallel_within_the_run_and_pool_limits(
-    small_corpus: SmallCorpus, realm: str, storage_db: str, tmp_path: Path, max_runs: int,
+    small_corpus: SmallCorpus,
+    realm: str,
+    storage_db: str,
+    tmp_path: Path,
+    max_runs: int,
 ) -> None:
     keys = [f"{realm}.{s}" for s in SPACES]
     config = write_project(
-        small_corpus.config, realm, {s: _volume(i) for i, s in enumerate(SPACES, 1)},
+        small_corpus.config,
+        realm,
+        {s: _volume(i) for i, s in enumerate(SPACES, 1)},
         extraction={"concurrency": EXTRACTION_CONCURRENCY},
-        dagster={"instance_storage": "postgres", "storage_database": storage_db, "sensors": False,
-                 "max_concurrent_runs": max_runs, "llm_pool_limit": POOL_LIMIT, "executor": "in_process"})
+        dagster={
+            "instance_storage": "postgres",
+            "storage_database": storage_db,
+            "sensors": False,
+            "max_concurrent_runs": max_runs,
+            "llm_pool_limit": POOL_LIMIT,
+            "executor": "in_process",
+        },
+    )
     server = small_corpus.server
     server.chat_delay_s = 0.2  # calls last long enough to overlap when two steps make them at once
     with pgrag_ui(config, tmp_path / "ui.log") as daemon:
         daemon.add_partitions(keys)
         server.reset_peak()
         launched_at = time.time()
-        launched = daemon.gql("""mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) {
+        launched = daemon.gql(
+            """mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) {
                                    __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }""",
-                              {"p": {"assetSelection": [{"path": [s]} for s in STAGES], "partitionNames": keys}})
+            {"p": {"assetSelection": [{"path": [s]} for s in STAGES], "partitionNames": keys}},
+        )
         assert launched["launchPartitionBackfill"]["__typename"] == "LaunchBackfillSuccess", launched
         backfill = launched["launchPartitionBackfill"]["backfillId"]
 
         def finished() -> str | None:
-            status = daemon.gql("query($id: String!) { partitionBackfillOrError(backfillId: $id) { ... on PartitionBackfill "
-                                "{ status } } }", {"id": backfill})["partitionBackfillOrError"]["status"]
+            status = daemon.gql(
+                "query($id: String!) { partitionBackfillOrError(backfillId: $id) { ... on PartitionBackfill "
+                "{ status } } }",
+                {"id": backfill},
+            )["partitionBackfillOrError"]["status"]
             runs = [r for r in daemon.runs() if r["tags"].get("dagster/backfill") == backfill]
             ended = len(runs) >= len(keys) and not [r for r in runs if r["status"] in ACTIVE]
             return status if ended and status not in ("REQUESTED", "CANCELING", "FAILING") else None
@@ -90,16 +115,25 @@ def test_a_backfill_of_four_spaces_runs_in_parallel_within_the_run_and_pool_limi
     assert 1 <= peak <= POOL_LIMIT * EXTRACTION_CONCURRENCY, peak
     wall = max(r["endTime"] for r in runs) - launched_at
     busy = sum(r["endTime"] - r["startTime"] for r in runs)
-    print(f"\nbackfill of {len(keys)} partitions, max_concurrent_runs={max_runs}: {wall:.0f} s wall "
-          f"(runs {busy:.0f} s in total, at most {concurrent} at once; model calls at most {peak} in flight)")
+    print(
+        f"\nbackfill of {len(keys)} partitions, max_concurrent_runs={max_runs}: {wall:.0f} s wall "
+        f"(runs {busy:.0f} s in total, at most {concurrent} at once; model calls at most {peak} in flight)"
+    )
 
 
 def test_the_multiprocess_executor_runs_a_partitions_steps_in_subprocesses_and_builds_the_in_process_graph(
-    small_corpus: SmallCorpus, realm: str, pg_dsn: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    small_corpus: SmallCorpus,
+    realm: str,
+    pg_dsn: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))  # restored afterwards (the runner sets it)
-    base = materialize_partition(small_corpus.settings(data_dir=str(tmp_path / "inproc"), dagster={"instance_storage": "sqlite"}),
-                                 f"{realm}.main", config_path=str(small_corpus.config))
+    base = materialize_partition(
+        small_corpus.settings(data_dir=str(tmp_path / "inproc"), dagster={"instance_storage": "sqlite"}),
+        f"{realm}.main",
+        config_path=str(small_corpus.config),
+    )
     assert all(base["_checks"].values())
     expected = graph_snapshot(pg_dsn, realm, "main")
 
@@ -121,20 +155,31 @@ def test_the_multiprocess_executor_runs_a_partitions_steps_in_subprocesses_and_b
             run = run_job_partition(instance, f"{other}.main", dg.reconstructable(index_job))
             records = instance.all_logs(run.run_id)
             assert run.status == dg.DagsterRunStatus.SUCCESS, "\n".join(
-                r.dagster_event.message or "" for r in records if r.dagster_event and r.dagster_event.is_failure)
+                r.dagster_event.message or ""
+                for r in records
+                if r.dagster_event and r.dagster_event.is_failure
+            )
         elapsed = time.monotonic() - started
         built = graph_snapshot(pg_dsn, other, "main")
     finally:
         with db.connect(pg_dsn, autocommit=True) as conn:
             drop_realm(conn, other)
 
-    starts = {r.step_key: r.dagster_event.pid for r in records
-              if r.dagster_event and r.dagster_event.event_type == dg.DagsterEventType.STEP_START}
+    starts = {
+        r.step_key: r.dagster_event.pid
+        for r in records
+        if r.dagster_event and r.dagster_event.event_type == dg.DagsterEventType.STEP_START
+    }
     assert set(starts) >= set(STAGES)
     # every step in a process of its own, none in this one (the run worker)
     assert os.getpid() not in starts.values() and len(set(starts.values())) == len(starts), starts
-    materialized = {r.dagster_event.asset_key.to_user_string() for r in records
-                    if r.dagster_event and r.dagster_event.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION}
+    materialized = {
+        r.dagster_event.asset_key.to_user_string()
+        for r in records
+        if r.dagster_event and r.dagster_event.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION
+    }
     assert materialized == set(STAGES)
     assert built == expected
-    print(f"\nmultiprocess run: {elapsed:.1f} s for {len(starts)} steps in {len(set(starts.values()))} processes")
+    print(
+        f"\nmultiprocess run: {elapsed:.1f} s for {len(starts)} steps in {len(set(starts.values()))} processes"
+    )

@@ -9,8 +9,8 @@ from typing import Any
 
 from psycopg import sql
 
-from pgrag_dag.pipeline.community_stages import stage_communities, stage_community_hierarchy
 from pgrag_dag.pipeline import PENDING_CHECK, index_documents, stage_raw_extractions
+from pgrag_dag.pipeline.community_stages import stage_communities, stage_community_hierarchy
 from pgrag_dag.store import db
 from pgrag_dag.store.schema import schema_for
 from tests.fix_corpus import SmallCorpus, extraction_answer
@@ -22,23 +22,45 @@ REPORT = "You write a report"
 def _gleaning_finds_more(messages: list[dict[str, str]]) -> str:
     """The fixture's model, whose gleaning pass finds one more entity per chunk."""
     if messages[-1]["content"].startswith(GLEAN):
-        return json.dumps({"entities": [{"name": "Royal Society", "type": "Organization",
-                                         "description": "A learned society.", "aliases": []}], "triples": []})
+        return json.dumps(
+            {
+                "entities": [
+                    {
+                        "name": "Royal Society",
+                        "type": "Organization",
+                        "description": "A learned society.",
+                        "aliases": [],
+                    }
+                ],
+                "triples": [],
+            }
+        )
     return extraction_answer(messages)
 
 
 def _chat(corpus: SmallCorpus, prefix: str = "") -> list[dict[str, Any]]:
-    return [r for r in corpus.chat_requests()
-            if any(m["content"].startswith(prefix) for m in r["body"]["messages"])]
+    return [
+        r
+        for r in corpus.chat_requests()
+        if any(m["content"].startswith(prefix) for m in r["body"]["messages"])
+    ]
 
 
 def _names(dsn: str, realm: str) -> set[str]:
     with db.connect(dsn) as conn:
-        return {n for (n,) in conn.execute(sql.SQL("SELECT name FROM {}.entities WHERE space = 'main'").format(
-            sql.Identifier(schema_for(realm)))).fetchall()}
+        return {
+            n
+            for (n,) in conn.execute(
+                sql.SQL("SELECT name FROM {}.entities WHERE space = 'main'").format(
+                    sql.Identifier(schema_for(realm))
+                )
+            ).fetchall()
+        }
 
 
-def test_failed_gleaning_passes_are_pending_and_resumed_without_asking_again(small_corpus: SmallCorpus, realm: str) -> None:
+def test_failed_gleaning_passes_are_pending_and_resumed_without_asking_again(
+    small_corpus: SmallCorpus, realm: str
+) -> None:
     def gleaning_outage(messages: list[dict[str, str]]) -> str:
         if messages[-1]["content"].startswith(GLEAN):
             raise RuntimeError("429 rate limited")  # the stub answers HTTP 500
@@ -50,7 +72,11 @@ def test_failed_gleaning_passes_are_pending_and_resumed_without_asking_again(sma
     chunks = first.metadata["chunks_extracted"]
     assert chunks >= 2 and first.metadata["gleaning_failures"] == chunks
     ok, pending = first.checks[PENDING_CHECK]
-    assert ok is False and pending["gleaning_passes_failed"] == chunks and pending["chunks_without_first_pass"] == 0
+    assert (
+        ok is False
+        and pending["gleaning_passes_failed"] == chunks
+        and pending["chunks_without_first_pass"] == 0
+    )
     assert "pass 1:" in pending["examples"][0]
     assert "Royal Society" not in _names(engine.dsn, realm)
 
@@ -61,8 +87,10 @@ def test_failed_gleaning_passes_are_pending_and_resumed_without_asking_again(sma
     assert again.metadata["chunks_resumed"] == chunks
     # exactly the failed gleaning passes were asked (gleaning_passes is 1: one per chunk); no first pass again
     assert len(new) == chunks and all(r["body"]["messages"][-1]["content"].startswith(GLEAN) for r in new)
-    assert again.checks[PENDING_CHECK] == (True, {"chunks_without_first_pass": 0, "gleaning_passes_failed": 0,
-                                                  "pending": 0, "examples": []})
+    assert again.checks[PENDING_CHECK] == (
+        True,
+        {"chunks_without_first_pass": 0, "gleaning_passes_failed": 0, "pending": 0, "examples": []},
+    )
     assert "Royal Society" in _names(small_corpus.engine().dsn, realm)
     # and a third run has nothing left to do
     calls = len(small_corpus.chat_requests())
@@ -70,7 +98,9 @@ def test_failed_gleaning_passes_are_pending_and_resumed_without_asking_again(sma
     assert third.metadata["chunks_extracted"] == 0 and len(small_corpus.chat_requests()) == calls
 
 
-def test_failed_community_reports_are_pending_and_retried_next_run(small_corpus: SmallCorpus, realm: str) -> None:
+def test_failed_community_reports_are_pending_and_retried_next_run(
+    small_corpus: SmallCorpus, realm: str
+) -> None:
     failed_once: list[str] = []
 
     def first_report_fails(messages: list[dict[str, str]]) -> str:
@@ -93,7 +123,9 @@ def test_failed_community_reports_are_pending_and_retried_next_run(small_corpus:
     assert again.metadata["reports_failed"] == 0 and again.metadata["communities"] == stored + 1
     assert again.checks[PENDING_CHECK] == (True, {"pending": 0, "failures": []})
     retried = _chat(small_corpus, REPORT)[reports_before:]
-    assert [r["body"]["messages"][-1]["content"] for r in retried] == failed_once  # only the failed one was asked
+    assert [
+        r["body"]["messages"][-1]["content"] for r in retried
+    ] == failed_once  # only the failed one was asked
     # nothing is owed any more: the next run skips
     assert "skipped" in stage_communities(small_corpus.engine(), realm, "main").metadata
     assert stage_community_hierarchy(small_corpus.engine(), realm, "main").checks[PENDING_CHECK][0] is True

@@ -22,7 +22,9 @@ def _by_stage(results: list) -> dict[str, dict]:
     return {r.stage: r.metadata for r in results}
 
 
-def test_index_builds_graph_with_gates_resolution_and_corroboration(small_corpus: SmallCorpus, realm: str) -> None:
+def test_index_builds_graph_with_gates_resolution_and_corroboration(
+    small_corpus: SmallCorpus, realm: str
+) -> None:
     engine = small_corpus.engine()
     meta = _by_stage(index_documents(engine, realm, "main", communities=False))
     assert meta["chunks"]["documents"] == 2
@@ -31,9 +33,13 @@ def test_index_builds_graph_with_gates_resolution_and_corroboration(small_corpus
     assert gates["vague_predicate"] == 1 and gates["pronominal_name"] == 1
     names = {n for (n,) in _rows(engine.dsn, realm, "SELECT name FROM {s}.entities")}
     assert "Charles Babbage" in names and "Babbage" not in names and "She" not in names
-    rel = _rows(engine.dsn, realm, """SELECT s.name, r.predicate, o.name, r.weight, cardinality(r.chunk_ids), r.negated,
+    rel = _rows(
+        engine.dsn,
+        realm,
+        """SELECT s.name, r.predicate, o.name, r.weight, cardinality(r.chunk_ids), r.negated,
                                              r.valid_from FROM {s}.relations r JOIN {s}.entities s ON s.id = r.source_id
-                                             JOIN {s}.entities o ON o.id = r.target_id""")
+                                             JOIN {s}.entities o ON o.id = r.target_id""",
+    )
     by_key = {(a, p, b, neg): (w, n, vf) for a, p, b, w, n, neg, vf in rel}
     # "Ada Lovelace worked_with Charles Babbage" is stated in both documents: two distinct chunks
     assert by_key[("Ada Lovelace", "worked_with", "Charles Babbage", False)][:2] == (2, 2)
@@ -45,7 +51,9 @@ def test_index_builds_graph_with_gates_resolution_and_corroboration(small_corpus
     assert meta["embeddings"]["documents_embedded"] == meta["chunks"]["chunks"]
 
 
-def test_reindexing_unchanged_sources_calls_no_model_and_writes_nothing(small_corpus: SmallCorpus, realm: str) -> None:
+def test_reindexing_unchanged_sources_calls_no_model_and_writes_nothing(
+    small_corpus: SmallCorpus, realm: str
+) -> None:
     engine = small_corpus.engine()
     index_documents(engine, realm, "main", communities=False)
     calls = len(small_corpus.chat_requests())
@@ -55,7 +63,10 @@ def test_reindexing_unchanged_sources_calls_no_model_and_writes_nothing(small_co
     meta = _by_stage(index_documents(small_corpus.engine(), realm, "main", communities=False))
     assert meta["gated_triples"]["rewritten"] is False
     assert _rows(engine.dsn, realm, "SELECT id FROM {s}.gate_decisions ORDER BY id") == decisions
-    assert _rows(engine.dsn, realm, "SELECT xmin::text FROM {s}.doc_mentions ORDER BY chunk_id, entity_id") == xmins
+    assert (
+        _rows(engine.dsn, realm, "SELECT xmin::text FROM {s}.doc_mentions ORDER BY chunk_id, entity_id")
+        == xmins
+    )
     assert len(small_corpus.chat_requests()) == calls
     assert meta["chunks"]["chunks_inserted"] == 0 and meta["raw_extractions"]["chunks_extracted"] == 0
     assert meta["relations"]["relations_inserted"] == 0 and meta["relations"]["relations_updated"] == 0
@@ -63,24 +74,36 @@ def test_reindexing_unchanged_sources_calls_no_model_and_writes_nothing(small_co
     assert _rows(engine.dsn, realm, "SELECT id, weight, chunk_ids FROM {s}.relations ORDER BY id") == weights
 
 
-def test_changed_document_alone_is_re_extracted_and_replaces_its_contribution(small_corpus: SmallCorpus, realm: str) -> None:
+def test_changed_document_alone_is_re_extracted_and_replaces_its_contribution(
+    small_corpus: SmallCorpus, realm: str
+) -> None:
     engine = small_corpus.engine()
     index_documents(engine, realm, "main", communities=False)
     before = len(small_corpus.chat_requests())
-    (small_corpus.root / "docs" / "02_lovelace.txt").write_text("Ada Lovelace wrote notes on the Analytical Engine in 1843.")
+    (small_corpus.root / "docs" / "02_lovelace.txt").write_text(
+        "Ada Lovelace wrote notes on the Analytical Engine in 1843."
+    )
     meta = _by_stage(index_documents(engine, realm, "main", communities=False))
     assert meta["chunks"]["documents_replaced"] == 1 and meta["chunks"]["documents_unchanged"] == 1
     extracted = meta["raw_extractions"]["chunks_extracted"]
-    assert extracted == 1 and len(small_corpus.chat_requests()) - before == 2  # first pass + one gleaning pass
-    rows = _rows(engine.dsn, realm, """SELECT r.weight, r.dormant_since IS NOT NULL FROM {s}.relations r
+    assert (
+        extracted == 1 and len(small_corpus.chat_requests()) - before == 2
+    )  # first pass + one gleaning pass
+    rows = _rows(
+        engine.dsn,
+        realm,
+        """SELECT r.weight, r.dormant_since IS NOT NULL FROM {s}.relations r
                                         JOIN {s}.entities s ON s.id = r.source_id WHERE s.name = 'Ada Lovelace'
-                                        AND r.predicate = 'worked_with'""")
+                                        AND r.predicate = 'worked_with'""",
+    )
     assert rows == [(1, False)]  # the removed document's corroboration is gone
     denial = _rows(engine.dsn, realm, "SELECT dormant_since IS NOT NULL FROM {s}.relations WHERE negated")
     assert denial == [(True,)]  # its only contributing chunk disappeared: dormant, not deleted
 
 
-def test_a_run_in_which_every_chunk_fails_raises_and_writes_no_extraction(small_corpus: SmallCorpus, realm: str) -> None:
+def test_a_run_in_which_every_chunk_fails_raises_and_writes_no_extraction(
+    small_corpus: SmallCorpus, realm: str
+) -> None:
     small_corpus.server.answer = lambda messages: "I am sorry, I cannot help with that."
     engine = small_corpus.engine()
     stage_chunks(engine, realm, "main")
@@ -90,7 +113,9 @@ def test_a_run_in_which_every_chunk_fails_raises_and_writes_no_extraction(small_
     assert _rows(engine.dsn, realm, "SELECT count(*) FROM {s}.entities") == [(0,)]
 
 
-def test_one_malformed_chunk_is_kept_with_its_raw_text_and_retried_next_run(small_corpus: SmallCorpus, realm: str) -> None:
+def test_one_malformed_chunk_is_kept_with_its_raw_text_and_retried_next_run(
+    small_corpus: SmallCorpus, realm: str
+) -> None:
     from tests.fix_corpus import extraction_answer
 
     def flaky(messages: list[dict[str, str]]) -> str:
@@ -101,7 +126,9 @@ def test_one_malformed_chunk_is_kept_with_its_raw_text_and_retried_next_run(smal
     meta = _by_stage(index_documents(engine, realm, "main", communities=False))
     assert meta["raw_extractions"]["chunks_failed"] == 1
     assert "02_lovelace.txt#" in meta["raw_extractions"]["failures"][0]
-    kept = _rows(engine.dsn, realm, "SELECT raw_text, parse_status FROM {s}.raw_extractions WHERE parse_status <> 'ok'")
+    kept = _rows(
+        engine.dsn, realm, "SELECT raw_text, parse_status FROM {s}.raw_extractions WHERE parse_status <> 'ok'"
+    )
     assert kept == [("{not json", "parse_error")]
     small_corpus.server.answer = extraction_answer
     meta = _by_stage(index_documents(engine, realm, "main", communities=False))

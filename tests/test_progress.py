@@ -22,8 +22,16 @@ from pgrag_dag.pipeline import index_documents
 from pgrag_dag.resources.engine import PgragResource
 from tests.fix_corpus import SmallCorpus
 
-STAGES = ["chunks", "raw_extractions", "gated_triples", "resolved_entities", "relations", "embeddings",
-          "communities", "community_hierarchy"]
+STAGES = [
+    "chunks",
+    "raw_extractions",
+    "gated_triples",
+    "resolved_entities",
+    "relations",
+    "embeddings",
+    "communities",
+    "community_hierarchy",
+]
 
 
 class Recorder:
@@ -35,10 +43,14 @@ class Recorder:
     def started(self, stage: str, partition: str) -> None:
         self.events.append(("started", stage, partition))
 
-    def advanced(self, stage: str, partition: str, done: int, total: int, unit: str, fields: dict[str, Any]) -> None:
+    def advanced(
+        self, stage: str, partition: str, done: int, total: int, unit: str, fields: dict[str, Any]
+    ) -> None:
         self.events.append(("advanced", stage, partition, done, total, unit, fields))
 
-    def finished(self, stage: str, partition: str, metadata: dict[str, Any] | None, error: BaseException | None) -> None:
+    def finished(
+        self, stage: str, partition: str, metadata: dict[str, Any] | None, error: BaseException | None
+    ) -> None:
         self.events.append(("finished", stage, partition, metadata, error))
 
     def ends(self) -> list[str]:
@@ -50,10 +62,14 @@ class Recorder:
 
 def _chunks(engine: Any, realm: str) -> int:
     with engine.connect() as conn:
-        return conn.execute(f"SELECT count(*) FROM pgrag_{realm}.documents WHERE space = 'main'").fetchone()[0]
+        return conn.execute(f"SELECT count(*) FROM pgrag_{realm}.documents WHERE space = 'main'").fetchone()[
+            0
+        ]
 
 
-def test_every_stage_reports_its_start_progress_and_end_to_the_context_sink(small_corpus: SmallCorpus, realm: str) -> None:
+def test_every_stage_reports_its_start_progress_and_end_to_the_context_sink(
+    small_corpus: SmallCorpus, realm: str
+) -> None:
     engine = small_corpus.engine()
     rec = Recorder()
     with progress.reporting(rec):
@@ -75,34 +91,51 @@ def test_every_stage_reports_its_start_progress_and_end_to_the_context_sink(smal
 
 
 @pytest.mark.dagster
-def test_a_dagster_run_in_process_reports_to_the_sink_of_its_caller(small_corpus: SmallCorpus, realm: str) -> None:
+def test_a_dagster_run_in_process_reports_to_the_sink_of_its_caller(
+    small_corpus: SmallCorpus, realm: str
+) -> None:
     key = f"{realm}.main"
     rec = Recorder()
     with dg.instance_for_test() as instance, progress.reporting(rec):
         add_partitions(instance, [key])
-        result = dg.materialize(ASSETS, partition_key=key, instance=instance,
-                                resources={"pgrag": PgragResource(config_path=str(small_corpus.config))})
+        result = dg.materialize(
+            ASSETS,
+            partition_key=key,
+            instance=instance,
+            resources={"pgrag": PgragResource(config_path=str(small_corpus.config))},
+        )
     assert result.success and rec.ends() == STAGES
-    assert rec.last_advance("raw_extractions")[3:6] == (_chunks(small_corpus.engine(), realm),) * 2 + ("chunks",)
+    assert rec.last_advance("raw_extractions")[3:6] == (_chunks(small_corpus.engine(), realm),) * 2 + (
+        "chunks",
+    )
 
 
-def test_pgrag_index_shows_stage_lines_then_the_summary_and_json_on_request(small_corpus: SmallCorpus, realm: str,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pgrag_index_shows_stage_lines_then_the_summary_and_json_on_request(
+    small_corpus: SmallCorpus, realm: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PGRAG_CONFIG", str(small_corpus.config))
     out = CliRunner().invoke(app, ["index", f"{realm}.main"])
     assert out.exit_code == 0, out.output
     engine = small_corpus.engine()
     chunks = _chunks(engine, realm)
     with engine.connect() as conn:
-        relations = conn.execute(f"SELECT count(*) FROM pgrag_{realm}.relations WHERE space = 'main'").fetchone()[0]
+        relations = conn.execute(
+            f"SELECT count(*) FROM pgrag_{realm}.relations WHERE space = 'main'"
+        ).fetchone()[0]
     engine.close()
     err = out.stderr.splitlines()
     # not a terminal: one line per finished stage, in order, the extractor's with its rate and model calls
     done = [line for line in err if line.startswith(f"{realm}.main ")]
     assert [line.split()[1].rstrip(":") for line in done] == STAGES
-    calls = sum(not r["body"]["messages"][0]["content"].startswith("You write a report") for r in small_corpus.chat_requests())
+    calls = sum(
+        not r["body"]["messages"][0]["content"].startswith("You write a report")
+        for r in small_corpus.chat_requests()
+    )
     assert f"{chunks} chunks (" in done[1] and " chunks/s), " in done[1] and f"{calls} model calls" in done[1]
-    assert err.count(next(line for line in err if line.startswith("warning: the embedder is hashing-sha256"))) == 1
+    assert (
+        err.count(next(line for line in err if line.startswith("warning: the embedder is hashing-sha256")))
+        == 1
+    )
     summary = out.stdout.splitlines()
     assert summary[0] == f"partition {realm}.main  (plain pipeline run, no Dagster)"
     assert f"  chunks           {chunks}  ({chunks} inserted this run)" in summary
@@ -111,12 +144,19 @@ def test_pgrag_index_shows_stage_lines_then_the_summary_and_json_on_request(smal
     again = CliRunner().invoke(app, ["index", f"{realm}.main", "--json"])
     data = json.loads(again.stdout)
     assert data["partition"] == f"{realm}.main" and list(data["stages"]) == STAGES
-    assert data["stages"]["raw_extractions"]["chunks_extracted"] == 0 and data["checks"]["relations:contract"] is True
-    assert isinstance(data["graph_quality"]["orphan_entities"], int) and "pronoun_entities" in data["graph_quality"]
+    assert (
+        data["stages"]["raw_extractions"]["chunks_extracted"] == 0
+        and data["checks"]["relations:contract"] is True
+    )
+    assert (
+        isinstance(data["graph_quality"]["orphan_entities"], int)
+        and "pronoun_entities" in data["graph_quality"]
+    )
 
 
-def test_a_failed_stage_is_one_line_naming_stage_partition_cause_and_the_log_file(small_corpus: SmallCorpus, realm: str,
-                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_stage_is_one_line_naming_stage_partition_cause_and_the_log_file(
+    small_corpus: SmallCorpus, realm: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PGRAG_CONFIG", str(small_corpus.config))
     small_corpus.server.answer = lambda messages: "I cannot help with that."  # no chunk parses
     out = CliRunner().invoke(app, ["index", f"{realm}.main"])
@@ -128,13 +168,17 @@ def test_a_failed_stage_is_one_line_naming_stage_partition_cause_and_the_log_fil
     assert line.startswith(f"error: stage raw_extractions of {realm}.main: ExtractionError: every one of ")
     assert line.endswith(f"(stack trace in {log})")
     text = log.read_text()
-    assert "Traceback (most recent call last)" in text and "ExtractionError" in text and "stage_raw_extractions" in text
+    assert (
+        "Traceback (most recent call last)" in text
+        and "ExtractionError" in text
+        and "stage_raw_extractions" in text
+    )
 
 
 @pytest.mark.dagster
-def test_the_demo_reports_a_failed_partition_in_one_line_and_goes_on(small_corpus: SmallCorpus, realm: str,
-                                                                     monkeypatch: pytest.MonkeyPatch,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_demo_reports_a_failed_partition_in_one_line_and_goes_on(
+    small_corpus: SmallCorpus, realm: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     from pgrag_dag.assets.demo import run_demo
 
     cfg = yaml.safe_load(small_corpus.config.read_text())
@@ -151,5 +195,7 @@ def test_the_demo_reports_a_failed_partition_in_one_line_and_goes_on(small_corpu
     assert "chunks: ConfigurationError: source path " in errors[0] and "does not exist" in errors[0]
     log = Path(errors[0].rsplit("stack trace in ", 1)[1].rstrip(")"))
     assert "--- chunks" in log.read_text() and "ConfigurationError" in log.read_text()
-    assert f"partition {realm}.main  (Dagster run " in out and f"partition {realm}.zlast  (Dagster run " in out
+    assert (
+        f"partition {realm}.main  (Dagster run " in out and f"partition {realm}.zlast  (Dagster run " in out
+    )
     assert f"1 of 3 partitions failed: {realm}.broken" in out

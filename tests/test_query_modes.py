@@ -6,7 +6,7 @@ from __future__ import annotations
 import doctest
 import json
 import logging
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -14,9 +14,9 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from pgrag_dag.query import assembly, keywords
-from pgrag_dag.providers.embedding import HashingEmbedder, InputKind
 from pgrag_dag.errors import ModelError, QueryError
+from pgrag_dag.graph.relations import render_relation as surface
+from pgrag_dag.providers.embedding import HashingEmbedder, InputKind
 from pgrag_dag.providers.llm import Completion
 from pgrag_dag.query import (
     DEFAULT_CHUNK_CHANNELS,
@@ -24,19 +24,20 @@ from pgrag_dag.query import (
     MODES,
     QueryParam,
     QueryResult,
+    assembly,
     check_mode,
+    keywords,
     query_data,
 )
-from pgrag_dag.graph.relations import render_relation as surface
-from pgrag_dag.store import db, retrieval, schema
-from pgrag_dag.store.identifiers import qualified
+from pgrag_dag.store import db, retrieval
 from pgrag_dag.store import retrieval_channels as channels
+from pgrag_dag.store.identifiers import qualified
 
 EMB = HashingEmbedder(384)
 
 
 def _at(year: int) -> datetime:
-    return datetime(year, 1, 1, tzinfo=timezone.utc)
+    return datetime(year, 1, 1, tzinfo=UTC)
 
 
 class GraphBuilder:
@@ -58,17 +59,33 @@ class GraphBuilder:
         assert row is not None
         return int(row[0])
 
-    def entity(self, name: str, *, space: str = "alpha", description: str = "", dormant: bool = False,
-               embedding: np.ndarray | None = None) -> int:
+    def entity(
+        self,
+        name: str,
+        *,
+        space: str = "alpha",
+        description: str = "",
+        dormant: bool = False,
+        embedding: np.ndarray | None = None,
+    ) -> int:
         key = f"{space}:{name}"
         if key not in self.ids:
             self.ids[key] = self._one(
                 sql.SQL("""INSERT INTO {} (space, name, entity_type, description, dormant_since, embedding,
                                            t_created, t_updated)
                            VALUES (%s, %s, 'Concept', %s, %s, %s, %s, %s) RETURNING id""").format(
-                    self._t("entities")),
-                (space, name, description, _at(2020) if dormant else None,
-                 EMB.embed_one(name) if embedding is None else embedding, _at(2000), _at(2000)))
+                    self._t("entities")
+                ),
+                (
+                    space,
+                    name,
+                    description,
+                    _at(2020) if dormant else None,
+                    EMB.embed_one(name) if embedding is None else embedding,
+                    _at(2000),
+                    _at(2000),
+                ),
+            )
         return self.ids[key]
 
     def _key(self, name: str, space: str) -> str:
@@ -78,13 +95,34 @@ class GraphBuilder:
             self.entity(nm, space=sp)
         return key
 
-    def rel(self, s: str, p: str, o: str, *, space: str = "alpha", negated: bool = False, description: str = "",
-            valid_from: str | None = None, valid_to: str | None = None, year: int = 2001,
-            superseded_by: int | None = None, expired: int | None = None, weight: int = 1, embed: bool = True, dormant: bool = False,
-            rendered: str | None = None, embedding: np.ndarray | None = None) -> int:
+    def rel(
+        self,
+        s: str,
+        p: str,
+        o: str,
+        *,
+        space: str = "alpha",
+        negated: bool = False,
+        description: str = "",
+        valid_from: str | None = None,
+        valid_to: str | None = None,
+        year: int = 2001,
+        superseded_by: int | None = None,
+        expired: int | None = None,
+        weight: int = 1,
+        embed: bool = True,
+        dormant: bool = False,
+        rendered: str | None = None,
+        embedding: np.ndarray | None = None,
+    ) -> int:
         sk, ok = self._key(s, space), self._key(o, space)
-        text = rendered if rendered is not None else surface(sk.split(":", 1)[1], p, ok.split(":", 1)[1],
-                                                             negated=negated, description=description)
+        text = (
+            rendered
+            if rendered is not None
+            else surface(
+                sk.split(":", 1)[1], p, ok.split(":", 1)[1], negated=negated, description=description
+            )
+        )
         payload = {k: v for k, v in (("valid_from", valid_from), ("valid_to", valid_to)) if v}
         vec = embedding if embedding is not None else (EMB.embed_one(text) if embed else None)
         return self._one(
@@ -92,33 +130,94 @@ class GraphBuilder:
                                        weight, superseded_by, t_created, t_expired, dormant_since, rendered,
                                        embedding)
                        VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id""").format(
-                self._t("relations")),
-            (space, self.ids[sk], self.ids[ok], p, negated, description, json.dumps(payload), weight,
-             superseded_by, _at(year), _at(expired) if expired else None, _at(2020) if dormant else None, text, vec))
+                self._t("relations")
+            ),
+            (
+                space,
+                self.ids[sk],
+                self.ids[ok],
+                p,
+                negated,
+                description,
+                json.dumps(payload),
+                weight,
+                superseded_by,
+                _at(year),
+                _at(expired) if expired else None,
+                _at(2020) if dormant else None,
+                text,
+                vec,
+            ),
+        )
 
-    def chunk(self, key: str, text: str, *, space: str = "alpha", embed: bool = True, mentions: tuple[str, ...] = (),
-              embedding: np.ndarray | None = None) -> int:
+    def chunk(
+        self,
+        key: str,
+        text: str,
+        *,
+        space: str = "alpha",
+        embed: bool = True,
+        mentions: tuple[str, ...] = (),
+        embedding: np.ndarray | None = None,
+    ) -> int:
         cid = self._one(
             sql.SQL("""INSERT INTO {} (space, doc_key, chunk_index, title, source, doc_order, text, content_hash,
                                        doc_hash, embedding)
-                       VALUES (%s, %s, 0, %s, %s, %s, %s, %s, %s, %s) RETURNING id""").format(self._t("documents")),
-            (space, key, key.title(), f"{key}.txt", len(self.ids), text, f"h-{space}-{key}", f"d-{space}-{key}",
-             embedding if embedding is not None else (EMB.embed_one(text) if embed else None)))
+                       VALUES (%s, %s, 0, %s, %s, %s, %s, %s, %s, %s) RETURNING id""").format(
+                self._t("documents")
+            ),
+            (
+                space,
+                key,
+                key.title(),
+                f"{key}.txt",
+                len(self.ids),
+                text,
+                f"h-{space}-{key}",
+                f"d-{space}-{key}",
+                embedding if embedding is not None else (EMB.embed_one(text) if embed else None),
+            ),
+        )
         for name in mentions:
-            self.conn.execute(sql.SQL("INSERT INTO {} (space, chunk_id, entity_id) VALUES (%s, %s, %s)").format(
-                self._t("doc_mentions")), (space, cid, self.ids[self._key(name, space)]))
+            self.conn.execute(
+                sql.SQL("INSERT INTO {} (space, chunk_id, entity_id) VALUES (%s, %s, %s)").format(
+                    self._t("doc_mentions")
+                ),
+                (space, cid, self.ids[self._key(name, space)]),
+            )
         self.ids[f"chunk:{space}:{key}"] = cid
         return cid
 
-    def community(self, title: str, report: str, *, space: str = "alpha", rating: float = 5.0, size: int = 3,
-                  level: int = 0, built_at: datetime | None = None, embedding: np.ndarray | None = None) -> int:
+    def community(
+        self,
+        title: str,
+        report: str,
+        *,
+        space: str = "alpha",
+        rating: float = 5.0,
+        size: int = 3,
+        level: int = 0,
+        built_at: datetime | None = None,
+        embedding: np.ndarray | None = None,
+    ) -> int:
         cid = self._one(
             sql.SQL("""INSERT INTO {} (space, level, title, summary, rating, size, report, graph_fingerprint,
                                        built_at, embedding)
                        VALUES (%s, %s, %s, %s, %s, %s, %s, 'fp', %s, %s) RETURNING id""").format(
-                self._t("communities")),
-            (space, level, title, title, rating, size, report, built_at or datetime.now(timezone.utc),
-             EMB.embed_one(report) if embedding is None else embedding))
+                self._t("communities")
+            ),
+            (
+                space,
+                level,
+                title,
+                title,
+                rating,
+                size,
+                report,
+                built_at or datetime.now(UTC),
+                EMB.embed_one(report) if embedding is None else embedding,
+            ),
+        )
         self.ids[f"community:{space}:{title}"] = cid
         return cid
 
@@ -146,8 +245,15 @@ def g(conn: psycopg.Connection, realm: str) -> GraphBuilder:
     b.rel("Factory Act", "cites", "Statute 4711", year=2003)
     b.rel("Thesis", "cites", "Paper", year=2003)
     b.chunk("notes", "Ada Lovelace wrote the notes on the engine.", mentions=("Ada Lovelace",))
-    b.chunk("letters", "The two corresponded for years.", embed=False, mentions=("Ada Lovelace", "Charles Babbage"))
-    b.community("Computing pioneers", "Ada Lovelace and Charles Babbage pioneered computing engines.", rating=8)
+    b.chunk(
+        "letters",
+        "The two corresponded for years.",
+        embed=False,
+        mentions=("Ada Lovelace", "Charles Babbage"),
+    )
+    b.community(
+        "Computing pioneers", "Ada Lovelace and Charles Babbage pioneered computing engines.", rating=8
+    )
     b.community("Law", "Factory Act and statutes.", rating=2)
     return b
 
@@ -170,11 +276,33 @@ _SPIED = {
 }
 _CHUNK_CALLS = [{"vector": "chunk_search", "fulltext": "chunk_fulltext"}[c] for c in DEFAULT_CHUNK_CHANNELS]
 _EXPECTED_CALLS = {  # Table 3: what each mode reads, and nothing else (chunk search: the default chunk channels)
-    "mix": ["entity_search", "mention_chunks", "relation_fulltext", "relation_similarity", "traverse", *_CHUNK_CALLS],
-    "local": ["entity_search", "mention_chunks", "relation_fulltext", "relation_similarity", "traverse", *_CHUNK_CALLS],
+    "mix": [
+        "entity_search",
+        "mention_chunks",
+        "relation_fulltext",
+        "relation_similarity",
+        "traverse",
+        *_CHUNK_CALLS,
+    ],
+    "local": [
+        "entity_search",
+        "mention_chunks",
+        "relation_fulltext",
+        "relation_similarity",
+        "traverse",
+        *_CHUNK_CALLS,
+    ],
     "global": ["community_search", "relation_similarity"],
-    "hybrid": ["community_search", "entity_search", "mention_chunks", "relation_fulltext",
-               "relation_similarity", "relation_similarity", "traverse", *_CHUNK_CALLS],
+    "hybrid": [
+        "community_search",
+        "entity_search",
+        "mention_chunks",
+        "relation_fulltext",
+        "relation_similarity",
+        "relation_similarity",
+        "traverse",
+        *_CHUNK_CALLS,
+    ],
     "naive": [*_CHUNK_CALLS],
     "bypass": [],
 }
@@ -194,11 +322,15 @@ def test_every_mode_consults_exactly_its_table_3_evidence(
                 return _real(*a, **k)
 
             monkeypatch.setattr(module, name, spy)
-    result = ask(pg_dsn, realm, "How did Ada Lovelace and Charles Babbage pioneer computing engines?", mode=mode)
+    result = ask(
+        pg_dsn, realm, "How did Ada Lovelace and Charles Babbage pioneer computing engines?", mode=mode
+    )
     assert sorted(calls) == sorted(_EXPECTED_CALLS[mode])
     chunk_channels = {c for c in result.channels if c.startswith("chunks_")}
     assert set(result.channels) - chunk_channels == EVIDENCE[mode]
-    assert chunk_channels == ({f"chunks_{c}" for c in DEFAULT_CHUNK_CHANNELS} if "chunks" in EVIDENCE[mode] else set())
+    assert chunk_channels == (
+        {f"chunks_{c}" for c in DEFAULT_CHUNK_CHANNELS} if "chunks" in EVIDENCE[mode] else set()
+    )
     ev = EVIDENCE[mode]
     assert bool(result.entities) == ("entities" in ev)
     assert bool(result.chunks) == ("chunks" in ev)
@@ -226,7 +358,9 @@ def test_independent_reads_run_beside_the_walk_in_one_snapshot(
 
             def spy(conn: psycopg.Connection, *a: Any, _real: Any = real, _name: str = name, **k: Any) -> Any:
                 if _name == "chunk_search":
-                    g.chunk("late", "A passage committed while the query ran.", embedding=EMB.embed_one(question))
+                    g.chunk(
+                        "late", "A passage committed while the query ran.", embedding=EMB.embed_one(question)
+                    )
                 backends.setdefault(_name, set()).add(conn.info.backend_pid)
                 return _real(conn, *a, **k)
 
@@ -247,7 +381,12 @@ def test_a_busy_read_pool_runs_everything_on_the_query_connection_with_the_same_
     question = "How did Ada Lovelace and Charles Babbage pioneer computing engines?"
     free = ask(pg_dsn, realm, question, mode="hybrid")
     backends: set[int] = set()
-    for module, name in ((retrieval, "traverse"), (retrieval, "chunk_search"), (channels, "community_search")):
+    for module, name in (
+        (retrieval, "traverse"),
+        (retrieval, "chunk_search"),
+        (channels, "community_search"),
+    ):
+
         def spy(conn: psycopg.Connection, *a: Any, _real: Any = getattr(module, name), **k: Any) -> Any:
             backends.add(conn.info.backend_pid)
             return _real(conn, *a, **k)
@@ -262,7 +401,8 @@ def test_a_busy_read_pool_runs_everything_on_the_query_connection_with_the_same_
             pool.putconn(conn)
     assert len(backends) == 1  # no spare: the independent reads ran inline
     assert [(r["id"], r["hop"], r["ranks"]) for r in busy.relations] == [
-        (r["id"], r["hop"], r["ranks"]) for r in free.relations]
+        (r["id"], r["hop"], r["ranks"]) for r in free.relations
+    ]
     assert [c["id"] for c in busy.chunks] == [c["id"] for c in free.chunks] and busy.context == free.context
     assert len(free.relations) > 3 and free.channels["traversal"] > 0
 
@@ -302,7 +442,10 @@ def test_lexical_keywords_split_named_things_from_themes() -> None:
     low, high = keywords.lexical("What caused Boeing's cash flow to turn negative after the 737-9 grounding?")
     assert low == ["Boeing", "737-9"]
     assert high == ["caused", "cash", "flow", "turn", "negative", "grounding"]
-    assert keywords.lexical("Who was CFO of The Walt Disney Company?").low_level == ["CFO", "Walt Disney Company"]
+    assert keywords.lexical("Who was CFO of The Walt Disney Company?").low_level == [
+        "CFO",
+        "Walt Disney Company",
+    ]
 
 
 def test_model_keywords_with_fallback_on_any_failure() -> None:
@@ -310,8 +453,13 @@ def test_model_keywords_with_fallback_on_any_failure() -> None:
     kw = keywords.extract("Why did cash turn negative at Boeing?", good)  # type: ignore[arg-type]
     assert (kw.low_level, kw.high_level, kw.source) == (["Boeing"], ["cash flow"], "model")
     assert good.calls[0][:2] == ("keywords", True)
-    for bad in (ModelError("down"), "not json", '{"low_level_keywords": "Boeing"}', "[]",
-                '{"low_level_keywords": [], "high_level_keywords": []}'):
+    for bad in (
+        ModelError("down"),
+        "not json",
+        '{"low_level_keywords": "Boeing"}',
+        "[]",
+        '{"low_level_keywords": [], "high_level_keywords": []}',
+    ):
         kw = keywords.extract("Why did cash turn negative at Boeing?", _FakeClient(bad))  # type: ignore[arg-type]
         assert kw.source == "lexical" and kw.low_level == ["Boeing"]
     assert keywords.extract("Ada Lovelace").source == "lexical"
@@ -331,21 +479,27 @@ def test_low_level_keywords_sharpen_the_entity_vector(pg_dsn: str, realm: str, g
     assert spy.seen == [[q]] and off.keywords["source"] == "off"
 
 
-def test_query_data_calls_the_model_for_keywords_only_when_asked(pg_dsn: str, realm: str, g: GraphBuilder) -> None:
+def test_query_data_calls_the_model_for_keywords_only_when_asked(
+    pg_dsn: str, realm: str, g: GraphBuilder
+) -> None:
     client = _FakeClient('{"low_level_keywords": ["Jacquard Loom"], "high_level_keywords": ["inspiration"]}')
     ask_model = QueryParam(space="alpha", keywords="model")
     res = query_data("What came of it?", ask_model, dsn=pg_dsn, realm=realm, embedder=EMB, client=client)  # type: ignore[arg-type]
     assert res.keywords["source"] == "model" and len(client.calls) == 1
     assert ("Jacquard Loom", "inspired", "Punched Cards") in triples(res)  # via the keyword-steered channels
-    query_data("What came of it?", QueryParam(space="alpha"), dsn=pg_dsn, realm=realm, embedder=EMB,
-               client=client)  # type: ignore[arg-type]
+    query_data(
+        "What came of it?", QueryParam(space="alpha"), dsn=pg_dsn, realm=realm, embedder=EMB, client=client
+    )  # type: ignore[arg-type]
     assert len(client.calls) == 1  # "lexical" (the default) never calls the model
     assert not [w for w in res.warnings if "keywords" in w]
-    failed = query_data("What came of it?", ask_model, dsn=pg_dsn, realm=realm, embedder=EMB,
-                        client=_FakeClient("not JSON"))  # type: ignore[arg-type]
+    failed = query_data(
+        "What came of it?", ask_model, dsn=pg_dsn, realm=realm, embedder=EMB, client=_FakeClient("not JSON")
+    )  # type: ignore[arg-type]
     assert failed.keywords["source"] == "lexical"
-    assert "model keywords were asked for but the model call failed (see the log): lexical keywords were used" \
+    assert (
+        "model keywords were asked for but the model call failed (see the log): lexical keywords were used"
         in failed.warnings
+    )
     no_client = query_data("What came of it?", ask_model, dsn=pg_dsn, realm=realm, embedder=EMB)
     assert any("no model client was given" in w for w in no_client.warnings)
 
@@ -357,16 +511,27 @@ def _cos(a: np.ndarray, b: np.ndarray) -> float:
     return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))
 
 
-def test_similarity_channel_alone_ranks_by_relation_embedding(pg_dsn: str, realm: str, g: GraphBuilder) -> None:
+def test_similarity_channel_alone_ranks_by_relation_embedding(
+    pg_dsn: str, realm: str, g: GraphBuilder
+) -> None:
     q = "inspired punched cards"
     res = ask(pg_dsn, realm, q, relation_channels=["similarity"], relation_top_k=3)
     qv = EMB.embed_one(q)
-    rows = g.conn.execute(sql.SQL("SELECT rendered FROM {} WHERE space = 'alpha' AND dormant_since IS NULL").format(
-        g._t("relations"))).fetchall()
+    rows = g.conn.execute(
+        sql.SQL("SELECT rendered FROM {} WHERE space = 'alpha' AND dormant_since IS NULL").format(
+            g._t("relations")
+        )
+    ).fetchall()
     by_hand = sorted((r[0] for r in rows), key=lambda text: -_cos(qv, EMB.embed_one(text)))[:3]
-    assert [surface(r["subject"], r["predicate"], r["object"], negated=r["negated"]) for r in res.relations] == by_hand
-    assert res.relations[0]["predicate"] == "inspired"  # unconnected to any seed: only this channel reaches it
-    assert {r["channel"] for r in res.relations} == {"similarity"} and {r["hop"] for r in res.relations} == {1}
+    assert [
+        surface(r["subject"], r["predicate"], r["object"], negated=r["negated"]) for r in res.relations
+    ] == by_hand
+    assert (
+        res.relations[0]["predicate"] == "inspired"
+    )  # unconnected to any seed: only this channel reaches it
+    assert {r["channel"] for r in res.relations} == {"similarity"} and {r["hop"] for r in res.relations} == {
+        1
+    }
     assert [r["ranks"] for r in res.relations] == [{"similarity": i} for i in (1, 2, 3)]
     assert res.channels["similarity"] == 3 and "traversal" not in res.channels
 
@@ -387,14 +552,21 @@ def test_lexical_channel_alone_finds_the_exact_term(pg_dsn: str, realm: str, g: 
 def test_traversal_channel_alone_is_hop_major(pg_dsn: str, realm: str, g: GraphBuilder) -> None:
     res = ask(pg_dsn, realm, "Ada Lovelace", top_k=1, relation_channels=["traversal"])
     assert [(r["predicate"], r["hop"]) for r in res.relations] == [
-        ("married_to", 1), ("worked_with", 1), ("designed", 2)]
+        ("married_to", 1),
+        ("worked_with", 1),
+        ("designed", 2),
+    ]
 
 
 def test_channels_fused_by_rrf_match_the_arithmetic(pg_dsn: str, realm: str, g: GraphBuilder) -> None:
     q = "Ada Lovelace and the engine Charles Babbage designed"
-    alone = {c: {(r["subject"], r["predicate"], r["object"]): r["rank"]
-                 for r in ask(pg_dsn, realm, q, top_k=1, relation_channels=[c]).relations}
-             for c in ("traversal", "similarity", "lexical")}
+    alone = {
+        c: {
+            (r["subject"], r["predicate"], r["object"]): r["rank"]
+            for r in ask(pg_dsn, realm, q, top_k=1, relation_channels=[c]).relations
+        }
+        for c in ("traversal", "similarity", "lexical")
+    }
     fused = ask(pg_dsn, realm, q, top_k=1)
     assert len({t for ranks in alone.values() for t in ranks}) == len(fused.relations)
     for r in fused.relations:
@@ -402,7 +574,9 @@ def test_channels_fused_by_rrf_match_the_arithmetic(pg_dsn: str, realm: str, g: 
         ranks = {c: alone[c][t] for c in alone if t in alone[c]}
         assert r["ranks"] == ranks
         assert r["score"] == pytest.approx(sum(1 / (60 + x) for x in ranks.values()))
-    assert [r["score"] for r in fused.relations] == sorted((r["score"] for r in fused.relations), reverse=True)
+    assert [r["score"] for r in fused.relations] == sorted(
+        (r["score"] for r in fused.relations), reverse=True
+    )
     designed = next(r for r in fused.relations if r["predicate"] == "designed")
     assert designed["hop"] == 2  # found by several channels, it keeps the walked hop
     assert len(fused.relations[0]["ranks"]) > 1  # agreement between channels leads
@@ -413,22 +587,34 @@ def test_quota_fusion_through_the_query_path(pg_dsn: str, realm: str, g: GraphBu
     both = ["traversal", "similarity"]
     trav = triples(ask(pg_dsn, realm, q, top_k=1, relation_channels=["traversal"]))
     sim = triples(ask(pg_dsn, realm, q, top_k=1, relation_channels=["similarity"], relation_top_k=2))
-    res = ask(pg_dsn, realm, q, top_k=1, relation_channels=both, relation_top_k=2, fusion="quota", quota_share=1.0)
+    res = ask(
+        pg_dsn, realm, q, top_k=1, relation_channels=both, relation_top_k=2, fusion="quota", quota_share=1.0
+    )
     assert triples(res)[: len(sim)] == sim  # similarity has first claim on every slot
     assert set(triples(res)) == set(trav) | set(sim)
     assert all(r["score"] is None for r in res.relations)
-    zero = ask(pg_dsn, realm, q, top_k=1, relation_channels=both, relation_top_k=2, fusion="quota", quota_share=0.0)
+    zero = ask(
+        pg_dsn, realm, q, top_k=1, relation_channels=both, relation_top_k=2, fusion="quota", quota_share=0.0
+    )
     assert triples(zero)[: len(trav)] == trav
 
 
-def test_relation_types_restrict_every_channel_and_every_step(pg_dsn: str, realm: str, g: GraphBuilder) -> None:
+def test_relation_types_restrict_every_channel_and_every_step(
+    pg_dsn: str, realm: str, g: GraphBuilder
+) -> None:
     q = "Ada Lovelace and the engine Charles Babbage designed, cites"
     res = ask(pg_dsn, realm, q, top_k=1, relation_types=["DESIGNED", "cites"])
     assert res.relations and {r["predicate"] for r in res.relations} <= {"designed", "cites"}
     # designed is two hops from Ada, behind worked_with: the walk may not cross worked_with to reach it
     assert "traversal" not in {c for r in res.relations for c in r["ranks"]}
-    walked = ask(pg_dsn, realm, "Ada Lovelace", top_k=1, relation_types=["worked_with", "designed"],
-                 relation_channels=["traversal"])
+    walked = ask(
+        pg_dsn,
+        realm,
+        "Ada Lovelace",
+        top_k=1,
+        relation_types=["worked_with", "designed"],
+        relation_channels=["traversal"],
+    )
     assert [(r["predicate"], r["hop"]) for r in walked.relations] == [("worked_with", 1), ("designed", 2)]
     with pytest.raises(QueryError, match="relation_types"):
         QueryParam(space="alpha", relation_types=[])
@@ -448,8 +634,12 @@ def test_similarity_and_lexical_channels_apply_the_temporal_filter(
     b.rel("Mill", "grinds", "Ghost Grain")
     b.chunk("mill", "The mill grinds grain.")
     for channel in ("similarity", "lexical"):
+
         def objs(**kw: Any) -> set[str]:
-            return {r["object"] for r in ask(pg_dsn, realm, "mill grinds", relation_channels=[channel], **kw).relations}
+            return {
+                r["object"]
+                for r in ask(pg_dsn, realm, "mill grinds", relation_channels=[channel], **kw).relations
+            }
 
         assert objs() == {"Corn", "Barley", "Oats", "Millet"}, channel
         assert objs(include_superseded=True) == {"Corn", "Wheat", "Barley", "Oats", "Millet"}
@@ -474,15 +664,19 @@ def test_communities_blend_similarity_rating_and_size_after_overfetching(
     b.community("Exact", "mill grinding corn", rating=1, size=2)
     b.community("Close", "mill grinding corn and wheat", rating=10, size=40)
     b.community("Far", "river boats", rating=10, size=40)
-    pure = ask(pg_dsn, realm, q, mode="global", community_top_k=1, community_w_rating=0.0, community_w_size=0.0)
+    pure = ask(
+        pg_dsn, realm, q, mode="global", community_top_k=1, community_w_rating=0.0, community_w_size=0.0
+    )
     assert [c["title"] for c in pure.communities] == ["Exact"]
     blended = ask(pg_dsn, realm, q, mode="global", community_top_k=1)
     # top 1 over-fetches 3 by similarity, then 0.6·sim + 0.2·rating/10 + 0.2·log(1+size)/log(41)
     assert [c["title"] for c in blended.communities] == ["Close"]
     assert blended.channels["communities"] == 3
     qv = EMB.embed_one(" ".join([q, *keywords.lexical(q).high_level]))
-    sims = {t: _cos(qv, EMB.embed_one(r)) for t, r in (("Exact", "mill grinding corn"),
-                                                      ("Close", "mill grinding corn and wheat"))}
+    sims = {
+        t: _cos(qv, EMB.embed_one(r))
+        for t, r in (("Exact", "mill grinding corn"), ("Close", "mill grinding corn and wheat"))
+    }
     assert blended.communities[0]["rank_score"] == pytest.approx(0.6 * sims["Close"] + 0.2 + 0.2, abs=1e-5)
     assert blended.context.startswith("-----Community reports-----\n### Close")
 
@@ -517,10 +711,15 @@ def test_global_without_communities_or_embeddings_ranks_by_keyword_overlap(
     b.chunk("mill", "The mill grinds grain.")
     res = ask(pg_dsn, realm, "Which mill grinds corn?", mode="global")
     assert res.communities == [] and any("no community report" in w for w in res.warnings)
-    assert "4 relations of space 'alpha' have no vector" in res.warnings[0]  # issue 13: what vector search cannot see
+    assert (
+        "4 relations of space 'alpha' have no vector" in res.warnings[0]
+    )  # issue 13: what vector search cannot see
     # three keywords (mill, grinds, corn): two relations match all three, the tie goes to weight
-    assert triples(res) == [("Mill", "grinds", "Flour Corn"), ("Mill", "grinds", "Corn"),
-                            ("Mill", "exports", "Corn")]
+    assert triples(res) == [
+        ("Mill", "grinds", "Flour Corn"),
+        ("Mill", "grinds", "Corn"),
+        ("Mill", "exports", "Corn"),
+    ]
     assert [r["score"] for r in res.relations] == pytest.approx([1 / 61, 1 / 62, 1 / 63])
     assert res.entities == [] and res.chunks == []
 
@@ -535,8 +734,15 @@ def test_node_distance_rerank_resolves_real_distances(pg_dsn: str, realm: str, g
     base = ask(pg_dsn, realm, q, top_k=1, max_hops=1, relation_channels=["traversal", "similarity"])
     far = next(r for r in base.relations if r["object"] == "Difference Engine Two")
     assert far["hop"] == 1 and far["channel"] == "similarity"  # the channel never walked to it
-    res = ask(pg_dsn, realm, q, top_k=1, max_hops=1, relation_channels=["traversal", "similarity"],
-              node_distance_rerank=True)
+    res = ask(
+        pg_dsn,
+        realm,
+        q,
+        top_k=1,
+        max_hops=1,
+        relation_channels=["traversal", "similarity"],
+        node_distance_rerank=True,
+    )
     hops = {(r["subject"], r["object"]): r["hop"] for r in res.relations}
     assert hops[("Analytical Engine", "Difference Engine Two")] == 3  # Ada → Babbage → Engine → it
     assert hops[("Jacquard Loom", "Punched Cards")] is None  # unconnected: last
@@ -556,7 +762,9 @@ def test_mmr_diversifies_restatements(pg_dsn: str, realm: str, conn: psycopg.Con
     q = "mill grinds corn"
     plain = [r["predicate"] for r in ask(pg_dsn, realm, q, relation_channels=["similarity"]).relations]
     assert plain[:2] == ["grinds", "mills"]  # the restatement ranks second
-    diverse = [r["predicate"] for r in ask(pg_dsn, realm, q, relation_channels=["similarity"], mmr=True).relations]
+    diverse = [
+        r["predicate"] for r in ask(pg_dsn, realm, q, relation_channels=["similarity"], mmr=True).relations
+    ]
     assert diverse[0] == "grinds" and diverse[1] == plain[2]  # the next distinct fact takes its slot
     assert diverse.index("mills") > 1 and sorted(diverse) == sorted(plain)
 
@@ -564,7 +772,10 @@ def test_mmr_diversifies_restatements(pg_dsn: str, realm: str, conn: psycopg.Con
 def test_decomposition_retrieves_for_both_events(pg_dsn: str, realm: str, g: GraphBuilder) -> None:
     q = "Did the Jacquard Loom inspire punched cards before Ada Lovelace met Charles Babbage?"
     res = ask(pg_dsn, realm, q, top_k=1, decompose=True)
-    assert res.subqueries == ["Did the Jacquard Loom inspire punched cards", "Ada Lovelace met Charles Babbage"]
+    assert res.subqueries == [
+        "Did the Jacquard Loom inspire punched cards",
+        "Ada Lovelace met Charles Babbage",
+    ]
     names = {e["name"] for e in res.entities}
     assert {"Jacquard Loom", "Ada Lovelace"} <= names
     assert [e["rank"] for e in res.entities] == list(range(1, len(res.entities) + 1))
@@ -608,9 +819,17 @@ def test_a_read_past_the_timeout_fails_closed_and_the_next_query_runs(
     assert ask(pg_dsn, realm, "Vertex 1", max_hops=2).relations
 
 
-@pytest.mark.parametrize("size, timeout, ok", [
-    ("8", "30", True), ("2", "0", True), ("1", "30", False), ("8", "-1", False), ("8", "abc", False), ("x", "1", False),
-])
+@pytest.mark.parametrize(
+    "size, timeout, ok",
+    [
+        ("8", "30", True),
+        ("2", "0", True),
+        ("1", "30", False),
+        ("8", "-1", False),
+        ("8", "abc", False),
+        ("x", "1", False),
+    ],
+)
 def test_read_pool_settings_come_from_the_environment_and_fail_closed(
     monkeypatch: pytest.MonkeyPatch, size: str, timeout: str, ok: bool
 ) -> None:

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 import json
 import logging
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg import sql
 
-from pgrag_dag.providers.embedding import HashingEmbedder
 from pgrag_dag.errors import QueryError
+from pgrag_dag.providers.embedding import HashingEmbedder
 from pgrag_dag.query import QueryParam, QueryResult, query_data
 from pgrag_dag.query.assembly import render_relation
 from pgrag_dag.store import retrieval, schema
@@ -30,7 +30,7 @@ def _t(realm: str, table: str) -> sql.Composed:
 
 
 def _utc(text: str) -> datetime:
-    return datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
 class _Graph:
@@ -50,8 +50,18 @@ class _Graph:
         self.ids[name] = int(row[0])
         return int(row[0])
 
-    def rel(self, s: str, p: str, o: str, *, valid_from: str | None = None, valid_to: str | None = None,
-            t_created: str | None = None, t_expired: str | None = None, superseded_by: int | None = None) -> int:
+    def rel(
+        self,
+        s: str,
+        p: str,
+        o: str,
+        *,
+        valid_from: str | None = None,
+        valid_to: str | None = None,
+        t_created: str | None = None,
+        t_expired: str | None = None,
+        superseded_by: int | None = None,
+    ) -> int:
         for name in (s, o):
             if name not in self.ids:
                 self.entity(name)
@@ -59,30 +69,59 @@ class _Graph:
         row = self.conn.execute(
             sql.SQL("""INSERT INTO {} (space, source_id, target_id, predicate, payload, weight,
                                        t_created, t_expired, superseded_by)
-                       VALUES (%s, %s, %s, %s, %s, 1, %s, %s, %s) RETURNING id""").format(_t(self.realm, "relations")),
-            (SPACE, self.ids[s], self.ids[o], p, json.dumps(payload),
-             _utc(t_created) if t_created else None, _utc(t_expired) if t_expired else None, superseded_by),
+                       VALUES (%s, %s, %s, %s, %s, 1, %s, %s, %s) RETURNING id""").format(
+                _t(self.realm, "relations")
+            ),
+            (
+                SPACE,
+                self.ids[s],
+                self.ids[o],
+                p,
+                json.dumps(payload),
+                _utc(t_created) if t_created else None,
+                _utc(t_expired) if t_expired else None,
+                superseded_by,
+            ),
         ).fetchone()
         assert row is not None
         return int(row[0])
 
     def supersede(self, old: int, new: int, at: str) -> None:
-        self.conn.execute(sql.SQL("UPDATE {} SET superseded_by = %s, t_expired = %s WHERE id = %s").format(
-            _t(self.realm, "relations")), (new, _utc(at), old))
+        self.conn.execute(
+            sql.SQL("UPDATE {} SET superseded_by = %s, t_expired = %s WHERE id = %s").format(
+                _t(self.realm, "relations")
+            ),
+            (new, _utc(at), old),
+        )
 
     def chunk(self, key: str, text: str, *, t_created: str, embedded: bool, mentions: list[str]) -> int:
         row = self.conn.execute(
             sql.SQL("""INSERT INTO {} (space, doc_key, chunk_index, title, source, doc_order, text,
                                        content_hash, doc_hash, embedding, t_created)
                        VALUES (%s, %s, 0, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id""").format(
-                _t(self.realm, "documents")),
-            (SPACE, key, key.title(), f"{key}.txt", len(self.ids), text, f"h-{key}", f"d-{key}",
-             EMB.embed_one(text) if embedded else None, _utc(t_created)),
+                _t(self.realm, "documents")
+            ),
+            (
+                SPACE,
+                key,
+                key.title(),
+                f"{key}.txt",
+                len(self.ids),
+                text,
+                f"h-{key}",
+                f"d-{key}",
+                EMB.embed_one(text) if embedded else None,
+                _utc(t_created),
+            ),
         ).fetchone()
         assert row is not None
         for name in mentions:
-            self.conn.execute(sql.SQL("INSERT INTO {} (space, chunk_id, entity_id) VALUES (%s, %s, %s)").format(
-                _t(self.realm, "doc_mentions")), (SPACE, row[0], self.ids[name]))
+            self.conn.execute(
+                sql.SQL("INSERT INTO {} (space, chunk_id, entity_id) VALUES (%s, %s, %s)").format(
+                    _t(self.realm, "doc_mentions")
+                ),
+                (SPACE, row[0], self.ids[name]),
+            )
         self.ids[f"chunk:{key}"] = int(row[0])
         return int(row[0])
 
@@ -106,7 +145,9 @@ def graph(conn: psycopg.Connection, realm: str) -> dict[str, int]:
     g.rel("Ada Lovelace", "knows", "Undated Friend")
     g.rel("Ada Lovelace", "lived_in", "Somerset", valid_from="1625", t_created="2005-01-01")
     g.rel("Ada Lovelace", "served", "Old King", valid_to="1625-05", t_created="2005-01-01")
-    g.rel("Ada Lovelace", "member_of", "Period Club", valid_from="1630", valid_to="1640", t_created="2005-01-01")
+    g.rel(
+        "Ada Lovelace", "member_of", "Period Club", valid_from="1630", valid_to="1640", t_created="2005-01-01"
+    )
     g.rel("Period Club", "located_in", "Far Town", t_created="2005-01-01")
     ally = g.rel("Ada Lovelace", "ally_of", "Bob", t_created="2010-01-01")
     enemy = g.rel("Ada Lovelace", "enemy_of", "Bob", t_created="2020-01-01")
@@ -118,14 +159,34 @@ def graph(conn: psycopg.Connection, realm: str) -> dict[str, int]:
     rival = g.rel("Ada Lovelace", "rival_of", "Carol", valid_from="2019", t_created="2019-01-01")
     g.supersede(partner, rival, "2019-01-01")
     g.rel("Carol", "owns", "Hidden Estate", t_created="2005-01-01")
-    g.chunk("old-notes", "Ada Lovelace wrote her notes.", t_created="2010-01-01", embedded=True,
-            mentions=["Ada Lovelace"])
-    g.chunk("old-letter", "A letter from the old days.", t_created="2010-01-01", embedded=False,
-            mentions=["Ada Lovelace"])
-    g.chunk("new-notes", "Ada Lovelace revisited, a later edition.", t_created="2022-01-01", embedded=True,
-            mentions=["Ada Lovelace"])
-    g.chunk("new-letter", "A letter indexed much later.", t_created="2022-01-01", embedded=False,
-            mentions=["Ada Lovelace"])
+    g.chunk(
+        "old-notes",
+        "Ada Lovelace wrote her notes.",
+        t_created="2010-01-01",
+        embedded=True,
+        mentions=["Ada Lovelace"],
+    )
+    g.chunk(
+        "old-letter",
+        "A letter from the old days.",
+        t_created="2010-01-01",
+        embedded=False,
+        mentions=["Ada Lovelace"],
+    )
+    g.chunk(
+        "new-notes",
+        "Ada Lovelace revisited, a later edition.",
+        t_created="2022-01-01",
+        embedded=True,
+        mentions=["Ada Lovelace"],
+    )
+    g.chunk(
+        "new-letter",
+        "A letter indexed much later.",
+        t_created="2022-01-01",
+        embedded=False,
+        mentions=["Ada Lovelace"],
+    )
     return g.ids
 
 
@@ -145,16 +206,33 @@ def _predicates(result: QueryResult) -> set[str]:
 
 
 def _names(result: QueryResult) -> set[str]:
-    return {r["subject"] for r in result.relations} | {r["object"] for r in result.relations} | {
-        e["name"] for e in result.entities
-    }
+    return (
+        {r["subject"] for r in result.relations}
+        | {r["object"] for r in result.relations}
+        | {e["name"] for e in result.entities}
+    )
 
 
 # -- validation ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("bad", ["mid-1990s", "2015-13-01", "2015-02-30", "2015-00", "0000", "2015-6", "2015/06",
-                                 "", " 2015", "2015\n", "2015-06-01T00:00", 2015])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "mid-1990s",
+        "2015-13-01",
+        "2015-02-30",
+        "2015-00",
+        "0000",
+        "2015-6",
+        "2015/06",
+        "",
+        " 2015",
+        "2015\n",
+        "2015-06-01T00:00",
+        2015,
+    ],
+)
 def test_invalid_as_of_raises(bad: Any) -> None:
     with pytest.raises(QueryError, match="as_of"):
         QueryParam(space=SPACE, as_of=bad)
@@ -172,10 +250,15 @@ def test_as_of_pads_like_the_validity_keys() -> None:
 
 
 def test_as_believed_at_is_an_iso_instant_normalised_to_utc() -> None:
-    assert QueryParam(space=SPACE, as_believed_at="2015-03-01T12:00:00").as_believed_at == _utc("2015-03-01T12:00:00")
-    assert QueryParam(space=SPACE, as_believed_at="2015-03-01T12:00:00Z").as_believed_at == _utc("2015-03-01T12:00:00")
+    assert QueryParam(space=SPACE, as_believed_at="2015-03-01T12:00:00").as_believed_at == _utc(
+        "2015-03-01T12:00:00"
+    )
+    assert QueryParam(space=SPACE, as_believed_at="2015-03-01T12:00:00Z").as_believed_at == _utc(
+        "2015-03-01T12:00:00"
+    )
     assert QueryParam(space=SPACE, as_believed_at="2015-03-01T14:00:00+02:00").as_believed_at == _utc(
-        "2015-03-01T12:00:00")
+        "2015-03-01T12:00:00"
+    )
     naive = datetime(2015, 3, 1, 12)
     assert QueryParam(space=SPACE, as_believed_at=naive).as_believed_at == _utc("2015-03-01T12:00:00")
     aware = datetime(2015, 3, 1, 13, tzinfo=timezone(timedelta(hours=1)))
@@ -187,8 +270,16 @@ def test_as_believed_at_is_an_iso_instant_normalised_to_utc() -> None:
 
 def test_traverse_refuses_two_superseded_switches(conn: psycopg.Connection, realm: str) -> None:
     with pytest.raises(QueryError):
-        retrieval.traverse(conn, realm, SPACE, [1], max_hops=1, max_relation_edges=1, include_superseded=True,
-                           temporal=retrieval.Temporal())
+        retrieval.traverse(
+            conn,
+            realm,
+            SPACE,
+            [1],
+            max_hops=1,
+            max_relation_edges=1,
+            include_superseded=True,
+            temporal=retrieval.Temporal(),
+        )
 
 
 # -- valid time ------------------------------------------------------------------------------------
@@ -217,7 +308,9 @@ def test_partial_dates_are_padded_for_comparison(pg_dsn: str, realm: str, graph:
     assert "member_of" not in before and "visited" not in before
 
 
-def test_out_of_period_edge_does_not_surface_its_far_end(pg_dsn: str, realm: str, graph: dict[str, int]) -> None:
+def test_out_of_period_edge_does_not_surface_its_far_end(
+    pg_dsn: str, realm: str, graph: dict[str, int]
+) -> None:
     out = _ask(pg_dsn, realm, as_of="1625")
     assert "member_of" not in _predicates(out)
     assert ("Period Club", "located_in", "Far Town") not in _triples(out)  # undated, but never reached
@@ -248,10 +341,20 @@ def test_belief_before_a_supersession_restores_the_superseded_edge(
     assert "(Ada Lovelace) --[ally_of]--> (Bob)" in then.context
     assert "[superseded]" not in then.context  # at T it was current
 
-    boundary = _triples(_ask(pg_dsn, realm, as_believed_at="2020-01-01T00:00:00Z"))  # t_created <= T < t_expired
-    assert ("Ada Lovelace", "enemy_of", "Bob") in boundary and ("Ada Lovelace", "ally_of", "Bob") not in boundary
+    boundary = _triples(
+        _ask(pg_dsn, realm, as_believed_at="2020-01-01T00:00:00Z")
+    )  # t_created <= T < t_expired
+    assert ("Ada Lovelace", "enemy_of", "Bob") in boundary and (
+        "Ada Lovelace",
+        "ally_of",
+        "Bob",
+    ) not in boundary
     just_before = _triples(_ask(pg_dsn, realm, as_believed_at="2019-12-31T23:59:59Z"))
-    assert ("Ada Lovelace", "ally_of", "Bob") in just_before and ("Ada Lovelace", "enemy_of", "Bob") not in just_before
+    assert ("Ada Lovelace", "ally_of", "Bob") in just_before and (
+        "Ada Lovelace",
+        "enemy_of",
+        "Bob",
+    ) not in just_before
 
 
 def test_belief_time_history_marks_only_what_was_superseded_by_then(
@@ -268,10 +371,14 @@ def test_belief_time_history_marks_only_what_was_superseded_by_then(
     assert "(Ada Lovelace) --[ally_of]--> (Bob) [superseded]" in current.context
 
 
-def test_edge_not_yet_believed_does_not_surface_its_far_end(pg_dsn: str, realm: str, graph: dict[str, int]) -> None:
+def test_edge_not_yet_believed_does_not_surface_its_far_end(
+    pg_dsn: str, realm: str, graph: dict[str, int]
+) -> None:
     then = _ask(pg_dsn, realm, as_believed_at="2021-06-01")
     assert "founded" not in _predicates(then)
-    assert ("NewCo", "based_in", "Newtown") not in _triples(then)  # always known, but only reachable via founded
+    assert ("NewCo", "based_in", "Newtown") not in _triples(
+        then
+    )  # always known, but only reachable via founded
     assert not {"NewCo", "Newtown"} & _names(then)
     now = _ask(pg_dsn, realm)
     assert ("NewCo", "based_in", "Newtown") in _triples(now)
@@ -303,8 +410,12 @@ def test_as_of_composes_with_as_believed_at(pg_dsn: str, realm: str, graph: dict
     assert "founded" not in both  # not believed until 2022
     assert "knows" in both  # undated, always known
     assert "member_of" not in both and "served" not in both  # out of period
-    assert "visited" not in _predicates(_ask(pg_dsn, realm, as_of="2016", as_believed_at="2016-06-01"))  # not yet
-    assert "visited" not in _predicates(_ask(pg_dsn, realm, as_of="2015", as_believed_at="2018-01-01"))  # period
+    assert "visited" not in _predicates(
+        _ask(pg_dsn, realm, as_of="2016", as_believed_at="2016-06-01")
+    )  # not yet
+    assert "visited" not in _predicates(
+        _ask(pg_dsn, realm, as_of="2015", as_believed_at="2018-01-01")
+    )  # period
     period = _predicates(_ask(pg_dsn, realm, as_of="1625-06-01", as_believed_at="2015-01-01"))
     assert {"lived_in", "ally_of", "knows"} <= period
     assert not {"served", "enemy_of", "visited", "founded", "member_of"} & period
@@ -318,9 +429,16 @@ def test_documents_indexed_after_the_belief_instant_are_not_retrieved(
 ) -> None:
     now = _ask(pg_dsn, realm)
     assert {(c["doc_key"], c["via"]) for c in now.chunks} == {
-        ("old-notes", "vector"), ("new-notes", "vector"), ("old-letter", "mention"), ("new-letter", "mention")}
+        ("old-notes", "vector"),
+        ("new-notes", "vector"),
+        ("old-letter", "mention"),
+        ("new-letter", "mention"),
+    }
     then = _ask(pg_dsn, realm, as_believed_at="2015-01-01")
-    assert {(c["doc_key"], c["via"]) for c in then.chunks} == {("old-notes", "vector"), ("old-letter", "mention")}
+    assert {(c["doc_key"], c["via"]) for c in then.chunks} == {
+        ("old-notes", "vector"),
+        ("old-letter", "mention"),
+    }
     assert "later edition" not in then.context and "much later" not in then.context
     assert [c["ref"] for c in then.chunks] == [1, 2]
     naive = _ask(pg_dsn, realm, mode="naive", as_believed_at="2015-01-01")
@@ -335,12 +453,18 @@ def test_the_fulltext_chunk_channel_reads_only_documents_known_at_the_belief_ins
 ) -> None:
     lexical: dict[str, Any] = {"mode": "naive", "chunk_channels": ["fulltext"]}
     now = _ask(pg_dsn, realm, **lexical)
-    assert {(c["doc_key"], c["via"]) for c in now.chunks} == {("old-notes", "fulltext"), ("new-notes", "fulltext")}
+    assert {(c["doc_key"], c["via"]) for c in now.chunks} == {
+        ("old-notes", "fulltext"),
+        ("new-notes", "fulltext"),
+    }
     then = _ask(pg_dsn, realm, as_believed_at="2015-01-01", **lexical)
     assert [(c["doc_key"], c["via"]) for c in then.chunks] == [("old-notes", "fulltext")]
     assert _ask(pg_dsn, realm, as_believed_at="2009-12-31", **lexical).chunks == []
     fused = _ask(pg_dsn, realm, as_believed_at="2015-01-01", chunk_channels=["vector", "fulltext"])
-    assert {(c["doc_key"], c["via"]) for c in fused.chunks} == {("old-notes", "vector+fulltext"), ("old-letter", "mention")}
+    assert {(c["doc_key"], c["via"]) for c in fused.chunks} == {
+        ("old-notes", "vector+fulltext"),
+        ("old-letter", "mention"),
+    }
 
 
 # -- reporting -------------------------------------------------------------------------------------
@@ -352,13 +476,20 @@ def test_filters_are_in_the_assembly_report_and_log(
     with caplog.at_level(logging.INFO, logger="pgrag_dag.query"):
         result = _ask(pg_dsn, realm, as_of="1625-06-01", as_believed_at="2015-01-01T00:00:00")
     assert result.assembly["filters"] == {
-        "as_of": "1625-06-01", "as_believed_at": "2015-01-01T00:00:00+00:00", "include_superseded": False,
-        "relation_types": None}
+        "as_of": "1625-06-01",
+        "as_believed_at": "2015-01-01T00:00:00+00:00",
+        "include_superseded": False,
+        "relation_types": None,
+    }
     line = next(r.getMessage() for r in caplog.records if "query assembly" in r.getMessage())
     assert "as_of=1625-06-01" in line and "as_believed_at=2015-01-01T00:00:00+00:00" in line
     plain = _ask(pg_dsn, realm)
-    assert plain.assembly["filters"] == {"as_of": None, "as_believed_at": None, "include_superseded": False,
-                                         "relation_types": None}
+    assert plain.assembly["filters"] == {
+        "as_of": None,
+        "as_believed_at": None,
+        "include_superseded": False,
+        "relation_types": None,
+    }
     assert plain.assembly["total"]["chars_placed"] == plain.assembly["total"]["chars_retrieved"] > 0
 
 
@@ -366,8 +497,13 @@ def test_validity_rendering() -> None:
     base = {"subject": "A", "predicate": "p", "object": "B", "negated": False}
     assert render_relation({**base, "valid_from": "1625", "valid_to": None}) == "(A) --[p]--> (B) [from 1625]"
     assert render_relation({**base, "valid_from": "1630", "valid_to": "1640-06"}) == (
-        "(A) --[p]--> (B) [valid 1630 to 1640-06]")
+        "(A) --[p]--> (B) [valid 1630 to 1640-06]"
+    )
     assert render_relation({**base, "superseded_by": 7}) == "(A) --[p]--> (B) [superseded]"
     assert render_relation({**base, "superseded_by": 7, "superseded": False}) == "(A) --[p]--> (B)"
-    assert render_relation({**base, "valid_from": "1625", "superseded_by": 7, "superseded": True,
-                            "description": "d"}) == "(A) --[p]--> (B) [from 1625] [superseded]: d"
+    assert (
+        render_relation(
+            {**base, "valid_from": "1625", "superseded_by": 7, "superseded": True, "description": "d"}
+        )
+        == "(A) --[p]--> (B) [from 1625] [superseded]: d"
+    )

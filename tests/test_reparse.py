@@ -18,8 +18,10 @@ from pgrag_dag.store.schema import schema_for
 from tests.fix_corpus import SmallCorpus, extraction_answer
 
 GLEAN = "Some entities and triples were missed"
-ROYAL = {"entities": [{"name": "Royal Society", "type": "Organization", "description": "A learned society."}],
-         "triples": []}
+ROYAL = {
+    "entities": [{"name": "Royal Society", "type": "Organization", "description": "A learned society."}],
+    "triples": [],
+}
 TWO_BLOCKS = f"Found one more:\n```json\n{json.dumps(ROYAL)}\n```\nand nothing else:\n```json\n{{}}\n```"
 """A response today's parser refuses ("more than one fenced block")."""
 
@@ -39,14 +41,23 @@ def fixed_parser(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 def _names(dsn: str, realm: str) -> set[str]:
     with db.connect(dsn) as conn:
-        return {n for (n,) in conn.execute(sql.SQL("SELECT name FROM {}.entities WHERE space = 'main'").format(
-            sql.Identifier(schema_for(realm)))).fetchall()}
+        return {
+            n
+            for (n,) in conn.execute(
+                sql.SQL("SELECT name FROM {}.entities WHERE space = 'main'").format(
+                    sql.Identifier(schema_for(realm))
+                )
+            ).fetchall()
+        }
 
 
 def _statuses(dsn: str, realm: str) -> list[tuple[int, str]]:
     with db.connect(dsn) as conn:
-        return conn.execute(sql.SQL("SELECT pass, parse_status FROM {}.raw_extractions ORDER BY chunk_id, pass").format(
-            sql.Identifier(schema_for(realm)))).fetchall()
+        return conn.execute(
+            sql.SQL("SELECT pass, parse_status FROM {}.raw_extractions ORDER BY chunk_id, pass").format(
+                sql.Identifier(schema_for(realm))
+            )
+        ).fetchall()
 
 
 def _refuse_model(messages: list[dict[str, str]]) -> str:
@@ -54,8 +65,11 @@ def _refuse_model(messages: list[dict[str, str]]) -> str:
 
 
 def test_a_gleaning_pass_that_failed_to_parse_is_recovered_after_a_parser_fix_without_a_model_call(
-        small_corpus: SmallCorpus, realm: str, fixed_parser: Any) -> None:
-    small_corpus.server.answer = lambda m: TWO_BLOCKS if m[-1]["content"].startswith(GLEAN) else extraction_answer(m)
+    small_corpus: SmallCorpus, realm: str, fixed_parser: Any
+) -> None:
+    small_corpus.server.answer = lambda m: (
+        TWO_BLOCKS if m[-1]["content"].startswith(GLEAN) else extraction_answer(m)
+    )
     engine = small_corpus.engine()
     first = index_documents(engine, realm, "main", communities=False)[1]
     chunks = first.metadata["chunks_extracted"]
@@ -77,7 +91,8 @@ def test_a_gleaning_pass_that_failed_to_parse_is_recovered_after_a_parser_fix_wi
 
 
 def test_a_first_pass_that_failed_to_parse_is_recovered_and_gleaning_resumes_after_it(
-        small_corpus: SmallCorpus, realm: str, fixed_parser: Any) -> None:
+    small_corpus: SmallCorpus, realm: str, fixed_parser: Any
+) -> None:
     def poison_first_pass(messages: list[dict[str, str]]) -> str:
         user = messages[-1]["content"]
         if not user.startswith(GLEAN) and "never built" in user:
@@ -99,15 +114,20 @@ def test_a_first_pass_that_failed_to_parse_is_recovered_and_gleaning_resumes_aft
     assert again.metadata["parse_errors_recovered"] == 1 and again.metadata["chunks_failed"] == 0
     assert again.checks[PENDING_CHECK][0] is True
     with db.connect(engine.dsn) as conn:
-        denied = conn.execute(sql.SQL("SELECT count(*) FROM {}.relations WHERE negated").format(
-            sql.Identifier(schema_for(realm)))).fetchone()
+        denied = conn.execute(
+            sql.SQL("SELECT count(*) FROM {}.relations WHERE negated").format(
+                sql.Identifier(schema_for(realm))
+            )
+        ).fetchone()
     assert denied == (1,)  # "never built by Charles Babbage" came from the recovered chunk
 
 
 def test_a_response_that_still_does_not_parse_stays_a_parse_error_and_is_not_asked_again_when_gleaning(
-        small_corpus: SmallCorpus, realm: str) -> None:
-    small_corpus.server.answer = lambda m: "Nothing else, I think." if m[-1]["content"].startswith(GLEAN) \
-        else extraction_answer(m)
+    small_corpus: SmallCorpus, realm: str
+) -> None:
+    small_corpus.server.answer = lambda m: (
+        "Nothing else, I think." if m[-1]["content"].startswith(GLEAN) else extraction_answer(m)
+    )
     engine = small_corpus.engine()
     index_documents(engine, realm, "main", communities=False)
     calls = len(small_corpus.chat_requests())

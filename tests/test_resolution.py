@@ -10,20 +10,27 @@ import polars as pl
 import psycopg
 from psycopg import sql
 
-from pgrag_dag.names import schema_for
 from pgrag_dag.frames import ENTITY_SCHEMA
 from pgrag_dag.graph.resolution import merge_race_loser, resolve_entities
+from pgrag_dag.names import schema_for
 from pgrag_dag.store.graph import load_entities, write_entities
 
 EXISTING_SCHEMA = {k: v for k, v in ENTITY_SCHEMA.items() if k != "changed"}
-DECISION_SCHEMA = {"chunk_id": pl.Int64, "name": pl.String, "entity_type": pl.String, "description": pl.String,
-                   "aliases": pl.List(pl.String)}
+DECISION_SCHEMA = {
+    "chunk_id": pl.Int64,
+    "name": pl.String,
+    "entity_type": pl.String,
+    "description": pl.String,
+    "aliases": pl.List(pl.String),
+}
 
 
 def _decisions(*records: tuple[Any, ...]) -> pl.DataFrame:
     """(name, entity_type, description, aliases) records, one chunk each, in order."""
-    rows = [{"chunk_id": i, "name": n, "entity_type": t, "description": d, "aliases": a}
-            for i, (n, t, d, a) in enumerate(records, 1)]
+    rows = [
+        {"chunk_id": i, "name": n, "entity_type": t, "description": d, "aliases": a}
+        for i, (n, t, d, a) in enumerate(records, 1)
+    ]
     return pl.DataFrame(rows, schema=DECISION_SCHEMA)
 
 
@@ -39,60 +46,79 @@ def _vertices(frame: pl.DataFrame) -> list[tuple[Any, ...]]:
 
 
 def test_babbage_upgrades_to_charles_babbage_never_the_reverse() -> None:
-    res = resolve_entities(NONE, _decisions(("Babbage", "Person", "", []),
-                                            ("Charles Babbage", "Person", "", ["Babbage"])))
+    res = resolve_entities(
+        NONE, _decisions(("Babbage", "Person", "", []), ("Charles Babbage", "Person", "", ["Babbage"]))
+    )
     assert _vertices(res.entities()) == [("Charles Babbage", "Person", "", ["Babbage"])]
     assert res.index_of("babbage") == res.index_of("CHARLES BABBAGE") == 0
 
-    reverse = resolve_entities(NONE, _decisions(("Charles Babbage", "Person", "", ["Babbage"]),
-                                                ("Babbage", "Person", "", [])))
+    reverse = resolve_entities(
+        NONE, _decisions(("Charles Babbage", "Person", "", ["Babbage"]), ("Babbage", "Person", "", []))
+    )
     assert _vertices(reverse.entities()) == [("Charles Babbage", "Person", "", ["Babbage"])]
 
 
 def test_a_stored_short_name_is_upgraded_in_place() -> None:
     existing = _existing((41, "Babbage", "Person", "Mathematician", []))
     res = resolve_entities(existing, _decisions(("Charles Babbage", "Person", "", ["Babbage", "C. Babbage"])))
-    assert res.entities().rows() == [(41, "Charles Babbage", "Person", "Mathematician", ["Babbage", "C. Babbage"], True)]
+    assert res.entities().rows() == [
+        (41, "Charles Babbage", "Person", "Mathematician", ["Babbage", "C. Babbage"], True)
+    ]
 
 
 def test_an_unchanged_stored_vertex_is_not_marked_changed() -> None:
     existing = _existing((7, "Charles Babbage", "Person", "Mathematician and inventor", ["Babbage"]))
     res = resolve_entities(existing, _decisions(("Babbage", "Concept", "Inventor", [])))
-    assert res.entities().rows() == [(7, "Charles Babbage", "Person", "Mathematician and inventor", ["Babbage"], False)]
+    assert res.entities().rows() == [
+        (7, "Charles Babbage", "Person", "Mathematician and inventor", ["Babbage"], False)
+    ]
 
 
 def test_a_bare_concept_never_overwrites_a_specific_type() -> None:
-    person_first = resolve_entities(NONE, _decisions(("Ada Lovelace", "Person", "", []),
-                                                     ("Ada Lovelace", "Concept", "", [])))
-    concept_first = resolve_entities(NONE, _decisions(("Ada Lovelace", "Concept", "", []),
-                                                      ("Ada Lovelace", "Person", "", [])))
+    person_first = resolve_entities(
+        NONE, _decisions(("Ada Lovelace", "Person", "", []), ("Ada Lovelace", "Concept", "", []))
+    )
+    concept_first = resolve_entities(
+        NONE, _decisions(("Ada Lovelace", "Concept", "", []), ("Ada Lovelace", "Person", "", []))
+    )
     assert person_first.entities()["entity_type"].to_list() == ["Person"]
     assert concept_first.entities()["entity_type"].to_list() == ["Person"]
 
 
 def test_a_longer_description_wins_and_a_shorter_never_does() -> None:
     long = "English mathematician who wrote the first published algorithm"
-    res = resolve_entities(NONE, _decisions(("Ada Lovelace", "Person", "Mathematician", []),
-                                            ("Ada Lovelace", "Person", long, []),
-                                            ("Ada Lovelace", "Concept", "Writer", [])))
+    res = resolve_entities(
+        NONE,
+        _decisions(
+            ("Ada Lovelace", "Person", "Mathematician", []),
+            ("Ada Lovelace", "Person", long, []),
+            ("Ada Lovelace", "Concept", "Writer", []),
+        ),
+    )
     assert res.entities()["description"].to_list() == [long]
 
 
 def test_alias_sets_are_unioned_minus_the_canonical_name() -> None:
-    res = resolve_entities(NONE, _decisions(
-        ("Babbage", "Person", "", ["Charles Babbage", "C. Babbage"]),
-        ("Charles Babbage", "Person", "", ["Mr Babbage", "c. babbage", "CHARLES BABBAGE"]),
-    ))
+    res = resolve_entities(
+        NONE,
+        _decisions(
+            ("Babbage", "Person", "", ["Charles Babbage", "C. Babbage"]),
+            ("Charles Babbage", "Person", "", ["Mr Babbage", "c. babbage", "CHARLES BABBAGE"]),
+        ),
+    )
     (vertex,) = _vertices(res.entities())
     assert vertex[0] == "Charles Babbage"
     assert vertex[3] == ["Babbage", "C. Babbage", "Mr Babbage"]
 
 
 def test_two_records_sharing_only_an_alias_stay_two_vertices() -> None:
-    res = resolve_entities(NONE, _decisions(
-        ("Ada Lovelace", "Person", "", ["Ada"]),
-        ("Ada (programming language)", "Work", "", ["Ada"]),
-    ))
+    res = resolve_entities(
+        NONE,
+        _decisions(
+            ("Ada Lovelace", "Person", "", ["Ada"]),
+            ("Ada (programming language)", "Work", "", ["Ada"]),
+        ),
+    )
     assert _vertices(res.entities()) == [
         ("Ada Lovelace", "Person", "", ["Ada"]),
         ("Ada (programming language)", "Work", "", ["Ada"]),
@@ -105,7 +131,14 @@ def test_identity_ignores_unicode_form_whitespace_quotes_and_zero_width_characte
     nfd = unicodedata.normalize("NFD", nfc)
     assert nfc != nfd
     existing = _existing((1, nfc, "Person", "Physicist", []), (2, "Ada Lovelace", "Person", "", []))
-    variants = [nfd, "ada   lovelace", "\u201cAda Lovelace\u201d", "'Ada Lovelace'", "Ada\u200b Lovelace", " Ada Lovelace\ufeff"]
+    variants = [
+        nfd,
+        "ada   lovelace",
+        "\u201cAda Lovelace\u201d",
+        "'Ada Lovelace'",
+        "Ada\u200b Lovelace",
+        " Ada Lovelace\ufeff",
+    ]
     res = resolve_entities(existing, _decisions(*[(v, "Person", "", []) for v in variants]))
     frame = res.entities()
     assert frame["id"].to_list() == [1, 2]  # no new vertex for any variant
@@ -118,21 +151,30 @@ def _table(realm: str) -> sql.Composed:
 
 def _stored(conn: psycopg.Connection, realm: str, space: str) -> list[tuple[Any, ...]]:
     return conn.execute(
-        sql.SQL("SELECT id, name, entity_type, description, aliases FROM {} WHERE space = %s ORDER BY id")
-        .format(_table(realm)), (space,),
+        sql.SQL(
+            "SELECT id, name, entity_type, description, aliases FROM {} WHERE space = %s ORDER BY id"
+        ).format(_table(realm)),
+        (space,),
     ).fetchall()
 
 
-def test_write_entities_merges_a_vertex_another_writer_inserted_meanwhile(conn: psycopg.Connection, realm: str) -> None:
+def test_write_entities_merges_a_vertex_another_writer_inserted_meanwhile(
+    conn: psycopg.Connection, realm: str
+) -> None:
     # this writer resolved against an empty space ...
-    res = resolve_entities(load_entities(conn, realm, "s1"), _decisions(
-        ("charles babbage", "Concept", "Inventor of the Difference Engine", ["C. Babbage", "Babbage"]),
-        ("Ada Lovelace", "Person", "Mathematician", []),
-    ))
+    res = resolve_entities(
+        load_entities(conn, realm, "s1"),
+        _decisions(
+            ("charles babbage", "Concept", "Inventor of the Difference Engine", ["C. Babbage", "Babbage"]),
+            ("Ada Lovelace", "Person", "Mathematician", []),
+        ),
+    )
     # ... while another writer inserted the same name, in other case
     winner_id = conn.execute(
-        sql.SQL("INSERT INTO {} (space, name, entity_type, description, aliases) VALUES (%s, %s, %s, %s, %s) RETURNING id")
-        .format(_table(realm)), ("s1", "Charles Babbage", "Person", "Mathematician", ["Babbage"]),
+        sql.SQL(
+            "INSERT INTO {} (space, name, entity_type, description, aliases) VALUES (%s, %s, %s, %s, %s) RETURNING id"
+        ).format(_table(realm)),
+        ("s1", "Charles Babbage", "Person", "Mathematician", ["Babbage"]),
     ).fetchone()[0]  # type: ignore[index]
 
     counts = write_entities(conn, realm, "s1", res, merge=merge_race_loser)
@@ -140,26 +182,44 @@ def test_write_entities_merges_a_vertex_another_writer_inserted_meanwhile(conn: 
     assert counts == {"inserted": 1, "updated": 1}
     stored = _stored(conn, realm, "s1")
     assert len(stored) == 2
-    assert stored[0] == (winner_id, "Charles Babbage", "Person", "Inventor of the Difference Engine",
-                         ["Babbage", "C. Babbage"])
+    assert stored[0] == (
+        winner_id,
+        "Charles Babbage",
+        "Person",
+        "Inventor of the Difference Engine",
+        ["Babbage", "C. Babbage"],
+    )
     assert stored[1][1:] == ("Ada Lovelace", "Person", "Mathematician", [])
     assert [v.id for v in res.vertices] == [winner_id, stored[1][0]]
 
 
 def test_write_entities_updates_an_upgraded_vertex_in_place(conn: psycopg.Connection, realm: str) -> None:
     table = _table(realm)
-    conn.execute(sql.SQL("INSERT INTO {} (space, name, entity_type) VALUES ('s1', 'Babbage', 'Concept'), "
-                         "('s2', 'Babbage', 'Place')").format(table))
+    conn.execute(
+        sql.SQL(
+            "INSERT INTO {} (space, name, entity_type) VALUES ('s1', 'Babbage', 'Concept'), "
+            "('s2', 'Babbage', 'Place')"
+        ).format(table)
+    )
     before = _stored(conn, realm, "s1")
-    res = resolve_entities(load_entities(conn, realm, "s1"),
-                           _decisions(("Charles Babbage", "Person", "Mathematician", ["Babbage"])))
+    res = resolve_entities(
+        load_entities(conn, realm, "s1"),
+        _decisions(("Charles Babbage", "Person", "Mathematician", ["Babbage"])),
+    )
     assert write_entities(conn, realm, "s1", res, merge=merge_race_loser) == {"inserted": 0, "updated": 1}
-    assert _stored(conn, realm, "s1") == [(before[0][0], "Charles Babbage", "Person", "Mathematician", ["Babbage"])]
+    assert _stored(conn, realm, "s1") == [
+        (before[0][0], "Charles Babbage", "Person", "Mathematician", ["Babbage"])
+    ]
     assert [r[1:3] for r in _stored(conn, realm, "s2")] == [("Babbage", "Place")]  # other space untouched
 
 
 def test_a_concept_stub_arriving_after_a_rich_record_strips_nothing() -> None:
     # the gates create bare Concept stubs for unlisted triple endpoints; one landing later must not win
-    rich = ("Charles Babbage", "Person", "English mathematician who designed the Difference Engine", ["Babbage"])
+    rich = (
+        "Charles Babbage",
+        "Person",
+        "English mathematician who designed the Difference Engine",
+        ["Babbage"],
+    )
     res = resolve_entities(NONE, _decisions(rich, ("Babbage", "Concept", "", [])))
     assert _vertices(res.entities()) == [rich]

@@ -8,24 +8,46 @@ import polars as pl
 import psycopg
 from psycopg import sql
 
-from pgrag_dag.graph.resolution import resolve_entities
+from pgrag_dag.graph.resolution import merge_race_loser, resolve_entities
 from pgrag_dag.store import db
-from pgrag_dag.graph.resolution import merge_race_loser
 from pgrag_dag.store.graph import load_entities, write_entities
-from pgrag_dag.store.quality import identity_keys
 from pgrag_dag.store.identifiers import qualified
+from pgrag_dag.store.quality import identity_keys
 
 
 def _decisions(name: str, entity_type: str, description: str, aliases: list[str]) -> pl.DataFrame:
-    return pl.DataFrame([{"chunk_id": 1, "name": name, "entity_type": entity_type, "description": description,
-                          "aliases": aliases}],
-                        schema={"chunk_id": pl.Int64, "name": pl.String, "entity_type": pl.String,
-                                "description": pl.String, "aliases": pl.List(pl.String)})
+    return pl.DataFrame(
+        [
+            {
+                "chunk_id": 1,
+                "name": name,
+                "entity_type": entity_type,
+                "description": description,
+                "aliases": aliases,
+            }
+        ],
+        schema={
+            "chunk_id": pl.Int64,
+            "name": pl.String,
+            "entity_type": pl.String,
+            "description": pl.String,
+            "aliases": pl.List(pl.String),
+        },
+    )
 
 
-def test_two_concurrent_writers_on_one_name_converge_on_one_vertex(pg_dsn: str, conn: psycopg.Connection, realm: str) -> None:
-    records = [("Charles Babbage", "Person", "English polymath.", ["Babbage"]),
-               ("charles babbage", "Concept", "English polymath who designed the Difference Engine.", ["C. Babbage"])]
+def test_two_concurrent_writers_on_one_name_converge_on_one_vertex(
+    pg_dsn: str, conn: psycopg.Connection, realm: str
+) -> None:
+    records = [
+        ("Charles Babbage", "Person", "English polymath.", ["Babbage"]),
+        (
+            "charles babbage",
+            "Concept",
+            "English polymath who designed the Difference Engine.",
+            ["C. Babbage"],
+        ),
+    ]
     both_resolved = threading.Barrier(2)
     ids: list[int | None] = [None, None]
     errors: list[BaseException] = []
@@ -46,13 +68,18 @@ def test_two_concurrent_writers_on_one_name_converge_on_one_vertex(pg_dsn: str, 
     for t in threads:
         t.join()
     assert errors == []
-    rows = conn.execute(sql.SQL("SELECT id, name, entity_type, description, aliases, name_key, alias_keys FROM {} e "
-                                "LEFT JOIN {} k ON k.entity_id = e.id WHERE e.space = 's'").format(
-                                    qualified(realm, "entities"), qualified(realm, "entity_keys"))).fetchall()
+    rows = conn.execute(
+        sql.SQL(
+            "SELECT id, name, entity_type, description, aliases, name_key, alias_keys FROM {} e "
+            "LEFT JOIN {} k ON k.entity_id = e.id WHERE e.space = 's'"
+        ).format(qualified(realm, "entities"), qualified(realm, "entity_keys"))
+    ).fetchall()
     assert len(rows) == 1
     vid, name, etype, description, aliases, name_key, alias_keys = rows[0]
     assert (name_key, alias_keys) == identity_keys(name, aliases)  # the keys of the merged vertex are stored
     assert ids == [vid, vid]
     assert etype == "Person"  # whichever lost, a bare Concept never overwrites a specific type
-    assert description == "English polymath who designed the Difference Engine."  # the longer description wins
+    assert (
+        description == "English polymath who designed the Difference Engine."
+    )  # the longer description wins
     assert set(aliases) >= {"Babbage", "C. Babbage"} and name.lower() == "charles babbage"

@@ -7,22 +7,22 @@ import math
 from typing import Any
 
 import dagster as dg
-import pytest
 import psycopg
+import pytest
 from psycopg import sql
 from typer.testing import CliRunner
 
-from pgrag_dag.query import telemetry as coverage
-from pgrag_dag.operate import deletion, retention
 from pgrag_dag.assets.partitions import SPACES
 from pgrag_dag.assets.retention import retention_job
 from pgrag_dag.cli import app
-from pgrag_dag.pipeline.community_stages import stage_communities
 from pgrag_dag.config import TelemetrySettings
 from pgrag_dag.errors import ConfigurationError, DeletionRefusedError
 from pgrag_dag.names import partition_key
+from pgrag_dag.operate import deletion, retention
 from pgrag_dag.pipeline import index_documents, stage_resolved_entities
+from pgrag_dag.pipeline.community_stages import stage_communities
 from pgrag_dag.query import QueryParam, query_data
+from pgrag_dag.query import telemetry as coverage
 from pgrag_dag.resources.engine import PgragResource
 from pgrag_dag.store import db
 from pgrag_dag.store.schema import schema_for
@@ -49,14 +49,22 @@ def indexed(small_corpus: SmallCorpus, realm: str, monkeypatch: pytest.MonkeyPat
 
 def _ask(corpus: SmallCorpus, realm: str, question: str) -> Any:
     engine = corpus.engine()
-    res = query_data(question, QueryParam(space="main", mode="local", **NARROW), dsn=engine.dsn, realm=realm,
-                     embedder=engine.embedder(), telemetry=TelemetrySettings(coverage=True))
+    res = query_data(
+        question,
+        QueryParam(space="main", mode="local", **NARROW),
+        dsn=engine.dsn,
+        realm=realm,
+        embedder=engine.embedder(),
+        telemetry=TelemetrySettings(coverage=True),
+    )
     assert coverage.writer_for(engine.dsn).flush(10)
     return res
 
 
 def _entity(dsn: str, realm: str, name: str) -> tuple[int, Any, Any]:
-    (row,) = _rows(dsn, realm, "SELECT id, archived_at, dormant_since FROM {s}.entities WHERE name = %s", (name,))
+    (row,) = _rows(
+        dsn, realm, "SELECT id, archived_at, dormant_since FROM {s}.entities WHERE name = %s", (name,)
+    )
     return row
 
 
@@ -64,7 +72,9 @@ def _entity(dsn: str, realm: str, name: str) -> tuple[int, Any, Any]:
 
 
 def test_retention_refuses_without_telemetry_or_before_any_event(indexed: SmallCorpus, realm: str) -> None:
-    with pytest.raises(ConfigurationError, match="needs coverage telemetry, which is off: recency and frequency"):
+    with pytest.raises(
+        ConfigurationError, match="needs coverage telemetry, which is off: recency and frequency"
+    ):
         retention.plan(indexed.engine(telemetry={"coverage": False}), realm, "main")
     with pytest.raises(ConfigurationError, match="no query of the space has been recorded yet"):
         retention.plan(indexed.engine(), realm, "main")
@@ -72,8 +82,9 @@ def test_retention_refuses_without_telemetry_or_before_any_event(indexed: SmallC
     assert out.exit_code == 2 and "ConfigurationError" in out.output and "recorded" in out.output
 
 
-def test_a_dry_run_lists_the_lowest_scores_with_their_components_and_changes_nothing(indexed: SmallCorpus,
-                                                                                     realm: str) -> None:
+def test_a_dry_run_lists_the_lowest_scores_with_their_components_and_changes_nothing(
+    indexed: SmallCorpus, realm: str
+) -> None:
     dsn = indexed.engine().dsn
     _ask(indexed, realm, "Difference Engine")
     _ask(indexed, realm, "Difference Engine")
@@ -97,22 +108,30 @@ def test_a_dry_run_lists_the_lowest_scores_with_their_components_and_changes_not
     w = indexed.settings().retention
     for e in plan["archive"]:
         c = e["components"]
-        mean = (w.w_recency * c["recency"] + w.w_frequency * c["frequency"] + w.w_degree * c["degree"]
-                + w.w_age * c["age"]) / (w.w_recency + w.w_frequency + w.w_degree + w.w_age)
+        mean = (
+            w.w_recency * c["recency"]
+            + w.w_frequency * c["frequency"]
+            + w.w_degree * c["degree"]
+            + w.w_age * c["age"]
+        ) / (w.w_recency + w.w_frequency + w.w_degree + w.w_age)
         assert abs(e["score"] - mean) < 1e-3
     live = {i for (i,) in _rows(dsn, realm, "SELECT id FROM {s}.entities WHERE dormant_since IS NULL")}
     never = live - set(events)
     assert never and plan["archive"][0]["id"] in never and plan["archive"][0]["events"] == 0  # lowest first
-    assert max(events, key=lambda i: events[i]) not in {e["id"] for e in plan["archive"]}  # the most retrieved stays
+    assert max(events, key=lambda i: events[i]) not in {
+        e["id"] for e in plan["archive"]
+    }  # the most retrieved stays
     assert _rows(dsn, realm, "SELECT id, archived_at, dormant_since FROM {s}.entities ORDER BY id") == before
     out = runner.invoke(app, ["retention", f"{realm}.main", "--json"])
     assert out.exit_code == 0, out.output
     assert [e["name"] for e in json.loads(out.output)["archive"]] == [
-        e["name"] for e in retention.plan(indexed.engine(), realm, "main")["archive"]]
+        e["name"] for e in retention.plan(indexed.engine(), realm, "main")["archive"]
+    ]
 
 
-def test_archiving_withholds_entities_from_queries_and_communities_until_unarchived(indexed: SmallCorpus,
-                                                                                 realm: str) -> None:
+def test_archiving_withholds_entities_from_queries_and_communities_until_unarchived(
+    indexed: SmallCorpus, realm: str
+) -> None:
     engine = indexed.engine(retention={"archive_fraction": 0.5})
     dsn = engine.dsn
     _ask(indexed, realm, "Ada Lovelace")
@@ -123,13 +142,21 @@ def test_archiving_withholds_entities_from_queries_and_communities_until_unarchi
     for i, name in gone.items():
         _, archived_at, dormant_since = _entity(dsn, realm, name)
         assert archived_at is not None and dormant_since is not None
-    log = _rows(dsn, realm, "SELECT object_id FROM {s}.belief_log WHERE kind = 'entity' AND event = 'archived'")
+    log = _rows(
+        dsn, realm, "SELECT object_id FROM {s}.belief_log WHERE kind = 'entity' AND event = 'archived'"
+    )
     assert sorted(i for (i,) in log) == sorted(gone)
-    assert _rows(dsn, realm, "SELECT count(*) FROM {s}.entity_belief WHERE entity_id = ANY(%s) AND believed_to IS NULL",
-                 (list(gone),)) == [(0,)]
+    assert _rows(
+        dsn,
+        realm,
+        "SELECT count(*) FROM {s}.entity_belief WHERE entity_id = ANY(%s) AND believed_to IS NULL",
+        (list(gone),),
+    ) == [(0,)]
     # withheld from retrieval: no query returns them, nor a relation touching them
     for name in gone.values():
-        res = query_data(name, QueryParam(space="main", mode="mix"), dsn=dsn, realm=realm, embedder=engine.embedder())
+        res = query_data(
+            name, QueryParam(space="main", mode="mix"), dsn=dsn, realm=realm, embedder=engine.embedder()
+        )
         assert not {e["id"] for e in res.entities} & set(gone)
         assert not {r[k] for r in res.relations for k in ("subject_id", "object_id")} & set(gone)
     # and from community construction; the next resolution run does not revive them
@@ -142,20 +169,34 @@ def test_archiving_withholds_entities_from_queries_and_communities_until_unarchi
     first = next(iter(gone.values()))
     out = runner.invoke(app, ["unarchive", f"{realm}.main", first.upper(), "--json"])
     assert out.exit_code == 0, out.output
-    assert json.loads(out.output)["unarchived"] == [{"id": _entity(dsn, realm, first)[0], "name": first, "revived": True}]
+    assert json.loads(out.output)["unarchived"] == [
+        {"id": _entity(dsn, realm, first)[0], "name": first, "revived": True}
+    ]
     i, archived_at, dormant_since = _entity(dsn, realm, first)
     assert archived_at is None and dormant_since is None
-    assert _rows(dsn, realm, "SELECT event FROM {s}.belief_log WHERE kind = 'entity' AND object_id = %s ORDER BY seq",
-                 (i,))[-2:] == [("archived",), ("unarchived",)]
-    assert _rows(dsn, realm, "SELECT count(*) FROM {s}.entity_belief WHERE entity_id = %s AND believed_to IS NULL",
-                 (i,)) == [(1,)]
-    res = query_data(first, QueryParam(space="main", mode="local"), dsn=dsn, realm=realm, embedder=engine.embedder())
+    assert _rows(
+        dsn,
+        realm,
+        "SELECT event FROM {s}.belief_log WHERE kind = 'entity' AND object_id = %s ORDER BY seq",
+        (i,),
+    )[-2:] == [("archived",), ("unarchived",)]
+    assert _rows(
+        dsn,
+        realm,
+        "SELECT count(*) FROM {s}.entity_belief WHERE entity_id = %s AND believed_to IS NULL",
+        (i,),
+    ) == [(1,)]
+    res = query_data(
+        first, QueryParam(space="main", mode="local"), dsn=dsn, realm=realm, embedder=engine.embedder()
+    )
     assert i in {e["id"] for e in res.entities}
     with pytest.raises(ConfigurationError, match="has no entity named 'Nobody'"):
         retention.unarchive(engine, realm, "main", ["Nobody"])
 
 
-def test_the_retention_job_dry_runs_by_default_and_archives_when_told(indexed: SmallCorpus, realm: str) -> None:
+def test_the_retention_job_dry_runs_by_default_and_archives_when_told(
+    indexed: SmallCorpus, realm: str
+) -> None:
     indexed.config.write_text(indexed.config.read_text() + "retention:\n  archive_fraction: 0.5\n")
     _ask(indexed, realm, "Ada Lovelace")
     key = partition_key(realm, "main")
@@ -166,31 +207,51 @@ def test_the_retention_job_dry_runs_by_default_and_archives_when_told(indexed: S
         assert dry.success
         out = dry.output_for_node("retention_op")
         assert out["dry_run"] and out["archive"]
-        assert _rows(indexed.engine().dsn, realm, "SELECT count(*) FROM {s}.entities WHERE archived_at IS NOT NULL") == [(0,)]
-        real = retention_job.execute_in_process(instance=instance, partition_key=key, resources=resources,
-                                                run_config={"ops": {"retention_op": {"config": {"dry_run": False}}}})
+        assert _rows(
+            indexed.engine().dsn, realm, "SELECT count(*) FROM {s}.entities WHERE archived_at IS NOT NULL"
+        ) == [(0,)]
+        real = retention_job.execute_in_process(
+            instance=instance,
+            partition_key=key,
+            resources=resources,
+            run_config={"ops": {"retention_op": {"config": {"dry_run": False}}}},
+        )
         assert real.success and real.output_for_node("retention_op")["archived"] == len(out["archive"])
-    assert _rows(indexed.engine().dsn, realm, "SELECT count(*) FROM {s}.entities WHERE archived_at IS NOT NULL") == [
-        (len(out["archive"]),)]
+    assert _rows(
+        indexed.engine().dsn, realm, "SELECT count(*) FROM {s}.entities WHERE archived_at IS NOT NULL"
+    ) == [(len(out["archive"]),)]
 
 
 # -- explicit deletion -----------------------------------------------------------------------------
+
 
 def test_forgetting_lets_explicit_deletion_remove_belief_log_rows(indexed: SmallCorpus, realm: str) -> None:
     from pgrag_dag.store import history
 
     with db.connect(indexed.engine().dsn) as conn:
         with conn.transaction(), history.forgetting(conn):
-            assert conn.execute(sql.SQL("DELETE FROM {}.belief_log").format(sql.Identifier(schema_for(realm)))).rowcount > 0
-        with pytest.raises(psycopg.errors.InsufficientPrivilege), conn.transaction():  # never outside forgetting
+            assert (
+                conn.execute(
+                    sql.SQL("DELETE FROM {}.belief_log").format(sql.Identifier(schema_for(realm)))
+                ).rowcount
+                > 0
+            )
+        with (
+            pytest.raises(psycopg.errors.InsufficientPrivilege),
+            conn.transaction(),
+        ):  # never outside forgetting
             conn.execute(sql.SQL("DELETE FROM {}.entity_belief").format(sql.Identifier(schema_for(realm))))
 
 
-def test_an_entity_still_mentioned_is_not_deleted_and_the_refusal_names_the_documents(indexed: SmallCorpus,
-                                                                                     realm: str) -> None:
+def test_an_entity_still_mentioned_is_not_deleted_and_the_refusal_names_the_documents(
+    indexed: SmallCorpus, realm: str
+) -> None:
     dsn = indexed.engine().dsn
-    with pytest.raises(DeletionRefusedError, match=r"cannot delete entity 'Ada Lovelace': 2 document\(s\) still mention "
-                                                   r"it \('01_babbage.txt', '02_lovelace.txt'\)") as err:
+    with pytest.raises(
+        DeletionRefusedError,
+        match=r"cannot delete entity 'Ada Lovelace': 2 document\(s\) still mention "
+        r"it \('01_babbage.txt', '02_lovelace.txt'\)",
+    ) as err:
         deletion.delete_entity(indexed.engine(), realm, "main", "ada lovelace")
     assert "\n" not in str(err.value)
     assert _entity(dsn, realm, "Ada Lovelace")[0]
@@ -200,16 +261,25 @@ def test_an_entity_still_mentioned_is_not_deleted_and_the_refusal_names_the_docu
 
 def _history(dsn: str, realm: str, entity: int, rels: list[int]) -> dict[str, int]:
     return {
-        "belief_log": _rows(dsn, realm, """SELECT count(*) FROM {s}.belief_log WHERE (kind = 'entity' AND object_id = %s)
-                                           OR (kind = 'relation' AND object_id = ANY(%s))""", (entity, rels))[0][0],
-        "relation_belief": _rows(dsn, realm, "SELECT count(*) FROM {s}.relation_belief WHERE relation_id = ANY(%s)",
-                                 (rels,))[0][0],
-        "entity_belief": _rows(dsn, realm, "SELECT count(*) FROM {s}.entity_belief WHERE entity_id = %s", (entity,))[0][0],
+        "belief_log": _rows(
+            dsn,
+            realm,
+            """SELECT count(*) FROM {s}.belief_log WHERE (kind = 'entity' AND object_id = %s)
+                                           OR (kind = 'relation' AND object_id = ANY(%s))""",
+            (entity, rels),
+        )[0][0],
+        "relation_belief": _rows(
+            dsn, realm, "SELECT count(*) FROM {s}.relation_belief WHERE relation_id = ANY(%s)", (rels,)
+        )[0][0],
+        "entity_belief": _rows(
+            dsn, realm, "SELECT count(*) FROM {s}.entity_belief WHERE entity_id = %s", (entity,)
+        )[0][0],
     }
 
 
-def test_deleting_an_unmentioned_entity_removes_it_its_relations_and_their_history(indexed: SmallCorpus,
-                                                                                  realm: str) -> None:
+def test_deleting_an_unmentioned_entity_removes_it_its_relations_and_their_history(
+    indexed: SmallCorpus, realm: str
+) -> None:
     engine = indexed.engine()
     dsn = engine.dsn
     out = runner.invoke(app, ["delete", "document", f"{realm}.main", "01_babbage.txt"])
@@ -218,14 +288,22 @@ def test_deleting_an_unmentioned_entity_removes_it_its_relations_and_their_histo
     out = runner.invoke(app, ["delete", "document", f"{realm}.main", "01_babbage.txt", "--yes", "--json"])
     assert out.exit_code == 0, out.output
     doc = json.loads(out.output)
-    assert doc["removed"]["documents"] == doc["history"]["documents_removed"] > 0 and doc["history"]["belief_log"] == 1
+    assert (
+        doc["removed"]["documents"] == doc["history"]["documents_removed"] > 0
+        and doc["history"]["belief_log"] == 1
+    )
     assert _rows(dsn, realm, "SELECT count(*) FROM {s}.documents WHERE doc_key = '01_babbage.txt'") == [(0,)]
     ent, _, dormant = _entity(dsn, realm, "Difference Engine")  # mentioned only by the removed document
     assert dormant is not None
     # the report counts every belief change the removal caused, the graph stages' included
     assert doc["changes"]["documents_removed"] == 1 and doc["changes"]["entities_dormant"] >= 1
     assert doc["changes"]["relations_dormant"] >= 1 and doc["since"]
-    rels = [r for (r,) in _rows(dsn, realm, "SELECT id FROM {s}.relations WHERE %s IN (source_id, target_id)", (ent,))]
+    rels = [
+        r
+        for (r,) in _rows(
+            dsn, realm, "SELECT id FROM {s}.relations WHERE %s IN (source_id, target_id)", (ent,)
+        )
+    ]
     history = _history(dsn, realm, ent, rels)
     assert rels and all(history.values())
     dry = runner.invoke(app, ["delete", "entity", f"{realm}.main", "Difference Engine", "--json"])
@@ -241,9 +319,16 @@ def test_deleting_an_unmentioned_entity_removes_it_its_relations_and_their_histo
     assert done["removed"]["documents_removed.entity_ids"] > 0  # the archived chunks no longer name it
     assert _rows(dsn, realm, "SELECT count(*) FROM {s}.entities WHERE id = %s", (ent,)) == [(0,)]
     assert _rows(dsn, realm, "SELECT count(*) FROM {s}.relations WHERE id = ANY(%s)", (rels,)) == [(0,)]
-    assert _rows(dsn, realm, "SELECT count(*) FROM {s}.documents_removed WHERE %s = ANY(entity_ids)", (ent,)) == [(0,)]
-    left = _rows(dsn, realm, """SELECT event, count(*) FROM {s}.belief_log WHERE (kind = 'entity' AND object_id = %s)
-                                OR (kind = 'relation' AND object_id = ANY(%s)) GROUP BY 1""", (ent, rels))
+    assert _rows(
+        dsn, realm, "SELECT count(*) FROM {s}.documents_removed WHERE %s = ANY(entity_ids)", (ent,)
+    ) == [(0,)]
+    left = _rows(
+        dsn,
+        realm,
+        """SELECT event, count(*) FROM {s}.belief_log WHERE (kind = 'entity' AND object_id = %s)
+                                OR (kind = 'relation' AND object_id = ANY(%s)) GROUP BY 1""",
+        (ent, rels),
+    )
     assert left == [("deleted", 1 + len(rels))] == [("deleted", done["tombstones"])]  # only the tombstones
     assert _rows(dsn, realm, "SELECT count(*) FROM {s}.entity_belief WHERE entity_id = %s", (ent,)) == [(0,)]
     (indexed.root / "docs" / "01_babbage.txt").unlink()  # removed from the sources too: nothing re-creates it
@@ -251,7 +336,9 @@ def test_deleting_an_unmentioned_entity_removes_it_its_relations_and_their_histo
     assert _rows(dsn, realm, "SELECT count(*) FROM {s}.entities WHERE name = 'Difference Engine'") == [(0,)]
 
 
-def test_deleting_a_space_removes_every_row_of_it_and_leaves_other_spaces(indexed: SmallCorpus, realm: str) -> None:
+def test_deleting_a_space_removes_every_row_of_it_and_leaves_other_spaces(
+    indexed: SmallCorpus, realm: str
+) -> None:
     import yaml
 
     cfg = yaml.safe_load(indexed.config.read_text())
@@ -261,13 +348,23 @@ def test_deleting_a_space_removes_every_row_of_it_and_leaves_other_spaces(indexe
     dsn = engine.dsn
     index_documents(engine, realm, "other", communities=False)
     _ask(indexed, realm, "Ada Lovelace")
-    tables = [t for (t,) in _rows(dsn, realm, """SELECT table_name FROM information_schema.columns c
+    tables = [
+        t
+        for (t,) in _rows(
+            dsn,
+            realm,
+            """SELECT table_name FROM information_schema.columns c
                                                  JOIN information_schema.tables USING (table_schema, table_name)
                                                 WHERE table_schema = %s AND column_name = 'space' AND table_type = 'BASE TABLE'""",
-                                  (schema_for(realm),))]
+            (schema_for(realm),),
+        )
+    ]
 
     def counts(space: str) -> dict[str, int]:
-        return {t: _rows(dsn, realm, f"SELECT count(*) FROM {{s}}.{t} WHERE space = %s", (space,))[0][0] for t in tables}
+        return {
+            t: _rows(dsn, realm, f"SELECT count(*) FROM {{s}}.{t} WHERE space = %s", (space,))[0][0]
+            for t in tables
+        }
 
     main, other = counts("main"), counts("other")
     assert main["belief_log"] and main["query_events"] and main["communities"] and other["entities"]
@@ -291,6 +388,8 @@ def test_deleting_a_realm_drops_its_schema_and_registry_row(indexed: SmallCorpus
     assert done["removed"]["entities"] == entities and done["removed"]["pgrag__control.realms"] == 1
     with db.connect(dsn) as conn:
         assert conn.execute("SELECT to_regnamespace(%s)", (schema_for(realm),)).fetchone() == (None,)
-        assert conn.execute("SELECT count(*) FROM pgrag__control.realms WHERE realm = %s", (realm,)).fetchone() == (0,)
+        assert conn.execute(
+            "SELECT count(*) FROM pgrag__control.realms WHERE realm = %s", (realm,)
+        ).fetchone() == (0,)
     out = runner.invoke(app, ["delete", "realm", realm, "--yes"])
     assert out.exit_code == 2 and "does not exist" in out.output

@@ -32,6 +32,8 @@ def _restore_dagster_home(monkeypatch: pytest.MonkeyPatch) -> None:
     """:func:`dagster_home` exports ``DAGSTER_HOME``; put back what was there after each test."""
     monkeypatch.setenv("DAGSTER_HOME", "unset-by-test")
     monkeypatch.delenv("DAGSTER_HOME")
+
+
 ROOT = Path(__file__).resolve().parents[1]
 PER_PARTITION = {"key": "dagster/partition", "value": {"applyLimitPerUniqueValue": True}, "limit": 1}
 
@@ -50,7 +52,9 @@ def test_dagster_yaml_turns_on_run_monitoring_and_allows_one_run_per_partition(t
         assert instance.run_monitoring_enabled
         assert instance.run_monitoring_start_timeout_seconds == 13  # whole seconds, rounded up
         assert instance.run_monitoring_max_runtime_seconds == 3600
-        assert instance.run_monitoring_settings["free_slots_after_run_end_seconds"] == FREE_SLOTS_AFTER_RUN_END_S
+        assert (
+            instance.run_monitoring_settings["free_slots_after_run_end_seconds"] == FREE_SLOTS_AFTER_RUN_END_S
+        )
         # the queued run coordinator (Dagster's default) carries the per-partition limit; dagster dev's
         # daemon runs the queue and run monitoring because of these settings
         assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
@@ -75,16 +79,27 @@ def test_the_run_queue_starts_one_run_per_partition(tmp_path: Path) -> None:
     from tests.queue_defs import noop_job
 
     home = _home(tmp_path)
-    target = ModuleTarget(module_name="tests.queue_defs", attribute="defs", working_directory=str(ROOT),
-                          location_name="queue_test")
-    with dg.DagsterInstance.from_config(str(home)) as instance, WorkspaceProcessContext(instance, target) as ctx:
+    target = ModuleTarget(
+        module_name="tests.queue_defs",
+        attribute="defs",
+        working_directory=str(ROOT),
+        location_name="queue_test",
+    )
+    with (
+        dg.DagsterInstance.from_config(str(home)) as instance,
+        WorkspaceProcessContext(instance, target) as ctx,
+    ):
         location = ctx.create_request_context().get_code_location("queue_test")
         remote = location.get_repository("__repository__").get_full_job("noop_job")
 
         def run(partition: str, status: dg.DagsterRunStatus) -> str:
-            return instance.create_run_for_job(noop_job, status=status, tags={"dagster/partition": partition},
-                                               remote_job_origin=remote.get_remote_origin(),
-                                               job_code_origin=remote.get_python_origin()).run_id
+            return instance.create_run_for_job(
+                noop_job,
+                status=status,
+                tags={"dagster/partition": partition},
+                remote_job_origin=remote.get_remote_origin(),
+                job_code_origin=remote.get_python_origin(),
+            ).run_id
 
         def status(run_id: str) -> str:
             return instance.get_run_by_id(run_id).status.value  # type: ignore[union-attr]
@@ -93,7 +108,9 @@ def test_the_run_queue_starts_one_run_per_partition(tmp_path: Path) -> None:
             list(QueuedRunCoordinatorDaemon(interval_seconds=1).run_iteration(ctx))
 
         running = run("acme.docs", dg.DagsterRunStatus.STARTED)  # e.g. a materialisation from the CLI
-        second, other, third = (run(p, dg.DagsterRunStatus.QUEUED) for p in ("acme.docs", "acme.wiki", "acme.docs"))
+        second, other, third = (
+            run(p, dg.DagsterRunStatus.QUEUED) for p in ("acme.docs", "acme.wiki", "acme.docs")
+        )
         iterate()
         assert status(second) == status(third) == "QUEUED"  # acme.docs has a run in progress
         assert status(other) != "QUEUED"  # another partition starts at once
@@ -157,15 +174,24 @@ def test_a_failed_runs_reason_is_never_empty() -> None:
     }
     with dg.instance_for_test() as instance:
         for asset, reason in expected.items():
-            result = dg.materialize([asset], instance=instance, resources={"busy": _Busy()}, raise_on_error=False,
-                                    run_config=quiet)
+            result = dg.materialize(
+                [asset],
+                instance=instance,
+                resources={"busy": _Busy()},
+                raise_on_error=False,
+                run_config=quiet,
+            )
             reasons = run_failure_reasons(result)
-            assert len(reasons) == 1 and fnmatch.fnmatchcase(reasons[0], reason.replace("[*]", "[[]*[]]")), reasons
+            assert len(reasons) == 1 and fnmatch.fnmatchcase(reasons[0], reason.replace("[*]", "[[]*[]]")), (
+                reasons
+            )
         ok = dg.materialize([dg.asset(name="fine")(lambda: None)], instance=instance, run_config=quiet)
         assert run_failure_reasons(ok) == []
 
 
-def test_pgrag_slots_lists_each_holder_and_frees_only_the_orphaned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pgrag_slots_lists_each_holder_and_frees_only_the_orphaned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # real runs in a real instance, each claiming an llm slot through the event log storage as a step
     # does; what differs is the process each run's tags name
     import socket
@@ -183,15 +209,23 @@ def test_pgrag_slots_lists_each_holder_and_frees_only_the_orphaned(tmp_path: Pat
     me = slots.process_tags()
     cases = {
         "gone": ({**me, slots.PID_TAG: str(dead.pid), slots.START_TAG: "1"}, dg.DagsterRunStatus.STARTED),
-        "reused_pid": ({**me, slots.START_TAG: "1"}, dg.DagsterRunStatus.STARTED),  # this pid, an earlier process
+        "reused_pid": (
+            {**me, slots.START_TAG: "1"},
+            dg.DagsterRunStatus.STARTED,
+        ),  # this pid, an earlier process
         "ended": (me, dg.DagsterRunStatus.SUCCESS),
         "live": (me, dg.DagsterRunStatus.STARTED),
-        "other_host": ({**me, slots.HOST_TAG: socket.gethostname() + "-elsewhere"}, dg.DagsterRunStatus.STARTED),
+        "other_host": (
+            {**me, slots.HOST_TAG: socket.gethostname() + "-elsewhere"},
+            dg.DagsterRunStatus.STARTED,
+        ),
         "no_tags": ({}, dg.DagsterRunStatus.STARTED),
     }
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        ids = {name: instance.create_run_for_job(noop_job, status=status, tags=tags).run_id
-               for name, (tags, status) in cases.items()}
+        ids = {
+            name: instance.create_run_for_job(noop_job, status=status, tags=tags).run_id
+            for name, (tags, status) in cases.items()
+        }
         storage = instance.event_log_storage
         storage.initialize_concurrency_limit_to_default("llm")
         for name in [*cases, "deleted"]:  # "deleted": a run the instance no longer has
@@ -204,22 +238,36 @@ def test_pgrag_slots_lists_each_holder_and_frees_only_the_orphaned(tmp_path: Pat
         holders = {h["run_id"]: h for h in llm["holders"]}
         name_of = {v: k for k, v in ids.items()} | {"0" * 36: "deleted"}
         judged = {name_of[r]: (h["state"], h["orphaned"]) for r, h in holders.items()}
-        assert judged == {"gone": ("claimed", True), "reused_pid": ("claimed", True), "ended": ("claimed", True),
-                          "live": ("claimed", False), "other_host": ("claimed", False),
-                          "no_tags": ("waiting", False), "deleted": ("waiting", True)}
+        assert judged == {
+            "gone": ("claimed", True),
+            "reused_pid": ("claimed", True),
+            "ended": ("claimed", True),
+            "live": ("claimed", False),
+            "other_host": ("claimed", False),
+            "no_tags": ("waiting", False),
+            "deleted": ("waiting", True),
+        }
         assert holders[ids["gone"]]["reason"] == f"process {dead.pid} on host {socket.gethostname()} is gone"
         text = runner.invoke(app, ["slots"]).output
         assert "pool llm: limit 5 (default), 5 in use, 2 waiting" in text and "4 orphaned" in text
 
         freed = runner.invoke(app, ["slots", "--free"])
         assert freed.exit_code == 0, freed.output
-        assert (f"freed 1 llm slot of run {ids['gone']} (process {dead.pid} on host {socket.gethostname()} is gone); "
-                "marked the run failed (was STARTED)") in freed.output
+        assert (
+            f"freed 1 llm slot of run {ids['gone']} (process {dead.pid} on host {socket.gethostname()} is gone); "
+            "marked the run failed (was STARTED)"
+        ) in freed.output
         assert f"freed 1 llm slot of run {ids['ended']} (run ended (SUCCESS))" in freed.output
         assert f"freed 1 waiting llm step of run {'0' * 36} (run not in this instance)" in freed.output
         status = {n: instance.get_run_by_id(r).status.value for n, r in ids.items()}  # type: ignore[union-attr]
-        assert status == {"gone": "FAILURE", "reused_pid": "FAILURE", "ended": "SUCCESS", "live": "STARTED",
-                          "other_host": "STARTED", "no_tags": "STARTED"}
+        assert status == {
+            "gone": "FAILURE",
+            "reused_pid": "FAILURE",
+            "ended": "SUCCESS",
+            "live": "STARTED",
+            "other_host": "STARTED",
+            "no_tags": "STARTED",
+        }
         failure = instance.get_records_for_run(ids["gone"], of_type=dg.DagsterEventType.RUN_FAILURE).records
         assert "is gone; the run can never finish" in failure[0].event_log_entry.dagster_event.message  # type: ignore[union-attr]
         after = json.loads(runner.invoke(app, ["slots", "--json"]).output)
@@ -235,11 +283,13 @@ def test_pgrag_slots_lists_each_holder_and_frees_only_the_orphaned(tmp_path: Pat
 # --- killed runs, end to end: materialize_partition in subprocesses, SIGKILLed while they hold llm slots
 
 
-MATERIALIZE = ("import json, sys\n"
-               "from pgrag_dag.assets.runner import materialize_partition\n"
-               "from pgrag_dag.config import load_settings\n"
-               "out = materialize_partition(load_settings(sys.argv[1]), sys.argv[2], config_path=sys.argv[1])\n"
-               "print(json.dumps(out['_run']))\n")
+MATERIALIZE = (
+    "import json, sys\n"
+    "from pgrag_dag.assets.runner import materialize_partition\n"
+    "from pgrag_dag.config import load_settings\n"
+    "out = materialize_partition(load_settings(sys.argv[1]), sys.argv[2], config_path=sys.argv[1])\n"
+    "print(json.dumps(out['_run']))\n"
+)
 
 
 @dataclass
@@ -256,9 +306,14 @@ class Killable:
         """``materialize_partition(partition)`` in a fresh interpreter; stdout/stderr to ``<name>.out/.err``."""
         env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PGRAG_CONFIG": str(self.corpus.config)}
         env.pop("DAGSTER_HOME", None)
-        return subprocess.Popen([sys.executable, "-c", MATERIALIZE, str(self.corpus.config), partition], cwd=ROOT,
-                                env=env, text=True, stdout=(self.logs / f"{name}.out").open("w"),
-                                stderr=(self.logs / f"{name}.err").open("w"))
+        return subprocess.Popen(
+            [sys.executable, "-c", MATERIALIZE, str(self.corpus.config), partition],
+            cwd=ROOT,
+            env=env,
+            text=True,
+            stdout=(self.logs / f"{name}.out").open("w"),
+            stderr=(self.logs / f"{name}.err").open("w"),
+        )
 
     def err(self, name: str) -> str:
         return (self.logs / f"{name}.err").read_text()
@@ -268,15 +323,18 @@ class Killable:
 
         return [h for p in slots.inspect_pools(self.instance) if p.pool == "llm" for h in p.holders]
 
-    def wait_until(self, what: str, fn: Callable[[], Any], procs: dict[str, subprocess.Popen[str]],
-                   timeout: float = 180) -> Any:
+    def wait_until(
+        self, what: str, fn: Callable[[], Any], procs: dict[str, subprocess.Popen[str]], timeout: float = 180
+    ) -> Any:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             got = fn()
             if got:
                 return got
             for name, p in procs.items():
-                assert p.poll() is None, f"{name} exited {p.returncode} before {what}: {self.err(name)[-3000:]}"
+                assert p.poll() is None, (
+                    f"{name} exited {p.returncode} before {what}: {self.err(name)[-3000:]}"
+                )
             time.sleep(0.3)
         raise AssertionError(f"timed out waiting for {what}")
 
@@ -288,7 +346,9 @@ class Killable:
 
 
 @pytest.fixture
-def killable(small_corpus: SmallCorpus, realm: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Killable]:
+def killable(
+    small_corpus: SmallCorpus, realm: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Killable]:
     from psycopg import sql
 
     from pgrag_dag.store import db
@@ -322,7 +382,9 @@ def _kill(proc: subprocess.Popen[str]) -> None:
 
 
 @pytest.mark.slow
-def test_two_runs_killed_holding_the_llm_slots_do_not_block_the_next_materialisation(killable: Killable, realm: str) -> None:
+def test_two_runs_killed_holding_the_llm_slots_do_not_block_the_next_materialisation(
+    killable: Killable, realm: str
+) -> None:
     from typer.testing import CliRunner
 
     from pgrag_dag.cli import app
@@ -330,8 +392,11 @@ def test_two_runs_killed_holding_the_llm_slots_do_not_block_the_next_materialisa
     procs = {"a": killable.launch(f"{realm}.main", "a"), "b": killable.launch(f"{realm}.other", "b")}
     pids = {str(p.pid) for p in procs.values()}
     # both runs are inside raw_extractions, each holding one of the pool's two slots
-    killable.wait_until("both llm slots claimed", lambda: {h.pid for h in killable.holders()
-                                                           if h.state == "claimed"} == pids, procs)
+    killable.wait_until(
+        "both llm slots claimed",
+        lambda: {h.pid for h in killable.holders() if h.state == "claimed"} == pids,
+        procs,
+    )
     ids = {n: killable.run_id_of(p) for n, p in procs.items()}
     for p in procs.values():
         _kill(p)
@@ -352,7 +417,8 @@ def test_two_runs_killed_holding_the_llm_slots_do_not_block_the_next_materialisa
     elapsed = time.monotonic() - started
     reclaimed = json.loads((killable.logs / "c.out").read_text().splitlines()[-1])["reclaimed"]
     assert {r["run_id"]: (r["slots"], r["marked_failed"]) for r in reclaimed} == {
-        run_id: ({"llm": 1}, True) for run_id in ids.values()}
+        run_id: ({"llm": 1}, True) for run_id in ids.values()
+    }
     for run_id in ids.values():  # and the user was told
         assert f"freed 1 llm slot of run {run_id} (process " in killable.err("c")
         assert killable.instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.FAILURE  # type: ignore[union-attr]
@@ -367,13 +433,18 @@ def test_a_run_waiting_for_a_slot_says_who_holds_it_and_takes_it_when_the_holder
     cfg["dagster"]["llm_pool_limit"] = 1
     killable.corpus.config.write_text(yaml.safe_dump(cfg))
     a = killable.launch(f"{realm}.main", "a")
-    killable.wait_until("a holding the llm slot", lambda: [h for h in killable.holders() if h.pid == str(a.pid)], {"a": a})
+    killable.wait_until(
+        "a holding the llm slot", lambda: [h for h in killable.holders() if h.pid == str(a.pid)], {"a": a}
+    )
     holder = killable.run_id_of(a)
     b = killable.launch(f"{realm}.other", "b")
     try:
         procs = {"a": a, "b": b}
-        killable.wait_until("b waiting", lambda: [h for h in killable.holders()
-                                                   if h.pid == str(b.pid) and h.state == "waiting"], procs)
+        killable.wait_until(
+            "b waiting",
+            lambda: [h for h in killable.holders() if h.pid == str(b.pid) and h.state == "waiting"],
+            procs,
+        )
         said = f"waiting for a slot of pool llm (limit 1), held by run {holder} step raw_extractions (STARTED, running)"
         killable.wait_until("b saying who it waits for", lambda: said in killable.err("b"), procs, timeout=60)
         _kill(a)
@@ -402,8 +473,15 @@ def test_runs_starting_together_never_race_on_a_pool_s_first_limit(pg_dsn: str, 
 
     name = f"dagster_pools_{os.getpid()}"
     cfg = tmp_path / "pgrag.yaml"
-    cfg.write_text(yaml.safe_dump({"database_url": pg_dsn, "data_dir": "data", "dagster": {
-        "instance_storage": "postgres", "storage_database": name, "llm_pool_limit": 3}}))
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "database_url": pg_dsn,
+                "data_dir": "data",
+                "dagster": {"instance_storage": "postgres", "storage_database": name, "llm_pool_limit": 3},
+            }
+        )
+    )
     home = dagster_home(load_settings(cfg))
     try:
         with dg.DagsterInstance.from_config(str(home)):

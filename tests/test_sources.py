@@ -57,7 +57,9 @@ def test_non_utf8_text_raises_source_error_naming_it_and_the_byte(tmp_path: Path
     assert "UTF-8" in str(info.value) and "byte 3" in str(info.value)
 
 
-@pytest.mark.parametrize("content", [b"", b"   \r\n\t\n  ", b"\xef\xbb\xbf\n\n"], ids=["empty", "whitespace", "bom-only"])
+@pytest.mark.parametrize(
+    "content", [b"", b"   \r\n\t\n  ", b"\xef\xbb\xbf\n\n"], ids=["empty", "whitespace", "bom-only"]
+)
 def test_an_empty_or_blank_document_raises_source_error(tmp_path: Path, content: bytes) -> None:
     p = tmp_path / "blank.txt"
     p.write_bytes(content)
@@ -82,7 +84,9 @@ def test_an_unreadable_path_raises_source_error_naming_it(tmp_path: Path) -> Non
     assert info.value.path == str(directory) and "cannot be read" in str(info.value)
 
 
-def test_a_dangling_symlink_named_as_a_source_raises_configuration_error_naming_its_target(tmp_path: Path) -> None:
+def test_a_dangling_symlink_named_as_a_source_raises_configuration_error_naming_its_target(
+    tmp_path: Path,
+) -> None:
     # Settings.resolve() follows the link, so the error names the missing target, not the link
     dangling = tmp_path / "gone.txt"
     dangling.symlink_to(tmp_path / "never-written.txt")
@@ -165,9 +169,11 @@ def test_without_last_file_keeps_the_other_documents_keys_and_order(tmp_path: Pa
     assert withheld == "d.txt"
     assert [src.exclude for src in first.sources] == [["d.txt"], []] and first.order == "filename"
     fewer = settings.model_copy(update={"realms": {"r1": RealmSpec(spaces={"s1": first})}})
-    assert load_documents(fewer, "r1", "s1").select("doc_key", "doc_order").rows() == \
-        load_documents(settings, "r1", "s1").select("doc_key", "doc_order").rows()[:-1] == \
-        [("a.txt", 0), ("b.txt", 1), ("c.txt", 2)]
+    assert (
+        load_documents(fewer, "r1", "s1").select("doc_key", "doc_order").rows()
+        == load_documents(settings, "r1", "s1").select("doc_key", "doc_order").rows()[:-1]
+        == [("a.txt", 0), ("b.txt", 1), ("c.txt", 2)]
+    )
     by_field = SpaceSpec(sources=[SourceSpec(path=Path("one"))], order="metadata", order_field="year")
     with pytest.raises(ConfigurationError, match="orders by metadata"):
         without_last_file(settings, by_field)
@@ -188,7 +194,10 @@ def test_one_bad_file_fails_the_whole_load(tmp_path: Path) -> None:
 
 # -- issue 13: any Unicode, any bytes; one bad document never costs the others ------------------------
 
-def test_issue13_read_sources_skips_bad_files_with_their_reasons_and_keeps_the_order_of_the_rest(tmp_path: Path) -> None:
+
+def test_issue13_read_sources_skips_bad_files_with_their_reasons_and_keeps_the_order_of_the_rest(
+    tmp_path: Path,
+) -> None:
     from pgrag_dag.ingest.sources import read_sources
 
     corpus = tmp_path / "corpus"
@@ -201,7 +210,8 @@ def test_issue13_read_sources_skips_bad_files_with_their_reasons_and_keeps_the_o
     assert read.documents.select("doc_key", "doc_order").rows() == [("a.txt", 0), ("c.txt", 2)]
     assert [(s.doc_key, s.reason) for s in read.skipped] == [
         ("b.txt", "is binary (contains NUL bytes), not a text document"),
-        ("d.txt", "cannot be read (a broken symbolic link)")]
+        ("d.txt", "cannot be read (a broken symbolic link)"),
+    ]
 
 
 @pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16", "utf-32"])
@@ -211,19 +221,32 @@ def test_issue13_a_leading_byte_order_mark_is_stripped_from_text_files(tmp_path:
     assert read_document(p) == "Ampère’s law\n\n李白 שלום 👩‍🔬\n"
 
 
-def test_issue13_a_leading_byte_order_mark_is_stripped_from_jsonl_files_lines_and_texts(tmp_path: Path) -> None:
-    lines = [json.dumps({"title": "A", "text": "\ufeffAlpha."}), "\ufeff" + json.dumps({"title": "B", "text": "Beta."})]
+def test_issue13_a_leading_byte_order_mark_is_stripped_from_jsonl_files_lines_and_texts(
+    tmp_path: Path,
+) -> None:
+    lines = [
+        json.dumps({"title": "A", "text": "\ufeffAlpha."}),
+        "\ufeff" + json.dumps({"title": "B", "text": "Beta."}),
+    ]
     (tmp_path / "n.jsonl").write_bytes(b"\xef\xbb\xbf" + "\n".join(lines).encode("utf-8"))
     docs = load_documents(_settings(tmp_path, SourceSpec(path=Path("n.jsonl"))), "r1", "s1")
     assert docs.select("doc_key", "text").rows() == [("A", "Alpha."), ("B", "Beta.")]
 
 
-def test_issue13_nul_and_lone_surrogates_in_jsonl_keys_titles_texts_and_metadata_are_cleaned(tmp_path: Path) -> None:
+def test_issue13_nul_and_lone_surrogates_in_jsonl_keys_titles_texts_and_metadata_are_cleaned(
+    tmp_path: Path,
+) -> None:
     from pgrag_dag.ingest.sources import read_sources
 
-    rec = {"url": "https://example.org/a\u0000b\ud800", "title": "Ada\u0000 Lovelace", "text": "Ada\u0000 wrote \udc80notes.",
-           "tags": {"k\u0000ey": ["v\ud83d", "ok"]}}
-    (tmp_path / "n.jsonl").write_text(json.dumps(rec) + "\n", encoding="utf-8")  # json escapes: \u0000, \ud800
+    rec = {
+        "url": "https://example.org/a\u0000b\ud800",
+        "title": "Ada\u0000 Lovelace",
+        "text": "Ada\u0000 wrote \udc80notes.",
+        "tags": {"k\u0000ey": ["v\ud83d", "ok"]},
+    }
+    (tmp_path / "n.jsonl").write_text(
+        json.dumps(rec) + "\n", encoding="utf-8"
+    )  # json escapes: \u0000, \ud800
     src = SourceSpec(path=Path("n.jsonl"), key_field="url", metadata_fields=["tags"])
     read = read_sources(_settings(tmp_path, src), "r1", "s1")
     row = read.documents.row(0, named=True)
@@ -249,11 +272,15 @@ def test_issue13_a_file_name_that_is_not_utf8_becomes_an_escaped_doc_key(tmp_pat
 def test_issue13_an_overlong_title_or_metadata_refuses_its_record_with_the_reason(tmp_path: Path) -> None:
     from pgrag_dag.ingest.sources import MAX_METADATA_BYTES, MAX_TITLE_CHARS, read_sources
 
-    lines = [json.dumps({"title": "T" * (MAX_TITLE_CHARS + 1), "text": "Long title."}),
-             json.dumps({"title": "Fat", "text": "Big metadata.", "blob": "x" * MAX_METADATA_BYTES}),
-             json.dumps({"title": "Fine", "text": "Kept."})]
+    lines = [
+        json.dumps({"title": "T" * (MAX_TITLE_CHARS + 1), "text": "Long title."}),
+        json.dumps({"title": "Fat", "text": "Big metadata.", "blob": "x" * MAX_METADATA_BYTES}),
+        json.dumps({"title": "Fine", "text": "Kept."}),
+    ]
     (tmp_path / "n.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    read = read_sources(_settings(tmp_path, SourceSpec(path=Path("n.jsonl"), metadata_fields=["blob"])), "r1", "s1")
+    read = read_sources(
+        _settings(tmp_path, SourceSpec(path=Path("n.jsonl"), metadata_fields=["blob"])), "r1", "s1"
+    )
     assert read.documents["doc_key"].to_list() == ["Fine"]
     assert [s.where.rsplit("/", 1)[-1] for s in read.skipped] == ["n.jsonl:1", "n.jsonl:2"]
     assert "title of 1,001 characters (at most 1,000" in read.skipped[0].reason

@@ -18,17 +18,33 @@ def _settings(tmp_path: Path, space: str) -> object:
     return load_settings(cfg)
 
 
-def test_jsonl_records_become_documents_keyed_by_url_else_title_made_composite_when_repeated(tmp_path: Path) -> None:
-    (tmp_path / "news.jsonl").write_text("\n".join(json.dumps(r) for r in [
-        {"title": "Earnings", "body": "Revenue rose.", "url": "https://example.org/a", "year": 2019},
-        {"title": "Earnings", "body": "Revenue fell.", "year": 2018},
-        {"title": "Earnings", "body": "Revenue flat.", "year": 2020},
-        {"title": "Outlook", "body": "Guidance raised.", "year": 2017},
-    ]) + "\n")
-    settings = _settings(tmp_path, "        order: metadata\n        order_field: year\n        sources:\n"
-                                   "          - {path: news.jsonl, text_field: body, key_field: url, metadata_fields: [year]}\n")
+def test_jsonl_records_become_documents_keyed_by_url_else_title_made_composite_when_repeated(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "news.jsonl").write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {"title": "Earnings", "body": "Revenue rose.", "url": "https://example.org/a", "year": 2019},
+                {"title": "Earnings", "body": "Revenue fell.", "year": 2018},
+                {"title": "Earnings", "body": "Revenue flat.", "year": 2020},
+                {"title": "Outlook", "body": "Guidance raised.", "year": 2017},
+            ]
+        )
+        + "\n"
+    )
+    settings = _settings(
+        tmp_path,
+        "        order: metadata\n        order_field: year\n        sources:\n"
+        "          - {path: news.jsonl, text_field: body, key_field: url, metadata_fields: [year]}\n",
+    )
     docs = load_documents(settings, "r", "s")  # type: ignore[arg-type]
-    assert docs["doc_key"].to_list() == ["Outlook", "Earnings#news.jsonl:2", "https://example.org/a", "Earnings#news.jsonl:3"]
+    assert docs["doc_key"].to_list() == [
+        "Outlook",
+        "Earnings#news.jsonl:2",
+        "https://example.org/a",
+        "Earnings#news.jsonl:3",
+    ]
     assert docs["doc_order"].to_list() == [0, 1, 2, 3]  # ordered by fiscal year, not by line
     assert json.loads(docs["metadata"][0]) == {"year": 2017, "line": 4}
 
@@ -42,8 +58,11 @@ def test_a_bad_jsonl_line_names_file_and_line(tmp_path: Path) -> None:
 
 def test_metadata_order_needs_its_field_on_every_document(tmp_path: Path) -> None:
     (tmp_path / "n.jsonl").write_text('{"title": "A", "text": "x", "year": 1}\n{"title": "B", "text": "y"}\n')
-    settings = _settings(tmp_path, "        order: metadata\n        order_field: year\n        sources:\n"
-                                   "          - {path: n.jsonl, metadata_fields: [year]}\n")
+    settings = _settings(
+        tmp_path,
+        "        order: metadata\n        order_field: year\n        sources:\n"
+        "          - {path: n.jsonl, metadata_fields: [year]}\n",
+    )
     with pytest.raises(ConfigurationError, match="order_field 'year' is missing"):
         load_documents(settings, "r", "s")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="needs order_field"):

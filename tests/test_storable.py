@@ -6,22 +6,37 @@ import json
 
 import pytest
 
-from pgrag_dag.storable import clean_json, clean_key, clean_text, escape_unstorable, has_lone_surrogate, unstorable
+from pgrag_dag.storable import (
+    clean_json,
+    clean_key,
+    clean_text,
+    escape_unstorable,
+    has_lone_surrogate,
+    unstorable,
+)
 
 
-@pytest.mark.parametrize("text", ["plain", "李白 محمد 👩\u200d🔬", "a\x00b", "x\ud800y", '{"name": "Ada\x00\udfff"}'])
+@pytest.mark.parametrize(
+    "text", ["plain", "李白 محمد 👩\u200d🔬", "a\x00b", "x\ud800y", '{"name": "Ada\x00\udfff"}']
+)
 def test_escaped_model_text_is_ascii_safe_and_a_json_parser_reads_it_back_unchanged(text: str) -> None:
     escaped = escape_unstorable(text)
     escaped.encode("utf-8")  # storable
     assert "\x00" not in escaped and not has_lone_surrogate(escaped)
-    assert json.loads(escape_unstorable(json.dumps(text, ensure_ascii=False))) == text  # as a model's JSON carries it
-    assert json.loads(escape_unstorable('"' + text.replace('"', '\\"') + '"')) == text  # raw characters in a string
+    assert (
+        json.loads(escape_unstorable(json.dumps(text, ensure_ascii=False))) == text
+    )  # as a model's JSON carries it
+    assert (
+        json.loads(escape_unstorable('"' + text.replace('"', '\\"') + '"')) == text
+    )  # raw characters in a string
 
 
 def test_clean_text_removes_nul_replaces_lone_surrogates_and_says_so() -> None:
     assert clean_text("Ada Lovelace") == ("Ada Lovelace", [])
-    assert clean_text("A\x00da\ud800\udbff") == ("Ada\ufffd\ufffd", ["1 NUL (U+0000) removed",
-                                                                    "2 lone surrogate(s) replaced by U+FFFD"])
+    assert clean_text("A\x00da\ud800\udbff") == (
+        "Ada\ufffd\ufffd",
+        ["1 NUL (U+0000) removed", "2 lone surrogate(s) replaced by U+FFFD"],
+    )
 
 
 def test_clean_key_keeps_distinct_keys_distinct() -> None:

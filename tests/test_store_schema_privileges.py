@@ -31,8 +31,11 @@ def _fresh_database(conn: psycopg.Connection) -> Iterator[str]:
 def plain_role(conn: psycopg.Connection) -> Iterator[tuple[str, str]]:
     """A role that may log in and nothing more (no superuser, no CREATEDB): ``(name, password)``."""
     name, password = f"pgrag_plain_{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
-    conn.execute(sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB PASSWORD {}").format(
-        sql.Identifier(name), sql.Literal(password)))
+    conn.execute(
+        sql.SQL("CREATE ROLE {} LOGIN NOSUPERUSER NOCREATEDB PASSWORD {}").format(
+            sql.Identifier(name), sql.Literal(password)
+        )
+    )
     yield name, password
     conn.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
 
@@ -40,7 +43,9 @@ def plain_role(conn: psycopg.Connection) -> Iterator[tuple[str, str]]:
 def _schemas(dsn: str) -> tuple[bool, list[str]]:
     with db.connect(dsn, autocommit=True, vector=False) as c:
         vector = c.execute("SELECT count(*) FROM pg_extension WHERE extname = 'vector'").fetchone() == (1,)
-        names = [r[0] for r in c.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'pgrag%' ORDER BY 1")]
+        names = [
+            r[0] for r in c.execute("SELECT nspname FROM pg_namespace WHERE nspname LIKE 'pgrag%' ORDER BY 1")
+        ]
     return vector, names
 
 
@@ -61,7 +66,11 @@ def test_a_missing_privilege_is_one_line_saying_what_to_ask_the_dba_for(
     with _fresh_database(conn) as name:
         as_role = make_conninfo(pg_dsn, dbname=name, user=role, password=password)
         with db.connect(make_conninfo(pg_dsn, dbname=name), autocommit=True) as admin:
-            admin.execute(sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(sql.Identifier(name), sql.Identifier(role)))
+            admin.execute(
+                sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(
+                    sql.Identifier(name), sql.Identifier(role)
+                )
+            )
             with db.connect(as_role, autocommit=True) as c:  # pgvector is not a trusted extension
                 with pytest.raises(DatabaseError) as no_extension:
                     schema.init_realm(c, "acme", embedding_model="hashing-sha256", dim=384)
@@ -70,16 +79,28 @@ def test_a_missing_privilege_is_one_line_saying_what_to_ask_the_dba_for(
             assert "superuser" in message and "CREATE EXTENSION vector" in message
             assert _schemas(as_role) == (False, [])
 
-            admin.execute("CREATE EXTENSION vector")  # what the DBA was asked for; CREATE on the database taken away
-            admin.execute(sql.SQL("REVOKE CREATE ON DATABASE {} FROM {}").format(sql.Identifier(name), sql.Identifier(role)))
+            admin.execute(
+                "CREATE EXTENSION vector"
+            )  # what the DBA was asked for; CREATE on the database taken away
+            admin.execute(
+                sql.SQL("REVOKE CREATE ON DATABASE {} FROM {}").format(
+                    sql.Identifier(name), sql.Identifier(role)
+                )
+            )
             with db.connect(as_role, autocommit=True) as c:
                 with pytest.raises(DatabaseError) as no_create:
                     schema.init_realm(c, "acme", embedding_model="hashing-sha256", dim=384)
             message = str(no_create.value)
             assert "\n" not in message and f'GRANT CREATE ON DATABASE "{name}" TO "{role}"' in message
 
-            admin.execute(sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(sql.Identifier(name), sql.Identifier(role)))
-            with db.connect(as_role, autocommit=True) as c:  # with both, the role initialises the realm itself
+            admin.execute(
+                sql.SQL("GRANT CREATE ON DATABASE {} TO {}").format(
+                    sql.Identifier(name), sql.Identifier(role)
+                )
+            )
+            with db.connect(
+                as_role, autocommit=True
+            ) as c:  # with both, the role initialises the realm itself
                 assert schema.init_realm(c, "acme", embedding_model="hashing-sha256", dim=384) is True
             assert _schemas(as_role) == (True, ["pgrag__control", "pgrag_acme"])
             admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(role)))

@@ -12,8 +12,12 @@ from pgrag_dag.testing.stub_server import StubServer
 
 
 def _chat(url: str) -> str:
-    req = urllib.request.Request(f"{url}/chat/completions", method="POST", headers={"Content-Type": "application/json"},
-                                 data=json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode())
+    req = urllib.request.Request(
+        f"{url}/chat/completions",
+        method="POST",
+        headers={"Content-Type": "application/json"},
+        data=json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}]}).encode(),
+    )
     with urllib.request.urlopen(req, timeout=10) as resp:
         return json.loads(resp.read())["choices"][0]["message"]["content"]
 

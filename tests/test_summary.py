@@ -8,15 +8,40 @@ from typing import Any
 from pgrag_dag.operate.summary import summarise
 
 
-def _metas(*, share: float | None, snapped: int, off: list[str], by_reason: dict[str, int]) -> dict[str, dict[str, Any]]:
-    return {"gated_triples": {"distinct_predicates": 7, "predicates_snapped": snapped, "off_vocabulary_top": off,
-                              "entities_accepted": 10, "triples_accepted": 9, "rejected": 0},
-            "relations": {"superseded": sum(by_reason.values()), "newly_superseded": 1, "supersessions_by_reason": by_reason},
-            "chunks": {"documents": 3, "documents_added": 1, "documents_replaced": 0, "documents_removed": 2,
-                       "documents_unchanged": 2},
-            "_quality": {"distinct_predicates": 181, "vocabulary_predicate_share": share, "orphan_entities": 2, "duplicate_edge_rows": 0,
-                         "fragmented_short_form_vertices": 0, "pronoun_entities": 0},
-            "_checks": {"relations:graph_quality": True}}
+def _metas(
+    *, share: float | None, snapped: int, off: list[str], by_reason: dict[str, int]
+) -> dict[str, dict[str, Any]]:
+    return {
+        "gated_triples": {
+            "distinct_predicates": 7,
+            "predicates_snapped": snapped,
+            "off_vocabulary_top": off,
+            "entities_accepted": 10,
+            "triples_accepted": 9,
+            "rejected": 0,
+        },
+        "relations": {
+            "superseded": sum(by_reason.values()),
+            "newly_superseded": 1,
+            "supersessions_by_reason": by_reason,
+        },
+        "chunks": {
+            "documents": 3,
+            "documents_added": 1,
+            "documents_replaced": 0,
+            "documents_removed": 2,
+            "documents_unchanged": 2,
+        },
+        "_quality": {
+            "distinct_predicates": 181,
+            "vocabulary_predicate_share": share,
+            "orphan_entities": 2,
+            "duplicate_edge_rows": 0,
+            "fragmented_short_form_vertices": 0,
+            "pronoun_entities": 0,
+        },
+        "_checks": {"relations:graph_quality": True},
+    }
 
 
 def _line(lines: list[str], head: str) -> str:
@@ -26,25 +51,42 @@ def _line(lines: list[str], head: str) -> str:
 def test_a_space_without_a_vocabulary_says_so() -> None:
     lines = summarise("notes.main", _metas(share=None, snapped=0, off=[], by_reason={}))
     # the space's predicates (the graph's), not the run's decisions': an unchanged run decides nothing
-    assert _line(lines, "predicates") == ("  predicates       181 distinct in the space; no vocabulary configured "
-                                         "(the space's preset: or vocabulary:)")
-    assert _line(lines, "gate decisions") == "  gate decisions   this run: 10 entities and 9 triples accepted, 0 rejected"
+    assert _line(lines, "predicates") == (
+        "  predicates       181 distinct in the space; no vocabulary configured "
+        "(the space's preset: or vocabulary:)"
+    )
+    assert (
+        _line(lines, "gate decisions")
+        == "  gate decisions   this run: 10 entities and 9 triples accepted, 0 rejected"
+    )
     assert _line(lines, "documents") == "  documents        3  (1 added, 0 replaced, 2 removed, 2 unchanged)"
-    assert _line(lines, "graph quality") == ("  graph quality    2 orphan entities, 0 duplicate edges, 0 fragmented vertices, "
-                                            "0 pronoun entities")
+    assert _line(lines, "graph quality") == (
+        "  graph quality    2 orphan entities, 0 duplicate edges, 0 fragmented vertices, 0 pronoun entities"
+    )
     assert _line(lines, "supersession") == "  supersession     0 superseded (1 this run)"
     one = _metas(share=None, snapped=0, off=[], by_reason={})
     one["_quality"].update(orphan_entities=1, fragmented_short_form_vertices=1)
     assert _line(summarise("notes.main", one), "graph quality") == (
-        "  graph quality    1 orphan entity, 0 duplicate edges, 1 fragmented vertex, 0 pronoun entities")
+        "  graph quality    1 orphan entity, 0 duplicate edges, 1 fragmented vertex, 0 pronoun entities"
+    )
 
 
 def test_a_space_with_a_vocabulary_lists_what_fell_off_it() -> None:
-    lines = summarise("wiki.demo", _metas(share=0.44, snapped=3, off=["taught", "met", "visited", "a", "b", "c"],
-                                          by_reason={"group": 2}))
-    assert _line(lines, "predicates") == ("  predicates       181 distinct in the space; this run: 3 snapped onto the "
-                                         "vocabulary, commonest off it: taught, met, visited, a, b")
-    assert _line(lines, "graph quality").startswith("  graph quality    vocabulary share 0.44, 2 orphan entities")
+    lines = summarise(
+        "wiki.demo",
+        _metas(
+            share=0.44, snapped=3, off=["taught", "met", "visited", "a", "b", "c"], by_reason={"group": 2}
+        ),
+    )
+    assert _line(lines, "predicates") == (
+        "  predicates       181 distinct in the space; this run: 3 snapped onto the "
+        "vocabulary, commonest off it: taught, met, visited, a, b"
+    )
+    assert _line(lines, "graph quality").startswith(
+        "  graph quality    vocabulary share 0.44, 2 orphan entities"
+    )
     assert _line(lines, "supersession") == "  supersession     2 superseded (1 this run) {'group': 2}"
     everything_on_it = summarise("wiki.demo", _metas(share=1.0, snapped=0, off=[], by_reason={}))
-    assert _line(everything_on_it, "predicates").endswith("this run: 0 snapped onto the vocabulary, commonest off it: none")
+    assert _line(everything_on_it, "predicates").endswith(
+        "this run: 0 snapped onto the vocabulary, commonest off it: none"
+    )

@@ -13,13 +13,12 @@ import pytest
 from psycopg import sql
 from typer.testing import CliRunner
 
-from pgrag_dag.operate.coverage import coverage as read_coverage
-from pgrag_dag.query import telemetry
 from pgrag_dag.cli import app
-from pgrag_dag.pipeline.community_stages import stage_communities
 from pgrag_dag.config import TelemetrySettings
+from pgrag_dag.operate.coverage import coverage as read_coverage
 from pgrag_dag.pipeline import index_documents
-from pgrag_dag.query import QueryParam, query_data
+from pgrag_dag.pipeline.community_stages import stage_communities
+from pgrag_dag.query import QueryParam, query_data, telemetry
 from pgrag_dag.store import db
 from pgrag_dag.store.schema import schema_for
 from tests.fix_corpus import SmallCorpus
@@ -44,27 +43,46 @@ NARROW = {"top_k": 1, "max_hops": 1, "relation_channels": ["traversal"]}
 """A local query that returns one entity and its direct relations: most of the graph stays untouched."""
 
 
-def _ask(corpus: SmallCorpus, realm: str, question: str, *, mode: str = "hybrid",
-         telemetry: TelemetrySettings | None = ON, **param: Any):  # type: ignore[no-untyped-def]
+def _ask(
+    corpus: SmallCorpus,
+    realm: str,
+    question: str,
+    *,
+    mode: str = "hybrid",
+    telemetry: TelemetrySettings | None = ON,
+    **param: Any,
+):  # type: ignore[no-untyped-def]
     engine = corpus.engine()
-    return query_data(question, QueryParam(space="main", mode=mode, **param), dsn=engine.dsn, realm=realm,
-                      embedder=engine.embedder(), telemetry=telemetry)
+    return query_data(
+        question,
+        QueryParam(space="main", mode=mode, **param),
+        dsn=engine.dsn,
+        realm=realm,
+        embedder=engine.embedder(),
+        telemetry=telemetry,
+    )
 
 
 def _flush(dsn: str) -> None:
     assert telemetry.writer_for(dsn).flush(10)
 
 
-def test_a_query_with_coverage_on_records_the_question_hash_mode_space_and_ids(indexed: SmallCorpus, realm: str) -> None:
+def test_a_query_with_coverage_on_records_the_question_hash_mode_space_and_ids(
+    indexed: SmallCorpus, realm: str
+) -> None:
     dsn = indexed.engine().dsn
     res = _ask(indexed, realm, "Who  worked with CHARLES Babbage? ")
     _flush(dsn)
-    rows = _rows(dsn, realm, "SELECT space, question_sha256, mode, entity_ids, community_ids, at FROM {s}.query_events")
+    rows = _rows(
+        dsn, realm, "SELECT space, question_sha256, mode, entity_ids, community_ids, at FROM {s}.query_events"
+    )
     assert len(rows) == 1
     space, digest, mode, entity_ids, community_ids, at = rows[0]
     assert (space, mode) == ("main", "hybrid")
     assert digest == hashlib.sha256(b"who worked with charles babbage?").hexdigest()
-    returned = {e["id"] for e in res.entities} | {r[k] for r in res.relations for k in ("subject_id", "object_id")}
+    returned = {e["id"] for e in res.entities} | {
+        r[k] for r in res.relations for k in ("subject_id", "object_id")
+    }
     assert entity_ids == sorted(returned) and entity_ids
     assert community_ids == sorted(c["id"] for c in res.communities) and community_ids
     (now,) = _rows(dsn, realm, "SELECT now()")[0]
@@ -81,8 +99,9 @@ def test_coverage_is_off_by_default_and_records_nothing(indexed: SmallCorpus, re
     assert _rows(indexed.engine().dsn, realm, "SELECT count(*) FROM {s}.query_events") == [(0,)]
 
 
-def test_a_broken_telemetry_write_is_logged_and_never_fails_the_query(indexed: SmallCorpus, realm: str,
-                                                                      caplog: pytest.LogCaptureFixture) -> None:
+def test_a_broken_telemetry_write_is_logged_and_never_fails_the_query(
+    indexed: SmallCorpus, realm: str, caplog: pytest.LogCaptureFixture
+) -> None:
     dsn = indexed.engine().dsn
     _rows(dsn, realm, "DROP TABLE {s}.query_events")
     failed = telemetry.writer_for(dsn).stats.failed
@@ -101,16 +120,22 @@ def test_a_writer_with_a_bad_dsn_swallows_its_errors() -> None:
     assert (writer.stats.written, writer.stats.failed) == (0, 1)
 
 
-def test_a_full_queue_drops_events_with_a_warning_and_never_blocks(indexed: SmallCorpus, realm: str, pg_dsn: str,
-                                                                  caplog: pytest.LogCaptureFixture) -> None:
+def test_a_full_queue_drops_events_with_a_warning_and_never_blocks(
+    indexed: SmallCorpus, realm: str, pg_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
     event = ("main", "a" * 64, "local", [1], [])
     writer = telemetry.EventWriter(pg_dsn, queue_size=2)
     with psycopg.connect(pg_dsn) as blocker:
-        blocker.execute(sql.SQL("LOCK TABLE {}.query_events IN ACCESS EXCLUSIVE MODE").format(
-            sql.Identifier(schema_for(realm))))
+        blocker.execute(
+            sql.SQL("LOCK TABLE {}.query_events IN ACCESS EXCLUSIVE MODE").format(
+                sql.Identifier(schema_for(realm))
+            )
+        )
         assert writer.submit(realm, event)
         deadline = time.monotonic() + 10
-        while writer._queue.qsize() and time.monotonic() < deadline:  # the writer took it and waits on the lock
+        while (
+            writer._queue.qsize() and time.monotonic() < deadline
+        ):  # the writer took it and waits on the lock
             time.sleep(0.01)
         assert writer.submit(realm, event) and writer.submit(realm, event)  # the queue holds 2
         with caplog.at_level(logging.WARNING, logger="pgrag_dag.query.telemetry"):
@@ -129,15 +154,28 @@ def _expected_coverage(dsn: str, realm: str) -> tuple[list[tuple[int, int]], lis
     for c, e in _rows(dsn, realm, "SELECT community_id, entity_id FROM {s}.community_members"):
         members.setdefault(c, set()).add(e)
     communities = [c for (c,) in _rows(dsn, realm, "SELECT id FROM {s}.communities WHERE space = 'main'")]
-    attention = sorted(((c, sum(1 for ents, comms in events if c in comms or members.get(c, set()) & set(ents)))
-                        for c in communities), key=lambda x: (x[1], x[0]))
+    attention = sorted(
+        (
+            (c, sum(1 for ents, comms in events if c in comms or members.get(c, set()) & set(ents)))
+            for c in communities
+        ),
+        key=lambda x: (x[1], x[0]),
+    )
     touched = {e for ents, _ in events for e in ents}
-    live = [i for (i,) in _rows(dsn, realm, "SELECT id FROM {s}.entities WHERE space = 'main' AND dormant_since IS NULL ORDER BY id")]
+    live = [
+        i
+        for (i,) in _rows(
+            dsn,
+            realm,
+            "SELECT id FROM {s}.entities WHERE space = 'main' AND dormant_since IS NULL ORDER BY id",
+        )
+    ]
     return attention, [i for i in live if i not in touched]
 
 
-def test_coverage_names_the_least_attended_communities_and_the_never_retrieved_entities(indexed: SmallCorpus,
-                                                                                        realm: str) -> None:
+def test_coverage_names_the_least_attended_communities_and_the_never_retrieved_entities(
+    indexed: SmallCorpus, realm: str
+) -> None:
     dsn = indexed.engine().dsn
     _ask(indexed, realm, "Difference Engine", mode="local", **NARROW)
     _ask(indexed, realm, "Analytical Engine", mode="local", **NARROW)
@@ -146,12 +184,20 @@ def test_coverage_names_the_least_attended_communities_and_the_never_retrieved_e
     attention, never = _expected_coverage(dsn, realm)
     assert report["events"] == 2
     assert [(c["id"], c["events"]) for c in report["least_attended_communities"]] == attention
-    assert report["never_retrieved"] == len(never) and [e["id"] for e in report["never_retrieved_entities"]] == never
+    assert (
+        report["never_retrieved"] == len(never)
+        and [e["id"] for e in report["never_retrieved_entities"]] == never
+    )
     assert 0 < len(never) < len(_rows(dsn, realm, "SELECT id FROM {s}.entities WHERE dormant_since IS NULL"))
-    assert read_coverage(dsn, realm, "main", limit=1)["never_retrieved_entities"] == report["never_retrieved_entities"][:1]
+    assert (
+        read_coverage(dsn, realm, "main", limit=1)["never_retrieved_entities"]
+        == report["never_retrieved_entities"][:1]
+    )
 
 
-def test_the_communities_asset_metadata_answers_the_coverage_questions(indexed: SmallCorpus, realm: str) -> None:
+def test_the_communities_asset_metadata_answers_the_coverage_questions(
+    indexed: SmallCorpus, realm: str
+) -> None:
     dsn = indexed.engine().dsn
     off = stage_communities(indexed.engine(), realm, "main").metadata
     assert off["coverage"] == "telemetry off (telemetry.coverage)"
@@ -164,13 +210,30 @@ def test_the_communities_asset_metadata_answers_the_coverage_questions(indexed: 
     json.dumps(meta["least_attended_communities"])  # Dagster metadata: JSON as it is
 
 
-def test_cli_coverage_after_cli_queries_with_telemetry_from_the_environment(indexed: SmallCorpus, realm: str,
-                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cli_coverage_after_cli_queries_with_telemetry_from_the_environment(
+    indexed: SmallCorpus, realm: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("PGRAG_CONFIG", str(indexed.config))
     monkeypatch.setenv("PGRAG_TELEMETRY__COVERAGE", "true")
     runner = CliRunner()
-    out = runner.invoke(app, ["query", "Difference Engine", "--realm", realm, "--space", "main", "--mode", "local", "--top-k", "1",
-                                "--max-hops", "1", "--json"])
+    out = runner.invoke(
+        app,
+        [
+            "query",
+            "Difference Engine",
+            "--realm",
+            realm,
+            "--space",
+            "main",
+            "--mode",
+            "local",
+            "--top-k",
+            "1",
+            "--max-hops",
+            "1",
+            "--json",
+        ],
+    )
     assert out.exit_code == 0, out.output
     telemetry.flush_all(10)
     out = runner.invoke(app, ["coverage", f"{realm}.main", "--json", "--limit", "3"])

@@ -19,18 +19,21 @@ from pgrag_dag.temporal import normalise_date
 from tests.fix_corpus import SmallCorpus, extraction_answer
 
 
-@pytest.mark.parametrize(("written", "date"), [
-    ("2019-03-04T10:00:00+02:00", "2019-03-04"),
-    ("2019-03-04 10:00:00", "2019-03-04"),
-    ("2019-03-04T10:00:00Z", "2019-03-04"),
-    ("2019-03-04T10:00:00.123456Z", "2019-03-04"),
-    ("2019-03-04 10:00:00.5+0530", "2019-03-04"),
-    ("2019-03-04T23:30:00-05:00", "2019-03-04"),  # the date as written, never shifted to UTC
-    ("2019-03-04T10:00", "2019-03-04"),
-    ("2019-03-04 10:00:00 UTC", "2019-03-04"),
-    ("2016-12-31T23:59:60Z", "2016-12-31"),  # a leap second
-    (" 2019-03-04T10:00:00+02:00 ", "2019-03-04"),
-])
+@pytest.mark.parametrize(
+    ("written", "date"),
+    [
+        ("2019-03-04T10:00:00+02:00", "2019-03-04"),
+        ("2019-03-04 10:00:00", "2019-03-04"),
+        ("2019-03-04T10:00:00Z", "2019-03-04"),
+        ("2019-03-04T10:00:00.123456Z", "2019-03-04"),
+        ("2019-03-04 10:00:00.5+0530", "2019-03-04"),
+        ("2019-03-04T23:30:00-05:00", "2019-03-04"),  # the date as written, never shifted to UTC
+        ("2019-03-04T10:00", "2019-03-04"),
+        ("2019-03-04 10:00:00 UTC", "2019-03-04"),
+        ("2016-12-31T23:59:60Z", "2016-12-31"),  # a leap second
+        (" 2019-03-04T10:00:00+02:00 ", "2019-03-04"),
+    ],
+)
 def test_iso_timestamps_keep_their_date(written: str, date: str) -> None:
     assert normalise_date(written) == date
 
@@ -40,33 +43,65 @@ def test_normalised_dates_stay_as_they_are(already: str) -> None:
     assert normalise_date(already) == already
 
 
-@pytest.mark.parametrize(("written", "date"), [
-    ("2015-6-30", "2015-06-30"), ("2015/06/30", "2015-06-30"), ("June 30, 2015", "2015-06-30"),
-    ("30 June 2015", "2015-06-30"), ("June 2015", "2015-06"), (1843, "1843"),
-])
+@pytest.mark.parametrize(
+    ("written", "date"),
+    [
+        ("2015-6-30", "2015-06-30"),
+        ("2015/06/30", "2015-06-30"),
+        ("June 30, 2015", "2015-06-30"),
+        ("30 June 2015", "2015-06-30"),
+        ("June 2015", "2015-06"),
+        (1843, "1843"),
+    ],
+)
 def test_other_stated_dates_are_normalised_as_before(written: Any, date: str) -> None:
     assert normalise_date(written) == date
 
 
-@pytest.mark.parametrize("bad", [
-    "2019-02-30T10:00:00Z",  # no such day
-    "2019-03-04T25:00:00Z", "2019-03-04T10:61:00", "2019-03-04T10:00:61", "2019-03-04T10:00:00+25:00",
-    "2019-03-04T", "2019-03-04T10", "2019-03-04 at noon", "2019-03-04T10:00:00 PST", "mid-1990s", "later",
-])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "2019-02-30T10:00:00Z",  # no such day
+        "2019-03-04T25:00:00Z",
+        "2019-03-04T10:61:00",
+        "2019-03-04T10:00:61",
+        "2019-03-04T10:00:00+25:00",
+        "2019-03-04T",
+        "2019-03-04T10",
+        "2019-03-04 at noon",
+        "2019-03-04T10:00:00 PST",
+        "mid-1990s",
+        "later",
+    ],
+)
 def test_impossible_or_vague_timestamps_are_discarded(bad: str) -> None:
     assert normalise_date(bad) is None
 
 
 def test_a_timestamped_period_passes_the_gates_as_a_date() -> None:
-    parsed = {"entities": [{"name": "Ada Lovelace", "type": "Person"}, {"name": "Royal Society", "type": "Organization"}],
-              "triples": [{"subject": "Ada Lovelace", "predicate": "member_of", "object": "Royal Society",
-                           "confidence": 0.9, "valid_from": "2019-03-04T10:00:00+02:00",
-                           "valid_to": "2020-01-31 17:30:00"}]}
+    parsed = {
+        "entities": [
+            {"name": "Ada Lovelace", "type": "Person"},
+            {"name": "Royal Society", "type": "Organization"},
+        ],
+        "triples": [
+            {
+                "subject": "Ada Lovelace",
+                "predicate": "member_of",
+                "object": "Royal Society",
+                "confidence": 0.9,
+                "valid_from": "2019-03-04T10:00:00+02:00",
+                "valid_to": "2020-01-31 17:30:00",
+            }
+        ],
+    }
     triple = next(r for r in gate_extraction(1, 0, parsed, GateSettings()) if r["kind"] == "triple")
     assert triple["accepted"] and (triple["valid_from"], triple["valid_to"]) == ("2019-03-04", "2020-01-31")
 
 
-def test_a_timestamped_period_is_stored_on_the_relation_as_its_date(small_corpus: SmallCorpus, realm: str) -> None:
+def test_a_timestamped_period_is_stored_on_the_relation_as_its_date(
+    small_corpus: SmallCorpus, realm: str
+) -> None:
     def timestamped(messages: list[dict[str, str]]) -> str:
         out = json.loads(extraction_answer(messages))
         for t in out.get("triples", []):
@@ -78,7 +113,10 @@ def test_a_timestamped_period_is_stored_on_the_relation_as_its_date(small_corpus
     engine = small_corpus.engine()
     index_documents(engine, realm, "main", communities=False)
     with db.connect(engine.dsn) as conn:
-        rows = conn.execute(sql.SQL("""SELECT valid_from, valid_to, valid_from_key, valid_to_key FROM {}.relations
+        rows = conn.execute(
+            sql.SQL("""SELECT valid_from, valid_to, valid_from_key, valid_to_key FROM {}.relations
                                         WHERE predicate = 'wrote_notes_on'""").format(
-            sql.Identifier(schema_for(realm)))).fetchall()
+                sql.Identifier(schema_for(realm))
+            )
+        ).fetchall()
     assert rows == [("1843-07-01", "1843-09-30", "1843-07-01", "1843-09-30")]

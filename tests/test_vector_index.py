@@ -13,11 +13,11 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from pgrag_dag.providers.embedding import HashingEmbedder
 from pgrag_dag.errors import SchemaMismatchError
-from pgrag_dag.pipeline import index_documents
-from pgrag_dag.query import QueryParam, query_data
 from pgrag_dag.operate.reembed import reembed_realm
+from pgrag_dag.pipeline import index_documents
+from pgrag_dag.providers.embedding import HashingEmbedder
+from pgrag_dag.query import QueryParam, query_data
 from pgrag_dag.store import db, retrieval, retrieval_channels, schema, vectors
 from pgrag_dag.store.identifiers import qualified
 from pgrag_dag.store.schema import EMBEDDED_TABLES, schema_for
@@ -41,19 +41,26 @@ def fresh(conn: psycopg.Connection) -> Iterator[list[str]]:
 
 
 def _index_defs(conn: psycopg.Connection, realm: str) -> dict[str, str]:
-    rows = conn.execute("SELECT tablename, indexdef FROM pg_indexes WHERE schemaname = %s "
-                        "AND indexname LIKE '%%embedding_hnsw'", (schema_for(realm),)).fetchall()
+    rows = conn.execute(
+        "SELECT tablename, indexdef FROM pg_indexes WHERE schemaname = %s "
+        "AND indexname LIKE '%%embedding_hnsw'",
+        (schema_for(realm),),
+    ).fetchall()
     return dict(rows)
 
 
-def _search_plans(conn: psycopg.Connection, realm: str, dim: int, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+def _search_plans(
+    conn: psycopg.Connection, realm: str, dim: int, monkeypatch: pytest.MonkeyPatch
+) -> dict[str, str]:
     """table → the plan of the real search function over it: EXPLAIN of the very statement it runs, with
     sequential scans and sorts disabled, so that the nearest-neighbour ORDER BY is served by an index
     whenever one can serve it (on these few rows the planner would rather sort them)."""
     plans: dict[str, str] = {}
     real = retrieval.fetch
 
-    def explained(c: psycopg.Connection, query: sql.Composed, params: dict[str, Any], *, vector: bool = False) -> Any:
+    def explained(
+        c: psycopg.Connection, query: sql.Composed, params: dict[str, Any], *, vector: bool = False
+    ) -> Any:
         if vector:
             with c.transaction():
                 c.execute("SET LOCAL enable_seqscan = off")
@@ -77,13 +84,16 @@ def _search_plans(conn: psycopg.Connection, realm: str, dim: int, monkeypatch: p
 
 
 def test_a_3072_dimension_realm_indexes_halfvec_and_every_vector_search_uses_the_index(
-        small_corpus: SmallCorpus, realm: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch) -> None:
+    small_corpus: SmallCorpus, realm: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _drop(conn, realm)  # the fixture made it at 384; the stages create it at the configured width
     monkeypatch.setenv("PGRAG_EMBEDDING__DIM", str(WIDE))
     engine = small_corpus.engine()
     index_documents(engine, realm, "main")
 
-    assert conn.execute("SELECT embedding_dim FROM pgrag__control.realms WHERE realm = %s", (realm,)).fetchone() == (WIDE,)
+    assert conn.execute(
+        "SELECT embedding_dim FROM pgrag__control.realms WHERE realm = %s", (realm,)
+    ).fetchone() == (WIDE,)
     schema.verify_embedding_columns(conn, realm, WIDE)  # stored at full precision: vector(3072)
     defs = _index_defs(conn, realm)
     assert sorted(defs) == sorted(EMBEDDED_TABLES)
@@ -95,15 +105,25 @@ def test_a_3072_dimension_realm_indexes_halfvec_and_every_vector_search_uses_the
     for table, plan in _search_plans(conn, realm, WIDE, monkeypatch).items():
         assert f"Index Scan using {table}_embedding_hnsw" in plan, (table, plan)
 
-    result = query_data("Who designed the Difference Engine?", QueryParam(space="main", mode="hybrid", keywords="lexical"),
-                        dsn=engine.dsn, realm=realm, embedder=engine.embedder())
+    result = query_data(
+        "Who designed the Difference Engine?",
+        QueryParam(space="main", mode="hybrid", keywords="lexical"),
+        dsn=engine.dsn,
+        realm=realm,
+        embedder=engine.embedder(),
+    )
     assert "Charles Babbage" in {e["name"] for e in result.entities}
-    assert any("Difference Engine" in c["text"] for c in result.chunks) and result.relations and result.communities
+    assert (
+        any("Difference Engine" in c["text"] for c in result.chunks)
+        and result.relations
+        and result.communities
+    )
     assert not [w for w in result.warnings if "embedding" in w]
 
 
-def test_realms_of_different_widths_coexist(conn: psycopg.Connection, realm: str, fresh: list[str],
-                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_realms_of_different_widths_coexist(
+    conn: psycopg.Connection, realm: str, fresh: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     wide = f"{realm}_w"
     fresh.append(wide)
     assert schema.init_realm(conn, wide, embedding_model="hashing-sha256", dim=WIDE) is True
@@ -111,9 +131,18 @@ def test_realms_of_different_widths_coexist(conn: psycopg.Connection, realm: str
     for name, dim in ((realm, 384), (wide, WIDE)):
         embedder = HashingEmbedder(dim)
         with conn.transaction():
-            ids = [conn.execute(sql.SQL("INSERT INTO {} (space, name, description) VALUES ('main', %s, %s) RETURNING id")
-                                .format(qualified(name, "entities")), t.split(": ")).fetchone()[0] for t in texts]
-            vectors.write(conn, name, "entities", [(i, t, "h") for i, t in zip(ids, texts)], embedder.embed(texts))
+            ids = [
+                conn.execute(
+                    sql.SQL(
+                        "INSERT INTO {} (space, name, description) VALUES ('main', %s, %s) RETURNING id"
+                    ).format(qualified(name, "entities")),
+                    t.split(": "),
+                ).fetchone()[0]
+                for t in texts
+            ]
+            vectors.write(
+                conn, name, "entities", [(i, t, "h") for i, t in zip(ids, texts)], embedder.embed(texts)
+            )
     for name, dim in ((realm, 384), (wide, WIDE)):
         q = HashingEmbedder(dim).embed_one("Ada Lovelace: writer")
         hits = retrieval.entity_search(conn, name, "main", q, 2)
@@ -125,21 +154,32 @@ def test_realms_of_different_widths_coexist(conn: psycopg.Connection, realm: str
 
 
 @pytest.mark.parametrize("dim", [4001, 8192])
-def test_a_width_above_the_index_limit_fails_before_any_write(conn: psycopg.Connection, realm: str, dim: int) -> None:
+def test_a_width_above_the_index_limit_fails_before_any_write(
+    conn: psycopg.Connection, realm: str, dim: int
+) -> None:
     name = f"{realm}_toowide"
     with pytest.raises(SchemaMismatchError) as info:
         schema.init_realm(conn, name, embedding_model="openai/too-wide", dim=dim)
     message = str(info.value)
     assert "\n" not in message
-    for part in (repr(name), schema_for(name), "documents,entities,relations,communities", str(dim), "4000",
-                 "embedding.dim"):
+    for part in (
+        repr(name),
+        schema_for(name),
+        "documents,entities,relations,communities",
+        str(dim),
+        "4000",
+        "embedding.dim",
+    ):
         assert part in message, (part, message)
-    assert conn.execute("SELECT count(*) FROM pgrag__control.realms WHERE realm = %s", (name,)).fetchone() == (0,)
+    assert conn.execute(
+        "SELECT count(*) FROM pgrag__control.realms WHERE realm = %s", (name,)
+    ).fetchone() == (0,)
     assert conn.execute("SELECT to_regnamespace(%s)", (schema_for(name),)).fetchone() == (None,)
 
 
 def test_reembedding_across_2000_dimensions_switches_the_index_kind_both_ways(
-        small_corpus: SmallCorpus, realm: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch) -> None:
+    small_corpus: SmallCorpus, realm: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
     engine = small_corpus.engine()
     index_documents(engine, realm, "main")
     assert all("vector_cosine_ops" in d for d in _index_defs(conn, realm).values())
@@ -158,22 +198,25 @@ def test_reembedding_across_2000_dimensions_switches_the_index_kind_both_ways(
         assert f"Index Scan using {table}_embedding_hnsw" in plan, (table, plan)
 
 
-def test_reembedding_to_a_width_above_the_limit_changes_nothing(small_corpus: SmallCorpus, realm: str,
-                                                               conn: psycopg.Connection,
-                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reembedding_to_a_width_above_the_limit_changes_nothing(
+    small_corpus: SmallCorpus, realm: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
     index_documents(small_corpus.engine(), realm, "main", communities=False)
     before = _index_defs(conn, realm)
     monkeypatch.setenv("PGRAG_EMBEDDING__DIM", "4096")
     with pytest.raises(SchemaMismatchError, match="4096.*4000|4000.*4096"):
         reembed_realm(small_corpus.engine(), realm)
     assert _index_defs(conn, realm) == before
-    assert conn.execute("SELECT embedding_dim FROM pgrag__control.realms WHERE realm = %s", (realm,)).fetchone() == (384,)
+    assert conn.execute(
+        "SELECT embedding_dim FROM pgrag__control.realms WHERE realm = %s", (realm,)
+    ).fetchone() == (384,)
     with db.connect(small_corpus.engine().dsn) as c:
         schema.verify_embedding_columns(c, realm, 384)
 
 
 def test_a_first_load_builds_the_hnsw_index_after_the_vectors_and_a_missing_index_is_rebuilt(
-        small_corpus: SmallCorpus, realm: str, caplog: pytest.LogCaptureFixture) -> None:
+    small_corpus: SmallCorpus, realm: str, caplog: pytest.LogCaptureFixture
+) -> None:
     """Issue 15: with ``embedding.bulk_load_rows`` reached on a table holding no vector, the embeddings stage
     drops its HNSW index, writes, and builds it once after (logged); a later run finds the index present and
     builds nothing; an index dropped behind its back (a killed build) is built by the next run."""
@@ -181,8 +224,9 @@ def test_a_first_load_builds_the_hnsw_index_after_the_vectors_and_a_missing_inde
 
     from pgrag_dag.store import bulk_index
 
-    engine = small_corpus.engine(embedding={"model": "hashing-sha256", "dim": 384, "bulk_load_rows": 2,
-                                            "index_build_memory": "64MB"})
+    engine = small_corpus.engine(
+        embedding={"model": "hashing-sha256", "dim": 384, "bulk_load_rows": 2, "index_build_memory": "64MB"}
+    )
     with caplog.at_level(logging.INFO, logger="pgrag_dag.store.bulk_index"):
         first = {r.stage: r for r in index_documents(engine, realm, "main", communities=False)}["embeddings"]
     assert set(first.metadata["hnsw_built_after_load"]) == {"documents", "entities", "relations"}

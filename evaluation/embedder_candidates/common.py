@@ -66,7 +66,9 @@ def recall_from_scores(scores: np.ndarray, gold: list[set[int]], ks=(2, 5)) -> d
     order = np.argsort(-scores, axis=1, kind="stable")
     out = {}
     for k in ks:
-        out[f"r@{k}"] = float(np.mean([len(set(order[i, :k].tolist()) & g) / len(g) for i, g in enumerate(gold)]))
+        out[f"r@{k}"] = float(
+            np.mean([len(set(order[i, :k].tolist()) & g) / len(g) for i, g in enumerate(gold)])
+        )
     return out
 
 

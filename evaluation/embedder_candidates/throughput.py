@@ -18,8 +18,10 @@ from common import CORPORA, DATASETS, Timer  # noqa: E402
 
 def texts_for(kind: str) -> list[str]:
     if kind == "long":
-        text = " ".join(p.read_text(errors="replace")
-                        for p in sorted((CORPORA / "wikipedia_babbage_lovelace").rglob("*.txt")))
+        text = " ".join(
+            p.read_text(errors="replace")
+            for p in sorted((CORPORA / "wikipedia_babbage_lovelace").rglob("*.txt"))
+        )
         text = " ".join(text.split())
         return [text[i : i + 2000] for i in range(0, len(text) - 2000, 1800)][:96]
     return [q for f in DATASETS.values() for q in f()[1]] * 3
@@ -34,5 +36,8 @@ for name in names:
     e.encode(texts[:8], "passage")
     with Timer() as t:
         e.encode(texts, "passage")
-    print(f"{name:28s} {len(texts)/t.wall:7.1f} texts/s  {len(texts)/t.cpu:7.1f} per cpu-s  "
-          f"others={t.others_cores:.2f} cores", flush=True)
+    print(
+        f"{name:28s} {len(texts) / t.wall:7.1f} texts/s  {len(texts) / t.cpu:7.1f} per cpu-s  "
+        f"others={t.others_cores:.2f} cores",
+        flush=True,
+    )

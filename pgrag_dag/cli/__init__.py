@@ -12,9 +12,12 @@ from __future__ import annotations
 import logging
 import sys
 
-# the order of these imports is the order `pgrag --help` lists the commands
-from pgrag_dag.cli import indexing, query, operations, inspect, graph, project, delete  # noqa: F401, I001  (register)
 from pgrag_dag.cli.common import app, short_helps
+
+# isort: off
+# importing a command module registers its commands; this order is the order `pgrag --help` lists them
+from pgrag_dag.cli import indexing, query, operations, inspect, graph, project, delete  # noqa: F401
+# isort: on
 
 __all__ = ["app", "main"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from typing import Annotated, NoReturn, Optional
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -23,8 +23,9 @@ Every command reads the settings from PGRAG_CONFIG (default ./pgrag.yaml) and PG
 variables. Errors of the engine are printed as one line and exit with status 2."""
 """``pgrag --help``'s text (paragraphs reflowed by the terminal)."""
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help=re.sub(r"(?<!\n)\n(?!\n)", " ", HELP))  # paragraphs reflowed by the terminal
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help=re.sub(r"(?<!\n)\n(?!\n)", " ", HELP)
+)  # paragraphs reflowed by the terminal
 cassette_app = typer.Typer(no_args_is_help=True, help="Export or import recorded model responses (JSONL).")
 app.add_typer(cassette_app, name="cassette")
 cache_app = typer.Typer(no_args_is_help=True, help="Evict poison responses from the LLM response cache.")
@@ -40,8 +41,14 @@ def _version(show: bool) -> None:
 
 
 @app.callback()
-def _root(version: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True,
-                                                          help="print the installed version and exit")] = None) -> None:
+def _root(
+    version: Annotated[
+        bool | None,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="print the installed version and exit"
+        ),
+    ] = None,
+) -> None:
     pass  # the options of `pgrag` itself; the commands are below
 
 
@@ -68,15 +75,19 @@ def query_target(settings, realm: str | None, space: str | None) -> tuple[str, s
     declared = [(r, s) for r, spec in settings.realms.items() for s in spec.spaces]
     if realm is None:
         if not declared:
-            raise ConfigurationError("no space is declared in the configuration (PGRAG_CONFIG or ./pgrag.yaml): pass "
-                                     "--realm (and --space), or write one with `pgrag init`")
+            raise ConfigurationError(
+                "no space is declared in the configuration (PGRAG_CONFIG or ./pgrag.yaml): pass "
+                "--realm (and --space), or write one with `pgrag init`"
+            )
         realm = declared[0][0]
     if space is None:
         space = next((s for r, s in declared if r == realm), None)
         if space is None:
             realms = ", ".join(dict.fromkeys(r for r, _ in declared)) or "none"
-            raise ConfigurationError(f"realm {realm!r} declares no space in the configuration (declared realms: "
-                                     f"{realms}): pass --space")
+            raise ConfigurationError(
+                f"realm {realm!r} declares no space in the configuration (declared realms: "
+                f"{realms}): pass --space"
+            )
     return realm, space
 
 
@@ -87,7 +98,9 @@ def resolve_partition(engine, text: str) -> tuple[str, str]:  # type: ignore[no-
     return parse_partition(text, [(r, s) for r, spec in engine.settings.realms.items() for s in spec.spaces])
 
 
-Partition = Annotated[str, typer.Argument(help="<realm>.<space>, as in pgrag.yaml (or its Dagster partition key)")]
+Partition = Annotated[
+    str, typer.Argument(help="<realm>.<space>, as in pgrag.yaml (or its Dagster partition key)")
+]
 AsJson = Annotated[bool, typer.Option("--json", help="print the result as JSON")]
 
 

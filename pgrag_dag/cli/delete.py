@@ -10,19 +10,28 @@ from typing import Annotated
 
 import typer
 
-from pgrag_dag.cli.common import AsJson, Partition, open_engine, fail, resolve_partition, app
+from pgrag_dag.cli.common import AsJson, Partition, app, fail, open_engine, resolve_partition
 from pgrag_dag.errors import PgragError
 
-delete_app = typer.Typer(no_args_is_help=True, help="Delete an entity, a document, a space or a realm (a document "
-                         "keeps its history, the others take theirs along; without --yes: say what would be removed "
-                         "and exit 1).")
+delete_app = typer.Typer(
+    no_args_is_help=True,
+    help="Delete an entity, a document, a space or a realm (a document "
+    "keeps its history, the others take theirs along; without --yes: say what would be removed "
+    "and exit 1).",
+)
 app.add_typer(delete_app, name="delete")
 
 Yes = Annotated[bool, typer.Option("--yes", help="really delete (without it: say what would go and exit 1)")]
 
 
-def _delete(run: Callable[..., dict], where: str, *rest: str, yes: bool, as_json: bool,  # type: ignore[type-arg]
-            whole_realm: bool = False) -> None:
+def _delete(
+    run: Callable[..., dict],
+    where: str,
+    *rest: str,
+    yes: bool,
+    as_json: bool,  # type: ignore[type-arg]
+    whole_realm: bool = False,
+) -> None:
     """Run a :mod:`pgrag_dag.operate.deletion` function on ``where`` (a partition, or a realm with ``whole_realm``):
     a dry run without ``yes`` (printed, exit 1)."""
     from pgrag_dag.operate.deletion import summary_lines
@@ -65,8 +74,9 @@ def delete_space(partition: Partition, yes: Yes = False, as_json: AsJson = False
 
 
 @delete_app.command("realm")
-def delete_realm(realm: Annotated[str, typer.Argument(help="the realm to drop")], yes: Yes = False,
-                 as_json: AsJson = False) -> None:
+def delete_realm(
+    realm: Annotated[str, typer.Argument(help="the realm to drop")], yes: Yes = False, as_json: AsJson = False
+) -> None:
     """Drop a realm: its schema with every table and its registry row."""
     from pgrag_dag.operate.deletion import delete_realm as run
 

@@ -7,21 +7,34 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from pgrag_dag.cli.common import AsJson, Partition, open_engine, fail, resolve_partition, app
+from pgrag_dag.cli.common import AsJson, Partition, app, fail, open_engine, resolve_partition
 from pgrag_dag.errors import PgragError
 
 
 @app.command()
-def export(partition: Partition,
-           fmt: Annotated[Optional[list[str]], typer.Option("--format", help="graphml | parquet | csv (repeatable; "
-                                                            "default export.formats: graphml and parquet)")] = None,
-           out: Annotated[Optional[Path], typer.Option("--out", help="directory to write into (its parent must exist); "
-                                                       "default <data_dir>/exports/<realm>.<space>/")] = None,
-           as_json: AsJson = False) -> None:
+def export(
+    partition: Partition,
+    fmt: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--format",
+            help="graphml | parquet | csv (repeatable; default export.formats: graphml and parquet)",
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="directory to write into (its parent must exist); "
+            "default <data_dir>/exports/<realm>.<space>/",
+        ),
+    ] = None,
+    as_json: AsJson = False,
+) -> None:
     """Write one space's entities, relations (validity, supersession, denials), communities and mentions for
     Gephi, NetworkX or a notebook: GraphML (one graph file) or Parquet / CSV (one file per table)."""
     from pgrag_dag.graph.export import export_graph
@@ -29,7 +42,9 @@ def export(partition: Partition,
     try:
         with contextlib.closing(open_engine()) as engine:
             realm, space = resolve_partition(engine, partition)
-            result = export_graph(engine, realm, space, formats=fmt or engine.settings.export.formats, out=out)
+            result = export_graph(
+                engine, realm, space, formats=fmt or engine.settings.export.formats, out=out
+            )
     except PgragError as exc:
         fail(exc)
     if as_json:
@@ -42,12 +57,26 @@ def export(partition: Partition,
 
 
 @app.command()
-def view(partition: Partition,
-         out: Annotated[Optional[Path], typer.Option("--out", help="the HTML file to write (its directory must exist); "
-                                                     "default <data_dir>/views/<realm>.<space>.html")] = None,
-         max_nodes: Annotated[Optional[int], typer.Option(help="draw at most this many entities, the best connected "
-                                                          "(default export.view_max_nodes, 400)")] = None,
-         no_open: Annotated[bool, typer.Option("--no-open", help="write the page and print its path only")] = False) -> None:
+def view(
+    partition: Partition,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help="the HTML file to write (its directory must exist); "
+            "default <data_dir>/views/<realm>.<space>.html",
+        ),
+    ] = None,
+    max_nodes: Annotated[
+        int | None,
+        typer.Option(
+            help="draw at most this many entities, the best connected (default export.view_max_nodes, 400)"
+        ),
+    ] = None,
+    no_open: Annotated[
+        bool, typer.Option("--no-open", help="write the page and print its path only")
+    ] = False,
+) -> None:
     """Write the space's graph as one self-contained HTML page (no network needed: open it offline) —
     entities coloured by community, denied and superseded relations drawn apart, search by name (also as
     ``#q=<name>`` in the address) — print its path and open it in the browser."""

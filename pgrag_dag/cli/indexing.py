@@ -9,9 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
-from pgrag_dag.errors import PgragError
-
 from pgrag_dag.cli.common import app, fail
+from pgrag_dag.errors import PgragError
 
 
 @app.command()
@@ -30,15 +29,37 @@ def demo() -> None:
 
 
 @app.command()
-def index(partition: Annotated[str, typer.Argument(help="<realm>.<space>: the space as in pgrag.yaml (quote it "
-                                                        "if it has blanks), or its Dagster partition key")],
-          allow_empty: Annotated[bool, typer.Option("--allow-empty", help="allow sources that name no document "
-                                                   "to remove every document of an indexed space")] = False,
-          full: Annotated[bool, typer.Option("--full", help="recompute the gate decisions, entities, relations and "
-                                             "vector audit over the whole space, not only what changed (same result)")] = False,
-          as_json: Annotated[bool, typer.Option("--json", help="print every stage's metadata and the checks as one "
-                                                "JSON document instead of the summary")] = False,
-          ) -> None:
+def index(
+    partition: Annotated[
+        str,
+        typer.Argument(
+            help="<realm>.<space>: the space as in pgrag.yaml (quote it "
+            "if it has blanks), or its Dagster partition key"
+        ),
+    ],
+    allow_empty: Annotated[
+        bool,
+        typer.Option(
+            "--allow-empty",
+            help="allow sources that name no document to remove every document of an indexed space",
+        ),
+    ] = False,
+    full: Annotated[
+        bool,
+        typer.Option(
+            "--full",
+            help="recompute the gate decisions, entities, relations and "
+            "vector audit over the whole space, not only what changed (same result)",
+        ),
+    ] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="print every stage's metadata and the checks as one JSON document instead of the summary",
+        ),
+    ] = False,
+) -> None:
     """Run the eight stages for one partition as a plain pipeline (no Dagster), with a progress bar per
     stage on stderr, then print the summary. Each stage works on what changed since its last run; ``--full``
     recomputes the whole space. A failed stage is one line on stderr (exit 2), its stack trace in
@@ -49,29 +70,37 @@ def index(partition: Annotated[str, typer.Argument(help="<realm>.<space>: the sp
 
     from pgrag_dag.cli import progress as cli_progress
     from pgrag_dag.config.load import load_settings
-    from pgrag_dag.providers.embedding import model_warning
     from pgrag_dag.engine import Engine
     from pgrag_dag.names import parse_partition
-    from pgrag_dag.pipeline.run import index_documents
     from pgrag_dag.operate.summary import stage_metas, summarise
+    from pgrag_dag.pipeline.run import index_documents
+    from pgrag_dag.providers.embedding import model_warning
 
     if allow_empty:
         os.environ["PGRAG_OPERATIONS__ALLOW_EMPTY"] = "true"
     console = Console(stderr=True)
     try:
         settings = load_settings()
-        realm, space = parse_partition(partition, [(r, s) for r, spec in settings.realms.items() for s in spec.spaces])
-        with contextlib.closing(Engine.from_settings(settings)) as engine, \
-                cli_progress.watching(console) as (display, once):
+        realm, space = parse_partition(
+            partition, [(r, s) for r, spec in settings.realms.items() for s in spec.spaces]
+        )
+        with (
+            contextlib.closing(Engine.from_settings(settings)) as engine,
+            cli_progress.watching(console) as (display, once),
+        ):
             if warning := model_warning(settings.embedding.model):
                 once.say(warning)
             engine.import_cassettes()
             try:
                 results = index_documents(engine, realm, space, full=full)
             except KeyboardInterrupt:  # Ctrl-C: said, not silent
-                console.print(f"interrupted: the stages that had finished are kept; `pgrag index {shlex.quote(partition)}` "
-                              "goes on from there (the interrupted stage redoes what it had not committed)",
-                              markup=False, highlight=False, soft_wrap=True)
+                console.print(
+                    f"interrupted: the stages that had finished are kept; `pgrag index {shlex.quote(partition)}` "
+                    "goes on from there (the interrupted stage redoes what it had not committed)",
+                    markup=False,
+                    highlight=False,
+                    soft_wrap=True,
+                )
                 raise typer.Exit(130) from None
             except Exception as exc:  # one line; the trace to the log file
                 where = cli_progress.run_failure_where(exc, display, f"{realm}.{space}")
@@ -85,8 +114,18 @@ def index(partition: Annotated[str, typer.Argument(help="<realm>.<space>: the sp
         fail(exc)
     metas = stage_metas(results)
     if as_json:
-        typer.echo(json.dumps({"partition": f"{realm}.{space}", "stages": {r.stage: r.metadata for r in results},
-                               "checks": metas["_checks"], "graph_quality": metas["_quality"]}, default=str, indent=2))
+        typer.echo(
+            json.dumps(
+                {
+                    "partition": f"{realm}.{space}",
+                    "stages": {r.stage: r.metadata for r in results},
+                    "checks": metas["_checks"],
+                    "graph_quality": metas["_quality"],
+                },
+                default=str,
+                indent=2,
+            )
+        )
     else:
         typer.echo("\n".join(summarise(f"{realm}.{space}", metas)))
 
@@ -94,5 +133,11 @@ def index(partition: Annotated[str, typer.Argument(help="<realm>.<space>: the sp
 def _check_facts(meta: dict[str, Any]) -> str:
     """A failed check's metadata for people: ``key value`` pairs in the check's order, empty ones left out
     (``documents_skipped 3; skipped ["a.pdf: not UTF-8 text", ...]``)."""
-    return "; ".join(f"{k} {v if isinstance(v, (int, float, str)) else json.dumps(v, default=str, ensure_ascii=False)}"
-                     for k, v in meta.items() if v not in (None, "", [], {})) or "(no details)"
+    return (
+        "; ".join(
+            f"{k} {v if isinstance(v, (int, float, str)) else json.dumps(v, default=str, ensure_ascii=False)}"
+            for k, v in meta.items()
+            if v not in (None, "", [], {})
+        )
+        or "(no details)"
+    )

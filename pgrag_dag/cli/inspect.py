@@ -5,21 +5,24 @@ line (exit 2) as for every command."""
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
-from pgrag_dag.cli.common import AsJson, Partition, open_engine, fail, resolve_partition, query_target, app
+from pgrag_dag.cli.common import AsJson, Partition, app, fail, open_engine, query_target, resolve_partition
 from pgrag_dag.errors import PgragError
 from pgrag_dag.operate.summary import counted
 
-list_app = typer.Typer(no_args_is_help=True, help="List what a space holds, a page at a time (--limit, --offset), "
-                       "in a stable order; --json for machines.")
+list_app = typer.Typer(
+    no_args_is_help=True,
+    help="List what a space holds, a page at a time (--limit, --offset), "
+    "in a stable order; --json for machines.",
+)
 app.add_typer(list_app, name="list")
 
 Limit = Annotated[int, typer.Option(min=1, help="rows per page")]
 Offset = Annotated[int, typer.Option(min=0, help="rows to skip")]
-Name = Annotated[Optional[str], typer.Option("--name", help="case-insensitive substring to match")]
+Name = Annotated[str | None, typer.Option("--name", help="case-insensitive substring to match")]
 
 
 @app.command()
@@ -42,11 +45,27 @@ def _show(kind: str, partition: str, page: Any, as_json: bool, line: Any) -> Non
     ``<kind> of <partition>: 1–50 of 312`` and one line per row."""
     realm, space = partition.split(".", 1)
     if as_json:
-        typer.echo(json.dumps({"kind": kind, "realm": realm, "space": space, "total": page.total,
-                               "offset": page.offset, "limit": page.limit, "items": page.rows}, default=str, indent=2))
+        typer.echo(
+            json.dumps(
+                {
+                    "kind": kind,
+                    "realm": realm,
+                    "space": space,
+                    "total": page.total,
+                    "offset": page.offset,
+                    "limit": page.limit,
+                    "items": page.rows,
+                },
+                default=str,
+                indent=2,
+            )
+        )
         return
     if not page.rows:
-        typer.echo(f"{kind} of {partition}: none of {page.total}" + (f" past offset {page.offset}" if page.total else ""))
+        typer.echo(
+            f"{kind} of {partition}: none of {page.total}"
+            + (f" past offset {page.offset}" if page.total else "")
+        )
         return
     typer.echo(f"{kind} of {partition}: {page.offset + 1}–{page.offset + len(page.rows)} of {page.total}")
     for row in page.rows:
@@ -87,8 +106,10 @@ def _require_space(conn: Any, settings: Any, realm: str, space: str) -> None:
     declared = [f"{r}.{s}" for r, spec in settings.realms.items() for s in spec.spaces]
     if f"{realm}.{space}" in declared:
         raise QueryError(f"space {realm}.{space} has not been indexed yet; run pgrag index {realm}.{space}")
-    raise QueryError(f"space {realm}.{space} is neither indexed nor in the configuration (declared: "
-                     f"{', '.join(declared) or 'none'})")
+    raise QueryError(
+        f"space {realm}.{space} is neither indexed nor in the configuration (declared: "
+        f"{', '.join(declared) or 'none'})"
+    )
 
 
 def _engine_closing():  # type: ignore[no-untyped-def]
@@ -103,69 +124,135 @@ def _flags(row: dict[str, Any], *names: str) -> str:
 
 
 @list_app.command("entities")
-def list_entities(partition: Partition, name: Name = None,
-                  entity_type: Annotated[Optional[str], typer.Option("--type", help="entity type (any case)")] = None,
-                  include_dormant: Annotated[bool, typer.Option("--include-dormant", help="also dormant and archived "
-                                                                "entities")] = False,
-                  limit: Limit = 50, offset: Offset = 0, as_json: AsJson = False) -> None:
+def list_entities(
+    partition: Partition,
+    name: Name = None,
+    entity_type: Annotated[str | None, typer.Option("--type", help="entity type (any case)")] = None,
+    include_dormant: Annotated[
+        bool, typer.Option("--include-dormant", help="also dormant and archived entities")
+    ] = False,
+    limit: Limit = 50,
+    offset: Offset = 0,
+    as_json: AsJson = False,
+) -> None:
     """Entities by name: id, name, type, chunks mentioning it; --name matches names and aliases."""
     from pgrag_dag.store.inventory import list_entities as read
 
-    _listing("entities", partition, as_json, read,
-             lambda e: f"{e['id']:>7}  {e['name']} ({e['entity_type']}), {counted(e['mentions'], 'mention')}"
-                       + _flags(e, "dormant", "archived"),
-             name=name, entity_type=entity_type, include_dormant=include_dormant, limit=limit, offset=offset)
+    _listing(
+        "entities",
+        partition,
+        as_json,
+        read,
+        lambda e: (
+            f"{e['id']:>7}  {e['name']} ({e['entity_type']}), {counted(e['mentions'], 'mention')}"
+            + _flags(e, "dormant", "archived")
+        ),
+        name=name,
+        entity_type=entity_type,
+        include_dormant=include_dormant,
+        limit=limit,
+        offset=offset,
+    )
 
 
 @list_app.command("relations")
-def list_relations(partition: Partition, name: Name = None,
-                   predicate: Annotated[Optional[str], typer.Option("--predicate", help="predicate (any case)")] = None,
-                   include_superseded: Annotated[bool, typer.Option("--include-superseded", help="also superseded "
-                                                                    "relations")] = False,
-                   include_dormant: Annotated[bool, typer.Option("--include-dormant", help="also dormant relations")] = False,
-                   limit: Limit = 50, offset: Offset = 0, as_json: AsJson = False) -> None:
+def list_relations(
+    partition: Partition,
+    name: Name = None,
+    predicate: Annotated[str | None, typer.Option("--predicate", help="predicate (any case)")] = None,
+    include_superseded: Annotated[
+        bool, typer.Option("--include-superseded", help="also superseded relations")
+    ] = False,
+    include_dormant: Annotated[
+        bool, typer.Option("--include-dormant", help="also dormant relations")
+    ] = False,
+    limit: Limit = 50,
+    offset: Offset = 0,
+    as_json: AsJson = False,
+) -> None:
     """Relations by subject, predicate, object: the edge, its validity, how many chunks state it; --name matches
     the subject or the object."""
     from pgrag_dag.query.assembly import render_relation
     from pgrag_dag.store.inventory import list_relations as read
 
-    _listing("relations", partition, as_json, read,
-             lambda r: f"{r['id']:>7}  {render_relation({**r, 'description': None})}, {counted(r['chunks'], 'chunk')}"
-                       + _flags(r, "dormant"),
-             name=name, predicate=predicate, include_superseded=include_superseded, include_dormant=include_dormant,
-             limit=limit, offset=offset)
+    _listing(
+        "relations",
+        partition,
+        as_json,
+        read,
+        lambda r: (
+            f"{r['id']:>7}  {render_relation({**r, 'description': None})}, {counted(r['chunks'], 'chunk')}"
+            + _flags(r, "dormant")
+        ),
+        name=name,
+        predicate=predicate,
+        include_superseded=include_superseded,
+        include_dormant=include_dormant,
+        limit=limit,
+        offset=offset,
+    )
 
 
 @list_app.command("communities")
-def list_communities(partition: Partition, name: Name = None,
-                     level: Annotated[Optional[int], typer.Option("--level", min=0, help="this level only")] = None,
-                     limit: Limit = 50, offset: Offset = 0, as_json: AsJson = False) -> None:
+def list_communities(
+    partition: Partition,
+    name: Name = None,
+    level: Annotated[int | None, typer.Option("--level", min=0, help="this level only")] = None,
+    limit: Limit = 50,
+    offset: Offset = 0,
+    as_json: AsJson = False,
+) -> None:
     """Community reports by level, then size: id, level, title, members, rating; --name matches the title."""
     from pgrag_dag.store.inventory import list_communities as read
 
-    _listing("communities", partition, as_json, read,
-             lambda c: f"{c['id']:>7}  level {c['level']}  {c['title']} ({counted(c['size'], 'member')}, rating {c['rating']:g})",
-             name=name, level=level, limit=limit, offset=offset)
+    _listing(
+        "communities",
+        partition,
+        as_json,
+        read,
+        lambda c: (
+            f"{c['id']:>7}  level {c['level']}  {c['title']} ({counted(c['size'], 'member')}, rating {c['rating']:g})"
+        ),
+        name=name,
+        level=level,
+        limit=limit,
+        offset=offset,
+    )
 
 
 @list_app.command("documents")
-def list_documents(partition: Partition, name: Name = None, limit: Limit = 50, offset: Offset = 0,
-                   as_json: AsJson = False) -> None:
+def list_documents(
+    partition: Partition, name: Name = None, limit: Limit = 50, offset: Offset = 0, as_json: AsJson = False
+) -> None:
     """Documents in document order: doc_key, title, chunks, characters; --name matches the doc_key or title."""
     from pgrag_dag.store.inventory import list_documents as read
 
-    _listing("documents", partition, as_json, read,
-             lambda d: f"{d['doc_order']:>7}  {d['doc_key']}" + (f" · {d['title']}" if d["title"] != d["doc_key"] else "")
-                       + f", {counted(d['chunks'], 'chunk')}, {counted(d['chars'], 'character')}",
-             name=name, limit=limit, offset=offset)
+    _listing(
+        "documents",
+        partition,
+        as_json,
+        read,
+        lambda d: (
+            f"{d['doc_order']:>7}  {d['doc_key']}"
+            + (f" · {d['title']}" if d["title"] != d["doc_key"] else "")
+            + f", {counted(d['chunks'], 'chunk')}, {counted(d['chars'], 'character')}"
+        ),
+        name=name,
+        limit=limit,
+        offset=offset,
+    )
 
 
 @app.command()
-def lineage(community_id: int,
-            realm: Annotated[Optional[str], typer.Option(help="realm of the community (default: the first the "
-                                                              "configuration declares)")] = None,
-            limit: Annotated[int, typer.Option(min=1, help="items shown per level of the tree")] = 10,
-            as_json: Annotated[bool, typer.Option("--json", help="print the whole lineage as JSON")] = False) -> None:
+def lineage(
+    community_id: int,
+    realm: Annotated[
+        str | None,
+        typer.Option(help="realm of the community (default: the first the configuration declares)"),
+    ] = None,
+    limit: Annotated[int, typer.Option(min=1, help="items shown per level of the tree")] = 10,
+    as_json: Annotated[bool, typer.Option("--json", help="print the whole lineage as JSON")] = False,
+) -> None:
     """What a community report derives from, as a tree — community → entities → relations → chunks →
     documents, with counts, each level cut at --limit ("… and N more"); --json prints all of it."""
     from pgrag_dag.store import db
@@ -204,11 +291,17 @@ def lineage_tree(found: dict[str, Any], *, limit: int = 10) -> Any:
     tree = Tree(escape(f"community {c['id']} (level {c['level']}, space {c['space']}): {c['title']}"))
     items = {
         "entities": [e["name"] for e in found["entities"]],
-        "relations": [f"{render_relation({**r, 'description': None})}  (chunks {', '.join(map(str, r['chunk_ids']))})"
-                      for r in found["relations"]],
+        "relations": [
+            f"{render_relation({**r, 'description': None})}  (chunks {', '.join(map(str, r['chunk_ids']))})"
+            for r in found["relations"]
+        ],
         "chunks": [f"{ch['doc_key']} chunk {ch['chunk_index']} (id {ch['id']})" for ch in found["chunks"]],
-        "documents": [f"{d['doc_key']}" + (f" · {d['title']}" if d["title"] != d["doc_key"] else "")
-                      + f" ({counted(len(d['chunks']), 'chunk')})" for d in found["documents"]],
+        "documents": [
+            f"{d['doc_key']}"
+            + (f" · {d['title']}" if d["title"] != d["doc_key"] else "")
+            + f" ({counted(len(d['chunks']), 'chunk')})"
+            for d in found["documents"]
+        ],
     }
     for level, texts in items.items():
         branch = tree.add(f"{level} ({len(texts)})")

@@ -7,14 +7,21 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
+from pgrag_dag.cli.common import (
+    AsJson,
+    Partition,
+    app,
+    cache_app,
+    cassette_app,
+    fail,
+    open_engine,
+    resolve_partition,
+)
 from pgrag_dag.errors import PgragError
-
-from pgrag_dag.cli.common import AsJson, Partition, app, cache_app, cassette_app, fail, open_engine, resolve_partition
-
 
 WORKSPACE = """load_from:
   - python_module:
@@ -27,32 +34,49 @@ by ``pgrag ui`` where there is none."""
 
 
 @app.command()
-def changes(partition: Annotated[str, typer.Argument(help="<realm>.<space>, as for pgrag index")],
-            since: Annotated[Optional[str], typer.Option("--since", help="the watermark a previous call printed "
-                                                         "last; omitted: every change from the beginning")] = None,
-            as_json: Annotated[bool, typer.Option("--json", help="print the whole change set as JSON")] = False) -> None:
+def changes(
+    partition: Annotated[str, typer.Argument(help="<realm>.<space>, as for pgrag index")],
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            help="the watermark a previous call printed last; omitted: every change from the beginning",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the whole change set as JSON")] = False,
+) -> None:
     """What a space's graph and documents gained since a watermark (relations added, superseded, restored,
     dormant, revived; entities; documents), whether its communities lag behind, and the next watermark
     (last line) to pass as --since next time: every change is reported once."""
-    from pgrag_dag.operate.changes import changes_since
     from pgrag_dag.config.load import load_settings
     from pgrag_dag.names import parse_partition
+    from pgrag_dag.operate.changes import changes_since
     from pgrag_dag.store import db
 
     try:
         settings = load_settings()
-        realm, space = parse_partition(partition, [(r, s) for r, spec in settings.realms.items() for s in spec.spaces])
-        cs = changes_since(db.resolve_dsn(settings.database_url, settings.resolve(settings.data_dir)), realm, space, since)
+        realm, space = parse_partition(
+            partition, [(r, s) for r, spec in settings.realms.items() for s in spec.spaces]
+        )
+        cs = changes_since(
+            db.resolve_dsn(settings.database_url, settings.resolve(settings.data_dir)), realm, space, since
+        )
     except PgragError as exc:
         fail(exc)
     typer.echo(json.dumps(cs.as_dict(), default=str, indent=2) if as_json else "\n".join(cs.summary()))
 
 
 @app.command()
-def reembed(realm: Annotated[str, typer.Argument(help="the realm to switch to the configured embedder")],
-            force: Annotated[bool, typer.Option("--force", help="re-embed even when the realm is registered "
-                                                "under the configured embedder")] = False,
-            as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False) -> None:
+def reembed(
+    realm: Annotated[str, typer.Argument(help="the realm to switch to the configured embedder")],
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force", help="re-embed even when the realm is registered under the configured embedder"
+        ),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the result as JSON")] = False,
+) -> None:
     """Re-embed every vector of a realm with the configured embedder (``embedding:`` in pgrag.yaml) and
     rebuild its vector columns and HNSW indexes in place, in one transaction: on any failure nothing
     changes. Stages of the realm wait meanwhile; queries wait only for the final write."""
@@ -71,9 +95,11 @@ def reembed(realm: Annotated[str, typer.Argument(help="the realm to switch to th
 
 
 @app.command()
-def coverage(partition: Partition,
-             limit: Annotated[int, typer.Option(help="communities and entities listed")] = 20,
-             as_json: AsJson = False) -> None:
+def coverage(
+    partition: Partition,
+    limit: Annotated[int, typer.Option(help="communities and entities listed")] = 20,
+    as_json: AsJson = False,
+) -> None:
     """Which communities got least retrieval attention, and which live entities were never retrieved
     (needs telemetry.coverage on while the queries ran)."""
     from pgrag_dag.operate.coverage import coverage as read_coverage
@@ -88,9 +114,11 @@ def coverage(partition: Partition,
 
 
 @app.command()
-def retention(partition: Partition,
-              apply: Annotated[bool, typer.Option("--apply", help="archive them (default: a dry run)")] = False,
-              as_json: AsJson = False) -> None:
+def retention(
+    partition: Partition,
+    apply: Annotated[bool, typer.Option("--apply", help="archive them (default: a dry run)")] = False,
+    as_json: AsJson = False,
+) -> None:
     """Score the space's live entities (retrieval recency and frequency, degree, belief-time age) and list
     the least valuable, which --apply archives (reversible: pgrag unarchive). Needs coverage telemetry."""
     from pgrag_dag.operate import retention as ret
@@ -105,8 +133,11 @@ def retention(partition: Partition,
 
 
 @app.command()
-def unarchive(partition: Partition, names: Annotated[list[str], typer.Argument(help="entity names")],
-              as_json: AsJson = False) -> None:
+def unarchive(
+    partition: Partition,
+    names: Annotated[list[str], typer.Argument(help="entity names")],
+    as_json: AsJson = False,
+) -> None:
     """Unarchive entities: live again when a chunk still mentions them."""
     from pgrag_dag.operate import retention as ret
 
@@ -119,47 +150,61 @@ def unarchive(partition: Partition, names: Annotated[list[str], typer.Argument(h
         typer.echo(json.dumps(result, default=str, indent=2))
         return
     for e in result["unarchived"]:
-        typer.echo(f"unarchived {e['name']}" + ("" if e["revived"] else " (stays dormant: no chunk mentions it)"))
+        typer.echo(
+            f"unarchived {e['name']}" + ("" if e["revived"] else " (stays dormant: no chunk mentions it)")
+        )
     for name in result["not_archived"]:
         typer.echo(f"{name} was not archived")
 
 
 @app.command()
-def ui(host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
-       port: Annotated[int, typer.Option(help="port")] = 3000) -> None:
+def ui(
+    host: Annotated[str, typer.Option(help="interface to listen on")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="port")] = 3000,
+) -> None:
     """Open the Dagster UI (dg dev -w workspace.yaml) on the project's instance and database. Outside the
     repository (a folder ``pgrag init`` made) the workspace file is written into the Dagster home."""
     import os
     import shutil
 
-    from pgrag_dag.assets.runner import dagster_home, ui_argv
-    from pgrag_dag.config.load import load_settings
-
     import dagster as dg
 
+    from pgrag_dag.assets.runner import dagster_home, ui_argv
     from pgrag_dag.assets.slots import ensure_pool_limits
+    from pgrag_dag.config.load import load_settings
     from pgrag_dag.store import db
 
     try:
         settings = load_settings()
         home = dagster_home(settings)  # starts the embedded database, exports DAGSTER_HOME
         with dg.DagsterInstance.from_config(str(home)) as instance:  # runs the UI launches never race on it
-            ensure_pool_limits(instance, db.resolve_dsn(settings.database_url, settings.resolve(settings.data_dir)))
+            ensure_pool_limits(
+                instance, db.resolve_dsn(settings.database_url, settings.resolve(settings.data_dir))
+            )
     except PgragError as exc:
         fail(exc)
     workspace = Path("workspace.yaml")
     if not workspace.is_file():  # the code location is the installed package's, wherever the user stands
         workspace = Path(home) / "workspace.yaml"
         workspace.write_text(WORKSPACE, encoding="utf-8")
-    beside = Path(sys.executable).with_name("dg")  # this venv's, also when it is not activated (.venv/bin/pgrag ui)
-    argv = ui_argv(host, port, workspace=str(workspace), exe=str(beside) if beside.is_file() else shutil.which("dg") or "dg")
+    beside = Path(sys.executable).with_name(
+        "dg"
+    )  # this venv's, also when it is not activated (.venv/bin/pgrag ui)
+    argv = ui_argv(
+        host,
+        port,
+        workspace=str(workspace),
+        exe=str(beside) if beside.is_file() else shutil.which("dg") or "dg",
+    )
     typer.echo(f"Dagster home {home}; UI on http://{host}:{port}")
     os.execvp(argv[0], argv)
 
 
 @app.command()
-def slots(free: Annotated[bool, typer.Option("--free", help="mark gone runs failed, free orphaned slots")] = False,
-          as_json: Annotated[bool, typer.Option("--json", help="print the pools as JSON")] = False) -> None:
+def slots(
+    free: Annotated[bool, typer.Option("--free", help="mark gone runs failed, free orphaned slots")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the pools as JSON")] = False,
+) -> None:
     """List the Dagster instance's pools (limit, claimed and waiting slots, each with its run, the run's
     status and whether it is orphaned); with --free, reclaim the orphans first: runs of this host whose
     process is gone are marked failed, and slots of those and of ended runs are freed."""
@@ -179,8 +224,15 @@ def slots(free: Annotated[bool, typer.Option("--free", help="mark gone runs fail
         freed = pool_slots.reclaim(instance, log_each=False) if free else []  # echoed below
         pools = pool_slots.inspect_pools(instance)
     if as_json:
-        typer.echo(json.dumps({"freed": [r.as_dict() for r in freed],
-                               "pools": [{**asdict(p), "in_use": p.in_use} for p in pools]}, indent=2))
+        typer.echo(
+            json.dumps(
+                {
+                    "freed": [r.as_dict() for r in freed],
+                    "pools": [{**asdict(p), "in_use": p.in_use} for p in pools],
+                },
+                indent=2,
+            )
+        )
         return
     for r in freed:
         typer.echo(r.describe())
@@ -216,7 +268,9 @@ def stop_db() -> None:
 
 
 @cassette_app.command("export")
-def cassette_export(path: Path, purpose: Annotated[Optional[str], typer.Option(help="purpose prefix")] = None) -> None:
+def cassette_export(
+    path: Path, purpose: Annotated[str | None, typer.Option(help="purpose prefix")] = None
+) -> None:
     """Write the response cache to a JSONL cassette."""
     from pgrag_dag.store import cache, db, schema
 
@@ -224,7 +278,9 @@ def cassette_export(path: Path, purpose: Annotated[Optional[str], typer.Option(h
         engine = open_engine()
         with db.database_errors(engine.dsn), engine.connect(autocommit=True) as conn:
             schema.init_control(conn)
-            typer.echo(f"{cache.export_cassette(conn, path, purpose_prefix=purpose)} responses written to {path}")
+            typer.echo(
+                f"{cache.export_cassette(conn, path, purpose_prefix=purpose)} responses written to {path}"
+            )
     except PgragError as exc:
         fail(exc)
 
@@ -246,24 +302,39 @@ def cassette_import(path: Path) -> None:
 
 @cache_app.command("evict")
 def cache_evict(
-    prompt_key: Annotated[Optional[str], typer.Option("--prompt-key", help="evict every cached response to this "
-                                                      "prompt (its key or first 16 digits, as an error shows it)")] = None,
-    parse_errors: Annotated[bool, typer.Option("--parse-errors", help="evict the responses behind --space's "
-                                               "extraction passes that still do not parse; the next run asks again")] = False,
-    space: Annotated[Optional[str], typer.Option("--space", help="<realm>.<space> for --parse-errors")] = None,
+    prompt_key: Annotated[
+        str | None,
+        typer.Option(
+            "--prompt-key",
+            help="evict every cached response to this "
+            "prompt (its key or first 16 digits, as an error shows it)",
+        ),
+    ] = None,
+    parse_errors: Annotated[
+        bool,
+        typer.Option(
+            "--parse-errors",
+            help="evict the responses behind --space's "
+            "extraction passes that still do not parse; the next run asks again",
+        ),
+    ] = False,
+    space: Annotated[str | None, typer.Option("--space", help="<realm>.<space> for --parse-errors")] = None,
 ) -> None:
     """Remove poison responses from the response cache and say what was removed; a cassette import
     never brings them back."""
-    from pgrag_dag.operate.cache_evict import evict_parse_errors, evict_prompt
     from pgrag_dag.errors import ConfigurationError
     from pgrag_dag.names import split_partition_key
+    from pgrag_dag.operate.cache_evict import evict_parse_errors, evict_prompt
 
     try:
         if (prompt_key is None) == (not parse_errors) or (parse_errors and space is None):
             raise ConfigurationError("give either --prompt-key KEY or --parse-errors --space REALM.SPACE")
         with contextlib.closing(open_engine()) as engine:
-            done = (evict_prompt(engine, prompt_key) if prompt_key is not None
-                    else evict_parse_errors(engine, *split_partition_key(space)))  # type: ignore[arg-type]
+            done = (
+                evict_prompt(engine, prompt_key)
+                if prompt_key is not None
+                else evict_parse_errors(engine, *split_partition_key(space))
+            )  # type: ignore[arg-type]
     except PgragError as exc:
         fail(exc)
     for line in done.lines():

@@ -14,7 +14,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -49,10 +49,17 @@ class StageDisplay:
     def __init__(self, console: Console) -> None:
         self.console = console
         self.live = console.is_terminal
-        self.bars = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                             TextColumn("{task.fields[unit]}"), TextColumn("{task.fields[rate]}"),
-                             TextColumn("{task.fields[calls]}"), TimeElapsedColumn(), console=console,
-                             disable=not self.live)
+        self.bars = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[unit]}"),
+            TextColumn("{task.fields[rate]}"),
+            TextColumn("{task.fields[calls]}"),
+            TimeElapsedColumn(),
+            console=console,
+            disable=not self.live,
+        )
         self.stages: dict[tuple[str, str], _Stage] = {}
         self.failed: tuple[str, str] | None = None
 
@@ -67,16 +74,26 @@ class StageDisplay:
         task = self.bars.add_task(escape(f"{partition} {stage}"), total=None, unit="", rate="", calls="")
         self.stages[(stage, partition)] = _Stage(task, time.monotonic())
 
-    def advanced(self, stage: str, partition: str, done: int, total: int, unit: str, fields: dict[str, Any]) -> None:
+    def advanced(
+        self, stage: str, partition: str, done: int, total: int, unit: str, fields: dict[str, Any]
+    ) -> None:
         s = self.stages.get((stage, partition))
         if s is None:
             return
         s.done, s.unit, s.fields = done, unit, fields
         calls = f"{fields['model_calls']:,} model calls" if "model_calls" in fields else ""
-        self.bars.update(s.task, completed=done, total=total, unit=unit, calls=calls,  # type: ignore[arg-type]
-                         rate=_rate(done, time.monotonic() - s.start, unit))
+        self.bars.update(
+            s.task,
+            completed=done,
+            total=total,
+            unit=unit,
+            calls=calls,  # type: ignore[arg-type]
+            rate=_rate(done, time.monotonic() - s.start, unit),
+        )
 
-    def finished(self, stage: str, partition: str, metadata: dict[str, Any] | None, error: BaseException | None) -> None:
+    def finished(
+        self, stage: str, partition: str, metadata: dict[str, Any] | None, error: BaseException | None
+    ) -> None:
         s = self.stages.pop((stage, partition), None)
         seconds = time.monotonic() - s.start if s is not None else 0.0
         if s is not None and s.task is not None:
@@ -86,8 +103,13 @@ class StageDisplay:
             self.failed = (stage, partition)
         if self.live or error is not None:
             return
-        self.console.print(escape(f"{partition} {stage}: done in {seconds:.2f} s{_outcome(stage, metadata or {}, s, seconds)}"),
-                           highlight=False, soft_wrap=True)
+        self.console.print(
+            escape(
+                f"{partition} {stage}: done in {seconds:.2f} s{_outcome(stage, metadata or {}, s, seconds)}"
+            ),
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 def _outcome(stage: str, meta: dict[str, Any], s: _Stage | None, seconds: float) -> str:
@@ -98,7 +120,9 @@ def _outcome(stage: str, meta: dict[str, Any], s: _Stage | None, seconds: float)
     elif stage == "chunks" and "chunks" in meta:
         parts.append(f"{counted(meta['chunks'], 'chunk')} in {counted(meta.get('documents', 0), 'document')}")
     if meta.get("model_calls") or meta.get("cache_hits"):
-        parts.append(f"{counted(meta.get('model_calls', 0), 'model call')}, {counted(meta.get('cache_hits', 0), 'cache hit')}")
+        parts.append(
+            f"{counted(meta.get('model_calls', 0), 'model call')}, {counted(meta.get('cache_hits', 0), 'cache hit')}"
+        )
     if "rows_changed" in meta:
         parts.append(f"{counted(meta['rows_changed'], 'row')} changed")
     return "".join(", " + p for p in parts)
@@ -149,12 +173,15 @@ def log_failure(data_dir: Path, exc: BaseException) -> Path | None:
     ``<data_dir>/logs/pgrag-errors.log`` with a time stamp; returns the file, or ``None`` when it cannot be
     written (a read-only data directory: the line then says so)."""
     path = data_dir / "logs" / "pgrag-errors.log"
-    trace = exc.details if isinstance(exc, RunFailedError) and exc.details else "".join(
-        traceback.format_exception(type(exc), exc, exc.__traceback__))
+    trace = (
+        exc.details
+        if isinstance(exc, RunFailedError) and exc.details
+        else "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    )
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with path.open("a", encoding="utf-8") as f:
-            f.write(f"=== {datetime.now(timezone.utc).isoformat()} {type(exc).__name__}: {exc}\n{trace}\n")
+            f.write(f"=== {datetime.now(UTC).isoformat()} {type(exc).__name__}: {exc}\n{trace}\n")
     except OSError:
         return None
     return path
@@ -166,12 +193,16 @@ def failure_line(exc: BaseException, where: str, log: Path | None) -> str:
     message. Newlines in the message are folded."""
     text = " ".join(str(exc).split()) or "(no message)"
     cause = text if isinstance(exc, RunFailedError) else f"{type(exc).__name__}: {text}"
-    return f"error: {where}: {cause} ({'stack trace in ' + str(log) if log else 'no log file could be written'})"
+    return (
+        f"error: {where}: {cause} ({'stack trace in ' + str(log) if log else 'no log file could be written'})"
+    )
 
 
 def report_failure(console: Console, data_dir: Path, exc: BaseException, where: str) -> None:
     """:func:`log_failure` then print :func:`failure_line` on ``console``."""
-    console.print(escape(failure_line(exc, where, log_failure(data_dir, exc))), highlight=False, soft_wrap=True)
+    console.print(
+        escape(failure_line(exc, where, log_failure(data_dir, exc))), highlight=False, soft_wrap=True
+    )
 
 
 def run_failure_where(exc: BaseException, display: StageDisplay, partition: str) -> str:
@@ -190,8 +221,15 @@ def reembed_progress(realm: str) -> Iterator[Callable[[int, int], None]]:
     """A rich progress bar on stderr for :func:`pgrag_dag.operate.reembed.reembed_realm` (texts embedded of
     the total, texts/s), shown from the first call of the ``progress(done, total)`` callback it yields
     (a command that embeds nothing prints nothing)."""
-    bar = Progress(TextColumn(f"re-embedding {escape(realm)}"), BarColumn(), MofNCompleteColumn(), TextColumn("texts"),
-                   TextColumn("{task.fields[rate]}"), TimeElapsedColumn(), console=Console(stderr=True))
+    bar = Progress(
+        TextColumn(f"re-embedding {escape(realm)}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("texts"),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+    )
     task: TaskID | None = None
     start = 0.0
 

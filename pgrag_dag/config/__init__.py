@@ -12,24 +12,24 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from pgrag_dag.config.sections import (
-    SourceSpec,
-    OperatorSpec,
-    SpaceSpec,
-    RealmSpec,
-    LLMSettings,
-    EmbeddingSettings,
     ChunkingSettings,
+    CommunitySettings,
+    DagsterSettings,
+    EmbeddingSettings,
+    ExportSettings,
     ExtractionSettings,
     GateSettings,
-    CommunitySettings,
-    TemporalSettings,
-    DagsterSettings,
+    LLMSettings,
     OperationsSettings,
-    TelemetrySettings,
-    ExportSettings,
+    OperatorSpec,
+    RealmSpec,
     RetentionSettings,
     RetrievalSettings,
     Settings,
+    SourceSpec,
+    SpaceSpec,
+    TelemetrySettings,
+    TemporalSettings,
 )
 
 if TYPE_CHECKING:

@@ -36,18 +36,24 @@ def _check_yaml(path: Path) -> None:
     except UnicodeDecodeError as exc:
         raise ConfigurationError(f"configuration file {path}: is not UTF-8 text (byte {exc.start})") from None
     except OSError as exc:
-        raise ConfigurationError(f"configuration file {path}: cannot be read ({exc.strerror or exc})") from None
+        raise ConfigurationError(
+            f"configuration file {path}: cannot be read ({exc.strerror or exc})"
+        ) from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         what = "; ".join(p for p in (exc.context, exc.problem) if p) or " ".join(str(exc).split())
         raise ConfigurationError(f"configuration file {path}{where}: is not valid YAML: {what}") from None
     except yaml.YAMLError as exc:
-        raise ConfigurationError(f"configuration file {path}: is not valid YAML: {' '.join(str(exc).split())}") from None
+        raise ConfigurationError(
+            f"configuration file {path}: is not valid YAML: {' '.join(str(exc).split())}"
+        ) from None
     if node is not None and not isinstance(node, yaml.MappingNode):
         kind = "a list" if isinstance(node, yaml.SequenceNode) else f"the single value {node.value[:40]!r}"
-        raise ConfigurationError(f"configuration file {path} line {node.start_mark.line + 1}: is {kind}, not a mapping "
-                                 "of settings (e.g. `realms:` at the start of a line)")
+        raise ConfigurationError(
+            f"configuration file {path} line {node.start_mark.line + 1}: is {kind}, not a mapping "
+            "of settings (e.g. `realms:` at the start of a line)"
+        )
 
 
 def load_settings(config: Path | str | None = None, **overrides: Any) -> Settings:
@@ -61,25 +67,39 @@ def load_settings(config: Path | str | None = None, **overrides: Any) -> Setting
     path = Path(config) if config is not None else config_file()
     if config is not None and not path.is_file():
         raise ConfigurationError(f"configuration file {path} does not exist")
-    if config is None and os.environ.get("PGRAG_CONFIG") and not path.is_file():  # a typo would index elsewhere
+    if (
+        config is None and os.environ.get("PGRAG_CONFIG") and not path.is_file()
+    ):  # a typo would index elsewhere
         raise ConfigurationError(f"configuration file {path} (PGRAG_CONFIG) does not exist")
     cls: type[Settings] = Settings
     if path.is_file():
         _check_yaml(path)
         overrides.setdefault("config_dir", path.resolve().parent)
-        cls = type("Settings", (Settings,), {"model_config": {**Settings.model_config, "yaml_file": str(path)}})
+        cls = type(
+            "Settings", (Settings,), {"model_config": {**Settings.model_config, "yaml_file": str(path)}}
+        )
     try:
         settings = cls(**overrides)
     except ValidationError as exc:
-        problems = "; ".join(describe(err, Settings, env_prefix="PGRAG_") for err in exc.errors())  # unknown keys name the nearest valid one
+        problems = "; ".join(
+            describe(err, Settings, env_prefix="PGRAG_") for err in exc.errors()
+        )  # unknown keys name the nearest valid one
         raise ConfigurationError(f"invalid settings ({exc.error_count()}): {problems}") from exc
     except yaml.YAMLError as exc:
-        raise ConfigurationError(f"configuration file {path} is not valid YAML: {' '.join(str(exc).split())}") from None
-    except (SettingsError, ValueError, TypeError) as exc:  # a PGRAG_ variable that is not JSON; a file that is no mapping
+        raise ConfigurationError(
+            f"configuration file {path} is not valid YAML: {' '.join(str(exc).split())}"
+        ) from None
+    except (
+        SettingsError,
+        ValueError,
+        TypeError,
+    ) as exc:  # a PGRAG_ variable that is not JSON; a file that is no mapping
         cause = exc.__cause__ or exc
-        raise ConfigurationError(f"invalid settings ({path if path.is_file() else 'environment'}): "
-                                 f"{' '.join(str(exc).split())}"
-                                 + (f" ({' '.join(str(cause).split())})" if cause is not exc else "")) from None
+        raise ConfigurationError(
+            f"invalid settings ({path if path.is_file() else 'environment'}): "
+            f"{' '.join(str(exc).split())}"
+            + (f" ({' '.join(str(cause).split())})" if cause is not exc else "")
+        ) from None
     try:  # the query defaults are QueryParam's fields: a value QueryParam refuses is refused here
         QueryParam(space="*", **settings.retrieval.preset())
     except QueryError as exc:

@@ -12,7 +12,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, YamlConfigSettingsSource
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    YamlConfigSettingsSource,
+)
 
 from pgrag_dag.errors import ConfigurationError
 from pgrag_dag.names import partition_key, validate_realm, validate_space
@@ -97,20 +102,28 @@ class SpaceSpec(BaseModel):
         return [] if value is None else value
 
     @model_validator(mode="after")
-    def _vocabulary(self) -> "SpaceSpec":
+    def _vocabulary(self) -> SpaceSpec:
         if self.order == "metadata" and not self.order_field:
             raise ValueError("order: metadata needs order_field (e.g. publication_date or fiscal_year)")
         try:
-            Vocabulary.build(preset=self.preset, terms=self.vocabulary, aliases=self.predicate_aliases,
-                             groups=self.exclusive_groups)
+            Vocabulary.build(
+                preset=self.preset,
+                terms=self.vocabulary,
+                aliases=self.predicate_aliases,
+                groups=self.exclusive_groups,
+            )
         except ConfigurationError as exc:
             raise ValueError(str(exc)) from None
         return self
 
-    def vocabulary_model(self) -> "Vocabulary":
+    def vocabulary_model(self) -> Vocabulary:
         """The space's :class:`~pgrag_dag.vocabulary.Vocabulary`."""
-        return Vocabulary.build(preset=self.preset, terms=self.vocabulary, aliases=self.predicate_aliases,
-                                groups=self.exclusive_groups)
+        return Vocabulary.build(
+            preset=self.preset,
+            terms=self.vocabulary,
+            aliases=self.predicate_aliases,
+            groups=self.exclusive_groups,
+        )
 
 
 class RealmSpec(BaseModel):
@@ -185,7 +198,7 @@ class ChunkingSettings(StrictModel):
     overlap_chars: int = 200
 
     @model_validator(mode="after")
-    def _check(self) -> "ChunkingSettings":
+    def _check(self) -> ChunkingSettings:
         if self.chunk_chars < 200 or not 0 <= self.overlap_chars < self.chunk_chars // 2:
             raise ValueError("chunking: need chunk_chars >= 200 and 0 <= overlap_chars < chunk_chars/2")
         return self
@@ -293,8 +306,9 @@ class ExportSettings(StrictModel):
     at most this many entities (the best connected; the page says so)."""
 
     asset: bool = False
-    formats: list[Literal["graphml", "parquet", "csv"]] = Field(default_factory=lambda: ["graphml", "parquet"],
-                                                                 min_length=1)
+    formats: list[Literal["graphml", "parquet", "csv"]] = Field(
+        default_factory=lambda: ["graphml", "parquet"], min_length=1
+    )
     view: bool = True
     view_max_nodes: int = Field(default=400, ge=1)
 
@@ -316,7 +330,7 @@ class RetentionSettings(StrictModel):
     max_score: float | None = Field(default=None, ge=0, le=1)
 
     @model_validator(mode="after")
-    def _some_weight(self) -> "RetentionSettings":
+    def _some_weight(self) -> RetentionSettings:
         if self.w_recency + self.w_frequency + self.w_degree + self.w_age <= 0:
             raise ValueError("retention: at least one of w_recency, w_frequency, w_degree, w_age must be > 0")
         return self
@@ -433,5 +447,7 @@ class Settings(BaseSettings):
             return self.realms[realm].spaces[space]
         except KeyError:
             declared = ", ".join(self.partitions()[:8]) or "none"
-            raise ConfigurationError(f"no sources are declared for realm {realm!r} space {space!r}: space {realm}.{space} "
-                                     f"is not in the configuration (declared: {declared})") from None
+            raise ConfigurationError(
+                f"no sources are declared for realm {realm!r} space {space!r}: space {realm}.{space} "
+                f"is not in the configuration (declared: {declared})"
+            ) from None

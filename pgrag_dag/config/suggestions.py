@@ -21,7 +21,9 @@ from pydantic_core import ErrorDetails
 _LISTED = 12  # valid keys listed when none is close
 
 
-def describe(err: ErrorDetails, model: type[BaseModel], *, top: str = "settings", env_prefix: str | None = None) -> str:
+def describe(
+    err: ErrorDetails, model: type[BaseModel], *, top: str = "settings", env_prefix: str | None = None
+) -> str:
     """One line for pydantic error ``err`` raised while validating ``model``: ``"<where>: <what>"``.
 
     ``<where>`` is the error's location joined by ``.`` (``top`` for the model itself); an unknown key
@@ -46,7 +48,8 @@ def hint(key: str, model: type[BaseModel] | None) -> str:
         return ""
     fields = list(model.model_fields)
     close = difflib.get_close_matches(key, fields, n=1, cutoff=0.6) or difflib.get_close_matches(
-        key.lower(), fields, n=1, cutoff=0.6)
+        key.lower(), fields, n=1, cutoff=0.6
+    )
     if close:
         return f" (did you mean {close[0]!r}?)"
     listed = ", ".join(fields[:_LISTED]) + (", …" if len(fields) > _LISTED else "")
@@ -79,7 +82,9 @@ def model_at(model: type[BaseModel], loc: Sequence[int | str]) -> type[BaseModel
 
 
 def _members(tp: Any) -> list[Any]:
-    return [a for a in get_args(tp) if a is not type(None)] if get_origin(tp) in (Union, types.UnionType) else []
+    return (
+        [a for a in get_args(tp) if a is not type(None)] if get_origin(tp) in (Union, types.UnionType) else []
+    )
 
 
 def _member(tp: Any, part: int | str) -> Any:
@@ -92,5 +97,9 @@ def _unwrap(tp: Any) -> Any:
     members = _members(tp)
     if not members:
         return tp
-    structured = [a for a in members if (isinstance(a, type) and issubclass(a, BaseModel)) or get_origin(a) in (dict, list)]
+    structured = [
+        a
+        for a in members
+        if (isinstance(a, type) and issubclass(a, BaseModel)) or get_origin(a) in (dict, list)
+    ]
     return (structured or members)[0]

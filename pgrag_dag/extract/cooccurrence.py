@@ -62,19 +62,21 @@ from typing import Any
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from pgrag_dag.ingest.splitting import split_sentences
 from pgrag_dag.errors import ExtractionError
 from pgrag_dag.frames import RAW_SCHEMA
 from pgrag_dag.gate_rules import PRONOUNS, VAGUE_PREDICATES, identity_key, normalise_predicate
+from pgrag_dag.ingest.splitting import split_sentences
 
 MODEL = "offline-cooccurrence"
 """The ``model`` column of every row this extractor writes."""
 
-CONNECTORS = frozenset({"of", "de", "du", "des", "da", "di", "del", "della", "der", "den", "von", "van",
-                        "la", "le", "les", "y"})
+CONNECTORS = frozenset(
+    {"of", "de", "du", "des", "da", "di", "del", "della", "der", "den", "von", "van", "la", "le", "les", "y"}
+)
 """Lowercase words allowed inside a phrase, between capitalised words (``the`` too, after ``of``)."""
 
-LEADING_STOP = frozenset("""
+LEADING_STOP = frozenset(
+    """
 a an the this that these those some many most all both each every such other another any no not
 in on at by for from to of with as into onto upon under over after before during between among
 through throughout within without against about above below across along around beyond despite
@@ -83,38 +85,79 @@ until unless once then thus hence therefore also still later earlier meanwhile i
 according he she it they we i you his her hers its their our my your him them us me there here
 who whom whose which what why how yes one was were is are be been has had have do does did like unlike
 can could would should shall might must let oh ah alas pray well see
-""".split())
+""".split()
+)
 """Capitalised function words stripped from either end of a phrase (mostly sentence openers)."""
 
-MONTHS_DAYS = frozenset("""
+MONTHS_DAYS = frozenset(
+    """
 january february march april may june july august september october november december
 monday tuesday wednesday thursday friday saturday sunday
-""".split())
-DEMONYMS = frozenset("""
+""".split()
+)
+DEMONYMS = frozenset(
+    """
 english british scottish irish welsh french german italian spanish portuguese dutch belgian swiss
 austrian russian polish greek roman latin european american canadian australian indian chinese
 japanese arab arabic egyptian jewish christian catholic protestant
-""".split())
+""".split()
+)
 """Nationality and religion adjectives: dropped when they are the whole name (``English``)."""
 
-HONORIFICS = frozenset("""
+HONORIFICS = frozenset(
+    """
 lord lady sir dame hon hon. dr dr. mr mr. mrs mrs. ms ms. miss madame monsieur professor prof. rev. reverend
 count countess baron baroness duke duchess earl king queen prince princess emperor empress pope
-""".split())
+""".split()
+)
 """First words that mark the rest of the name as a person (``Lord Byron``)."""
 
-ORG_WORDS = frozenset("""
+ORG_WORDS = frozenset(
+    """
 university college society company corporation corp corp. inc inc. ltd ltd. llc plc co. institute
 institution academy association school
-""".split())
+""".split()
+)
 """Words that mark a name as an organisation (``Royal Society``, ``Praed's & Co.`` → ``Co.``)."""
 
-_ABBREVIATIONS = frozenset({"hon", "dr", "mr", "mrs", "ms", "st", "mt", "jr", "sr", "prof", "rev", "gen", "col", "capt",
-                            "lt", "inc", "ltd", "co", "corp", "bros", "no", "vol", "c", "ca", "vs", "etc", "fr"})
-_FOOTNOTE = re.compile(r"\[\s*(?:\d+|[a-z]|note\s*\d+|citation needed|clarification needed)\s*\]", re.IGNORECASE)
+_ABBREVIATIONS = frozenset(
+    {
+        "hon",
+        "dr",
+        "mr",
+        "mrs",
+        "ms",
+        "st",
+        "mt",
+        "jr",
+        "sr",
+        "prof",
+        "rev",
+        "gen",
+        "col",
+        "capt",
+        "lt",
+        "inc",
+        "ltd",
+        "co",
+        "corp",
+        "bros",
+        "no",
+        "vol",
+        "c",
+        "ca",
+        "vs",
+        "etc",
+        "fr",
+    }
+)
+_FOOTNOTE = re.compile(
+    r"\[\s*(?:\d+|[a-z]|note\s*\d+|citation needed|clarification needed)\s*\]", re.IGNORECASE
+)
 _GLUED_SENTENCE = re.compile(r"(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])")  # "computer.Babbage is": a missing space
 _ENDS_ABBREVIATION = re.compile(
-    r"(?:^|[\s(])(?:[A-Z]|Dr|Mr|Mrs|Ms|St|Mt|Jr|Sr|Prof|Rev|Hon|Gen|Col|Capt|Lt|c|ca|vs|No|Vol)\.$")
+    r"(?:^|[\s(])(?:[A-Z]|Dr|Mr|Mrs|Ms|St|Mt|Jr|Sr|Prof|Rev|Hon|Gen|Col|Capt|Lt|c|ca|vs|No|Vol)\.$"
+)
 # "_" is not a word character; a double hyphen (a typewriter dash: "d’Artagnan--projects") is no word's part
 _TOKEN = re.compile(r"[^\W\d_](?:[^\W_]|['’]|-(?!-))*\.?|\d[\w.,]*|\S")
 _POSSESSIVE = re.compile(r"['’]s?$")
@@ -149,7 +192,9 @@ class CooccurrenceOptions(BaseModel):
     @classmethod
     def _predicate_survives_gates(cls, value: str) -> str:
         if not value or normalise_predicate(value) != value:
-            raise ValueError(f"predicate {value!r} is not in normalised form ({normalise_predicate(value)!r})")
+            raise ValueError(
+                f"predicate {value!r} is not in normalised form ({normalise_predicate(value)!r})"
+            )
         if value in VAGUE_PREDICATES:
             raise ValueError(f"predicate {value!r} is vague; the gates would refuse every triple")
         return value
@@ -226,8 +271,12 @@ def _runs(tokens: list[tuple[int, str, int, int, bool]]) -> list[tuple[list[int]
             run.extend(pending)
             pending = []
             run.append(i)
-        elif (kind == _WORD and run and not stop and (word in CONNECTORS or (word == "the" and pending
-              and tokens[pending[-1]][1] == "of"))):
+        elif (
+            kind == _WORD
+            and run
+            and not stop
+            and (word in CONNECTORS or (word == "the" and pending and tokens[pending[-1]][1] == "of"))
+        ):
             pending.append(i)
         else:
             close()
@@ -267,15 +316,24 @@ def _clip(text: str, limit: int) -> str:
     return text[: cut if cut > limit // 2 else limit].rstrip()
 
 
-def _names(sentence: str, tokens: list[tuple[int, str, int, int, bool]], independent: set[str],
-           options: CooccurrenceOptions) -> list[tuple[str, list[str]]]:
+def _names(
+    sentence: str,
+    tokens: list[tuple[int, str, int, int, bool]],
+    independent: set[str],
+    options: CooccurrenceOptions,
+) -> list[tuple[str, list[str]]]:
     """The entity names of one sentence in text order: (surface name, its words)."""
     found: list[tuple[str, list[str]]] = []
     for run, initial in _runs(tokens):
         while run and _strippable(tokens[run[0]][1]):
             run, initial = run[1:], False
-        while len(run) > 1 and tokens[run[-1]][1] != "I" and (  # a trailing "I" is a numeral: "Lothair I"
-                _strippable(tokens[run[-1]][1]) or tokens[run[-1]][1].lower().rstrip(".") in _TRAILING):
+        while (
+            len(run) > 1
+            and tokens[run[-1]][1] != "I"
+            and (  # a trailing "I" is a numeral: "Lothair I"
+                _strippable(tokens[run[-1]][1]) or tokens[run[-1]][1].lower().rstrip(".") in _TRAILING
+            )
+        ):
             run = run[:-1]  # "Charles Babbage A", "Zuse Z3 May", "Difference Engine No."
         if not run:
             continue
@@ -332,8 +390,12 @@ def _chunk_names(text: str, title: str, options: CooccurrenceOptions) -> _ChunkN
         for name, words in _names(sentence, sentence_tokens, independent, options):
             key = identity_key(name)
             if key not in found.entities:
-                found.entities[key] = {"name": name, "type": _entity_type(words),
-                                       "description": _clip(sentence, options.description_chars), "aliases": []}
+                found.entities[key] = {
+                    "name": name,
+                    "type": _entity_type(words),
+                    "description": _clip(sentence, options.description_chars),
+                    "aliases": [],
+                }
                 found.words_of[key] = words
             if key not in keys:
                 keys.append(key)
@@ -355,8 +417,11 @@ def _short_forms(chunks: list[_ChunkNames], text: str) -> tuple[dict[str, str], 
         for key, words in chunk.words_of.items():
             if len(words) == 1:
                 single.add(key)
-            elif (len(words) <= 4 and all(_capitalised(w) for w in words)
-                  and not any(w.lower().rstrip(".") in ORG_WORDS for w in words)):
+            elif (
+                len(words) <= 4
+                and all(_capitalised(w) for w in words)
+                and not any(w.lower().rstrip(".") in ORG_WORDS for w in words)
+            ):
                 long_names.setdefault(key, words)
     ends: dict[str, list[str]] = {}
     for key, words in long_names.items():
@@ -364,12 +429,19 @@ def _short_forms(chunks: list[_ChunkNames], text: str) -> tuple[dict[str, str], 
             ends.setdefault(w, []).append(key)
     after_the = {m.lower() for m in re.findall(r"\bthe\s+([A-Z][\w'’\-]*)", text, flags=re.IGNORECASE)}
     candidates = {k for k in single if k in ends and k not in after_the}
-    return ({k: ends[k][0] for k in candidates if len(ends[k]) == 1},
-            {k for k in candidates if len(ends[k]) > 1})
+    return (
+        {k: ends[k][0] for k in candidates if len(ends[k]) == 1},
+        {k for k in candidates if len(ends[k]) > 1},
+    )
 
 
-def _chunk_extraction(chunk: _ChunkNames, short_of: dict[str, str], ambiguous: set[str], long_forms: dict[str, dict[str, Any]],
-                      options: CooccurrenceOptions) -> dict[str, list[dict[str, Any]]]:
+def _chunk_extraction(
+    chunk: _ChunkNames,
+    short_of: dict[str, str],
+    ambiguous: set[str],
+    long_forms: dict[str, dict[str, Any]],
+    options: CooccurrenceOptions,
+) -> dict[str, list[dict[str, Any]]]:
     """One chunk's ``{"entities", "triples"}`` with the document's short forms settled: a short form
     counts as its longer name (recorded as that name's alias), an ambiguous one names nothing."""
     entities = dict(chunk.entities)
@@ -391,15 +463,24 @@ def _chunk_extraction(chunk: _ChunkNames, short_of: dict[str, str], ambiguous: s
                 entry = pairs.setdefault(pair, [0, sentence])
                 entry[0] += 1
     triples = [
-        {"subject": entities[a]["name"], "predicate": options.predicate, "object": entities[b]["name"],
-         "confidence": min(1.0, 0.5 + 0.25 * (n - 1)), "description": _clip(first, options.description_chars),
-         "negated": False, "valid_from": None, "valid_to": None}
+        {
+            "subject": entities[a]["name"],
+            "predicate": options.predicate,
+            "object": entities[b]["name"],
+            "confidence": min(1.0, 0.5 + 0.25 * (n - 1)),
+            "description": _clip(first, options.description_chars),
+            "negated": False,
+            "valid_from": None,
+            "valid_to": None,
+        }
         for (a, b), (n, first) in pairs.items()
     ]
     return {"entities": list(entities.values()), "triples": triples}
 
 
-def extract_document_cooccurrence(chunks: list[tuple[str, str]], options: CooccurrenceOptions) -> list[dict[str, list[dict[str, Any]]]]:
+def extract_document_cooccurrence(
+    chunks: list[tuple[str, str]], options: CooccurrenceOptions
+) -> list[dict[str, list[dict[str, Any]]]]:
     """The extractions of one document's chunks (``(text, title)`` each, in order), in the JSON shape of
     an LLM extraction (``{"entities", "triples"}`` per chunk).
 
@@ -415,7 +496,9 @@ def extract_document_cooccurrence(chunks: list[tuple[str, str]], options: Cooccu
     return [_chunk_extraction(chunk, short_of, ambiguous, long_forms, options) for chunk in found]
 
 
-def extract_chunk_cooccurrence(text: str, title: str, options: CooccurrenceOptions) -> dict[str, list[dict[str, Any]]]:
+def extract_chunk_cooccurrence(
+    text: str, title: str, options: CooccurrenceOptions
+) -> dict[str, list[dict[str, Any]]]:
     """One chunk's extraction as a document of its own (:func:`extract_document_cooccurrence`)."""
     return extract_document_cooccurrence([(text, title)], options)[0]
 
@@ -445,12 +528,26 @@ def extract_cooccurrence(chunks: pl.DataFrame, options: CooccurrenceOptions, *, 
     items = list(chunks.select("chunk_id", "text", "title").iter_rows())
     parsed: dict[int, dict[str, Any]] = {}
     for positions in by_doc.values():
-        for i, out in zip(positions, extract_document_cooccurrence([items[i][1:] for i in positions], options)):
+        for i, out in zip(
+            positions, extract_document_cooccurrence([items[i][1:] for i in positions], options)
+        ):
             parsed[i] = out
     rows = []
     for i, (chunk_id, _text, _title) in enumerate(items):
         body = json.dumps(parsed[i], ensure_ascii=False)
-        rows.append({"chunk_id": int(chunk_id), "pass": 0, "model": MODEL, "prompt_version": version,
-                     "raw_text": body, "parsed": body, "parse_status": "ok", "error": None,
-                     "prompt_tokens": 0, "completion_tokens": 0, "cache_hit": False})
+        rows.append(
+            {
+                "chunk_id": int(chunk_id),
+                "pass": 0,
+                "model": MODEL,
+                "prompt_version": version,
+                "raw_text": body,
+                "parsed": body,
+                "parse_status": "ok",
+                "error": None,
+                "prompt_tokens": 0,
+                "completion_tokens": 0,
+                "cache_hit": False,
+            }
+        )
     return pl.DataFrame(rows, schema=RAW_SCHEMA)

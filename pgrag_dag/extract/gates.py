@@ -22,9 +22,17 @@ from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
-from pgrag_dag.frames import DECISION_SCHEMA
-from pgrag_dag.gate_rules import UNENCODABLE, VAGUE_PREDICATES, Gate, clean_name, identity_key, name_gate, normalise_predicate
 from pgrag_dag.config.sections import GateSettings
+from pgrag_dag.frames import DECISION_SCHEMA
+from pgrag_dag.gate_rules import (
+    UNENCODABLE,
+    VAGUE_PREDICATES,
+    Gate,
+    clean_name,
+    identity_key,
+    name_gate,
+    normalise_predicate,
+)
 from pgrag_dag.temporal import normalise_date
 from pgrag_dag.vocabulary import Vocabulary
 
@@ -57,8 +65,13 @@ def _date(value: Any) -> str | None:
     return normalise_date(value)
 
 
-def gate_extraction(chunk_id: int, p: int, parsed: dict[str, Any], settings: GateSettings,
-                    vocabulary: Vocabulary | None = None) -> list[dict[str, Any]]:
+def gate_extraction(
+    chunk_id: int,
+    p: int,
+    parsed: dict[str, Any],
+    settings: GateSettings,
+    vocabulary: Vocabulary | None = None,
+) -> list[dict[str, Any]]:
     """Gate one parsed extraction (one chunk, one pass) → decision rows (schema above).
 
     Predicates are normalised, then snapped onto ``vocabulary`` (§4.5); ``raw_predicate`` keeps what
@@ -73,14 +86,32 @@ def gate_extraction(chunk_id: int, p: int, parsed: dict[str, Any], settings: Gat
     for ent in parsed.get("entities", []):
         name = clean_name(ent.get("name"))
         given = ent.get("aliases") or []
-        given = [given] if isinstance(given, str) else given if isinstance(given, list) else []  # "Ada" is one alias
+        given = (
+            [given] if isinstance(given, str) else given if isinstance(given, list) else []
+        )  # "Ada" is one alias
         aliases = [a for a in (clean_name(x) for x in given if isinstance(x, str)) if a]
-        row = dict.fromkeys(DECISION_SCHEMA) | base | {
-            "kind": "entity", "name": name, "entity_type": clean_name(ent.get("type")) or "Concept",
-            "description": (ent.get("description") or "").strip() if isinstance(ent.get("description"), str) else "",
-            "aliases": [a for a in aliases if identity_key(a) != identity_key(name) and name_gate(a, settings) is None],
-        }
-        gate = Gate.UNENCODABLE_TEXT if UNENCODABLE in ent else name_gate(name, settings, known, row["entity_type"])
+        row = (
+            dict.fromkeys(DECISION_SCHEMA)
+            | base
+            | {
+                "kind": "entity",
+                "name": name,
+                "entity_type": clean_name(ent.get("type")) or "Concept",
+                "description": (ent.get("description") or "").strip()
+                if isinstance(ent.get("description"), str)
+                else "",
+                "aliases": [
+                    a
+                    for a in aliases
+                    if identity_key(a) != identity_key(name) and name_gate(a, settings) is None
+                ],
+            }
+        )
+        gate = (
+            Gate.UNENCODABLE_TEXT
+            if UNENCODABLE in ent
+            else name_gate(name, settings, known, row["entity_type"])
+        )
         if gate is None:
             accepted.setdefault(identity_key(name), name)
         else:
@@ -93,30 +124,59 @@ def gate_extraction(chunk_id: int, p: int, parsed: dict[str, Any], settings: Gat
         if pred not in VAGUE_PREDICATES:
             pred = vocabulary.snap(pred)
         conf = _confidence(tri.get("confidence", 1.0))
-        row = dict.fromkeys(DECISION_SCHEMA) | base | {
-            "kind": "triple", "subject": subj, "predicate": pred, "raw_predicate": raw_pred, "object": obj,
-            "description": tri.get("description").strip() if isinstance(tri.get("description"), str) else "",
-            "negated": _flag(tri.get("negated", False)), "confidence": conf,
-            "valid_from": _date(tri.get("valid_from")), "valid_to": _date(tri.get("valid_to")),
-        }
-        gate, value = ((Gate.UNENCODABLE_TEXT, tri[UNENCODABLE]) if UNENCODABLE in tri
-                       else _triple_gate(subj, pred, obj, conf, refused, set(accepted), settings))
+        row = (
+            dict.fromkeys(DECISION_SCHEMA)
+            | base
+            | {
+                "kind": "triple",
+                "subject": subj,
+                "predicate": pred,
+                "raw_predicate": raw_pred,
+                "object": obj,
+                "description": tri.get("description").strip()
+                if isinstance(tri.get("description"), str)
+                else "",
+                "negated": _flag(tri.get("negated", False)),
+                "confidence": conf,
+                "valid_from": _date(tri.get("valid_from")),
+                "valid_to": _date(tri.get("valid_to")),
+            }
+        )
+        gate, value = (
+            (Gate.UNENCODABLE_TEXT, tri[UNENCODABLE])
+            if UNENCODABLE in tri
+            else _triple_gate(subj, pred, obj, conf, refused, set(accepted), settings)
+        )
         if gate is None and row["negated"] is None:  # "negated": "perhaps" is no assertion either way
             gate, value = Gate.MALFORMED, f"negated={tri.get('negated')!r}"
         if gate is None:
             for end in (subj, obj):  # endpoint not listed as an entity: a bare Concept stub
                 if identity_key(end) not in accepted:
                     accepted[identity_key(end)] = end
-                    rows.append(dict.fromkeys(DECISION_SCHEMA) | base | {
-                        "kind": "entity", "name": end, "entity_type": "Concept", "description": "", "aliases": [],
-                        "accepted": True,
-                    })
+                    rows.append(
+                        dict.fromkeys(DECISION_SCHEMA)
+                        | base
+                        | {
+                            "kind": "entity",
+                            "name": end,
+                            "entity_type": "Concept",
+                            "description": "",
+                            "aliases": [],
+                            "accepted": True,
+                        }
+                    )
         rows.append(row | _verdict(gate, value))
     return rows
 
 
 def _triple_gate(
-    subj: str, pred: str, obj: str, conf: float | None, refused: set[str], listed: set[str], settings: GateSettings
+    subj: str,
+    pred: str,
+    obj: str,
+    conf: float | None,
+    refused: set[str],
+    listed: set[str],
+    settings: GateSettings,
 ) -> tuple[Gate | None, str | None]:
     if not subj or not obj or not pred or conf is None:
         return Gate.MALFORMED, f"{subj!r} {pred!r} {obj!r} confidence={conf}"
@@ -139,16 +199,22 @@ def _verdict(gate: Gate | None, value: str | None) -> dict[str, Any]:
     return {"accepted": False, "gate": gate.value, "offending_value": value}
 
 
-def apply_gates(raw: pl.DataFrame, settings: GateSettings, vocabulary: Vocabulary | None = None) -> pl.DataFrame:
+def apply_gates(
+    raw: pl.DataFrame, settings: GateSettings, vocabulary: Vocabulary | None = None
+) -> pl.DataFrame:
     """Gate every ``ok`` row of a ``raw_extractions`` frame → the ``gate_decisions`` frame, keeping the
     input's order (document order, then pass)."""
     rows: list[dict[str, Any]] = []
     for r in raw.filter(pl.col("parse_status") == "ok").iter_rows(named=True):
-        rows.extend(gate_extraction(int(r["chunk_id"]), int(r["pass"]), json.loads(r["parsed"]), settings, vocabulary))
+        rows.extend(
+            gate_extraction(int(r["chunk_id"]), int(r["pass"]), json.loads(r["parsed"]), settings, vocabulary)
+        )
     return pl.DataFrame(rows, schema=DECISION_SCHEMA)
 
 
-def apply_extra_gates(decisions: pl.DataFrame, gates: Sequence[BoundOperator], ctx: OperatorContext) -> pl.DataFrame:
+def apply_extra_gates(
+    decisions: pl.DataFrame, gates: Sequence[BoundOperator], ctx: OperatorContext
+) -> pl.DataFrame:
     """Run a space's extra gates (user or built-in :mod:`pgrag_dag.operators` gates) after Table 2's.
 
     Each gate sees the rows still accepted (``gate_decisions`` columns, in order) and returns one verdict
@@ -166,14 +232,26 @@ def apply_extra_gates(decisions: pl.DataFrame, gates: Sequence[BoundOperator], c
         open_rows = keyed.filter(pl.col("accepted"))
         verdict = g.run(open_rows.drop("_row"), ctx)
         if verdict.height != open_rows.height:
-            raise ContractError(f"GateVerdictContract (operator {g.op.name})",
-                                f"returned {verdict.height} verdicts for {open_rows.height} accepted rows")
-        given = verdict["offending_value"].cast(pl.String) if "offending_value" in verdict.columns else pl.Series(
-            [None] * verdict.height, dtype=pl.String)
-        hits = open_rows.select("_row", "kind", "name", "subject").with_columns(
-            _refused=verdict["refused"], _value=given).filter(pl.col("_refused"))
-        hits = hits.with_columns(_value=pl.coalesce("_value", pl.when(pl.col("kind") == "entity")
-                                                    .then(pl.col("name")).otherwise(pl.col("subject"))))
+            raise ContractError(
+                f"GateVerdictContract (operator {g.op.name})",
+                f"returned {verdict.height} verdicts for {open_rows.height} accepted rows",
+            )
+        given = (
+            verdict["offending_value"].cast(pl.String)
+            if "offending_value" in verdict.columns
+            else pl.Series([None] * verdict.height, dtype=pl.String)
+        )
+        hits = (
+            open_rows.select("_row", "kind", "name", "subject")
+            .with_columns(_refused=verdict["refused"], _value=given)
+            .filter(pl.col("_refused"))
+        )
+        hits = hits.with_columns(
+            _value=pl.coalesce(
+                "_value",
+                pl.when(pl.col("kind") == "entity").then(pl.col("name")).otherwise(pl.col("subject")),
+            )
+        )
         decisions = _refuse(keyed, hits.select("_row", "_value"), g.op.name)
         decisions = _refuse_orphans(decisions)
     return decisions
@@ -183,26 +261,44 @@ def _refuse(keyed: pl.DataFrame, hits: pl.DataFrame, gate: str) -> pl.DataFrame:
     """``keyed`` (with ``_row``) with the rows of ``hits`` (``_row``, ``_value``) refused by ``gate``."""
     out = keyed.join(hits, on="_row", how="left")
     hit = pl.col("_row").is_in(hits["_row"].implode())
-    return out.with_columns(
-        accepted=pl.when(hit).then(False).otherwise(pl.col("accepted")),
-        gate=pl.when(hit).then(pl.lit(gate)).otherwise(pl.col("gate")),
-        offending_value=pl.when(hit).then(pl.col("_value")).otherwise(pl.col("offending_value")),
-    ).sort("_row").drop("_row", "_value")
+    return (
+        out.with_columns(
+            accepted=pl.when(hit).then(False).otherwise(pl.col("accepted")),
+            gate=pl.when(hit).then(pl.lit(gate)).otherwise(pl.col("gate")),
+            offending_value=pl.when(hit).then(pl.col("_value")).otherwise(pl.col("offending_value")),
+        )
+        .sort("_row")
+        .drop("_row", "_value")
+    )
 
 
 def _refuse_orphans(decisions: pl.DataFrame) -> pl.DataFrame:
     """Accepted triples whose subject or object is no accepted entity of their chunk and pass → refused
     as :attr:`Gate.ORPHANED_ENDPOINT` with the missing endpoint as offending value."""
     keyed = decisions.with_row_index("_row")
-    ents = {(c, p, identity_key(n)) for c, p, n in keyed.filter((pl.col("kind") == "entity") & pl.col("accepted"))
-            .select("chunk_id", "pass", "name").iter_rows()}
+    ents = {
+        (c, p, identity_key(n))
+        for c, p, n in keyed.filter((pl.col("kind") == "entity") & pl.col("accepted"))
+        .select("chunk_id", "pass", "name")
+        .iter_rows()
+    }
     rows, values = [], []
     for r in keyed.filter((pl.col("kind") == "triple") & pl.col("accepted")).iter_rows(named=True):
-        missing = next((e for e in (r["subject"], r["object"]) if (r["chunk_id"], r["pass"], identity_key(e)) not in ents), None)
+        missing = next(
+            (
+                e
+                for e in (r["subject"], r["object"])
+                if (r["chunk_id"], r["pass"], identity_key(e)) not in ents
+            ),
+            None,
+        )
         if missing is not None:
             rows.append(r["_row"])
             values.append(missing)
     if not rows:
         return decisions
-    return _refuse(keyed, pl.DataFrame({"_row": rows, "_value": values}, schema={"_row": pl.UInt32, "_value": pl.String}),
-                   Gate.ORPHANED_ENDPOINT.value)
+    return _refuse(
+        keyed,
+        pl.DataFrame({"_row": rows, "_value": values}, schema={"_row": pl.UInt32, "_value": pl.String}),
+        Gate.ORPHANED_ENDPOINT.value,
+    )

@@ -22,19 +22,18 @@ from typing import Any
 import polars as pl
 
 from pgrag_dag import progress
-from pgrag_dag.frames import RAW_SCHEMA
-from pgrag_dag.providers.json_reply import evict_hint, parse_json_object
-from pgrag_dag.providers import prompts
 from pgrag_dag.config.sections import ExtractionSettings, GateSettings
 from pgrag_dag.errors import ExtractionError, ModelAccessError, ModelError
+from pgrag_dag.frames import RAW_SCHEMA
 from pgrag_dag.gate_rules import UNENCODABLE, clean_name, identity_key, name_gate
+from pgrag_dag.providers import prompts
+from pgrag_dag.providers.json_reply import evict_hint, parse_json_object
 from pgrag_dag.providers.llm import ModelClient, map_calls
 from pgrag_dag.storable import clean_json, clean_text, escape_unstorable, has_lone_surrogate
 from pgrag_dag.vocabulary import Vocabulary
 
 log = logging.getLogger(__name__)
 _DEFAULT_GATES = GateSettings()
-
 
 
 def parse_extraction(text: str) -> dict[str, list[dict[str, Any]]]:
@@ -68,11 +67,15 @@ def reparse_extraction(text: str) -> str:
 
 def _mark_unencodable(record: dict[str, Any]) -> dict[str, Any]:
     """``record`` unchanged when storable; else its strings cleaned and :data:`UNENCODABLE` set."""
-    bad = next(((k, v) for k, v in record.items() if has_lone_surrogate(json.dumps([k, v], ensure_ascii=False))), None)
+    bad = next(
+        ((k, v) for k, v in record.items() if has_lone_surrogate(json.dumps([k, v], ensure_ascii=False))),
+        None,
+    )
     if bad is None:
         return record
     return clean_json(record, lambda s: clean_text(s)[0]) | {
-        UNENCODABLE: f"{escape_unstorable(bad[0])}: {escape_unstorable(json.dumps(bad[1], ensure_ascii=False))}"}
+        UNENCODABLE: f"{escape_unstorable(bad[0])}: {escape_unstorable(json.dumps(bad[1], ensure_ascii=False))}"
+    }
 
 
 def usable(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -82,7 +85,9 @@ def usable(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def system_prompt(vocabulary: Vocabulary | None) -> str:
     """The extraction system prompt, with the space's vocabulary rendered when it has one (§4.5)."""
-    rule = prompts.VOCABULARY_RULE.format(terms=vocabulary.render()) if vocabulary and vocabulary.terms else ""
+    rule = (
+        prompts.VOCABULARY_RULE.format(terms=vocabulary.render()) if vocabulary and vocabulary.terms else ""
+    )
     return prompts.EXTRACT_SYSTEM.replace("{vocabulary_rule}", rule)
 
 
@@ -90,22 +95,34 @@ def _context(names: list[str] | None) -> str:
     return prompts.CONTEXT_LINE.format(names="; ".join(names)) if names else ""
 
 
-def extraction_messages(chunk: dict[str, Any], *, vocabulary: Vocabulary | None = None,
-                        names: list[str] | None = None) -> list[dict[str, str]]:
+def extraction_messages(
+    chunk: dict[str, Any], *, vocabulary: Vocabulary | None = None, names: list[str] | None = None
+) -> list[dict[str, str]]:
     """The first-pass messages for one chunk: title, source, the document's names so far, the framed text."""
-    user = prompts.EXTRACT_USER.format(title=chunk["title"], source=chunk["source"], context=_context(names),
-                                       text=chunk["text"])
+    user = prompts.EXTRACT_USER.format(
+        title=chunk["title"], source=chunk["source"], context=_context(names), text=chunk["text"]
+    )
     return [{"role": "system", "content": system_prompt(vocabulary)}, {"role": "user", "content": user}]
 
 
-def gleaning_messages(chunk: dict[str, Any], previous: dict[str, Any], *, vocabulary: Vocabulary | None = None,
-                      names: list[str] | None = None) -> list[dict[str, str]]:
+def gleaning_messages(
+    chunk: dict[str, Any],
+    previous: dict[str, Any],
+    *,
+    vocabulary: Vocabulary | None = None,
+    names: list[str] | None = None,
+) -> list[dict[str, str]]:
     """The gleaning-pass messages: what was already extracted, and a request for what was missed (§4.2)."""
-    if any(UNENCODABLE in r for v in previous.values() for r in v):  # asked for again: the model may write it well
+    if any(
+        UNENCODABLE in r for v in previous.values() for r in v
+    ):  # asked for again: the model may write it well
         previous = {k: usable(v) for k, v in previous.items()}
     user = prompts.GLEAN_USER.format(
         previous=json.dumps(previous, ensure_ascii=False, sort_keys=True),
-        title=chunk["title"], source=chunk["source"], context=_context(names), text=chunk["text"],
+        title=chunk["title"],
+        source=chunk["source"],
+        context=_context(names),
+        text=chunk["text"],
     )
     return [{"role": "system", "content": system_prompt(vocabulary)}, {"role": "user", "content": user}]
 
@@ -153,16 +170,28 @@ def chunk_label(chunk: dict[str, Any]) -> str:
 
 def _row(chunk_id: int, p: int, settings: ExtractionSettings, **kw: Any) -> dict[str, Any]:
     row = dict.fromkeys(RAW_SCHEMA)
-    row.update(chunk_id=chunk_id, prompt_version=settings.prompt_version, prompt_tokens=0,
-               completion_tokens=0, cache_hit=False, model="")
+    row.update(
+        chunk_id=chunk_id,
+        prompt_version=settings.prompt_version,
+        prompt_tokens=0,
+        completion_tokens=0,
+        cache_hit=False,
+        model="",
+    )
     row["pass"] = p
     row.update(kw)
     return row
 
 
-def extract_chunk(chunk: dict[str, Any], client: ModelClient, settings: ExtractionSettings, *,
-                  vocabulary: Vocabulary | None = None, names: list[str] | None = None,
-                  completed: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def extract_chunk(
+    chunk: dict[str, Any],
+    client: ModelClient,
+    settings: ExtractionSettings,
+    *,
+    vocabulary: Vocabulary | None = None,
+    names: list[str] | None = None,
+    completed: list[dict[str, Any]] | None = None,
+) -> list[dict[str, Any]]:
     """First pass plus ``settings.gleaning_passes`` gleaning passes for one chunk → raw rows.
 
     ``completed``: the chunk's stored successful passes 0..p-1 (raw rows) when an earlier run's pass p
@@ -180,59 +209,109 @@ def extract_chunk(chunk: dict[str, Any], client: ModelClient, settings: Extracti
             return rows  # the last stored gleaning pass found nothing: gleaning had ended
         return rows + _glean(chunk, client, settings, merged, len(rows), vocabulary=vocabulary, names=names)
     try:
-        first = client.complete(extraction_messages(chunk, vocabulary=vocabulary, names=names), purpose="extract")
+        first = client.complete(
+            extraction_messages(chunk, vocabulary=vocabulary, names=names), purpose="extract"
+        )
     except ModelAccessError:  # no chunk can be extracted with this configuration: the stage stops at once
         raise
     except ModelError as exc:
         return [_row(cid, 0, settings, parse_status="model_error", error=f"{chunk_label(chunk)}: {exc}")]
-    common = {"model": first.model, "raw_text": first.text, "prompt_tokens": first.prompt_tokens,
-              "completion_tokens": first.completion_tokens, "cache_hit": first.cache_hit}
+    common = {
+        "model": first.model,
+        "raw_text": first.text,
+        "prompt_tokens": first.prompt_tokens,
+        "completion_tokens": first.completion_tokens,
+        "cache_hit": first.cache_hit,
+    }
     try:
         merged = parse_extraction(first.text)
     except ValueError as exc:
         log.warning("extraction of %s unparseable: %s", chunk_label(chunk), exc)
         client.forget(first)
-        return [_row(cid, 0, settings, parse_status="parse_error", error=f"{chunk_label(chunk)}: {exc}{evict_hint(first)}",
-                     **common)]
-    rows = [_row(cid, 0, settings, parse_status="ok", parsed=json.dumps(merged, ensure_ascii=False), **common)]
+        return [
+            _row(
+                cid,
+                0,
+                settings,
+                parse_status="parse_error",
+                error=f"{chunk_label(chunk)}: {exc}{evict_hint(first)}",
+                **common,
+            )
+        ]
+    rows = [
+        _row(cid, 0, settings, parse_status="ok", parsed=json.dumps(merged, ensure_ascii=False), **common)
+    ]
     return rows + _glean(chunk, client, settings, merged, 1, vocabulary=vocabulary, names=names)
 
 
-def _glean(chunk: dict[str, Any], client: ModelClient, settings: ExtractionSettings, merged: dict[str, Any],
-           start: int, *, vocabulary: Vocabulary | None, names: list[str] | None) -> list[dict[str, Any]]:
+def _glean(
+    chunk: dict[str, Any],
+    client: ModelClient,
+    settings: ExtractionSettings,
+    merged: dict[str, Any],
+    start: int,
+    *,
+    vocabulary: Vocabulary | None,
+    names: list[str] | None,
+) -> list[dict[str, Any]]:
     """Gleaning passes ``start..settings.gleaning_passes`` over what ``merged`` already holds (§4.2);
     stops after a failed pass (kept with its error) or one that finds nothing."""
     cid = int(chunk["chunk_id"])
     rows: list[dict[str, Any]] = []
     for p in range(start, settings.gleaning_passes + 1):
         try:
-            more = client.complete(gleaning_messages(chunk, merged, vocabulary=vocabulary, names=names), purpose="glean")
+            more = client.complete(
+                gleaning_messages(chunk, merged, vocabulary=vocabulary, names=names), purpose="glean"
+            )
         except ModelAccessError:
             raise
         except ModelError as exc:
             log.warning("gleaning pass %d of %s failed; first pass kept: %s", p, chunk_label(chunk), exc)
-            rows.append(_row(cid, p, settings, parse_status="model_error", error=f"{chunk_label(chunk)}: {exc}"))
+            rows.append(
+                _row(cid, p, settings, parse_status="model_error", error=f"{chunk_label(chunk)}: {exc}")
+            )
             break
-        common = {"model": more.model, "raw_text": more.text, "prompt_tokens": more.prompt_tokens,
-                  "completion_tokens": more.completion_tokens, "cache_hit": more.cache_hit}
+        common = {
+            "model": more.model,
+            "raw_text": more.text,
+            "prompt_tokens": more.prompt_tokens,
+            "completion_tokens": more.completion_tokens,
+            "cache_hit": more.cache_hit,
+        }
         try:
             extra = parse_extraction(more.text)
         except ValueError as exc:
             log.warning("gleaning pass %d of %s unparseable; first pass kept: %s", p, chunk_label(chunk), exc)
             client.forget(more)
-            rows.append(_row(cid, p, settings, parse_status="parse_error", error=f"{chunk_label(chunk)}: {exc}{evict_hint(more)}",
-                             **common))
+            rows.append(
+                _row(
+                    cid,
+                    p,
+                    settings,
+                    parse_status="parse_error",
+                    error=f"{chunk_label(chunk)}: {exc}{evict_hint(more)}",
+                    **common,
+                )
+            )
             break
-        rows.append(_row(cid, p, settings, parse_status="ok", parsed=json.dumps(extra, ensure_ascii=False), **common))
+        rows.append(
+            _row(cid, p, settings, parse_status="ok", parsed=json.dumps(extra, ensure_ascii=False), **common)
+        )
         if not extra["entities"] and not extra["triples"]:
             break
         merged = {k: merged[k] + extra[k] for k in ("entities", "triples")}
     return rows
 
 
-def extract_chunks(chunks: pl.DataFrame, client: ModelClient, settings: ExtractionSettings, *,
-                   vocabulary: Vocabulary | None = None, context: DocumentContext | None = None,
-                   completed: dict[int, list[dict[str, Any]]] | None = None) -> pl.DataFrame:
+def extract_chunks(
+    chunks: pl.DataFrame,
+    client: ModelClient,
+    settings: ExtractionSettings,
+    *,
+    vocabulary: Vocabulary | None = None,
+    context: DocumentContext | None = None,
+    completed: dict[int, list[dict[str, Any]]] | None = None,
+) -> pl.DataFrame:
     """Extract every chunk (in the frame's order, which should be document order) → ``raw_extractions``.
 
     A document's chunks go in batches of ``settings.batch_size`` (by chunk index); batch r of every
@@ -258,16 +337,31 @@ def extract_chunks(chunks: pl.DataFrame, client: ModelClient, settings: Extracti
         batch = [(i, c) for i, c in enumerate(items) if int(c["chunk_index"]) // size == r]
         names = [context.names(c["doc_key"], r * size) for _, c in batch]
         before = len(results)
-        done = map_calls(lambda job: extract_chunk(job[0][1], client, settings, vocabulary=vocabulary, names=job[1],
-                                                   completed=completed.get(int(job[0][1]["chunk_id"]))),
-                         list(zip(batch, names)), concurrency=settings.concurrency,
-                         on_done=lambda n: progress.advance(before + n, len(items), "chunks",
-                                                            model_calls=client.usage.model_calls,
-                                                            cache_hits=client.usage.cache_hits))
+        done = map_calls(
+            lambda job: extract_chunk(
+                job[0][1],
+                client,
+                settings,
+                vocabulary=vocabulary,
+                names=job[1],
+                completed=completed.get(int(job[0][1]["chunk_id"])),
+            ),
+            list(zip(batch, names)),
+            concurrency=settings.concurrency,
+            on_done=lambda n: progress.advance(
+                before + n,
+                len(items),
+                "chunks",
+                model_calls=client.usage.model_calls,
+                cache_hits=client.usage.cache_hits,
+            ),
+        )
         for (i, chunk), chunk_rows in zip(batch, done):
             for row in chunk_rows:
                 if row["parse_status"] == "ok":
-                    context.add(chunk["doc_key"], int(chunk["chunk_index"]), entity_names(json.loads(row["parsed"])))
+                    context.add(
+                        chunk["doc_key"], int(chunk["chunk_index"]), entity_names(json.loads(row["parsed"]))
+                    )
             results[i] = chunk_rows
     rows = [row for i in range(len(items)) for row in results[i]]
     frame = pl.DataFrame(rows, schema=RAW_SCHEMA)

@@ -36,8 +36,14 @@ from pgrag_dag.providers.prompts import PARENT_REPORT_SYSTEM
 log = logging.getLogger(__name__)
 
 REPORT_COLUMNS = ("title", "summary", "findings", "rating", "size", "report")
-_REPORT_SCHEMA = {"title": pl.String, "summary": pl.String, "findings": pl.String,
-                  "rating": pl.Float64, "size": pl.Int64, "report": pl.String}
+_REPORT_SCHEMA = {
+    "title": pl.String,
+    "summary": pl.String,
+    "findings": pl.String,
+    "rating": pl.Float64,
+    "size": pl.Int64,
+    "report": pl.String,
+}
 
 
 # -- clustering ---------------------------------------------------------------------------------
@@ -68,7 +74,9 @@ def detect_communities(
     return _numbered(groups, min_size=settings.min_size)
 
 
-def _edge_weights(relations: pl.DataFrame, keep: set[int], negated_weight: float) -> dict[tuple[int, int], float]:
+def _edge_weights(
+    relations: pl.DataFrame, keep: set[int], negated_weight: float
+) -> dict[tuple[int, int], float]:
     """Undirected summed weights keyed by (smaller id, larger id); denials scaled by ``negated_weight``."""
     out: dict[tuple[int, int], float] = defaultdict(float)
     rows = relations.select("source_id", "target_id", "weight", "negated").sort("source_id", "target_id")
@@ -97,8 +105,11 @@ def _partition(
         membership = _label_propagation(g, weights, seed)
     else:
         part = leidenalg.find_partition(
-            g, leidenalg.RBConfigurationVertexPartition, weights=weights or None,
-            resolution_parameter=resolution, seed=seed,
+            g,
+            leidenalg.RBConfigurationVertexPartition,
+            weights=weights or None,
+            resolution_parameter=resolution,
+            seed=seed,
         )
         membership = list(part.membership)
     groups: dict[int, list[int]] = defaultdict(list)
@@ -129,7 +140,9 @@ def graph_fingerprint(entities: pl.DataFrame, relations: pl.DataFrame) -> str:
     for i, name in sorted((int(i), str(n)) for i, n in entities.select("id", "name").iter_rows()):
         h.update(f"E\t{i}\t{name}\n".encode())
     cols = ("source_id", "target_id", "predicate", "negated", "weight")
-    for row in sorted((int(s), int(t), str(p), bool(n), int(w)) for s, t, p, n, w in relations.select(cols).iter_rows()):
+    for row in sorted(
+        (int(s), int(t), str(p), bool(n), int(w)) for s, t, p, n, w in relations.select(cols).iter_rows()
+    ):
         h.update(("R\t" + "\t".join(map(str, row)) + "\n").encode())
     return h.hexdigest()
 
@@ -148,8 +161,8 @@ def render_community(cluster_entities: pl.DataFrame, internal_relations: pl.Data
     """
     lines = ["Entities:"]
     for name, etype, desc in sorted(
-        (str(n), str(t or ""), str(d or "")) for n, t, d in
-        cluster_entities.select("name", "entity_type", "description").iter_rows()
+        (str(n), str(t or ""), str(d or ""))
+        for n, t, d in cluster_entities.select("name", "entity_type", "description").iter_rows()
     ):
         lines.append(f"- {name} [{etype}]" + (f": {desc}" if desc else ""))
     lines += ["", "Relations:"]
@@ -159,7 +172,15 @@ def render_community(cluster_entities: pl.DataFrame, internal_relations: pl.Data
         for s, p, t, n, vf, vt, d in internal_relations.select(cols).iter_rows()
     )
     for s, p, t, neg, vf, vt, d in rels:
-        when = f" [valid {vf} to {vt}]" if vf and vt else f" [from {vf}]" if vf else f" [until {vt}]" if vt else ""
+        when = (
+            f" [valid {vf} to {vt}]"
+            if vf and vt
+            else f" [from {vf}]"
+            if vf
+            else f" [until {vt}]"
+            if vt
+            else ""
+        )
         lines.append(f"- ({s}) --[{'NOT ' if neg else ''}{p}]--> ({t}){when}" + (f": {d}" if d else ""))
     if not rels:
         lines.append("- (none)")
@@ -184,20 +205,32 @@ def parse_report(text: str) -> dict[str, Any]:
     if not isinstance(raw_findings, list):
         raise ValueError("report findings is not a list")
     findings = [{"summary": f, "explanation": ""} if isinstance(f, str) else f for f in raw_findings]
-    if not all(isinstance(f, dict) and isinstance(f.get("summary"), str) and f["summary"].strip() for f in findings):
+    if not all(
+        isinstance(f, dict) and isinstance(f.get("summary"), str) and f["summary"].strip() for f in findings
+    ):
         raise ValueError("a report finding has no summary")
-    findings = [{"summary": f["summary"].strip(), "explanation": str(f.get("explanation") or "").strip()} for f in findings]
+    findings = [
+        {"summary": f["summary"].strip(), "explanation": str(f.get("explanation") or "").strip()}
+        for f in findings
+    ]
     rating = obj.get("rating")
     if isinstance(rating, bool) or not isinstance(rating, int | float) or not math.isfinite(rating):
         raise ValueError(f"report rating is not a finite number: {rating!r}")
-    return {"title": " ".join(title.split()), "summary": summary.strip(), "findings": findings,
-            "rating": min(10.0, max(0.0, float(rating)))}
+    return {
+        "title": " ".join(title.split()),
+        "summary": summary.strip(),
+        "findings": findings,
+        "rating": min(10.0, max(0.0, float(rating))),
+    }
 
 
 def _flatten(report: dict[str, Any]) -> str:
     """Report → text for embedding: title, summary, one line per finding."""
     lines = [f"# {report['title']}", "", report["summary"]]
-    lines += [f"- {f['summary']}" + (f": {f['explanation']}" if f["explanation"] else "") for f in report["findings"]]
+    lines += [
+        f"- {f['summary']}" + (f": {f['explanation']}" if f["explanation"] else "")
+        for f in report["findings"]
+    ]
     return "\n".join(lines)
 
 
@@ -217,7 +250,9 @@ EXTRACTIVE_MARK = "Extractive summary (not model-written)"
 """How every extractive report's summary begins."""
 
 
-def extractive_report(ranked_names: list[str], internal_relations: pl.DataFrame, *, top: int = 5) -> dict[str, Any]:
+def extractive_report(
+    ranked_names: list[str], internal_relations: pl.DataFrame, *, top: int = 5
+) -> dict[str, Any]:
     """A community report written without a model (§6, for spaces with no model): the member names by
     degree and the best-supported internal relations, quoted from the graph — nothing is inferred.
 
@@ -234,16 +269,32 @@ def extractive_report(ranked_names: list[str], internal_relations: pl.DataFrame,
     if "weight" not in internal_relations.columns:
         internal_relations = internal_relations.with_columns(weight=pl.lit(1, pl.Int64))
     head = ", ".join(ranked_names[:3]) + (f" and {n - 3} more" if n > 3 else "")
-    best = internal_relations.sort(["weight", "source", "predicate", "target"], descending=[True, False, False, False])
+    best = internal_relations.sort(
+        ["weight", "source", "predicate", "target"], descending=[True, False, False, False]
+    )
     findings = [
-        {"summary": f"{s} {'NOT ' if neg else ''}{p.replace('_', ' ')} {t}",
-         "explanation": (" ".join(str(d or "").split())[:300] + f" (supported by {w} chunk{'s' if w != 1 else ''})").strip()}
-        for s, p, t, d, w, neg in best.select("source", "predicate", "target", "description", "weight", "negated")
-        .head(top).iter_rows()]
-    summary = (f"{EXTRACTIVE_MARK}: {n} entities and {m} relations. Members by connections: "
-               f"{', '.join(ranked_names[:12])}{' …' if n > 12 else ''}.")
-    return {"title": head or "Community", "summary": summary, "findings": findings,
-            "rating": round(min(10.0, 2 * math.log2(1 + m)), 2)}
+        {
+            "summary": f"{s} {'NOT ' if neg else ''}{p.replace('_', ' ')} {t}",
+            "explanation": (
+                " ".join(str(d or "").split())[:300] + f" (supported by {w} chunk{'s' if w != 1 else ''})"
+            ).strip(),
+        }
+        for s, p, t, d, w, neg in best.select(
+            "source", "predicate", "target", "description", "weight", "negated"
+        )
+        .head(top)
+        .iter_rows()
+    ]
+    summary = (
+        f"{EXTRACTIVE_MARK}: {n} entities and {m} relations. Members by connections: "
+        f"{', '.join(ranked_names[:12])}{' …' if n > 12 else ''}."
+    )
+    return {
+        "title": head or "Community",
+        "summary": summary,
+        "findings": findings,
+        "rating": round(min(10.0, 2 * math.log2(1 + m)), 2),
+    }
 
 
 def extractive_parent_report(children: pl.DataFrame) -> dict[str, Any]:
@@ -256,10 +307,12 @@ def extractive_parent_report(children: pl.DataFrame) -> dict[str, Any]:
     sizes = children["size"].to_list()
     total = sum(sizes) or 1
     rating = sum(r * z for r, z in zip(children["rating"].to_list(), sizes)) / total
-    return {"title": " · ".join(titles[:2]) + (f" and {len(titles) - 2} more" if len(titles) > 2 else ""),
-            "summary": f"{EXTRACTIVE_MARK}: a topic of {len(titles)} communities, {sum(sizes)} entities.",
-            "findings": [{"summary": t, "explanation": f"{z} entities"} for t, z in zip(titles, sizes)],
-            "rating": round(rating, 2)}
+    return {
+        "title": " · ".join(titles[:2]) + (f" and {len(titles) - 2} more" if len(titles) > 2 else ""),
+        "summary": f"{EXTRACTIVE_MARK}: a topic of {len(titles)} communities, {sum(sizes)} entities.",
+        "findings": [{"summary": t, "explanation": f"{z} entities"} for t, z in zip(titles, sizes)],
+        "rating": round(rating, 2),
+    }
 
 
 def qualify_title(title: str, candidates: list[str], seen: set[str]) -> str:
@@ -285,18 +338,28 @@ def member_label(names: list[str], *, shown: int = 8) -> str:
 
 
 def report_row(key: str, ident: int, report: dict[str, Any], size: int) -> dict[str, Any]:
-    return {key: ident, "title": report["title"], "summary": report["summary"],
-            "findings": json.dumps(report["findings"], ensure_ascii=False), "rating": report["rating"],
-            "size": size, "report": _flatten(report)}
+    return {
+        key: ident,
+        "title": report["title"],
+        "summary": report["summary"],
+        "findings": json.dumps(report["findings"], ensure_ascii=False),
+        "rating": report["rating"],
+        "size": size,
+        "report": _flatten(report),
+    }
 
 
 def render_child_reports(reports: pl.DataFrame) -> str:
     """Prompt text for a parent report: each child's title, size, rating, summary and findings."""
     blocks = []
-    for title, summary, findings, rating, size in reports.select("title", "summary", "findings", "rating", "size").iter_rows():
+    for title, summary, findings, rating, size in reports.select(
+        "title", "summary", "findings", "rating", "size"
+    ).iter_rows():
         lines = [f"## {title}", f"(entities: {size}, rating: {rating:g})", summary]
-        lines += [f"- {f['summary']}" + (f": {f['explanation']}" if f.get("explanation") else "")
-                  for f in json.loads(findings or "[]")]
+        lines += [
+            f"- {f['summary']}" + (f": {f['explanation']}" if f.get("explanation") else "")
+            for f in json.loads(findings or "[]")
+        ]
         blocks.append("\n".join(lines))
     return "Community reports:\n\n" + "\n\n".join(blocks)
 
@@ -359,17 +422,24 @@ def build_hierarchy(
                 pl.col("source_id").replace_strict(node_of, default=None, return_dtype=pl.Int64),
                 pl.col("target_id").replace_strict(node_of, default=None, return_dtype=pl.Int64),
             ).drop_nulls(["source_id", "target_id"]),
-            set(under), settings.negated_weight,
+            set(under),
+            settings.negated_weight,
         )
         groups = _partition(sorted(under), edges, resolution=settings.resolution, seed=settings.seed)
-        groups = sorted((sorted(g) for g in groups if len(g) >= 2),
-                        key=lambda g: (-sum(len(under[n]) for n in g), g[0]))
+        groups = sorted(
+            (sorted(g) for g in groups if len(g) >= 2), key=lambda g: (-sum(len(under[n]) for n in g), g[0])
+        )
         level_rows: list[dict[str, Any]] = []
         for group in groups:
-            kids = node_reports.filter(pl.col("node").is_in(group)).sort(["size", "node"], descending=[True, False])
+            kids = node_reports.filter(pl.col("node").is_in(group)).sort(
+                ["size", "node"], descending=[True, False]
+            )
             try:
-                report = (extractive_parent_report(kids) if client is None
-                          else ask_report(client, PARENT_REPORT_SYSTEM, render_child_reports(kids), purpose))
+                report = (
+                    extractive_parent_report(kids)
+                    if client is None
+                    else ask_report(client, PARENT_REPORT_SYSTEM, render_child_reports(kids), purpose)
+                )
             except (ValueError, ModelError) as exc:
                 who = member_label(sorted(names.get(e, str(e)) for n in group for e in under[n]))
                 line = f"level {level} communities {group}: {type(exc).__name__}: {exc} [members: {who}]"
@@ -378,7 +448,9 @@ def build_hierarchy(
                     failures.append(line)
                 continue
             entity_ids = sorted(e for n in group for e in under[n])
-            report["title"] = qualify_title(report["title"], sorted(names[e] for e in entity_ids if e in names), seen)
+            report["title"] = qualify_title(
+                report["title"], sorted(names[e] for e in entity_ids if e in names), seen
+            )
             seen.add(report["title"].lower())
             level_rows.append({**report_row("parent", next_id, report, len(entity_ids)), "level": level})
             child_rows += [(next_id, n) for n in group]

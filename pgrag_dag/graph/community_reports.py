@@ -20,16 +20,16 @@ from typing import Any
 
 import polars as pl
 
+from pgrag_dag.errors import ModelError
 from pgrag_dag.graph.communities import (
     ask_report,
-    qualify_title,
-    reports_frame,
-    report_row,
     extractive_report,
     member_label,
+    qualify_title,
     render_community,
+    report_row,
+    reports_frame,
 )
-from pgrag_dag.errors import ModelError
 from pgrag_dag.providers.llm import ModelClient
 from pgrag_dag.providers.prompts import REPORT_SYSTEM
 
@@ -58,8 +58,14 @@ class SkippedReport:
 
     def record(self) -> dict[str, Any]:
         """The skip as asset metadata: cluster, size, kind, reason and up to 12 member names."""
-        return {"cluster": self.cluster, "size": self.size, "kind": self.kind, "reason": self.reason,
-                "members": self.members[:12] + ([f"… {len(self.members) - 12} more"] if len(self.members) > 12 else [])}
+        return {
+            "cluster": self.cluster,
+            "size": self.size,
+            "kind": self.kind,
+            "reason": self.reason,
+            "members": self.members[:12]
+            + ([f"… {len(self.members) - 12} more"] if len(self.members) > 12 else []),
+        }
 
 
 @dataclass
@@ -122,12 +128,18 @@ def report_batches(
         inners.append(inner)
         ends = pl.concat([inner["source_id"], inner["target_id"]]).value_counts(name="n")
         degree = {int(e): int(n) for e, n in ends.iter_rows()}
-        ranked[c] = [names[e] for e in sorted(ids, key=lambda e: (-degree.get(e, 0), names.get(e, ""))) if e in names]
+        ranked[c] = [
+            names[e] for e in sorted(ids, key=lambda e: (-degree.get(e, 0), names.get(e, ""))) if e in names
+        ]
     seen: set[str] = set()
     position = {c: k for k, c in enumerate(order)}
 
-    def batch(done: list[tuple[int, dict[str, Any] | str]], cut: list[int] | None = None, kind: str = "",
-              why: str = "") -> ReportBatch:
+    def batch(
+        done: list[tuple[int, dict[str, Any] | str]],
+        cut: list[int] | None = None,
+        kind: str = "",
+        why: str = "",
+    ) -> ReportBatch:
         out = ReportBatch()
         for c, result in sorted(done, key=lambda cr: position[cr[0]]):
             if isinstance(result, str):
@@ -142,11 +154,15 @@ def report_batches(
         return out
 
     if client is None:
-        yield batch([(c, extractive_report(ranked[c], inner)) for c, inner in zip(order, inners, strict=True)])
+        yield batch(
+            [(c, extractive_report(ranked[c], inner)) for c, inner in zip(order, inners, strict=True)]
+        )
         return
     asked = order if max_reports is None else order[:max_reports]
-    prompts = [render_community(entities.filter(pl.col("id").is_in(members[c])), inner)
-               for c, inner in zip(asked, inners, strict=False)]
+    prompts = [
+        render_community(entities.filter(pl.col("id").is_in(members[c])), inner)
+        for c, inner in zip(asked, inners, strict=False)
+    ]
 
     def one(prompt: str) -> dict[str, Any] | str:
         try:
@@ -162,9 +178,12 @@ def report_batches(
         while i < len(futures):
             if not _next_ready(futures, i, deadline):
                 ready = [j for j in range(i, len(futures)) if futures[j].done()]
-                yield batch([(asked[j], futures[j].result()) for j in ready],
-                            [asked[j] for j in range(i, len(futures)) if j not in ready], "deadline",
-                            f"cut by the deadline (communities.report_deadline_s = {deadline_s:g} s)")
+                yield batch(
+                    [(asked[j], futures[j].result()) for j in ready],
+                    [asked[j] for j in range(i, len(futures)) if j not in ready],
+                    "deadline",
+                    f"cut by the deadline (communities.report_deadline_s = {deadline_s:g} s)",
+                )
                 break
             j = i
             while j < len(futures) and futures[j].done():
@@ -174,7 +193,9 @@ def report_batches(
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     if len(asked) < len(order):
-        yield batch([], order[len(asked):], "budget", f"cut by the budget (communities.max_reports = {max_reports})")
+        yield batch(
+            [], order[len(asked) :], "budget", f"cut by the budget (communities.max_reports = {max_reports})"
+        )
 
 
 def _next_ready(futures: list[Future[Any]], i: int, deadline: float | None) -> bool:
@@ -228,7 +249,17 @@ def write_reports(
         DatabaseError: the response cache's database went away; raised at once, no further report is
             asked for.
     """
-    batches = list(report_batches(clusters, entities, relations, client, purpose=purpose, concurrency=concurrency,
-                                  deadline_s=deadline_s, max_reports=max_reports))
+    batches = list(
+        report_batches(
+            clusters,
+            entities,
+            relations,
+            client,
+            purpose=purpose,
+            concurrency=concurrency,
+            deadline_s=deadline_s,
+            max_reports=max_reports,
+        )
+    )
     rows = [r for b in batches for r in b.reports]
     return reports_frame(rows, "cluster"), [s.line() for b in batches for s in b.skipped]

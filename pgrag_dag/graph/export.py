@@ -73,7 +73,11 @@ class ExportResult:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: directory, files (paths as text), rows."""
-        return {"directory": str(self.directory), "files": {k: str(v) for k, v in self.files.items()}, "rows": self.rows}
+        return {
+            "directory": str(self.directory),
+            "files": {k: str(v) for k, v in self.files.items()},
+            "rows": self.rows,
+        }
 
 
 def read_tables(engine: Engine, realm: str, space: str, *, mentions: bool = True) -> GraphTables:
@@ -98,12 +102,20 @@ def read_tables(engine: Engine, realm: str, space: str, *, mentions: bool = True
             if realm_embedding(conn, realm) is None:
                 raise UnknownSpaceError(f"realm {realm!r} does not exist (it has never been indexed)")
             if not space_exists(conn, realm, space):
-                raise UnknownSpaceError(f"space {space!r} does not exist in realm {realm!r} (nothing was ever "
-                                        "indexed into it, or it was deleted)")
+                raise UnknownSpaceError(
+                    f"space {space!r} does not exist in realm {realm!r} (nothing was ever "
+                    "indexed into it, or it was deleted)"
+                )
             return GraphTables(
-                realm, space, store.export_entities(conn, realm, space), store.export_relations(conn, realm, space),
+                realm,
+                space,
+                store.export_entities(conn, realm, space),
+                store.export_relations(conn, realm, space),
                 store.export_communities(conn, realm, space),
-                store.export_mentions(conn, realm, space) if mentions else pl.DataFrame(schema=store.MENTION_SCHEMA))
+                store.export_mentions(conn, realm, space)
+                if mentions
+                else pl.DataFrame(schema=store.MENTION_SCHEMA),
+            )
 
 
 def export_dir(settings: Settings, realm: str, space: str) -> Path:
@@ -139,8 +151,14 @@ def target_dir(out: Path | None, default: Path) -> Path:
 def _json_lists(frame: pl.DataFrame) -> pl.DataFrame:
     """List columns as JSON text (CSV and GraphML hold scalars only)."""
     lists = [c for c, t in frame.schema.items() if isinstance(t, pl.List)]
-    return frame.with_columns(pl.Series(c, [None if v is None else json.dumps(v, ensure_ascii=False)
-                                            for v in frame[c].to_list()], dtype=pl.String) for c in lists)
+    return frame.with_columns(
+        pl.Series(
+            c,
+            [None if v is None else json.dumps(v, ensure_ascii=False) for v in frame[c].to_list()],
+            dtype=pl.String,
+        )
+        for c in lists
+    )
 
 
 def _scalar_column(series: pl.Series) -> list[Any]:
@@ -162,15 +180,29 @@ def _vertex_extras(tables: GraphTables) -> pl.DataFrame:
     """Per entity id: ``community`` (its level-0 community), ``community_ids`` (every level's, by id),
     ``doc_keys`` (documents mentioning it, sorted) and ``mentions`` (chunks mentioning it)."""
     ids = tables.entities.select(pl.col("id").alias("entity_id"))
-    members = tables.communities.select("id", "level", pl.col("member_entity_ids").alias("entity_id")).explode("entity_id")
-    comm = members.drop_nulls("entity_id").group_by("entity_id").agg(
-        pl.col("id").filter(pl.col("level") == 0).min().alias("community"), pl.col("id").sort().alias("community_ids"))
-    ment = tables.mentions.group_by("entity_id").agg(pl.col("doc_key").unique().sort().alias("doc_keys"),
-                                                     pl.len().cast(pl.Int64).alias("mentions"))
-    return (ids.join(comm, on="entity_id", how="left").join(ment, on="entity_id", how="left")
-            .with_columns(pl.col("community_ids").fill_null(pl.lit([], dtype=pl.List(pl.Int64))),
-                          pl.col("doc_keys").fill_null(pl.lit([], dtype=pl.List(pl.String))),
-                          pl.col("mentions").fill_null(0)))
+    members = tables.communities.select(
+        "id", "level", pl.col("member_entity_ids").alias("entity_id")
+    ).explode("entity_id")
+    comm = (
+        members.drop_nulls("entity_id")
+        .group_by("entity_id")
+        .agg(
+            pl.col("id").filter(pl.col("level") == 0).min().alias("community"),
+            pl.col("id").sort().alias("community_ids"),
+        )
+    )
+    ment = tables.mentions.group_by("entity_id").agg(
+        pl.col("doc_key").unique().sort().alias("doc_keys"), pl.len().cast(pl.Int64).alias("mentions")
+    )
+    return (
+        ids.join(comm, on="entity_id", how="left")
+        .join(ment, on="entity_id", how="left")
+        .with_columns(
+            pl.col("community_ids").fill_null(pl.lit([], dtype=pl.List(pl.Int64))),
+            pl.col("doc_keys").fill_null(pl.lit([], dtype=pl.List(pl.String))),
+            pl.col("mentions").fill_null(0),
+        )
+    )
 
 
 def to_igraph(tables: GraphTables) -> Any:
@@ -181,11 +213,15 @@ def to_igraph(tables: GraphTables) -> Any:
     ents = tables.entities
     index = {int(i): n for n, i in enumerate(ents["id"].to_list())}
     rels = tables.relations
-    graph = ig.Graph(n=ents.height, directed=True,
-                     edges=[(index[int(s)], index[int(t)]) for s, t in rels.select("source_id", "target_id").iter_rows()])
+    graph = ig.Graph(
+        n=ents.height,
+        directed=True,
+        edges=[(index[int(s)], index[int(t)]) for s, t in rels.select("source_id", "target_id").iter_rows()],
+    )
     graph["realm"], graph["space"] = tables.realm, tables.space
-    vertices = ents.rename({"id": "entity_id"}).join(_vertex_extras(tables), on="entity_id", how="left",
-                                                     maintain_order="left")
+    vertices = ents.rename({"id": "entity_id"}).join(
+        _vertex_extras(tables), on="entity_id", how="left", maintain_order="left"
+    )
     for column in vertices.columns:
         graph.vs[column] = _scalar_column(vertices[column])
     graph.vs["label"] = graph.vs["name"]
@@ -240,12 +276,20 @@ def write_export(tables: GraphTables, directory: Path, formats: Sequence[str]) -
             else:
                 result.files.update(write_tables(tables, directory, fmt))
         except OSError as exc:
-            raise ExportError(f"cannot write the {fmt} export into {directory}: {exc.strerror or exc}") from None
+            raise ExportError(
+                f"cannot write the {fmt} export into {directory}: {exc.strerror or exc}"
+            ) from None
     return result
 
 
-def export_graph(engine: Engine, realm: str, space: str, *, formats: Sequence[str] = ("graphml", "parquet"),
-                 out: Path | None = None) -> ExportResult:
+def export_graph(
+    engine: Engine,
+    realm: str,
+    space: str,
+    *,
+    formats: Sequence[str] = ("graphml", "parquet"),
+    out: Path | None = None,
+) -> ExportResult:
     """Export one space (:func:`read_tables`) in ``formats`` into ``out`` or :func:`export_dir`.
 
     Raises :class:`ExportError` (unknown format; ``out``'s parent missing; not writable),

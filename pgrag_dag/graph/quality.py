@@ -45,18 +45,27 @@ def graph_quality(entities: pl.DataFrame, relations: pl.DataFrame, vocabulary: V
     for i, aliases in live_e.select("id", "aliases").iter_rows():
         for a in aliases or []:
             alias_owner.setdefault(identity_key(a), i)
-    fragmented = [n for i, n in live_e.select("id", "name").iter_rows()
-                  if alias_owner.get(identity_key(n), i) != i]
+    fragmented = [
+        n for i, n in live_e.select("id", "name").iter_rows() if alias_owner.get(identity_key(n), i) != i
+    ]
     on_vocab = live_r.filter(pl.col("predicate").is_in(list(vocabulary.terms))).height
     return _table6(
-        entities=live_e.height, relations=live_r.height, distinct_predicates=live_r["predicate"].n_unique(),
-        on_vocabulary=on_vocab, vocabulary=vocabulary,
+        entities=live_e.height,
+        relations=live_r.height,
+        distinct_predicates=live_r["predicate"].n_unique(),
+        on_vocabulary=on_vocab,
+        vocabulary=vocabulary,
         orphan_entities=sum(1 for i in live_e["id"].to_list() if i not in linked),
-        duplicate_edge_rows=_duplicate_edge_rows(relations), fragmented=len(fragmented),
-        fragmented_examples=fragmented[:EXAMPLES], pronouns=_pronouns(live_e["name"].to_list()))
+        duplicate_edge_rows=_duplicate_edge_rows(relations),
+        fragmented=len(fragmented),
+        fragmented_examples=fragmented[:EXAMPLES],
+        pronouns=_pronouns(live_e["name"].to_list()),
+    )
 
 
-def measure_quality(conn: psycopg.Connection, realm: str, space: str, vocabulary: Vocabulary) -> dict[str, Any]:
+def measure_quality(
+    conn: psycopg.Connection, realm: str, space: str, vocabulary: Vocabulary
+) -> dict[str, Any]:
     """:func:`graph_quality` of the stored space — the same keys and values — measured in SQL in the
     caller's transaction (under the partition lock of a writing stage: it first stores the identity keys
     of entity rows written without them, :func:`pgrag_dag.store.quality.fill_identity_keys`).
@@ -64,14 +73,26 @@ def measure_quality(conn: psycopg.Connection, realm: str, space: str, vocabulary
     Python decides only what SQL narrows down: the name gate over the names that start like a pronoun,
     and the Python lowercasing over the edge groups holding a predicate that is not lowercase ASCII."""
     store.fill_identity_keys(conn, realm, space)
-    rows = store.quality_rows(conn, realm, space, vocabulary.terms, pronoun_heads=PRONOUN_HEADS, examples=EXAMPLES)
-    candidates = pl.DataFrame(rows["duplicate_candidates"], orient="row", schema={
-        "source_id": pl.Int64, "target_id": pl.Int64, "predicate": pl.String, "negated": pl.Boolean})
+    rows = store.quality_rows(
+        conn, realm, space, vocabulary.terms, pronoun_heads=PRONOUN_HEADS, examples=EXAMPLES
+    )
+    candidates = pl.DataFrame(
+        rows["duplicate_candidates"],
+        orient="row",
+        schema={"source_id": pl.Int64, "target_id": pl.Int64, "predicate": pl.String, "negated": pl.Boolean},
+    )
     return _table6(
-        entities=rows["entities"], relations=rows["relations"], distinct_predicates=rows["distinct_predicates"],
-        on_vocabulary=rows["on_vocabulary"], vocabulary=vocabulary, orphan_entities=rows["orphan_entities"],
-        duplicate_edge_rows=_duplicate_edge_rows(candidates), fragmented=rows["fragmented"],
-        fragmented_examples=rows["fragmented_examples"], pronouns=_pronouns(rows["pronoun_candidates"]))
+        entities=rows["entities"],
+        relations=rows["relations"],
+        distinct_predicates=rows["distinct_predicates"],
+        on_vocabulary=rows["on_vocabulary"],
+        vocabulary=vocabulary,
+        orphan_entities=rows["orphan_entities"],
+        duplicate_edge_rows=_duplicate_edge_rows(candidates),
+        fragmented=rows["fragmented"],
+        fragmented_examples=rows["fragmented_examples"],
+        pronouns=_pronouns(rows["pronoun_candidates"]),
+    )
 
 
 def quality_passed(metrics: dict[str, Any]) -> bool:
@@ -81,8 +102,12 @@ def quality_passed(metrics: dict[str, Any]) -> bool:
 
 def _duplicate_edge_rows(relations: pl.DataFrame) -> int:
     """Rows of every (source, target, lowercased predicate, negated) group holding more than one edge."""
-    dupes = (relations.group_by("source_id", "target_id", pl.col("predicate").str.to_lowercase(), "negated")
-             .len().filter(pl.col("len") > 1)["len"].sum())
+    dupes = (
+        relations.group_by("source_id", "target_id", pl.col("predicate").str.to_lowercase(), "negated")
+        .len()
+        .filter(pl.col("len") > 1)["len"]
+        .sum()
+    )
     return int(dupes or 0)
 
 
@@ -91,9 +116,19 @@ def _pronouns(names: list[str]) -> list[str]:
     return [n for n in names if name_gate(n, settings) is Gate.PRONOMINAL_NAME]
 
 
-def _table6(*, entities: int, relations: int, distinct_predicates: int, on_vocabulary: int, vocabulary: Vocabulary,
-            orphan_entities: int, duplicate_edge_rows: int, fragmented: int, fragmented_examples: list[str],
-            pronouns: list[str]) -> dict[str, Any]:
+def _table6(
+    *,
+    entities: int,
+    relations: int,
+    distinct_predicates: int,
+    on_vocabulary: int,
+    vocabulary: Vocabulary,
+    orphan_entities: int,
+    duplicate_edge_rows: int,
+    fragmented: int,
+    fragmented_examples: list[str],
+    pronouns: list[str],
+) -> dict[str, Any]:
     share = on_vocabulary / relations if vocabulary.terms and relations else None
     return {
         "entities": entities,

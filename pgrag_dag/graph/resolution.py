@@ -69,15 +69,22 @@ def resolve_entities(existing: pl.DataFrame, decisions: pl.DataFrame) -> Resolut
     """
     res = Resolution()
     for row in existing.iter_rows(named=True):
-        v = Vertex(row["id"], row["name"], row["entity_type"] or GENERIC_TYPE, row["description"] or "",
-                    list(row["aliases"] or []))
+        v = Vertex(
+            row["id"],
+            row["name"],
+            row["entity_type"] or GENERIC_TYPE,
+            row["description"] or "",
+            list(row["aliases"] or []),
+        )
         _register(res, v)
     for row in decisions.iter_rows(named=True):
         name = row["name"]
         aliases = list(row["aliases"] or [])
         idx = _find(res, name, aliases)
         if idx is None:
-            v = Vertex(None, name, row["entity_type"] or GENERIC_TYPE, row["description"] or "", [], changed=True)
+            v = Vertex(
+                None, name, row["entity_type"] or GENERIC_TYPE, row["description"] or "", [], changed=True
+            )
             merge_into(v, name, "", "", aliases)
             v.changed = True
             _register(res, v)
@@ -129,7 +136,9 @@ def _register(res: Resolution, v: Vertex) -> None:
         res.lookup.setdefault(identity_key(alias), idx)
 
 
-def apply_enrichers(res: Resolution, enrichers: Sequence[BoundOperator], contexts: Sequence[OperatorContext]) -> int:
+def apply_enrichers(
+    res: Resolution, enrichers: Sequence[BoundOperator], contexts: Sequence[OperatorContext]
+) -> int:
     """Run a space's enrichers over the resolved vertices, in order; returns how many vertices they
     changed (relative to resolution).
 
@@ -160,8 +169,11 @@ def apply_enrichers(res: Resolution, enrichers: Sequence[BoundOperator], context
         for column, what in (("name", "a canonical name"), ("aliases", "aliases")):
             moved = out.with_row_index("_r").filter(pl.col(column) != frame[column])
             if moved.height:
-                raise ContractError(label, f"an enricher may not change {what} (e.g. of {frame['name'][moved['_r'][0]]!r})",
-                                    moved.select("id", "name"))
+                raise ContractError(
+                    label,
+                    f"an enricher may not change {what} (e.g. of {frame['name'][moved['_r'][0]]!r})",
+                    moved.select("id", "name"),
+                )
         for v, etype, desc in zip(res.vertices, out["entity_type"].to_list(), out["description"].to_list()):
             v.entity_type, v.description = etype or GENERIC_TYPE, desc or ""
     enriched = 0

@@ -25,14 +25,18 @@ from typing import Any
 
 import polars as pl
 
-from pgrag_dag.providers import prompts
 from pgrag_dag.errors import ModelError
+from pgrag_dag.providers import prompts
 from pgrag_dag.providers.json_reply import parse_json_object
 from pgrag_dag.providers.llm import ModelClient
 
 log = logging.getLogger(__name__)
-SUPERSESSION_SCHEMA: dict[str, Any] = {"row": pl.Int64, "superseded_by_row": pl.Int64, "reason": pl.String,
-                                       "explanation": pl.String}
+SUPERSESSION_SCHEMA: dict[str, Any] = {
+    "row": pl.Int64,
+    "superseded_by_row": pl.Int64,
+    "reason": pl.String,
+    "explanation": pl.String,
+}
 
 
 def _when(r: dict[str, Any]) -> tuple[int, int]:
@@ -46,7 +50,9 @@ def supersede(relations: pl.DataFrame, groups: tuple[tuple[str, ...], ...]) -> p
     out: dict[int, tuple[int, str]] = {}
 
     def mark(loser: int, winner: int, reason: str) -> None:
-        if _when(rows[loser]) < _when(rows[winner]) and (loser not in out or _when(rows[out[loser][0]]) < _when(rows[winner])):
+        if _when(rows[loser]) < _when(rows[winner]) and (
+            loser not in out or _when(rows[out[loser][0]]) < _when(rows[winner])
+        ):
             out[loser] = (winner, reason)
 
     by_group: dict[tuple[int, int, int], list[int]] = defaultdict(list)
@@ -64,13 +70,16 @@ def supersede(relations: pl.DataFrame, groups: tuple[tuple[str, ...], ...]) -> p
             a, b = members
             mark(a, b, "negation")
             mark(b, a, "negation")
-    data = [{"row": i, "superseded_by_row": w, "reason": reason, "explanation": None}
-            for i, (w, reason) in sorted(out.items())]
+    data = [
+        {"row": i, "superseded_by_row": w, "reason": reason, "explanation": None}
+        for i, (w, reason) in sorted(out.items())
+    ]
     return pl.DataFrame(data, schema=SUPERSESSION_SCHEMA)
 
 
-def contradiction_candidates(relations: pl.DataFrame, superseded: set[int],
-                             groups: tuple[tuple[str, ...], ...], *, max_pairs: int) -> list[tuple[int, int]]:
+def contradiction_candidates(
+    relations: pl.DataFrame, superseded: set[int], groups: tuple[tuple[str, ...], ...], *, max_pairs: int
+) -> list[tuple[int, int]]:
     """The residue (§7.4): pairs of current, asserted edges with one subject and predicate, another
     object, the predicate in no exclusive group; earlier row first; at most ``max_pairs``."""
     grouped = {p for g in groups for p in g}
@@ -82,12 +91,20 @@ def contradiction_candidates(relations: pl.DataFrame, superseded: set[int],
     pairs = []
     for members in by_sp.values():
         ordered = sorted(members, key=lambda i: _when(rows[i]))
-        pairs += [(a, b) for k, a in enumerate(ordered) for b in ordered[k + 1:] if _when(rows[a]) < _when(rows[b])]
+        pairs += [
+            (a, b) for k, a in enumerate(ordered) for b in ordered[k + 1 :] if _when(rows[a]) < _when(rows[b])
+        ]
     return pairs[:max_pairs]
 
 
-def detect_contradictions(relations: pl.DataFrame, declarative: pl.DataFrame, groups: tuple[tuple[str, ...], ...],
-                          client: ModelClient, *, max_pairs: int = 200) -> pl.DataFrame:
+def detect_contradictions(
+    relations: pl.DataFrame,
+    declarative: pl.DataFrame,
+    groups: tuple[tuple[str, ...], ...],
+    client: ModelClient,
+    *,
+    max_pairs: int = 200,
+) -> pl.DataFrame:
     """Ask the model about the residue the declarative pass left (one call per pair, cached).
 
     Returns ``supersession`` rows for the pairs judged incompatible (the earlier superseded, the
@@ -99,9 +116,15 @@ def detect_contradictions(relations: pl.DataFrame, declarative: pl.DataFrame, gr
     for a, b in contradiction_candidates(relations, superseded, groups, max_pairs=max_pairs):
         if a in {f["row"] for f in found}:
             continue
-        messages = [{"role": "system", "content": prompts.CONTRADICTION_SYSTEM},
-                    {"role": "user", "content": prompts.CONTRADICTION_USER.format(
-                        earlier=rows[a]["rendered"], later=rows[b]["rendered"])}]
+        messages = [
+            {"role": "system", "content": prompts.CONTRADICTION_SYSTEM},
+            {
+                "role": "user",
+                "content": prompts.CONTRADICTION_USER.format(
+                    earlier=rows[a]["rendered"], later=rows[b]["rendered"]
+                ),
+            },
+        ]
         try:
             completion = client.complete(messages, purpose="contradiction")
             verdict = parse_json_object(completion.text)
@@ -109,9 +132,17 @@ def detect_contradictions(relations: pl.DataFrame, declarative: pl.DataFrame, gr
             if not isinstance(contradicts, bool):
                 raise ValueError("'contradicts' is not a boolean")
         except (ModelError, ValueError) as exc:
-            log.warning("contradiction check of %r vs %r skipped: %s", rows[a]["rendered"], rows[b]["rendered"], exc)
+            log.warning(
+                "contradiction check of %r vs %r skipped: %s", rows[a]["rendered"], rows[b]["rendered"], exc
+            )
             continue
         if contradicts:
-            found.append({"row": a, "superseded_by_row": b, "reason": "contradiction",
-                          "explanation": str(verdict.get("explanation") or "")})
+            found.append(
+                {
+                    "row": a,
+                    "superseded_by_row": b,
+                    "reason": "contradiction",
+                    "explanation": str(verdict.get("explanation") or ""),
+                }
+            )
     return pl.DataFrame(found, schema=SUPERSESSION_SCHEMA)

@@ -34,8 +34,26 @@ from pgrag_dag.errors import ExportError
 from pgrag_dag.graph.export import GraphTables, check_target, read_tables
 from pgrag_dag.names import partition_key
 
-PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#edc948", "#76b7b2", "#ff9da7", "#9c755f", "#86bcb6",
-           "#d37295", "#8cd17d", "#a0cbe8", "#ffbe7d", "#499894", "#f1ce63", "#d4a6c8", "#fabfd2", "#b6992d")
+PALETTE = (
+    "#4e79a7",
+    "#f28e2b",
+    "#59a14f",
+    "#b07aa1",
+    "#edc948",
+    "#76b7b2",
+    "#ff9da7",
+    "#9c755f",
+    "#86bcb6",
+    "#d37295",
+    "#8cd17d",
+    "#a0cbe8",
+    "#ffbe7d",
+    "#499894",
+    "#f1ce63",
+    "#d4a6c8",
+    "#fabfd2",
+    "#b6992d",
+)
 NO_COMMUNITY = "#bab0ac"
 DENIED = "#d62728"
 SUPERSEDED = "#9e9e9e"
@@ -64,8 +82,10 @@ class ViewResult:
 
     def summary(self) -> str:
         """One line: what is drawn of what."""
-        return (f"{self.entities_drawn} of {self.entities_live} live entities, {self.relations_drawn} of "
-                f"{self.relations_live} relations, {self.communities} communities")
+        return (
+            f"{self.entities_drawn} of {self.entities_live} live entities, {self.relations_drawn} of "
+            f"{self.relations_live} relations, {self.communities} communities"
+        )
 
 
 def view_path(settings: Settings, realm: str, space: str) -> Path:
@@ -85,21 +105,32 @@ def _select(tables: GraphTables, max_nodes: int) -> tuple[pl.DataFrame, pl.DataF
     the best corroborated."""
     ents = tables.entities.filter(~pl.col("dormant"))
     live_ids = ents["id"].implode()
-    rels = tables.relations.filter(~pl.col("dormant") & pl.col("source_id").is_in(live_ids)
-                                   & pl.col("target_id").is_in(live_ids))
-    ends = pl.concat([rels.select(pl.col("source_id").alias("id")), rels.select(pl.col("target_id").alias("id"))])
+    rels = tables.relations.filter(
+        ~pl.col("dormant") & pl.col("source_id").is_in(live_ids) & pl.col("target_id").is_in(live_ids)
+    )
+    ends = pl.concat(
+        [rels.select(pl.col("source_id").alias("id")), rels.select(pl.col("target_id").alias("id"))]
+    )
     degree = ends.group_by("id").agg(pl.len().cast(pl.Int64).alias("degree"))
-    ranked = (ents.join(degree, on="id", how="left").with_columns(pl.col("degree").fill_null(0))
-              .sort(["degree", "name", "id"], descending=[True, False, False]))
+    ranked = (
+        ents.join(degree, on="id", how="left")
+        .with_columns(pl.col("degree").fill_null(0))
+        .sort(["degree", "name", "id"], descending=[True, False, False])
+    )
     drawn = ranked.head(max_nodes)
     ids = drawn["id"].implode()
     among = rels.filter(pl.col("source_id").is_in(ids) & pl.col("target_id").is_in(ids))
-    kept = (among.sort(["superseded", "weight", "id"], descending=[False, True, False])
-            .head(EDGES_PER_NODE * max_nodes).sort("id"))
+    kept = (
+        among.sort(["superseded", "weight", "id"], descending=[False, True, False])
+        .head(EDGES_PER_NODE * max_nodes)
+        .sort("id")
+    )
     return drawn, kept, among.height, ents.height, rels.height
 
 
-def _communities(tables: GraphTables, drawn_ids: set[int]) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]]]:
+def _communities(
+    tables: GraphTables, drawn_ids: set[int]
+) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]]]:
     """The level-0 communities with a drawn member, largest first, each with its colour; and entity id →
     its community."""
     base = tables.communities.filter(pl.col("level") == 0).sort(["size", "id"], descending=[True, False])
@@ -108,8 +139,15 @@ def _communities(tables: GraphTables, drawn_ids: set[int]) -> tuple[list[dict[st
         members = [int(e) for e in row["member_entity_ids"] if int(e) in drawn_ids]
         if not members:
             continue
-        c = {"id": int(row["id"]), "title": row["title"], "rating": row["rating"], "size": int(row["size"]),
-             "summary": row["summary"], "color": PALETTE[len(out) % len(PALETTE)], "members": members}
+        c = {
+            "id": int(row["id"]),
+            "title": row["title"],
+            "rating": row["rating"],
+            "size": int(row["size"]),
+            "summary": row["summary"],
+            "color": PALETTE[len(out) % len(PALETTE)],
+            "members": members,
+        }
         out.append(c)
         for e in members:
             of.setdefault(e, c)
@@ -127,42 +165,97 @@ def build_network(tables: GraphTables, *, max_nodes: int) -> tuple[Any, list[dic
     net = Network(directed=True, cdn_resources="in_line")
     for e in drawn.iter_rows(named=True):
         c = of.get(int(e["id"]))
-        tip = "\n".join(x for x in (f"{e['name']} ({e['entity_type']})", e["description"],
-                                    f"community: {c['title']}" if c else "") if x)
-        net.add_node(int(e["id"]), label=e["name"], title=tip, color=c["color"] if c else NO_COMMUNITY,
-                     value=max(1, int(e["degree"])), entity_type=e["entity_type"], description=e["description"],
-                     aliases=list(e["aliases"] or []), degree=int(e["degree"]),
-                     community=c["id"] if c else None, community_title=c["title"] if c else None)
+        tip = "\n".join(
+            x
+            for x in (
+                f"{e['name']} ({e['entity_type']})",
+                e["description"],
+                f"community: {c['title']}" if c else "",
+            )
+            if x
+        )
+        net.add_node(
+            int(e["id"]),
+            label=e["name"],
+            title=tip,
+            color=c["color"] if c else NO_COMMUNITY,
+            value=max(1, int(e["degree"])),
+            entity_type=e["entity_type"],
+            description=e["description"],
+            aliases=list(e["aliases"] or []),
+            degree=int(e["degree"]),
+            community=c["id"] if c else None,
+            community_title=c["title"] if c else None,
+        )
     names = dict(zip(tables.relations["id"].to_list(), tables.relations["predicate"].to_list()))
     pairs: dict[tuple[int, int], int] = defaultdict(int)
     for r in rels.iter_rows(named=True):
         pair = (min(r["source_id"], r["target_id"]), max(r["source_id"], r["target_id"]))
-        k, pairs[pair] = pairs[pair], pairs[pair] + 1  # the k-th edge of a pair bends further, so none hides another
+        k, pairs[pair] = (
+            pairs[pair],
+            pairs[pair] + 1,
+        )  # the k-th edge of a pair bends further, so none hides another
         validity = _validity(r["valid_from"], r["valid_to"])
         state = "denied" if r["negated"] else ""
         if r["superseded"]:
-            state = ", ".join(x for x in (state, f"superseded by {names.get(r['superseded_by'], r['superseded_by'])}") if x)
-        tip = "\n".join(x for x in (f"{r['subject']} {'NOT ' if r['negated'] else ''}{r['predicate']} {r['object']}",
-                                    r["description"], f"valid {validity}" if validity else "", state,
-                                    f"corroborated by {r['weight']} chunk(s)") if x)
-        net.add_edge(int(r["source_id"]), int(r["target_id"]), id=int(r["id"]),
-                     label=r["predicate"] + (f" ({validity})" if validity else ""), title=tip,
-                     color=DENIED if r["negated"] else SUPERSEDED if r["superseded"] else CURRENT,
-                     dashes=[2, 6] if r["superseded"] else r["negated"], width=1 + math.log2(max(1, r["weight"])),
-                     smooth={"enabled": True, "type": "curvedCW" if k % 2 == 0 else "curvedCCW",
-                             "roundness": 0.08 + 0.12 * (k // 2 + k % 2)},
-                     predicate=r["predicate"], subject=r["subject"], object=r["object"], negated=bool(r["negated"]),
-                     superseded=bool(r["superseded"]),
-                     superseded_by=names.get(r["superseded_by"]) if r["superseded"] else None,
-                     valid_from=r["valid_from"], valid_to=r["valid_to"], weight=int(r["weight"]))
-    net.set_options(json.dumps({
-        "nodes": {"shape": "dot", "scaling": {"min": 8, "max": 36}, "font": {"size": 14}},
-        "edges": {"font": {"size": 10, "align": "middle"}, "arrows": {"to": {"enabled": True, "scaleFactor": 0.5}}},
-        "physics": {"solver": "forceAtlas2Based", "stabilization": {"iterations": 150, "fit": True}},
-        "interaction": {"hover": True, "tooltipDelay": 150},
-    }))
-    counts = {"entities_drawn": drawn.height, "entities_live": live_e, "relations_drawn": rels.height,
-              "relations_among": among, "relations_live": live_r}
+            state = ", ".join(
+                x for x in (state, f"superseded by {names.get(r['superseded_by'], r['superseded_by'])}") if x
+            )
+        tip = "\n".join(
+            x
+            for x in (
+                f"{r['subject']} {'NOT ' if r['negated'] else ''}{r['predicate']} {r['object']}",
+                r["description"],
+                f"valid {validity}" if validity else "",
+                state,
+                f"corroborated by {r['weight']} chunk(s)",
+            )
+            if x
+        )
+        net.add_edge(
+            int(r["source_id"]),
+            int(r["target_id"]),
+            id=int(r["id"]),
+            label=r["predicate"] + (f" ({validity})" if validity else ""),
+            title=tip,
+            color=DENIED if r["negated"] else SUPERSEDED if r["superseded"] else CURRENT,
+            dashes=[2, 6] if r["superseded"] else r["negated"],
+            width=1 + math.log2(max(1, r["weight"])),
+            smooth={
+                "enabled": True,
+                "type": "curvedCW" if k % 2 == 0 else "curvedCCW",
+                "roundness": 0.08 + 0.12 * (k // 2 + k % 2),
+            },
+            predicate=r["predicate"],
+            subject=r["subject"],
+            object=r["object"],
+            negated=bool(r["negated"]),
+            superseded=bool(r["superseded"]),
+            superseded_by=names.get(r["superseded_by"]) if r["superseded"] else None,
+            valid_from=r["valid_from"],
+            valid_to=r["valid_to"],
+            weight=int(r["weight"]),
+        )
+    net.set_options(
+        json.dumps(
+            {
+                "nodes": {"shape": "dot", "scaling": {"min": 8, "max": 36}, "font": {"size": 14}},
+                "edges": {
+                    "font": {"size": 10, "align": "middle"},
+                    "arrows": {"to": {"enabled": True, "scaleFactor": 0.5}},
+                },
+                "physics": {"solver": "forceAtlas2Based", "stabilization": {"iterations": 150, "fit": True}},
+                "interaction": {"hover": True, "tooltipDelay": 150},
+            }
+        )
+    )
+    counts = {
+        "entities_drawn": drawn.height,
+        "entities_live": live_e,
+        "relations_drawn": rels.height,
+        "relations_among": among,
+        "relations_live": live_r,
+    }
     return net, communities, counts
 
 
@@ -176,18 +269,27 @@ def render_view(tables: GraphTables, *, max_nodes: int) -> tuple[str, dict[str, 
     vis = resources.files("pyvis").joinpath(_VIS)
     env = jinja2.Environment(loader=jinja2.PackageLoader("pgrag_dag", "templates"), autoescape=True)
     html = env.get_template("graph_view.html").render(
-        realm=tables.realm, space=tables.space, nodes=nodes, edges=edges, options=json.loads(options),
-        communities=communities, counts=counts, capped=counts["entities_drawn"] < counts["entities_live"],
+        realm=tables.realm,
+        space=tables.space,
+        nodes=nodes,
+        edges=edges,
+        options=json.loads(options),
+        communities=communities,
+        counts=counts,
+        capped=counts["entities_drawn"] < counts["entities_live"],
         dormant=tables.entities.filter(pl.col("dormant")).height,
-        superseded=sum(1 for e in edges if e.get("superseded")), denied=sum(1 for e in edges if e.get("negated")),
+        superseded=sum(1 for e in edges if e.get("superseded")),
+        denied=sum(1 for e in edges if e.get("negated")),
         vis_js=vis.joinpath("vis-network.min.js").read_text(encoding="utf-8"),
         vis_css=vis.joinpath("vis-network.css").read_text(encoding="utf-8"),
-        colors={"denied": DENIED, "superseded": SUPERSEDED, "current": CURRENT, "none": NO_COMMUNITY})
+        colors={"denied": DENIED, "superseded": SUPERSEDED, "current": CURRENT, "none": NO_COMMUNITY},
+    )
     return html, {**counts, "communities": len(communities)}
 
 
-def write_view(engine: Engine, realm: str, space: str, *, out: Path | None = None,
-               max_nodes: int | None = None) -> ViewResult:
+def write_view(
+    engine: Engine, realm: str, space: str, *, out: Path | None = None, max_nodes: int | None = None
+) -> ViewResult:
     """Read the space (:func:`~pgrag_dag.graph.export.read_tables`, no mentions) and write its page to ``out``
     or :func:`view_path`; ``max_nodes`` defaults to ``export.view_max_nodes``.
 

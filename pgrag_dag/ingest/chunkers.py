@@ -152,13 +152,19 @@ def paragraph_pack_chunks(documents: pl.DataFrame, *, chunk_chars: int, overlap_
     Raises:
         ValueError: a frame without ``doc_key``/``text``.
     """
-    return _frame(documents, lambda doc_key, text: (
-        (span, {}) for span in chunk_spans(text, chunk_chars=chunk_chars, overlap_chars=overlap_chars)))
+    return _frame(
+        documents,
+        lambda doc_key, text: (
+            (span, {}) for span in chunk_spans(text, chunk_chars=chunk_chars, overlap_chars=overlap_chars)
+        ),
+    )
 
 
 def _lossy(doc_key: str, detail: str) -> ValueError:
-    return ValueError(f"document {doc_key!r}: tokens do not decode back to the text ({detail}); "
-                      "token windows need a tokenizer whose decoded tokens concatenate to the input")
+    return ValueError(
+        f"document {doc_key!r}: tokens do not decode back to the text ({detail}); "
+        "token windows need a tokenizer whose decoded tokens concatenate to the input"
+    )
 
 
 def _token_offsets(litellm: Any, tokenizer: Any, doc_key: str, text: str, ids: list[int]) -> list[int]:
@@ -227,8 +233,12 @@ def token_window_chunks(documents: pl.DataFrame, options: TokenWindowOptions) ->
         while True:
             end = min(start + options.tokens, len(ids))
             span = strip_span(text, offsets[start], offsets[end])
-            while span is not None and end > start + options.overlap_tokens + 1 and options.tokens < len(
-                    litellm.encode(model="", text=text[span[0] : span[1]], custom_tokenizer=tokenizer)):
+            while (
+                span is not None
+                and end > start + options.overlap_tokens + 1
+                and options.tokens
+                < len(litellm.encode(model="", text=text[span[0] : span[1]], custom_tokenizer=tokenizer))
+            ):
                 end -= 1  # stripping changed the tokenization: shorten the window by a token
                 span = strip_span(text, offsets[start], offsets[end])
             if span is not None:

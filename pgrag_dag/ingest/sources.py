@@ -38,8 +38,12 @@ MAX_TITLE_CHARS = 1_000
 full-text index (``to_tsvector`` refuses more than 1 MB). A longer one refuses the record."""
 MAX_METADATA_BYTES = 1_000_000
 """Largest document metadata, in bytes of JSON (stored with every chunk). Larger refuses the record."""
-_BOMS = ((codecs.BOM_UTF32_LE, "utf-32"), (codecs.BOM_UTF32_BE, "utf-32"),
-         (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
 
 
 @dataclass(frozen=True)
@@ -91,13 +95,20 @@ def _named(settings: Settings, src: SourceSpec, *, allow_empty: bool = False) ->
         if allow_empty:
             return []
         raise ConfigurationError(f"source path {clean_key(str(path))} does not exist")
-    left_out = {p for pattern in src.exclude for p in path.glob(pattern)}  # files, or directories and all below
-    found = [(p, p.relative_to(path).as_posix()) for p in sorted(path.glob(src.glob))
-             if (p.is_file() or (p.is_symlink() and not p.exists()))
-             and not (left_out and (p in left_out or not left_out.isdisjoint(p.parents)))]
+    left_out = {
+        p for pattern in src.exclude for p in path.glob(pattern)
+    }  # files, or directories and all below
+    found = [
+        (p, p.relative_to(path).as_posix())
+        for p in sorted(path.glob(src.glob))
+        if (p.is_file() or (p.is_symlink() and not p.exists()))
+        and not (left_out and (p in left_out or not left_out.isdisjoint(p.parents)))
+    ]
     if not found and not allow_empty:
-        raise ConfigurationError(f"source {clean_key(str(path))} matches no file for glob {src.glob!r}"
-                                 + (f" outside exclude {src.exclude!r}" if src.exclude else ""))
+        raise ConfigurationError(
+            f"source {clean_key(str(path))} matches no file for glob {src.glob!r}"
+            + (f" outside exclude {src.exclude!r}" if src.exclude else "")
+        )
     return found
 
 
@@ -113,7 +124,11 @@ def _is_jsonl(src: SourceSpec, path: Path) -> bool:
 def text_keys(settings: Settings, src: SourceSpec) -> set[str]:
     """The doc_keys of the text files ``src`` names now, without reading them (JSONL files left out: their
     keys are in their records); none when its path is missing or its glob matches nothing."""
-    return {clean_key(src.key_prefix + rel) for p, rel in _named(settings, src, allow_empty=True) if not _is_jsonl(src, p)}
+    return {
+        clean_key(src.key_prefix + rel)
+        for p, rel in _named(settings, src, allow_empty=True)
+        if not _is_jsonl(src, p)
+    }
 
 
 def list_source_files(settings: Settings, spec: SpaceSpec) -> list[Path]:
@@ -134,8 +149,10 @@ def without_last_file(settings: Settings, spec: SpaceSpec) -> tuple[SpaceSpec, s
     or an empty glob, or when the space's order is ``metadata`` or it names fewer than two files."""
     files = list_source_files(settings, spec)
     if spec.order == "metadata" or len(files) < 2:
-        raise ConfigurationError(f"cannot leave out a space's last file: it orders by {spec.order} and names "
-                                 f"{len(files)} file(s); it needs order filename or listed and two files or more")
+        raise ConfigurationError(
+            f"cannot leave out a space's last file: it orders by {spec.order} and names "
+            f"{len(files)} file(s); it needs order filename or listed and two files or more"
+        )
     last, kept, key = files[-1], [], ""
     for src in spec.sources:
         named = _named(settings, src)
@@ -165,8 +182,11 @@ def _decode(path: Path) -> str:
     try:
         text = data.decode(encoding)
     except UnicodeDecodeError as exc:
-        raise SourceError(where, f"is not valid {'UTF-8' if encoding == 'utf-8-sig' else encoding.upper()} "
-                                 f"text (byte {exc.start})") from exc
+        raise SourceError(
+            where,
+            f"is not valid {'UTF-8' if encoding == 'utf-8-sig' else encoding.upper()} "
+            f"text (byte {exc.start})",
+        ) from exc
     return text.lstrip("\ufeff").replace("\r\n", "\n").replace("\r", "\n")
 
 
@@ -199,9 +219,15 @@ def config_relative_key(settings: Settings, path: Path) -> str:
 
 def _text_document(settings: Settings, src: SourceSpec, path: Path, rel: str) -> dict[str, Any]:
     """One text file as a found entry (see :func:`read_sources`); refused with its reason when bad."""
-    entry = {"key": clean_key(src.key_prefix + rel), "title": title_for(path),
-             "metadata": {"file_name": clean_key(path.name)}, "file": path, "where": clean_key(str(path)), "cleaned": [],
-             "earlier": [config_relative_key(settings, path), clean_key(rel)]}
+    entry = {
+        "key": clean_key(src.key_prefix + rel),
+        "title": title_for(path),
+        "metadata": {"file_name": clean_key(path.name)},
+        "file": path,
+        "where": clean_key(str(path)),
+        "cleaned": [],
+        "earlier": [config_relative_key(settings, path), clean_key(rel)],
+    }
     try:
         return entry | {"text": read_document(path)}
     except SourceError as exc:
@@ -210,6 +236,7 @@ def _text_document(settings: Settings, src: SourceSpec, path: Path, rel: str) ->
 
 def _storable(value: Any, what: str, notes: list[str]) -> Any:
     """``value`` with every string cleaned (:func:`clean_text`); what was done is added to ``notes``."""
+
     def clean(s: str) -> str:
         out, done = clean_text(s)
         notes.extend(f"{what}: {d}" for d in done)
@@ -225,16 +252,22 @@ def _record(src: SourceSpec, path: Path, lineno: int, rec: dict[str, Any]) -> di
     title = _storable(str(raw_title) if raw_title else f"{clean_key(path.stem)} {lineno}", "title", notes)
     key = rec.get(src.key_field) if src.key_field else None
     entry: dict[str, Any] = {
-        "key": clean_key(str(key)) if key else None, "title": title, "file": path, "cleaned": notes,
+        "key": clean_key(str(key)) if key else None,
+        "title": title,
+        "file": path,
+        "cleaned": notes,
         "where": f"{clean_key(str(path))}:{lineno}",
-        "metadata": _storable({f: rec.get(f) for f in src.metadata_fields if f in rec}, "metadata", notes) | {"line": lineno},
+        "metadata": _storable({f: rec.get(f) for f in src.metadata_fields if f in rec}, "metadata", notes)
+        | {"line": lineno},
     }
     body = rec.get(src.text_field)
     if not isinstance(body, str) or not body.lstrip("\ufeff").strip():
         return entry | {"skipped": f"has no text in field {src.text_field!r}"}
     if len(title) > MAX_TITLE_CHARS:
-        return entry | {"skipped": f"has a title of {len(title):,} characters (at most {MAX_TITLE_CHARS:,}; "
-                                   f"is title_field {src.title_field!r} the right field?)"}
+        return entry | {
+            "skipped": f"has a title of {len(title):,} characters (at most {MAX_TITLE_CHARS:,}; "
+            f"is title_field {src.title_field!r} the right field?)"
+        }
     size = len(json.dumps(entry["metadata"], default=str).encode("utf-8"))
     if size > MAX_METADATA_BYTES:
         return entry | {"skipped": f"has {size:,} bytes of metadata (at most {MAX_METADATA_BYTES:,})"}
@@ -249,15 +282,25 @@ def _jsonl_documents(settings: Settings, src: SourceSpec, path: Path, rel: str) 
     try:
         text = _decode(path)
     except SourceError as exc:
-        return [{"key": None, "file": path, "where": where, "metadata": {}, "cleaned": [], "skipped": exc.reason}]
+        return [
+            {"key": None, "file": path, "where": where, "metadata": {}, "cleaned": [], "skipped": exc.reason}
+        ]
     if not text.strip():
-        return [{"key": None, "file": path, "where": where, "metadata": {}, "cleaned": [], "skipped": "is empty"}]
+        return [
+            {"key": None, "file": path, "where": where, "metadata": {}, "cleaned": [], "skipped": "is empty"}
+        ]
     docs, titles = [], Counter[str]()
     for lineno, line in enumerate(text.splitlines(), 1):
         line = line.lstrip("\ufeff")  # concatenated files carry their byte-order marks along
         if not line.strip():
             continue
-        bad = {"key": None, "file": path, "where": f"{where}:{lineno}", "metadata": {"line": lineno}, "cleaned": []}
+        bad = {
+            "key": None,
+            "file": path,
+            "where": f"{where}:{lineno}",
+            "metadata": {"line": lineno},
+            "cleaned": [],
+        }
         try:
             rec = json.loads(line)
         except json.JSONDecodeError as exc:
@@ -306,12 +349,16 @@ def read_sources(settings: Settings, realm: str, space: str, *, allow_empty: boo
             # a glob matching nothing beside sources that name documents: its last file was deleted (normal);
             # a missing path, or a space whose every source names nothing, is refused
             if not settings.resolve(src.path).exists():  # a moved folder, or a registered file since deleted
-                raise ConfigurationError(f"{exc}; if it was removed on purpose, take the source out of the configuration "
-                                         "(its documents then leave the index; for the space's last source, "
-                                         "`pgrag index --allow-empty` too)") from None
+                raise ConfigurationError(
+                    f"{exc}; if it was removed on purpose, take the source out of the configuration "
+                    "(its documents then leave the index; for the space's last source, "
+                    "`pgrag index --allow-empty` too)"
+                ) from None
             if not any(named):
-                raise ConfigurationError(f"{exc}; if its documents were removed on purpose, `pgrag index --allow-empty` "
-                                         "(or allow_empty: true on the space) removes them from the index") from None
+                raise ConfigurationError(
+                    f"{exc}; if its documents were removed on purpose, `pgrag index --allow-empty` "
+                    "(or allow_empty: true on the space) removes them from the index"
+                ) from None
             empty.append(str(exc))
     found: list[dict[str, Any]] = []
     for number, (src, files) in enumerate(zip(spec.sources, named)):
@@ -324,24 +371,50 @@ def read_sources(settings: Settings, realm: str, space: str, *, allow_empty: boo
     if spec.order == "filename":
         found.sort(key=lambda d: (d["file"].name, str(d["file"]), d["metadata"].get("line", 0)))
     elif spec.order == "metadata":
-        missing = [d["key"] for d in found if "skipped" not in d and d["metadata"].get(spec.order_field) is None]
+        missing = [
+            d["key"] for d in found if "skipped" not in d and d["metadata"].get(spec.order_field) is None
+        ]
         if missing:
-            raise ConfigurationError(f"order_field {spec.order_field!r} is missing for documents {missing[:3]}")
-        found = sorted((d for d in found if "skipped" not in d),
-                       key=lambda d: (str(d["metadata"][spec.order_field]), d["file"].name, d["metadata"].get("line", 0))
-                       ) + [d for d in found if "skipped" in d]
+            raise ConfigurationError(
+                f"order_field {spec.order_field!r} is missing for documents {missing[:3]}"
+            )
+        found = sorted(
+            (d for d in found if "skipped" not in d),
+            key=lambda d: (
+                str(d["metadata"][spec.order_field]),
+                d["file"].name,
+                d["metadata"].get("line", 0),
+            ),
+        ) + [d for d in found if "skipped" in d]
     good = [(order, d) for order, d in enumerate(found) if "skipped" not in d]
     _refuse_duplicates(realm, space, spec, [d for _, d in good])
-    rows = [{"doc_key": d["key"], "title": d["title"], "source": d["key"], "doc_order": order, "text": d["text"],
-             "doc_hash": hashlib.sha256(d["text"].encode("utf-8")).hexdigest(),
-             "metadata": json.dumps(d["metadata"], default=str)} for order, d in good]
-    frame = pl.DataFrame(rows, schema={c: pl.Int64 if c == "doc_order" else pl.String for c in DOCUMENT_COLUMNS})
-    earlier = {d["key"]: tuple(dict.fromkeys(k for k in d.get("earlier", ()) if k != d["key"]))
-               for d in found if d["key"] is not None}
-    return Sources(frame,
-                   [SkippedDocument(d["where"], d["skipped"], d["key"]) for d in found if "skipped" in d],
-                   [CleanedDocument(d["key"], d["where"], "; ".join(d["cleaned"])) for _, d in good if d["cleaned"]],
-                   {k: v for k, v in earlier.items() if v}, empty)
+    rows = [
+        {
+            "doc_key": d["key"],
+            "title": d["title"],
+            "source": d["key"],
+            "doc_order": order,
+            "text": d["text"],
+            "doc_hash": hashlib.sha256(d["text"].encode("utf-8")).hexdigest(),
+            "metadata": json.dumps(d["metadata"], default=str),
+        }
+        for order, d in good
+    ]
+    frame = pl.DataFrame(
+        rows, schema={c: pl.Int64 if c == "doc_order" else pl.String for c in DOCUMENT_COLUMNS}
+    )
+    earlier = {
+        d["key"]: tuple(dict.fromkeys(k for k in d.get("earlier", ()) if k != d["key"]))
+        for d in found
+        if d["key"] is not None
+    }
+    return Sources(
+        frame,
+        [SkippedDocument(d["where"], d["skipped"], d["key"]) for d in found if "skipped" in d],
+        [CleanedDocument(d["key"], d["where"], "; ".join(d["cleaned"])) for _, d in good if d["cleaned"]],
+        {k: v for k, v in earlier.items() if v},
+        empty,
+    )
 
 
 def _refuse_duplicates(realm: str, space: str, spec: SpaceSpec, docs: list[dict[str, Any]]) -> None:
@@ -358,13 +431,18 @@ def _refuse_duplicates(realm: str, space: str, spec: SpaceSpec, docs: list[dict[
     sources = sorted({d["src"] for d in ds})
     named = ", ".join(f"{spec.sources[i].path} (glob {spec.sources[i].glob!r})" for i in sources)
     where = ", ".join(d["where"] for d in ds[:3])
-    fix = ("give each source its own key_prefix, e.g. `key_prefix: handbook/` (doc_keys are relative to their "
-           "source's root, so two sources holding the same relative path collide)" if len(sources) > 1 else
-           "make the records' key_field values distinct, or leave key_field out (keys by title, made composite "
-           "with file and line when titles repeat)")
+    fix = (
+        "give each source its own key_prefix, e.g. `key_prefix: handbook/` (doc_keys are relative to their "
+        "source's root, so two sources holding the same relative path collide)"
+        if len(sources) > 1
+        else "make the records' key_field values distinct, or leave key_field out (keys by title, made composite "
+        "with file and line when titles repeat)"
+    )
     more = f" (and {len(dupes) - 1} more duplicate key(s))" if len(dupes) > 1 else ""
-    raise ConfigurationError(f"space {realm}.{space}: {len(ds)} documents have the same doc_key {key!r}{more}, from "
-                             f"source(s) {named}: {where}; {fix}")
+    raise ConfigurationError(
+        f"space {realm}.{space}: {len(ds)} documents have the same doc_key {key!r}{more}, from "
+        f"source(s) {named}: {where}; {fix}"
+    )
 
 
 def load_documents(settings: Settings, realm: str, space: str, *, allow_empty: bool = False) -> pl.DataFrame:
@@ -385,8 +463,9 @@ def _short(text: str | None, limit: int = 200) -> str | None:
     return text if text is None or len(text) <= limit else text[: limit - 1] + "…"
 
 
-def source_report(read: Sources, *, kept: Collection[str] = (), withheld: Collection[str] = (),
-                  limit: int = 20) -> dict[str, Any]:
+def source_report(
+    read: Sources, *, kept: Collection[str] = (), withheld: Collection[str] = (), limit: int = 20
+) -> dict[str, Any]:
     """Asset metadata of what :func:`read_sources` skipped and cleaned: ``documents_skipped`` (count),
     ``skipped_documents_sample`` (up to ``limit`` rows: doc_key, where, reason, ``kept`` — whether its
     stored chunks were kept), ``skipped_documents_kept`` (indexed documents skipped and kept),
@@ -395,10 +474,20 @@ def source_report(read: Sources, *, kept: Collection[str] = (), withheld: Collec
     are cut to 200 characters for display."""
     return {
         "documents_skipped": len(read.skipped),
-        "skipped_documents_sample": [{"doc_key": _short(s.doc_key), "where": _short(s.where), "reason": s.reason,
-                                      "kept": s.doc_key in kept} for s in read.skipped[:limit]],
-        "skipped_documents_kept": len(kept), "removals_withheld": len(withheld),
+        "skipped_documents_sample": [
+            {
+                "doc_key": _short(s.doc_key),
+                "where": _short(s.where),
+                "reason": s.reason,
+                "kept": s.doc_key in kept,
+            }
+            for s in read.skipped[:limit]
+        ],
+        "skipped_documents_kept": len(kept),
+        "removals_withheld": len(withheld),
         "documents_cleaned": len(read.cleaned),
-        "cleaned_documents_sample": [{"doc_key": _short(c.doc_key), "where": _short(c.where), "reason": c.reason}
-                                     for c in read.cleaned[:limit]],
+        "cleaned_documents_sample": [
+            {"doc_key": _short(c.doc_key), "where": _short(c.where), "reason": c.reason}
+            for c in read.cleaned[:limit]
+        ],
     }

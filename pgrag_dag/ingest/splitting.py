@@ -142,7 +142,9 @@ def chunk_documents(documents: pl.DataFrame, *, chunk_chars: int, overlap_chars:
     """Split every row of a ``documents`` frame into the ``chunks`` frame (columns above)."""
     rows = []
     for doc in documents.iter_rows(named=True):
-        for i, piece in enumerate(chunk_text(doc["text"], chunk_chars=chunk_chars, overlap_chars=overlap_chars)):
+        for i, piece in enumerate(
+            chunk_text(doc["text"], chunk_chars=chunk_chars, overlap_chars=overlap_chars)
+        ):
             rows.append(
                 {
                     "doc_key": doc["doc_key"],
@@ -158,7 +160,9 @@ def chunk_documents(documents: pl.DataFrame, *, chunk_chars: int, overlap_chars:
     return pl.DataFrame(rows, schema=dict(CHUNK_SCHEMA))
 
 
-def assemble_chunks(documents: pl.DataFrame, pieces: pl.DataFrame, *, operator: str = "paragraph_pack") -> pl.DataFrame:
+def assemble_chunks(
+    documents: pl.DataFrame, pieces: pl.DataFrame, *, operator: str = "paragraph_pack"
+) -> pl.DataFrame:
     """The stored ``chunks`` frame (columns above, plus ``metadata``) from a chunker's output.
 
     ``pieces`` is what a chunker operator returns (doc_key, chunk_index, text, metadata JSON or null);
@@ -178,13 +182,22 @@ def assemble_chunks(documents: pl.DataFrame, pieces: pl.DataFrame, *, operator: 
     label = f"ChunkerOutputContract (operator {operator})"
     strays = pieces.filter(~pl.col("doc_key").is_in(documents["doc_key"].implode()))
     if strays.height:
-        raise ContractError(label, f"chunks of {strays['doc_key'].n_unique()} unknown document(s), "
-                            f"e.g. {strays['doc_key'][0]!r}", strays.select("doc_key", "chunk_index"))
-    lost = documents.filter((pl.col("text").str.strip_chars().str.len_chars() > 0)
-                            & ~pl.col("doc_key").is_in(pieces["doc_key"].implode()))
+        raise ContractError(
+            label,
+            f"chunks of {strays['doc_key'].n_unique()} unknown document(s), e.g. {strays['doc_key'][0]!r}",
+            strays.select("doc_key", "chunk_index"),
+        )
+    lost = documents.filter(
+        (pl.col("text").str.strip_chars().str.len_chars() > 0)
+        & ~pl.col("doc_key").is_in(pieces["doc_key"].implode())
+    )
     if lost.height:
-        raise ContractError(label, f"no chunk for {lost.height} document(s) with text, e.g. {lost['doc_key'][0]!r} "
-                            "(nothing is removed from the index by a chunker)", lost.select("doc_key"))
+        raise ContractError(
+            label,
+            f"no chunk for {lost.height} document(s) with text, e.g. {lost['doc_key'][0]!r} "
+            "(nothing is removed from the index by a chunker)",
+            lost.select("doc_key"),
+        )
     doc_meta = dict(zip(documents["doc_key"].to_list(), documents["metadata"].to_list()))
     doc_text = dict(zip(documents["doc_key"].to_list(), documents["text"].to_list()))
     cursor: dict[str, int] = {}
@@ -198,12 +211,19 @@ def assemble_chunks(documents: pl.DataFrame, pieces: pl.DataFrame, *, operator: 
         if span is not None:
             meta |= {"char_start": span[0], "char_end": span[1]}
             cursor[doc_key] = span[0] + 1
-        metas.append(json.dumps(meta, ensure_ascii=False) if meta or chunk_meta is not None else doc_meta.get(doc_key))
+        metas.append(
+            json.dumps(meta, ensure_ascii=False) if meta or chunk_meta is not None else doc_meta.get(doc_key)
+        )
 
     docs = documents.select("doc_key", "title", "source", "doc_order", "doc_hash")
-    out = pieces.select("doc_key", "chunk_index", "text").with_columns(metadata=pl.Series(metas, dtype=pl.String))
+    out = pieces.select("doc_key", "chunk_index", "text").with_columns(
+        metadata=pl.Series(metas, dtype=pl.String)
+    )
     out = out.join(docs, on="doc_key", how="left").with_columns(
-        content_hash=pl.col("text").map_elements(lambda t: hashlib.sha256(t.encode("utf-8")).hexdigest(), return_dtype=pl.String))
+        content_hash=pl.col("text").map_elements(
+            lambda t: hashlib.sha256(t.encode("utf-8")).hexdigest(), return_dtype=pl.String
+        )
+    )
     return out.sort("doc_order", "doc_key", "chunk_index").select(*CHUNK_COLUMNS, "metadata")
 
 

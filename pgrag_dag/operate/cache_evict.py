@@ -38,12 +38,20 @@ class Eviction:
 
     def lines(self) -> list[str]:
         """One line per removed response, then a summary line."""
-        out = [f"removed {e['purpose'] or 'response'} response {e['key'][:16]} (prompt {e['prompt_key'][:16]}, "
-               f"model {e['model']}, cached {e['created_at']:%Y-%m-%d %H:%M:%S}): {_head(e['response'])}"
-               for e in self.removed]
-        summary = f"{len(self.removed)} cached response(s) removed" if self.removed else "no cached response matched; nothing removed"
+        out = [
+            f"removed {e['purpose'] or 'response'} response {e['key'][:16]} (prompt {e['prompt_key'][:16]}, "
+            f"model {e['model']}, cached {e['created_at']:%Y-%m-%d %H:%M:%S}): {_head(e['response'])}"
+            for e in self.removed
+        ]
+        summary = (
+            f"{len(self.removed)} cached response(s) removed"
+            if self.removed
+            else "no cached response matched; nothing removed"
+        )
         if self.partition is not None:
-            summary += f"; {self.owed} extraction pass(es) of {self.partition} will be asked again by the next run"
+            summary += (
+                f"; {self.owed} extraction pass(es) of {self.partition} will be asked again by the next run"
+            )
         return [*out, summary]
 
 
@@ -76,17 +84,31 @@ def evict_parse_errors(engine: Engine, realm: str, space: str) -> Eviction:
     """
     validate_realm(realm)
     validate_space(space)
-    extractor = compose(engine.settings, realm, space).extractor  # an undeclared space is a ConfigurationError
+    extractor = compose(
+        engine.settings, realm, space
+    ).extractor  # an undeclared space is a ConfigurationError
     engine.init_realm(realm)
-    with db.database_errors(engine.dsn), locks.stage_lock(engine.dsn, realm, space, "cache evict",
-                                                          wait_s=engine.settings.operations.lock_wait_s):
+    with (
+        db.database_errors(engine.dsn),
+        locks.stage_lock(
+            engine.dsn, realm, space, "cache evict", wait_s=engine.settings.operations.lock_wait_s
+        ),
+    ):
         with engine.connect() as conn, conn.transaction():
             locks.lock_partition(conn, realm, space)
-            poison = [r for r in staging.parse_failures(conn, realm, space, extractor=extractor.identity).iter_rows(named=True)
-                      if not _parses(extractor.op.reparse, r["raw_text"])]
-            removed = cache.evict_responses(conn, sorted({(r["model"], r["raw_text"]) for r in poison}),
-                                            purposes=EXTRACTION_PURPOSES)
-            owed = staging.owe_again(conn, realm, space, [(r["chunk_id"], r["pass"]) for r in poison], EVICTED_REASON)
+            poison = [
+                r
+                for r in staging.parse_failures(conn, realm, space, extractor=extractor.identity).iter_rows(
+                    named=True
+                )
+                if not _parses(extractor.op.reparse, r["raw_text"])
+            ]
+            removed = cache.evict_responses(
+                conn, sorted({(r["model"], r["raw_text"]) for r in poison}), purposes=EXTRACTION_PURPOSES
+            )
+            owed = staging.owe_again(
+                conn, realm, space, [(r["chunk_id"], r["pass"]) for r in poison], EVICTED_REASON
+            )
     return Eviction(removed, owed, f"{realm}.{space}")
 
 

@@ -30,14 +30,22 @@ from pgrag_dag.store.retrieval import realm_embedding
 _SNAPSHOT = re.compile(r"^[0-9]{1,20}:[0-9]{1,20}:([0-9]{1,20}(,[0-9]{1,20})*)?$")
 
 FIELD_OF_EVENT = {
-    ("relation", "asserted"): "relations_added", ("relation", "superseded"): "relations_superseded",
-    ("relation", "restored"): "relations_restored", ("relation", "dormant"): "relations_dormant",
-    ("relation", "revived"): "relations_revived", ("relation", "deleted"): "relations_deleted",
-    ("entity", "created"): "entities_created", ("entity", "dormant"): "entities_dormant",
-    ("entity", "revived"): "entities_revived", ("entity", "archived"): "entities_archived",
-    ("entity", "unarchived"): "entities_unarchived", ("entity", "deleted"): "entities_deleted",
-    ("document", "added"): "documents_added", ("document", "replaced"): "documents_replaced",
-    ("document", "removed"): "documents_removed", ("document", "renamed"): "documents_renamed",
+    ("relation", "asserted"): "relations_added",
+    ("relation", "superseded"): "relations_superseded",
+    ("relation", "restored"): "relations_restored",
+    ("relation", "dormant"): "relations_dormant",
+    ("relation", "revived"): "relations_revived",
+    ("relation", "deleted"): "relations_deleted",
+    ("entity", "created"): "entities_created",
+    ("entity", "dormant"): "entities_dormant",
+    ("entity", "revived"): "entities_revived",
+    ("entity", "archived"): "entities_archived",
+    ("entity", "unarchived"): "entities_unarchived",
+    ("entity", "deleted"): "entities_deleted",
+    ("document", "added"): "documents_added",
+    ("document", "replaced"): "documents_replaced",
+    ("document", "removed"): "documents_removed",
+    ("document", "renamed"): "documents_renamed",
 }
 """``(belief_log.kind, event)`` → the :class:`ChangeSet` field listing it."""
 EVENT_FIELDS = tuple(dict.fromkeys(FIELD_OF_EVENT.values()))
@@ -103,23 +111,32 @@ class ChangeSet:
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready dict of every field, plus ``counts`` and ``events``."""
-        out = {f.name: list(getattr(self, f.name)) if f.name in EVENT_FIELDS else getattr(self, f.name)
-               for f in fields(self)}
+        out = {
+            f.name: list(getattr(self, f.name)) if f.name in EVENT_FIELDS else getattr(self, f.name)
+            for f in fields(self)
+        }
         return {**asdict(self), **out, "counts": self.counts(), "events": self.events}
 
     def summary(self, *, examples: int = 3) -> list[str]:
         """Human lines: the space and window, each non-zero kind with up to ``examples`` examples, the
         community lag, and the next watermark last."""
-        lines = [f"{self.realm}.{self.space}: {self.events} change(s) since "
-                 + (f"watermark {self.since}" if self.since else "the beginning")]
+        lines = [
+            f"{self.realm}.{self.space}: {self.events} change(s) since "
+            + (f"watermark {self.since}" if self.since else "the beginning")
+        ]
         for f, n in self.counts().items():
             if n:
                 shown = "; ".join(_label(e) for e in getattr(self, f)[:examples])
                 lines.append(f"  {f.replace('_', ' ')}: {n}  ({shown}{'; …' if n > examples else ''})")
-        stale = (f"stale: {self.changed_relations_since_communities} relation change(s) since they were built"
-                 if self.communities_stale else "current")
-        lines.append(f"communities: {stale}" + (f" (built {self.communities_built_at})" if self.communities_built_at else
-                                                " (none built)"))
+        stale = (
+            f"stale: {self.changed_relations_since_communities} relation change(s) since they were built"
+            if self.communities_stale
+            else "current"
+        )
+        lines.append(
+            f"communities: {stale}"
+            + (f" (built {self.communities_built_at})" if self.communities_built_at else " (none built)")
+        )
         lines.append(f"next watermark: {self.watermark}")
         return lines
 
@@ -131,7 +148,11 @@ def _label(e: dict[str, Any]) -> str:
         return str(e["doc_key"])
     if "name" in e:
         return str(e["name"] if e["name"] is not None else f"entity {e['id']} (deleted)")
-    text = e["rendered"] if e["rendered"] else f"relation {e['id']}" + (" (deleted)" if e["rendered"] is None else "")
+    text = (
+        e["rendered"]
+        if e["rendered"]
+        else f"relation {e['id']}" + (" (deleted)" if e["rendered"] is None else "")
+    )
     return f"{text} → {e['superseded_by_rendered']}" if e.get("superseded_by_rendered") else text
 
 
@@ -142,8 +163,15 @@ def _event(row: dict[str, Any]) -> dict[str, Any]:
         return {**base, "doc_key": row["doc_key"], **renamed}
     if row["kind"] == "entity":
         return {**base, "id": row["object_id"], "name": row["entity"], "entity_type": row["entity_type"]}
-    rel = {**base, "id": row["object_id"], "rendered": row["rendered"], "subject": row["subject"],
-           "predicate": row["predicate"], "negated": row["negated"], "object": row["object"]}
+    rel = {
+        **base,
+        "id": row["object_id"],
+        "rendered": row["rendered"],
+        "subject": row["subject"],
+        "predicate": row["predicate"],
+        "negated": row["negated"],
+        "object": row["object"],
+    }
     if row["event"] == "superseded":
         rel.update(superseded_by=row["superseded_by"], superseded_by_rendered=row["superseded_by_rendered"])
     return rel
@@ -168,8 +196,10 @@ def changes_since(engine_or_dsn: Engine | str, realm: str, space: str, watermark
     validate_space(space)
     old = watermark.strip() if watermark else None
     if old is not None and not _SNAPSHOT.match(old):
-        raise QueryError(f"malformed watermark {watermark!r}: expected a snapshot 'xmin:xmax:xip,...' "
-                         "as a previous changes_since returned")
+        raise QueryError(
+            f"malformed watermark {watermark!r}: expected a snapshot 'xmin:xmax:xip,...' "
+            "as a previous changes_since returned"
+        )
     dsn = engine_or_dsn.dsn if isinstance(engine_or_dsn, Engine) else engine_or_dsn
     with db.database_errors(dsn), db.read_connection(dsn) as conn:
         _require_history(conn, realm)
@@ -183,8 +213,14 @@ def changes_since(engine_or_dsn: Engine | str, realm: str, space: str, watermark
     lists: dict[str, list[dict[str, Any]]] = {f: [] for f in EVENT_FIELDS}
     for row in rows:
         lists[FIELD_OF_EVENT[(row["kind"], row["event"])]].append(_event(row))
-    return ChangeSet(realm=realm, space=space, since=old, watermark=new,
-                     **{f: tuple(v) for f, v in lists.items()}, **asdict(lag))  # type: ignore[arg-type]
+    return ChangeSet(
+        realm=realm,
+        space=space,
+        since=old,
+        watermark=new,
+        **{f: tuple(v) for f, v in lists.items()},
+        **asdict(lag),
+    )  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -210,32 +246,45 @@ def community_lag(engine_or_dsn: Engine | str, realm: str, space: str) -> Commun
 
 
 def _lag(built_at: Any, lag: int, never_checked: bool) -> CommunityLag:
-    return CommunityLag(communities_stale=lag > 0 or never_checked,
-                        changed_relations_since_communities=lag,
-                        communities_built_at=built_at.isoformat() if built_at is not None else None)
+    return CommunityLag(
+        communities_stale=lag > 0 or never_checked,
+        changed_relations_since_communities=lag,
+        communities_built_at=built_at.isoformat() if built_at is not None else None,
+    )
 
 
 def _require_history(conn: psycopg.Connection, realm: str) -> None:
     if not history.table_exists(conn, realm, "belief_log"):
         known = realm_embedding(conn, realm) is not None
-        raise QueryError(f"realm {realm!r} " + ("predates the belief history: index it once to migrate it"
-                                                if known else "does not exist (it has never been indexed)"))
+        raise QueryError(
+            f"realm {realm!r} "
+            + (
+                "predates the belief history: index it once to migrate it"
+                if known
+                else "does not exist (it has never been indexed)"
+            )
+        )
 
 
 def _require_space(conn: psycopg.Connection, realm: str, space: str) -> None:
     if not store.space_known(conn, realm, space):
-        raise UnknownSpaceError(f"space {space!r} does not exist in realm {realm!r} (nothing was ever indexed into it, "
-                         "or it was deleted)")
+        raise UnknownSpaceError(
+            f"space {space!r} does not exist in realm {realm!r} (nothing was ever indexed into it, "
+            "or it was deleted)"
+        )
 
 
 def _check_watermark(conn: psycopg.Connection, old: str, given: str | None) -> None:
     """Refuse a watermark PostgreSQL cannot read as a snapshot, or one this database has not reached."""
     try:
         with conn.transaction():  # a savepoint: the refused cast must not abort the read
-            row = conn.execute("SELECT pg_snapshot_xmax(%s::pg_snapshot) <= pg_snapshot_xmax(pg_current_snapshot())",
-                               (old,)).fetchone()
+            row = conn.execute(
+                "SELECT pg_snapshot_xmax(%s::pg_snapshot) <= pg_snapshot_xmax(pg_current_snapshot())", (old,)
+            ).fetchone()
     except psycopg.DataError as exc:
         first = (str(exc).strip().splitlines() or [""])[0]
-        raise QueryError(f"malformed watermark {given!r}: PostgreSQL cannot read it as a snapshot ({first})") from None
+        raise QueryError(
+            f"malformed watermark {given!r}: PostgreSQL cannot read it as a snapshot ({first})"
+        ) from None
     if not (row and row[0]):
         raise QueryError(f"watermark {given!r} is ahead of this database (was it taken on another server?)")

@@ -34,18 +34,28 @@ def coverage(dsn: str, realm: str, space: str, *, limit: int = 20) -> dict[str, 
         events, _ = store.events_for_space(conn, realm, space)
         communities = store.least_attended_communities(conn, realm, space, limit)
         never, entities = store.never_retrieved_entities(conn, realm, space, limit)
-    return {"realm": realm, "space": space, "events": events, "least_attended_communities": communities,
-            "never_retrieved": never, "never_retrieved_entities": entities}
+    return {
+        "realm": realm,
+        "space": space,
+        "events": events,
+        "least_attended_communities": communities,
+        "never_retrieved": never,
+        "never_retrieved_entities": entities,
+    }
 
 
 def summary_lines(report: dict[str, Any]) -> list[str]:
     """Human lines for a :func:`coverage` report (``pgrag coverage``)."""
     lines = [f"{report['realm']}.{report['space']}: {report['events']} recorded queries"]
     lines.append("communities with least retrieval attention (events, fewest first):")
-    lines += [f"  {c['events']:>5}  #{c['id']} L{c['level']} {c['title']} ({c['size']} members)"
-              for c in report["least_attended_communities"]] or ["  (no communities)"]
+    lines += [
+        f"  {c['events']:>5}  #{c['id']} L{c['level']} {c['title']} ({c['size']} members)"
+        for c in report["least_attended_communities"]
+    ] or ["  (no communities)"]
     shown = len(report["never_retrieved_entities"])
-    lines.append(f"live entities never retrieved: {report['never_retrieved']}"
-                 + (f" (first {shown} by id)" if shown < report["never_retrieved"] else ""))
+    lines.append(
+        f"live entities never retrieved: {report['never_retrieved']}"
+        + (f" (first {shown} by id)" if shown < report["never_retrieved"] else "")
+    )
     lines += [f"  #{e['id']} {e['name']} ({e['entity_type']})" for e in report["never_retrieved_entities"]]
     return lines

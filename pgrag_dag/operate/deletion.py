@@ -38,7 +38,9 @@ def _wait(engine: Engine) -> float:
     return engine.settings.operations.lock_wait_s
 
 
-def delete_entity(engine: Engine, realm: str, space: str, name: str, *, dry_run: bool = False) -> dict[str, Any]:
+def delete_entity(
+    engine: Engine, realm: str, space: str, name: str, *, dry_run: bool = False
+) -> dict[str, Any]:
     """Delete the entity of ``realm.space`` called ``name`` (case-insensitive) for good, or with ``dry_run``
     say what that would remove (the same statements, rolled back).
 
@@ -54,7 +56,10 @@ def delete_entity(engine: Engine, realm: str, space: str, name: str, *, dry_run:
     """
     validate_realm(realm)
     validate_space(space)
-    with db.database_errors(engine.dsn), locks.stage_lock(engine.dsn, realm, space, STAGE, wait_s=_wait(engine)):
+    with (
+        db.database_errors(engine.dsn),
+        locks.stage_lock(engine.dsn, realm, space, STAGE, wait_s=_wait(engine)),
+    ):
         with engine.connect() as conn, conn.transaction() as tx:
             locks.lock_partition(conn, realm, space)
             found = deletion.entity_id(conn, realm, space, name)
@@ -63,18 +68,30 @@ def delete_entity(engine: Engine, realm: str, space: str, name: str, *, dry_run:
             n, keys = deletion.mentioning_documents(conn, realm, space, found[0])
             if n:
                 raise DeletionRefusedError(
-                    f"entity {found[1]!r}", keys, n,
+                    f"entity {found[1]!r}",
+                    keys,
+                    n,
                     "the next run would re-create it; archive it (pgrag retention / unarchive) or delete those "
-                    "documents first (pgrag delete document)")
+                    "documents first (pgrag delete document)",
+                )
             with history.forgetting(conn):
                 done = deletion.delete_entity_rows(conn, realm, space, found[0])
             if dry_run:
                 raise psycopg.Rollback(tx)
-    return {"target": "entity", "realm": realm, "space": space, "name": found[1], "id": found[0], **done,
-            "dry_run": dry_run}
+    return {
+        "target": "entity",
+        "realm": realm,
+        "space": space,
+        "name": found[1],
+        "id": found[0],
+        **done,
+        "dry_run": dry_run,
+    }
 
 
-def delete_document(engine: Engine, realm: str, space: str, doc_key: str, *, dry_run: bool = False) -> dict[str, Any]:
+def delete_document(
+    engine: Engine, realm: str, space: str, doc_key: str, *, dry_run: bool = False
+) -> dict[str, Any]:
     """Remove document ``doc_key`` from ``realm.space`` (:func:`pgrag_dag.pipeline.delete_document`: the
     graph stages run again from the stored extractions; the history is kept), or with ``dry_run`` count
     what it would remove.
@@ -95,17 +112,32 @@ def delete_document(engine: Engine, realm: str, space: str, doc_key: str, *, dry
             removed = deletion.document_counts(conn, realm, space, doc_key)
         if not removed["documents"]:
             raise ConfigurationError(f"space {realm}.{space} has no document {doc_key!r}")
-        return {"target": "document", "realm": realm, "space": space, "doc_key": doc_key, "removed": removed,
-                "history": {"documents_removed": removed["documents"], "belief_log": 1}, "dry_run": True}
+        return {
+            "target": "document",
+            "realm": realm,
+            "space": space,
+            "doc_key": doc_key,
+            "removed": removed,
+            "history": {"documents_removed": removed["documents"], "belief_log": 1},
+            "dry_run": True,
+        }
     from pgrag_dag.operate.changes import changes_since
 
     before = changes_since(engine, realm, space, None).watermark
     first, *stages = remove(engine, realm, space, doc_key)
     caused = changes_since(engine, realm, space, before)
-    return {"target": "document", "realm": realm, "space": space, "doc_key": doc_key,
-            "removed": first.metadata["removed"], "history": first.metadata["history"],
-            "changes": {k: n for k, n in caused.counts().items() if n}, "since": before,
-            "graph": {r.stage: r.metadata for r in stages}, "dry_run": False}
+    return {
+        "target": "document",
+        "realm": realm,
+        "space": space,
+        "doc_key": doc_key,
+        "removed": first.metadata["removed"],
+        "history": first.metadata["history"],
+        "changes": {k: n for k, n in caused.counts().items() if n},
+        "since": before,
+        "graph": {r.stage: r.metadata for r in stages},
+        "dry_run": False,
+    }
 
 
 def delete_space(engine: Engine, realm: str, space: str, *, dry_run: bool = False) -> dict[str, Any]:
@@ -115,7 +147,10 @@ def delete_space(engine: Engine, realm: str, space: str, *, dry_run: bool = Fals
     :func:`delete_entity`."""
     validate_realm(realm)
     validate_space(space)
-    with db.database_errors(engine.dsn), locks.stage_lock(engine.dsn, realm, space, STAGE, wait_s=_wait(engine)):
+    with (
+        db.database_errors(engine.dsn),
+        locks.stage_lock(engine.dsn, realm, space, STAGE, wait_s=_wait(engine)),
+    ):
         _require_realm(engine, realm)
         with engine.connect() as conn, conn.transaction():
             locks.lock_partition(conn, realm, space)
@@ -149,8 +184,13 @@ def delete_realm(engine: Engine, realm: str, *, dry_run: bool = False) -> dict[s
                 counts = deletion.count_rows(conn, realm, None)
                 if not dry_run:
                     deletion.drop_realm(conn, realm)
-    return {"target": "realm", "realm": realm, "spaces": sorted(known),
-            "removed": {**counts, "pgrag__control.realms": 1}, "dry_run": dry_run}
+    return {
+        "target": "realm",
+        "realm": realm,
+        "spaces": sorted(known),
+        "removed": {**counts, "pgrag__control.realms": 1},
+        "dry_run": dry_run,
+    }
 
 
 def _require_realm(engine: Engine, realm: str) -> None:
@@ -161,18 +201,28 @@ def _require_realm(engine: Engine, realm: str) -> None:
 
 def summary_lines(result: dict[str, Any]) -> list[str]:
     """Human lines for a deletion result: what was (or, in a dry run, would be) removed, table by table."""
-    what = {"entity": lambda r: f"entity {r['name']!r} of {r['realm']}.{r['space']}",
-            "document": lambda r: f"document {r['doc_key']!r} of {r['realm']}.{r['space']}",
-            "space": lambda r: f"space {r['realm']}.{r['space']}",
-            "realm": lambda r: f"realm {r['realm']} (spaces: {', '.join(r['spaces']) or 'none'})"}[result["target"]](result)
+    what = {
+        "entity": lambda r: f"entity {r['name']!r} of {r['realm']}.{r['space']}",
+        "document": lambda r: f"document {r['doc_key']!r} of {r['realm']}.{r['space']}",
+        "space": lambda r: f"space {r['realm']}.{r['space']}",
+        "realm": lambda r: f"realm {r['realm']} (spaces: {', '.join(r['spaces']) or 'none'})",
+    }[result["target"]](result)
     lines = [f"{'would remove' if result['dry_run'] else 'removed'} {what}:"]
-    lines += [f"  {'documents (chunks)' if table == 'documents' else table:<28} {n}"
-              for table, n in result["removed"].items() if n]
+    lines += [
+        f"  {'documents (chunks)' if table == 'documents' else table:<28} {n}"
+        for table, n in result["removed"].items()
+        if n
+    ]
     if "history" in result:  # a document's removal adds history rather than removing it
-        lines.append("  history rows added (kept): " + ", ".join(f"{t} {n}" for t, n in result["history"].items()))
+        lines.append(
+            "  history rows added (kept): " + ", ".join(f"{t} {n}" for t, n in result["history"].items())
+        )
     if result.get("changes"):
-        lines.append("  belief changes it caused: " + ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in result["changes"].items())
-                     + f" (pgrag changes {result['realm']}.{result['space']} --since {result['since']})")
+        lines.append(
+            "  belief changes it caused: "
+            + ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in result["changes"].items())
+            + f" (pgrag changes {result['realm']}.{result['space']} --since {result['since']})"
+        )
     if result.get("restored"):
         lines.append(f"  relations it had superseded, current again: {result['restored']}")
     if result.get("tombstones"):

@@ -20,11 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pgrag_dag.config.sections import Settings, SourceSpec
 from pgrag_dag.config.load import load_settings
+from pgrag_dag.config.sections import Settings, SourceSpec
 from pgrag_dag.errors import ConfigurationError, PgragError
-from pgrag_dag.names import parse_partition, validate_realm, validate_space
 from pgrag_dag.ingest.sources import list_source_files
+from pgrag_dag.names import parse_partition, validate_realm, validate_space
 
 CONFIG_NAME = "pgrag.yaml"
 DATA_DIR = ".pgrag"
@@ -83,8 +83,17 @@ def _excluded(folder: Path) -> list[str]:
 
 def _q(text: str) -> str:
     """``text`` as a YAML scalar: as it is when plain and unambiguous, else double-quoted (JSON is valid YAML)."""
-    plain = re.fullmatch(r"[A-Za-z][A-Za-z0-9_./-]*", text) and text.lower() not in {"true", "false", "yes", "no",
-                                                                                    "on", "off", "null", "y", "n"}
+    plain = re.fullmatch(r"[A-Za-z][A-Za-z0-9_./-]*", text) and text.lower() not in {
+        "true",
+        "false",
+        "yes",
+        "no",
+        "on",
+        "off",
+        "null",
+        "y",
+        "n",
+    }
     return text if plain else json.dumps(text, ensure_ascii=False)
 
 
@@ -128,8 +137,14 @@ realms:
 {sources}"""
 
 
-def init_project(folder: Path, *, realm: str | None = None, space: str | None = None, glob: str | None = None,
-                 force: bool = False) -> Written:
+def init_project(
+    folder: Path,
+    *,
+    realm: str | None = None,
+    space: str | None = None,
+    glob: str | None = None,
+    force: bool = False,
+) -> Written:
     """Write ``folder/pgrag.yaml`` for the documents of ``folder`` and append the data directory to
     ``folder/.gitignore`` (created if missing; lines already there are not repeated).
 
@@ -141,19 +156,26 @@ def init_project(folder: Path, *, realm: str | None = None, space: str | None = 
     """
     folder = folder.expanduser()
     if not folder.is_dir():
-        raise ConfigurationError(f"{folder} is not a directory: pgrag init writes a configuration for a folder of documents")
+        raise ConfigurationError(
+            f"{folder} is not a directory: pgrag init writes a configuration for a folder of documents"
+        )
     config = folder / CONFIG_NAME
     if config.exists() and not force:
-        raise ConfigurationError(f"{config} exists already; edit it (or `pgrag add PATH --space REALM.SPACE`), "
-                                 "or overwrite it with `pgrag init --force`")
+        raise ConfigurationError(
+            f"{config} exists already; edit it (or `pgrag add PATH --space REALM.SPACE`), "
+            "or overwrite it with `pgrag init --force`"
+        )
     name = folder.resolve().name
     realm = validate_realm(realm) if realm is not None else slug(name)
     space = validate_space(space) if space is not None else slug(name)
     globs = [glob] if glob else choose_globs(folder)
     exclude = ", ".join(_q(e) for e in _excluded(folder))
-    sources = "".join(f"          - path: .\n            glob: {_q(g)}\n            exclude: [{exclude}]\n" for g in globs)
-    text = _TEMPLATE.format(data_dir=DATA_DIR, realm=realm, space=_q(space), sources=sources,
-                            partition=f"{realm}.{space}")
+    sources = "".join(
+        f"          - path: .\n            glob: {_q(g)}\n            exclude: [{exclude}]\n" for g in globs
+    )
+    text = _TEMPLATE.format(
+        data_dir=DATA_DIR, realm=realm, space=_q(space), sources=sources, partition=f"{realm}.{space}"
+    )
     previous = config.read_text(encoding="utf-8") if config.exists() else None
     config.write_text(text, encoding="utf-8")
     try:
@@ -161,7 +183,9 @@ def init_project(folder: Path, *, realm: str | None = None, space: str | None = 
     except PgragError:
         _restore(config, previous)
         raise
-    written = Written(config, realm, space, notes=[f"overwrote {config} (--force)"] if previous is not None else [])
+    written = Written(
+        config, realm, space, notes=[f"overwrote {config} (--force)"] if previous is not None else []
+    )
     spec = settings.space_spec(realm, space)
     written.sources = [(".", src.glob, _count(settings, src)) for src in spec.sources]
     written.gitignore = _gitignore(folder / ".gitignore")
@@ -192,7 +216,9 @@ def _gitignore(path: Path) -> Path | None:
     if {line.strip().strip("/") for line in text.splitlines()} & {DATA_DIR}:
         return None
     sep = "" if not text or text.endswith("\n") else "\n"
-    path.write_text(text + sep + ("\n" if text.strip() else "") + "\n".join(GITIGNORE_LINES) + "\n", encoding="utf-8")
+    path.write_text(
+        text + sep + ("\n" if text.strip() else "") + "\n".join(GITIGNORE_LINES) + "\n", encoding="utf-8"
+    )
     return path
 
 
@@ -206,8 +232,9 @@ def _round_trip() -> Any:
     return yaml
 
 
-def add_source(config: Path, path: Path, partition: str, *, glob: str | None = None,
-               key_prefix: str | None = None) -> Written:
+def add_source(
+    config: Path, path: Path, partition: str, *, glob: str | None = None, key_prefix: str | None = None
+) -> Written:
     """Register ``path`` (a directory or a file, relative to the working directory or absolute) as a
     source of ``partition`` (``"<realm>.<space>"``) in ``config``, creating the realm and space when they
     are new, keeping the file's comments and layout. The path is written relative to the configuration's
@@ -235,10 +262,16 @@ def add_source(config: Path, path: Path, partition: str, *, glob: str | None = N
     new = [_source(written_path, g, key_prefix, target) for g in globs]
     for entry in new:
         spec = SourceSpec.model_validate(entry)
-        same = [s for s in existing if settings.resolve(s.path) == target and (target.is_file() or s.glob == spec.glob)]
+        same = [
+            s
+            for s in existing
+            if settings.resolve(s.path) == target and (target.is_file() or s.glob == spec.glob)
+        ]
         if same:
-            raise ConfigurationError(f"{path} is already a source of {realm}.{space}"
-                                     + ("" if target.is_file() else f" with glob {spec.glob!r}"))
+            raise ConfigurationError(
+                f"{path} is already a source of {realm}.{space}"
+                + ("" if target.is_file() else f" with glob {spec.glob!r}")
+            )
         _refuse_clash(settings, existing, spec, f"{realm}.{space}")
     yaml = _round_trip()
     original = config.read_text(encoding="utf-8")
@@ -253,9 +286,13 @@ def add_source(config: Path, path: Path, partition: str, *, glob: str | None = N
         config.write_text(original, encoding="utf-8")
         raise
     written = Written(config, realm, space)
-    written.sources = [(e["path"], e.get("glob", ""), _count(after, SourceSpec.model_validate(e))) for e in new]
+    written.sources = [
+        (e["path"], e.get("glob", ""), _count(after, SourceSpec.model_validate(e))) for e in new
+    ]
     if (realm, space) not in declared:
-        written.notes.append(f"created {'space' if realm in settings.realms else 'realm and space'} {realm}.{space}")
+        written.notes.append(
+            f"created {'space' if realm in settings.realms else 'realm and space'} {realm}.{space}"
+        )
     return written
 
 
@@ -281,9 +318,11 @@ def _refuse_clash(settings: Settings, existing: list[SourceSpec], new: SourceSpe
         if shared:
             root = settings.resolve(new.path)  # a folder's name, or a single file's folder's
             hint = f"{(root if root.is_dir() else root.parent).name or 'extra'}/"
-            raise ConfigurationError(f"{len(shared)} file(s) of {new.path} would have the doc_key of a file of source "
-                                     f"{src.path} of {partition} (e.g. {shared[0]!r}): doc_keys are relative to each "
-                                     f"source's root; give this one a prefix, e.g. --key-prefix {hint}")
+            raise ConfigurationError(
+                f"{len(shared)} file(s) of {new.path} would have the doc_key of a file of source "
+                f"{src.path} of {partition} (e.g. {shared[0]!r}): doc_keys are relative to each "
+                f"source's root; give this one a prefix, e.g. --key-prefix {hint}"
+            )
 
 
 def _insert(doc: Any, realm: str, space: str, entries: list[dict[str, Any]], *, offline: bool) -> None:

@@ -24,12 +24,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-
 from pgrag_dag.config.sections import Settings
-from pgrag_dag.providers.embedding import configured_convention, embed_distinct
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import ConfigurationError, SchemaMismatchError
 from pgrag_dag.names import validate_realm
+from pgrag_dag.providers.embedding import configured_convention, embed_distinct
 from pgrag_dag.store import db, locks, schema, vector_index, vectors
 from pgrag_dag.store.retrieval import Identity, realm_embedding
 
@@ -54,8 +53,14 @@ def registered_identity(engine: Engine, realm: str) -> Identity | None:
         return realm_embedding(conn, realm)
 
 
-def reembed_realm(engine: Engine, realm: str, *, force: bool = False, progress: Progress | None = None,
-                  batch_size: int | None = None) -> dict[str, Any]:
+def reembed_realm(
+    engine: Engine,
+    realm: str,
+    *,
+    force: bool = False,
+    progress: Progress | None = None,
+    batch_size: int | None = None,
+) -> dict[str, Any]:
     """Rebuild every vector of ``realm`` with the engine's configured embedder, in place (§3.5).
 
     See the module docstring for the steps. ``batch_size``: texts per embedder call between two
@@ -81,29 +86,46 @@ def reembed_realm(engine: Engine, realm: str, *, force: bool = False, progress: 
     t0 = time.perf_counter()
     registered = registered_identity(engine, realm)
     if registered is None:
-        raise ConfigurationError(f"realm {realm!r} does not exist (it has never been indexed); nothing to re-embed")
+        raise ConfigurationError(
+            f"realm {realm!r} does not exist (it has never been indexed); nothing to re-embed"
+        )
     configured = configured_identity(engine.settings)
-    result: dict[str, Any] = {"realm": realm, "reembedded": False, "from": schema.describe_embedding(registered),
-                              "to": schema.describe_embedding(configured)}
+    result: dict[str, Any] = {
+        "realm": realm,
+        "reembedded": False,
+        "from": schema.describe_embedding(registered),
+        "to": schema.describe_embedding(configured),
+    }
     if registered == configured and not force:
         return result
     vector_index.check_indexable(realm, schema.schema_for(realm), schema.EMBEDDED_TABLES, configured[1])
     embedder = engine.embedder()  # a local model loads here, before any lock is taken
     if (embedder.model, embedder.dim, embedder.convention) != configured:
-        raise SchemaMismatchError("embedder", schema.describe_embedding(configured),
-                                  schema.describe_embedding((embedder.model, embedder.dim, embedder.convention)))
+        raise SchemaMismatchError(
+            "embedder",
+            schema.describe_embedding(configured),
+            schema.describe_embedding((embedder.model, embedder.dim, embedder.convention)),
+        )
     declared = engine.settings.realms.get(realm)
     with db.database_errors(engine.dsn), engine.connect(autocommit=True) as conn:
         schema.init_control(conn)  # a control schema from before the convention column gains it
         known = set(vectors.spaces(conn, realm)) | set(declared.spaces if declared else ())
-        with locks.stage_locks(engine.dsn, realm, known, STAGE, wait_s=engine.settings.operations.lock_wait_s):
+        with locks.stage_locks(
+            engine.dsn, realm, known, STAGE, wait_s=engine.settings.operations.lock_wait_s
+        ):
             with conn.transaction():  # one snapshot of every table
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                todo = {table: vectors.every_text(conn, realm, table)
-                        for table in schema.EMBEDDED_TABLES + schema.ARCHIVE_TABLES}
+                todo = {
+                    table: vectors.every_text(conn, realm, table)
+                    for table in schema.EMBEDDED_TABLES + schema.ARCHIVE_TABLES
+                }
             t_embed = time.perf_counter()
-            by_text = embed_distinct(embedder, [t for rows in todo.values() for _, t, _ in rows],
-                                      batch_size=batch_size or engine.settings.embedding.batch_size, progress=progress)
+            by_text = embed_distinct(
+                embedder,
+                [t for rows in todo.values() for _, t, _ in rows],
+                batch_size=batch_size or engine.settings.embedding.batch_size,
+                progress=progress,
+            )
             embed_s = time.perf_counter() - t_embed
             with conn.transaction():
                 schema.lock_ddl(conn)
@@ -115,13 +137,21 @@ def reembed_realm(engine: Engine, realm: str, *, force: bool = False, progress: 
                     vectors.write(conn, realm, table, rows, [by_text[t] for _, t, _ in rows])
                 schema.create_embedding_indexes(conn, realm)
                 schema.verify_embedding_columns(conn, realm, configured[1])
-    return {**result, "reembedded": True, "spaces": sorted(known), "rows": {t: len(r) for t, r in todo.items()},
-            "texts": len(by_text), "seconds": round(time.perf_counter() - t0, 3), "embed_seconds": round(embed_s, 3),
-            "texts_per_s": round(len(by_text) / embed_s, 1) if embed_s > 0 else None}
+    return {
+        **result,
+        "reembedded": True,
+        "spaces": sorted(known),
+        "rows": {t: len(r) for t, r in todo.items()},
+        "texts": len(by_text),
+        "seconds": round(time.perf_counter() - t0, 3),
+        "embed_seconds": round(embed_s, 3),
+        "texts_per_s": round(len(by_text) / embed_s, 1) if embed_s > 0 else None,
+    }
 
 
-def reembed_if_switched(engine: Engine, realm: str, *, echo: Callable[[str], None],
-                        progress: Progress | None = None) -> dict[str, Any] | None:
+def reembed_if_switched(
+    engine: Engine, realm: str, *, echo: Callable[[str], None], progress: Progress | None = None
+) -> dict[str, Any] | None:
     """Re-embed ``realm`` (:func:`reembed_realm`) when it exists and is registered under another
     embedder than the configured one, first saying so through ``echo`` (one line); ``None`` when it
     does not exist or is already at the configured embedder. Raises as :func:`reembed_realm`."""
@@ -129,8 +159,10 @@ def reembed_if_switched(engine: Engine, realm: str, *, echo: Callable[[str], Non
     configured = configured_identity(engine.settings)
     if registered is None or registered == configured:
         return None
-    echo(f"realm {realm} is embedded with {schema.describe_embedding(registered)} but the configuration says "
-         f"{schema.describe_embedding(configured)}: re-embedding it (as `pgrag reembed {realm}` does)")
+    echo(
+        f"realm {realm} is embedded with {schema.describe_embedding(registered)} but the configuration says "
+        f"{schema.describe_embedding(configured)}: re-embedding it (as `pgrag reembed {realm}` does)"
+    )
     return reembed_realm(engine, realm, progress=progress)
 
 
@@ -141,5 +173,7 @@ def summary(result: dict[str, Any]) -> str:
     label = {"documents": "chunks", "communities": "community reports"}  # table → what its rows are
     rows = ", ".join(f"{n} {label.get(table, table)}" for table, n in result["rows"].items())
     rate = f"{result['texts_per_s']:g} texts/s" if result["texts_per_s"] is not None else "no texts"
-    return (f"realm {result['realm']}: re-embedded {result['texts']} texts ({rows}) from {result['from']} "
-            f"to {result['to']} in {result['seconds']:g} s ({rate})")
+    return (
+        f"realm {result['realm']}: re-embedded {result['texts']} texts ({rows}) from {result['from']} "
+        f"to {result['to']} in {result['seconds']:g} s ({rate})"
+    )

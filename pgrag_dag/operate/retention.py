@@ -31,9 +31,8 @@ from pgrag_dag.config.sections import RetentionSettings, Settings
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import ConfigurationError
 from pgrag_dag.names import validate_realm, validate_space
-from pgrag_dag.store import db, locks
+from pgrag_dag.store import db, locks, telemetry
 from pgrag_dag.store import retention as store
-from pgrag_dag.store import telemetry
 from pgrag_dag.store.retrieval import read_scope
 
 STAGE = "retention"
@@ -41,8 +40,14 @@ STAGE = "retention"
 COMPONENTS = ("recency", "frequency", "degree", "age")
 
 
-def score(structure: list[dict[str, Any]], attention: dict[int, tuple[int, datetime]], *, now: datetime,
-          first_event: datetime, settings: RetentionSettings) -> list[dict[str, Any]]:
+def score(
+    structure: list[dict[str, Any]],
+    attention: dict[int, tuple[int, datetime]],
+    *,
+    now: datetime,
+    first_event: datetime,
+    settings: RetentionSettings,
+) -> list[dict[str, Any]]:
     """Score each live entity of ``structure`` (:func:`pgrag_dag.store.retention.live_structure`) with its
     retrieval ``attention`` (:func:`pgrag_dag.store.telemetry.entity_attention`) as the module docstring
     says. Returns ``id, name, entity_type, score, components`` (``{component: 0..1}``, 4 decimals) and the
@@ -52,29 +57,45 @@ def score(structure: list[dict[str, Any]], attention: dict[int, tuple[int, datet
     most = max((n for n, _ in attention.values()), default=0)
     widest = max((int(e["degree"]) for e in structure), default=0)
     oldest = max(((now - e["created_at"]).total_seconds() for e in structure), default=0.0)
-    weights = {"recency": settings.w_recency, "frequency": settings.w_frequency, "degree": settings.w_degree,
-               "age": settings.w_age}
+    weights = {
+        "recency": settings.w_recency,
+        "frequency": settings.w_frequency,
+        "degree": settings.w_degree,
+        "age": settings.w_age,
+    }
     total = sum(weights.values())
     out = []
     for e in structure:
         events, last = attention.get(int(e["id"]), (0, None))
         parts = {
-            "recency": 0.0 if last is None else (1.0 if window <= 0 else min(1.0, (last - start).total_seconds() / window)),
+            "recency": 0.0
+            if last is None
+            else (1.0 if window <= 0 else min(1.0, (last - start).total_seconds() / window)),
             "frequency": math.log1p(events) / math.log1p(most) if most else 0.0,
             "degree": math.log1p(int(e["degree"])) / math.log1p(widest) if widest else 0.0,
             "age": 1.0 if oldest <= 0 else max(0.0, 1.0 - (now - e["created_at"]).total_seconds() / oldest),
         }
         value = sum(weights[k] * parts[k] for k in COMPONENTS) / total
-        out.append({"id": int(e["id"]), "name": e["name"], "entity_type": e["entity_type"], "score": round(value, 4),
-                    "components": {k: round(v, 4) for k, v in parts.items()}, "events": events,
-                    "last_retrieved": last, "degree": int(e["degree"]), "created_at": e["created_at"]})
+        out.append(
+            {
+                "id": int(e["id"]),
+                "name": e["name"],
+                "entity_type": e["entity_type"],
+                "score": round(value, 4),
+                "components": {k: round(v, 4) for k, v in parts.items()},
+                "events": events,
+                "last_retrieved": last,
+                "degree": int(e["degree"]),
+                "created_at": e["created_at"],
+            }
+        )
     return sorted(out, key=lambda r: (r["score"], r["id"]))
 
 
 def select(scored: list[dict[str, Any]], settings: RetentionSettings) -> list[dict[str, Any]]:
     """The entities to archive: the lowest ``floor(archive_fraction × live)`` of ``scored`` (sorted as
     :func:`score` returns them), only those scoring at most ``max_score`` when it is set."""
-    chosen = scored[:math.floor(settings.archive_fraction * len(scored))]
+    chosen = scored[: math.floor(settings.archive_fraction * len(scored))]
     return [e for e in chosen if settings.max_score is None or e["score"] <= settings.max_score]
 
 
@@ -83,14 +104,16 @@ def _require_coverage(settings: Settings, realm: str, space: str) -> None:
         raise ConfigurationError(
             f"retention of {realm}.{space} needs coverage telemetry, which is off: recency and frequency are "
             "undefined without it — set telemetry.coverage: true (PGRAG_TELEMETRY__COVERAGE=true) and let queries "
-            "record events first")
+            "record events first"
+        )
 
 
 def _require_events(realm: str, space: str, events: int) -> None:
     if events == 0:
         raise ConfigurationError(
             f"retention of {realm}.{space}: no query of the space has been recorded yet, so recency and frequency "
-            "are undefined — run queries with telemetry.coverage on first")
+            "are undefined — run queries with telemetry.coverage on first"
+        )
 
 
 def check_scope(engine: Engine, realm: str, space: str) -> None:
@@ -101,18 +124,31 @@ def check_scope(engine: Engine, realm: str, space: str) -> None:
     if registered is None:
         raise ConfigurationError(f"realm {realm!r} does not exist (it has never been indexed)")
     if not found:
-        raise ConfigurationError(f"space {space!r} does not exist in realm {realm!r} (nothing was indexed into it)")
+        raise ConfigurationError(
+            f"space {space!r} does not exist in realm {realm!r} (nothing was indexed into it)"
+        )
 
 
 def _plan(conn: psycopg.Connection, settings: Settings, realm: str, space: str) -> dict[str, Any]:
     events, first = telemetry.events_for_space(conn, realm, space)
     _require_events(realm, space, events)
     assert first is not None
-    scored = score(store.live_structure(conn, realm, space), telemetry.entity_attention(conn, realm, space),
-                   now=store.clock(conn), first_event=first, settings=settings.retention)
+    scored = score(
+        store.live_structure(conn, realm, space),
+        telemetry.entity_attention(conn, realm, space),
+        now=store.clock(conn),
+        first_event=first,
+        settings=settings.retention,
+    )
     chosen = select(scored, settings.retention)
-    return {"realm": realm, "space": space, "events": events, "live": len(scored),
-            "settings": settings.retention.model_dump(), "archive": chosen}
+    return {
+        "realm": realm,
+        "space": space,
+        "events": events,
+        "live": len(scored),
+        "settings": settings.retention.model_dump(),
+        "archive": chosen,
+    }
 
 
 def plan(engine: Engine, realm: str, space: str) -> dict[str, Any]:
@@ -150,8 +186,10 @@ def apply(engine: Engine, realm: str, space: str) -> dict[str, Any]:
     validate_space(space)
     _require_coverage(engine.settings, realm, space)
     check_scope(engine, realm, space)
-    with db.database_errors(engine.dsn), locks.stage_lock(engine.dsn, realm, space, STAGE,
-                                                          wait_s=engine.settings.operations.lock_wait_s):
+    with (
+        db.database_errors(engine.dsn),
+        locks.stage_lock(engine.dsn, realm, space, STAGE, wait_s=engine.settings.operations.lock_wait_s),
+    ):
         with engine.connect() as conn, conn.transaction():
             locks.lock_partition(conn, realm, space)
             result = _plan(conn, engine.settings, realm, space)
@@ -176,25 +214,37 @@ def unarchive(engine: Engine, realm: str, space: str, names: list[str]) -> dict[
     if not names:
         raise ConfigurationError("name at least one entity to unarchive")
     check_scope(engine, realm, space)
-    with db.database_errors(engine.dsn), locks.stage_lock(engine.dsn, realm, space, STAGE,
-                                                          wait_s=engine.settings.operations.lock_wait_s):
+    with (
+        db.database_errors(engine.dsn),
+        locks.stage_lock(engine.dsn, realm, space, STAGE, wait_s=engine.settings.operations.lock_wait_s),
+    ):
         with engine.connect() as conn, conn.transaction():
             locks.lock_partition(conn, realm, space)
             found = store.find_by_name(conn, realm, space, names)
             missing = [n for n in names if n.lower() not in found]
             if missing:
-                raise ConfigurationError(f"space {realm}.{space} has no entity named {', '.join(map(repr, missing))}")
-            done = store.unarchive(conn, realm, space, sorted({e["id"] for e in found.values() if e["archived"]}))
-    return {"realm": realm, "space": space, "unarchived": done,
-            "not_archived": [found[n.lower()]["name"] for n in names if not found[n.lower()]["archived"]]}
+                raise ConfigurationError(
+                    f"space {realm}.{space} has no entity named {', '.join(map(repr, missing))}"
+                )
+            done = store.unarchive(
+                conn, realm, space, sorted({e["id"] for e in found.values() if e["archived"]})
+            )
+    return {
+        "realm": realm,
+        "space": space,
+        "unarchived": done,
+        "not_archived": [found[n.lower()]["name"] for n in names if not found[n.lower()]["archived"]],
+    }
 
 
 def summary_lines(result: dict[str, Any]) -> list[str]:
     """Human lines for :func:`plan` / :func:`apply` (``pgrag retention``)."""
     verb = "would archive" if result["dry_run"] else "archived"
     n = len(result["archive"]) if result["dry_run"] else result["archived"]
-    lines = [f"{result['realm']}.{result['space']}: {verb} {n} of {result['live']} live entities "
-             f"({result['events']} recorded queries)"]
+    lines = [
+        f"{result['realm']}.{result['space']}: {verb} {n} of {result['live']} live entities "
+        f"({result['events']} recorded queries)"
+    ]
     for e in result["archive"]:
         parts = " ".join(f"{k}={v:.2f}" for k, v in e["components"].items())
         lines.append(f"  {e['score']:.3f}  {e['name']} ({e['entity_type']})  {parts}")

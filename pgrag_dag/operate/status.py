@@ -14,13 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from pgrag_dag.config.sections import Settings
+from pgrag_dag.operate.summary import counted
 from pgrag_dag.pipeline.embeddings import describe
 from pgrag_dag.store import cache, db, inventory, vectors, work_queue
 from pgrag_dag.store.changes import community_lag
 from pgrag_dag.store.documents import count_chunks, count_documents
 from pgrag_dag.store.graph import graph_counts
 from pgrag_dag.store.history import table_exists
-from pgrag_dag.operate.summary import counted
 
 
 def _embedded_absent(settings: Settings) -> Path | None:
@@ -57,46 +57,89 @@ def store_status(settings: Settings) -> dict[str, Any]:
         database, registry, stored, size = f"embedded ({absent}, not created yet)", {}, {}, (0, 0)
     else:
         dsn = db.resolve_dsn(settings.database_url, settings.resolve(settings.data_dir))
-        database = db.redact(dsn) if settings.database_url else f"embedded ({settings.resolve(settings.data_dir)})"
+        database = (
+            db.redact(dsn) if settings.database_url else f"embedded ({settings.resolve(settings.data_dir)})"
+        )
         with db.database_errors(dsn), db.read_connection(dsn) as conn, conn.transaction():
             registry = {r["realm"]: r for r in inventory.registered_realms(conn)}
-            stored = {realm: {space: _space(conn, realm, space) for space in inventory.realm_spaces(conn, realm)}
-                      for realm in registry}
+            stored = {
+                realm: {space: _space(conn, realm, space) for space in inventory.realm_spaces(conn, realm)}
+                for realm in registry
+            }
             size = cache.cache_size(conn)
     realms = []
     for realm in sorted(set(registry) | set(configured)):
         reg = registry.get(realm)
         spaces = stored.get(realm, {})
         names = sorted(set(spaces) | set(configured.get(realm, [])))
-        realms.append({
-            "realm": realm, "registered": reg is not None,
-            "embedding": None if reg is None else {"model": reg["embedding_model"], "dim": reg["embedding_dim"],
-                                                   "convention": reg["embedding_convention"]},
-            "schema_version": None if reg is None else reg["schema_version"],
-            "spaces": [{"space": s, "configured": s in configured.get(realm, []),
-                        **spaces.get(s, {"indexed": False})} for s in names],
-        })
+        realms.append(
+            {
+                "realm": realm,
+                "registered": reg is not None,
+                "embedding": None
+                if reg is None
+                else {
+                    "model": reg["embedding_model"],
+                    "dim": reg["embedding_dim"],
+                    "convention": reg["embedding_convention"],
+                },
+                "schema_version": None if reg is None else reg["schema_version"],
+                "spaces": [
+                    {
+                        "space": s,
+                        "configured": s in configured.get(realm, []),
+                        **spaces.get(s, {"indexed": False}),
+                    }
+                    for s in names
+                ],
+            }
+        )
     indexed = any(s["indexed"] for r in realms for s in r["spaces"])
     first = next(((r, s) for r, ss in configured.items() for s in ss), None)
-    nxt = None if indexed else (f"pgrag index {shlex.quote(first[0] + '.' + first[1])}" if first else
-                                "declare a realm and a space with sources in pgrag.yaml, then pgrag index REALM.SPACE")
-    return {"database": database, "indexed": indexed, "realms": realms,
-            "llm_cache": {"rows": size[0], "bytes": size[1]}, "next": nxt}
+    nxt = (
+        None
+        if indexed
+        else (
+            f"pgrag index {shlex.quote(first[0] + '.' + first[1])}"
+            if first
+            else "declare a realm and a space with sources in pgrag.yaml, then pgrag index REALM.SPACE"
+        )
+    )
+    return {
+        "database": database,
+        "indexed": indexed,
+        "realms": realms,
+        "llm_cache": {"rows": size[0], "bytes": size[1]},
+        "next": nxt,
+    }
 
 
 def _space(conn: Any, realm: str, space: str) -> dict[str, Any]:
     g = graph_counts(conn, realm, space)
     levels = inventory.community_levels(conn, realm, space)
-    built_at, changes, never_checked = (community_lag(conn, realm, space) if table_exists(conn, realm, "belief_log")
-                                        else (None, 0, False))
+    built_at, changes, never_checked = (
+        community_lag(conn, realm, space) if table_exists(conn, realm, "belief_log") else (None, 0, False)
+    )
     chunks = count_chunks(conn, realm, space)
     return {
-        "indexed": chunks > 0, "documents": count_documents(conn, realm, space), "chunks": chunks,
+        "indexed": chunks > 0,
+        "documents": count_documents(conn, realm, space),
+        "chunks": chunks,
         "entities": {"live": g["entities"], "dormant": g["entities_dormant"]},
-        "relations": {"live": g["relations"], "current": g["relations"] - g["superseded"],
-                      "superseded": g["superseded"], "negated": g["negated"], "dormant": g["relations_dormant"]},
-        "communities": {"levels": levels, "total": sum(levels.values()), "built_at": built_at,
-                        "stale": changes > 0 or never_checked, "relation_changes_since": changes},
+        "relations": {
+            "live": g["relations"],
+            "current": g["relations"] - g["superseded"],
+            "superseded": g["superseded"],
+            "negated": g["negated"],
+            "dormant": g["relations_dormant"],
+        },
+        "communities": {
+            "levels": levels,
+            "total": sum(levels.values()),
+            "built_at": built_at,
+            "stale": changes > 0 or never_checked,
+            "relation_changes_since": changes,
+        },
         "stages": sorted(work_queue.stage_runs(conn, realm, space), key=_stage_order),
         "without_vector": {t: c["missing"] for t, c in vectors.unembedded(conn, realm, space).items()},
     }
@@ -126,29 +169,51 @@ def summary_lines(status: dict[str, Any]) -> list[str]:
     lines = [f"database: {status['database']}"]
     for r in status["realms"]:
         emb = r["embedding"]
-        lines.append(f"realm {r['realm']}: " + (f"embedding {emb['model']} ({emb['dim']} dimensions, {emb['convention']}), "
-                                                f"schema {r['schema_version']}" if emb else "not indexed yet"))
+        lines.append(
+            f"realm {r['realm']}: "
+            + (
+                f"embedding {emb['model']} ({emb['dim']} dimensions, {emb['convention']}), "
+                f"schema {r['schema_version']}"
+                if emb
+                else "not indexed yet"
+            )
+        )
         for s in r["spaces"]:
             where = "" if s["configured"] else " (not in the configuration)"
             if not s["indexed"]:
                 lines.append(f"  space {s['space']}{where}: not indexed yet")
                 continue
             e, rel, c = s["entities"], s["relations"], s["communities"]
-            lines.append(f"  space {s['space']}{where}: {counted(s['documents'], 'document')}, {counted(s['chunks'], 'chunk')}")
+            lines.append(
+                f"  space {s['space']}{where}: {counted(s['documents'], 'document')}, {counted(s['chunks'], 'chunk')}"
+            )
             lines.append(f"    entities: {e['live']} live, {e['dormant']} dormant")
             if missing := describe(s.get("without_vector") or {}):
-                lines.append(f"    vectors: {missing} have none yet — vector search cannot find them; `pgrag index "
-                             f"{shlex.quote(r['realm'] + '.' + s['space'])}` embeds them")
-            lines.append(f"    relations: {rel['current']} current, {rel['superseded']} superseded, {rel['negated']} "
-                         f"negated, {rel['dormant']} dormant")
+                lines.append(
+                    f"    vectors: {missing} have none yet — vector search cannot find them; `pgrag index "
+                    f"{shlex.quote(r['realm'] + '.' + s['space'])}` embeds them"
+                )
+            lines.append(
+                f"    relations: {rel['current']} current, {rel['superseded']} superseded, {rel['negated']} "
+                f"negated, {rel['dormant']} dormant"
+            )
             if c["total"]:
                 per = ", ".join(f"level {lv}: {n}" for lv, n in c["levels"].items())
-                state = (f"stale ({c['relation_changes_since']} relation changes since)" if c["stale"] else "current")
+                state = (
+                    f"stale ({c['relation_changes_since']} relation changes since)"
+                    if c["stale"]
+                    else "current"
+                )
                 lines.append(f"    communities: {c['total']} ({per}), built {_when(c['built_at'])}, {state}")
             else:
-                lines.append("    communities: none" + (" (stale: the graph changed since the stage ran)" if c["stale"] else ""))
+                lines.append(
+                    "    communities: none"
+                    + (" (stale: the graph changed since the stage ran)" if c["stale"] else "")
+                )
             for st in s["stages"]:
-                lines.append(f"    {st['stage']}: last run {_when(st['updated_at'])}, {counted(st['rows_changed'], 'row')} changed")
+                lines.append(
+                    f"    {st['stage']}: last run {_when(st['updated_at'])}, {counted(st['rows_changed'], 'row')} changed"
+                )
     if not status["realms"]:
         lines.append("no realm is configured or indexed")
     cache_ = status["llm_cache"]

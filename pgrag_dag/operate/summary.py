@@ -31,9 +31,14 @@ def stage_metas(results: Sequence[StageResult]) -> dict[str, dict[str, Any]]:
     its contract raises instead of returning) and its further checks; ``_quality`` from the relations
     stage's ``graph_quality`` check; no ``_run`` (no Dagster run)."""
     metas: dict[str, dict[str, Any]] = {r.stage: dict(r.metadata) for r in results}
-    metas["_checks"] = {f"{r.stage}:{name}": ok for r in results
-                        for name, ok in [("contract", True), *((n, c[0]) for n, c in r.checks.items())]}
-    metas["_quality"] = next((dict(c[1]) for r in results for n, c in r.checks.items() if n == "graph_quality"), {})
+    metas["_checks"] = {
+        f"{r.stage}:{name}": ok
+        for r in results
+        for name, ok in [("contract", True), *((n, c[0]) for n, c in r.checks.items())]
+    }
+    metas["_quality"] = next(
+        (dict(c[1]) for r in results for n, c in r.checks.items() if n == "graph_quality"), {}
+    )
     return metas
 
 
@@ -47,19 +52,26 @@ def _usage(metas: dict[str, dict[str, Any]]) -> dict[str, float]:
 
 
 def _model_line(usage: dict[str, float]) -> str:
-    return (f"  model            {usage['model_calls']:.0f} calls, {usage['cache_hits']:.0f} cache hits, "
-            f"{usage['prompt_tokens']:.0f} prompt / {usage['completion_tokens']:.0f} completion tokens, "
-            f"estimated cost ${usage['cost_usd']:.4f}")
+    return (
+        f"  model            {usage['model_calls']:.0f} calls, {usage['cache_hits']:.0f} cache hits, "
+        f"{usage['prompt_tokens']:.0f} prompt / {usage['completion_tokens']:.0f} completion tokens, "
+        f"estimated cost ${usage['cost_usd']:.4f}"
+    )
 
 
 def _checks_line(checks: dict[str, bool]) -> str:
-    return (f"  checks           {sum(checks.values())}/{len(checks)} passed "
-            f"({', '.join(sorted(k for k, ok in checks.items() if not ok)) or 'all green'})")
+    return (
+        f"  checks           {sum(checks.values())}/{len(checks)} passed "
+        f"({', '.join(sorted(k for k, ok in checks.items() if not ok)) or 'all green'})"
+    )
 
 
 def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
     """Human-readable summary lines from the assets' materialisation metadata."""
-    c, g, r, co, h = (metas.get(k, {}) for k in ("chunks", "gated_triples", "relations", "communities", "community_hierarchy"))
+    c, g, r, co, h = (
+        metas.get(k, {})
+        for k in ("chunks", "gated_triples", "relations", "communities", "community_hierarchy")
+    )
     usage = _usage(metas)
     gates = dict(g.get("rejections_per_gate") or {})
     if r.get("self_loops_after_resolution"):
@@ -69,8 +81,9 @@ def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
     return [
         f"partition {partition}  ({_run_label(metas)})",
         f"  documents        {c.get('documents')}  ({c.get('documents_added')} added, {c.get('documents_replaced')} replaced, "
-        f"{c.get('documents_removed', 0)} removed, {c.get('documents_unchanged')} unchanged" + (f", {c['documents_renamed']} renamed in place" if c.get("documents_renamed")
-                                                      else "") + ")",
+        f"{c.get('documents_removed', 0)} removed, {c.get('documents_unchanged')} unchanged"
+        + (f", {c['documents_renamed']} renamed in place" if c.get("documents_renamed") else "")
+        + ")",
         f"  chunks           {c.get('chunks')}  ({c.get('chunks_inserted')} inserted this run)",
         f"  entities         {r.get('entities')}  ({r.get('entities_dormant')} dormant)",
         f"  relations        {r.get('relations')}  ({r.get('negated')} negated, {r.get('with_validity')} with a validity period)",
@@ -82,8 +95,12 @@ def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
         *[f"    {gate:<20} {n}" for gate, n in sorted(gates.items())],
         f"  predicates       {quality.get('distinct_predicates', g.get('distinct_predicates'))} distinct in the space; "
         + _vocabulary(g, quality),
-        "  graph quality    " + (f"vocabulary share {share}, " if (share := quality.get("vocabulary_predicate_share"))
-                                 is not None else "")
+        "  graph quality    "
+        + (
+            f"vocabulary share {share}, "
+            if (share := quality.get("vocabulary_predicate_share")) is not None
+            else ""
+        )
         + f"{counted(quality.get('orphan_entities') or 0, 'orphan entity', 'orphan entities')}, "
         f"{counted(quality.get('duplicate_edge_rows') or 0, 'duplicate edge')}, "
         f"{counted(quality.get('fragmented_short_form_vertices') or 0, 'fragmented vertex', 'fragmented vertices')}, "

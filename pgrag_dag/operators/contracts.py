@@ -58,13 +58,16 @@ class ChunkerOutputContract(pa.DataFrameModel):
     def indexes_contiguous(cls, data: PolarsData) -> pl.LazyFrame:
         """Each document's chunk indexes are 0, 1, ..., n-1."""
         return data.lazyframe.select(
-            (pl.col("chunk_index").rank("ordinal").over("doc_key") - 1).cast(pl.Int64) == pl.col("chunk_index"))
+            (pl.col("chunk_index").rank("ordinal").over("doc_key") - 1).cast(pl.Int64)
+            == pl.col("chunk_index")
+        )
 
     @pa.dataframe_check
     def metadata_is_json_object(cls, data: PolarsData) -> pl.LazyFrame:
         """metadata, when set, parses as a JSON object."""
-        return data.lazyframe.select(pl.col("metadata").map_elements(_is_json_object, return_dtype=pl.Boolean,
-                                                                     skip_nulls=False))
+        return data.lazyframe.select(
+            pl.col("metadata").map_elements(_is_json_object, return_dtype=pl.Boolean, skip_nulls=False)
+        )
 
 
 def _is_json_object(text: str | None) -> bool:
@@ -85,8 +88,10 @@ def _is_extraction(text: str | None) -> bool:
         return False
     if not isinstance(obj, dict) or not ({"entities", "triples"} & set(obj)):
         return False
-    return all(isinstance(obj.get(k, []), list) and all(isinstance(i, dict) for i in obj.get(k, []))
-               for k in ("entities", "triples"))
+    return all(
+        isinstance(obj.get(k, []), list) and all(isinstance(i, dict) for i in obj.get(k, []))
+        for k in ("entities", "triples")
+    )
 
 
 class ExtractorInputContract(pa.DataFrameModel):
@@ -125,7 +130,8 @@ class ChunkContract(pa.DataFrameModel):
         """content_hash is the SHA-256 of the chunk's text."""
         return data.lazyframe.select(
             pl.struct("text", "content_hash").map_elements(
-                lambda r: hashlib.sha256(r["text"].encode()).hexdigest() == r["content_hash"], return_dtype=pl.Boolean
+                lambda r: hashlib.sha256(r["text"].encode()).hexdigest() == r["content_hash"],
+                return_dtype=pl.Boolean,
             )
         )
 
@@ -149,8 +155,9 @@ class RawExtractionContract(pa.DataFrameModel):
     @pa.dataframe_check
     def parsed_is_an_extraction(cls, data: PolarsData) -> pl.LazyFrame:
         """parsed, when set, is a JSON object with ``entities`` and/or ``triples``, each a list of objects."""
-        return data.lazyframe.select(pl.col("parsed").map_elements(_is_extraction, return_dtype=pl.Boolean,
-                                                                   skip_nulls=False))
+        return data.lazyframe.select(
+            pl.col("parsed").map_elements(_is_extraction, return_dtype=pl.Boolean, skip_nulls=False)
+        )
 
 
 class GateDecisionContract(pa.DataFrameModel):
@@ -183,8 +190,10 @@ class GateDecisionContract(pa.DataFrameModel):
         settings = cls._settings()
         return data.lazyframe.select(
             pl.struct("kind", "accepted", "name", "entity_type").map_elements(
-                lambda r: not (r["kind"] == "entity" and r["accepted"])
-                or name_gate(r["name"] or "", settings, entity_type=r["entity_type"]) is None,
+                lambda r: (
+                    not (r["kind"] == "entity" and r["accepted"])
+                    or name_gate(r["name"] or "", settings, entity_type=r["entity_type"]) is None
+                ),
                 return_dtype=pl.Boolean,
             )
         )
@@ -200,32 +209,48 @@ class GateDecisionContract(pa.DataFrameModel):
                 return True
             s, o = r["subject"] or "", r["object"] or ""
             return (
-                bool(r["predicate"]) and r["predicate"] not in VAGUE_PREDICATES
+                bool(r["predicate"])
+                and r["predicate"] not in VAGUE_PREDICATES
                 and identity_key(s) != identity_key(o)
-                and r["confidence"] is not None and r["confidence"] >= settings.confidence_floor
+                and r["confidence"] is not None
+                and r["confidence"] >= settings.confidence_floor
             )
 
         return data.lazyframe.select(
             pl.struct("kind", "accepted", "subject", "predicate", "object", "confidence").map_elements(
-                ok, return_dtype=pl.Boolean)
+                ok, return_dtype=pl.Boolean
+            )
         )
 
     @pa.dataframe_check
     def accepted_triples_have_accepted_endpoints(cls, data: PolarsData) -> pl.LazyFrame:
         """Every accepted triple's endpoints are accepted entities of the same chunk and pass (no orphan)."""
         frame = data.lazyframe
-        ents = (frame.filter((pl.col("kind") == "entity") & pl.col("accepted"))
-                .select("chunk_id", "pass", key=pl.col("name").map_elements(identity_key, return_dtype=pl.String))
-                .unique())
+        ents = (
+            frame.filter((pl.col("kind") == "entity") & pl.col("accepted"))
+            .select("chunk_id", "pass", key=pl.col("name").map_elements(identity_key, return_dtype=pl.String))
+            .unique()
+        )
         keyed = frame.with_row_index("_row").with_columns(
             _s=pl.col("subject").map_elements(identity_key, return_dtype=pl.String),
             _o=pl.col("object").map_elements(identity_key, return_dtype=pl.String),
         )
-        found = (keyed.join(ents.rename({"key": "_s"}).with_columns(_sk=pl.lit(True)), on=["chunk_id", "pass", "_s"], how="left")
-                 .join(ents.rename({"key": "_o"}).with_columns(_ok=pl.lit(True)), on=["chunk_id", "pass", "_o"], how="left")
-                 .sort("_row"))
+        found = (
+            keyed.join(
+                ents.rename({"key": "_s"}).with_columns(_sk=pl.lit(True)),
+                on=["chunk_id", "pass", "_s"],
+                how="left",
+            )
+            .join(
+                ents.rename({"key": "_o"}).with_columns(_ok=pl.lit(True)),
+                on=["chunk_id", "pass", "_o"],
+                how="left",
+            )
+            .sort("_row")
+        )
         return found.select(
-            ~((pl.col("kind") == "triple") & pl.col("accepted")) | (pl.col("_sk").is_not_null() & pl.col("_ok").is_not_null())
+            ~((pl.col("kind") == "triple") & pl.col("accepted"))
+            | (pl.col("_sk").is_not_null() & pl.col("_ok").is_not_null())
         )
 
 
@@ -362,5 +387,6 @@ def validate(model: type[pa.DataFrameModel], frame: pl.DataFrame) -> pl.DataFram
         cases = err.failure_cases
         which = sorted({f"{c or 'frame'}: {k}" for c, k in cases.select("column", "check").iter_rows()})
         more = f" and {len(which) - 4} more" if len(which) > 4 else ""
-        raise ContractError(model.__name__, f"{cases.height} failure case(s) — {'; '.join(which[:4])}{more}",
-                            cases) from None
+        raise ContractError(
+            model.__name__, f"{cases.height} failure case(s) — {'; '.join(which[:4])}{more}", cases
+        ) from None

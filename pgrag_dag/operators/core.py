@@ -34,8 +34,8 @@ import pandera.polars as pa
 import polars as pl
 from pydantic import BaseModel, ConfigDict
 
-from pgrag_dag.operators import contracts
 from pgrag_dag.errors import ConfigurationError, ContractError, OperatorError, PgragError
+from pgrag_dag.operators import contracts
 
 if TYPE_CHECKING:
     from pgrag_dag.config.sections import GateSettings, Settings
@@ -115,10 +115,17 @@ class Operator:
         return self.output_contract or SLOTS[self.slot][1]
 
 
-def operator(name: str, slot: str, *, options: type[BaseModel] = NoOptions, description: str | None = None,
-             output_contract: type[pa.DataFrameModel] | None = None, calls_model: bool = False,
-             version: str = "1", reparse: Callable[[str], str] | None = None,
-             ) -> Callable[[Callable[..., pl.DataFrame]], Operator]:
+def operator(
+    name: str,
+    slot: str,
+    *,
+    options: type[BaseModel] = NoOptions,
+    description: str | None = None,
+    output_contract: type[pa.DataFrameModel] | None = None,
+    calls_model: bool = False,
+    version: str = "1",
+    reparse: Callable[[str], str] | None = None,
+) -> Callable[[Callable[..., pl.DataFrame]], Operator]:
     """Decorator making an :class:`Operator` of ``fn(frame, options, ctx)`` (``reparse``: see
     :class:`Operator`).
 
@@ -128,8 +135,10 @@ def operator(name: str, slot: str, *, options: type[BaseModel] = NoOptions, desc
     if slot not in SLOTS:
         raise ConfigurationError(f"operator {name!r}: unknown slot {slot!r} (one of {', '.join(SLOTS)})")
     if output_contract is not None and not issubclass(output_contract, SLOTS[slot][1]):
-        raise ConfigurationError(f"operator {name!r}: output contract {output_contract.__name__} does not refine "
-                                 f"the {slot} contract {SLOTS[slot][1].__name__}")
+        raise ConfigurationError(
+            f"operator {name!r}: output contract {output_contract.__name__} does not refine "
+            f"the {slot} contract {SLOTS[slot][1].__name__}"
+        )
 
     def wrap(fn: Callable[..., pl.DataFrame]) -> Operator:
         text = description if description is not None else " ".join((fn.__doc__ or "").split())
@@ -160,8 +169,12 @@ class BoundOperator:
 
     def describe(self) -> dict[str, Any]:
         """name, slot, options and description, for stage metadata."""
-        return {"operator": self.configured_as, "slot": self.op.slot, "options": json.loads(self.options.model_dump_json()),
-                "identity": self.identity}
+        return {
+            "operator": self.configured_as,
+            "slot": self.op.slot,
+            "options": json.loads(self.options.model_dump_json()),
+            "identity": self.identity,
+        }
 
     def run(self, frame: pl.DataFrame, ctx: OperatorContext) -> pl.DataFrame:
         """Validate ``frame`` against the input contract, call the operator, validate its output.
@@ -176,7 +189,9 @@ class BoundOperator:
         except PgragError:
             raise
         except Exception as exc:  # a user's bug: name it, never a bare traceback from deep inside a stage
-            raise OperatorError(self.op.name, f"{self.op.slot} of space {ctx.realm}.{ctx.space}", exc) from exc
+            raise OperatorError(
+                self.op.name, f"{self.op.slot} of space {ctx.realm}.{ctx.space}", exc
+            ) from exc
         label = f"{self.op.contract.__name__} (operator {self.op.name})"
         if not isinstance(out, pl.DataFrame):
             raise ContractError(label, f"operator returned {type(out).__name__}, not a polars DataFrame")
@@ -200,8 +215,12 @@ class Composition:
 
     def describe(self) -> dict[str, Any]:
         """Every slot's operators, for stage metadata and the UI."""
-        return {"chunker": self.chunker.describe(), "extractor": self.extractor.describe(),
-                "gates": [g.describe() for g in self.gates], "enrichers": [e.describe() for e in self.enrichers]}
+        return {
+            "chunker": self.chunker.describe(),
+            "extractor": self.extractor.describe(),
+            "gates": [g.describe() for g in self.gates],
+            "enrichers": [e.describe() for e in self.enrichers],
+        }
 
     def user_operators(self) -> list[BoundOperator]:
         """The bound operators that are not built-ins."""
@@ -218,4 +237,6 @@ def operator_check_name(name: str) -> str:
     outside ``[A-Za-z0-9_]`` has them replaced by ``_`` and gains 8 hex digits of its SHA-256, so two
     names never share a check (``house-rules`` and ``house_rules``, ``名前`` and ``氏名``)."""
     clean = re.sub(r"[^A-Za-z0-9_]", "_", name)
-    return "operator_" + (clean if clean == name else f"{clean}_{hashlib.sha256(name.encode()).hexdigest()[:8]}")
+    return "operator_" + (
+        clean if clean == name else f"{clean}_{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+    )

@@ -24,6 +24,10 @@ from typing import Any
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
+from pgrag_dag.config.sections import ChunkingSettings, ExtractionSettings
+from pgrag_dag.extract.cooccurrence import CooccurrenceOptions, extract_cooccurrence
+from pgrag_dag.extract.model_extraction import extract_chunks, reparse_extraction
+from pgrag_dag.gate_rules import identity_key
 from pgrag_dag.ingest.chunkers import (
     MarkdownHeadingOptions,
     ParagraphOptions,
@@ -33,10 +37,6 @@ from pgrag_dag.ingest.chunkers import (
     paragraph_pack_chunks,
     token_window_chunks,
 )
-from pgrag_dag.config.sections import ChunkingSettings, ExtractionSettings
-from pgrag_dag.extract.model_extraction import extract_chunks, reparse_extraction
-from pgrag_dag.gate_rules import identity_key
-from pgrag_dag.extract.cooccurrence import CooccurrenceOptions, extract_cooccurrence
 from pgrag_dag.operators.core import Operator, OperatorContext
 
 
@@ -47,8 +47,12 @@ class ParagraphPackOptions(ChunkingSettings):
     model_config = ConfigDict(extra="forbid")
 
 
-def _paragraph_pack(documents: pl.DataFrame, options: ParagraphPackOptions, ctx: OperatorContext) -> pl.DataFrame:
-    return paragraph_pack_chunks(documents, chunk_chars=options.chunk_chars, overlap_chars=options.overlap_chars)
+def _paragraph_pack(
+    documents: pl.DataFrame, options: ParagraphPackOptions, ctx: OperatorContext
+) -> pl.DataFrame:
+    return paragraph_pack_chunks(
+        documents, chunk_chars=options.chunk_chars, overlap_chars=options.overlap_chars
+    )
 
 
 def _plain(fn: Any) -> Any:
@@ -67,8 +71,14 @@ class LLMExtractionOptions(ExtractionSettings):
 
 def _llm(chunks: pl.DataFrame, options: LLMExtractionOptions, ctx: OperatorContext) -> pl.DataFrame:
     assert ctx.client is not None, "the llm extractor is declared calls_model; the stage injects the client"
-    return extract_chunks(chunks, ctx.client, options, vocabulary=ctx.vocabulary,
-                          context=ctx.state.get("document_context"), completed=ctx.state.get("completed"))
+    return extract_chunks(
+        chunks,
+        ctx.client,
+        options,
+        vocabulary=ctx.vocabulary,
+        context=ctx.state.get("document_context"),
+        completed=ctx.state.get("completed"),
+    )
 
 
 def _cooccurrence(chunks: pl.DataFrame, options: CooccurrenceOptions, ctx: OperatorContext) -> pl.DataFrame:
@@ -91,8 +101,10 @@ def _stoplist(decisions: pl.DataFrame, options: StoplistOptions, ctx: OperatorCo
         return next((n for n in names if n and identity_key(n) in stop), None)
 
     values = [hit(r) for r in decisions.iter_rows(named=True)]
-    return pl.DataFrame({"refused": [v is not None for v in values], "offending_value": values},
-                        schema={"refused": pl.Boolean, "offending_value": pl.String})
+    return pl.DataFrame(
+        {"refused": [v is not None for v in values], "offending_value": values},
+        schema={"refused": pl.Boolean, "offending_value": pl.String},
+    )
 
 
 class TypeMapOptions(BaseModel):
@@ -105,28 +117,68 @@ class TypeMapOptions(BaseModel):
 
 def _type_map(entities: pl.DataFrame, options: TypeMapOptions, ctx: OperatorContext) -> pl.DataFrame:
     low = {k.lower(): v for k, v in options.mapping.items()}
-    return entities.with_columns(pl.col("entity_type").map_elements(lambda t: low.get(t.lower(), t), return_dtype=pl.String))
+    return entities.with_columns(
+        pl.col("entity_type").map_elements(lambda t: low.get(t.lower(), t), return_dtype=pl.String)
+    )
 
 
-BUILTINS: dict[str, Operator] = {op.name: op for op in (
-    Operator("paragraph_pack", "chunker", _paragraph_pack, ParagraphPackOptions,
-             "Paragraphs packed up to chunk_chars characters, sentence-aligned overlap of overlap_chars (§4.1).",
-             defaults=lambda s: s.chunking.model_dump()),
-    Operator("token_window", "chunker", _plain(token_window_chunks), TokenWindowOptions,
-             "Fixed windows of `tokens` tokens (litellm's tokenizer) overlapping by `overlap_tokens`."),
-    Operator("markdown_heading", "chunker", _plain(markdown_heading_chunks), MarkdownHeadingOptions,
-             "One chunk per Markdown/MediaWiki section (long ones split at paragraphs); the heading path is "
-             "kept as `section` metadata."),
-    Operator("paragraph", "chunker", _plain(paragraph_chunks), ParagraphOptions, "One chunk per paragraph."),
-    Operator("llm", "extractor", _llm, LLMExtractionOptions,
-             "Model extraction with gleaning, the document's names threaded through its chunks (§4.1–4.2).",
-             calls_model=True, defaults=lambda s: s.extraction.model_dump(),
-             identity=lambda o: o.prompt_version, reparse=reparse_extraction),  # type: ignore[attr-defined]
-    Operator("cooccurrence", "extractor", _cooccurrence, CooccurrenceOptions,
-             "No model: proper-noun-phrase entities and one edge per pair named in one sentence, weighted "
-             "by the chunks it occurs in.",
-             version="2"),  # 2: modal verbs, interjections, "Well", "See" opening a sentence; a double-hyphen dash
-    Operator("name_stoplist", "gate", _stoplist, StoplistOptions, "Refuses entities and triples named in `names`."),
-    Operator("type_map", "enricher", _type_map, TypeMapOptions, "Renames entity types by `mapping`."),
-)}
+BUILTINS: dict[str, Operator] = {
+    op.name: op
+    for op in (
+        Operator(
+            "paragraph_pack",
+            "chunker",
+            _paragraph_pack,
+            ParagraphPackOptions,
+            "Paragraphs packed up to chunk_chars characters, sentence-aligned overlap of overlap_chars (§4.1).",
+            defaults=lambda s: s.chunking.model_dump(),
+        ),
+        Operator(
+            "token_window",
+            "chunker",
+            _plain(token_window_chunks),
+            TokenWindowOptions,
+            "Fixed windows of `tokens` tokens (litellm's tokenizer) overlapping by `overlap_tokens`.",
+        ),
+        Operator(
+            "markdown_heading",
+            "chunker",
+            _plain(markdown_heading_chunks),
+            MarkdownHeadingOptions,
+            "One chunk per Markdown/MediaWiki section (long ones split at paragraphs); the heading path is "
+            "kept as `section` metadata.",
+        ),
+        Operator(
+            "paragraph", "chunker", _plain(paragraph_chunks), ParagraphOptions, "One chunk per paragraph."
+        ),
+        Operator(
+            "llm",
+            "extractor",
+            _llm,
+            LLMExtractionOptions,
+            "Model extraction with gleaning, the document's names threaded through its chunks (§4.1–4.2).",
+            calls_model=True,
+            defaults=lambda s: s.extraction.model_dump(),
+            identity=lambda o: o.prompt_version,
+            reparse=reparse_extraction,
+        ),  # type: ignore[attr-defined]
+        Operator(
+            "cooccurrence",
+            "extractor",
+            _cooccurrence,
+            CooccurrenceOptions,
+            "No model: proper-noun-phrase entities and one edge per pair named in one sentence, weighted "
+            "by the chunks it occurs in.",
+            version="2",
+        ),  # 2: modal verbs, interjections, "Well", "See" opening a sentence; a double-hyphen dash
+        Operator(
+            "name_stoplist",
+            "gate",
+            _stoplist,
+            StoplistOptions,
+            "Refuses entities and triples named in `names`.",
+        ),
+        Operator("type_map", "enricher", _type_map, TypeMapOptions, "Renames entity types by `mapping`."),
+    )
+}
 """The built-in operators by their stable name (the table above)."""

@@ -27,9 +27,11 @@ log = logging.getLogger(__name__)
 YIELD_CHECK = "yield"
 """The check's name on ``raw_extractions`` and ``gated_triples``."""
 
-YIELD_DESCRIPTION = ("The stage produced something: some chunk yielded an entity or a triple (raw_extractions), some "
-                     "candidate passed the gates (gated_triples). Red with the counts per gate when a whole space "
-                     "came to nothing. Non-blocking.")
+YIELD_DESCRIPTION = (
+    "The stage produced something: some chunk yielded an entity or a triple (raw_extractions), some "
+    "candidate passed the gates (gated_triples). Red with the counts per gate when a whole space "
+    "came to nothing. Non-blocking."
+)
 
 
 def _counts(parsed: str | None) -> tuple[int, int]:
@@ -62,16 +64,21 @@ def extraction_yield(raw: pl.DataFrame) -> tuple[bool, dict[str, Any]]:
     with_output = sum(1 for ok, e, t in per_chunk.values() if e + t)
     failed = sum(1 for ok, _, _ in per_chunk.values() if not ok)
     meta: dict[str, Any] = {
-        "chunks": len(per_chunk), "chunks_with_output": with_output,
-        "chunks_empty": len(per_chunk) - with_output - failed, "chunks_failed": failed,
-        "entities": sum(e for _, e, _ in per_chunk.values()), "triples": sum(t for _, _, t in per_chunk.values()),
+        "chunks": len(per_chunk),
+        "chunks_with_output": with_output,
+        "chunks_empty": len(per_chunk) - with_output - failed,
+        "chunks_failed": failed,
+        "entities": sum(e for _, e, _ in per_chunk.values()),
+        "triples": sum(t for _, _, t in per_chunk.values()),
     }
     passed = not per_chunk or with_output > 0
     if not passed:
         models = sorted(set(raw["model"].drop_nulls().to_list()))
-        meta["reason"] = (f"every one of {len(per_chunk)} chunk(s) came back with no entity and no triple "
-                          f"({failed} without a usable first pass; models {models}): check the extractor's model, "
-                          "prompt and the documents")
+        meta["reason"] = (
+            f"every one of {len(per_chunk)} chunk(s) came back with no entity and no triple "
+            f"({failed} without a usable first pass; models {models}): check the extractor's model, "
+            "prompt and the documents"
+        )
     return passed, meta
 
 
@@ -101,13 +108,18 @@ def gate_yield(raw: pl.DataFrame, decisions: pl.DataFrame) -> tuple[bool, dict[s
     passed = raw.height == 0 or accepted.height > 0
     if not passed:
         gates = ", ".join(f"{g} {n}" for g, n in per_gate.items())
-        meta["reason"] = (f"every one of {decisions.height} candidate(s) was refused by a gate ({gates}); check the "
-                          "gate settings and extra gates against the examples" if decisions.height else
-                          "nothing was extracted, so no candidate reached the gates (see raw_extractions' yield check)")
+        meta["reason"] = (
+            f"every one of {decisions.height} candidate(s) was refused by a gate ({gates}); check the "
+            "gate settings and extra gates against the examples"
+            if decisions.height
+            else "nothing was extracted, so no candidate reached the gates (see raw_extractions' yield check)"
+        )
     return passed, meta
 
 
-def logged(check: tuple[bool, dict[str, Any]], *, stage: str, realm: str, space: str) -> tuple[bool, dict[str, Any]]:
+def logged(
+    check: tuple[bool, dict[str, Any]], *, stage: str, realm: str, space: str
+) -> tuple[bool, dict[str, Any]]:
     """``check`` unchanged, after logging a warning with its reason when it failed."""
     if not check[0]:
         log.warning("%s %s.%s: check %s failed: %s", stage, realm, space, YIELD_CHECK, check[1].get("reason"))

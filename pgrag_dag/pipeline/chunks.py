@@ -8,13 +8,12 @@ import time
 
 import polars as pl
 
-from pgrag_dag.operators import contracts
-from pgrag_dag.pipeline import doc_keys
-from pgrag_dag.ingest.splitting import CHUNK_SCHEMA, assemble_chunks
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import ConfigurationError, SourceError
-from pgrag_dag.pipeline.composition import compose
 from pgrag_dag.ingest.sources import read_sources, source_report
+from pgrag_dag.ingest.splitting import CHUNK_SCHEMA, assemble_chunks
+from pgrag_dag.operators import contracts
+from pgrag_dag.pipeline import doc_keys
 from pgrag_dag.pipeline.common import (
     SKIPPED_CHECK,
     StageResult,
@@ -22,6 +21,7 @@ from pgrag_dag.pipeline.common import (
     operator_context,
     writing_stage,
 )
+from pgrag_dag.pipeline.composition import compose
 from pgrag_dag.store import documents, locks, work_queue
 
 log = logging.getLogger(__name__)
@@ -49,13 +49,18 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
     engine.settings.space_spec(realm, space)  # an undeclared space is refused before its realm is created
     engine.init_realm(realm)
     chunker = compose(engine.settings, realm, space).chunker
-    allow_empty = engine.settings.operations.allow_empty or engine.settings.space_spec(realm, space).allow_empty
+    allow_empty = (
+        engine.settings.operations.allow_empty or engine.settings.space_spec(realm, space).allow_empty
+    )
     read = read_sources(engine.settings, realm, space, allow_empty=allow_empty)
     docs = read.documents
     if read.skipped and docs.height == 0:  # §3.5: a run in which every document fails raises
         first = read.skipped[0]
-        raise SourceError(first.where, f"{first.reason}; every document of space {realm}.{space} was refused "
-                                       f"({len(read.skipped)}), nothing was changed — fix the sources and run again")
+        raise SourceError(
+            first.where,
+            f"{first.reason}; every document of space {realm}.{space} was refused "
+            f"({len(read.skipped)}), nothing was changed — fix the sources and run again",
+        )
     for s in read.skipped:
         log.warning("document skipped: %s: %s", s.where, s.reason)
     for line in read.empty_sources:
@@ -64,8 +69,15 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
     prints = doc_keys.document_prints(docs, chunker_print)
     with engine.connect() as conn:  # a document read as it was chunked before is not chunked again (issue 15)
         stored_prints = documents.document_fingerprints(conn, realm, space)
-        renames = doc_keys.plan_renames(conn, realm, space, read, prints, chunker_print,  # issue 16: re-key in place
-                                        stored=stored_prints.keys())
+        renames = doc_keys.plan_renames(
+            conn,
+            realm,
+            space,
+            read,
+            prints,
+            chunker_print,  # issue 16: re-key in place
+            stored=stored_prints.keys(),
+        )
     for r in renames:
         old_print = stored_prints.pop(r.old, None)
         if old_print is not None:
@@ -73,8 +85,11 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
     same = {k for k, p in prints.items() if stored_prints.get(k) == p}
     todo = docs.filter(~pl.col("doc_key").is_in(sorted(same))) if same else docs
     pieces = chunker.run(todo, operator_context(engine, realm, space, chunker)) if todo.height else None
-    chunks = assemble_chunks(todo, pieces, operator=chunker.op.name) if pieces is not None else \
-        pl.DataFrame(schema={**CHUNK_SCHEMA, "metadata": pl.String})
+    chunks = (
+        assemble_chunks(todo, pieces, operator=chunker.op.name)
+        if pieces is not None
+        else pl.DataFrame(schema={**CHUNK_SCHEMA, "metadata": pl.String})
+    )
     contracts.validate(contracts.ChunkContract, chunks.with_columns(chunk_id=pl.lit(None, pl.Int64)))
     meta = dict(zip(todo["doc_key"].to_list(), todo["metadata"].to_list()))
     with engine.connect() as conn, conn.transaction():
@@ -84,25 +99,49 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
             raise ConfigurationError(
                 f"space {realm}.{space}: its sources name no document, but it holds {indexed} indexed document(s); "
                 "indexing would remove them all. Fix the sources, or allow it to remove them: `pgrag index --allow-empty`, "
-                "PGRAG_OPERATIONS__ALLOW_EMPTY=true (e.g. for pgrag demo or Dagster), or allow_empty: true on the space")
+                "PGRAG_OPERATIONS__ALLOW_EMPTY=true (e.g. for pgrag demo or Dagster), or allow_empty: true on the space"
+            )
         renamed = documents.rename_documents(conn, realm, space, renames)
-        sync = documents.sync_chunks(conn, realm, space, chunks, metadata=meta,
-                                     keep={s.doc_key for s in read.skipped if s.doc_key is not None},
-                                     keep_all=any(s.doc_key is None for s in read.skipped),
-                                     fingerprints=prints, unchanged_docs=same,
-                                     orders=dict(zip(docs["doc_key"].to_list(), docs["doc_order"].to_list())))
+        sync = documents.sync_chunks(
+            conn,
+            realm,
+            space,
+            chunks,
+            metadata=meta,
+            keep={s.doc_key for s in read.skipped if s.doc_key is not None},
+            keep_all=any(s.doc_key is None for s in read.skipped),
+            fingerprints=prints,
+            unchanged_docs=same,
+            orders=dict(zip(docs["doc_key"].to_list(), docs["doc_order"].to_list())),
+        )
         changed = len(renamed) + len(sync.added) + len(sync.replaced) + len(sync.removed) + sync.restamped
-        work_queue.finish(conn, realm, space, "chunks", work_queue.Work(full=False), chunker_print, changed=changed)
+        work_queue.finish(
+            conn, realm, space, "chunks", work_queue.Work(full=False), chunker_print, changed=changed
+        )
         held = documents.count_chunks(conn, realm, space)
         version = work_queue.data_version(conn, realm, space, "chunks")
     skipped = source_report(read, kept=sync.kept, withheld=sync.withheld)
-    return StageResult("chunks", {
-        "documents": docs.height, "chunks": held, "documents_chunked": todo.height, "documents_added": len(sync.added),
-        "documents_replaced": len(sync.replaced), "documents_removed": len(sync.removed),
-        "documents_unchanged": len(sync.unchanged), "documents_renamed": len(renamed),
-        "chunks_inserted": sync.chunks_inserted, **skipped,
-        "rows_changed": changed, "operators": {"chunker": chunker.describe()},
-        "seconds": round(time.perf_counter() - t0, 3),
-    }, version, chunks.height,
-        checks={**operator_checks([chunker], {"documents": todo.height, "chunks": chunks.height}),
-                SKIPPED_CHECK: (not read.skipped, skipped)})
+    return StageResult(
+        "chunks",
+        {
+            "documents": docs.height,
+            "chunks": held,
+            "documents_chunked": todo.height,
+            "documents_added": len(sync.added),
+            "documents_replaced": len(sync.replaced),
+            "documents_removed": len(sync.removed),
+            "documents_unchanged": len(sync.unchanged),
+            "documents_renamed": len(renamed),
+            "chunks_inserted": sync.chunks_inserted,
+            **skipped,
+            "rows_changed": changed,
+            "operators": {"chunker": chunker.describe()},
+            "seconds": round(time.perf_counter() - t0, 3),
+        },
+        version,
+        chunks.height,
+        checks={
+            **operator_checks([chunker], {"documents": todo.height, "chunks": chunks.height}),
+            SKIPPED_CHECK: (not read.skipped, skipped),
+        },
+    )

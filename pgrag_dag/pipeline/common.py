@@ -54,9 +54,13 @@ def writing_stage(name: str) -> Callable[[Stage], Stage]:
         def run(engine: Engine, realm: str, space: str, **options: Any) -> StageResult:
             validate_realm(realm)
             validate_space(space)
-            with db.database_errors(engine.dsn), locks.stage_lock(
-                    engine.dsn, realm, space, name, wait_s=engine.settings.operations.lock_wait_s), \
-                    progress.stage(name, realm, space):
+            with (
+                db.database_errors(engine.dsn),
+                locks.stage_lock(
+                    engine.dsn, realm, space, name, wait_s=engine.settings.operations.lock_wait_s
+                ),
+                progress.stage(name, realm, space),
+            ):
                 result = fn(engine, realm, space, **options)
             progress.finish(name, realm, space, result.metadata)
             return result
@@ -78,24 +82,41 @@ def frame_hash(frame: pl.DataFrame) -> str:
 def usage_delta(engine: Engine, before: dict[str, Any]) -> dict[str, Any]:
     """Model usage (calls, cache hits, tokens, cost) since ``before`` (an earlier ``engine.usage()``)."""
     after = engine.usage()
-    return {k: round(after[k] - before.get(k, 0), 6) if isinstance(after[k], float) else after[k] - before.get(k, 0)
-            for k in after}
+    return {
+        k: round(after[k] - before.get(k, 0), 6)
+        if isinstance(after[k], float)
+        else after[k] - before.get(k, 0)
+        for k in after
+    }
 
 
-def operator_context(engine: Engine, realm: str, space: str, bound: BoundOperator, **state: Any) -> OperatorContext:
+def operator_context(
+    engine: Engine, realm: str, space: str, bound: BoundOperator, **state: Any
+) -> OperatorContext:
     """The :class:`OperatorContext` for ``bound`` in ``realm.space``: the space's vocabulary, a copy of
     the gate settings (an operator cannot change the engine's), the model client only when the
     operator is declared ``calls_model``; ``state`` passed through."""
     spec = engine.settings.space_spec(realm, space)
-    return OperatorContext(realm, space, spec.vocabulary_model(), engine.settings.gates.model_copy(deep=True),
-                           client=engine.client() if bound.op.calls_model else None, state=dict(state))
+    return OperatorContext(
+        realm,
+        space,
+        spec.vocabulary_model(),
+        engine.settings.gates.model_copy(deep=True),
+        client=engine.client() if bound.op.calls_model else None,
+        state=dict(state),
+    )
 
 
-def operator_checks(bounds: tuple[BoundOperator, ...] | list[BoundOperator], rows: dict[str, int]) -> dict[str, tuple[bool, dict[str, Any]]]:
+def operator_checks(
+    bounds: tuple[BoundOperator, ...] | list[BoundOperator], rows: dict[str, int]
+) -> dict[str, tuple[bool, dict[str, Any]]]:
     """One passed check per user operator the stage ran (its frame met its contract)."""
     user = {id(b) for b in compose_user(bounds)}
-    return {operator_check_name(b.op.name): (True, {**b.describe(), "contract": b.op.contract.__name__, **rows})
-            for b in bounds if id(b) in user}
+    return {
+        operator_check_name(b.op.name): (True, {**b.describe(), "contract": b.op.contract.__name__, **rows})
+        for b in bounds
+        if id(b) in user
+    }
 
 
 def space_yield(batch: tuple[bool, dict[str, Any]], passed: bool, reason: str) -> tuple[bool, dict[str, Any]]:

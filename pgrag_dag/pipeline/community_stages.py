@@ -14,26 +14,24 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import time
-
 from typing import Any
 
 import polars as pl
-
-from pgrag_dag.operators import contracts
-from pgrag_dag.store import telemetry as telemetry_store
-from pgrag_dag.store import db
-from pgrag_dag.config.sections import TelemetrySettings
 import psycopg
-import logging
-from pgrag_dag.graph.communities import build_hierarchy, detect_communities, graph_fingerprint, member_label
-from pgrag_dag.graph.community_reports import ReportBatch, SkippedReport, report_batches
+
+from pgrag_dag.config.sections import TelemetrySettings
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import ModelError
-from pgrag_dag.pipeline.composition import compose
+from pgrag_dag.graph.communities import build_hierarchy, detect_communities, graph_fingerprint, member_label
+from pgrag_dag.graph.community_reports import ReportBatch, SkippedReport, report_batches
+from pgrag_dag.operators import contracts
 from pgrag_dag.pipeline.common import PENDING_CHECK, StageResult, usage_delta, writing_stage
+from pgrag_dag.pipeline.composition import compose
 from pgrag_dag.store import communities as store
-from pgrag_dag.store import history, locks, staging, vectors
+from pgrag_dag.store import db, history, locks, staging, vectors
+from pgrag_dag.store import telemetry as telemetry_store
 from pgrag_dag.store.lineage import lineage_summary
 
 log = logging.getLogger(__name__)
@@ -45,7 +43,9 @@ def report_writer(engine: Engine, realm: str, space: str) -> str:
     choice = engine.settings.space_spec(realm, space).reports
     if choice != "auto":
         return choice
-    offline = not compose(engine.settings, realm, space).extractor.op.calls_model and engine.settings.llm.models == ["replay"]
+    offline = not compose(
+        engine.settings, realm, space
+    ).extractor.op.calls_model and engine.settings.llm.models == ["replay"]
     return "extractive" if offline else "model"
 
 
@@ -58,7 +58,9 @@ def _fingerprint(engine: Engine, entities: pl.DataFrame, relations: pl.DataFrame
 
 def _embed_reports(engine: Engine, conn: object, realm: str, space: str) -> int:
     rows = vectors.pending(conn, realm, space, "communities")  # type: ignore[arg-type]
-    return vectors.write(conn, realm, "communities", rows, engine.embedder().embed([t for _, t, _ in rows]) if rows else [])  # type: ignore[arg-type]
+    return vectors.write(
+        conn, realm, "communities", rows, engine.embedder().embed([t for _, t, _ in rows]) if rows else []
+    )  # type: ignore[arg-type]
 
 
 @writing_stage("communities")
@@ -91,19 +93,38 @@ def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
             members, reports, _ = store.load_base(conn, realm, space)
             lineage = lineage_summary(conn, realm, space)
             attention = coverage_metadata(conn, realm, space, engine.settings.telemetry)
-        return StageResult("communities", {"skipped": "graph unchanged since the last build", "communities": reports.height,
-                                           "report_writer": writer, **lineage, **attention, **usage_delta(engine, before)},
-                           fp[:16], members.height,
-                           checks={PENDING_CHECK: _pending_check([])})
+        return StageResult(
+            "communities",
+            {
+                "skipped": "graph unchanged since the last build",
+                "communities": reports.height,
+                "report_writer": writer,
+                **lineage,
+                **attention,
+                **usage_delta(engine, before),
+            },
+            fp[:16],
+            members.height,
+            checks={PENDING_CHECK: _pending_check([])},
+        )
     clusters = detect_communities(entities, relations, settings=cs)
     client = engine.client() if writer == "model" else None
     names = dict(zip(entities["id"].to_list(), entities["name"].to_list()))
-    left = {int(c): [names.get(e, str(e)) for e in g] for c, g in
-            clusters.group_by("cluster").agg(pl.col("entity_id").sort()).iter_rows()}
+    left = {
+        int(c): [names.get(e, str(e)) for e in g]
+        for c, g in clusters.group_by("cluster").agg(pl.col("entity_id").sort()).iter_rows()
+    }
     skipped: list[SkippedReport] = []
     done: dict[str, int] = {"communities": 0, "members": 0, "embedded": 0, "checked": 0, "largest": 0}
-    batches = report_batches(clusters, entities, relations, client, concurrency=engine.settings.extraction.concurrency,
-                             deadline_s=cs.report_deadline_s, max_reports=cs.max_reports)
+    batches = report_batches(
+        clusters,
+        entities,
+        relations,
+        client,
+        concurrency=engine.settings.extraction.concurrency,
+        deadline_s=cs.report_deadline_s,
+        max_reports=cs.max_reports,
+    )
     with contextlib.closing(batches):
         for batch in batches:  # committed as they come, largest clusters first
             skipped += batch.skipped
@@ -112,31 +133,60 @@ def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
             if batch.reports:
                 _commit(engine, realm, space, fp, batch.frame(), clusters, entities, left, skipped, done)
     if clusters.height and done["communities"] == 0:
-        raise ModelError(f"every one of {clusters['cluster'].n_unique()} community report(s) failed or was cut: "
-                         f"{[s.line() for s in skipped[:3]]}")
+        raise ModelError(
+            f"every one of {clusters['cluster'].n_unique()} community report(s) failed or was cut: "
+            f"{[s.line() for s in skipped[:3]]}"
+        )
     failures = [s.line() for s in skipped if s.owed]
     with engine.connect() as conn, conn.transaction():
         locks.lock_partition(conn, realm, space)
         if not clusters.height:  # an empty graph: the build is nothing
-            store.replace_communities(conn, realm, space, fingerprint=fp, reports=ReportBatch().frame(), members=clusters)
+            store.replace_communities(
+                conn, realm, space, fingerprint=fp, reports=ReportBatch().frame(), members=clusters
+            )
         staging.record_pending(conn, realm, space, "communities", failures)
         history.mark_checked(conn, realm, space, "communities", read_at)
         lineage = lineage_summary(conn, realm, space)
     with engine.connect() as conn:
         attention = coverage_metadata(conn, realm, space, engine.settings.telemetry)
-    return StageResult("communities", {
-        "communities": done["communities"], "members": done["members"], "clusters_found": int(clusters["cluster"].n_unique()),
-        "reports_failed": sum(s.kind == "failed" for s in skipped), "report_failures": failures[:20],
-        "reports_cut": {k: sum(s.kind == k for s in skipped) for k in ("deadline", "budget")},
-        "skipped_reports": [s.record() for s in skipped[:20]], "reports_retried": len(owed), "embedded": done["embedded"],
-        "report_writer": writer, "model_written": writer == "model", "largest": done["largest"],
-        **lineage, **attention,
-        **usage_delta(engine, before), "seconds": round(time.perf_counter() - t0, 3),
-    }, fp[:16], done["checked"], checks={PENDING_CHECK: _pending_check(failures)})
+    return StageResult(
+        "communities",
+        {
+            "communities": done["communities"],
+            "members": done["members"],
+            "clusters_found": int(clusters["cluster"].n_unique()),
+            "reports_failed": sum(s.kind == "failed" for s in skipped),
+            "report_failures": failures[:20],
+            "reports_cut": {k: sum(s.kind == k for s in skipped) for k in ("deadline", "budget")},
+            "skipped_reports": [s.record() for s in skipped[:20]],
+            "reports_retried": len(owed),
+            "embedded": done["embedded"],
+            "report_writer": writer,
+            "model_written": writer == "model",
+            "largest": done["largest"],
+            **lineage,
+            **attention,
+            **usage_delta(engine, before),
+            "seconds": round(time.perf_counter() - t0, 3),
+        },
+        fp[:16],
+        done["checked"],
+        checks={PENDING_CHECK: _pending_check(failures)},
+    )
 
 
-def _commit(engine: Engine, realm: str, space: str, fp: str, reports: pl.DataFrame, clusters: pl.DataFrame,
-            entities: pl.DataFrame, left: dict[int, list[str]], skipped: list[SkippedReport], done: dict[str, int]) -> None:
+def _commit(
+    engine: Engine,
+    realm: str,
+    space: str,
+    fp: str,
+    reports: pl.DataFrame,
+    clusters: pl.DataFrame,
+    entities: pl.DataFrame,
+    left: dict[int, list[str]],
+    skipped: list[SkippedReport],
+    done: dict[str, int],
+) -> None:
     """Commit one batch of a build (§6): the first replaces the stored build, later ones add to it; the
     reports are embedded, and what a run killed now would leave undone is recorded as pending (the
     owed skips so far and every cluster not committed yet). Updates ``left`` and ``done`` in place."""
@@ -144,14 +194,17 @@ def _commit(engine: Engine, realm: str, space: str, fp: str, reports: pl.DataFra
     kept = clusters.filter(pl.col("cluster").is_in(reports["cluster"].implode()))
     sizes = kept.group_by("cluster").len("size").with_columns(pl.col("size").cast(pl.Int64))
     audit = kept.join(sizes, on="cluster").with_columns(
-        community_id=pl.col("cluster"), entity_exists=pl.col("entity_id").is_in(entities["id"].implode()),
+        community_id=pl.col("cluster"),
+        entity_exists=pl.col("entity_id").is_in(entities["id"].implode()),
         min_size=pl.lit(cs.min_size, pl.Int64),
     )
     contracts.validate(contracts.CommunityMemberContract, audit)
     for c in reports["cluster"].to_list():
         left.pop(int(c), None)
     owed = [s.line() for s in skipped if s.owed] + [
-        f"cluster {c}: not written yet, the build was cut short [members: {member_label(n)}]" for c, n in sorted(left.items())]
+        f"cluster {c}: not written yet, the build was cut short [members: {member_label(n)}]"
+        for c, n in sorted(left.items())
+    ]
     with engine.connect() as conn, conn.transaction():
         locks.lock_partition(conn, realm, space)
         write = store.append_communities if done["communities"] else store.replace_communities
@@ -182,32 +235,67 @@ def stage_community_hierarchy(engine: Engine, realm: str, space: str) -> StageRe
     if fp is not None and built == fp and not owed:
         with engine.connect() as conn:
             parents = store.count_parents(conn, realm, space)
-        return StageResult("community_hierarchy", {"skipped": "communities unchanged since the last build",
-                                                   "parents": parents, **usage_delta(engine, before)},
-                           fp[:16] + f":{parents}", 0, checks={PENDING_CHECK: _pending_check([])})
+        return StageResult(
+            "community_hierarchy",
+            {
+                "skipped": "communities unchanged since the last build",
+                "parents": parents,
+                **usage_delta(engine, before),
+            },
+            fp[:16] + f":{parents}",
+            0,
+            checks={PENDING_CHECK: _pending_check([])},
+        )
     if fp is None or engine.settings.communities.levels < 1:
-        return StageResult("community_hierarchy", {"parents": 0, "reason": "no communities or levels = 0"}, "empty", 0,
-                           checks={PENDING_CHECK: _pending_check([])})
+        return StageResult(
+            "community_hierarchy",
+            {"parents": 0, "reason": "no communities or levels = 0"},
+            "empty",
+            0,
+            checks={PENDING_CHECK: _pending_check([])},
+        )
     writer = report_writer(engine, realm, space)
     failures: list[str] = []
-    parents, children = build_hierarchy(members, relations, reports, engine.client() if writer == "model" else None,
-                                        settings=engine.settings.communities, entities=entities, failures=failures)
-    edges = children.rename({"parent": "parent_id", "cluster": "child_id"}).with_columns(pl.all().cast(pl.Int64))
+    parents, children = build_hierarchy(
+        members,
+        relations,
+        reports,
+        engine.client() if writer == "model" else None,
+        settings=engine.settings.communities,
+        entities=entities,
+        failures=failures,
+    )
+    edges = children.rename({"parent": "parent_id", "cluster": "child_id"}).with_columns(
+        pl.all().cast(pl.Int64)
+    )
     contracts.validate(contracts.HierarchyContract, edges)
     with engine.connect() as conn, conn.transaction():
         locks.lock_partition(conn, realm, space)
         counts = store.replace_parents(conn, realm, space, fingerprint=fp, parents=parents, children=children)
         staging.record_pending(conn, realm, space, "community_hierarchy", failures)
         embedded = _embed_reports(engine, conn, realm, space)
-    return StageResult("community_hierarchy", {
-        "parents": counts["parents"], "children": counts["children"], "embedded": embedded, "report_writer": writer,
-        "reports_failed": len(failures), "report_failures": failures[:20], "reports_retried": len(owed),
-        **usage_delta(engine, before), "seconds": round(time.perf_counter() - t0, 3),
-    }, fp[:16] + f":{counts['parents']}", edges.height, checks={PENDING_CHECK: _pending_check(failures)})
+    return StageResult(
+        "community_hierarchy",
+        {
+            "parents": counts["parents"],
+            "children": counts["children"],
+            "embedded": embedded,
+            "report_writer": writer,
+            "reports_failed": len(failures),
+            "report_failures": failures[:20],
+            "reports_retried": len(owed),
+            **usage_delta(engine, before),
+            "seconds": round(time.perf_counter() - t0, 3),
+        },
+        fp[:16] + f":{counts['parents']}",
+        edges.height,
+        checks={PENDING_CHECK: _pending_check(failures)},
+    )
 
 
-def coverage_metadata(conn: psycopg.Connection, realm: str, space: str, telemetry: TelemetrySettings, *,
-                   limit: int = 5) -> dict[str, Any]:
+def coverage_metadata(
+    conn: psycopg.Connection, realm: str, space: str, telemetry: TelemetrySettings, *, limit: int = 5
+) -> dict[str, Any]:
     """The coverage part of the ``communities`` asset's metadata, read on ``conn`` after the build:
     ``coverage_events``, ``least_attended_communities`` (up to ``limit``, as :func:`pgrag_dag.operate.coverage.coverage`, ``last_at``
     as ISO-8601 text) and ``never_retrieved_entities`` (how many); with telemetry off only ``coverage``
@@ -223,6 +311,10 @@ def coverage_metadata(conn: psycopg.Connection, realm: str, space: str, telemetr
     except psycopg.Error as exc:
         log.warning("coverage metadata of %s.%s not read: %s", realm, space, db.one_line(exc))
         return {"coverage": f"not read: {db.one_line(exc)}"}
-    return {"coverage_events": events, "never_retrieved_entities": never,
-            "least_attended_communities": [{**c, "last_at": c["last_at"].isoformat() if c["last_at"] else None}
-                                           for c in least]}
+    return {
+        "coverage_events": events,
+        "never_retrieved_entities": never,
+        "least_attended_communities": [
+            {**c, "last_at": c["last_at"].isoformat() if c["last_at"] else None} for c in least
+        ],
+    }

@@ -62,14 +62,20 @@ def resolve_operator(name: str, *, search: Path | None = None) -> Operator:
         except (ImportError, AttributeError) as exc:
             raise ConfigurationError(f"cannot import operator {name!r}: {exc}") from exc
         except Exception as exc:  # the module itself fails on import
-            raise ConfigurationError(f"importing operator {name!r} raised {type(exc).__name__}: {exc}") from exc
+            raise ConfigurationError(
+                f"importing operator {name!r} raised {type(exc).__name__}: {exc}"
+            ) from exc
     else:
         known = ", ".join(sorted(BUILTINS))
-        raise ConfigurationError(f"unknown operator {name!r} (built-ins: {known}; or an import path "
-                                 f"module:attribute, or an entry point in group {ENTRY_POINT_GROUP})")
+        raise ConfigurationError(
+            f"unknown operator {name!r} (built-ins: {known}; or an import path "
+            f"module:attribute, or an entry point in group {ENTRY_POINT_GROUP})"
+        )
     if not isinstance(target, Operator):
-        raise ConfigurationError(f"{name!r} is a {type(target).__name__}, not a pgrag_dag Operator "
-                                 "(make one with @pgrag_dag.operators.operator)")
+        raise ConfigurationError(
+            f"{name!r} is a {type(target).__name__}, not a pgrag_dag Operator "
+            "(make one with @pgrag_dag.operators.operator)"
+        )
     return target
 
 
@@ -93,19 +99,27 @@ def _bind(settings: Settings, where: str, slot: str, spec: OperatorSpec) -> Boun
     except ConfigurationError as exc:
         raise ConfigurationError(f"{where}, stage {slot}: {exc}") from None
     if op.slot != slot:
-        raise ConfigurationError(f"{where}, stage {slot}: operator {spec.name!r} is a {op.slot}, "
-                                 f"its contract is {op.input_contract.__name__} → {op.contract.__name__}, "
-                                 f"not {SLOTS[slot][0].__name__} → {SLOTS[slot][1].__name__}")
+        raise ConfigurationError(
+            f"{where}, stage {slot}: operator {spec.name!r} is a {op.slot}, "
+            f"its contract is {op.input_contract.__name__} → {op.contract.__name__}, "
+            f"not {SLOTS[slot][0].__name__} → {SLOTS[slot][1].__name__}"
+        )
     if not issubclass(op.contract, SLOTS[slot][1]):
-        raise ConfigurationError(f"{where}, stage {slot}: operator {spec.name!r} declares output contract "
-                                 f"{op.contract.__name__}, which does not refine {SLOTS[slot][1].__name__}")
+        raise ConfigurationError(
+            f"{where}, stage {slot}: operator {spec.name!r} declares output contract "
+            f"{op.contract.__name__}, which does not refine {SLOTS[slot][1].__name__}"
+        )
     base = op.defaults(settings) if op.defaults else {}
     try:
         options = op.options.model_validate({**base, **spec.options})
     except ValidationError as exc:
-        problems = "; ".join(describe(e, op.options, top="options") if e["type"] == "extra_forbidden"  # names the nearest
-                             else f"option {'.'.join(str(p) for p in e['loc']) or '(options)'}: "
-                             f"{e['msg'].removeprefix('Value error, ')}" for e in exc.errors())
+        problems = "; ".join(
+            describe(e, op.options, top="options")
+            if e["type"] == "extra_forbidden"  # names the nearest
+            else f"option {'.'.join(str(p) for p in e['loc']) or '(options)'}: "
+            f"{e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors()
+        )
         raise ConfigurationError(f"{where}, stage {slot}, operator {spec.name!r}: {problems}") from None
     return BoundOperator(op, options, spec.name, builtin=BUILTINS.get(op.name) is op)
 
@@ -120,16 +134,22 @@ def compose(settings: Settings, realm: str, space: str) -> Composition:
     spec = settings.space_spec(realm, space)
     where = f"space {realm}.{space}"
     chunker = _bind(settings, where, "chunker", spec.chunker or OperatorSpec(name=DEFAULTS["chunker"]))
-    extractor = _bind(settings, where, "extractor", spec.extractor or OperatorSpec(name=DEFAULTS["extractor"]))
+    extractor = _bind(
+        settings, where, "extractor", spec.extractor or OperatorSpec(name=DEFAULTS["extractor"])
+    )
     gates = tuple(_bind(settings, where, "gate", g) for g in spec.gates)
     reserved = {g.value for g in Gate}
     for g in gates:
         if g.op.name in reserved:
-            raise ConfigurationError(f"{where}, stage gate: operator {g.configured_as!r} is named {g.op.name!r}, "
-                                     "the reason of a built-in gate; give it its own name")
+            raise ConfigurationError(
+                f"{where}, stage gate: operator {g.configured_as!r} is named {g.op.name!r}, "
+                "the reason of a built-in gate; give it its own name"
+            )
     names = [g.op.name for g in gates]
     if len(set(names)) != len(names):
-        raise ConfigurationError(f"{where}, stage gate: two extra gates share a name ({names}); reasons must differ")
+        raise ConfigurationError(
+            f"{where}, stage gate: two extra gates share a name ({names}); reasons must differ"
+        )
     enrichers = tuple(_bind(settings, where, "enricher", e) for e in spec.enrichers)
     return Composition(chunker, extractor, gates, enrichers)
 
@@ -137,7 +157,11 @@ def compose(settings: Settings, realm: str, space: str) -> Composition:
 def compose_all(settings: Settings) -> dict[str, Composition]:
     """Every declared space's composition by partition key (``realm.space``); raises as :func:`compose`,
     and when two different operators of one slot share a name across spaces."""
-    comps = {partition_key(r, s): compose(settings, r, s) for r, spec in settings.realms.items() for s in spec.spaces}
+    comps = {
+        partition_key(r, s): compose(settings, r, s)
+        for r, spec in settings.realms.items()
+        for s in spec.spaces
+    }
     seen: dict[tuple[str, str], tuple[Operator, str]] = {}  # (slot, name) -> first operator, where
     for key, comp in comps.items():
         for b in comp.user_operators():
@@ -145,5 +169,6 @@ def compose_all(settings: Settings) -> dict[str, Composition]:
             if first[0] is not b.op:
                 raise ConfigurationError(
                     f"space {key}, stage {b.op.slot}: operator {b.configured_as!r} is named {b.op.name!r}, like another "
-                    f"operator in {first[1]}; a {b.op.slot}'s name must denote one operator (its check and reason)")
+                    f"operator in {first[1]}; a {b.op.slot}'s name must denote one operator (its check and reason)"
+                )
     return comps

@@ -24,31 +24,45 @@ import polars as pl
 import psycopg
 
 from pgrag_dag.engine import Engine
-from pgrag_dag.pipeline.composition import compose
 from pgrag_dag.ingest.sources import Sources, read_sources
+from pgrag_dag.pipeline.composition import compose
 from pgrag_dag.store import db, documents, locks, work_queue
 from pgrag_dag.store.documents import Rename
 
 
-def document_prints(docs: pl.DataFrame, chunker_print: str, *, source: dict[str, str] | None = None) -> dict[str, str]:
+def document_prints(
+    docs: pl.DataFrame, chunker_print: str, *, source: dict[str, str] | None = None
+) -> dict[str, str]:
     """doc_key → the fingerprint of what a document's chunks are made from (text hash, title, ``source``,
     metadata, the chunker's ``chunker_print``; not its order), for every row of the ``documents`` frame;
     ``source`` (doc_key → source) replaces the frame's ``source`` where given (the print a document had
     under another key)."""
     source = source or {}
-    return {k: work_queue.fingerprint([chunker_print, h, t, source.get(k, s), m]) for k, h, t, s, m in
-            docs.select("doc_key", "doc_hash", "title", "source", "metadata").iter_rows()}
+    return {
+        k: work_queue.fingerprint([chunker_print, h, t, source.get(k, s), m])
+        for k, h, t, s, m in docs.select("doc_key", "doc_hash", "title", "source", "metadata").iter_rows()
+    }
 
 
-def plan_renames(conn: psycopg.Connection, realm: str, space: str, read: Sources, prints: dict[str, str],
-                 chunker_print: str, *, stored: Collection[str] = ()) -> list[Rename]:
+def plan_renames(
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    read: Sources,
+    prints: dict[str, str],
+    chunker_print: str,
+    *,
+    stored: Collection[str] = (),
+) -> list[Rename]:
     """The stored documents of ``realm``/``space`` to re-key (see the module): for each document ``read``
     (or skipped with a known key) not stored under its key, the first of its :attr:`Sources.earlier_keys`
     that is stored and is no current document's key. ``prints``: :func:`document_prints` of ``read``; a
     renamed document whose stored fingerprint is the one it had under its old key gets its new one, so it
     is not chunked again. ``stored``: keys known to be stored (their documents need no rename, and once
     every document is stored under its key nothing is read). Reads only."""
-    current = set(read.documents["doc_key"].to_list()) | {s.doc_key for s in read.skipped if s.doc_key is not None}
+    current = set(read.documents["doc_key"].to_list()) | {
+        s.doc_key for s in read.skipped if s.doc_key is not None
+    }
     known = set(stored)
     earlier = {new: keys for new, keys in read.earlier_keys.items() if new not in known}
     wanted = set(earlier) | {k for keys in earlier.values() for k in keys}
@@ -78,9 +92,12 @@ def migrate_keys(engine: Engine, realm: str, space: str) -> list[Rename]:
     read = read_sources(engine.settings, realm, space, allow_empty=True)
     chunker_print = work_queue.fingerprint(compose(engine.settings, realm, space).chunker.describe())
     prints = document_prints(read.documents, chunker_print)
-    with db.database_errors(engine.dsn), locks.stage_lock(engine.dsn, realm, space, "chunks",
-                                                          wait_s=engine.settings.operations.lock_wait_s):
+    with (
+        db.database_errors(engine.dsn),
+        locks.stage_lock(engine.dsn, realm, space, "chunks", wait_s=engine.settings.operations.lock_wait_s),
+    ):
         with engine.connect() as conn, conn.transaction():
             locks.lock_partition(conn, realm, space)
-            return documents.rename_documents(conn, realm, space,
-                                              plan_renames(conn, realm, space, read, prints, chunker_print))
+            return documents.rename_documents(
+                conn, realm, space, plan_renames(conn, realm, space, read, prints, chunker_print)
+            )

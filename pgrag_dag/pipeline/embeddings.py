@@ -36,18 +36,21 @@ from pgrag_dag import progress
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import EmbeddingIncompleteError, ModelError
 from pgrag_dag.operators import contracts
-from pgrag_dag.store import bulk_index
 from pgrag_dag.pipeline.common import PENDING_CHECK, StageResult, writing_stage
 from pgrag_dag.providers.embedding import Embedder, HashingEmbedder, embed_distinct
-from pgrag_dag.store import locks, vectors, work_queue
+from pgrag_dag.store import bulk_index, locks, vectors, work_queue
 
 log = logging.getLogger(__name__)
 
 Row = tuple[int, str, str]
 """``(id, text, sha256 of text)`` as :func:`pgrag_dag.store.vectors.pending` returns it."""
 
-_LABELS = {"documents": ("chunk", "chunks"), "entities": ("entity", "entities"), "relations": ("relation", "relations"),
-           "communities": ("community report", "community reports")}
+_LABELS = {
+    "documents": ("chunk", "chunks"),
+    "entities": ("entity", "entities"),
+    "relations": ("relation", "relations"),
+    "communities": ("community report", "community reports"),
+}
 
 
 @dataclass
@@ -71,8 +74,9 @@ class EmbeddingRun:
     error: str | None = None
 
 
-def embed_pending(embedder: Embedder, todo: dict[str, list[Row]], *, batch_size: int,
-                  fallback: Embedder | None = None) -> EmbeddingRun:
+def embed_pending(
+    embedder: Embedder, todo: dict[str, list[Row]], *, batch_size: int, fallback: Embedder | None = None
+) -> EmbeddingRun:
     """Embed ``todo`` (table → pending rows) as passages, ``batch_size`` texts per ``embedder`` call,
     table by table in the given order.
 
@@ -89,8 +93,8 @@ def embed_pending(embedder: Embedder, todo: dict[str, list[Row]], *, batch_size:
         out = run.tables[table]
         for start in range(0, len(rows), batch_size):
             progress.advance(through, total, "texts")
-            through += len(rows[start:start + batch_size])
-            batch = rows[start:start + batch_size]
+            through += len(rows[start : start + batch_size])
+            batch = rows[start : start + batch_size]
             texts = [t for _, t, _ in batch]
             if run.error is None:
                 try:
@@ -125,7 +129,12 @@ def pending_check(unembedded: dict[str, dict[str, int]], error: str | None) -> t
     missing = {t: c["missing"] - c["fallback"] for t, c in unembedded.items()}
     fallback = {t: c["fallback"] for t, c in unembedded.items()}
     total = sum(c["missing"] for c in unembedded.values())
-    return total == 0, {"pending": total, "without_vector": missing, "fallback_only": fallback, "model_error": error}
+    return total == 0, {
+        "pending": total,
+        "without_vector": missing,
+        "fallback_only": fallback,
+        "model_error": error,
+    }
 
 
 def query_warnings(unembedded: dict[str, dict[str, int]], space: str, model: str) -> list[str]:
@@ -135,15 +144,19 @@ def query_warnings(unembedded: dict[str, dict[str, int]], space: str, model: str
     out = []
     missing = describe({t: c["missing"] - c["fallback"] for t, c in unembedded.items()})
     if missing:
-        out.append(f"{missing} of {where} have no vector (the embeddings stage failed or has not run since they "
-                   "were written): vector search cannot find them; run the embeddings stage again (pgrag index) "
-                   "to embed them")
+        out.append(
+            f"{missing} of {where} have no vector (the embeddings stage failed or has not run since they "
+            "were written): vector search cannot find them; run the embeddings stage again (pgrag index) "
+            "to embed them"
+        )
     fallback = describe({t: c["fallback"] for t, c in unembedded.items()})
     if fallback:
-        out.append(f"{fallback} of {where} have only a fallback vector (embedding.fallback: hashing; {model} failed "
-                   f"on them): they are kept out of vector search, since hashing vectors are not comparable with "
-                   f"{model}'s, and found only by full-text, the graph walk and mention expansion until the next "
-                   "run of the embeddings stage embeds them with the model")
+        out.append(
+            f"{fallback} of {where} have only a fallback vector (embedding.fallback: hashing; {model} failed "
+            f"on them): they are kept out of vector search, since hashing vectors are not comparable with "
+            f"{model}'s, and found only by full-text, the graph walk and mention expansion until the next "
+            "run of the embeddings stage embeds them with the model"
+        )
     return out
 
 
@@ -167,8 +180,11 @@ def stage_embeddings(engine: Engine, realm: str, space: str, *, full: bool = Fal
     fallback = HashingEmbedder(settings.dim) if settings.fallback == "hashing" else None
     with engine.connect() as conn:
         todo = {table: vectors.pending(conn, realm, space, table) for table in vectors.UNEMBEDDED_TABLES}
-        bulk = [t for t, rows in todo.items()
-                if bulk_index.first_load(conn, realm, t, len(rows), settings.bulk_load_rows)]
+        bulk = [
+            t
+            for t, rows in todo.items()
+            if bulk_index.first_load(conn, realm, t, len(rows), settings.bulk_load_rows)
+        ]
         unindexed = bulk_index.missing(conn, realm)
     run = embed_pending(embedder, todo, batch_size=settings.batch_size, fallback=fallback)
     counts: dict[str, int] = {}
@@ -178,21 +194,39 @@ def stage_embeddings(engine: Engine, realm: str, space: str, *, full: bool = Fal
         for table, done in run.tables.items():
             counts[f"{table}_embedded"] = vectors.write(conn, realm, table, done.rows, done.vectors)
             if fallback is not None:
-                counts[f"{table}_fallback"] = vectors.write(conn, realm, table, done.fallback_rows,
-                                                            done.fallback_vectors, fallback=fallback.model)
+                counts[f"{table}_fallback"] = vectors.write(
+                    conn, realm, table, done.fallback_rows, done.fallback_vectors, fallback=fallback.model
+                )
         # community reports are embedded by the communities stage, after this one
-        written = None if full else {t: [r[0] for r in d.rows + d.fallback_rows] for t, d in run.tables.items()}
-        audit = vectors.audit(conn, realm, space, settings.dim, written).filter(pl.col("table") != "communities")
-        contracts.validate(contracts.EmbeddingContract, audit.filter(~pl.col("missing")))  # rows left: pending_work
+        written = (
+            None if full else {t: [r[0] for r in d.rows + d.fallback_rows] for t, d in run.tables.items()}
+        )
+        audit = vectors.audit(conn, realm, space, settings.dim, written).filter(
+            pl.col("table") != "communities"
+        )
+        contracts.validate(
+            contracts.EmbeddingContract, audit.filter(~pl.col("missing"))
+        )  # rows left: pending_work
         left = vectors.unembedded(conn, realm, space)
         changed = sum(counts.values())
-        work_queue.finish(conn, realm, space, "embeddings", work_queue.Work(full=False),
-                          work_queue.fingerprint([embedder.model, embedder.dim, embedder.convention]), changed=changed)
+        work_queue.finish(
+            conn,
+            realm,
+            space,
+            "embeddings",
+            work_queue.Work(full=False),
+            work_queue.fingerprint([embedder.model, embedder.dim, embedder.convention]),
+            changed=changed,
+        )
         version = work_queue.data_version(conn, realm, space, "embeddings")
     index_s = None
     if bulk or unindexed:  # after the commit; an index a killed build left missing is built here too
-        index_s = round(bulk_index.build(engine.dsn, realm, sorted(set(bulk) | set(unindexed)),
-                                         memory=settings.index_build_memory), 3)
+        index_s = round(
+            bulk_index.build(
+                engine.dsn, realm, sorted(set(bulk) | set(unindexed)), memory=settings.index_build_memory
+            ),
+            3,
+        )
     passed, pending = pending_check(left, run.error)
     if run.error is not None:
         log.warning("embeddings %s.%s: %s; %s", realm, space, run.error, pending)
@@ -200,10 +234,25 @@ def stage_embeddings(engine: Engine, realm: str, space: str, *, full: bool = Fal
             raise EmbeddingIncompleteError(
                 f"embeddings {realm}.{space}: {run.error}; {describe(pending['without_vector']) or 'no row'} "
                 "left without a vector (vector search cannot find them; queries warn) — the next run embeds them, "
-                "or set embedding.fallback: hashing", pending)
-    return StageResult("embeddings", {
-        **counts, "vectors_checked": audit.height, "model": embedder.model, "dim": embedder.dim,
-        "convention": embedder.convention, "unembedded": left, "model_error": run.error, "rows_changed": changed,
-        "hnsw_built_after_load": sorted(set(bulk) | set(unindexed)), "hnsw_build_seconds": index_s,
-        "seconds": round(time.perf_counter() - t0, 3),
-    }, version, audit.height, checks={PENDING_CHECK: (passed, pending)})
+                "or set embedding.fallback: hashing",
+                pending,
+            )
+    return StageResult(
+        "embeddings",
+        {
+            **counts,
+            "vectors_checked": audit.height,
+            "model": embedder.model,
+            "dim": embedder.dim,
+            "convention": embedder.convention,
+            "unembedded": left,
+            "model_error": run.error,
+            "rows_changed": changed,
+            "hnsw_built_after_load": sorted(set(bulk) | set(unindexed)),
+            "hnsw_build_seconds": index_s,
+            "seconds": round(time.perf_counter() - t0, 3),
+        },
+        version,
+        audit.height,
+        checks={PENDING_CHECK: (passed, pending)},
+    )

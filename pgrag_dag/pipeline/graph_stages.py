@@ -13,18 +13,17 @@ from typing import Any
 
 import polars as pl
 
-from pgrag_dag.operators import contracts
 from pgrag_dag.engine import Engine
-from pgrag_dag.frames import RAW_SCHEMA
 from pgrag_dag.extract.gates import apply_extra_gates, apply_gates
+from pgrag_dag.frames import RAW_SCHEMA, Resolution
 from pgrag_dag.gate_rules import identity_key, normalise_predicate
-from pgrag_dag.operators.core import BoundOperator
-from pgrag_dag.pipeline.composition import compose
 from pgrag_dag.graph.quality import measure_quality, quality_passed
-from pgrag_dag.pipeline.relation_delta import relation_delta
 from pgrag_dag.graph.relations import build_relations
-from pgrag_dag.frames import Resolution
 from pgrag_dag.graph.resolution import apply_enrichers, merge_race_loser, resolve_entities
+from pgrag_dag.graph.supersession import detect_contradictions, supersede
+from pgrag_dag.operators import contracts
+from pgrag_dag.operators.core import BoundOperator
+from pgrag_dag.pipeline.checks import YIELD_CHECK, gate_yield, logged
 from pgrag_dag.pipeline.common import (
     StageResult,
     frame_hash,
@@ -33,18 +32,25 @@ from pgrag_dag.pipeline.common import (
     space_yield,
     writing_stage,
 )
+from pgrag_dag.pipeline.composition import compose
+from pgrag_dag.pipeline.relation_delta import relation_delta
 from pgrag_dag.store import documents, graph, locks, staging, work_queue
-from pgrag_dag.graph.supersession import detect_contradictions, supersede
 from pgrag_dag.vocabulary import Vocabulary, off_vocabulary
-from pgrag_dag.pipeline.checks import YIELD_CHECK, gate_yield, logged
 
 
-def gate_fingerprint(engine: Engine, realm: str, space: str, gates: tuple[BoundOperator, ...] | list[BoundOperator]) -> str:
+def gate_fingerprint(
+    engine: Engine, realm: str, space: str, gates: tuple[BoundOperator, ...] | list[BoundOperator]
+) -> str:
     """What the stored gate decisions of ``realm.space`` depend on besides the raw extractions: the gate
     settings, the space's vocabulary and its extra gates (name and options). A change re-gates the space."""
     vocabulary = engine.settings.space_spec(realm, space).vocabulary_model()
-    return work_queue.fingerprint({"gates": engine.settings.gates.model_dump(mode="json"),
-                             "vocabulary": dataclasses.asdict(vocabulary), "extra": [g.describe() for g in gates]})
+    return work_queue.fingerprint(
+        {
+            "gates": engine.settings.gates.model_dump(mode="json"),
+            "vocabulary": dataclasses.asdict(vocabulary),
+            "extra": [g.describe() for g in gates],
+        }
+    )
 
 
 @writing_stage("gated_triples")
@@ -63,7 +69,11 @@ def stage_gated_triples(engine: Engine, realm: str, space: str, *, full: bool = 
     with engine.connect() as conn:
         todo = work_queue.take(conn, realm, space, "gated_triples", print_, full=full)
         only = None if todo.full else sorted(todo.chunks)
-        raw = staging.load_raw(conn, realm, space, only) if todo.full or only else pl.DataFrame(schema=RAW_SCHEMA)
+        raw = (
+            staging.load_raw(conn, realm, space, only)
+            if todo.full or only
+            else pl.DataFrame(schema=RAW_SCHEMA)
+        )
     decisions = apply_gates(raw, engine.settings.gates, vocabulary)
     for g in gates:
         decisions = apply_extra_gates(decisions, [g], operator_context(engine, realm, space, g))
@@ -80,28 +90,47 @@ def stage_gated_triples(engine: Engine, realm: str, space: str, *, full: bool = 
         version = work_queue.data_version(conn, realm, space, "gated_triples")
     rejected = decisions.filter(~pl.col("accepted"))
     per_gate = dict(Counter(rejected["gate"].to_list()))
-    check = space_yield(gate_yield(raw, decisions), held["accepted"] or not held["raw"],
-                         "no candidate of the space passed the gates")
-    return StageResult("gated_triples", {
-        "mode": "full" if todo.full else "unchanged" if todo.empty else "incremental", "chunks_gated": raw["chunk_id"].n_unique(),
-        "entities_accepted": decisions.filter(pl.col("accepted") & (pl.col("kind") == "entity")).height,
-        "triples_accepted": decisions.filter(pl.col("accepted") & (pl.col("kind") == "triple")).height,
-        "rejected": rejected.height, "rejections_per_gate": per_gate, "rewritten": changed > 0, "rows_changed": changed,
-        **_predicate_report(decisions, vocabulary), "operators": {"gates": [g.describe() for g in gates]},
-        "seconds": round(time.perf_counter() - t0, 3),
-    }, version, decisions.height,
-        checks={**operator_checks(gates, {"decisions": decisions.height}),
-                YIELD_CHECK: logged(check, stage="gated_triples", realm=realm, space=space)})
+    check = space_yield(
+        gate_yield(raw, decisions),
+        held["accepted"] or not held["raw"],
+        "no candidate of the space passed the gates",
+    )
+    return StageResult(
+        "gated_triples",
+        {
+            "mode": "full" if todo.full else "unchanged" if todo.empty else "incremental",
+            "chunks_gated": raw["chunk_id"].n_unique(),
+            "entities_accepted": decisions.filter(pl.col("accepted") & (pl.col("kind") == "entity")).height,
+            "triples_accepted": decisions.filter(pl.col("accepted") & (pl.col("kind") == "triple")).height,
+            "rejected": rejected.height,
+            "rejections_per_gate": per_gate,
+            "rewritten": changed > 0,
+            "rows_changed": changed,
+            **_predicate_report(decisions, vocabulary),
+            "operators": {"gates": [g.describe() for g in gates]},
+            "seconds": round(time.perf_counter() - t0, 3),
+        },
+        version,
+        decisions.height,
+        checks={
+            **operator_checks(gates, {"decisions": decisions.height}),
+            YIELD_CHECK: logged(check, stage="gated_triples", realm=realm, space=space),
+        },
+    )
 
 
 def _predicate_report(decisions: pl.DataFrame, vocabulary: Vocabulary) -> dict[str, Any]:
     preds = decisions.filter(pl.col("accepted") & (pl.col("kind") == "triple"))
-    snapped = preds.filter(pl.col("predicate") != pl.col("raw_predicate").map_elements(
-        normalise_predicate, return_dtype=pl.String))
+    snapped = preds.filter(
+        pl.col("predicate")
+        != pl.col("raw_predicate").map_elements(normalise_predicate, return_dtype=pl.String)
+    )
     return {
         "distinct_predicates": preds["predicate"].n_unique(),
         "predicates_snapped": snapped.height,
-        "off_vocabulary_top": [f"{p} ({n})" for p, n in off_vocabulary(preds["predicate"].to_list(), vocabulary)],
+        "off_vocabulary_top": [
+            f"{p} ({n})" for p, n in off_vocabulary(preds["predicate"].to_list(), vocabulary)
+        ],
     }
 
 
@@ -125,29 +154,55 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
         work_queue.mark_stage(conn, "resolved_entities")
         todo = work_queue.take(conn, realm, space, "resolved_entities", print_, full=full)
         only = None if todo.full else sorted(todo.chunks)
-        accepted = staging.load_decisions(conn, realm, space, chunk_ids=only) if todo.full or only else \
-            pl.DataFrame(schema=staging.DECISION_SCHEMA)
+        accepted = (
+            staging.load_decisions(conn, realm, space, chunk_ids=only)
+            if todo.full or only
+            else pl.DataFrame(schema=staging.DECISION_SCHEMA)
+        )
         records = accepted.filter(pl.col("kind") == "entity")
-        holding = None if todo.full else {identity_key(n) for ns in records.select(
-            pl.concat_list(pl.col("name"), pl.col("aliases").fill_null([]))).to_series().to_list() for n in ns if n}
-        existing = graph.load_entities(conn, realm, space, resolved=True, holding=holding) \
-            if records.height or todo.full else None
+        holding = (
+            None
+            if todo.full
+            else {
+                identity_key(n)
+                for ns in records.select(pl.concat_list(pl.col("name"), pl.col("aliases").fill_null([])))
+                .to_series()
+                .to_list()
+                for n in ns
+                if n
+            }
+        )
+        existing = (
+            graph.load_entities(conn, realm, space, resolved=True, holding=holding)
+            if records.height or todo.full
+            else None
+        )
         res = resolve_entities(existing, records) if existing is not None else None
         enriched, counts = 0, {"inserted": 0, "updated": 0}
         if res is not None:
             touched = res if todo.full else res.touched()
             enriched = apply_enrichers(touched, enrichers, contexts)
             if todo.full:  # what the enrichers store may differ from what is stored (an enricher changed)
-                as_stored = {i: (t, d) for i, t, d in graph.load_entities(conn, realm, space).select(
-                    "id", "entity_type", "description").iter_rows()}
+                as_stored = {
+                    i: (t, d)
+                    for i, t, d in graph.load_entities(conn, realm, space)
+                    .select("id", "entity_type", "description")
+                    .iter_rows()
+                }
                 for v in res.vertices:
                     if v.id is not None and as_stored.get(v.id) != (v.entity_type, v.description):
                         v.changed = True
-            contracts.validate(contracts.EntityContract, touched.entities().with_row_index("row").with_columns(
-                id=pl.col("row").cast(pl.Int64)))
+            contracts.validate(
+                contracts.EntityContract,
+                touched.entities().with_row_index("row").with_columns(id=pl.col("row").cast(pl.Int64)),
+            )
             counts = graph.write_entities(conn, realm, space, touched, merge=merge_race_loser)
-        if not todo.full and res is not None and res.moved:  # a form now resolves elsewhere: its mentions move too
-            owners = sorted({res.vertices[i].id for i in res.moved.values() if res.vertices[i].id is not None})
+        if (
+            not todo.full and res is not None and res.moved
+        ):  # a form now resolves elsewhere: its mentions move too
+            owners = sorted(
+                {res.vertices[i].id for i in res.moved.values() if res.vertices[i].id is not None}
+            )
             extra = sorted(set(graph.chunks_mentioning(conn, realm, space, owners)) - set(only or []))
             if extra:
                 only = sorted(set(only or []) | set(extra))
@@ -161,32 +216,58 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
         if todo.full:
             dormancy = graph.replace_mentions(conn, realm, space, mentions)
         else:
-            dormancy = graph.replace_chunk_mentions(conn, realm, space, only or [], mentions, also=sorted(todo.entities))
-        changed = counts["inserted"] + counts["updated"] + dormancy["dormant"] + dormancy["revived"] + dormancy.get("rewritten", 0)
+            dormancy = graph.replace_chunk_mentions(
+                conn, realm, space, only or [], mentions, also=sorted(todo.entities)
+            )
+        changed = (
+            counts["inserted"]
+            + counts["updated"]
+            + dormancy["dormant"]
+            + dormancy["revived"]
+            + dormancy.get("rewritten", 0)
+        )
         work_queue.finish(conn, realm, space, "resolved_entities", todo, print_, changed=changed)
         totals = graph.graph_counts(conn, realm, space)
         version = work_queue.data_version(conn, realm, space, "resolved_entities")
-    return StageResult("resolved_entities", {
-        "mode": "full" if todo.full else "unchanged" if todo.empty else "incremental", "chunks_resolved": accepted["chunk_id"].n_unique(),
-        "entities": totals["entities"] + totals["entities_dormant"], "entities_inserted": counts["inserted"],
-        "entities_updated": counts["updated"], "records_resolved": records.height, **dormancy, "rows_changed": changed,
-        "entities_enriched": enriched, "operators": {"enrichers": [e.describe() for e in enrichers]},
-        "seconds": round(time.perf_counter() - t0, 3),
-    }, version, records.height, checks=operator_checks(enrichers, {"entities": records.height}))
+    return StageResult(
+        "resolved_entities",
+        {
+            "mode": "full" if todo.full else "unchanged" if todo.empty else "incremental",
+            "chunks_resolved": accepted["chunk_id"].n_unique(),
+            "entities": totals["entities"] + totals["entities_dormant"],
+            "entities_inserted": counts["inserted"],
+            "entities_updated": counts["updated"],
+            "records_resolved": records.height,
+            **dormancy,
+            "rows_changed": changed,
+            "entities_enriched": enriched,
+            "operators": {"enrichers": [e.describe() for e in enrichers]},
+            "seconds": round(time.perf_counter() - t0, 3),
+        },
+        version,
+        records.height,
+        checks=operator_checks(enrichers, {"entities": records.height}),
+    )
 
 
 def _mentioned_names(accepted: pl.DataFrame) -> list[str]:
     """Every name an accepted record of ``accepted`` mentions: an entity's name, a triple's subject and object."""
-    return [n for r in accepted.select("kind", "name", "subject", "object").iter_rows()
-            for n in ((r[1],) if r[0] == "entity" else (r[2], r[3])) if n]
+    return [
+        n
+        for r in accepted.select("kind", "name", "subject", "object").iter_rows()
+        for n in ((r[1],) if r[0] == "entity" else (r[2], r[3]))
+        if n
+    ]
 
 
-def _mentions(accepted: pl.DataFrame, resolve: Callable[[str], int | None], res: Resolution | None) -> pl.DataFrame:
+def _mentions(
+    accepted: pl.DataFrame, resolve: Callable[[str], int | None], res: Resolution | None
+) -> pl.DataFrame:
     """(chunk_id, entity_id) for every name an accepted record of ``accepted`` mentions that ``resolve`` finds:
     an index into ``res`` (a resolution) or, without ``res``, an entity id."""
     mentions = []
     for r in accepted.select("chunk_id", "kind", "name", "subject", "object").iter_rows():
-        for n in ((r[2],) if r[1] == "entity" else (r[3], r[4])):
+        for n in (r[2],) if r[1] == "entity" else (r[3], r[4]):
             found = resolve(n) if n else None
             if found is not None:
                 mentions.append((r[0], res.vertices[found].id if res is not None else found))
@@ -197,8 +278,13 @@ def relations_fingerprint(engine: Engine, realm: str, space: str) -> str:
     """What the stored edges of ``realm.space`` depend on besides triples and entities: the vocabulary's
     exclusive groups and the temporal settings (contradiction detection). A change rebuilds the space."""
     vocabulary = engine.settings.space_spec(realm, space).vocabulary_model()
-    return work_queue.fingerprint({"groups": vocabulary.groups, "terms": vocabulary.terms,
-                             "temporal": engine.settings.temporal.model_dump(mode="json")})
+    return work_queue.fingerprint(
+        {
+            "groups": vocabulary.groups,
+            "terms": vocabulary.terms,
+            "temporal": engine.settings.temporal.model_dump(mode="json"),
+        }
+    )
 
 
 @writing_stage("relations")
@@ -217,24 +303,56 @@ def stage_relations(engine: Engine, realm: str, space: str, *, full: bool = Fals
     print_ = relations_fingerprint(engine, realm, space)
     with engine.connect() as conn, conn.transaction():
         locks.lock_partition(conn, realm, space)
-        todo = work_queue.take(conn, realm, space, "relations", print_,
-                         full=full or engine.settings.temporal.contradiction_detection)
+        todo = work_queue.take(
+            conn,
+            realm,
+            space,
+            "relations",
+            print_,
+            full=full or engine.settings.temporal.contradiction_detection,
+        )
         if todo.empty and (stored := work_queue.report(conn, realm, space, "relations")) is not None:
-            nothing = dict.fromkeys(("pairs_rebuilt", "chunks_read", "edges_rebuilt", "relations_inserted", "relations_updated",
-                                     "relations_newly_dormant", "newly_superseded", "restored", "rows_changed"), 0)
-            return StageResult("relations", {"mode": "unchanged", **graph.graph_counts(conn, realm, space), **nothing,
-                                             "seconds": round(time.perf_counter() - t0, 3)},
-                               work_queue.data_version(conn, realm, space, "relations"), 0,
-                               checks={"graph_quality": (quality_passed(stored), stored)})
+            nothing = dict.fromkeys(
+                (
+                    "pairs_rebuilt",
+                    "chunks_read",
+                    "edges_rebuilt",
+                    "relations_inserted",
+                    "relations_updated",
+                    "relations_newly_dormant",
+                    "newly_superseded",
+                    "restored",
+                    "rows_changed",
+                ),
+                0,
+            )
+            return StageResult(
+                "relations",
+                {
+                    "mode": "unchanged",
+                    **graph.graph_counts(conn, realm, space),
+                    **nothing,
+                    "seconds": round(time.perf_counter() - t0, 3),
+                },
+                work_queue.data_version(conn, realm, space, "relations"),
+                0,
+                checks={"graph_quality": (quality_passed(stored), stored)},
+            )
         forms = graph.EntityForms(conn, realm, space, everything=todo.full)
         if todo.full:
             triples = staging.load_decisions(conn, realm, space).filter(pl.col("kind") == "triple")
-            built = build_relations(triples, forms.lookup, forms.names, documents.chunk_order(conn, realm, space))
+            built = build_relations(
+                triples, forms.lookup, forms.names, documents.chunk_order(conn, realm, space)
+            )
             relations, pairs, chunks = built.relations, None, None
         else:
             delta = relation_delta(conn, realm, space, todo, forms)
-            built = build_relations(delta.triples, forms.lookup, forms.names,
-                                    documents.chunk_order(conn, realm, space, delta.chunks))
+            built = build_relations(
+                delta.triples,
+                forms.lookup,
+                forms.names,
+                documents.chunk_order(conn, realm, space, delta.chunks),
+            )
             relations, pairs, chunks = delta.of_pairs(built.relations), delta.pairs, sorted(delta.chunks)
         contracts.validate(contracts.RelationContract, relations)
         superseded = _supersession(engine, relations, vocabulary)
@@ -243,25 +361,42 @@ def stage_relations(engine: Engine, realm: str, space: str, *, full: bool = Fals
         staging.replace_resolution_rejections(conn, realm, space, built.self_loops, chunks)
         totals = graph.graph_counts(conn, realm, space)
         quality = measure_quality(conn, realm, space, vocabulary)
-        changed = counts["inserted"] + counts["updated"] + counts["dormant"] + sup_counts["newly_superseded"] + \
-            sup_counts["restored"]
+        changed = (
+            counts["inserted"]
+            + counts["updated"]
+            + counts["dormant"]
+            + sup_counts["newly_superseded"]
+            + sup_counts["restored"]
+        )
         metadata = {
-            "mode": "full" if todo.full else "unchanged" if todo.empty else "incremental", "pairs_rebuilt": None if pairs is None else len(pairs),
-            "chunks_read": None if chunks is None else len(chunks), "edges_rebuilt": relations.height,
-            **totals, "relations_inserted": counts["inserted"], "relations_updated": counts["updated"],
-            "relations_newly_dormant": counts["dormant"], "self_loops_after_resolution": built.self_loops.height,
+            "mode": "full" if todo.full else "unchanged" if todo.empty else "incremental",
+            "pairs_rebuilt": None if pairs is None else len(pairs),
+            "chunks_read": None if chunks is None else len(chunks),
+            "edges_rebuilt": relations.height,
+            **totals,
+            "relations_inserted": counts["inserted"],
+            "relations_updated": counts["updated"],
+            "relations_newly_dormant": counts["dormant"],
+            "self_loops_after_resolution": built.self_loops.height,
             "self_loop_examples": built.self_loops["offending_value"].head(5).to_list(),
-            "newly_superseded": sup_counts["newly_superseded"], "restored": sup_counts["restored"],
+            "newly_superseded": sup_counts["newly_superseded"],
+            "restored": sup_counts["restored"],
             "supersessions_by_reason": dict(Counter(superseded["reason"].to_list())),
             "supersession_examples": [
                 f"{relations['rendered'][r].split(':')[0]}  ⟶ superseded by ⟶  {relations['rendered'][w].split(':')[0]}"
-                for r, w in superseded.select("row", "superseded_by_row").head(5).iter_rows()],
+                for r, w in superseded.select("row", "superseded_by_row").head(5).iter_rows()
+            ],
             "rows_changed": changed,
         }
         work_queue.finish(conn, realm, space, "relations", todo, print_, changed=changed, report=quality)
         version = work_queue.data_version(conn, realm, space, "relations")
-    return StageResult("relations", {**metadata, "seconds": round(time.perf_counter() - t0, 3)}, version,
-                       relations.height, checks={"graph_quality": (quality_passed(quality), quality)})
+    return StageResult(
+        "relations",
+        {**metadata, "seconds": round(time.perf_counter() - t0, 3)},
+        version,
+        relations.height,
+        checks={"graph_quality": (quality_passed(quality), quality)},
+    )
 
 
 def _supersession(engine: Engine, relations: pl.DataFrame, vocabulary: Vocabulary) -> pl.DataFrame:
@@ -270,15 +405,25 @@ def _supersession(engine: Engine, relations: pl.DataFrame, vocabulary: Vocabular
     frames = [declarative]
     temporal = engine.settings.temporal
     if temporal.contradiction_detection:
-        frames.append(detect_contradictions(relations, declarative, vocabulary.groups, engine.client(),
-                                            max_pairs=temporal.contradiction_max_pairs))
+        frames.append(
+            detect_contradictions(
+                relations,
+                declarative,
+                vocabulary.groups,
+                engine.client(),
+                max_pairs=temporal.contradiction_max_pairs,
+            )
+        )
     result = pl.concat(frames)
-    contracts.validate(contracts.SupersessionContract, supersession_audit(relations, result, vocabulary.groups))
+    contracts.validate(
+        contracts.SupersessionContract, supersession_audit(relations, result, vocabulary.groups)
+    )
     return result
 
 
-def supersession_audit(relations: pl.DataFrame, supersession: pl.DataFrame,
-                       groups: tuple[tuple[str, ...], ...]) -> pl.DataFrame:
+def supersession_audit(
+    relations: pl.DataFrame, supersession: pl.DataFrame, groups: tuple[tuple[str, ...], ...]
+) -> pl.DataFrame:
     """The ``supersession`` frame (row, superseded_by_row, reason, explanation; rows address ``relations``
     by position) with what :class:`~pgrag_dag.operators.contracts.SupersessionContract` checks, set-based (two joins,
     no per-row Python): ``later`` — the superseding edge's latest assertion comes later in document order
@@ -291,17 +436,24 @@ def supersession_audit(relations: pl.DataFrame, supersession: pl.DataFrame,
             return pl.lit(default, pl.Int64)
         return pl.col("predicate").replace_strict(group_of, default=default, return_dtype=pl.Int64)
 
-    edges = relations.select("asserted_doc_order", "asserted_chunk_index", "source_id", "target_id", "predicate") \
-        .with_row_index("row").with_columns(pl.col("row").cast(pl.Int64))
+    edges = (
+        relations.select("asserted_doc_order", "asserted_chunk_index", "source_id", "target_id", "predicate")
+        .with_row_index("row")
+        .with_columns(pl.col("row").cast(pl.Int64))
+    )
     loser = edges.with_columns(group=group(-1)).drop("predicate")
     winner = edges.with_columns(group=group(-2)).drop("predicate").rename(lambda c: f"w_{c}")
-    joined = supersession.join(loser, on="row", how="left").join(winner, left_on="superseded_by_row",
-                                                                   right_on="w_row", how="left")
+    joined = supersession.join(loser, on="row", how="left").join(
+        winner, left_on="superseded_by_row", right_on="w_row", how="left"
+    )
     return joined.select(
         *supersession.columns,
         later=(pl.col("asserted_doc_order") < pl.col("w_asserted_doc_order"))
-        | ((pl.col("asserted_doc_order") == pl.col("w_asserted_doc_order"))
-           & (pl.col("asserted_chunk_index") < pl.col("w_asserted_chunk_index"))),
-        same_pair=(pl.col("source_id") == pl.col("w_source_id")) & (pl.col("target_id") == pl.col("w_target_id")),
+        | (
+            (pl.col("asserted_doc_order") == pl.col("w_asserted_doc_order"))
+            & (pl.col("asserted_chunk_index") < pl.col("w_asserted_chunk_index"))
+        ),
+        same_pair=(pl.col("source_id") == pl.col("w_source_id"))
+        & (pl.col("target_id") == pl.col("w_target_id")),
         same_group=pl.col("group") == pl.col("w_group"),
     )

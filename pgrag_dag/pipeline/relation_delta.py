@@ -41,12 +41,17 @@ class RelationDelta:
 
     def of_pairs(self, relations: pl.DataFrame) -> pl.DataFrame:
         """The rows of a built ``relations`` frame whose (source_id, target_id) is an affected pair."""
-        keep = pl.DataFrame([(s, t) for s, t in self.pairs], schema={"source_id": pl.Int64, "target_id": pl.Int64},
-                            orient="row")
+        keep = pl.DataFrame(
+            [(s, t) for s, t in self.pairs],
+            schema={"source_id": pl.Int64, "target_id": pl.Int64},
+            orient="row",
+        )
         return relations.join(keep, on=["source_id", "target_id"], how="semi", maintain_order="left")
 
 
-def relation_delta(conn: psycopg.Connection, realm: str, space: str, todo: Work, forms: EntityForms) -> RelationDelta:
+def relation_delta(
+    conn: psycopg.Connection, realm: str, space: str, todo: Work, forms: EntityForms
+) -> RelationDelta:
     """The :class:`RelationDelta` of the queued work ``todo`` (chunks and entities) — see the module docstring.
     ``forms`` (the space's entity forms, read as needed) ends up holding every endpoint of the triples read."""
     forms.load_ids(todo.entities)
@@ -56,30 +61,51 @@ def relation_delta(conn: psycopg.Connection, realm: str, space: str, todo: Work,
     holders = set().union(*(forms.holders.get(k, set()) for k in keys)) if keys else set()
     seeds = set(todo.chunks)
     if keys:
-        seeds |= {c for c, s, o in staging.rejection_endpoints(conn, realm, space)
-                  if identity_key(s) in keys or identity_key(o) in keys}
-    stored = graph.edges_touching(conn, realm, space, chunk_ids=sorted(seeds), entity_ids=sorted(changed_entities | holders))
+        seeds |= {
+            c
+            for c, s, o in staging.rejection_endpoints(conn, realm, space)
+            if identity_key(s) in keys or identity_key(o) in keys
+        }
+    stored = graph.edges_touching(
+        conn, realm, space, chunk_ids=sorted(seeds), entity_ids=sorted(changed_entities | holders)
+    )
     pairs = {(s, t) for s, t, _ in stored}
     chunks, read, loaded = set(seeds), set(), set()
     while True:  # until no triple read resolves to a pair not yet rebuilt
         fresh = sorted(pairs - loaded)
         loaded |= set(fresh)
-        chunks |= {c for _, _, cs in graph.edges_touching(conn, realm, space, pairs=fresh) for c in cs} if fresh else set()
+        chunks |= (
+            {c for _, _, cs in graph.edges_touching(conn, realm, space, pairs=fresh) for c in cs}
+            if fresh
+            else set()
+        )
         batch = sorted(chunks - read)
         read |= set(batch)
         found = set()
         if batch:
-            rows = staging.load_decisions(conn, realm, space, chunk_ids=batch).filter(pl.col("kind") == "triple")
-            ends = [(c, identity_key(s), identity_key(o)) for c, s, o in rows.select("chunk_id", "subject", "object").iter_rows()]
+            rows = staging.load_decisions(conn, realm, space, chunk_ids=batch).filter(
+                pl.col("kind") == "triple"
+            )
+            ends = [
+                (c, identity_key(s), identity_key(o))
+                for c, s, o in rows.select("chunk_id", "subject", "object").iter_rows()
+            ]
             forms.load({k for _, sk, ok in ends for k in (sk, ok)})
             for chunk, sk, ok in ends:
-                if chunk in seeds or sk in keys or ok in keys:  # new, or an endpoint that may resolve elsewhere now
+                if (
+                    chunk in seeds or sk in keys or ok in keys
+                ):  # new, or an endpoint that may resolve elsewhere now
                     s, o = forms.resolve(sk), forms.resolve(ok)
                     if s is not None and o is not None and s != o:
                         found.add((s, o))
         if not found - pairs:
             break
         pairs |= found
-    triples = staging.load_decisions(conn, realm, space, chunk_ids=sorted(chunks)).filter(pl.col("kind") == "triple") \
-        if chunks else pl.DataFrame(schema=staging.DECISION_SCHEMA)
+    triples = (
+        staging.load_decisions(conn, realm, space, chunk_ids=sorted(chunks)).filter(
+            pl.col("kind") == "triple"
+        )
+        if chunks
+        else pl.DataFrame(schema=staging.DECISION_SCHEMA)
+    )
     return RelationDelta(pairs, chunks, triples)

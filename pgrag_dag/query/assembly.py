@@ -160,8 +160,11 @@ def assemble(
         retrieved = items[block]
         placed, clipped = place(retrieved, caps.get(block), clippable=block in _CLIPPABLE)
         report[block] = {
-            "items_retrieved": len(retrieved), "items_placed": len(placed), "items_clipped": clipped,
-            "chars_retrieved": sum(map(len, retrieved)), "chars_placed": sum(map(len, placed)),
+            "items_retrieved": len(retrieved),
+            "items_placed": len(placed),
+            "items_clipped": clipped,
+            "chars_retrieved": sum(map(len, retrieved)),
+            "chars_placed": sum(map(len, placed)),
         }
         if placed:
             sections.append(_section(block, placed, chunks))
@@ -175,17 +178,33 @@ def _section(block: str, placed: list[str], chunks: Sequence[Mapping[str, Any]])
     if block != "passages":
         return "\n".join([header, *placed])
     body = [f"[{c['ref']}] {text}" for c, text in zip(chunks, placed)]
-    refs = [f"[{c['ref']}] {c['title']} ({c['doc_key']}, chunk {c['chunk_index']})" for c in chunks[: len(placed)]]
+    refs = [
+        f"[{c['ref']}] {c['title']} ({c['doc_key']}, chunk {c['chunk_index']})" for c in chunks[: len(placed)]
+    ]
     return "\n\n".join([header, *body, "References:\n" + "\n".join(refs)])
 
 
 def summary(report: Mapping[str, Mapping[str, Any]]) -> str:
     """One log line's worth: ``communities=placed/retrieved chars ...`` per block."""
-    return " ".join(f"{b}={report[b]['chars_placed']}/{report[b]['chars_retrieved']}chars"
-                    f"({report[b]['items_placed']}/{report[b]['items_retrieved']})" for b in BLOCKS)
+    return " ".join(
+        f"{b}={report[b]['chars_placed']}/{report[b]['chars_retrieved']}chars"
+        f"({report[b]['items_placed']}/{report[b]['items_retrieved']})"
+        for b in BLOCKS
+    )
 
 
 __all__ = [
-    "BLOCKS", "BLOCK_TITLES", "CHARS_PER_TOKEN", "CLIP_MARK", "Assembly", "assemble", "clip", "place",
-    "render_community", "render_entity", "render_relation", "render_validity", "summary",
+    "BLOCKS",
+    "BLOCK_TITLES",
+    "CHARS_PER_TOKEN",
+    "CLIP_MARK",
+    "Assembly",
+    "assemble",
+    "clip",
+    "place",
+    "render_community",
+    "render_entity",
+    "render_relation",
+    "render_validity",
+    "summary",
 ]

@@ -36,9 +36,18 @@ def sources(result: QueryResult, answer: str = "") -> list[dict[str, Any]]:
     (whether ``answer`` cites it)."""
     placed = int(result.assembly.get("passages", {}).get("items_placed", len(result.chunks)))
     marks = cited(answer)
-    return [{"ref": c["ref"], "doc_key": c["doc_key"], "title": c["title"], "chunk_index": c["chunk_index"],
-             "space": c["space"], "excerpt": clip(" ".join(str(c["text"]).split()), EXCERPT_CHARS),
-             "cited": c["ref"] in marks} for c in result.chunks[:placed]]
+    return [
+        {
+            "ref": c["ref"],
+            "doc_key": c["doc_key"],
+            "title": c["title"],
+            "chunk_index": c["chunk_index"],
+            "space": c["space"],
+            "excerpt": clip(" ".join(str(c["text"]).split()), EXCERPT_CHARS),
+            "cited": c["ref"] in marks,
+        }
+        for c in result.chunks[:placed]
+    ]
 
 
 def source_lines(numbered: list[dict[str, Any]]) -> Iterator[str]:
@@ -49,7 +58,9 @@ def source_lines(numbered: list[dict[str, Any]]) -> Iterator[str]:
     yield "Sources:"
     for s in numbered:
         title = f" · {s['title']}" if s["title"] and s["title"] != s["doc_key"] else ""
-        yield f"[{s['ref']}] {s['doc_key']}{title} · chunk {s['chunk_index']}" + (" · cited" if s["cited"] else "")
+        yield f"[{s['ref']}] {s['doc_key']}{title} · chunk {s['chunk_index']}" + (
+            " · cited" if s["cited"] else ""
+        )
         yield f"    {s['excerpt']}"
 
 

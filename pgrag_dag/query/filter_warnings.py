@@ -28,16 +28,20 @@ def filter_warnings(conn: psycopg.Connection, realm: str, param: QueryParam) -> 
         believed = belief_instant(param.as_believed_at)
         first, always_known = inventory.first_belief(conn, realm, space)
         if first is not None and believed < first and not always_known:
-            out.append(f"as_believed_at {believed.isoformat()} is before anything of space {space!r} was believed "
-                       f"(its first chunk: {_instant(first)}): the result is empty")
+            out.append(
+                f"as_believed_at {believed.isoformat()} is before anything of space {space!r} was believed "
+                f"(its first chunk: {_instant(first)}): the result is empty"
+            )
     if param.relation_types:
         unknown = inventory.unknown_predicates(conn, realm, space, param.relation_types)
         if unknown:
             known = inventory.frequent_predicates(conn, realm, space)
             listed = ", ".join(repr(t) for t in unknown)
-            out.append(f"relation type{'s' if len(unknown) > 1 else ''} {listed} match{'' if len(unknown) > 1 else 'es'} "
-                       f"no relation of space {space!r}" + (f" (its most frequent: {', '.join(known)})" if known else
-                                                            " (it has no relation)"))
+            out.append(
+                f"relation type{'s' if len(unknown) > 1 else ''} {listed} match{'' if len(unknown) > 1 else 'es'} "
+                f"no relation of space {space!r}"
+                + (f" (its most frequent: {', '.join(known)})" if known else " (it has no relation)")
+            )
     return out
 
 

@@ -90,8 +90,9 @@ def _pool(channels: Mapping[str, Sequence[Row]], key: Callable[[Row], Hashable])
     return pool
 
 
-def rrf(channels: Mapping[str, Sequence[Row]], *, k: int = RRF_K,
-        key: Callable[[Row], Hashable] = triple_key) -> list[Row]:
+def rrf(
+    channels: Mapping[str, Sequence[Row]], *, k: int = RRF_K, key: Callable[[Row], Hashable] = triple_key
+) -> list[Row]:
     """Reciprocal rank fusion of the channel lists (§7.3), best first.
 
     Ties (equal score) go to the better best rank, then the earlier channel, then first seen.
@@ -103,13 +104,16 @@ def rrf(channels: Mapping[str, Sequence[Row]], *, k: int = RRF_K,
     for row in pool.values():
         row["score"] = sum(1.0 / (k + r) for r in row["ranks"].values())
     position = {name: i for i, name in enumerate(_order(channels))}
-    ranked = sorted(enumerate(pool.values()), key=lambda ir: (
-        -ir[1]["score"], min(ir[1]["ranks"].values()), position[ir[1]["channel"]], ir[0]))
+    ranked = sorted(
+        enumerate(pool.values()),
+        key=lambda ir: (-ir[1]["score"], min(ir[1]["ranks"].values()), position[ir[1]["channel"]], ir[0]),
+    )
     return [row for _, row in ranked]
 
 
-def quota(channels: Mapping[str, Sequence[Row]], *, share: float = 0.5,
-          key: Callable[[Row], Hashable] = triple_key) -> list[Row]:
+def quota(
+    channels: Mapping[str, Sequence[Row]], *, share: float = 0.5, key: Callable[[Row], Hashable] = triple_key
+) -> list[Row]:
     """Fixed-share interleave (§7.3): similarity takes slot ``n`` (1-based) whenever it holds fewer
     than ``floor(share · n)`` of the first ``n``; traversal takes the others; the one left
     continues alone when the other runs out; lexical and ranked results follow, in that order.
@@ -142,8 +146,13 @@ def quota(channels: Mapping[str, Sequence[Row]], *, share: float = 0.5,
     return [{**pool[k], "score": None} for k in out]
 
 
-def mmr(items: Sequence[Row], vectors: Mapping[int, np.ndarray], *, lam: float = MMR_LAMBDA,
-        relevance: Sequence[float] | None = None) -> list[Row]:
+def mmr(
+    items: Sequence[Row],
+    vectors: Mapping[int, np.ndarray],
+    *,
+    lam: float = MMR_LAMBDA,
+    relevance: Sequence[float] | None = None,
+) -> list[Row]:
     """Maximal marginal relevance (§7.4): repeatedly pick ``argmax λ·rel(i) − (1−λ)·max_j sim(i, j)``
     over the already selected ``j``.
 
@@ -187,16 +196,20 @@ def node_distance_rerank(items: Sequence[Row], distances: Mapping[int, int]) -> 
     for item in items:
         row = dict(item)
         if "traversal" not in row.get("ranks", {"traversal": 0}):
-            ends = [distances[e] for e in (row.get("subject_id"), row.get("object_id"))
-                    if isinstance(e, int) and e in distances]
+            ends = [
+                distances[e]
+                for e in (row.get("subject_id"), row.get("object_id"))
+                if isinstance(e, int) and e in distances
+            ]
             row["hop"] = 1 + min(ends) if ends else None
             row["hop_resolved"] = True
         out.append(row)
     return sorted(out, key=lambda r: math.inf if r["hop"] is None else r["hop"])
 
 
-def rank_communities(rows: Sequence[Row], *, k: int, w_similarity: float = 0.6, w_rating: float = 0.2,
-                     w_size: float = 0.2) -> list[Row]:
+def rank_communities(
+    rows: Sequence[Row], *, k: int, w_similarity: float = 0.6, w_rating: float = 0.2, w_size: float = 0.2
+) -> list[Row]:
     """The ``k`` best community reports by ``w_similarity·score + w_rating·rating/10 +
     w_size·log(1+size)/log(1+max size)`` (§7.1), ``max size`` over ``rows`` (the over-fetched
     candidates); ties keep the similarity order. With ``w_rating = w_size = 0`` this is the
@@ -229,6 +242,16 @@ def interleave(lists: Sequence[Sequence[Row]], key: Callable[[Row], Hashable]) -
 
 
 __all__ = [
-    "CHANNELS", "CHUNK_CHANNELS", "MMR_LAMBDA", "RRF_K", "dedupe", "interleave", "mmr", "node_distance_rerank", "quota",
-    "rank_communities", "rrf", "triple_key",
+    "CHANNELS",
+    "CHUNK_CHANNELS",
+    "MMR_LAMBDA",
+    "RRF_K",
+    "dedupe",
+    "interleave",
+    "mmr",
+    "node_distance_rerank",
+    "quota",
+    "rank_communities",
+    "rrf",
+    "triple_key",
 ]

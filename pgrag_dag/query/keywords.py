@@ -33,7 +33,8 @@ logger = logging.getLogger(__name__)
 
 KeywordSource = Literal["model", "lexical", "off"]
 
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a about above after again against all also am an and any are as at be because been before being below
 between both but by can could did do does doing done down during each either else ever every few first
 for from further had has have having he her here hers herself him himself his how i if in into is it
@@ -44,9 +45,12 @@ though through thus to too under until up upon us very was we were what whatever
 which while who whom whose why will with within without would yes yet you your yours yourself
 yourselves describe explain tell list name give show find compare summarise summarize according
 please kind sort way thing things happen happened happens
-""".split())
+""".split()
+)
 
-_CONNECTORS = frozenset({"of", "de", "du", "da", "del", "der", "van", "von", "la", "le", "al", "bin", "y", "&"})
+_CONNECTORS = frozenset(
+    {"of", "de", "du", "da", "del", "der", "van", "von", "la", "le", "al", "bin", "y", "&"}
+)
 _TOKEN = re.compile(r"[\w&][\w'’.\-&]*", re.UNICODE)
 _SENTENCE_END = re.compile(r"[.?!:;]\s*$")
 
@@ -107,16 +111,23 @@ def lexical(question: str) -> Keywords:
             nxt = toks[j][0]
             if _is_named(nxt) and not toks[j][1] and nxt.lower() not in STOPWORDS - {"i"}:
                 j += 1
-            elif (nxt.lower() in _CONNECTORS | {"the"} and j + 1 < len(toks) and _is_named(toks[j + 1][0])
-                  and toks[j + 1][0].lower() not in STOPWORDS):
+            elif (
+                nxt.lower() in _CONNECTORS | {"the"}
+                and j + 1 < len(toks)
+                and _is_named(toks[j + 1][0])
+                and toks[j + 1][0].lower() not in STOPWORDS
+            ):
                 j += 2
             else:
                 break
         low.append(" ".join(t for t, _ in toks[i:j]))
         used.update(range(i, j))
         i = j
-    high = [t.lower() for k, (t, _) in enumerate(toks)
-            if k not in used and t.lower() not in STOPWORDS and len(t) >= 3 and not t.isdigit()]
+    high = [
+        t.lower()
+        for k, (t, _) in enumerate(toks)
+        if k not in used and t.lower() not in STOPWORDS and len(t) >= 3 and not t.isdigit()
+    ]
     return Keywords(list(dict.fromkeys(low)), list(dict.fromkeys(high)), "lexical")
 
 
@@ -127,8 +138,10 @@ def extract(question: str, client: ModelClient | None = None) -> Keywords:
     """
     if client is None:
         return lexical(question)
-    messages = [{"role": "system", "content": KEYWORDS_SYSTEM},
-                {"role": "user", "content": KEYWORDS_USER.format(question=question)}]
+    messages = [
+        {"role": "system", "content": KEYWORDS_SYSTEM},
+        {"role": "user", "content": KEYWORDS_USER.format(question=question)},
+    ]
     try:
         completion = client.complete(messages, purpose="keywords", json_mode=True)
         low, high = _parse(completion.text)
@@ -173,7 +186,7 @@ def decompose(question: str) -> list[str]:
     """
     text = question.strip().rstrip("?.! ")
     for m in _JOINER.finditer(text):
-        left, right = text[: m.start()].strip(" ,"), text[m.end():].strip(" ,")
+        left, right = text[: m.start()].strip(" ,"), text[m.end() :].strip(" ,")
         if _content_words(left) >= 2 and _content_words(right) >= 2:
             return [left, right]
     return []

@@ -8,10 +8,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, get_args
 
-from pgrag_dag.query import fusion as fuse
 from pgrag_dag.config.sections import RetrievalSettings
 from pgrag_dag.errors import QueryError
 from pgrag_dag.names import validate_space
+from pgrag_dag.query import fusion as fuse
 from pgrag_dag.store import retrieval
 
 Mode = Literal["mix", "local", "global", "hybrid", "naive", "bypass"]
@@ -31,8 +31,12 @@ DEFAULT_CHUNK_CHANNELS: tuple[ChunkChannel, ...] = ("vector",)
 _LOCAL = frozenset({"entities", "chunks", "mentions", "traversal", "similarity", "lexical"})
 _GLOBAL = frozenset({"ranked", "communities"})
 EVIDENCE: dict[str, frozenset[str]] = {
-    "mix": _LOCAL, "local": _LOCAL, "global": _GLOBAL, "hybrid": _LOCAL | _GLOBAL,
-    "naive": frozenset({"chunks"}), "bypass": frozenset(),
+    "mix": _LOCAL,
+    "local": _LOCAL,
+    "global": _GLOBAL,
+    "hybrid": _LOCAL | _GLOBAL,
+    "naive": frozenset({"chunks"}),
+    "bypass": frozenset(),
 }
 """Evidence sources each mode consults (Table 3): ``entities`` (entity seeds), ``chunks`` (chunk
 search by the ``chunk_channels``), ``mentions`` (mention expansion), the relation channels ``traversal``,
@@ -42,8 +46,12 @@ MAX_HOPS = 4
 """The deepest walk a query may ask for. Paths fan out by up to ``2 × max_relation_edges`` per hop; on
 the 100k-relation benchmark graph a mix query takes ~35 ms at 2 hops, ~0.3 s at 3 and ~8 s at 4."""
 
-_CAP_FIELDS = {"communities": "max_community_tokens", "passages": "max_passage_tokens",
-               "entities": "max_entity_tokens", "relations": "max_relation_tokens"}
+_CAP_FIELDS = {
+    "communities": "max_community_tokens",
+    "passages": "max_passage_tokens",
+    "entities": "max_entity_tokens",
+    "relations": "max_relation_tokens",
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,8 +142,16 @@ class QueryParam:
     def __post_init__(self) -> None:
         check_mode(self.mode)
         validate_space(self.space, for_write=False)
-        counts = ("top_k", "chunk_top_k", "max_hops", "max_relation_edges", "relation_top_k", "community_top_k",
-                  "rrf_k", *_CAP_FIELDS.values())
+        counts = (
+            "top_k",
+            "chunk_top_k",
+            "max_hops",
+            "max_relation_edges",
+            "relation_top_k",
+            "community_top_k",
+            "rrf_k",
+            *_CAP_FIELDS.values(),
+        )
         for name in counts:
             value = getattr(self, name)
             if value is None and name in _CAP_FIELDS.values():
@@ -143,15 +159,29 @@ class QueryParam:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise QueryError(f"{name} must be a non-negative integer, got {value!r}")
         if self.max_hops > MAX_HOPS:
-            raise QueryError(f"max_hops must be at most {MAX_HOPS}, got {self.max_hops}: the walk's fan-out compounds "
-                             "with every hop (§7.2)")
-        for name in ("include_superseded", "mmr", "node_distance_rerank", "decompose", "render_relation_validity"):
+            raise QueryError(
+                f"max_hops must be at most {MAX_HOPS}, got {self.max_hops}: the walk's fan-out compounds "
+                "with every hop (§7.2)"
+            )
+        for name in (
+            "include_superseded",
+            "mmr",
+            "node_distance_rerank",
+            "decompose",
+            "render_relation_validity",
+        ):
             if not isinstance(getattr(self, name), bool):
                 raise QueryError(f"{name} must be a bool, got {getattr(self, name)!r}")
         for name, allowed in (("keywords", get_args(KeywordMode)), ("fusion", get_args(Fusion))):
             if getattr(self, name) not in allowed:
                 raise QueryError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
-        for name in ("quota_share", "mmr_lambda", "community_w_similarity", "community_w_rating", "community_w_size"):
+        for name in (
+            "quota_share",
+            "mmr_lambda",
+            "community_w_similarity",
+            "community_w_rating",
+            "community_w_size",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
                 raise QueryError(f"{name} must be a number in [0, 1], got {value!r}")
@@ -178,7 +208,9 @@ class QueryParam:
         """The temporal predicates this query reads under (:class:`~pgrag_dag.store.retrieval.Temporal`)."""
         believed = self.as_believed_at
         assert believed is None or isinstance(believed, datetime)  # normalised in __post_init__
-        return retrieval.Temporal(as_of=self.as_of, believed_at=believed, include_superseded=self.include_superseded)
+        return retrieval.Temporal(
+            as_of=self.as_of, believed_at=believed, include_superseded=self.include_superseded
+        )
 
     @property
     def caps(self) -> dict[str, int | None]:
@@ -193,7 +225,11 @@ class QueryParam:
 
 
 def _as_tuple(value: Any, name: str) -> tuple[str, ...]:
-    if isinstance(value, str) or not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+    if (
+        isinstance(value, str)
+        or not isinstance(value, (list, tuple))
+        or not all(isinstance(v, str) for v in value)
+    ):
         raise QueryError(f"{name} must be a list of strings, got {value!r}")
     return tuple(value)
 

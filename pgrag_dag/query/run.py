@@ -52,17 +52,17 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
+from pgrag_dag.config.sections import TelemetrySettings
+from pgrag_dag.errors import QueryError, SchemaMismatchError
+from pgrag_dag.names import validate_realm
+from pgrag_dag.pipeline.embeddings import query_warnings
+from pgrag_dag.providers.embedding import Embedder
+from pgrag_dag.providers.llm import ModelClient
+from pgrag_dag.providers.prompts import SYNTHESIS_SYSTEM, SYNTHESIS_USER
 from pgrag_dag.query import fusion as fuse
 from pgrag_dag.query import keywords as kw
 from pgrag_dag.query.assembly import BLOCKS, assemble, render_relation, render_validity, summary
-from pgrag_dag.config.sections import TelemetrySettings
-from pgrag_dag.providers.embedding import Embedder
-from pgrag_dag.pipeline.embeddings import query_warnings
-from pgrag_dag.errors import QueryError, SchemaMismatchError
 from pgrag_dag.query.filter_warnings import filter_warnings
-from pgrag_dag.providers.llm import ModelClient
-from pgrag_dag.names import validate_realm
-from pgrag_dag.providers.prompts import SYNTHESIS_SYSTEM, SYNTHESIS_USER
 from pgrag_dag.query.param import (
     CHUNK_CHANNELS,
     DEFAULT_CHUNK_CHANNELS,
@@ -80,15 +80,21 @@ from pgrag_dag.query.param import (
     check_mode,
 )
 from pgrag_dag.store import db, retrieval
+from pgrag_dag.store import retrieval_channels as channels
 from pgrag_dag.store.schema import check_embedding
 from pgrag_dag.store.vectors import unembedded
-from pgrag_dag.store import retrieval_channels as channels
 
 logger = logging.getLogger(__name__)
 
 
 def query_data(
-    question: str, param: QueryParam, *, dsn: str, realm: str, embedder: Embedder, client: ModelClient | None = None,
+    question: str,
+    param: QueryParam,
+    *,
+    dsn: str,
+    realm: str,
+    embedder: Embedder,
+    client: ModelClient | None = None,
     telemetry: TelemetrySettings | None = None,
 ) -> QueryResult:
     """Retrieve evidence for ``question`` from ``realm`` and assemble the context (§7.1–7.5).
@@ -131,7 +137,9 @@ def query_data(
         with _read_errors(dsn):
             with db.read_connection(dsn) as conn:
                 _check_scope(conn, realm, param.space, embedder)
-                result.warnings += query_warnings(unembedded(conn, realm, param.space), param.space, embedder.model)
+                result.warnings += query_warnings(
+                    unembedded(conn, realm, param.space), param.space, embedder.model
+                )
                 result.warnings += filter_warnings(conn, realm, param)
         parts = (kw.decompose(question) if param.decompose else []) or [question]
         result.subqueries = parts if len(parts) > 1 else []
@@ -142,9 +150,11 @@ def query_data(
             "source": probes[0].keywords.source,
         }
         if param.keywords == "model" and any(p.keywords.source == "lexical" for p in probes):
-            result.warnings.append("model keywords were asked for but " + (
-                "no model client was given" if client is None else "the model call failed (see the log)")
-                + ": lexical keywords were used")
+            result.warnings.append(
+                "model keywords were asked for but "
+                + ("no model client was given" if client is None else "the model call failed (see the log)")
+                + ": lexical keywords were used"
+            )
         vectors = _embed_all(embedder, [t for p in probes for t in p.texts(param)])
         with _read_errors(dsn):
             with db.read_connection(dsn) as conn:
@@ -167,13 +177,22 @@ def _read_errors(dsn: str) -> Iterator[None]:
         try:
             yield
         except psycopg.errors.QueryCanceled as exc:
-            raise QueryError(f"a read ran past the read timeout ({db.read_pool_settings()[1]:g} s, "
-                             "PGRAG_READ_TIMEOUT_S); lower max_hops or max_relation_edges") from exc
+            raise QueryError(
+                f"a read ran past the read timeout ({db.read_pool_settings()[1]:g} s, "
+                "PGRAG_READ_TIMEOUT_S); lower max_hops or max_relation_edges"
+            ) from exc
 
 
 def query(
-    question: str, param: QueryParam, *, dsn: str, realm: str, embedder: Embedder, client: ModelClient,
-    telemetry: TelemetrySettings | None = None, on_text: Callable[[str], None] | None = None,
+    question: str,
+    param: QueryParam,
+    *,
+    dsn: str,
+    realm: str,
+    embedder: Embedder,
+    client: ModelClient,
+    telemetry: TelemetrySettings | None = None,
+    on_text: Callable[[str], None] | None = None,
 ) -> tuple[str, QueryResult]:
     """Answer ``question``: :func:`query_data` (keywords from ``client`` when
     ``param.keywords == "model"``), then one synthesis call (§7.5).
@@ -188,17 +207,29 @@ def query(
 
     Raises: as :func:`query_data`, plus :class:`ModelError` / :class:`ReplayMissError` from synthesis.
     """
-    result = query_data(question, param, dsn=dsn, realm=realm, embedder=embedder, client=client, telemetry=telemetry)
+    result = query_data(
+        question, param, dsn=dsn, realm=realm, embedder=embedder, client=client, telemetry=telemetry
+    )
     return synthesise(question, result, param, client, on_text=on_text), result
 
 
-def synthesise(question: str, result: QueryResult, param: QueryParam, client: ModelClient, *,
-               on_text: Callable[[str], None] | None = None) -> str:
+def synthesise(
+    question: str,
+    result: QueryResult,
+    param: QueryParam,
+    client: ModelClient,
+    *,
+    on_text: Callable[[str], None] | None = None,
+) -> str:
     """The answer to ``question`` from ``result`` (what :func:`query_data` retrieved for ``param``): one synthesis
     call (§7.5) with :func:`synthesis_messages`, streamed to ``on_text`` when given. Raises
     :class:`ModelError` / :class:`ReplayMissError` from the model client."""
-    return client.complete(synthesis_messages(question, result.context, param), purpose="synthesis",
-                           json_mode=False, on_text=on_text).text
+    return client.complete(
+        synthesis_messages(question, result.context, param),
+        purpose="synthesis",
+        json_mode=False,
+        on_text=on_text,
+    ).text
 
 
 def synthesis_messages(question: str, context: str, param: QueryParam | None = None) -> list[dict[str, str]]:
@@ -235,7 +266,11 @@ class _Probe:
         """Keywords per ``param.keywords``; none in bypass mode, nor in naive mode unless its chunk search
         runs the full-text channel (keywords are its text, :attr:`fulltext`)."""
         lexical_chunks = "fulltext" in param.chunk_channels
-        if param.keywords == "off" or param.mode == "bypass" or (param.mode == "naive" and not lexical_chunks):
+        if (
+            param.keywords == "off"
+            or param.mode == "bypass"
+            or (param.mode == "naive" and not lexical_chunks)
+        ):
             return cls(text, kw.Keywords(source="off"))
         return cls(text, kw.extract(text, client if param.keywords == "model" else None))
 
@@ -264,7 +299,8 @@ class _Probe:
         naive mode with only the full-text chunk channel), the entity text, the global text."""
         evidence = EVIDENCE[param.mode]
         question_read = ("chunks" in evidence and "vector" in param.chunk_channels) or (
-            "similarity" in evidence and "similarity" in param.relation_channels)
+            "similarity" in evidence and "similarity" in param.relation_channels
+        )
         out = [self.text] if question_read else []
         if "entities" in evidence:
             out.append(self.entity_text)
@@ -321,7 +357,9 @@ def _side_executor() -> ThreadPoolExecutor:
     global _side_pool
     with _side_lock:
         if _side_pool is None:
-            _side_pool = ThreadPoolExecutor(max_workers=db.read_pool_settings()[0] // 2, thread_name_prefix="pgrag-read")
+            _side_pool = ThreadPoolExecutor(
+                max_workers=db.read_pool_settings()[0] // 2, thread_name_prefix="pgrag-read"
+            )
         return _side_pool
 
 
@@ -355,8 +393,14 @@ def _in_snapshot(conn: psycopg.Connection, snapshot: str, fn: Callable[..., Any]
         return fn(conn, *args)
 
 
-def _retrieve_all(conn: psycopg.Connection, dsn: str, realm: str, p: QueryParam, probes: list[_Probe],
-                  vecs: dict[str, np.ndarray]) -> list[_Found]:
+def _retrieve_all(
+    conn: psycopg.Connection,
+    dsn: str,
+    realm: str,
+    p: QueryParam,
+    probes: list[_Probe],
+    vecs: dict[str, np.ndarray],
+) -> list[_Found]:
     """Consult exactly the evidence of ``EVIDENCE[p.mode]`` for each probe, in one snapshot.
 
     Where the mode has both, the independent reads run on a spare pooled connection beside the seeds →
@@ -375,72 +419,114 @@ def _retrieve_all(conn: psycopg.Connection, dsn: str, realm: str, p: QueryParam,
         return [_combine(conn, realm, p, a, i) for a, i in zip(anchored, independent())]
 
 
-def _independent_all(conn: psycopg.Connection, realm: str, p: QueryParam, probes: list[_Probe],
-                     vecs: dict[str, np.ndarray]) -> list[_Found]:
+def _independent_all(
+    conn: psycopg.Connection, realm: str, p: QueryParam, probes: list[_Probe], vecs: dict[str, np.ndarray]
+) -> list[_Found]:
     return [_independent(conn, realm, p, probe, vecs) for probe in probes]
 
 
-def _anchored(conn: psycopg.Connection, realm: str, p: QueryParam, probe: _Probe,
-              vecs: dict[str, np.ndarray]) -> _Found:
+def _anchored(
+    conn: psycopg.Connection, realm: str, p: QueryParam, probe: _Probe, vecs: dict[str, np.ndarray]
+) -> _Found:
     """Entity seeds, then mention expansion (over-fetched: the vector chunks are excluded later) and
     traversal (§7.2)."""
     ev, temporal, out = EVIDENCE[p.mode], p.temporal, _Found()
     if "entities" in ev:
-        seeds = retrieval.entity_search(conn, realm, p.space, vecs[probe.entity_text], p.top_k, temporal=temporal)
+        seeds = retrieval.entity_search(
+            conn, realm, p.space, vecs[probe.entity_text], p.top_k, temporal=temporal
+        )
         out.entities = [_entity(row) for row in seeds]
         out.channels["entities"] = len(seeds)
     seed_ids = [e["id"] for e in out.entities]
     if "mentions" in ev:
-        mentioned = retrieval.mention_chunks(conn, realm, p.space, seed_ids, 2 * p.chunk_top_k, temporal=temporal)
-        out.chunks = [{**row, "via": "mention", "ranks": {}, "rrf_score": None, "score": None} for row in mentioned]
+        mentioned = retrieval.mention_chunks(
+            conn, realm, p.space, seed_ids, 2 * p.chunk_top_k, temporal=temporal
+        )
+        out.chunks = [
+            {**row, "via": "mention", "ranks": {}, "rrf_score": None, "score": None} for row in mentioned
+        ]
     if "traversal" in ev and "traversal" in p.relation_channels:
         out.lists["traversal"] = retrieval.traverse(
-            conn, realm, p.space, seed_ids, max_hops=p.max_hops, max_relation_edges=p.max_relation_edges,
-            temporal=temporal, relation_types=p.relation_types)
+            conn,
+            realm,
+            p.space,
+            seed_ids,
+            max_hops=p.max_hops,
+            max_relation_edges=p.max_relation_edges,
+            temporal=temporal,
+            relation_types=p.relation_types,
+        )
     return out
 
 
-def _independent(conn: psycopg.Connection, realm: str, p: QueryParam, probe: _Probe,
-                 vecs: dict[str, np.ndarray]) -> _Found:
+def _independent(
+    conn: psycopg.Connection, realm: str, p: QueryParam, probe: _Probe, vecs: dict[str, np.ndarray]
+) -> _Found:
     """Chunk search, the similarity, lexical and ranked relation channels, communities (§7.1–7.3)."""
     ev, temporal, types, space, out = EVIDENCE[p.mode], p.temporal, p.relation_types, p.space, _Found()
     if "chunks" in ev:
         _chunks(conn, realm, p, probe, vecs, out)
     if "similarity" in ev and "similarity" in p.relation_channels:
-        out.lists["similarity"] = channels.relation_similarity(conn, realm, space, vecs[probe.text], p.relation_top_k,
-                                                               temporal=temporal, relation_types=types)
+        out.lists["similarity"] = channels.relation_similarity(
+            conn, realm, space, vecs[probe.text], p.relation_top_k, temporal=temporal, relation_types=types
+        )
     if "lexical" in ev and "lexical" in p.relation_channels:
-        out.lists["lexical"] = channels.relation_fulltext(conn, realm, space, probe.fulltext, p.relation_top_k,
-                                                          temporal=temporal, relation_types=types)
+        out.lists["lexical"] = channels.relation_fulltext(
+            conn, realm, space, probe.fulltext, p.relation_top_k, temporal=temporal, relation_types=types
+        )
     if "ranked" in ev:
-        ranked = channels.relation_similarity(conn, realm, space, vecs[probe.global_text], p.relation_top_k,
-                                              temporal=temporal, relation_types=types)
+        ranked = channels.relation_similarity(
+            conn,
+            realm,
+            space,
+            vecs[probe.global_text],
+            p.relation_top_k,
+            temporal=temporal,
+            relation_types=types,
+        )
         if not ranked:  # no relation embedding: keyword overlap, then corroboration weight (§7.2)
             terms = [*probe.keywords.high_level, *probe.keywords.low_level] or probe.text.split()
-            ranked = channels.relation_keyword_overlap(conn, realm, space, terms, p.relation_top_k,
-                                                       temporal=temporal, relation_types=types)
+            ranked = channels.relation_keyword_overlap(
+                conn, realm, space, terms, p.relation_top_k, temporal=temporal, relation_types=types
+            )
         out.lists["ranked"] = ranked
     if "communities" in ev:
         _communities(conn, realm, p, vecs[probe.global_text], out)
     return out
 
 
-def _chunks(conn: psycopg.Connection, realm: str, p: QueryParam, probe: _Probe, vecs: dict[str, np.ndarray],
-            out: _Found) -> None:
+def _chunks(
+    conn: psycopg.Connection,
+    realm: str,
+    p: QueryParam,
+    probe: _Probe,
+    vecs: dict[str, np.ndarray],
+    out: _Found,
+) -> None:
     """Chunk search: each of ``p.chunk_channels`` returns up to ``chunk_top_k`` chunks — the vector channel
     nearest the question's vector, the full-text one best matching :attr:`_Probe.fulltext` — fused by RRF
     keyed by chunk id and cut to ``chunk_top_k`` (§7.3 applied to chunks). One channel keeps its order."""
     lists: dict[str, list[dict[str, Any]]] = {}
     if "vector" in p.chunk_channels:
-        lists["vector"] = retrieval.chunk_search(conn, realm, p.space, vecs[probe.text], p.chunk_top_k,
-                                                 temporal=p.temporal)
+        lists["vector"] = retrieval.chunk_search(
+            conn, realm, p.space, vecs[probe.text], p.chunk_top_k, temporal=p.temporal
+        )
     if "fulltext" in p.chunk_channels:
-        lists["fulltext"] = retrieval.chunk_fulltext(conn, realm, p.space, probe.fulltext, p.chunk_top_k,
-                                                     temporal=p.temporal)
+        lists["fulltext"] = retrieval.chunk_fulltext(
+            conn, realm, p.space, probe.fulltext, p.chunk_top_k, temporal=p.temporal
+        )
     cosine = {row["id"]: row["score"] for row in lists.get("vector", [])}
-    fused = fuse.rrf(lists, k=p.rrf_k, key=_by_id)[:p.chunk_top_k]
-    out.chunks = [{**row, "via": "+".join(c for c in CHUNK_CHANNELS if c in row["ranks"]), "rrf_score": row["score"],
-                   "score": cosine.get(row["id"]), "mentions": None} for row in fused]
+    fused = fuse.rrf(lists, k=p.rrf_k, key=_by_id)[: p.chunk_top_k]
+    out.chunks = [
+        {
+            **row,
+            "via": "+".join(c for c in CHUNK_CHANNELS if c in row["ranks"]),
+            "rrf_score": row["score"],
+            "score": cosine.get(row["id"]),
+            "mentions": None,
+        }
+        for row in fused
+    ]
     out.channels["chunks"] = len(out.chunks)
     out.channels.update({f"chunks_{name}": len(rows) for name, rows in lists.items()})
 
@@ -449,37 +535,63 @@ def _by_id(row: dict[str, Any]) -> Any:
     return row["id"]
 
 
-def _combine(conn: psycopg.Connection, realm: str, p: QueryParam, anchored: _Found, independent: _Found) -> _Found:
+def _combine(
+    conn: psycopg.Connection, realm: str, p: QueryParam, anchored: _Found, independent: _Found
+) -> _Found:
     """One probe's evidence: searched chunks then up to ``chunk_top_k`` mention chunks not among them;
     the relation channels fused (§7.3–7.4)."""
     searched_ids = {c["id"] for c in independent.chunks}
-    mentioned = [c for c in anchored.chunks if c["id"] not in searched_ids][:p.chunk_top_k]
-    out = _Found(entities=anchored.entities, chunks=independent.chunks + mentioned,
-                 communities=independent.communities, warnings=independent.warnings)
+    mentioned = [c for c in anchored.chunks if c["id"] not in searched_ids][: p.chunk_top_k]
+    out = _Found(
+        entities=anchored.entities,
+        chunks=independent.chunks + mentioned,
+        communities=independent.communities,
+        warnings=independent.warnings,
+    )
     out.channels = {**anchored.channels, **independent.channels}
     if "mentions" in EVIDENCE[p.mode]:
         out.channels["mentions"] = len(mentioned)
-    lists = {name: rows for name in ("traversal", "similarity", "lexical", "ranked")
-             for rows in [anchored.lists.get(name, independent.lists.get(name))] if rows is not None}
+    lists = {
+        name: rows
+        for name in ("traversal", "similarity", "lexical", "ranked")
+        for rows in [anchored.lists.get(name, independent.lists.get(name))]
+        if rows is not None
+    }
     out.channels.update({name: len(rows) for name, rows in lists.items()})
     out.relations = _fuse(conn, realm, p, lists, [e["id"] for e in out.entities])
     return out
 
 
-def _fuse(conn: psycopg.Connection, realm: str, p: QueryParam, lists: dict[str, list[dict[str, Any]]],
-          seed_ids: list[int]) -> list[dict[str, Any]]:
+def _fuse(
+    conn: psycopg.Connection,
+    realm: str,
+    p: QueryParam,
+    lists: dict[str, list[dict[str, Any]]],
+    seed_ids: list[int],
+) -> list[dict[str, Any]]:
     """Fuse the relation channels (§7.3), then the optional diversification (§7.4)."""
     if not lists:
         return []
     fused = fuse.rrf(lists, k=p.rrf_k) if p.fusion == "rrf" else fuse.quota(lists, share=p.quota_share)
     if p.mmr and len(fused) > 1:
-        fused = fuse.mmr(fused, channels.relation_embeddings(conn, realm, [r["id"] for r in fused]), lam=p.mmr_lambda)
+        fused = fuse.mmr(
+            fused, channels.relation_embeddings(conn, realm, [r["id"] for r in fused]), lam=p.mmr_lambda
+        )
     if p.node_distance_rerank and seed_ids:
         ends = {e for r in fused if "traversal" not in r["ranks"] for e in (r["source_id"], r["target_id"])}
-        distances = channels.entity_distances(conn, realm, p.space, seed_ids, ends, max_depth=p.max_hops + 1,
-                                              temporal=p.temporal, relation_types=p.relation_types)
-        fused = fuse.node_distance_rerank([{**r, "subject_id": r["source_id"], "object_id": r["target_id"]}
-                                           for r in fused], distances)
+        distances = channels.entity_distances(
+            conn,
+            realm,
+            p.space,
+            seed_ids,
+            ends,
+            max_depth=p.max_hops + 1,
+            temporal=p.temporal,
+            relation_types=p.relation_types,
+        )
+        fused = fuse.node_distance_rerank(
+            [{**r, "subject_id": r["source_id"], "object_id": r["target_id"]} for r in fused], distances
+        )
     return [_relation(row) for row in fused]
 
 
@@ -487,8 +599,13 @@ def _communities(conn: psycopg.Connection, realm: str, p: QueryParam, qvec: np.n
     """Community reports by the similarity/rating/size blend; a staleness warning (§6, §7.1)."""
     found = channels.community_search(conn, realm, p.space, qvec, p.community_top_k * 3, temporal=p.temporal)
     out.channels["communities"] = len(found)
-    out.communities = fuse.rank_communities(found, k=p.community_top_k, w_similarity=p.community_w_similarity,
-                                            w_rating=p.community_w_rating, w_size=p.community_w_size)
+    out.communities = fuse.rank_communities(
+        found,
+        k=p.community_top_k,
+        w_similarity=p.community_w_similarity,
+        w_rating=p.community_w_rating,
+        w_size=p.community_w_size,
+    )
     if not out.communities:
         out.warnings.append(f"no community report in space {p.space!r}: relations are ranked instead")
         return
@@ -499,7 +616,8 @@ def _communities(conn: psycopg.Connection, realm: str, p: QueryParam, qvec: np.n
         if space in written and oldest < written[space]:
             out.warnings.append(
                 f"community reports of space {space!r} are stale: the oldest was built {oldest.isoformat()}, "
-                f"the graph was last written {written[space].isoformat()}; rebuild the communities")
+                f"the graph was last written {written[space].isoformat()}; rebuild the communities"
+            )
 
 
 def _entity(row: dict[str, Any]) -> dict[str, Any]:
@@ -507,11 +625,32 @@ def _entity(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def _relation(row: dict[str, Any]) -> dict[str, Any]:
-    keys = ("id", "space", "subject", "predicate", "object", "description", "negated", "valid_from", "valid_to",
-            "weight", "confidence", "t_created", "t_expired", "superseded_by")
+    keys = (
+        "id",
+        "space",
+        "subject",
+        "predicate",
+        "object",
+        "description",
+        "negated",
+        "valid_from",
+        "valid_to",
+        "weight",
+        "confidence",
+        "t_created",
+        "t_expired",
+        "superseded_by",
+    )
     out = {k: row[k] for k in keys}
-    out.update(subject_id=row["source_id"], object_id=row["target_id"], superseded=bool(row["superseded"]),
-               hop=row["hop"], channel=row["channel"], ranks=dict(row["ranks"]), score=row["score"])
+    out.update(
+        subject_id=row["source_id"],
+        object_id=row["target_id"],
+        superseded=bool(row["superseded"]),
+        hop=row["hop"],
+        channel=row["channel"],
+        ranks=dict(row["ranks"]),
+        score=row["score"],
+    )
     if row.get("hop_resolved"):
         out["hop_resolved"] = True
     return out
@@ -521,13 +660,19 @@ def _merge(found: list[_Found], result: QueryResult) -> None:
     """One probe's evidence as is; several (decomposed) interleaved round-robin, de-duplicated."""
     result.entities = fuse.interleave([f.entities for f in found], _by_id)
     # one probe's fused relations are already distinct triples
-    result.relations = found[0].relations if len(found) == 1 else fuse.interleave([f.relations for f in found],
-                                                                                   fuse.triple_key)
+    result.relations = (
+        found[0].relations
+        if len(found) == 1
+        else fuse.interleave([f.relations for f in found], fuse.triple_key)
+    )
     result.communities = fuse.interleave([f.communities for f in found], _by_id)
     searched = fuse.interleave([[c for c in f.chunks if c["via"] != "mention"] for f in found], _by_id)
     seen = {c["id"] for c in searched}
-    mention = [c for c in fuse.interleave([[c for c in f.chunks if c["via"] == "mention"] for f in found], _by_id)
-               if c["id"] not in seen]
+    mention = [
+        c
+        for c in fuse.interleave([[c for c in f.chunks if c["via"] == "mention"] for f in found], _by_id)
+        if c["id"] not in seen
+    ]
     result.chunks = [{**c, "rank": rank, "ref": rank} for rank, c in enumerate(searched + mention, 1)]
     for rows in (result.entities, result.relations, result.communities):
         for rank, row in enumerate(rows, 1):
@@ -543,25 +688,72 @@ def _merge(found: list[_Found], result: QueryResult) -> None:
 def _assemble(result: QueryResult) -> None:
     """Build ``result.context`` and ``result.assembly`` (§7.5, §8.3) and log the report."""
     p = result.param
-    chunk_keys = ("id", "space", "doc_key", "title", "chunk_index", "text", "t_created", "via", "ranks", "rrf_score",
-                  "score", "mentions", "rank", "ref")
+    chunk_keys = (
+        "id",
+        "space",
+        "doc_key",
+        "title",
+        "chunk_index",
+        "text",
+        "t_created",
+        "via",
+        "ranks",
+        "rrf_score",
+        "score",
+        "mentions",
+        "rank",
+        "ref",
+    )
     result.chunks = [{k: c[k] for k in chunk_keys} for c in result.chunks]
-    built = assemble(communities=result.communities, chunks=result.chunks, entities=result.entities,
-                     relations=result.relations, caps=p.caps, validity=p.render_relation_validity)
+    built = assemble(
+        communities=result.communities,
+        chunks=result.chunks,
+        entities=result.entities,
+        relations=result.relations,
+        caps=p.caps,
+        validity=p.render_relation_validity,
+    )
     believed = p.as_believed_at.isoformat() if isinstance(p.as_believed_at, datetime) else p.as_believed_at
     report = built.report
-    report["filters"] = {"as_of": p.as_of, "as_believed_at": believed, "include_superseded": p.include_superseded,
-                         "relation_types": list(p.relation_types) if p.relation_types is not None else None}
+    report["filters"] = {
+        "as_of": p.as_of,
+        "as_believed_at": believed,
+        "include_superseded": p.include_superseded,
+        "relation_types": list(p.relation_types) if p.relation_types is not None else None,
+    }
     result.context, result.assembly = built.context, report
     logger.info(
         "query assembly mode=%s space=%s as_of=%s as_believed_at=%s include_superseded=%s keywords=%s %s channels=%s",
-        p.mode, p.space, p.as_of or "-", believed or "-", p.include_superseded, result.keywords.get("source", "-"),
-        summary(report), ",".join(f"{k}:{v}" for k, v in result.channels.items()) or "-",
+        p.mode,
+        p.space,
+        p.as_of or "-",
+        believed or "-",
+        p.include_superseded,
+        result.keywords.get("source", "-"),
+        summary(report),
+        ",".join(f"{k}:{v}" for k, v in result.channels.items()) or "-",
     )
 
 
 __all__ = [
-    "BLOCKS", "CHUNK_CHANNELS", "DEFAULT_CHUNK_CHANNELS", "EVIDENCE", "MAX_HOPS", "MODES", "RELATION_CHANNELS",
-    "ChunkChannel", "Fusion", "KeywordMode", "Mode", "QueryParam", "QueryResult", "RelationChannel", "check_mode",
-    "query", "query_data", "render_relation", "render_validity", "synthesis_messages",
+    "BLOCKS",
+    "CHUNK_CHANNELS",
+    "DEFAULT_CHUNK_CHANNELS",
+    "EVIDENCE",
+    "MAX_HOPS",
+    "MODES",
+    "RELATION_CHANNELS",
+    "ChunkChannel",
+    "Fusion",
+    "KeywordMode",
+    "Mode",
+    "QueryParam",
+    "QueryResult",
+    "RelationChannel",
+    "check_mode",
+    "query",
+    "query_data",
+    "render_relation",
+    "render_validity",
+    "synthesis_messages",
 ]

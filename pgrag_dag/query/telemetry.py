@@ -87,8 +87,11 @@ class EventWriter:
             return True
         except queue.Full:
             self.stats.dropped += 1
-            log.warning("coverage telemetry: queue full (%d events), event dropped (%d dropped so far)",
-                        self._queue.maxsize, self.stats.dropped)
+            log.warning(
+                "coverage telemetry: queue full (%d events), event dropped (%d dropped so far)",
+                self._queue.maxsize,
+                self.stats.dropped,
+            )
             return False
 
     def flush(self, timeout_s: float = 5.0) -> bool:
@@ -125,8 +128,13 @@ class EventWriter:
                 self.stats.written += store.record_events(self._conn, realm, events)
             except Exception as exc:  # noqa: BLE001 - telemetry never fails the query it describes (§6.1)
                 self.stats.failed += len(events)
-                log.warning("coverage telemetry: %d event(s) of realm %s not recorded (%d failed so far): %s",
-                            len(events), realm, self.stats.failed, db.scrub(db.one_line(exc), self.dsn))
+                log.warning(
+                    "coverage telemetry: %d event(s) of realm %s not recorded (%d failed so far): %s",
+                    len(events),
+                    realm,
+                    self.stats.failed,
+                    db.scrub(db.one_line(exc), self.dsn),
+                )
                 if self._conn is not None:
                     self._conn.close()
                     self._conn = None

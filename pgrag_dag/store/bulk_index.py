@@ -41,22 +41,32 @@ def first_load(conn: psycopg.Connection, realm: str, table: str, rows: int, thre
     no row of the table (any space) holds a vector yet."""
     if threshold <= 0 or rows < threshold:
         return False
-    found = conn.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE embedding IS NOT NULL)").format(
-        qualified(realm, table))).fetchone()
+    found = conn.execute(
+        sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE embedding IS NOT NULL)").format(
+            qualified(realm, table)
+        )
+    ).fetchone()
     return not (found and found[0])
 
 
 def drop(conn: psycopg.Connection, realm: str, tables: Iterable[str]) -> None:
     """Drop the HNSW indexes of ``tables`` in the caller's transaction (rebuilt by :func:`build`)."""
     for table in tables:
-        conn.execute(sql.SQL("DROP INDEX IF EXISTS {}.{}").format(sql.Identifier(schema_for(realm)),
-                                                                  sql.Identifier(index_name(table))))
+        conn.execute(
+            sql.SQL("DROP INDEX IF EXISTS {}.{}").format(
+                sql.Identifier(schema_for(realm)), sql.Identifier(index_name(table))
+            )
+        )
 
 
 def missing(conn: psycopg.Connection, realm: str) -> list[str]:
     """The embedded tables of ``realm`` whose HNSW index does not exist."""
-    present = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE schemaname = %s",
-                                          (schema_for(realm),)).fetchall()}
+    present = {
+        r[0]
+        for r in conn.execute(
+            "SELECT indexname FROM pg_indexes WHERE schemaname = %s", (schema_for(realm),)
+        ).fetchall()
+    }
     return [t for t in schema.EMBEDDED_TABLES if index_name(t) not in present]
 
 
@@ -68,7 +78,12 @@ def build(dsn: str, realm: str, tables: list[str], *, memory: str) -> float:
     t0 = time.perf_counter()
     done = threading.Event()
     watcher = threading.Thread(target=_report, args=(dsn, realm, done), daemon=True)
-    log.info("building the HNSW index of %s (realm %s, maintenance_work_mem %s) ...", ", ".join(tables), realm, memory)
+    log.info(
+        "building the HNSW index of %s (realm %s, maintenance_work_mem %s) ...",
+        ", ".join(tables),
+        realm,
+        memory,
+    )
     watcher.start()
     try:
         with db.database_errors(dsn), db.connect(dsn, autocommit=True) as conn:
@@ -89,10 +104,16 @@ def _report(dsn: str, realm: str, done: threading.Event) -> None:
         with db.connect(dsn, autocommit=True) as conn:
             while not done.wait(PROGRESS_EVERY_S):
                 for relname, phase, total, tuples in conn.execute(
-                        """SELECT c.relname, p.phase, p.tuples_total, p.tuples_done FROM pg_stat_progress_create_index p
+                    """SELECT c.relname, p.phase, p.tuples_total, p.tuples_done FROM pg_stat_progress_create_index p
                              JOIN pg_class c ON c.oid = p.relid JOIN pg_namespace n ON n.oid = c.relnamespace
-                            WHERE n.nspname = %s""", (schema_for(realm),)).fetchall():
-                    log.info("HNSW index of %s: %s%s", relname, phase,
-                             f", {tuples:,} of {total:,} vectors" if total else "")
+                            WHERE n.nspname = %s""",
+                    (schema_for(realm),),
+                ).fetchall():
+                    log.info(
+                        "HNSW index of %s: %s%s",
+                        relname,
+                        phase,
+                        f", {tuples:,} of {total:,} vectors" if total else "",
+                    )
     except psycopg.Error as exc:  # progress is a courtesy: the build itself reports its own errors
         log.debug("index build progress unavailable: %s", exc)

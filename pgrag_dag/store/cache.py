@@ -29,7 +29,16 @@ from pgrag_dag.errors import ConfigurationError
 
 log = logging.getLogger(__name__)
 
-CASSETTE_FIELDS = ("key", "prompt_key", "model", "purpose", "request", "response", "prompt_tokens", "completion_tokens")
+CASSETTE_FIELDS = (
+    "key",
+    "prompt_key",
+    "model",
+    "purpose",
+    "request",
+    "response",
+    "prompt_tokens",
+    "completion_tokens",
+)
 
 
 def get_by_key(conn: psycopg.Connection, key: str) -> dict[str, Any] | None:
@@ -67,10 +76,16 @@ def put(conn: psycopg.Connection, entry: dict[str, Any]) -> None:
             WHERE NOT EXISTS (SELECT 1 FROM pgrag__control.llm_evicted e WHERE e.key = %s AND e.response_sha256 = %s)
            ON CONFLICT (key) DO NOTHING""",
         (
-            entry["key"], entry["prompt_key"], entry["model"], entry.get("purpose", ""),
-            Jsonb(entry["request"]), entry["response"],
-            int(entry.get("prompt_tokens", 0)), int(entry.get("completion_tokens", 0)),
-            entry["key"], hashlib.sha256(str(entry["response"]).encode("utf-8")).hexdigest(),
+            entry["key"],
+            entry["prompt_key"],
+            entry["model"],
+            entry.get("purpose", ""),
+            Jsonb(entry["request"]),
+            entry["response"],
+            int(entry.get("prompt_tokens", 0)),
+            int(entry.get("completion_tokens", 0)),
+            entry["key"],
+            hashlib.sha256(str(entry["response"]).encode("utf-8")).hexdigest(),
         ),
     )
 
@@ -98,20 +113,25 @@ def evict_prompt(conn: psycopg.Connection, prefix: str) -> list[dict[str, Any]]:
     Raises :class:`ConfigurationError` for a prefix that is not 8–64 hexadecimal digits.
     """
     if not 8 <= len(prefix) <= 64 or any(c not in "0123456789abcdef" for c in prefix):
-        raise ConfigurationError(f"prompt key {prefix!r}: give at least 8 of its lowercase hexadecimal digits "
-                                 "(as an error message shows it)")
+        raise ConfigurationError(
+            f"prompt key {prefix!r}: give at least 8 of its lowercase hexadecimal digits "
+            "(as an error message shows it)"
+        )
     query = _EVICT.format(using=sql.SQL(""), where=sql.SQL("c.prompt_key LIKE %s"))
     return [dict(zip(EVICTED_FIELDS, r)) for r in conn.execute(query, (prefix + "%",)).fetchall()]
 
 
-def evict_responses(conn: psycopg.Connection, responses: list[tuple[str, str]], *,
-                    purposes: tuple[str, ...]) -> list[dict[str, Any]]:
+def evict_responses(
+    conn: psycopg.Connection, responses: list[tuple[str, str]], *, purposes: tuple[str, ...]
+) -> list[dict[str, Any]]:
     """Evict the cached responses whose (model, response text) is one of ``responses`` and whose
     purpose is one of ``purposes``. Returns what was removed (:data:`EVICTED_FIELDS`)."""
     if not responses:
         return []
-    query = _EVICT.format(using=sql.SQL("USING unnest(%s::text[], %s::text[]) AS u(model, response)"),
-                          where=sql.SQL("c.model = u.model AND c.response = u.response AND c.purpose = ANY(%s)"))
+    query = _EVICT.format(
+        using=sql.SQL("USING unnest(%s::text[], %s::text[]) AS u(model, response)"),
+        where=sql.SQL("c.model = u.model AND c.response = u.response AND c.purpose = ANY(%s)"),
+    )
     params = ([m for m, _ in responses], [r for _, r in responses], list(purposes))
     return [dict(zip(EVICTED_FIELDS, r)) for r in conn.execute(query, params).fetchall()]
 
@@ -124,10 +144,13 @@ def export_cassette(conn: psycopg.Connection, path: Path, *, purpose_prefix: str
     created: a mistyped directory is refused, not made), and naming ``path`` when it is a directory.
     """
     if not path.parent.is_dir():
-        raise ConfigurationError(f"directory {path.parent} does not exist; create it first or write the cassette "
-                                 "elsewhere")
+        raise ConfigurationError(
+            f"directory {path.parent} does not exist; create it first or write the cassette elsewhere"
+        )
     if path.is_dir():
-        raise ConfigurationError(f"{path} is a directory; name the cassette file to write, e.g. {path / 'cassette.jsonl'}")
+        raise ConfigurationError(
+            f"{path} is a directory; name the cassette file to write, e.g. {path / 'cassette.jsonl'}"
+        )
     rows = conn.execute(
         "SELECT key, prompt_key, model, purpose, request, response, prompt_tokens, completion_tokens"
         " FROM pgrag__control.llm_cache WHERE purpose LIKE %s ORDER BY key",

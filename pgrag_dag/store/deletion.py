@@ -19,9 +19,20 @@ from pgrag_dag.names import schema_for
 from pgrag_dag.store import telemetry
 from pgrag_dag.store.identifiers import qualified
 
-SPACE_ORDER = ("stage_pending", "community_children", "community_members", "communities", "doc_mentions",
-               "resolution_rejections", "gate_decisions", "raw_extractions", "relations", "documents", "entity_keys",
-               "entities")
+SPACE_ORDER = (
+    "stage_pending",
+    "community_children",
+    "community_members",
+    "communities",
+    "doc_mentions",
+    "resolution_rejections",
+    "gate_decisions",
+    "raw_extractions",
+    "relations",
+    "documents",
+    "entity_keys",
+    "entities",
+)
 """Tables of a space's graph, in the order their rows are deleted (rows referring to others go first)."""
 HISTORY_TABLES = ("belief_log", "relation_belief", "entity_belief", "documents_removed", "query_events")
 """History and telemetry tables, deleted last (the graph deletes above write tombstones into ``belief_log``)."""
@@ -30,14 +41,19 @@ HISTORY_TABLES = ("belief_log", "relation_belief", "entity_belief", "documents_r
 def space_tables(conn: psycopg.Connection, realm: str) -> list[str]:
     """Every base table of the realm's schema with a ``space`` column, in deletion order: :data:`SPACE_ORDER`,
     then any other (a table added later), then :data:`HISTORY_TABLES`."""
-    rows = conn.execute("""SELECT c.table_name FROM information_schema.columns c
+    rows = conn.execute(
+        """SELECT c.table_name FROM information_schema.columns c
                              JOIN information_schema.tables t USING (table_schema, table_name)
                             WHERE c.table_schema = %s AND c.column_name = 'space' AND t.table_type = 'BASE TABLE'""",
-                        (schema_for(realm),)).fetchall()
+        (schema_for(realm),),
+    ).fetchall()
     present = {r[0] for r in rows}
     known = (*SPACE_ORDER, *HISTORY_TABLES)
-    return ([t for t in SPACE_ORDER if t in present] + sorted(present - set(known))
-            + [t for t in HISTORY_TABLES if t in present])
+    return (
+        [t for t in SPACE_ORDER if t in present]
+        + sorted(present - set(known))
+        + [t for t in HISTORY_TABLES if t in present]
+    )
 
 
 def count_rows(conn: psycopg.Connection, realm: str, space: str | None) -> dict[str, int]:
@@ -45,8 +61,10 @@ def count_rows(conn: psycopg.Connection, realm: str, space: str | None) -> dict[
     out = {}
     for table in space_tables(conn, realm):
         where = sql.SQL("") if space is None else sql.SQL(" WHERE space = %s")
-        row = conn.execute(sql.SQL("SELECT count(*) FROM {}").format(qualified(realm, table)) + where,
-                           () if space is None else (space,)).fetchone()
+        row = conn.execute(
+            sql.SQL("SELECT count(*) FROM {}").format(qualified(realm, table)) + where,
+            () if space is None else (space,),
+        ).fetchone()
         out[table] = int(row[0]) if row else 0
     return out
 
@@ -59,12 +77,19 @@ def delete_space_rows(conn: psycopg.Connection, realm: str, space: str) -> dict[
     out: dict[str, int] = {}
     tables = space_tables(conn, realm)
     queued = None
-    if "stage_work" in tables:  # the graph deletes below queue work (triggers): removed again, last, not counted
+    if (
+        "stage_work" in tables
+    ):  # the graph deletes below queue work (triggers): removed again, last, not counted
         tables = [t for t in tables if t != "stage_work"] + ["stage_work"]
-        row = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE space = %s").format(qualified(realm, "stage_work")), (space,)).fetchone()
+        row = conn.execute(
+            sql.SQL("SELECT count(*) FROM {} WHERE space = %s").format(qualified(realm, "stage_work")),
+            (space,),
+        ).fetchone()
         queued = int(row[0]) if row else 0
     for table in tables:
-        out[table] = conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s").format(qualified(realm, table)), (space,)).rowcount
+        out[table] = conn.execute(
+            sql.SQL("DELETE FROM {} WHERE space = %s").format(qualified(realm, table)), (space,)
+        ).rowcount
     if queued is not None:
         out["stage_work"] = queued
     if "belief_log" in out:
@@ -76,29 +101,44 @@ def document_counts(conn: psycopg.Connection, realm: str, space: str, doc_key: s
     """Rows that removing document ``doc_key`` of ``space`` deletes (``documents``: its chunks, then the rows
     cascading from them: ``raw_extractions``, ``gate_decisions``, ``resolution_rejections``,
     ``doc_mentions``); all zero when the space has no such document."""
-    chunks = sql.SQL("SELECT id FROM {} WHERE space = %(space)s AND md5(doc_key) = md5(%(key)s) AND doc_key = %(key)s").format(
-        qualified(realm, "documents"))
+    chunks = sql.SQL(
+        "SELECT id FROM {} WHERE space = %(space)s AND md5(doc_key) = md5(%(key)s) AND doc_key = %(key)s"
+    ).format(qualified(realm, "documents"))
     out = {}
     for table in ("documents", "raw_extractions", "gate_decisions", "resolution_rejections", "doc_mentions"):
         column = sql.Identifier("id" if table == "documents" else "chunk_id")
-        row = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE {} IN (").format(qualified(realm, table), column) + chunks
-                           + sql.SQL(")"), {"space": space, "key": doc_key}).fetchone()
+        row = conn.execute(
+            sql.SQL("SELECT count(*) FROM {} WHERE {} IN (").format(qualified(realm, table), column)
+            + chunks
+            + sql.SQL(")"),
+            {"space": space, "key": doc_key},
+        ).fetchone()
         out[table] = int(row[0]) if row else 0
     return out
 
 
 def entity_id(conn: psycopg.Connection, realm: str, space: str, name: str) -> tuple[int, str] | None:
     """``(id, canonical name)`` of the entity of ``space`` called ``name`` (case-insensitive), or ``None``."""
-    row = conn.execute(sql.SQL("SELECT id, name FROM {} WHERE space = %s AND lower(name) = lower(%s)").format(
-        qualified(realm, "entities")), (space, name)).fetchone()
+    row = conn.execute(
+        sql.SQL("SELECT id, name FROM {} WHERE space = %s AND lower(name) = lower(%s)").format(
+            qualified(realm, "entities")
+        ),
+        (space, name),
+    ).fetchone()
     return None if row is None else (int(row[0]), str(row[1]))
 
 
-def mentioning_documents(conn: psycopg.Connection, realm: str, space: str, entity: int, limit: int = 5) -> tuple[int, list[str]]:
+def mentioning_documents(
+    conn: psycopg.Connection, realm: str, space: str, entity: int, limit: int = 5
+) -> tuple[int, list[str]]:
     """``(how many documents, up to `limit` of their doc_keys, sorted)`` whose chunks mention ``entity``."""
-    rows = conn.execute(sql.SQL("""SELECT DISTINCT d.doc_key FROM {m} m JOIN {d} d ON d.id = m.chunk_id
+    rows = conn.execute(
+        sql.SQL("""SELECT DISTINCT d.doc_key FROM {m} m JOIN {d} d ON d.id = m.chunk_id
                                     WHERE m.space = %s AND m.entity_id = %s ORDER BY 1""").format(
-        m=qualified(realm, "doc_mentions"), d=qualified(realm, "documents")), (space, entity)).fetchall()
+            m=qualified(realm, "doc_mentions"), d=qualified(realm, "documents")
+        ),
+        (space, entity),
+    ).fetchall()
     return len(rows), [r[0] for r in rows[:limit]]
 
 
@@ -113,9 +153,16 @@ def delete_entity_rows(conn: psycopg.Connection, realm: str, space: str, entity:
     appended to belief_log}``.
     """
     args = {"space": space, "id": entity}
-    rel_ids = [r[0] for r in conn.execute(sql.SQL("""SELECT id FROM {} WHERE space = %(space)s
+    rel_ids = [
+        r[0]
+        for r in conn.execute(
+            sql.SQL("""SELECT id FROM {} WHERE space = %(space)s
                                                      AND (source_id = %(id)s OR target_id = %(id)s)""").format(
-        qualified(realm, "relations")), args).fetchall()]
+                qualified(realm, "relations")
+            ),
+            args,
+        ).fetchall()
+    ]
     args["rels"] = rel_ids
     removed: dict[str, int] = {}
 
@@ -124,21 +171,46 @@ def delete_entity_rows(conn: psycopg.Connection, realm: str, space: str, entity:
         removed[key] = removed.get(key, 0) + n
         return n
 
-    run("belief_log", """DELETE FROM {t} WHERE space = %(space)s AND ((kind = 'entity' AND object_id = %(id)s)
-                          OR (kind = 'relation' AND object_id = ANY(%(rels)s)))""", "belief_log")
-    run("relation_belief", "DELETE FROM {t} WHERE space = %(space)s AND relation_id = ANY(%(rels)s)", "relation_belief")
+    run(
+        "belief_log",
+        """DELETE FROM {t} WHERE space = %(space)s AND ((kind = 'entity' AND object_id = %(id)s)
+                          OR (kind = 'relation' AND object_id = ANY(%(rels)s)))""",
+        "belief_log",
+    )
+    run(
+        "relation_belief",
+        "DELETE FROM {t} WHERE space = %(space)s AND relation_id = ANY(%(rels)s)",
+        "relation_belief",
+    )
     run("entity_belief", "DELETE FROM {t} WHERE space = %(space)s AND entity_id = %(id)s", "entity_belief")
-    run("documents_removed.entity_ids", """UPDATE {t} SET entity_ids = array_remove(entity_ids, %(id)s::bigint)
-                                 WHERE space = %(space)s AND entity_ids @> ARRAY[%(id)s::bigint]""", "documents_removed")
+    run(
+        "documents_removed.entity_ids",
+        """UPDATE {t} SET entity_ids = array_remove(entity_ids, %(id)s::bigint)
+                                 WHERE space = %(space)s AND entity_ids @> ARRAY[%(id)s::bigint]""",
+        "documents_removed",
+    )
     removed["query_events.entity_ids"] = telemetry.forget_entities(conn, realm, [entity])
-    restored = conn.execute(sql.SQL("""UPDATE {t} SET superseded_by = NULL, t_expired = NULL
+    restored = conn.execute(
+        sql.SQL("""UPDATE {t} SET superseded_by = NULL, t_expired = NULL
                                         WHERE space = %(space)s AND superseded_by = ANY(%(rels)s)
-                                          AND NOT id = ANY(%(rels)s)""").format(t=qualified(realm, "relations")), args).rowcount
-    run("community_members", "DELETE FROM {t} WHERE space = %(space)s AND entity_id = %(id)s", "community_members")
+                                          AND NOT id = ANY(%(rels)s)""").format(
+            t=qualified(realm, "relations")
+        ),
+        args,
+    ).rowcount
+    run(
+        "community_members",
+        "DELETE FROM {t} WHERE space = %(space)s AND entity_id = %(id)s",
+        "community_members",
+    )
     run("doc_mentions", "DELETE FROM {t} WHERE space = %(space)s AND entity_id = %(id)s", "doc_mentions")
     run("relations", "DELETE FROM {t} WHERE space = %(space)s AND id = ANY(%(rels)s)", "relations")
     run("entities", "DELETE FROM {t} WHERE space = %(space)s AND id = %(id)s", "entities")
-    return {"removed": removed, "restored": restored, "tombstones": removed["relations"] + removed["entities"]}
+    return {
+        "removed": removed,
+        "restored": restored,
+        "tombstones": removed["relations"] + removed["entities"],
+    }
 
 
 def drop_realm(conn: psycopg.Connection, realm: str) -> None:

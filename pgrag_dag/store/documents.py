@@ -38,9 +38,19 @@ class ChunkSync:
     restamped: int = 0
 
 
-def sync_chunks(conn: psycopg.Connection, realm: str, space: str, chunks: pl.DataFrame, *, metadata: dict[str, str],
-                keep: Collection[str] = (), keep_all: bool = False, fingerprints: dict[str, str] | None = None,
-                unchanged_docs: Collection[str] = (), orders: dict[str, int] | None = None) -> ChunkSync:
+def sync_chunks(
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    chunks: pl.DataFrame,
+    *,
+    metadata: dict[str, str],
+    keep: Collection[str] = (),
+    keep_all: bool = False,
+    fingerprints: dict[str, str] | None = None,
+    unchanged_docs: Collection[str] = (),
+    orders: dict[str, int] | None = None,
+) -> ChunkSync:
     """Make the space's stored chunks equal ``chunks`` (the ``chunks`` frame), document by document.
 
     ``metadata`` maps doc_key → document metadata JSON; a ``metadata`` column in ``chunks`` (JSON text,
@@ -53,9 +63,12 @@ def sync_chunks(conn: psycopg.Connection, realm: str, space: str, chunks: pl.Dat
     """
     fingerprints = fingerprints or {}
     stored = {
-        k: h for k, h in conn.execute(
-            sql.SQL("SELECT doc_key, string_agg(content_hash, ',' ORDER BY chunk_index) FROM {} WHERE space = %s GROUP BY doc_key")
-            .format(qualified(realm, "documents")), (space,),
+        k: h
+        for k, h in conn.execute(
+            sql.SQL(
+                "SELECT doc_key, string_agg(content_hash, ',' ORDER BY chunk_index) FROM {} WHERE space = %s GROUP BY doc_key"
+            ).format(qualified(realm, "documents")),
+            (space,),
         ).fetchall()
     }
     wanted: dict[str, pl.DataFrame] = {k[0]: g.sort("chunk_index") for k, g in chunks.group_by(["doc_key"])}
@@ -77,28 +90,65 @@ def sync_chunks(conn: psycopg.Connection, realm: str, space: str, chunks: pl.Dat
             cur.executemany(
                 sql.SQL("""INSERT INTO {} (space, doc_key, chunk_index, title, source, doc_order, text, content_hash,
                                           doc_hash, metadata, doc_fingerprint)
-                           VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)""").format(qualified(realm, "documents")),
-                [(space, r["doc_key"], r["chunk_index"], r["title"], r["source"], r["doc_order"], r["text"],
-                  r["content_hash"], r["doc_hash"], Jsonb(_json(r.get("metadata") or metadata.get(doc_key))),
-                  fingerprints.get(doc_key)) for r in frame.iter_rows(named=True)],
+                           VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)""").format(
+                    qualified(realm, "documents")
+                ),
+                [
+                    (
+                        space,
+                        r["doc_key"],
+                        r["chunk_index"],
+                        r["title"],
+                        r["source"],
+                        r["doc_order"],
+                        r["text"],
+                        r["content_hash"],
+                        r["doc_hash"],
+                        Jsonb(_json(r.get("metadata") or metadata.get(doc_key))),
+                        fingerprints.get(doc_key),
+                    )
+                    for r in frame.iter_rows(named=True)
+                ],
             )
         inserted += frame.height
     same = [k for k in unchanged if k in wanted]
     restamped = _reorder(conn, realm, space, orders or {})
-    restamped += _restamp(conn, realm, space, pl.concat([wanted[k] for k in same]) if same else None, metadata, fingerprints)
+    restamped += _restamp(
+        conn, realm, space, pl.concat([wanted[k] for k in same]) if same else None, metadata, fingerprints
+    )
     absent = set(stored) - set(wanted) - skip
     kept = sorted(absent & set(keep))
     removed = [] if keep_all else sorted(absent - set(kept))
     for doc_key in removed:
         delete_document_chunks(conn, realm, space, doc_key)
-    history.log_documents(conn, realm, space, [(k, "added") for k in added] + [(k, "replaced") for k in replaced]
-                          + [(k, "removed") for k in removed])
-    return ChunkSync(added, replaced, removed, unchanged, inserted, kept, sorted(absent - set(kept)) if keep_all else [],
-                     restamped)
+    history.log_documents(
+        conn,
+        realm,
+        space,
+        [(k, "added") for k in added]
+        + [(k, "replaced") for k in replaced]
+        + [(k, "removed") for k in removed],
+    )
+    return ChunkSync(
+        added,
+        replaced,
+        removed,
+        unchanged,
+        inserted,
+        kept,
+        sorted(absent - set(kept)) if keep_all else [],
+        restamped,
+    )
 
 
-def _restamp(conn: psycopg.Connection, realm: str, space: str, frame: pl.DataFrame | None, metadata: dict[str, str],
-             fingerprints: dict[str, str]) -> int:
+def _restamp(
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    frame: pl.DataFrame | None,
+    metadata: dict[str, str],
+    fingerprints: dict[str, str],
+) -> int:
     """Bring unchanged documents' chunks up to date where only their order, metadata or fingerprint changed (a
     file renamed in the order, a JSONL field edited, chunk offsets recorded since they were indexed): one
     set-based UPDATE touching only rows that differ. Returns how many rows it changed."""
@@ -106,8 +156,10 @@ def _restamp(conn: psycopg.Connection, realm: str, space: str, frame: pl.DataFra
         return 0
     import json
 
-    metas = [json.dumps(_json(r.get("metadata") or metadata.get(r["doc_key"])), ensure_ascii=False)
-             for r in frame.iter_rows(named=True)]
+    metas = [
+        json.dumps(_json(r.get("metadata") or metadata.get(r["doc_key"])), ensure_ascii=False)
+        for r in frame.iter_rows(named=True)
+    ]
     prints = [fingerprints.get(k) for k in frame["doc_key"].to_list()]
     return conn.execute(
         sql.SQL("""UPDATE {t} d SET doc_order = v.doc_order, metadata = v.metadata, doc_fingerprint = v.fp
@@ -116,8 +168,16 @@ def _restamp(conn: psycopg.Connection, realm: str, space: str, frame: pl.DataFra
                     WHERE d.space = %s AND md5(d.doc_key) = md5(v.doc_key) AND d.doc_key = v.doc_key
                       AND d.chunk_index = v.chunk_index
                       AND (d.doc_order, d.metadata, d.doc_fingerprint) IS DISTINCT FROM (v.doc_order, v.metadata, v.fp)""").format(
-            t=qualified(realm, "documents")),
-        (frame["doc_key"].to_list(), frame["chunk_index"].to_list(), frame["doc_order"].to_list(), metas, prints, space),
+            t=qualified(realm, "documents")
+        ),
+        (
+            frame["doc_key"].to_list(),
+            frame["chunk_index"].to_list(),
+            frame["doc_order"].to_list(),
+            metas,
+            prints,
+            space,
+        ),
     ).rowcount
 
 
@@ -129,18 +189,26 @@ def _reorder(conn: psycopg.Connection, realm: str, space: str, orders: dict[str,
     if not orders:
         return 0
     table = qualified(realm, "documents")
-    stored = dict(conn.execute(sql.SQL("SELECT DISTINCT ON (doc_key) doc_key, doc_order FROM {} WHERE space = %s "
-                                       "ORDER BY doc_key").format(table), (space,)).fetchall())
+    stored = dict(
+        conn.execute(
+            sql.SQL(
+                "SELECT DISTINCT ON (doc_key) doc_key, doc_order FROM {} WHERE space = %s ORDER BY doc_key"
+            ).format(table),
+            (space,),
+        ).fetchall()
+    )
     moved = {k: o for k, o in orders.items() if k in stored and stored[k] != o}
     if not moved:
         return 0
     kept = [k for k in stored if k in orders]
     shift = sorted(kept, key=lambda k: (stored[k], k)) == sorted(kept, key=lambda k: (orders[k], k))
     conn.execute("SELECT set_config('pgrag.order_shift', %s, true)", ("on" if shift else "off",))
-    changed = conn.execute(sql.SQL("""UPDATE {t} d SET doc_order = v.o FROM unnest(%s::text[], %s::int[]) AS v(k, o)
+    changed = conn.execute(
+        sql.SQL("""UPDATE {t} d SET doc_order = v.o FROM unnest(%s::text[], %s::int[]) AS v(k, o)
                                        WHERE d.space = %s AND md5(d.doc_key) = md5(v.k) AND d.doc_key = v.k
                                          AND d.doc_order <> v.o""").format(t=table),
-                           (list(moved), list(moved.values()), space)).rowcount
+        (list(moved), list(moved.values()), space),
+    ).rowcount
     conn.execute("SELECT set_config('pgrag.order_shift', 'off', true)")
     return changed
 
@@ -148,15 +216,25 @@ def _reorder(conn: psycopg.Connection, realm: str, space: str, orders: dict[str,
 def document_fingerprints(conn: psycopg.Connection, realm: str, space: str) -> dict[str, str]:
     """doc_key → the fingerprint stored with its chunks (what the chunks stage chunked it from: text, title,
     source, metadata and the chunker — not its order; issue 15), for the space's documents that have one."""
-    return dict(conn.execute(sql.SQL("SELECT DISTINCT ON (doc_key) doc_key, doc_fingerprint FROM {} WHERE space = %s "
-                                     "AND doc_fingerprint IS NOT NULL ORDER BY doc_key").format(qualified(realm, "documents")),
-                             (space,)).fetchall())
+    return dict(
+        conn.execute(
+            sql.SQL(
+                "SELECT DISTINCT ON (doc_key) doc_key, doc_fingerprint FROM {} WHERE space = %s "
+                "AND doc_fingerprint IS NOT NULL ORDER BY doc_key"
+            ).format(qualified(realm, "documents")),
+            (space,),
+        ).fetchall()
+    )
 
 
 def indexed_keys(conn: psycopg.Connection, realm: str, space: str, keys: Collection[str]) -> set[str]:
     """Which of ``keys`` the space holds chunks of now."""
-    rows = conn.execute(sql.SQL("SELECT DISTINCT doc_key FROM {} WHERE space = %s AND md5(doc_key) = ANY(%s)").format(
-        qualified(realm, "documents")), (space, [hashlib.md5(k.encode("utf-8")).hexdigest() for k in keys])).fetchall()
+    rows = conn.execute(
+        sql.SQL("SELECT DISTINCT doc_key FROM {} WHERE space = %s AND md5(doc_key) = ANY(%s)").format(
+            qualified(realm, "documents")
+        ),
+        (space, [hashlib.md5(k.encode("utf-8")).hexdigest() for k in keys]),
+    ).fetchall()
     return {k for (k,) in rows} & set(keys)
 
 
@@ -173,7 +251,9 @@ class Rename:
     new_print: str | None = None
 
 
-def rename_documents(conn: psycopg.Connection, realm: str, space: str, renames: Collection[Rename]) -> list[Rename]:
+def rename_documents(
+    conn: psycopg.Connection, realm: str, space: str, renames: Collection[Rename]
+) -> list[Rename]:
     """Rename stored documents in place (issue 16), in the caller's transaction: every chunk of ``old`` (and
     every archived chunk in ``documents_removed``) gets doc_key ``new`` and ``source``; chunk ids, and with
     them raw extractions, gate decisions, mentions, relations' provenance and vectors, stay as they are. One
@@ -186,19 +266,32 @@ def rename_documents(conn: psycopg.Connection, realm: str, space: str, renames: 
     todo = [r for r in renames if r.old in present and r.new not in present]
     if not todo:
         return []
-    cols = ([r.old for r in todo], [r.new for r in todo], [r.source for r in todo], [r.old_print for r in todo],
-            [r.new_print for r in todo])
-    conn.execute(sql.SQL("""UPDATE {t} d SET doc_key = v.new, source = v.source,
+    cols = (
+        [r.old for r in todo],
+        [r.new for r in todo],
+        [r.source for r in todo],
+        [r.old_print for r in todo],
+        [r.new_print for r in todo],
+    )
+    conn.execute(
+        sql.SQL("""UPDATE {t} d SET doc_key = v.new, source = v.source,
                                 doc_fingerprint = CASE WHEN d.doc_fingerprint = v.old_print THEN v.new_print
                                                        ELSE d.doc_fingerprint END
                               FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[])
                                    AS v(old, new, source, old_print, new_print)
-                             WHERE d.space = %s AND md5(d.doc_key) = md5(v.old) AND d.doc_key = v.old""").format(t=table),
-                 (*cols, space))
-    conn.execute(sql.SQL("""UPDATE {t} d SET doc_key = v.new, source = v.source
+                             WHERE d.space = %s AND md5(d.doc_key) = md5(v.old) AND d.doc_key = v.old""").format(
+            t=table
+        ),
+        (*cols, space),
+    )
+    conn.execute(
+        sql.SQL("""UPDATE {t} d SET doc_key = v.new, source = v.source
                               FROM unnest(%s::text[], %s::text[], %s::text[]) AS v(old, new, source)
-                             WHERE d.space = %s AND d.doc_key = v.old""").format(t=qualified(realm, "documents_removed")),
-                 (*cols[:3], space))
+                             WHERE d.space = %s AND d.doc_key = v.old""").format(
+            t=qualified(realm, "documents_removed")
+        ),
+        (*cols[:3], space),
+    )
     history.log_renames(conn, realm, space, [(r.old, r.new) for r in todo])
     return todo
 
@@ -213,31 +306,46 @@ def delete_document_chunks(conn: psycopg.Connection, realm: str, space: str, doc
     """Remove a document's chunks (and, by cascade, their extractions, decisions and mentions); each chunk
     is archived in ``documents_removed`` first (:mod:`pgrag_dag.store.history`), so belief-time reads
     still find it. Returns how many chunks were removed; the caller logs the document event."""
-    cur = conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s AND md5(doc_key) = md5(%s) AND doc_key = %s").format(
-        qualified(realm, "documents")), (space, doc_key, doc_key))
+    cur = conn.execute(
+        sql.SQL("DELETE FROM {} WHERE space = %s AND md5(doc_key) = md5(%s) AND doc_key = %s").format(
+            qualified(realm, "documents")
+        ),
+        (space, doc_key, doc_key),
+    )
     return cur.rowcount
 
 
-def chunk_order(conn: psycopg.Connection, realm: str, space: str,
-                chunk_ids: Collection[int] | None = None) -> dict[int, tuple[int, int]]:
+def chunk_order(
+    conn: psycopg.Connection, realm: str, space: str, chunk_ids: Collection[int] | None = None
+) -> dict[int, tuple[int, int]]:
     """chunk id → (doc_order, chunk_index): a chunk's position in document order (§5.2), for every chunk of
     the space or those of ``chunk_ids``."""
     only = sql.SQL("") if chunk_ids is None else sql.SQL(" AND id = ANY(%s)")
-    rows = conn.execute(sql.SQL("SELECT id, doc_order, chunk_index FROM {} WHERE space = %s{}").format(
-        qualified(realm, "documents"), only), (space,) if chunk_ids is None else (space, list(chunk_ids))).fetchall()
+    rows = conn.execute(
+        sql.SQL("SELECT id, doc_order, chunk_index FROM {} WHERE space = %s{}").format(
+            qualified(realm, "documents"), only
+        ),
+        (space,) if chunk_ids is None else (space, list(chunk_ids)),
+    ).fetchall()
     return {i: (o, c) for i, o, c in rows}
 
 
 def count_chunks(conn: psycopg.Connection, realm: str, space: str) -> int:
     """How many chunks the space holds."""
-    row = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE space = %s").format(qualified(realm, "documents")), (space,)).fetchone()
+    row = conn.execute(
+        sql.SQL("SELECT count(*) FROM {} WHERE space = %s").format(qualified(realm, "documents")), (space,)
+    ).fetchone()
     return int(row[0]) if row else 0
 
 
 def count_documents(conn: psycopg.Connection, realm: str, space: str) -> int:
     """How many documents (distinct doc_keys) the space holds."""
-    row = conn.execute(sql.SQL("SELECT count(DISTINCT doc_key) FROM {} WHERE space = %s").format(qualified(realm, "documents")),
-                       (space,)).fetchone()
+    row = conn.execute(
+        sql.SQL("SELECT count(DISTINCT doc_key) FROM {} WHERE space = %s").format(
+            qualified(realm, "documents")
+        ),
+        (space,),
+    ).fetchone()
     return int(row[0]) if row else 0
 
 
@@ -246,6 +354,10 @@ def document_indexed(conn: psycopg.Connection, realm: str, space: str, doc_key: 
     (no ``documents`` table). Raises :class:`~pgrag_dag.errors.InvalidNameError` for a bad realm name."""
     if not history.table_exists(conn, realm, "documents"):
         return False
-    found = conn.execute(sql.SQL("SELECT 1 FROM {} WHERE space = %s AND doc_key = %s LIMIT 1").format(
-        qualified(realm, "documents")), (space, doc_key)).fetchone()
+    found = conn.execute(
+        sql.SQL("SELECT 1 FROM {} WHERE space = %s AND doc_key = %s LIMIT 1").format(
+            qualified(realm, "documents")
+        ),
+        (space, doc_key),
+    ).fetchone()
     return found is not None

@@ -20,21 +20,49 @@ from pgrag_dag.store.identifiers import qualified
 _TS = pl.Datetime("us", "UTC")
 
 ENTITY_SCHEMA = {
-    "id": pl.Int64, "name": pl.String, "entity_type": pl.String, "description": pl.String,
-    "aliases": pl.List(pl.String), "dormant": pl.Boolean, "dormant_since": _TS, "archived": pl.Boolean,
-    "archived_at": _TS, "t_created": _TS,
+    "id": pl.Int64,
+    "name": pl.String,
+    "entity_type": pl.String,
+    "description": pl.String,
+    "aliases": pl.List(pl.String),
+    "dormant": pl.Boolean,
+    "dormant_since": _TS,
+    "archived": pl.Boolean,
+    "archived_at": _TS,
+    "t_created": _TS,
 }
 RELATION_SCHEMA = {
-    "id": pl.Int64, "source_id": pl.Int64, "target_id": pl.Int64, "subject": pl.String, "object": pl.String,
-    "predicate": pl.String, "description": pl.String, "weight": pl.Int64, "confidence": pl.Float64,
-    "negated": pl.Boolean, "valid_from": pl.String, "valid_to": pl.String, "t_created": _TS, "t_expired": _TS,
-    "superseded_by": pl.Int64, "superseded": pl.Boolean, "dormant": pl.Boolean, "dormant_since": _TS,
+    "id": pl.Int64,
+    "source_id": pl.Int64,
+    "target_id": pl.Int64,
+    "subject": pl.String,
+    "object": pl.String,
+    "predicate": pl.String,
+    "description": pl.String,
+    "weight": pl.Int64,
+    "confidence": pl.Float64,
+    "negated": pl.Boolean,
+    "valid_from": pl.String,
+    "valid_to": pl.String,
+    "t_created": _TS,
+    "t_expired": _TS,
+    "superseded_by": pl.Int64,
+    "superseded": pl.Boolean,
+    "dormant": pl.Boolean,
+    "dormant_since": _TS,
     "chunk_ids": pl.List(pl.Int64),
 }
 COMMUNITY_SCHEMA = {
-    "id": pl.Int64, "level": pl.Int64, "title": pl.String, "rating": pl.Float64, "size": pl.Int64,
-    "summary": pl.String, "parent_id": pl.Int64, "child_ids": pl.List(pl.Int64),
-    "member_entity_ids": pl.List(pl.Int64), "built_at": _TS,
+    "id": pl.Int64,
+    "level": pl.Int64,
+    "title": pl.String,
+    "rating": pl.Float64,
+    "size": pl.Int64,
+    "summary": pl.String,
+    "parent_id": pl.Int64,
+    "child_ids": pl.List(pl.Int64),
+    "member_entity_ids": pl.List(pl.Int64),
+    "built_at": _TS,
 }
 MENTION_SCHEMA = {"entity_id": pl.Int64, "chunk_id": pl.Int64, "doc_key": pl.String, "chunk_index": pl.Int64}
 
@@ -70,7 +98,9 @@ SELECT m.entity_id, m.chunk_id, d.doc_key, d.chunk_index
  WHERE m.space = %s ORDER BY m.entity_id, m.chunk_id"""
 
 
-def _frame(conn: psycopg.Connection, query: sql.Composed, args: object, schema: dict[str, pl.DataType]) -> pl.DataFrame:
+def _frame(
+    conn: psycopg.Connection, query: sql.Composed, args: object, schema: dict[str, pl.DataType]
+) -> pl.DataFrame:
     rows = conn.execute(query, args).fetchall()  # type: ignore[arg-type]
     return pl.DataFrame(rows, schema=schema, orient="row")
 
@@ -78,7 +108,12 @@ def _frame(conn: psycopg.Connection, query: sql.Composed, args: object, schema: 
 def export_entities(conn: psycopg.Connection, realm: str, space: str) -> pl.DataFrame:
     """Every entity of the space by id (:data:`ENTITY_SCHEMA`): ``dormant`` (no chunk mentions it, or
     archived) with ``dormant_since``, ``archived`` (retention, §6.1) with ``archived_at``."""
-    return _frame(conn, sql.SQL(_ENTITIES).format(e=qualified(realm, "entities")), (validate_space(space),), ENTITY_SCHEMA)
+    return _frame(
+        conn,
+        sql.SQL(_ENTITIES).format(e=qualified(realm, "entities")),
+        (validate_space(space),),
+        ENTITY_SCHEMA,
+    )
 
 
 def export_relations(conn: psycopg.Connection, realm: str, space: str) -> pl.DataFrame:
@@ -86,20 +121,35 @@ def export_relations(conn: psycopg.Connection, realm: str, space: str) -> pl.Dat
     ``subject``/``object``: ``weight`` = distinct corroborating chunks (§4.7), ``chunk_ids`` its provenance,
     valid time as stated (``valid_from``/``valid_to`` text, §5.1), belief time ``t_created``/``t_expired``
     (§5.3), ``superseded_by`` (the superseding relation's id), ``dormant``."""
-    return _frame(conn, sql.SQL(_RELATIONS).format(r=qualified(realm, "relations"), e=qualified(realm, "entities")),
-                  (validate_space(space),), RELATION_SCHEMA)
+    return _frame(
+        conn,
+        sql.SQL(_RELATIONS).format(r=qualified(realm, "relations"), e=qualified(realm, "entities")),
+        (validate_space(space),),
+        RELATION_SCHEMA,
+    )
 
 
 def export_communities(conn: psycopg.Connection, realm: str, space: str) -> pl.DataFrame:
     """Every community report of the space, by level then id (:data:`COMMUNITY_SCHEMA`): ``child_ids``
     (the next level down, §6.1) and ``member_entity_ids`` — for a parent, every entity of its descendants."""
-    return _frame(conn, sql.SQL(_COMMUNITIES).format(c=qualified(realm, "communities"), ch=qualified(realm, "community_children"),
-                                                     m=qualified(realm, "community_members")),
-                  {"s": validate_space(space)}, COMMUNITY_SCHEMA)
+    return _frame(
+        conn,
+        sql.SQL(_COMMUNITIES).format(
+            c=qualified(realm, "communities"),
+            ch=qualified(realm, "community_children"),
+            m=qualified(realm, "community_members"),
+        ),
+        {"s": validate_space(space)},
+        COMMUNITY_SCHEMA,
+    )
 
 
 def export_mentions(conn: psycopg.Connection, realm: str, space: str) -> pl.DataFrame:
     """Every entity ↔ chunk mention of the space (:data:`MENTION_SCHEMA`), with the chunk's document key
     and index, by entity then chunk."""
-    return _frame(conn, sql.SQL(_MENTIONS).format(m=qualified(realm, "doc_mentions"), d=qualified(realm, "documents")),
-                  (validate_space(space),), MENTION_SCHEMA)
+    return _frame(
+        conn,
+        sql.SQL(_MENTIONS).format(m=qualified(realm, "doc_mentions"), d=qualified(realm, "documents")),
+        (validate_space(space),),
+        MENTION_SCHEMA,
+    )

@@ -14,29 +14,40 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from pgrag_dag.frames import ENTITY_SCHEMA, Resolution, Vertex
-from pgrag_dag.store.quality import fill_identity_keys
 from pgrag_dag.store.identifiers import qualified
+from pgrag_dag.store.quality import fill_identity_keys
 
 
-def load_entities(conn: psycopg.Connection, realm: str, space: str, *, resolved: bool = False,
-                  holding: Iterable[str] | None = None) -> pl.DataFrame:
+def load_entities(
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    *,
+    resolved: bool = False,
+    holding: Iterable[str] | None = None,
+) -> pl.DataFrame:
     """The space's entities (dormant included), by id: id, name, entity_type, description, aliases — as
     stored, or with ``resolved`` the type and description resolution decided (before the space's enrichers).
     With ``holding`` (identity keys), only the entities holding one of them as name or alias (through
     ``entity_keys``: an incremental resolution reads the vertices its records can meet, issue 15)."""
-    cols = ("coalesce(resolved_type, entity_type), coalesce(resolved_description, description)" if resolved
-            else "entity_type, description")
+    cols = (
+        "coalesce(resolved_type, entity_type), coalesce(resolved_description, description)"
+        if resolved
+        else "entity_type, description"
+    )
     where, args = sql.SQL(""), [space]
     if holding is not None:
         keys = sorted(set(holding))
         fill_identity_keys(conn, realm, space)
         where = sql.SQL(""" AND id IN (SELECT entity_id FROM {k} WHERE space = %s
                                          AND (name_key = ANY(%s) OR alias_keys && %s::text[]))""").format(
-            k=qualified(realm, "entity_keys"))
+            k=qualified(realm, "entity_keys")
+        )
         args += [space, keys, keys]
     rows = conn.execute(
         sql.SQL("SELECT id, name, {}, aliases FROM {} WHERE space = %s{} ORDER BY id").format(
-            sql.SQL(cols), qualified(realm, "entities"), where),
+            sql.SQL(cols), qualified(realm, "entities"), where
+        ),
         args,
     ).fetchall()
     schema = {k: v for k, v in ENTITY_SCHEMA.items() if k != "changed"}
@@ -48,8 +59,9 @@ Merge = Callable[[Vertex, Vertex], None]
 in place (:func:`pgrag_dag.graph.resolution.merge_race_loser`)."""
 
 
-def write_entities(conn: psycopg.Connection, realm: str, space: str, res: Resolution, *,
-                   merge: Merge) -> dict[str, int]:
+def write_entities(
+    conn: psycopg.Connection, realm: str, space: str, res: Resolution, *, merge: Merge
+) -> dict[str, int]:
     """Apply a :class:`Resolution` in one transaction (a savepoint inside the caller's), see :func:`_write_entities`,
     and store the identity keys of the entities it wrote (:func:`pgrag_dag.store.quality.fill_identity_keys`)."""
     with conn.transaction():
@@ -58,8 +70,9 @@ def write_entities(conn: psycopg.Connection, realm: str, space: str, res: Resolu
         return counts
 
 
-def _write_entities(conn: psycopg.Connection, realm: str, space: str, res: Resolution,
-                    merge: Merge) -> dict[str, int]:
+def _write_entities(
+    conn: psycopg.Connection, realm: str, space: str, res: Resolution, merge: Merge
+) -> dict[str, int]:
     """Apply a :class:`Resolution`: update changed vertices, insert new ones, fill in their ids.
 
     A new vertex whose name another writer inserted meanwhile loses the unique-index race and is
@@ -74,8 +87,18 @@ def _write_entities(conn: psycopg.Connection, realm: str, space: str, res: Resol
                 sql.SQL("""UPDATE {} SET name = %s, entity_type = %s, description = %s, aliases = %s,
                                          resolved_type = %s, resolved_description = %s, t_updated = now()
                             WHERE id = %s""").format(table),
-                [(v.name, v.entity_type, v.description, v.aliases, v.resolved_type, v.resolved_description, v.id)
-                 for v in changed],
+                [
+                    (
+                        v.name,
+                        v.entity_type,
+                        v.description,
+                        v.aliases,
+                        v.resolved_type,
+                        v.resolved_description,
+                        v.id,
+                    )
+                    for v in changed
+                ],
             )
         updated = len(changed)
     new = [v for v in res.vertices if v.id is None]
@@ -86,7 +109,9 @@ def _write_entities(conn: psycopg.Connection, realm: str, space: str, res: Resol
     conn.execute("TRUNCATE pgrag_incoming_ent")
     with conn.cursor() as cur, cur.copy("COPY pgrag_incoming_ent FROM STDIN") as copy:
         for i, v in enumerate(new):
-            copy.write_row((i, v.name, v.entity_type, v.description, v.aliases, v.resolved_type, v.resolved_description))
+            copy.write_row(
+                (i, v.name, v.entity_type, v.description, v.aliases, v.resolved_type, v.resolved_description)
+            )
     rows = conn.execute(
         sql.SQL("""INSERT INTO {} (space, name, entity_type, description, aliases, resolved_type, resolved_description)
                    SELECT %s, name, entity_type, description, aliases, resolved_type, resolved_description
@@ -104,21 +129,27 @@ def _write_entities(conn: psycopg.Connection, realm: str, space: str, res: Resol
             losers.append(v)
     for v in losers:  # another writer inserted this name meanwhile: merge into the winner (§4.6)
         winner = conn.execute(
-            sql.SQL("SELECT id, name, entity_type, description, aliases FROM {} WHERE space = %s AND lower(name) = lower(%s)").format(table),
+            sql.SQL(
+                "SELECT id, name, entity_type, description, aliases FROM {} WHERE space = %s AND lower(name) = lower(%s)"
+            ).format(table),
             (space, v.name),
         ).fetchone()
         assert winner is not None  # the conflict proves it exists
         w = Vertex(winner[0], winner[1], winner[2], winner[3], list(winner[4]))
         merge(w, v)
         conn.execute(
-            sql.SQL("UPDATE {} SET entity_type = %s, description = %s, aliases = %s, t_updated = now() WHERE id = %s").format(table),
+            sql.SQL(
+                "UPDATE {} SET entity_type = %s, description = %s, aliases = %s, t_updated = now() WHERE id = %s"
+            ).format(table),
             (w.entity_type, w.description, w.aliases, w.id),
         )
         v.id = w.id
     return {"inserted": len(rows), "updated": updated + len(losers)}
 
 
-def replace_mentions(conn: psycopg.Connection, realm: str, space: str, mentions: pl.DataFrame) -> dict[str, int]:
+def replace_mentions(
+    conn: psycopg.Connection, realm: str, space: str, mentions: pl.DataFrame
+) -> dict[str, int]:
     """Replace the space's ``doc_mentions`` with ``mentions`` (chunk_id, entity_id) and restamp dormancy.
 
     An entity no chunk mentions becomes dormant (``dormant_since = now()``); a mentioned dormant entity
@@ -126,20 +157,37 @@ def replace_mentions(conn: psycopg.Connection, realm: str, space: str, mentions:
     """
     pairs = mentions.unique().sort("chunk_id", "entity_id")
     stored = conn.execute(
-        sql.SQL("SELECT chunk_id, entity_id FROM {} WHERE space = %s ORDER BY 1, 2").format(qualified(realm, "doc_mentions")), (space,),
+        sql.SQL("SELECT chunk_id, entity_id FROM {} WHERE space = %s ORDER BY 1, 2").format(
+            qualified(realm, "doc_mentions")
+        ),
+        (space,),
     ).fetchall()
     if stored != list(pairs.iter_rows()):  # an unchanged mention set is left as it is
-        conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s").format(qualified(realm, "doc_mentions")), (space,))
-        with conn.cursor() as cur, cur.copy(
-            sql.SQL("COPY {} (space, chunk_id, entity_id) FROM STDIN").format(qualified(realm, "doc_mentions"))
-        ) as copy:
+        conn.execute(
+            sql.SQL("DELETE FROM {} WHERE space = %s").format(qualified(realm, "doc_mentions")), (space,)
+        )
+        with (
+            conn.cursor() as cur,
+            cur.copy(
+                sql.SQL("COPY {} (space, chunk_id, entity_id) FROM STDIN").format(
+                    qualified(realm, "doc_mentions")
+                )
+            ) as copy,
+        ):
             for c, e in pairs.iter_rows():
                 copy.write_row((space, c, e))
     return {"mentions": pairs.height, **_restamp_dormancy(conn, realm, space)}
 
 
-def replace_chunk_mentions(conn: psycopg.Connection, realm: str, space: str, chunk_ids: Sequence[int],
-                           mentions: pl.DataFrame, *, also: Sequence[int] = ()) -> dict[str, int]:
+def replace_chunk_mentions(
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    chunk_ids: Sequence[int],
+    mentions: pl.DataFrame,
+    *,
+    also: Sequence[int] = (),
+) -> dict[str, int]:
     """Replace the ``doc_mentions`` of ``chunk_ids`` only (an incremental run, issue 15) with ``mentions``
     (chunk_id, entity_id; every row's chunk among ``chunk_ids``) and restamp dormancy for the entities
     that gained or lost a mention there, and for ``also`` (entity ids whose mentions went elsewhere, e.g.
@@ -147,12 +195,28 @@ def replace_chunk_mentions(conn: psycopg.Connection, realm: str, space: str, chu
     ``rewritten`` (mention rows added or removed), ``dormant``, ``revived``."""
     table = qualified(realm, "doc_mentions")
     wanted = sorted(mentions.unique().iter_rows())
-    stored = sorted(conn.execute(sql.SQL("SELECT chunk_id, entity_id FROM {} WHERE space = %s AND chunk_id = ANY(%s)")
-                                 .format(table), (space, list(chunk_ids))).fetchall()) if chunk_ids else []
+    stored = (
+        sorted(
+            conn.execute(
+                sql.SQL("SELECT chunk_id, entity_id FROM {} WHERE space = %s AND chunk_id = ANY(%s)").format(
+                    table
+                ),
+                (space, list(chunk_ids)),
+            ).fetchall()
+        )
+        if chunk_ids
+        else []
+    )
     rewritten = len(set(stored) ^ set(wanted))
     if rewritten:
-        conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s AND chunk_id = ANY(%s)").format(table), (space, list(chunk_ids)))
-        with conn.cursor() as cur, cur.copy(sql.SQL("COPY {} (space, chunk_id, entity_id) FROM STDIN").format(table)) as copy:
+        conn.execute(
+            sql.SQL("DELETE FROM {} WHERE space = %s AND chunk_id = ANY(%s)").format(table),
+            (space, list(chunk_ids)),
+        )
+        with (
+            conn.cursor() as cur,
+            cur.copy(sql.SQL("COPY {} (space, chunk_id, entity_id) FROM STDIN").format(table)) as copy,
+        ):
             for c, e in wanted:
                 copy.write_row((space, c, e))
     affected = sorted(set(also) | {e for _, e in stored} | {e for _, e in wanted})
@@ -160,15 +224,26 @@ def replace_chunk_mentions(conn: psycopg.Connection, realm: str, space: str, chu
     return {"mentions": len(wanted), "rewritten": rewritten, **dormancy}
 
 
-def chunks_mentioning(conn: psycopg.Connection, realm: str, space: str, entity_ids: Sequence[int]) -> list[int]:
+def chunks_mentioning(
+    conn: psycopg.Connection, realm: str, space: str, entity_ids: Sequence[int]
+) -> list[int]:
     """The chunks of the space that mention any of ``entity_ids`` (``doc_mentions``, by its entity index)."""
     if not entity_ids:
         return []
-    return [r[0] for r in conn.execute(sql.SQL("SELECT DISTINCT chunk_id FROM {} WHERE space = %s AND entity_id = ANY(%s)")
-                                       .format(qualified(realm, "doc_mentions")), (space, list(entity_ids))).fetchall()]
+    return [
+        r[0]
+        for r in conn.execute(
+            sql.SQL("SELECT DISTINCT chunk_id FROM {} WHERE space = %s AND entity_id = ANY(%s)").format(
+                qualified(realm, "doc_mentions")
+            ),
+            (space, list(entity_ids)),
+        ).fetchall()
+    ]
 
 
-def _restamp_dormancy(conn: psycopg.Connection, realm: str, space: str, ids: Sequence[int] | None = None) -> dict[str, int]:
+def _restamp_dormancy(
+    conn: psycopg.Connection, realm: str, space: str, ids: Sequence[int] | None = None
+) -> dict[str, int]:
     """An entity no chunk mentions becomes dormant (``dormant_since = now()``); a mentioned dormant entity
     revives unless archived — over the space, or only the entities ``ids``. Returns ``dormant``, ``revived``."""
     ent, men = qualified(realm, "entities"), qualified(realm, "doc_mentions")
@@ -176,12 +251,17 @@ def _restamp_dormancy(conn: psycopg.Connection, realm: str, space: str, ids: Seq
     args = (space,) if ids is None else (space, list(ids))
     dormant = conn.execute(
         sql.SQL("""UPDATE {e} e SET dormant_since = now() WHERE e.space = %s{only} AND e.dormant_since IS NULL
-                   AND NOT EXISTS (SELECT 1 FROM {m} m WHERE m.entity_id = e.id)""").format(e=ent, m=men, only=only), args,
+                   AND NOT EXISTS (SELECT 1 FROM {m} m WHERE m.entity_id = e.id)""").format(
+            e=ent, m=men, only=only
+        ),
+        args,
     ).rowcount
     revived = conn.execute(
         sql.SQL("""UPDATE {e} e SET dormant_since = NULL WHERE e.space = %s{only} AND e.dormant_since IS NOT NULL
                    AND e.archived_at IS NULL AND EXISTS (SELECT 1 FROM {m} m WHERE m.entity_id = e.id)""").format(
-            e=ent, m=men, only=only), args,
+            e=ent, m=men, only=only
+        ),
+        args,
     ).rowcount
     return {"dormant": dormant, "revived": revived}
 
@@ -206,10 +286,14 @@ class EntityForms:
             self._read(sql.SQL(""), ())
 
     def _read(self, where: sql.Composable, args: Sequence[object]) -> None:
-        rows = self._conn.execute(sql.SQL("""SELECT e.id, e.name, k.name_key, k.alias_keys FROM {k} k
+        rows = self._conn.execute(
+            sql.SQL("""SELECT e.id, e.name, k.name_key, k.alias_keys FROM {k} k
                                                JOIN {e} e ON e.space = k.space AND e.id = k.entity_id
                                               WHERE k.space = %s{w}""").format(
-            k=qualified(self._realm, "entity_keys"), e=qualified(self._realm, "entities"), w=where), (self._space, *args)).fetchall()
+                k=qualified(self._realm, "entity_keys"), e=qualified(self._realm, "entities"), w=where
+            ),
+            (self._space, *args),
+        ).fetchall()
         for i, name, name_key, alias_keys in rows:
             if i in self.names:
                 continue
@@ -256,40 +340,66 @@ def entity_forms(conn: psycopg.Connection, realm: str, space: str) -> EntityForm
     return EntityForms(conn, realm, space, everything=True)
 
 
-def edges_touching(conn: psycopg.Connection, realm: str, space: str, *, chunk_ids: Sequence[int] = (),
-                   entity_ids: Sequence[int] = (), pairs: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int, list[int]]]:
+def edges_touching(
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    *,
+    chunk_ids: Sequence[int] = (),
+    entity_ids: Sequence[int] = (),
+    pairs: Sequence[tuple[int, int]] = (),
+) -> list[tuple[int, int, list[int]]]:
     """(source_id, target_id, chunk_ids) of the space's stored edges (any state) that a chunk of
     ``chunk_ids`` supported, that end at an entity of ``entity_ids``, or that join a pair of ``pairs``
     (source_id, target_id) — through the ``relations_chunk_ids`` GIN index and the endpoint indexes."""
     r = qualified(realm, "relations")
     parts, args = [], []
     if chunk_ids:
-        parts.append(sql.SQL("SELECT source_id, target_id, chunk_ids FROM {} WHERE space = %s AND chunk_ids && %s::bigint[]").format(r))
+        parts.append(
+            sql.SQL(
+                "SELECT source_id, target_id, chunk_ids FROM {} WHERE space = %s AND chunk_ids && %s::bigint[]"
+            ).format(r)
+        )
         args += [space, list(chunk_ids)]
     if entity_ids:
         for col in ("source_id", "target_id"):
-            parts.append(sql.SQL("SELECT source_id, target_id, chunk_ids FROM {} WHERE space = %s AND {} = ANY(%s)").format(
-                r, sql.Identifier(col)))
+            parts.append(
+                sql.SQL(
+                    "SELECT source_id, target_id, chunk_ids FROM {} WHERE space = %s AND {} = ANY(%s)"
+                ).format(r, sql.Identifier(col))
+            )
             args += [space, list(entity_ids)]
     if pairs:
-        parts.append(sql.SQL("""SELECT r.source_id, r.target_id, r.chunk_ids FROM {} r
+        parts.append(
+            sql.SQL("""SELECT r.source_id, r.target_id, r.chunk_ids FROM {} r
                                   JOIN unnest(%s::bigint[], %s::bigint[]) AS p(s, t) ON (r.source_id, r.target_id) = (p.s, p.t)
-                                 WHERE r.space = %s""").format(r))
+                                 WHERE r.space = %s""").format(r)
+        )
         args += [[s for s, _ in pairs], [t for _, t in pairs], space]
     if not parts:
         return []
     return [(s, t, list(c)) for s, t, c in conn.execute(sql.SQL(" UNION ALL ").join(parts), args).fetchall()]
 
 
-def write_relations(conn: psycopg.Connection, realm: str, space: str, relations: pl.DataFrame,
-                    pairs: Collection[tuple[int, int]] | None = None) -> dict[str, int]:
+def write_relations(
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    relations: pl.DataFrame,
+    pairs: Collection[tuple[int, int]] | None = None,
+) -> dict[str, int]:
     """Upsert the ``relations`` frame in one transaction (a savepoint inside the caller's); see :func:`_write_relations`."""
     with conn.transaction():
         return _write_relations(conn, realm, space, relations, pairs)
 
 
-def _write_relations(conn: psycopg.Connection, realm: str, space: str, relations: pl.DataFrame,
-                     pairs: Collection[tuple[int, int]] | None = None) -> dict[str, int]:
+def _write_relations(
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    relations: pl.DataFrame,
+    pairs: Collection[tuple[int, int]] | None = None,
+) -> dict[str, int]:
     """Upsert the ``relations`` frame: one edge per (source, predicate, target, negated), set-based.
 
     The frame is copied into a temporary table and merged in one statement. Unchanged edges are not
@@ -305,15 +415,32 @@ def _write_relations(conn: psycopg.Connection, realm: str, space: str, relations
                         chunk_ids bigint[], weight integer, confidence double precision, payload jsonb, rendered text)
                     ON COMMIT DROP""")
     conn.execute("TRUNCATE pgrag_incoming_rel")
-    with conn.cursor() as cur, cur.copy(
-        "COPY pgrag_incoming_rel (source_id, target_id, predicate, negated, description, chunk_ids, weight,"
-        " confidence, payload, rendered) FROM STDIN"
-    ) as copy:
+    with (
+        conn.cursor() as cur,
+        cur.copy(
+            "COPY pgrag_incoming_rel (source_id, target_id, predicate, negated, description, chunk_ids, weight,"
+            " confidence, payload, rendered) FROM STDIN"
+        ) as copy,
+    ):
         for r in relations.iter_rows(named=True):
             payload = {k: r[k] for k in ("valid_from", "valid_to") if r[k]}
-            copy.write_row((r["source_id"], r["target_id"], r["predicate"], r["negated"], r["description"],
-                            r["chunk_ids"], r["weight"], r["confidence"], Jsonb(payload), r["rendered"]))
-    same_edge = sql.SQL("(r.source_id, r.predicate, r.target_id, r.negated) = (i.source_id, i.predicate, i.target_id, i.negated)")
+            copy.write_row(
+                (
+                    r["source_id"],
+                    r["target_id"],
+                    r["predicate"],
+                    r["negated"],
+                    r["description"],
+                    r["chunk_ids"],
+                    r["weight"],
+                    r["confidence"],
+                    Jsonb(payload),
+                    r["rendered"],
+                )
+            )
+    same_edge = sql.SQL(
+        "(r.source_id, r.predicate, r.target_id, r.negated) = (i.source_id, i.predicate, i.target_id, i.negated)"
+    )
     updated = conn.execute(
         sql.SQL("""UPDATE {t} r SET description = i.description, chunk_ids = i.chunk_ids, weight = i.weight,
                           confidence = i.confidence, payload = r.payload || i.payload, rendered = i.rendered,
@@ -333,18 +460,23 @@ def _write_relations(conn: psycopg.Connection, realm: str, space: str, relations
                           i.confidence, i.payload, i.rendered FROM pgrag_incoming_rel i
                     WHERE NOT EXISTS (SELECT 1 FROM {t} r WHERE r.space = %s AND {same})
                     ORDER BY i.source_id, i.predicate, i.target_id, i.negated
-                   ON CONFLICT (space, source_id, predicate, target_id, negated) DO NOTHING""").format(t=table, same=same_edge),
+                   ON CONFLICT (space, source_id, predicate, target_id, negated) DO NOTHING""").format(
+            t=table, same=same_edge
+        ),
         (space, space),
     ).rowcount
     only, args = sql.SQL(""), [space]
     if pairs is not None:
-        only = sql.SQL(" AND (r.source_id, r.target_id) IN (SELECT * FROM unnest(%s::bigint[], %s::bigint[]))")
+        only = sql.SQL(
+            " AND (r.source_id, r.target_id) IN (SELECT * FROM unnest(%s::bigint[], %s::bigint[]))"
+        )
         args += [[a for a, _ in pairs], [b for _, b in pairs]]
     dormant = conn.execute(
         sql.SQL("""UPDATE {t} r SET dormant_since = now() WHERE r.space = %s AND r.dormant_since IS NULL{only} AND NOT EXISTS (
                    SELECT 1 FROM pgrag_incoming_rel i WHERE (i.source_id, i.target_id, i.predicate, i.negated)
                                                           = (r.source_id, r.target_id, r.predicate, r.negated))""").format(
-            t=table, only=only),
+            t=table, only=only
+        ),
         args,
     ).rowcount
     return {"inserted": inserted, "updated": updated, "dormant": dormant}
@@ -368,29 +500,63 @@ def graph_counts(conn: psycopg.Connection, realm: str, space: str) -> dict[str, 
         {"s": space},
     ).fetchone()
     assert row is not None
-    return dict(zip(["entities", "entities_dormant", "relations", "relations_dormant", "mentions", "negated",
-                     "with_validity", "superseded"], row))
+    return dict(
+        zip(
+            [
+                "entities",
+                "entities_dormant",
+                "relations",
+                "relations_dormant",
+                "mentions",
+                "negated",
+                "with_validity",
+                "superseded",
+            ],
+            row,
+        )
+    )
 
 
 def quality_frames(conn: psycopg.Connection, realm: str, space: str) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The frames :func:`pgrag_dag.graph.quality.graph_quality` reads: entities (id, name, aliases, dormant) and
     relations (source_id, target_id, predicate, negated, live)."""
     e, r = qualified(realm, "entities"), qualified(realm, "relations")
-    ents = conn.execute(sql.SQL("SELECT id, name, aliases, dormant_since IS NOT NULL FROM {} WHERE space = %s ORDER BY id")
-                        .format(e), (space,)).fetchall()
-    rels = conn.execute(sql.SQL("""SELECT source_id, target_id, predicate, negated,
-                                          dormant_since IS NULL AND superseded_by IS NULL FROM {} WHERE space = %s""")
-                        .format(r), (space,)).fetchall()
+    ents = conn.execute(
+        sql.SQL(
+            "SELECT id, name, aliases, dormant_since IS NOT NULL FROM {} WHERE space = %s ORDER BY id"
+        ).format(e),
+        (space,),
+    ).fetchall()
+    rels = conn.execute(
+        sql.SQL("""SELECT source_id, target_id, predicate, negated,
+                                          dormant_since IS NULL AND superseded_by IS NULL FROM {} WHERE space = %s""").format(
+            r
+        ),
+        (space,),
+    ).fetchall()
     return (
-        pl.DataFrame(ents, schema={"id": pl.Int64, "name": pl.String, "aliases": pl.List(pl.String), "dormant": pl.Boolean},
-                     orient="row"),
-        pl.DataFrame(rels, schema={"source_id": pl.Int64, "target_id": pl.Int64, "predicate": pl.String,
-                                   "negated": pl.Boolean, "live": pl.Boolean}, orient="row"),
+        pl.DataFrame(
+            ents,
+            schema={"id": pl.Int64, "name": pl.String, "aliases": pl.List(pl.String), "dormant": pl.Boolean},
+            orient="row",
+        ),
+        pl.DataFrame(
+            rels,
+            schema={
+                "source_id": pl.Int64,
+                "target_id": pl.Int64,
+                "predicate": pl.String,
+                "negated": pl.Boolean,
+                "live": pl.Boolean,
+            },
+            orient="row",
+        ),
     )
 
 
-def apply_supersession(conn: psycopg.Connection, realm: str, space: str, relations: pl.DataFrame,
-                       supersession: pl.DataFrame) -> dict[str, int]:
+def apply_supersession(
+    conn: psycopg.Connection, realm: str, space: str, relations: pl.DataFrame, supersession: pl.DataFrame
+) -> dict[str, int]:
     """Mark superseded edges (§5.2–5.3): ``superseded_by`` and ``t_expired`` (database clock), never delete.
 
     ``relations`` is the live frame the stage wrote (rows addressed by position) — call it right after
@@ -402,31 +568,60 @@ def apply_supersession(conn: psycopg.Connection, realm: str, space: str, relatio
     (now), ``newly_superseded``, ``restored``.
     """
     table = qualified(realm, "relations")
-    keys = [(r["source_id"], r["target_id"], r["predicate"], r["negated"]) for r in relations.iter_rows(named=True)]
+    keys = [
+        (r["source_id"], r["target_id"], r["predicate"], r["negated"])
+        for r in relations.iter_rows(named=True)
+    ]
     ids = {}
-    for i, s_, t_, p_, n_ in conn.execute(  # the edges just written (write_relations' incoming rows), not the space
+    for (
+        i,
+        s_,
+        t_,
+        p_,
+        n_,
+    ) in conn.execute(  # the edges just written (write_relations' incoming rows), not the space
         sql.SQL("""SELECT r.id, r.source_id, r.target_id, r.predicate, r.negated FROM {} r JOIN pgrag_incoming_rel i
                      ON (r.source_id, r.predicate, r.target_id, r.negated) = (i.source_id, i.predicate, i.target_id, i.negated)
-                  WHERE r.space = %s""").format(table), (space,)
+                  WHERE r.space = %s""").format(table),
+        (space,),
     ).fetchall():
         ids[(s_, t_, p_, n_)] = i
-    wanted = {ids[keys[r]]: (ids[keys[w]], reason, expl)
-              for r, w, reason, expl in supersession.select("row", "superseded_by_row", "reason", "explanation").iter_rows()}
+    wanted = {
+        ids[keys[r]]: (ids[keys[w]], reason, expl)
+        for r, w, reason, expl in supersession.select(
+            "row", "superseded_by_row", "reason", "explanation"
+        ).iter_rows()
+    }
     live = [ids[k] for k in keys]
-    stored = dict(conn.execute(
-        sql.SQL("SELECT id, superseded_by FROM {} WHERE id = ANY(%s) AND superseded_by IS NOT NULL").format(table), (live,),
-    ).fetchall())
+    stored = dict(
+        conn.execute(
+            sql.SQL(
+                "SELECT id, superseded_by FROM {} WHERE id = ANY(%s) AND superseded_by IS NOT NULL"
+            ).format(table),
+            (live,),
+        ).fetchall()
+    )
     newly = restored = 0
     with conn.cursor() as cur:
         for edge, (by, reason, expl) in wanted.items():
             if stored.get(edge) != by:
                 payload = {"supersession": {"reason": reason, **({"explanation": expl} if expl else {})}}
-                cur.execute(sql.SQL("UPDATE {} SET superseded_by = %s, t_expired = now(), payload = payload || %s"
-                                    " WHERE id = %s").format(table), (by, Jsonb(payload), edge))
+                cur.execute(
+                    sql.SQL(
+                        "UPDATE {} SET superseded_by = %s, t_expired = now(), payload = payload || %s"
+                        " WHERE id = %s"
+                    ).format(table),
+                    (by, Jsonb(payload), edge),
+                )
                 newly += 1
         for edge in stored:
             if edge not in wanted:
-                cur.execute(sql.SQL("UPDATE {} SET superseded_by = NULL, t_expired = NULL, payload = payload - 'supersession'"
-                                    " WHERE id = %s").format(table), (edge,))
+                cur.execute(
+                    sql.SQL(
+                        "UPDATE {} SET superseded_by = NULL, t_expired = NULL, payload = payload - 'supersession'"
+                        " WHERE id = %s"
+                    ).format(table),
+                    (edge,),
+                )
                 restored += 1
     return {"superseded": len(wanted), "newly_superseded": newly, "restored": restored}

@@ -186,10 +186,14 @@ HISTORY_DDL: tuple[str, ...] = (
     """CREATE INDEX IF NOT EXISTS documents_removed_belief ON {s}.documents_removed (space, t_created, t_removed)""",
     """CREATE INDEX IF NOT EXISTS documents_removed_entities ON {s}.documents_removed USING gin (entity_ids)""",
     # ---- migration: a realm built before the history reconstructs it once from the rows' stamps
-    *_relation_from_stamps("(SELECT * FROM {s}.relations r WHERE NOT EXISTS (SELECT 1 FROM {s}.belief_log l"
-                           " WHERE l.kind = 'relation' AND l.object_id = r.id))"),
-    *_entity_from_stamps("(SELECT * FROM {s}.entities e WHERE NOT EXISTS (SELECT 1 FROM {s}.belief_log l"
-                         " WHERE l.kind = 'entity' AND l.object_id = e.id))"),
+    *_relation_from_stamps(
+        "(SELECT * FROM {s}.relations r WHERE NOT EXISTS (SELECT 1 FROM {s}.belief_log l"
+        " WHERE l.kind = 'relation' AND l.object_id = r.id))"
+    ),
+    *_entity_from_stamps(
+        "(SELECT * FROM {s}.entities e WHERE NOT EXISTS (SELECT 1 FROM {s}.belief_log l"
+        " WHERE l.kind = 'entity' AND l.object_id = e.id))"
+    ),
     """INSERT INTO {s}.belief_log (space, kind, doc_key, event, at)
        SELECT d.space, 'document', d.doc_key, 'added', min(d.t_created) FROM {s}.documents d
         WHERE NOT EXISTS (SELECT 1 FROM {s}.belief_log l WHERE l.kind = 'document' AND l.space = d.space)
@@ -197,15 +201,21 @@ HISTORY_DDL: tuple[str, ...] = (
     # ---- relations: every change of belief state (INSERT: a statement trigger over the new rows)
     """CREATE OR REPLACE FUNCTION {s}.relations_history_insert() RETURNS trigger LANGUAGE plpgsql AS $f$
     BEGIN
-        """ + ";\n        ".join(_relation_from_stamps("new_rows")) + """;
+        """
+    + ";\n        ".join(_relation_from_stamps("new_rows"))
+    + """;
         RETURN NULL;
     END $f$""",
     # an UPDATE changes belief state on few rows (the embeddings stage rewrites every row's vector and must
     # not pay for it): a row trigger, fired only when dormant_since or superseded_by changed (see _TRIGGERS)
     """CREATE OR REPLACE FUNCTION {s}.relations_history_update() RETURNS trigger LANGUAGE plpgsql AS $f$
     DECLARE
-        v_old text := """ + _RELATION_STATE.format(x="OLD") + """;
-        v_new text := """ + _RELATION_STATE.format(x="NEW") + """;
+        v_old text := """
+    + _RELATION_STATE.format(x="OLD")
+    + """;
+        v_new text := """
+    + _RELATION_STATE.format(x="NEW")
+    + """;
         v_at timestamptz := CASE WHEN NEW.dormant_since IS NOT NULL THEN NEW.dormant_since
                                  WHEN NEW.superseded_by IS NOT NULL THEN COALESCE(NEW.t_expired, now()) ELSE now() END;
     BEGIN
@@ -231,7 +241,9 @@ HISTORY_DDL: tuple[str, ...] = (
     # ---- entities: live = not dormant (archived entities are dormant too)
     """CREATE OR REPLACE FUNCTION {s}.entities_history_insert() RETURNS trigger LANGUAGE plpgsql AS $f$
     BEGIN
-        """ + ";\n        ".join(_entity_from_stamps("new_rows")) + """;
+        """
+    + ";\n        ".join(_entity_from_stamps("new_rows"))
+    + """;
         RETURN NULL;
     END $f$""",
     """CREATE OR REPLACE FUNCTION {s}.entities_history_update() RETURNS trigger LANGUAGE plpgsql AS $f$
@@ -261,7 +273,9 @@ HISTORY_DDL: tuple[str, ...] = (
     # ---- chunks: a deleted chunk is archived with the entities it mentioned (unless explicitly forgotten)
     """CREATE OR REPLACE FUNCTION {s}.documents_archive() RETURNS trigger LANGUAGE plpgsql AS $f$
     BEGIN
-        IF COALESCE(current_setting('""" + FORGET_SETTING + """', true), '') <> 'on' THEN
+        IF COALESCE(current_setting('"""
+    + FORGET_SETTING
+    + """', true), '') <> 'on' THEN
             INSERT INTO {s}.documents_removed (id, space, doc_key, chunk_index, title, source, doc_order, text,
                                                content_hash, metadata, embedding, embed_hash, embed_fallback,
                                                fallback_embedding, entity_ids, t_created)
@@ -282,7 +296,9 @@ HISTORY_DDL: tuple[str, ...] = (
            AND (to_jsonb(NEW) - 'believed_to') = (to_jsonb(OLD) - 'believed_to') THEN
             RETURN NEW;
         END IF;
-        IF TG_OP IN ('DELETE', 'TRUNCATE') AND COALESCE(current_setting('""" + FORGET_SETTING + """', true), '') = 'on' THEN
+        IF TG_OP IN ('DELETE', 'TRUNCATE') AND COALESCE(current_setting('"""
+    + FORGET_SETTING
+    + """', true), '') = 'on' THEN
             RETURN OLD;
         END IF;
         RAISE EXCEPTION 'the belief history is append-only: % on %.% refused', TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME
@@ -292,23 +308,88 @@ HISTORY_DDL: tuple[str, ...] = (
 
 _TRIGGERS: tuple[tuple[str, str, str, str], ...] = (
     # (trigger name, table, timing and event, level, condition and function)
-    ("relations_history_ins", "relations", "AFTER INSERT", "REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.relations_history_insert()"),
-    ("relations_history_upd", "relations", "AFTER UPDATE OF dormant_since, superseded_by", "FOR EACH ROW WHEN "
-     "(OLD.dormant_since IS DISTINCT FROM NEW.dormant_since OR OLD.superseded_by IS DISTINCT FROM NEW.superseded_by) "
-     "EXECUTE FUNCTION {s}.relations_history_update()"),
-    ("relations_history_del", "relations", "AFTER DELETE", "REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.relations_history_delete()"),
-    ("entities_history_ins", "entities", "AFTER INSERT", "REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.entities_history_insert()"),
-    ("entities_history_upd", "entities", "AFTER UPDATE OF dormant_since, archived_at", "FOR EACH ROW WHEN "
-     "(OLD.dormant_since IS DISTINCT FROM NEW.dormant_since OR OLD.archived_at IS DISTINCT FROM NEW.archived_at) "
-     "EXECUTE FUNCTION {s}.entities_history_update()"),
-    ("entities_history_del", "entities", "AFTER DELETE", "REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.entities_history_delete()"),
-    ("documents_archive", "documents", "BEFORE DELETE", "FOR EACH ROW EXECUTE FUNCTION {s}.documents_archive()"),
-    ("belief_log_append_only", "belief_log", "BEFORE UPDATE OR DELETE", "FOR EACH ROW EXECUTE FUNCTION {s}.history_append_only()"),
-    ("belief_log_no_truncate", "belief_log", "BEFORE TRUNCATE", "FOR EACH STATEMENT EXECUTE FUNCTION {s}.history_append_only()"),
-    ("relation_belief_no_truncate", "relation_belief", "BEFORE TRUNCATE", "FOR EACH STATEMENT EXECUTE FUNCTION {s}.history_append_only()"),
-    ("entity_belief_no_truncate", "entity_belief", "BEFORE TRUNCATE", "FOR EACH STATEMENT EXECUTE FUNCTION {s}.history_append_only()"),
-    ("relation_belief_append_only", "relation_belief", "BEFORE UPDATE OR DELETE", "FOR EACH ROW EXECUTE FUNCTION {s}.history_append_only()"),
-    ("entity_belief_append_only", "entity_belief", "BEFORE UPDATE OR DELETE", "FOR EACH ROW EXECUTE FUNCTION {s}.history_append_only()"),
+    (
+        "relations_history_ins",
+        "relations",
+        "AFTER INSERT",
+        "REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.relations_history_insert()",
+    ),
+    (
+        "relations_history_upd",
+        "relations",
+        "AFTER UPDATE OF dormant_since, superseded_by",
+        "FOR EACH ROW WHEN "
+        "(OLD.dormant_since IS DISTINCT FROM NEW.dormant_since OR OLD.superseded_by IS DISTINCT FROM NEW.superseded_by) "
+        "EXECUTE FUNCTION {s}.relations_history_update()",
+    ),
+    (
+        "relations_history_del",
+        "relations",
+        "AFTER DELETE",
+        "REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.relations_history_delete()",
+    ),
+    (
+        "entities_history_ins",
+        "entities",
+        "AFTER INSERT",
+        "REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.entities_history_insert()",
+    ),
+    (
+        "entities_history_upd",
+        "entities",
+        "AFTER UPDATE OF dormant_since, archived_at",
+        "FOR EACH ROW WHEN "
+        "(OLD.dormant_since IS DISTINCT FROM NEW.dormant_since OR OLD.archived_at IS DISTINCT FROM NEW.archived_at) "
+        "EXECUTE FUNCTION {s}.entities_history_update()",
+    ),
+    (
+        "entities_history_del",
+        "entities",
+        "AFTER DELETE",
+        "REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.entities_history_delete()",
+    ),
+    (
+        "documents_archive",
+        "documents",
+        "BEFORE DELETE",
+        "FOR EACH ROW EXECUTE FUNCTION {s}.documents_archive()",
+    ),
+    (
+        "belief_log_append_only",
+        "belief_log",
+        "BEFORE UPDATE OR DELETE",
+        "FOR EACH ROW EXECUTE FUNCTION {s}.history_append_only()",
+    ),
+    (
+        "belief_log_no_truncate",
+        "belief_log",
+        "BEFORE TRUNCATE",
+        "FOR EACH STATEMENT EXECUTE FUNCTION {s}.history_append_only()",
+    ),
+    (
+        "relation_belief_no_truncate",
+        "relation_belief",
+        "BEFORE TRUNCATE",
+        "FOR EACH STATEMENT EXECUTE FUNCTION {s}.history_append_only()",
+    ),
+    (
+        "entity_belief_no_truncate",
+        "entity_belief",
+        "BEFORE TRUNCATE",
+        "FOR EACH STATEMENT EXECUTE FUNCTION {s}.history_append_only()",
+    ),
+    (
+        "relation_belief_append_only",
+        "relation_belief",
+        "BEFORE UPDATE OR DELETE",
+        "FOR EACH ROW EXECUTE FUNCTION {s}.history_append_only()",
+    ),
+    (
+        "entity_belief_append_only",
+        "entity_belief",
+        "BEFORE UPDATE OR DELETE",
+        "FOR EACH ROW EXECUTE FUNCTION {s}.history_append_only()",
+    ),
 )
 
 
@@ -323,9 +404,16 @@ def create_history(conn: psycopg.Connection, schema: str, vector_type: sql.Compo
     for stmt in HISTORY_DDL:
         conn.execute(sql.SQL(stmt).format(s=s, v=vector_type))  # type: ignore[arg-type]
     for name, tab, when, rest in _TRIGGERS:
-        conn.execute(sql.SQL("DROP TRIGGER IF EXISTS {n} ON {s}.{t}").format(n=sql.Identifier(name), s=s, t=sql.Identifier(tab)))
-        conn.execute(sql.SQL("CREATE TRIGGER {n} " + when + " ON {s}.{t} " + rest).format(  # type: ignore[arg-type]
-            n=sql.Identifier(name), s=s, t=sql.Identifier(tab)))
+        conn.execute(
+            sql.SQL("DROP TRIGGER IF EXISTS {n} ON {s}.{t}").format(
+                n=sql.Identifier(name), s=s, t=sql.Identifier(tab)
+            )
+        )
+        conn.execute(
+            sql.SQL("CREATE TRIGGER {n} " + when + " ON {s}.{t} " + rest).format(  # type: ignore[arg-type]
+                n=sql.Identifier(name), s=s, t=sql.Identifier(tab)
+            )
+        )
 
 
 def log_documents(conn: psycopg.Connection, realm: str, space: str, events: Sequence[tuple[str, str]]) -> int:
@@ -339,8 +427,11 @@ def log_documents(conn: psycopg.Connection, realm: str, space: str, events: Sequ
         return 0
     with conn.cursor() as cur:
         cur.executemany(
-            sql.SQL("INSERT INTO {} (space, kind, doc_key, event) VALUES (%s, 'document', %s, %s)").format(qualified(realm, "belief_log")),
-            [(space, k, e) for k, e in events])
+            sql.SQL("INSERT INTO {} (space, kind, doc_key, event) VALUES (%s, 'document', %s, %s)").format(
+                qualified(realm, "belief_log")
+            ),
+            [(space, k, e) for k, e in events],
+        )
     return len(events)
 
 
@@ -349,8 +440,11 @@ def log_renames(conn: psycopg.Connection, realm: str, space: str, renames: Seque
     ``renamed_from`` = the old), in the caller's transaction. Returns how many were written."""
     with conn.cursor() as cur:
         cur.executemany(
-            sql.SQL("INSERT INTO {} (space, kind, doc_key, event, renamed_from) VALUES (%s, 'document', %s, 'renamed', %s)")
-            .format(qualified(realm, "belief_log")), [(space, new, old) for old, new in renames])
+            sql.SQL(
+                "INSERT INTO {} (space, kind, doc_key, event, renamed_from) VALUES (%s, 'document', %s, 'renamed', %s)"
+            ).format(qualified(realm, "belief_log")),
+            [(space, new, old) for old, new in renames],
+        )
     return len(renames)
 
 
@@ -362,14 +456,17 @@ def before_added(conn: psycopg.Connection, realm: str, space: str, doc_key: str)
     the realm has no history). Reads ``belief_log``."""
     if not table_exists(conn, realm, "belief_log"):
         return None
-    row = conn.execute(sql.SQL(
-        """WITH RECURSIVE keys(k) AS (
+    row = conn.execute(
+        sql.SQL(
+            """WITH RECURSIVE keys(k) AS (
                SELECT %(key)s::text
                UNION SELECT l.renamed_from FROM {t} l JOIN keys ON l.doc_key = keys.k
                       WHERE l.space = %(space)s AND l.kind = 'document' AND l.event = 'renamed')
            SELECT max(at) - interval '1 microsecond' FROM {t}
-            WHERE space = %(space)s AND kind = 'document' AND doc_key IN (SELECT k FROM keys) AND event = 'added'""").format(
-        t=qualified(realm, "belief_log")), {"space": space, "key": doc_key}).fetchone()
+            WHERE space = %(space)s AND kind = 'document' AND doc_key IN (SELECT k FROM keys) AND event = 'added'"""
+        ).format(t=qualified(realm, "belief_log")),
+        {"space": space, "key": doc_key},
+    ).fetchone()
     return None if row is None else row[0]
 
 
@@ -384,9 +481,13 @@ def graph_clock(conn: psycopg.Connection) -> datetime:
 def mark_checked(conn: psycopg.Connection, realm: str, space: str, stage: str, at: datetime) -> None:
     """Record that ``stage`` of ``space`` read the whole graph at ``at`` (:func:`graph_clock`) and is up to
     date with it — built from it, or found it unchanged — in the caller's transaction."""
-    conn.execute(sql.SQL("""INSERT INTO {} (space, stage, checked_at) VALUES (%s, %s, %s)
+    conn.execute(
+        sql.SQL("""INSERT INTO {} (space, stage, checked_at) VALUES (%s, %s, %s)
                             ON CONFLICT (space, stage) DO UPDATE SET checked_at = greatest({}.checked_at, EXCLUDED.checked_at)""").format(
-        qualified(realm, "graph_checked"), sql.Identifier("graph_checked")), (space, stage, at))
+            qualified(realm, "graph_checked"), sql.Identifier("graph_checked")
+        ),
+        (space, stage, at),
+    )
 
 
 def table_exists(conn: psycopg.Connection, realm: str, table: str) -> bool:

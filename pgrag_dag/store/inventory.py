@@ -40,9 +40,12 @@ def registered_realms(conn: psycopg.Connection) -> list[dict[str, Any]]:
     if conn.execute("SELECT to_regclass('pgrag__control.realms')").fetchone() == (None,):
         return []
     with conn.cursor(row_factory=dict_row) as cur:
-        return list(cur.execute(
-            """SELECT realm, embedding_model, embedding_dim, embedding_convention, schema_version, created_at
-                 FROM pgrag__control.realms ORDER BY realm""").fetchall())
+        return list(
+            cur.execute(
+                """SELECT realm, embedding_model, embedding_dim, embedding_convention, schema_version, created_at
+                 FROM pgrag__control.realms ORDER BY realm"""
+            ).fetchall()
+        )
 
 
 def realm_spaces(conn: psycopg.Connection, realm: str) -> list[str]:
@@ -59,8 +62,12 @@ def realm_spaces(conn: psycopg.Connection, realm: str) -> list[str]:
 
 def community_levels(conn: psycopg.Connection, realm: str, space: str) -> dict[int, int]:
     """Community reports of ``space`` per level (level → count; absent levels have none)."""
-    rows = conn.execute(sql.SQL("SELECT level, count(*) FROM {} WHERE space = %s GROUP BY level ORDER BY level").format(
-        qualified(realm, "communities")), (space,)).fetchall()
+    rows = conn.execute(
+        sql.SQL("SELECT level, count(*) FROM {} WHERE space = %s GROUP BY level ORDER BY level").format(
+            qualified(realm, "communities")
+        ),
+        (space,),
+    ).fetchall()
     return {int(level): int(n) for level, n in rows}
 
 
@@ -69,25 +76,45 @@ def _like(text: str) -> str:
     return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
-def _page(conn: psycopg.Connection, select: sql.Composable, source: sql.Composable, where: list[sql.Composable],
-          order: sql.Composable, params: dict[str, Any], *, limit: int, offset: int,
-          group: sql.Composable | None = None) -> Page:
+def _page(
+    conn: psycopg.Connection,
+    select: sql.Composable,
+    source: sql.Composable,
+    where: list[sql.Composable],
+    order: sql.Composable,
+    params: dict[str, Any],
+    *,
+    limit: int,
+    offset: int,
+    group: sql.Composable | None = None,
+) -> Page:
     """``SELECT select FROM source WHERE where… [GROUP BY group] ORDER BY order`` one page, and the total."""
     cond = sql.SQL(" AND ").join(where) if where else sql.SQL("TRUE")
     grouped = sql.SQL("") if group is None else sql.SQL(" GROUP BY {}").format(group)
-    counted = sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {src} WHERE {w}{g}) AS x").format(src=source, w=cond, g=grouped)
+    counted = sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {src} WHERE {w}{g}) AS x").format(
+        src=source, w=cond, g=grouped
+    )
     total_row = conn.execute(counted, params).fetchone()
     total = int(total_row[0]) if total_row else 0
-    query = sql.SQL("SELECT {sel} FROM {src} WHERE {w}{g} ORDER BY {o} LIMIT %(limit)s OFFSET %(offset)s").format(
-        sel=select, src=source, w=cond, g=grouped, o=order)
+    query = sql.SQL(
+        "SELECT {sel} FROM {src} WHERE {w}{g} ORDER BY {o} LIMIT %(limit)s OFFSET %(offset)s"
+    ).format(sel=select, src=source, w=cond, g=grouped, o=order)
     with conn.cursor(row_factory=dict_row) as cur:
         rows = list(cur.execute(query, {**params, "limit": limit, "offset": offset}).fetchall())
     return Page(total, offset, limit, rows)
 
 
-def list_entities(conn: psycopg.Connection, realm: str, space: str, *, name: str | None = None,
-                  entity_type: str | None = None, include_dormant: bool = False, limit: int = 50,
-                  offset: int = 0) -> Page:
+def list_entities(
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    *,
+    name: str | None = None,
+    entity_type: str | None = None,
+    include_dormant: bool = False,
+    limit: int = 50,
+    offset: int = 0,
+) -> Page:
     """Entities of ``space`` by name (then id): ``id, name, entity_type, description, aliases, dormant,
     archived, mentions`` (chunks mentioning it). ``name``: a case-insensitive substring of the name or an
     alias; ``entity_type``: equal ignoring case; dormant (and archived) entities only with ``include_dormant``."""
@@ -95,20 +122,42 @@ def list_entities(conn: psycopg.Connection, realm: str, space: str, *, name: str
     if not include_dormant:
         where.append(sql.SQL("e.dormant_since IS NULL"))
     if name:
-        where.append(sql.SQL("(e.name ILIKE %(name)s OR EXISTS (SELECT 1 FROM unnest(e.aliases) a WHERE a ILIKE %(name)s))"))
+        where.append(
+            sql.SQL(
+                "(e.name ILIKE %(name)s OR EXISTS (SELECT 1 FROM unnest(e.aliases) a WHERE a ILIKE %(name)s))"
+            )
+        )
     if entity_type:
         where.append(sql.SQL("lower(e.entity_type) = lower(%(type)s)"))
     select = sql.SQL("""e.id, e.name, e.entity_type, e.description, e.aliases, e.dormant_since IS NOT NULL AS dormant,
                         e.archived_at IS NOT NULL AS archived,
                         (SELECT count(*) FROM {m} m WHERE m.space = e.space AND m.entity_id = e.id) AS mentions""").format(
-        m=qualified(realm, "doc_mentions"))
-    return _page(conn, select, sql.SQL("{} AS e").format(qualified(realm, "entities")), where, sql.SQL("e.name, e.id"),
-                 {"space": space, "name": _like(name or ""), "type": entity_type}, limit=limit, offset=offset)
+        m=qualified(realm, "doc_mentions")
+    )
+    return _page(
+        conn,
+        select,
+        sql.SQL("{} AS e").format(qualified(realm, "entities")),
+        where,
+        sql.SQL("e.name, e.id"),
+        {"space": space, "name": _like(name or ""), "type": entity_type},
+        limit=limit,
+        offset=offset,
+    )
 
 
-def list_relations(conn: psycopg.Connection, realm: str, space: str, *, name: str | None = None,
-                   predicate: str | None = None, include_superseded: bool = False, include_dormant: bool = False,
-                   limit: int = 50, offset: int = 0) -> Page:
+def list_relations(
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    *,
+    name: str | None = None,
+    predicate: str | None = None,
+    include_superseded: bool = False,
+    include_dormant: bool = False,
+    limit: int = 50,
+    offset: int = 0,
+) -> Page:
     """Relations of ``space`` by subject, predicate, object (then id): ``id, subject, predicate, object,
     negated, valid_from, valid_to, weight, confidence, superseded_by, superseded, dormant, chunks`` (how many
     chunks state it), ``description``. ``name``: a case-insensitive substring of the subject's or the
@@ -126,14 +175,31 @@ def list_relations(conn: psycopg.Connection, realm: str, space: str, *, name: st
     select = sql.SQL("""r.id, s.name AS subject, r.predicate, o.name AS object, r.negated, r.valid_from, r.valid_to,
                         r.weight, r.confidence, r.superseded_by, r.superseded_by IS NOT NULL AS superseded,
                         r.dormant_since IS NOT NULL AS dormant, cardinality(r.chunk_ids) AS chunks, r.description""")
-    source = sql.SQL("{r} AS r JOIN {e} AS s ON s.id = r.source_id JOIN {e} AS o ON o.id = r.target_id").format(
-        r=qualified(realm, "relations"), e=qualified(realm, "entities"))
-    return _page(conn, select, source, where, sql.SQL("s.name, r.predicate, o.name, r.id"),
-                 {"space": space, "name": _like(name or ""), "predicate": predicate}, limit=limit, offset=offset)
+    source = sql.SQL(
+        "{r} AS r JOIN {e} AS s ON s.id = r.source_id JOIN {e} AS o ON o.id = r.target_id"
+    ).format(r=qualified(realm, "relations"), e=qualified(realm, "entities"))
+    return _page(
+        conn,
+        select,
+        source,
+        where,
+        sql.SQL("s.name, r.predicate, o.name, r.id"),
+        {"space": space, "name": _like(name or ""), "predicate": predicate},
+        limit=limit,
+        offset=offset,
+    )
 
 
-def list_communities(conn: psycopg.Connection, realm: str, space: str, *, name: str | None = None,
-                     level: int | None = None, limit: int = 50, offset: int = 0) -> Page:
+def list_communities(
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    *,
+    name: str | None = None,
+    level: int | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> Page:
     """Community reports of ``space`` by level, then size (largest first), then id: ``id, level, title,
     size, rating, built_at, parent_id, summary``. ``name``: a case-insensitive substring of the title;
     ``level``: that level only."""
@@ -143,13 +209,27 @@ def list_communities(conn: psycopg.Connection, realm: str, space: str, *, name: 
     if level is not None:
         where.append(sql.SQL("c.level = %(level)s"))
     select = sql.SQL("c.id, c.level, c.title, c.size, c.rating, c.built_at, c.parent_id, c.summary")
-    return _page(conn, select, sql.SQL("{} AS c").format(qualified(realm, "communities")), where,
-                 sql.SQL("c.level, c.size DESC, c.id"), {"space": space, "name": _like(name or ""), "level": level},
-                 limit=limit, offset=offset)
+    return _page(
+        conn,
+        select,
+        sql.SQL("{} AS c").format(qualified(realm, "communities")),
+        where,
+        sql.SQL("c.level, c.size DESC, c.id"),
+        {"space": space, "name": _like(name or ""), "level": level},
+        limit=limit,
+        offset=offset,
+    )
 
 
-def list_documents(conn: psycopg.Connection, realm: str, space: str, *, name: str | None = None,
-                   limit: int = 50, offset: int = 0) -> Page:
+def list_documents(
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    *,
+    name: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> Page:
     """Documents of ``space`` in document order (then doc_key): ``doc_key, title, source, doc_order, chunks,
     chars`` (characters over its chunks, overlaps counted), ``indexed_at`` (its first chunk's ``t_created``).
     ``name``: a case-insensitive substring of the doc_key or the title."""
@@ -158,9 +238,17 @@ def list_documents(conn: psycopg.Connection, realm: str, space: str, *, name: st
         where.append(sql.SQL("(d.doc_key ILIKE %(name)s OR d.title ILIKE %(name)s)"))
     select = sql.SQL("""d.doc_key, min(d.title) AS title, min(d.source) AS source, min(d.doc_order) AS doc_order,
                         count(*) AS chunks, sum(length(d.text)) AS chars, min(d.t_created) AS indexed_at""")
-    return _page(conn, select, sql.SQL("{} AS d").format(qualified(realm, "documents")), where,
-                 sql.SQL("min(d.doc_order), d.doc_key"), {"space": space, "name": _like(name or "")},
-                 limit=limit, offset=offset, group=sql.SQL("d.doc_key"))
+    return _page(
+        conn,
+        select,
+        sql.SQL("{} AS d").format(qualified(realm, "documents")),
+        where,
+        sql.SQL("min(d.doc_order), d.doc_key"),
+        {"space": space, "name": _like(name or "")},
+        limit=limit,
+        offset=offset,
+        group=sql.SQL("d.doc_key"),
+    )
 
 
 def first_belief(conn: psycopg.Connection, realm: str, space: str) -> tuple[datetime | None, bool]:
@@ -169,39 +257,68 @@ def first_belief(conn: psycopg.Connection, realm: str, space: str) -> tuple[date
     before it; ``None`` without chunks), and whether a relation predates the history (no ``t_created``:
     believed at every instant, §5.3)."""
     params = {"space": space}
-    removed = (sql.SQL("(SELECT min(x.t_created) FROM {} AS x WHERE {})").format(
-        qualified(realm, "documents_removed"), in_space("x", space)) if table_exists(conn, realm, "documents_removed")
-        else sql.SQL("NULL::timestamptz"))
-    row = conn.execute(sql.SQL(
-        """SELECT least((SELECT min(d.t_created) FROM {d} AS d WHERE {dw}), {removed}),
-                  EXISTS (SELECT 1 FROM {r} AS r WHERE {rw} AND r.t_created IS NULL)""").format(
-        d=qualified(realm, "documents"), dw=in_space("d", space), removed=removed, r=qualified(realm, "relations"),
-        rw=in_space("r", space)), params).fetchone()
+    removed = (
+        sql.SQL("(SELECT min(x.t_created) FROM {} AS x WHERE {})").format(
+            qualified(realm, "documents_removed"), in_space("x", space)
+        )
+        if table_exists(conn, realm, "documents_removed")
+        else sql.SQL("NULL::timestamptz")
+    )
+    row = conn.execute(
+        sql.SQL(
+            """SELECT least((SELECT min(d.t_created) FROM {d} AS d WHERE {dw}), {removed}),
+                  EXISTS (SELECT 1 FROM {r} AS r WHERE {rw} AND r.t_created IS NULL)"""
+        ).format(
+            d=qualified(realm, "documents"),
+            dw=in_space("d", space),
+            removed=removed,
+            r=qualified(realm, "relations"),
+            rw=in_space("r", space),
+        ),
+        params,
+    ).fetchone()
     assert row is not None
     return row[0], bool(row[1])
 
 
-def unknown_predicates(conn: psycopg.Connection, realm: str, space: str, predicates: Sequence[str]) -> list[str]:
+def unknown_predicates(
+    conn: psycopg.Connection, realm: str, space: str, predicates: Sequence[str]
+) -> list[str]:
     """Those of ``predicates`` (compared lower-cased, as a query's ``relation_types``) that no relation of
     ``space`` (``"*"``: any) has, in any state (live, superseded or dormant); sorted."""
     types = sorted({p.strip().lower() for p in predicates})
-    rows = conn.execute(sql.SQL(
-        """SELECT t FROM unnest(%(types)s::text[]) AS t
-            WHERE NOT EXISTS (SELECT 1 FROM {r} AS r WHERE {w} AND lower(r.predicate) = t) ORDER BY t""").format(
-        r=qualified(realm, "relations"), w=in_space("r", space)), {"types": types, "space": space}).fetchall()
+    rows = conn.execute(
+        sql.SQL(
+            """SELECT t FROM unnest(%(types)s::text[]) AS t
+            WHERE NOT EXISTS (SELECT 1 FROM {r} AS r WHERE {w} AND lower(r.predicate) = t) ORDER BY t"""
+        ).format(r=qualified(realm, "relations"), w=in_space("r", space)),
+        {"types": types, "space": space},
+    ).fetchall()
     return [str(r[0]) for r in rows]
 
 
 def frequent_predicates(conn: psycopg.Connection, realm: str, space: str, *, n: int = 5) -> list[str]:
     """The ``n`` predicates most live relations of ``space`` (``"*"``: any) have, most frequent first."""
-    rows = conn.execute(sql.SQL(
-        """SELECT r.predicate FROM {r} AS r WHERE {w} AND r.dormant_since IS NULL AND r.superseded_by IS NULL
-            GROUP BY r.predicate ORDER BY count(*) DESC, r.predicate LIMIT %(n)s""").format(
-        r=qualified(realm, "relations"), w=in_space("r", space)), {"space": space, "n": n}).fetchall()
+    rows = conn.execute(
+        sql.SQL(
+            """SELECT r.predicate FROM {r} AS r WHERE {w} AND r.dormant_since IS NULL AND r.superseded_by IS NULL
+            GROUP BY r.predicate ORDER BY count(*) DESC, r.predicate LIMIT %(n)s"""
+        ).format(r=qualified(realm, "relations"), w=in_space("r", space)),
+        {"space": space, "n": n},
+    ).fetchall()
     return [str(r[0]) for r in rows]
 
 
 __all__ = [
-    "Page", "community_levels", "first_belief", "frequent_predicates", "list_communities", "list_documents",
-    "list_entities", "list_relations", "realm_spaces", "registered_realms", "unknown_predicates",
+    "Page",
+    "community_levels",
+    "first_belief",
+    "frequent_predicates",
+    "list_communities",
+    "list_documents",
+    "list_entities",
+    "list_relations",
+    "realm_spaces",
+    "registered_realms",
+    "unknown_predicates",
 ]

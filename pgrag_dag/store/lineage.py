@@ -19,35 +19,63 @@ def lineage(conn: psycopg.Connection, realm: str, community_id: int) -> dict[str
     ``relations`` (id, subject, predicate, object, negated, chunk_ids), ``chunks`` (id, doc_key,
     chunk_index) and ``documents`` (doc_key, title, chunks). Raises :class:`QueryError` for an unknown id."""
     with conn.cursor(row_factory=dict_row) as cur:
-        head = cur.execute(sql.SQL("SELECT id, space, level, title, built_at FROM {} WHERE id = %s")
-                           .format(qualified(realm, "communities")), (community_id,)).fetchone()
+        head = cur.execute(
+            sql.SQL("SELECT id, space, level, title, built_at FROM {} WHERE id = %s").format(
+                qualified(realm, "communities")
+            ),
+            (community_id,),
+        ).fetchone()
         if head is None:
             raise QueryError(f"realm {realm!r} has no community {community_id}")
-        rows = cur.execute(sql.SQL(
-            """SELECT l.relation_id, s.name AS subject, l.predicate, o.name AS object, l.negated, l.chunk_id,
+        rows = cur.execute(
+            sql.SQL(
+                """SELECT l.relation_id, s.name AS subject, l.predicate, o.name AS object, l.negated, l.chunk_id,
                       l.doc_key, l.document_title, d.chunk_index
                  FROM {lin} l JOIN {e} s ON s.id = l.source_id JOIN {e} o ON o.id = l.target_id
                  JOIN {d} d ON d.id = l.chunk_id
-                WHERE l.community_id = %s ORDER BY l.doc_key, d.chunk_index, l.relation_id""").format(
-            lin=qualified(realm, "community_lineage"), e=qualified(realm, "entities"), d=qualified(realm, "documents")),
-            (community_id,)).fetchall()
-        members = cur.execute(sql.SQL(
-            """WITH RECURSIVE under(id) AS (SELECT %s::bigint UNION ALL
+                WHERE l.community_id = %s ORDER BY l.doc_key, d.chunk_index, l.relation_id"""
+            ).format(
+                lin=qualified(realm, "community_lineage"),
+                e=qualified(realm, "entities"),
+                d=qualified(realm, "documents"),
+            ),
+            (community_id,),
+        ).fetchall()
+        members = cur.execute(
+            sql.SQL(
+                """WITH RECURSIVE under(id) AS (SELECT %s::bigint UNION ALL
                    SELECT ch.child_id FROM under u JOIN {ch} ch ON ch.parent_id = u.id)
                SELECT DISTINCT e.id, e.name FROM under u JOIN {m} m ON m.community_id = u.id
-                 JOIN {e} e ON e.id = m.entity_id ORDER BY e.name""").format(
-            ch=qualified(realm, "community_children"), m=qualified(realm, "community_members"),
-            e=qualified(realm, "entities")), (community_id,)).fetchall()
+                 JOIN {e} e ON e.id = m.entity_id ORDER BY e.name"""
+            ).format(
+                ch=qualified(realm, "community_children"),
+                m=qualified(realm, "community_members"),
+                e=qualified(realm, "entities"),
+            ),
+            (community_id,),
+        ).fetchall()
     relations: dict[int, dict[str, Any]] = {}
     chunks: dict[int, dict[str, Any]] = {}
     documents: dict[str, dict[str, Any]] = {}
     for r in rows:
-        rel = relations.setdefault(r["relation_id"], {"id": r["relation_id"], "subject": r["subject"],
-                                                      "predicate": r["predicate"], "object": r["object"],
-                                                      "negated": r["negated"], "chunk_ids": []})
+        rel = relations.setdefault(
+            r["relation_id"],
+            {
+                "id": r["relation_id"],
+                "subject": r["subject"],
+                "predicate": r["predicate"],
+                "object": r["object"],
+                "negated": r["negated"],
+                "chunk_ids": [],
+            },
+        )
         rel["chunk_ids"].append(r["chunk_id"])
-        chunks.setdefault(r["chunk_id"], {"id": r["chunk_id"], "doc_key": r["doc_key"], "chunk_index": r["chunk_index"]})
-        doc = documents.setdefault(r["doc_key"], {"doc_key": r["doc_key"], "title": r["document_title"], "chunks": set()})
+        chunks.setdefault(
+            r["chunk_id"], {"id": r["chunk_id"], "doc_key": r["doc_key"], "chunk_index": r["chunk_index"]}
+        )
+        doc = documents.setdefault(
+            r["doc_key"], {"doc_key": r["doc_key"], "title": r["document_title"], "chunks": set()}
+        )
         doc["chunks"].add(r["chunk_id"])
     return {
         "community": dict(head),
@@ -77,21 +105,37 @@ def lineage_summary(conn: psycopg.Connection, realm: str, space: str, *, sample:
     cost follows the space, not the realm's other spaces. The community tables' statistics are refreshed
     first: their rows were usually written a moment ago, and a plan made on the statistics of before (an
     empty table) took minutes on a graph of 300 communities and 17,600 relations instead of 85 ms."""
-    tables = {"members": qualified(realm, "community_members"), "c": qualified(realm, "communities"),
-              "rel": qualified(realm, "relations"), "docs": qualified(realm, "documents")}
+    tables = {
+        "members": qualified(realm, "community_members"),
+        "c": qualified(realm, "communities"),
+        "rel": qualified(realm, "relations"),
+        "docs": qualified(realm, "documents"),
+    }
     conn.execute(sql.SQL("ANALYZE {members}, {c}").format(**tables))
     level0 = sql.SQL(_LEVEL0).format(**tables)
-    rows = conn.execute(level0 + sql.SQL(
-        """SELECT c.id, c.title, c.size, count(DISTINCT l.relation_id), count(DISTINCT l.chunk_id), count(DISTINCT l.doc_key)
+    rows = conn.execute(
+        level0
+        + sql.SQL(
+            """SELECT c.id, c.title, c.size, count(DISTINCT l.relation_id), count(DISTINCT l.chunk_id), count(DISTINCT l.doc_key)
              FROM {c} c LEFT JOIN l ON l.community_id = c.id
-            WHERE c.space = %(space)s AND c.level = 0 GROUP BY c.id, c.title, c.size ORDER BY c.size DESC, c.id""").format(
-        **tables), {"space": space}).fetchall()
-    totals = conn.execute(level0 + sql.SQL(
-        "SELECT count(DISTINCT relation_id), count(DISTINCT chunk_id), count(DISTINCT doc_key) FROM l"),
-        {"space": space}).fetchone()
+            WHERE c.space = %(space)s AND c.level = 0 GROUP BY c.id, c.title, c.size ORDER BY c.size DESC, c.id"""
+        ).format(**tables),
+        {"space": space},
+    ).fetchall()
+    totals = conn.execute(
+        level0
+        + sql.SQL(
+            "SELECT count(DISTINCT relation_id), count(DISTINCT chunk_id), count(DISTINCT doc_key) FROM l"
+        ),
+        {"space": space},
+    ).fetchone()
     assert totals is not None
     return {
-        "lineage_relations": totals[0], "lineage_chunks": totals[1], "lineage_documents": totals[2],
-        "lineage_sample": [{"community_id": i, "title": t, "entities": n, "relations": r, "chunks": ch, "documents": d}
-                           for i, t, n, r, ch, d in rows[:sample]],
+        "lineage_relations": totals[0],
+        "lineage_chunks": totals[1],
+        "lineage_documents": totals[2],
+        "lineage_sample": [
+            {"community_id": i, "title": t, "entities": n, "relations": r, "chunks": ch, "documents": d}
+            for i, t, n, r, ch, d in rows[:sample]
+        ],
     }

@@ -103,12 +103,21 @@ def stage_locks(dsn: str, realm: str, spaces: Iterable[str], stage: str, *, wait
                 if waited >= wait_s:
                     raise PartitionBusyError(f"{realm}.{space}", holder(conn, key), round(waited, 1))
                 if not said:  # a wait is said once, with who is waited for (not a silent minute)
-                    log.warning("%s.%s: the %s stage waits up to %g s (operations.lock_wait_s) for another run "
-                                "of the space to finish: %s", realm, space, stage, wait_s, holder(conn, key))
+                    log.warning(
+                        "%s.%s: the %s stage waits up to %g s (operations.lock_wait_s) for another run "
+                        "of the space to finish: %s",
+                        realm,
+                        space,
+                        stage,
+                        wait_s,
+                        holder(conn, key),
+                    )
                     said = True
                 time.sleep(min(0.2, wait_s - waited))
         yield
     finally:
-        with contextlib.suppress(psycopg.Error):  # released now, not when the server notices the closed session:
+        with contextlib.suppress(
+            psycopg.Error
+        ):  # released now, not when the server notices the closed session:
             conn.execute("SELECT pg_advisory_unlock_all()")  # the next stage of this run must not wait for it
         conn.close()  # closing the session releases the locks (if the unlock could not be sent)

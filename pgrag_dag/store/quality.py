@@ -43,8 +43,9 @@ KEYS_DDL: tuple[str, ...] = (
 FILL_BATCH = 10_000
 """Entities per batch of :func:`fill_identity_keys`."""
 
-ODD_PREDICATE = sql.SQL("(x.predicate <> lower(x.predicate COLLATE \"C\") "
-                        "OR octet_length(x.predicate) <> char_length(x.predicate))")
+ODD_PREDICATE = sql.SQL(
+    '(x.predicate <> lower(x.predicate COLLATE "C") OR octet_length(x.predicate) <> char_length(x.predicate))'
+)
 """A predicate that is not lowercase ASCII — normalised predicates never are; the partial index
 ``relations_odd_predicate`` holds these relations."""
 
@@ -68,8 +69,9 @@ def create_identity_keys(conn: psycopg.Connection, realm: str) -> int:
     return stored
 
 
-def fill_identity_keys(conn: psycopg.Connection, realm: str, space: str | None = None, *,
-                       batch: int | None = None) -> int:
+def fill_identity_keys(
+    conn: psycopg.Connection, realm: str, space: str | None = None, *, batch: int | None = None
+) -> int:
     """Store the ``entity_keys`` row of every entity (of ``space``, or of the whole realm) that has none,
     ``batch`` entities (default :data:`FILL_BATCH`) at a time, in the caller's transaction — which holds the
     space's partition lock, or the realm's tables locked (no other writer stores the same rows). Returns how
@@ -80,18 +82,33 @@ def fill_identity_keys(conn: psycopg.Connection, realm: str, space: str | None =
                              SELECT 1 FROM {k} k WHERE k.space = e.space AND k.entity_id = e.id)
                           ORDER BY e.space, e.id LIMIT %(batch)s""").format(e=e, k=k, scope=scope)
     stored = 0
-    while ids := [i for _, i in conn.execute(missing, {"space": space, "batch": batch or FILL_BATCH}).fetchall()]:
-        rows = conn.execute(sql.SQL("SELECT space, id, name, aliases FROM {} WHERE id = ANY(%s)").format(e), (ids,)).fetchall()
-        with conn.cursor() as cur, cur.copy(
-                sql.SQL("COPY {} (space, entity_id, name_key, alias_keys) FROM STDIN").format(k)) as copy:
+    while ids := [
+        i for _, i in conn.execute(missing, {"space": space, "batch": batch or FILL_BATCH}).fetchall()
+    ]:
+        rows = conn.execute(
+            sql.SQL("SELECT space, id, name, aliases FROM {} WHERE id = ANY(%s)").format(e), (ids,)
+        ).fetchall()
+        with (
+            conn.cursor() as cur,
+            cur.copy(
+                sql.SQL("COPY {} (space, entity_id, name_key, alias_keys) FROM STDIN").format(k)
+            ) as copy,
+        ):
             for sp, i, name, aliases in rows:
                 copy.write_row((sp, i, *identity_keys(name, aliases)))
         stored += len(rows)
     return stored
 
 
-def quality_rows(conn: psycopg.Connection, realm: str, space: str, terms: Sequence[str], *,
-                 pronoun_heads: Sequence[str], examples: int) -> dict[str, Any]:
+def quality_rows(
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    terms: Sequence[str],
+    *,
+    pronoun_heads: Sequence[str],
+    examples: int,
+) -> dict[str, Any]:
     """What SQL settles of :func:`pgrag_dag.graph.quality.graph_quality` for one space whose ``entity_keys`` are
     complete (:func:`fill_identity_keys`), read in the caller's transaction (under the space's partition
     lock: no writer changes it meanwhile).
@@ -115,8 +132,9 @@ def quality_rows(conn: psycopg.Connection, realm: str, space: str, terms: Sequen
     args = {"space": space, "examples": examples, "heads": list(pronoun_heads)}
 
     def rows(query: str) -> list[tuple[Any, ...]]:
-        return conn.execute(sql.SQL(query).format(e=e, r=r, k=k, live_r=live_r, live_k=live_k, odd=ODD_PREDICATE),
-                            args).fetchall()
+        return conn.execute(
+            sql.SQL(query).format(e=e, r=r, k=k, live_r=live_r, live_k=live_k, odd=ODD_PREDICATE), args
+        ).fetchall()
 
     per_predicate = rows("SELECT r.predicate, count(*) FROM {r} r WHERE {live_r} GROUP BY r.predicate")
     ((entities, orphans),) = rows("""

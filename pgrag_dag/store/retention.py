@@ -21,7 +21,6 @@ from psycopg.rows import dict_row
 
 from pgrag_dag.store.identifiers import qualified
 
-
 _STRUCTURE = """
 SELECT e.id, e.name, e.entity_type,
        (SELECT count(*) FROM {r} r
@@ -40,7 +39,9 @@ def live_structure(conn: psycopg.Connection, realm: str, space: str) -> list[dic
     """Every live entity of ``space`` (neither dormant nor archived), by id: ``id, name, entity_type``,
     ``degree`` (current relations — not dormant, not superseded — to another live entity) and
     ``created_at`` (belief time: its ``created`` event in ``belief_log``, else its ``t_created``)."""
-    query = sql.SQL(_STRUCTURE).format(e=qualified(realm, "entities"), r=qualified(realm, "relations"), l=qualified(realm, "belief_log"))
+    query = sql.SQL(_STRUCTURE).format(
+        e=qualified(realm, "entities"), r=qualified(realm, "relations"), l=qualified(realm, "belief_log")
+    )
     with conn.cursor(row_factory=dict_row) as cur:
         return cur.execute(query, (space,)).fetchall()
 
@@ -57,19 +58,28 @@ def archive(conn: psycopg.Connection, realm: str, space: str, ids: Sequence[int]
     archived, by id — an id already dormant or archived is left as it is."""
     if not ids:
         return []
-    rows = conn.execute(sql.SQL("""UPDATE {e} SET archived_at = now(), dormant_since = COALESCE(dormant_since, now())
+    rows = conn.execute(
+        sql.SQL("""UPDATE {e} SET archived_at = now(), dormant_since = COALESCE(dormant_since, now())
                                     WHERE space = %s AND id = ANY(%s) AND archived_at IS NULL AND dormant_since IS NULL
-                                    RETURNING id, name""").format(e=qualified(realm, "entities")), (space, list(ids))).fetchall()
+                                    RETURNING id, name""").format(e=qualified(realm, "entities")),
+        (space, list(ids)),
+    ).fetchall()
     return sorted((int(i), str(n)) for i, n in rows)
 
 
-def find_by_name(conn: psycopg.Connection, realm: str, space: str, names: Sequence[str]) -> dict[str, dict[str, Any]]:
+def find_by_name(
+    conn: psycopg.Connection, realm: str, space: str, names: Sequence[str]
+) -> dict[str, dict[str, Any]]:
     """Lower-cased name → ``id, name, archived`` (bool) of the entities of ``space`` called one of ``names``
     (case-insensitive, as entity names are unique); names not found are absent."""
     with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(sql.SQL("""SELECT id, name, archived_at IS NOT NULL AS archived FROM {e}
-                                       WHERE space = %s AND lower(name) = ANY(%s)""").format(e=qualified(realm, "entities")),
-                           (space, [n.lower() for n in names])).fetchall()
+        rows = cur.execute(
+            sql.SQL("""SELECT id, name, archived_at IS NOT NULL AS archived FROM {e}
+                                       WHERE space = %s AND lower(name) = ANY(%s)""").format(
+                e=qualified(realm, "entities")
+            ),
+            (space, [n.lower() for n in names]),
+        ).fetchall()
     return {r["name"].lower(): r for r in rows}
 
 
@@ -79,11 +89,15 @@ def unarchive(conn: psycopg.Connection, realm: str, space: str, ids: Sequence[in
     if not ids:
         return []
     with conn.cursor(row_factory=dict_row) as cur:
-        rows = cur.execute(sql.SQL("""
+        rows = cur.execute(
+            sql.SQL("""
             UPDATE {e} e SET archived_at = NULL,
                    dormant_since = CASE WHEN EXISTS (SELECT 1 FROM {m} m WHERE m.entity_id = e.id) THEN NULL
                                         ELSE e.dormant_since END
              WHERE e.space = %s AND e.id = ANY(%s) AND e.archived_at IS NOT NULL
             RETURNING e.id, e.name, e.dormant_since IS NULL AS revived""").format(
-            e=qualified(realm, "entities"), m=qualified(realm, "doc_mentions")), (space, list(ids))).fetchall()
+                e=qualified(realm, "entities"), m=qualified(realm, "doc_mentions")
+            ),
+            (space, list(ids)),
+        ).fetchall()
     return sorted(rows, key=lambda r: r["id"])

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, LiteralString
 
 import numpy as np
@@ -34,13 +34,14 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from pgrag_dag.errors import QueryError
+from pgrag_dag.names import WILDCARD_SPACE, schema_for, validate_space
 from pgrag_dag.store import db
 from pgrag_dag.store.identifiers import qualified
 from pgrag_dag.store.vector_index import distance
 from pgrag_dag.temporal import lower_bound, normalise_date, upper_bound
-from pgrag_dag.names import WILDCARD_SPACE, schema_for, validate_space
 
 Row = dict[str, Any]
+
 
 def as_of_bounds(as_of: str) -> tuple[str, str]:
     """The padded ``(lower, upper)`` day keys an ``as_of`` date covers (§5.1, §5.4).
@@ -73,7 +74,7 @@ def belief_instant(value: str | datetime) -> datetime:
             raise QueryError(f"as_believed_at must be an ISO-8601 instant, got {value!r}") from None
     if not isinstance(value, datetime):
         raise QueryError(f"as_believed_at must be an ISO-8601 string or a datetime, got {value!r}")
-    return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,9 @@ CURRENT = Temporal()
 """No valid-time or belief-time filter; superseded relations excluded (the default)."""
 
 
-def relation_filter(alias: str, temporal: Temporal = CURRENT, *, typed: bool = False, realm: str | None = None) -> sql.Composable:
+def relation_filter(
+    alias: str, temporal: Temporal = CURRENT, *, typed: bool = False, realm: str | None = None
+) -> sql.Composable:
     """The predicate a relation row ``alias`` must satisfy to be read at all (§5.2–5.4, §5.5, §7.2).
 
     Valid at ``as_of`` when set — ``(valid_from_key IS NULL OR valid_from_key <= upper) AND
@@ -138,13 +141,16 @@ def relation_filter(alias: str, temporal: Temporal = CURRENT, *, typed: bool = F
     if typed:
         terms.append(sql.SQL("lower({r}.predicate) = ANY(%(relation_types)s)").format(r=r))
     if temporal.as_of is not None:
-        terms += [sql.SQL("({r}.valid_from_key IS NULL OR {r}.valid_from_key <= %(as_of_hi)s)").format(r=r),
-                  sql.SQL("({r}.valid_to_key IS NULL OR {r}.valid_to_key >= %(as_of_lo)s)").format(r=r)]
+        terms += [
+            sql.SQL("({r}.valid_from_key IS NULL OR {r}.valid_from_key <= %(as_of_hi)s)").format(r=r),
+            sql.SQL("({r}.valid_to_key IS NULL OR {r}.valid_to_key >= %(as_of_lo)s)").format(r=r),
+        ]
     return sql.SQL(" AND ").join(terms)
 
 
-def _belief_interval(alias: str, temporal: Temporal, realm: str | None, what: str, *,
-                     state: str | None = None) -> sql.Composable:
+def _belief_interval(
+    alias: str, temporal: Temporal, realm: str | None, what: str, *, state: str | None = None
+) -> sql.Composable:
     """``SELECT what FROM relation_belief b`` for relation ``alias``'s interval covering ``believed_at``
     (restricted to ``state``, or to ``current`` unless ``include_superseded``)."""
     if realm is None:
@@ -153,8 +159,11 @@ def _belief_interval(alias: str, temporal: Temporal, realm: str | None, what: st
         state = "current"
     return sql.SQL("""SELECT {what} FROM {h} AS b WHERE b.relation_id = {r}.id AND b.believed_from <= %(believed_at)s
                         AND (b.believed_to IS NULL OR b.believed_to > %(believed_at)s){state} LIMIT 1""").format(
-        what=sql.SQL(what), h=qualified(realm, "relation_belief"), r=sql.Identifier(alias),  # type: ignore[arg-type]
-        state=sql.SQL("") if state is None else sql.SQL(" AND b.state = {}").format(sql.Literal(state)))
+        what=sql.SQL(what),
+        h=qualified(realm, "relation_belief"),
+        r=sql.Identifier(alias),  # type: ignore[arg-type]
+        state=sql.SQL("") if state is None else sql.SQL(" AND b.state = {}").format(sql.Literal(state)),
+    )
 
 
 def scope_params(temporal: Temporal, relation_types: Sequence[str] | None = None) -> dict[str, Any]:
@@ -168,7 +177,9 @@ def superseded_expr(alias: str, temporal: Temporal = CURRENT, *, realm: str | No
     history interval covering T has ``state = 'superseded'``; ``realm`` required), else now
     (``superseded_by`` set)."""
     if temporal.believed_at is not None:
-        return sql.SQL("EXISTS ({})").format(_belief_interval(alias, temporal, realm, "1", state="superseded"))
+        return sql.SQL("EXISTS ({})").format(
+            _belief_interval(alias, temporal, realm, "1", state="superseded")
+        )
     return sql.SQL("({r}.superseded_by IS NOT NULL)").format(r=sql.Identifier(alias))
 
 
@@ -180,11 +191,13 @@ def belief_columns(alias: str, temporal: Temporal = CURRENT, *, realm: str | Non
     r = sql.Identifier(alias)
     if temporal.believed_at is None:
         return sql.SQL("{r}.t_expired, {r}.superseded_by, {sup} AS superseded").format(
-            r=r, sup=superseded_expr(alias, temporal))
+            r=r, sup=superseded_expr(alias, temporal)
+        )
     return sql.SQL("({t}) AS t_expired, ({by}) AS superseded_by, {sup} AS superseded").format(
         t=_belief_interval(alias, temporal, realm, "b.believed_from", state="superseded"),
         by=_belief_interval(alias, temporal, realm, "b.superseded_by", state="superseded"),
-        sup=superseded_expr(alias, temporal, realm=realm))
+        sup=superseded_expr(alias, temporal, realm=realm),
+    )
 
 
 def entity_live(alias: str, temporal: Temporal = CURRENT, *, realm: str | None = None) -> sql.Composable:
@@ -202,7 +215,8 @@ def entity_live(alias: str, temporal: Temporal = CURRENT, *, realm: str | None =
         raise QueryError("a belief-time read needs the realm (entity_live(..., realm=...))")
     return sql.SQL("""EXISTS (SELECT 1 FROM {h} AS eb WHERE eb.entity_id = {e}.id AND eb.believed_from <= %(believed_at)s
                                AND (eb.believed_to IS NULL OR eb.believed_to > %(believed_at)s))""").format(
-        h=qualified(realm, "entity_belief"), e=e)
+        h=qualified(realm, "entity_belief"), e=e
+    )
 
 
 def chunks_read(realm: str, temporal: Temporal = CURRENT) -> sql.Composable:
@@ -218,7 +232,8 @@ def chunks_read(realm: str, temporal: Temporal = CURRENT) -> sql.Composable:
                         SELECT id, space, doc_key, title, chunk_index, doc_order, text, t_created, embedding,
                                to_tsvector('english', title || ' ' || text)
                           FROM {x} WHERE t_removed > %(believed_at)s)""").format(
-        d=qualified(realm, "documents"), x=qualified(realm, "documents_removed"))
+        d=qualified(realm, "documents"), x=qualified(realm, "documents_removed")
+    )
 
 
 def mentions_read(realm: str, temporal: Temporal = CURRENT) -> sql.Composable:
@@ -229,7 +244,8 @@ def mentions_read(realm: str, temporal: Temporal = CURRENT) -> sql.Composable:
     return sql.SQL("""(SELECT space, chunk_id, entity_id FROM {m}
                         UNION ALL
                         SELECT x.space, x.id, unnest(x.entity_ids) FROM {x} AS x WHERE x.t_removed > %(believed_at)s)""").format(
-        m=qualified(realm, "doc_mentions"), x=qualified(realm, "documents_removed"))
+        m=qualified(realm, "doc_mentions"), x=qualified(realm, "documents_removed")
+    )
 
 
 def created_by(alias: str, temporal: Temporal) -> sql.Composable:
@@ -284,8 +300,13 @@ def read_scope(conn: psycopg.Connection, realm: str, space: str) -> tuple[Identi
     missing table, then answered by :func:`realm_embedding` and :func:`space_exists`.
     """
     wildcard = validate_space(space, for_write=False) == WILDCARD_SPACE
-    exists = sql.SQL("TRUE") if wildcard else sql.SQL(
-        "EXISTS (SELECT 1 FROM {} WHERE space = %(space)s)").format(qualified(realm, "documents"))
+    exists = (
+        sql.SQL("TRUE")
+        if wildcard
+        else sql.SQL("EXISTS (SELECT 1 FROM {} WHERE space = %(space)s)").format(
+            qualified(realm, "documents")
+        )
+    )
     query = sql.SQL(_IDENTITY + ", {} FROM pgrag__control.realms AS r WHERE realm = %(realm)s")
     try:
         row = conn.execute(query.format(exists), {"realm": realm, "space": space}).fetchone()
@@ -306,14 +327,22 @@ def realm_embedding(conn: psycopg.Connection, realm: str) -> Identity | None:
 def space_exists(conn: psycopg.Connection, realm: str, space: str) -> bool:
     """Whether any chunk was ever indexed into ``space`` of ``realm``."""
     row = conn.execute(
-        sql.SQL("SELECT EXISTS (SELECT 1 FROM {}.documents WHERE space = %s)").format(sql.Identifier(schema_for(realm))),
+        sql.SQL("SELECT EXISTS (SELECT 1 FROM {}.documents WHERE space = %s)").format(
+            sql.Identifier(schema_for(realm))
+        ),
         (space,),
     ).fetchone()
     return bool(row and row[0])
 
 
 def entity_search(
-    conn: psycopg.Connection, realm: str, space: str, qvec: np.ndarray, k: int, *, temporal: Temporal = CURRENT
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    qvec: np.ndarray,
+    k: int,
+    *,
+    temporal: Temporal = CURRENT,
 ) -> list[Row]:
     """The ``k`` non-dormant entities nearest ``qvec`` (shape ``(dim,)``) in ``space`` (§7.2 seeds).
 
@@ -331,14 +360,22 @@ def entity_search(
              ORDER BY {dist}
              LIMIT %(k)s)
         SELECT *, 1 - distance AS score FROM hits ORDER BY distance, id""").format(
-        e=qualified(realm, "entities"), in_space=in_space("e", space), live=entity_live("e", temporal, realm=realm),
+        e=qualified(realm, "entities"),
+        in_space=in_space("e", space),
+        live=entity_live("e", temporal, realm=realm),
         dist=distance("e", len(qvec)),
     )
     return fetch(conn, query, {"q": qvec, "k": k, "space": space, **temporal.params()}, vector=True)
 
 
 def chunk_search(
-    conn: psycopg.Connection, realm: str, space: str, qvec: np.ndarray, k: int, *, temporal: Temporal = CURRENT
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    qvec: np.ndarray,
+    k: int,
+    *,
+    temporal: Temporal = CURRENT,
 ) -> list[Row]:
     """The ``k`` embedded chunks nearest ``qvec`` (shape ``(dim,)``) in ``space``.
 
@@ -359,7 +396,9 @@ def chunk_search(
              ORDER BY {dist}
              LIMIT %(k)s)
         SELECT *, 1 - distance AS score FROM hits ORDER BY distance, id""").format(
-        d=chunks_read(realm, temporal), in_space=in_space("d", space), known=created_by("d", temporal),
+        d=chunks_read(realm, temporal),
+        in_space=in_space("d", space),
+        known=created_by("d", temporal),
         dist=distance("d", len(qvec)),
     )
     return fetch(conn, query, {"q": qvec, "k": k, "space": space, **temporal.params()}, vector=True)
@@ -492,13 +531,22 @@ def traverse(
           JOIN {e} AS b ON b.id = r.target_id
          WHERE {edge_ok}
          ORDER BY k.hop, r.t_created DESC NULLS LAST, r.id""").format(
-        e=qualified(realm, "entities"), r=qualified(realm, "relations"), in_space=in_space("e", space),
-        d_in_space=in_space("d", space), edge_ok=edge_ok,
+        e=qualified(realm, "entities"),
+        r=qualified(realm, "relations"),
+        in_space=in_space("e", space),
+        d_in_space=in_space("d", space),
+        edge_ok=edge_ok,
         belief=belief_columns("r", temporal, realm=realm),
-        d_live=entity_live("d", temporal, realm=realm), e_live=entity_live("e", temporal, realm=realm),
+        d_live=entity_live("d", temporal, realm=realm),
+        e_live=entity_live("e", temporal, realm=realm),
     )
-    params = {"seeds": list(seeds), "space": space, "max_hops": max_hops, "cap": max_relation_edges,
-              **scope_params(temporal, relation_types)}
+    params = {
+        "seeds": list(seeds),
+        "space": space,
+        "max_hops": max_hops,
+        "cap": max_relation_edges,
+        **scope_params(temporal, relation_types),
+    }
     return fetch(conn, query, params)
 
 
@@ -531,7 +579,9 @@ def mention_chunks(
          GROUP BY d.id, d.space, d.doc_key, d.title, d.chunk_index, d.text, d.t_created, d.doc_order
          ORDER BY mentions DESC, d.doc_order, d.doc_key, d.chunk_index, d.id
          LIMIT %(k)s""").format(
-        m=mentions_read(realm, temporal), d=chunks_read(realm, temporal), e=qualified(realm, "entities"),
+        m=mentions_read(realm, temporal),
+        d=chunks_read(realm, temporal),
+        e=qualified(realm, "entities"),
         in_space=in_space("m", space),
         known=created_by("d", temporal),
     )

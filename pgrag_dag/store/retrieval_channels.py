@@ -34,6 +34,7 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
+from pgrag_dag.store.identifiers import qualified
 from pgrag_dag.store.retrieval import (
     CURRENT,
     Row,
@@ -45,7 +46,6 @@ from pgrag_dag.store.retrieval import (
     relation_filter,
     scope_params,
 )
-from pgrag_dag.store.identifiers import qualified
 from pgrag_dag.store.vector_index import distance
 
 _RELATION: LiteralString = """
@@ -58,19 +58,30 @@ _ENDPOINTS: LiteralString = """
       JOIN {e} AS b ON b.id = r.target_id AND b.space = r.space AND {b_live}"""
 
 
-def _parts(realm: str, space: str, temporal: Temporal, relation_types: Sequence[str] | None) -> dict[str, Any]:
+def _parts(
+    realm: str, space: str, temporal: Temporal, relation_types: Sequence[str] | None
+) -> dict[str, Any]:
     return {
-        "r": qualified(realm, "relations"), "e": qualified(realm, "entities"), "in_space": in_space("r", space),
+        "r": qualified(realm, "relations"),
+        "e": qualified(realm, "entities"),
+        "in_space": in_space("r", space),
         "ok": relation_filter("r", temporal, typed=relation_types is not None, realm=realm),
         "belief": belief_columns("r", temporal, realm=realm),
-        "a_live": entity_live("a", temporal, realm=realm), "b_live": entity_live("b", temporal, realm=realm),
+        "a_live": entity_live("a", temporal, realm=realm),
+        "b_live": entity_live("b", temporal, realm=realm),
         "n_live": entity_live("n", temporal, realm=realm),
     }
 
 
 def relation_similarity(
-    conn: psycopg.Connection, realm: str, space: str, qvec: np.ndarray, k: int, *,
-    temporal: Temporal = CURRENT, relation_types: Sequence[str] | None = None,
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    qvec: np.ndarray,
+    k: int,
+    *,
+    temporal: Temporal = CURRENT,
+    relation_types: Sequence[str] | None = None,
 ) -> list[Row]:
     """The ``k`` relations whose embedding is nearest ``qvec`` (shape ``(dim,)``), nearest first (§7.3).
 
@@ -78,16 +89,23 @@ def relation_similarity(
     """
     if k <= 0:
         return []
-    query = sql.SQL("""
+    query = sql.SQL(
+        """
         WITH hits AS MATERIALIZED (
             SELECT r.id, {dist} AS distance
-              FROM {r} AS r""" + _ENDPOINTS + """
+              FROM {r} AS r"""
+        + _ENDPOINTS
+        + """
              WHERE {in_space} AND r.embedding IS NOT NULL AND {ok}
              ORDER BY {dist}
-             LIMIT %(k)s)""" + _RELATION + """, 1 - h.distance AS score
-          FROM hits AS h JOIN {r} AS r ON r.id = h.id""" + _ENDPOINTS + """
-         ORDER BY h.distance, r.id""").format(**_parts(realm, space, temporal, relation_types),
-                                              dist=distance("r", len(qvec)))
+             LIMIT %(k)s)"""
+        + _RELATION
+        + """, 1 - h.distance AS score
+          FROM hits AS h JOIN {r} AS r ON r.id = h.id"""
+        + _ENDPOINTS
+        + """
+         ORDER BY h.distance, r.id"""
+    ).format(**_parts(realm, space, temporal, relation_types), dist=distance("r", len(qvec)))
     params = {"q": qvec, "k": k, "space": space, **scope_params(temporal, relation_types)}
     return fetch(conn, query, params, vector=True)
 
@@ -112,8 +130,14 @@ def fulltext_query(terms: Iterable[str]) -> str:
 
 
 def relation_fulltext(
-    conn: psycopg.Connection, realm: str, space: str, text: str, k: int, *,
-    temporal: Temporal = CURRENT, relation_types: Sequence[str] | None = None,
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    text: str,
+    k: int,
+    *,
+    temporal: Temporal = CURRENT,
+    relation_types: Sequence[str] | None = None,
 ) -> list[Row]:
     """The ``k`` relations whose rendered form best matches ``websearch_to_tsquery('english', text)``
     (§7.3 lexical channel), ranked by ``ts_rank_cd`` (``score``), then id. ``text`` is typically
@@ -121,23 +145,37 @@ def relation_fulltext(
     """
     if k <= 0 or not text.strip():
         return []
-    query = sql.SQL("""
+    query = sql.SQL(
+        """
         WITH q AS (SELECT websearch_to_tsquery('english', %(text)s) AS q),
         hits AS MATERIALIZED (
             SELECT r.id, ts_rank_cd(r.rendered_tsv, q.q) AS score
-              FROM q, {r} AS r""" + _ENDPOINTS + """
+              FROM q, {r} AS r"""
+        + _ENDPOINTS
+        + """
              WHERE numnode(q.q) > 0 AND r.rendered_tsv @@ q.q AND {in_space} AND {ok}
              ORDER BY score DESC, r.id
-             LIMIT %(k)s)""" + _RELATION + """, h.score
-          FROM hits AS h JOIN {r} AS r ON r.id = h.id""" + _ENDPOINTS + """
-         ORDER BY h.score DESC, r.id""").format(**_parts(realm, space, temporal, relation_types))
+             LIMIT %(k)s)"""
+        + _RELATION
+        + """, h.score
+          FROM hits AS h JOIN {r} AS r ON r.id = h.id"""
+        + _ENDPOINTS
+        + """
+         ORDER BY h.score DESC, r.id"""
+    ).format(**_parts(realm, space, temporal, relation_types))
     params = {"text": text, "k": k, "space": space, **scope_params(temporal, relation_types)}
     return fetch(conn, query, params)
 
 
 def relation_keyword_overlap(
-    conn: psycopg.Connection, realm: str, space: str, keywords: Sequence[str], k: int, *,
-    temporal: Temporal = CURRENT, relation_types: Sequence[str] | None = None,
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    keywords: Sequence[str],
+    k: int,
+    *,
+    temporal: Temporal = CURRENT,
+    relation_types: Sequence[str] | None = None,
 ) -> list[Row]:
     """Global-mode ranking without relation embeddings (§7.2): the ``k`` relations whose rendered
     form matches the most ``keywords`` (each an English full-text phrase; ``score`` = number
@@ -148,19 +186,27 @@ def relation_keyword_overlap(
     text = fulltext_query(terms)
     if k <= 0 or not text:
         return []
-    query = sql.SQL("""
+    query = sql.SQL(
+        """
         WITH q AS (SELECT websearch_to_tsquery('english', %(text)s) AS q),
         hits AS MATERIALIZED (
             SELECT r.id,
                    (SELECT count(*) FROM unnest(%(terms)s::text[]) AS kw
                      WHERE r.rendered_tsv @@ phraseto_tsquery('english', kw)) AS score
-              FROM q, {r} AS r""" + _ENDPOINTS + """
+              FROM q, {r} AS r"""
+        + _ENDPOINTS
+        + """
              WHERE numnode(q.q) > 0 AND r.rendered_tsv @@ q.q AND {in_space} AND {ok})
-        """ + _RELATION + """, h.score
-          FROM hits AS h JOIN {r} AS r ON r.id = h.id""" + _ENDPOINTS + """
+        """
+        + _RELATION
+        + """, h.score
+          FROM hits AS h JOIN {r} AS r ON r.id = h.id"""
+        + _ENDPOINTS
+        + """
          WHERE h.score > 0
          ORDER BY h.score DESC, r.weight DESC, r.id
-         LIMIT %(k)s""").format(**_parts(realm, space, temporal, relation_types))
+         LIMIT %(k)s"""
+    ).format(**_parts(realm, space, temporal, relation_types))
     params = {"text": text, "terms": terms, "k": k, "space": space, **scope_params(temporal, relation_types)}
     return fetch(conn, query, params)
 
@@ -169,15 +215,25 @@ def relation_embeddings(conn: psycopg.Connection, realm: str, ids: Sequence[int]
     """Stored embeddings of relation ids, as ``{id: float32 vector}``; ids without one are absent."""
     if not ids:
         return {}
-    query = sql.SQL("SELECT id, embedding::real[] AS embedding FROM {r} WHERE id = ANY(%(ids)s) AND embedding IS NOT NULL").format(
-        r=qualified(realm, "relations"))
-    return {int(row["id"]): np.asarray(row["embedding"], dtype=np.float32)
-            for row in fetch(conn, query, {"ids": sorted(set(ids))})}
+    query = sql.SQL(
+        "SELECT id, embedding::real[] AS embedding FROM {r} WHERE id = ANY(%(ids)s) AND embedding IS NOT NULL"
+    ).format(r=qualified(realm, "relations"))
+    return {
+        int(row["id"]): np.asarray(row["embedding"], dtype=np.float32)
+        for row in fetch(conn, query, {"ids": sorted(set(ids))})
+    }
 
 
 def entity_distances(
-    conn: psycopg.Connection, realm: str, space: str, seeds: Sequence[int], targets: Iterable[int], *,
-    max_depth: int, temporal: Temporal = CURRENT, relation_types: Sequence[str] | None = None,
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    seeds: Sequence[int],
+    targets: Iterable[int],
+    *,
+    max_depth: int,
+    temporal: Temporal = CURRENT,
+    relation_types: Sequence[str] | None = None,
 ) -> dict[int, int]:
     """Graph distance (edges) from the nearest seed to each entity of ``targets`` (§7.4 node distance).
 
@@ -198,7 +254,8 @@ def entity_distances(
              WHERE r.target_id = ANY(%(frontier)s) AND {in_space} AND {ok}) AS step
           JOIN {e} AS f ON f.id = step.here AND f.space = step.space
           JOIN {e} AS n ON n.id = step.there AND n.space = step.space AND {n_live}""").format(
-        **_parts(realm, space, temporal, relation_types))
+        **_parts(realm, space, temporal, relation_types)
+    )
     params = {"space": space, **scope_params(temporal, relation_types)}
     for depth in range(1, max_depth + 1):
         if not frontier or wanted <= dist.keys():
@@ -210,7 +267,13 @@ def entity_distances(
 
 
 def community_search(
-    conn: psycopg.Connection, realm: str, space: str, qvec: np.ndarray, k: int, *, temporal: Temporal = CURRENT
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    qvec: np.ndarray,
+    k: int,
+    *,
+    temporal: Temporal = CURRENT,
 ) -> list[Row]:
     """The ``k`` community reports (any level) nearest ``qvec`` in ``space`` (§6, §7.1 global).
 
@@ -230,7 +293,11 @@ def community_search(
              ORDER BY {dist}
              LIMIT %(k)s)
         SELECT *, 1 - distance AS score FROM hits ORDER BY distance, id""").format(
-        c=qualified(realm, "communities"), in_space=in_space("c", space), known=known, dist=distance("c", len(qvec)))
+        c=qualified(realm, "communities"),
+        in_space=in_space("c", space),
+        known=known,
+        dist=distance("c", len(qvec)),
+    )
     return fetch(conn, query, {"q": qvec, "k": k, "space": space, **temporal.params()}, vector=True)
 
 
@@ -247,5 +314,7 @@ def last_graph_write(conn: psycopg.Connection, realm: str, spaces: Sequence[str]
             UNION ALL
             SELECT space, greatest(max(t_updated), max(dormant_since)) FROM {e}
              WHERE space = ANY(%(spaces)s) GROUP BY space) AS w
-         WHERE at IS NOT NULL GROUP BY space""").format(r=qualified(realm, "relations"), e=qualified(realm, "entities"))
+         WHERE at IS NOT NULL GROUP BY space""").format(
+        r=qualified(realm, "relations"), e=qualified(realm, "entities")
+    )
     return {str(row["space"]): row["at"] for row in fetch(conn, query, {"spaces": sorted(set(spaces))})}

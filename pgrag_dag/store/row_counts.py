@@ -45,6 +45,10 @@ def held_rows(conn: psycopg.Connection, realm: str, space: str, stage: str) -> i
 
 
 def _count(conn: psycopg.Connection, realm: str, space: str, table: str, where: str) -> int:
-    row = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE space = %s AND {}").format(
-        qualified(realm, table), sql.SQL(where)), (space,)).fetchone()  # where: a literal of _COUNTS, never input
+    row = conn.execute(
+        sql.SQL("SELECT count(*) FROM {} WHERE space = %s AND {}").format(
+            qualified(realm, table), sql.SQL(where)
+        ),
+        (space,),
+    ).fetchone()  # where: a literal of _COUNTS, never input
     return int(row[0]) if row else 0

@@ -63,8 +63,8 @@ partial indexes ``<table>_unembedded`` (documents, entities, relations) hold the
 from __future__ import annotations
 
 import psycopg
-from psycopg import sql
 from pgvector.psycopg import register_vector
+from psycopg import sql
 
 from pgrag_dag.errors import DatabaseError, SchemaMismatchError
 from pgrag_dag.names import schema_for, validate_realm
@@ -421,8 +421,9 @@ def init_control(conn: psycopg.Connection) -> None:
 
 
 @privileged
-def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, dim: int,
-               convention: str = "symmetric") -> bool:
+def init_realm(
+    conn: psycopg.Connection, realm: str, *, embedding_model: str, dim: int, convention: str = "symmetric"
+) -> bool:
     """Create realm ``realm``'s schema and tables at width ``dim`` and register its embedding model and
     its query/passage ``convention`` (:attr:`pgrag_dag.providers.embedding.Convention.name`).
 
@@ -449,7 +450,9 @@ def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, di
     schema = schema_for(realm)
     with conn.transaction():
         lock_ddl(conn)
-        if _realm_current(conn, realm, embedding_model, dim, convention):  # another process built it while we waited
+        if _realm_current(
+            conn, realm, embedding_model, dim, convention
+        ):  # another process built it while we waited
             return False
         row = conn.execute(
             "SELECT embedding_model, embedding_dim FROM pgrag__control.realms WHERE realm = %s", (realm,)
@@ -457,7 +460,8 @@ def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, di
         if row is None:
             conn.execute(
                 """INSERT INTO pgrag__control.realms (realm, embedding_model, embedding_dim, embedding_convention)
-                   VALUES (%s, %s, %s, %s)""", (realm, embedding_model, dim, convention),
+                   VALUES (%s, %s, %s, %s)""",
+                (realm, embedding_model, dim, convention),
             )
         vector_type = sql.SQL("vector({})").format(sql.Literal(dim))
         for stmt in _statements(_REALM_DDL):
@@ -470,11 +474,15 @@ def init_realm(conn: psycopg.Connection, realm: str, *, embedding_model: str, di
         work_queue.create_work(conn, schema)
         vectors.create_text_hashes(conn, schema)
         quality.create_identity_keys(conn, realm)
-        conn.execute("UPDATE pgrag__control.realms SET schema_version = %s WHERE realm = %s", (SCHEMA_VERSION, realm))
+        conn.execute(
+            "UPDATE pgrag__control.realms SET schema_version = %s WHERE realm = %s", (SCHEMA_VERSION, realm)
+        )
     return True
 
 
-def _realm_current(conn: psycopg.Connection, realm: str, embedding_model: str, dim: int, convention: str) -> bool:
+def _realm_current(
+    conn: psycopg.Connection, realm: str, embedding_model: str, dim: int, convention: str
+) -> bool:
     """Whether ``realm`` is registered at :data:`SCHEMA_VERSION` (or later) with its schema present.
 
     Raises :class:`SchemaMismatchError` when it is registered under another model, width or convention.
@@ -482,7 +490,8 @@ def _realm_current(conn: psycopg.Connection, realm: str, embedding_model: str, d
     row = conn.execute(
         """SELECT embedding_model, embedding_dim, embedding_convention, schema_version, to_regclass(%s) IS NOT NULL
              FROM pgrag__control.realms WHERE realm = %s""",
-        (f"{schema_for(realm)}.stage_pending", realm)).fetchone()
+        (f"{schema_for(realm)}.stage_pending", realm),
+    ).fetchone()
     if row is None:
         return False
     check_embedding(realm, (row[0], row[1], row[2]), (embedding_model, dim, convention))
@@ -500,11 +509,13 @@ def check_embedding(realm: str, registered: tuple[str, int, str], configured: tu
     the realm is registered with (§3.5); the message names both and the command that switches."""
     if registered != configured:
         raise SchemaMismatchError(
-            f"realm {realm!r} embedding", describe_embedding(registered), describe_embedding(configured),
+            f"realm {realm!r} embedding",
+            describe_embedding(registered),
+            describe_embedding(configured),
             f"configure the realm's model again, or switch every vector deliberately: pgrag reembed {realm}",
             message=f"realm {realm!r} is embedded with {describe_embedding(registered)} but the configuration says "
-                    f"{describe_embedding(configured)}: configure the realm's model again, or switch every vector "
-                    f"deliberately with `pgrag reembed {realm}`",
+            f"{describe_embedding(configured)}: configure the realm's model again, or switch every vector "
+            f"deliberately with `pgrag reembed {realm}`",
         )
 
 
@@ -560,14 +571,24 @@ def retype_embeddings(conn: psycopg.Connection, realm: str, dim: int) -> None:
     vector_index.check_indexable(realm, schema_for(realm), EMBEDDED_TABLES, dim)
     schema = sql.Identifier(schema_for(realm))
     for table in EMBEDDED_TABLES:
-        conn.execute(sql.SQL("DROP INDEX IF EXISTS {}.{}").format(schema, sql.Identifier(f"{table}_embedding_hnsw")))
+        conn.execute(
+            sql.SQL("DROP INDEX IF EXISTS {}.{}").format(schema, sql.Identifier(f"{table}_embedding_hnsw"))
+        )
     for table in EMBEDDED_TABLES + ARCHIVE_TABLES:
-        conn.execute(sql.SQL("ALTER TABLE {}.{} ALTER COLUMN embedding TYPE vector({}) USING NULL").format(
-            schema, sql.Identifier(table), sql.Literal(dim)))
+        conn.execute(
+            sql.SQL("ALTER TABLE {}.{} ALTER COLUMN embedding TYPE vector({}) USING NULL").format(
+                schema, sql.Identifier(table), sql.Literal(dim)
+            )
+        )
 
 
-def switch_registration(conn: psycopg.Connection, realm: str, *, registered: tuple[str, int, str],
-                        configured: tuple[str, int, str]) -> None:
+def switch_registration(
+    conn: psycopg.Connection,
+    realm: str,
+    *,
+    registered: tuple[str, int, str],
+    configured: tuple[str, int, str],
+) -> None:
     """In the caller's transaction: record ``configured`` (model, width in dimensions, convention) as the
     realm's embedding (§3.5) where it is still ``registered`` (the row stays locked until the
     transaction ends).
@@ -577,10 +598,15 @@ def switch_registration(conn: psycopg.Connection, realm: str, *, registered: tup
     cur = conn.execute(
         """UPDATE pgrag__control.realms SET embedding_model = %s, embedding_dim = %s, embedding_convention = %s
             WHERE realm = %s AND (embedding_model, embedding_dim, embedding_convention) = (%s, %s, %s)""",
-        (*configured, realm, *registered))
+        (*configured, realm, *registered),
+    )
     if cur.rowcount != 1:
-        raise SchemaMismatchError(f"realm {realm!r} embedding", describe_embedding(registered),
-                                  "another registration", "it changed while re-embedding; run pgrag reembed again")
+        raise SchemaMismatchError(
+            f"realm {realm!r} embedding",
+            describe_embedding(registered),
+            "another registration",
+            "it changed while re-embedding; run pgrag reembed again",
+        )
 
 
 def _statements(ddl: str) -> list[str]:

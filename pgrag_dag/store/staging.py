@@ -16,13 +16,13 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from pgrag_dag.frames import RAW_SCHEMA
-from pgrag_dag.frames import DECISION_SCHEMA
+from pgrag_dag.frames import DECISION_SCHEMA, RAW_SCHEMA
 from pgrag_dag.store.identifiers import qualified
 
 
-def chunks_needing_extraction(conn: psycopg.Connection, realm: str, space: str, *, extractor: str,
-                              also: list[int] | None = None) -> pl.DataFrame:
+def chunks_needing_extraction(
+    conn: psycopg.Connection, realm: str, space: str, *, extractor: str, also: list[int] | None = None
+) -> pl.DataFrame:
     """Chunks with no successful first pass by ``extractor`` (an extractor identity, stored in
     ``prompt_version``) — new, changed, failed before, or extracted by another extractor — or with a
     gleaning pass of it that failed on the model, and the chunks ``also`` names (chunk ids); in
@@ -35,16 +35,24 @@ def chunks_needing_extraction(conn: psycopg.Connection, realm: str, space: str, 
                           SELECT 1 FROM {r} r WHERE r.chunk_id = d.id AND r.pass > 0 AND r.parse_status = 'model_error'
                              AND r.prompt_version = %s))
                     ORDER BY d.doc_order, d.doc_key, d.chunk_index""").format(
-            d=qualified(realm, "documents"), r=qualified(realm, "raw_extractions")),
+            d=qualified(realm, "documents"), r=qualified(realm, "raw_extractions")
+        ),
         (space, also or [], extractor, extractor),
     ).fetchall()
-    schema = {"chunk_id": pl.Int64, "doc_key": pl.String, "chunk_index": pl.Int64, "title": pl.String,
-              "source": pl.String, "text": pl.String}
+    schema = {
+        "chunk_id": pl.Int64,
+        "doc_key": pl.String,
+        "chunk_index": pl.Int64,
+        "title": pl.String,
+        "source": pl.String,
+        "text": pl.String,
+    }
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 
-def completed_passes(conn: psycopg.Connection, realm: str, space: str, chunk_ids: list[int], *,
-                     extractor: str) -> dict[int, list[dict[str, object]]]:
+def completed_passes(
+    conn: psycopg.Connection, realm: str, space: str, chunk_ids: list[int], *, extractor: str
+) -> dict[int, list[dict[str, object]]]:
     """For chunks being extracted again because a gleaning pass failed: chunk_id → the stored rows
     (``raw_extractions`` frame rows, as dicts) of ``extractor``'s successful passes 0..p-1 before the
     first failed pass p, so the extractor resumes at p without asking again what succeeded.
@@ -68,7 +76,9 @@ def completed_passes(conn: psycopg.Connection, realm: str, space: str, chunk_ids
     return out
 
 
-def parse_failures(conn: psycopg.Connection, realm: str, space: str, *, extractor: str | None = None) -> pl.DataFrame:
+def parse_failures(
+    conn: psycopg.Connection, realm: str, space: str, *, extractor: str | None = None
+) -> pl.DataFrame:
     """The space's stored ``parse_error`` rows that kept their raw text (the ``raw_extractions``
     frame), of ``extractor`` (an identity) or of any; by chunk and pass."""
     rows = conn.execute(
@@ -76,12 +86,16 @@ def parse_failures(conn: psycopg.Connection, realm: str, space: str, *, extracto
                           r.error, r.prompt_tokens, r.completion_tokens, r.cache_hit
                      FROM {} r WHERE r.space = %s AND r.parse_status = 'parse_error' AND r.raw_text IS NOT NULL
                       AND (%s::text IS NULL OR r.prompt_version = %s) ORDER BY r.chunk_id, r.pass""").format(
-            qualified(realm, "raw_extractions")), (space, extractor, extractor),
+            qualified(realm, "raw_extractions")
+        ),
+        (space, extractor, extractor),
     ).fetchall()
     return pl.DataFrame(rows, schema=RAW_SCHEMA, orient="row")
 
 
-def owe_again(conn: psycopg.Connection, realm: str, space: str, passes: list[tuple[int, int]], reason: str) -> int:
+def owe_again(
+    conn: psycopg.Connection, realm: str, space: str, passes: list[tuple[int, int]], reason: str
+) -> int:
     """Mark stored passes ((chunk_id, pass) pairs) as work still to do — ``model_error`` with
     ``reason`` — so the next run asks for them again (a first pass, or gleaning resumed at that pass).
     Returns the rows marked."""
@@ -89,12 +103,17 @@ def owe_again(conn: psycopg.Connection, realm: str, space: str, passes: list[tup
         return 0
     cur = conn.execute(
         sql.SQL("""UPDATE {} r SET parse_status = 'model_error', error = %s FROM unnest(%s::bigint[], %s::int[]) AS u(c, p)
-                    WHERE r.space = %s AND r.chunk_id = u.c AND r.pass = u.p""").format(qualified(realm, "raw_extractions")),
-        (reason, [c for c, _ in passes], [p for _, p in passes], space))
+                    WHERE r.space = %s AND r.chunk_id = u.c AND r.pass = u.p""").format(
+            qualified(realm, "raw_extractions")
+        ),
+        (reason, [c for c, _ in passes], [p for _, p in passes], space),
+    )
     return cur.rowcount
 
 
-def pending_extraction(conn: psycopg.Connection, realm: str, space: str, *, extractor: str) -> dict[str, object]:
+def pending_extraction(
+    conn: psycopg.Connection, realm: str, space: str, *, extractor: str
+) -> dict[str, object]:
     """What extraction still owes the space: ``chunks_without_first_pass`` (no successful pass 0 by
     ``extractor``), ``gleaning_passes_failed`` (model errors, retried next run), ``pending`` (their sum)
     and up to five ``examples`` (``doc_key#chunk_index pass p: error``)."""
@@ -107,12 +126,17 @@ def pending_extraction(conn: psycopg.Connection, realm: str, space: str, *, extr
                           SELECT 1 FROM {r} ok WHERE ok.chunk_id = d.id AND ok.pass = 0 AND ok.parse_status = 'ok'
                              AND ok.prompt_version = %s)))
                     ORDER BY d.doc_order, d.doc_key, d.chunk_index, 3""").format(
-            d=qualified(realm, "documents"), r=qualified(realm, "raw_extractions")),
+            d=qualified(realm, "documents"), r=qualified(realm, "raw_extractions")
+        ),
         (extractor, space, extractor),
     ).fetchall()
     firsts = sum(1 for r in rows if r[4])
-    return {"chunks_without_first_pass": firsts, "gleaning_passes_failed": len(rows) - firsts, "pending": len(rows),
-            "examples": [f"{k}#{i} pass {p}: {e}" for k, i, p, e, _ in rows[:5]]}
+    return {
+        "chunks_without_first_pass": firsts,
+        "gleaning_passes_failed": len(rows) - firsts,
+        "pending": len(rows),
+        "examples": [f"{k}#{i} pass {p}: {e}" for k, i, p, e, _ in rows[:5]],
+    }
 
 
 def record_pending(conn: psycopg.Connection, realm: str, space: str, stage: str, failures: list[str]) -> None:
@@ -122,28 +146,37 @@ def record_pending(conn: psycopg.Connection, realm: str, space: str, stage: str,
     if not failures:
         conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s AND stage = %s").format(table), (space, stage))
         return
-    conn.execute(sql.SQL("""INSERT INTO {} (space, stage, pending, failures) VALUES (%s, %s, %s, %s)
+    conn.execute(
+        sql.SQL("""INSERT INTO {} (space, stage, pending, failures) VALUES (%s, %s, %s, %s)
                             ON CONFLICT (space, stage) DO UPDATE SET pending = excluded.pending,
                                 failures = excluded.failures, recorded_at = now()""").format(table),
-                 (space, stage, len(failures), Jsonb(failures)))
+        (space, stage, len(failures), Jsonb(failures)),
+    )
 
 
 def load_pending(conn: psycopg.Connection, realm: str, space: str, stage: str) -> list[str]:
     """The failures :func:`record_pending` recorded for ``stage`` of the space (empty: nothing pending)."""
-    row = conn.execute(sql.SQL("SELECT failures FROM {} WHERE space = %s AND stage = %s").format(
-        qualified(realm, "stage_pending")), (space, stage)).fetchone()
+    row = conn.execute(
+        sql.SQL("SELECT failures FROM {} WHERE space = %s AND stage = %s").format(
+            qualified(realm, "stage_pending")
+        ),
+        (space, stage),
+    ).fetchone()
     return list(row[0]) if row else []
 
 
-def document_names(conn: psycopg.Connection, realm: str, space: str, doc_keys: list[str], *,
-                   extractor: str) -> dict[str, list[tuple[int, list[str]]]]:
+def document_names(
+    conn: psycopg.Connection, realm: str, space: str, doc_keys: list[str], *, extractor: str
+) -> dict[str, list[tuple[int, list[str]]]]:
     """For each document, (chunk_index, entity names) of its stored successful extractions by
     ``extractor`` (an extractor identity), in document order — the seed of the document context
     (§4.1) when part of a document is extracted again. Another extractor's names never seed it."""
     rows = conn.execute(
         sql.SQL("""SELECT d.doc_key, d.chunk_index, r.parsed FROM {r} r JOIN {d} d ON d.id = r.chunk_id
                     WHERE r.space = %s AND d.doc_key = ANY(%s) AND r.parse_status = 'ok' AND r.prompt_version = %s
-                    ORDER BY d.doc_key, d.chunk_index, r.pass""").format(r=qualified(realm, "raw_extractions"), d=qualified(realm, "documents")),
+                    ORDER BY d.doc_key, d.chunk_index, r.pass""").format(
+            r=qualified(realm, "raw_extractions"), d=qualified(realm, "documents")
+        ),
         (space, doc_keys, extractor),
     ).fetchall()
     out: dict[str, list[tuple[int, list[str]]]] = {}
@@ -158,20 +191,41 @@ def write_raw(conn: psycopg.Connection, realm: str, space: str, raw: pl.DataFram
     if raw.height == 0:
         return 0
     chunk_ids = sorted(set(raw["chunk_id"].to_list()))
-    conn.execute(sql.SQL("DELETE FROM {} WHERE chunk_id = ANY(%s)").format(qualified(realm, "raw_extractions")), (chunk_ids,))
+    conn.execute(
+        sql.SQL("DELETE FROM {} WHERE chunk_id = ANY(%s)").format(qualified(realm, "raw_extractions")),
+        (chunk_ids,),
+    )
     with conn.cursor() as cur:
         cur.executemany(
             sql.SQL("""INSERT INTO {} (space, chunk_id, pass, model, prompt_version, raw_text, parsed, parse_status,
                                       error, prompt_tokens, completion_tokens, cache_hit)
-                       VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)""").format(qualified(realm, "raw_extractions")),
-            [(space, r["chunk_id"], r["pass"], r["model"], r["prompt_version"], r["raw_text"],
-              Jsonb(json.loads(r["parsed"])) if r["parsed"] else None, r["parse_status"], r["error"],
-              r["prompt_tokens"], r["completion_tokens"], r["cache_hit"]) for r in raw.iter_rows(named=True)],
+                       VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)""").format(
+                qualified(realm, "raw_extractions")
+            ),
+            [
+                (
+                    space,
+                    r["chunk_id"],
+                    r["pass"],
+                    r["model"],
+                    r["prompt_version"],
+                    r["raw_text"],
+                    Jsonb(json.loads(r["parsed"])) if r["parsed"] else None,
+                    r["parse_status"],
+                    r["error"],
+                    r["prompt_tokens"],
+                    r["completion_tokens"],
+                    r["cache_hit"],
+                )
+                for r in raw.iter_rows(named=True)
+            ],
         )
     return raw.height
 
 
-def load_raw(conn: psycopg.Connection, realm: str, space: str, chunk_ids: Sequence[int] | None = None) -> pl.DataFrame:
+def load_raw(
+    conn: psycopg.Connection, realm: str, space: str, chunk_ids: Sequence[int] | None = None
+) -> pl.DataFrame:
     """The space's raw extraction rows (the ``raw_extractions`` frame), in document order then pass: every
     one, or only those of ``chunk_ids`` (an incremental run, issue 15)."""
     only = sql.SQL(" AND r.chunk_id = ANY(%s)") if chunk_ids is not None else sql.SQL("")
@@ -179,8 +233,9 @@ def load_raw(conn: psycopg.Connection, realm: str, space: str, chunk_ids: Sequen
         sql.SQL("""SELECT r.chunk_id, r.pass, r.model, r.prompt_version, r.raw_text, r.parsed::text, r.parse_status,
                           r.error, r.prompt_tokens, r.completion_tokens, r.cache_hit
                      FROM {r} r JOIN {d} d ON d.id = r.chunk_id WHERE r.space = %s{only}
-                    ORDER BY d.doc_order, d.doc_key, d.chunk_index, r.pass""")
-        .format(r=qualified(realm, "raw_extractions"), d=qualified(realm, "documents"), only=only),
+                    ORDER BY d.doc_order, d.doc_key, d.chunk_index, r.pass""").format(
+            r=qualified(realm, "raw_extractions"), d=qualified(realm, "documents"), only=only
+        ),
         (space, list(chunk_ids)) if chunk_ids is not None else (space,),
     ).fetchall()
     return pl.DataFrame(rows, schema=RAW_SCHEMA, orient="row")
@@ -190,13 +245,19 @@ def space_yield(conn: psycopg.Connection, realm: str, space: str) -> dict[str, b
     """Whether the space holds, anywhere: a chunk (``chunks``), an ``ok`` extraction with an entity or a triple
     (``extracted``), an extraction at all (``raw``), an accepted gate decision (``accepted``) — what the ``yield``
     check of an incremental run adds to its own batch's counts (index look-ups, no scan of the space)."""
-    row = conn.execute(sql.SQL("""SELECT EXISTS (SELECT 1 FROM {d} WHERE space = %s),
+    row = conn.execute(
+        sql.SQL("""SELECT EXISTS (SELECT 1 FROM {d} WHERE space = %s),
             EXISTS (SELECT 1 FROM {r} WHERE space = %s AND parse_status = 'ok'
                       AND (jsonb_array_length(coalesce(parsed->'entities', '[]')) > 0
                            OR jsonb_array_length(coalesce(parsed->'triples', '[]')) > 0)),
             EXISTS (SELECT 1 FROM {r} WHERE space = %s),
             EXISTS (SELECT 1 FROM {g} WHERE space = %s AND accepted)""").format(
-        d=qualified(realm, "documents"), r=qualified(realm, "raw_extractions"), g=qualified(realm, "gate_decisions")), (space,) * 4).fetchone()
+            d=qualified(realm, "documents"),
+            r=qualified(realm, "raw_extractions"),
+            g=qualified(realm, "gate_decisions"),
+        ),
+        (space,) * 4,
+    ).fetchone()
     assert row is not None
     return dict(zip(("chunks", "extracted", "raw", "accepted"), row))
 
@@ -204,16 +265,23 @@ def space_yield(conn: psycopg.Connection, realm: str, space: str) -> dict[str, b
 _DECISION_COLS = [c for c in DECISION_SCHEMA]
 
 
-def replace_decisions(conn: psycopg.Connection, realm: str, space: str, decisions: pl.DataFrame,
-                      chunk_ids: Sequence[int] | None = None) -> int:
+def replace_decisions(
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    decisions: pl.DataFrame,
+    chunk_ids: Sequence[int] | None = None,
+) -> int:
     """Replace the space's gate decisions — all of them, or only those of ``chunk_ids`` (an incremental
     run) — with ``decisions`` (the ``gate_decisions`` frame). Returns the rows deleted plus the rows written."""
     table = qualified(realm, "gate_decisions")
     if chunk_ids is None:
         deleted = conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s").format(table), (space,)).rowcount
     else:
-        deleted = conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s AND chunk_id = ANY(%s)").format(table),
-                               (space, list(chunk_ids))).rowcount
+        deleted = conn.execute(
+            sql.SQL("DELETE FROM {} WHERE space = %s AND chunk_id = ANY(%s)").format(table),
+            (space, list(chunk_ids)),
+        ).rowcount
     cols = sql.SQL(", ").join(sql.Identifier(c) for c in ["space", *_DECISION_COLS])
     with conn.cursor() as cur, cur.copy(sql.SQL("COPY {} ({}) FROM STDIN").format(table, cols)) as copy:
         for r in decisions.iter_rows(named=True):
@@ -221,8 +289,14 @@ def replace_decisions(conn: psycopg.Connection, realm: str, space: str, decision
     return deleted + decisions.height
 
 
-def load_decisions(conn: psycopg.Connection, realm: str, space: str, *, accepted_only: bool = True,
-                   chunk_ids: Sequence[int] | None = None) -> pl.DataFrame:
+def load_decisions(
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    *,
+    accepted_only: bool = True,
+    chunk_ids: Sequence[int] | None = None,
+) -> pl.DataFrame:
     """The space's gate decisions (the ``gate_decisions`` frame) in document order (document, chunk, pass):
     every one, or only those of ``chunk_ids``."""
     cols = sql.SQL(", ").join(sql.Identifier("g", c) for c in _DECISION_COLS)
@@ -232,14 +306,20 @@ def load_decisions(conn: psycopg.Connection, realm: str, space: str, *, accepted
     rows = conn.execute(
         sql.SQL("""SELECT {} FROM {} g JOIN {} d ON d.id = g.chunk_id WHERE g.space = %s{}
                     ORDER BY d.doc_order, d.doc_key, d.chunk_index, g.pass, g.id""").format(
-            cols, qualified(realm, "gate_decisions"), qualified(realm, "documents"), where),
+            cols, qualified(realm, "gate_decisions"), qualified(realm, "documents"), where
+        ),
         (space, list(chunk_ids)) if chunk_ids is not None else (space,),
     ).fetchall()
     return pl.DataFrame(rows, schema=DECISION_SCHEMA, orient="row")
 
 
-def replace_resolution_rejections(conn: psycopg.Connection, realm: str, space: str, rejections: pl.DataFrame,
-                                  chunk_ids: Sequence[int] | None = None) -> int:
+def replace_resolution_rejections(
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    rejections: pl.DataFrame,
+    chunk_ids: Sequence[int] | None = None,
+) -> int:
     """Replace the space's post-resolution rejections (chunk_id, subject, predicate, object, gate,
     offending_value) — all of them, or those of ``chunk_ids`` (an incremental run: ``rejections`` then holds
     only theirs); an identical set is left as it is. Returns the number of rows written or kept."""
@@ -247,19 +327,35 @@ def replace_resolution_rejections(conn: psycopg.Connection, realm: str, space: s
     cols = ["chunk_id", "subject", "predicate", "object", "gate", "offending_value"]
     only = sql.SQL("") if chunk_ids is None else sql.SQL(" AND chunk_id = ANY(%s)")
     args = (space,) if chunk_ids is None else (space, list(chunk_ids))
-    stored = sorted(conn.execute(sql.SQL("SELECT chunk_id, subject, predicate, object, gate, offending_value FROM {}"
-                                         " WHERE space = %s{}").format(table, only), args).fetchall())
+    stored = sorted(
+        conn.execute(
+            sql.SQL(
+                "SELECT chunk_id, subject, predicate, object, gate, offending_value FROM {}"
+                " WHERE space = %s{}"
+            ).format(table, only),
+            args,
+        ).fetchall()
+    )
     wanted = sorted(rejections.select(cols).iter_rows())
     if stored != wanted:
         conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s{}").format(table, only), args)
         with conn.cursor() as cur:
-            cur.executemany(sql.SQL("INSERT INTO {} (space, chunk_id, subject, predicate, object, gate, offending_value)"
-                                    " VALUES (%s, %s, %s, %s, %s, %s, %s)").format(table), [(space, *r) for r in wanted])
+            cur.executemany(
+                sql.SQL(
+                    "INSERT INTO {} (space, chunk_id, subject, predicate, object, gate, offending_value)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s)"
+                ).format(table),
+                [(space, *r) for r in wanted],
+            )
     return len(wanted)
 
 
 def rejection_endpoints(conn: psycopg.Connection, realm: str, space: str) -> list[tuple[int, str, str]]:
     """(chunk_id, subject, object) of every post-resolution rejection (self-loop) of the space: the triples
     no edge holds, which a change of entity forms may turn into edges (issue 15)."""
-    return conn.execute(sql.SQL("SELECT chunk_id, subject, object FROM {} WHERE space = %s").format(
-        qualified(realm, "resolution_rejections")), (space,)).fetchall()
+    return conn.execute(
+        sql.SQL("SELECT chunk_id, subject, object FROM {} WHERE space = %s").format(
+            qualified(realm, "resolution_rejections")
+        ),
+        (space,),
+    ).fetchall()

@@ -56,16 +56,23 @@ def record_events(conn: psycopg.Connection, realm: str, events: Sequence[Event])
     if not events:
         return 0
     with conn.cursor() as cur:
-        cur.executemany(sql.SQL("""INSERT INTO {} (space, question_sha256, mode, entity_ids, community_ids)
-                                   VALUES (%s, %s, %s, %s, %s)""").format(qualified(realm, "query_events")), list(events))
+        cur.executemany(
+            sql.SQL("""INSERT INTO {} (space, question_sha256, mode, entity_ids, community_ids)
+                                   VALUES (%s, %s, %s, %s, %s)""").format(qualified(realm, "query_events")),
+            list(events),
+        )
     return len(events)
 
 
 def events_for_space(conn: psycopg.Connection, realm: str, space: str) -> tuple[int, datetime | None]:
     """``(events, first at)`` of the queries that could have touched ``space``: asked of it, or of every
     space (``*``)."""
-    row = conn.execute(sql.SQL("SELECT count(*), min(at) FROM {} WHERE space = %s OR space = '*'").format(
-        qualified(realm, "query_events")), (space,)).fetchone()
+    row = conn.execute(
+        sql.SQL("SELECT count(*), min(at) FROM {} WHERE space = %s OR space = '*'").format(
+            qualified(realm, "query_events")
+        ),
+        (space,),
+    ).fetchone()
     return (int(row[0]), row[1]) if row else (0, None)
 
 
@@ -87,36 +94,52 @@ SELECT c.id, c.level, c.title, c.size, a.events, a.last_at
  LIMIT %(limit)s"""
 
 
-def least_attended_communities(conn: psycopg.Connection, realm: str, space: str, limit: int) -> list[dict[str, Any]]:
+def least_attended_communities(
+    conn: psycopg.Connection, realm: str, space: str, limit: int
+) -> list[dict[str, Any]]:
     """The space's communities (every level) with least retrieval attention, fewest events first, ties
     by id: ``id, level, title, size, events`` (events that returned it or one of its members),
     ``last_at`` (the latest such event, ``None`` when none). At most ``limit`` rows."""
-    query = sql.SQL(_COMMUNITY_ATTENTION).format(c=qualified(realm, "communities"), ch=qualified(realm, "community_children"),
-                                                 m=qualified(realm, "community_members"), q=qualified(realm, "query_events"))
+    query = sql.SQL(_COMMUNITY_ATTENTION).format(
+        c=qualified(realm, "communities"),
+        ch=qualified(realm, "community_children"),
+        m=qualified(realm, "community_members"),
+        q=qualified(realm, "query_events"),
+    )
     with conn.cursor(row_factory=dict_row) as cur:
         return cur.execute(query, {"space": space, "limit": limit}).fetchall()
 
 
-def never_retrieved_entities(conn: psycopg.Connection, realm: str, space: str, limit: int) -> tuple[int, list[dict[str, Any]]]:
+def never_retrieved_entities(
+    conn: psycopg.Connection, realm: str, space: str, limit: int
+) -> tuple[int, list[dict[str, Any]]]:
     """``(how many, the first `limit` by id)`` of the space's live entities (not dormant, not archived) no
     recorded event returned: ``id, name, entity_type``."""
     where = sql.SQL("""FROM {e} e WHERE e.space = %(space)s AND e.dormant_since IS NULL
                          AND NOT EXISTS (SELECT 1 FROM {q} q WHERE q.entity_ids @> ARRAY[e.id])""").format(
-        e=qualified(realm, "entities"), q=qualified(realm, "query_events"))
+        e=qualified(realm, "entities"), q=qualified(realm, "query_events")
+    )
     with conn.cursor(row_factory=dict_row) as cur:
         total = cur.execute(sql.SQL("SELECT count(*) AS n ") + where, {"space": space}).fetchone()
-        rows = cur.execute(sql.SQL("SELECT e.id, e.name, e.entity_type ") + where + sql.SQL(" ORDER BY e.id LIMIT %(limit)s"),
-                           {"space": space, "limit": limit}).fetchall()
+        rows = cur.execute(
+            sql.SQL("SELECT e.id, e.name, e.entity_type ")
+            + where
+            + sql.SQL(" ORDER BY e.id LIMIT %(limit)s"),
+            {"space": space, "limit": limit},
+        ).fetchall()
     return (int(total["n"]) if total else 0), rows
 
 
 def entity_attention(conn: psycopg.Connection, realm: str, space: str) -> dict[int, tuple[int, datetime]]:
     """Live entity id of ``space`` → ``(events that returned it, the latest one's at)``; entities never
     returned are absent."""
-    rows = conn.execute(sql.SQL("""
+    rows = conn.execute(
+        sql.SQL("""
         SELECT x.entity_id, count(*), max(q.at) FROM {q} q CROSS JOIN LATERAL unnest(q.entity_ids) AS x(entity_id)
           JOIN {e} e ON e.id = x.entity_id AND e.space = %s AND e.dormant_since IS NULL
-         GROUP BY x.entity_id""").format(q=qualified(realm, "query_events"), e=qualified(realm, "entities")), (space,)).fetchall()
+         GROUP BY x.entity_id""").format(q=qualified(realm, "query_events"), e=qualified(realm, "entities")),
+        (space,),
+    ).fetchall()
     return {int(i): (int(n), at) for i, n, at in rows}
 
 
@@ -124,7 +147,11 @@ def forget_entities(conn: psycopg.Connection, realm: str, entity_ids: Sequence[i
     """Remove ``entity_ids`` from every event that names them (explicit deletion); returns events changed."""
     if not entity_ids:
         return 0
-    return conn.execute(sql.SQL("""UPDATE {q} SET entity_ids = ARRAY(SELECT x FROM unnest(entity_ids) AS x
+    return conn.execute(
+        sql.SQL("""UPDATE {q} SET entity_ids = ARRAY(SELECT x FROM unnest(entity_ids) AS x
                                                                       WHERE x <> ALL (%(ids)s::bigint[]))
-                                    WHERE entity_ids && %(ids)s::bigint[]""").format(q=qualified(realm, "query_events")),
-                        {"ids": list(entity_ids)}).rowcount
+                                    WHERE entity_ids && %(ids)s::bigint[]""").format(
+            q=qualified(realm, "query_events")
+        ),
+        {"ids": list(entity_ids)},
+    ).rowcount

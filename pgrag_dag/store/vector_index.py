@@ -52,12 +52,17 @@ def check_indexable(realm: str, schema: str, tables: Sequence[str], dim: object)
         f"a width of 1 to {HALFVEC_HNSW_MAX_DIM} dimensions (pgvector's HNSW limit, as halfvec)",
         dim if isinstance(dim, int) else repr(dim),
         "embedding.dim: choose an embedding model of at most "
-        f"{HALFVEC_HNSW_MAX_DIM} dimensions, or one that can return fewer; nothing was created")
+        f"{HALFVEC_HNSW_MAX_DIM} dimensions, or one that can return fewer; nothing was created",
+    )
 
 
 def indexed_expression(alias: str | None, dim: int) -> sql.Composable:
     """The expression HNSW indexes: ``[alias.]embedding``, or ``([alias.]embedding::halfvec(dim))``."""
-    column = sql.Identifier("embedding") if alias is None else sql.SQL("{}.embedding").format(sql.Identifier(alias))
+    column = (
+        sql.Identifier("embedding")
+        if alias is None
+        else sql.SQL("{}.embedding").format(sql.Identifier(alias))
+    )
     if index_kind(dim) == "vector":
         return column
     return sql.SQL("({}::halfvec({}))").format(column, sql.Literal(dim))
@@ -76,5 +81,9 @@ def index_ddl(schema: str, table: str, dim: int) -> sql.Composed:
     """``CREATE INDEX IF NOT EXISTS <table>_embedding_hnsw`` on ``schema.table`` for width ``dim``."""
     ops = sql.SQL("vector_cosine_ops" if index_kind(dim) == "vector" else "halfvec_cosine_ops")
     return sql.SQL("CREATE INDEX IF NOT EXISTS {name} ON {s}.{t} USING hnsw ({expr} {ops})").format(
-        name=sql.Identifier(f"{table}_embedding_hnsw"), s=sql.Identifier(schema), t=sql.Identifier(table),
-        expr=indexed_expression(None, dim), ops=ops)
+        name=sql.Identifier(f"{table}_embedding_hnsw"),
+        s=sql.Identifier(schema),
+        t=sql.Identifier(table),
+        expr=indexed_expression(None, dim),
+        ops=ops,
+    )

@@ -45,9 +45,13 @@ def pending(conn: psycopg.Connection, realm: str, space: str, table: str) -> lis
     with only a fallback vector included) or stale — through the partial index ``<table>_stale``
     (:func:`create_text_hashes`), so a space with nothing to embed costs an index look-up, not a hash of
     every row's text (issue 15)."""
-    return conn.execute(sql.SQL("""SELECT id, {e}, text_hash FROM {t} WHERE space = %s
+    return conn.execute(
+        sql.SQL("""SELECT id, {e}, text_hash FROM {t} WHERE space = %s
                                       AND (embedding IS NULL OR embed_hash IS DISTINCT FROM text_hash) ORDER BY id""").format(
-        e=EMBED_TEXT[table], t=qualified(realm, table)), (space,)).fetchall()
+            e=EMBED_TEXT[table], t=qualified(realm, table)
+        ),
+        (space,),
+    ).fetchall()
 
 
 def create_text_hashes(conn: psycopg.Connection, schema: str) -> None:
@@ -57,14 +61,25 @@ def create_text_hashes(conn: psycopg.Connection, schema: str) -> None:
     text; inside the caller's DDL transaction (:func:`pgrag_dag.store.schema.init_realm`). Idempotent; adding
     the column rewrites the table once."""
     s = sql.Identifier(schema)
-    conn.execute(sql.SQL("""CREATE OR REPLACE FUNCTION {s}.text_sha256(t text) RETURNS text LANGUAGE sql IMMUTABLE
-                            PARALLEL SAFE AS $f$ SELECT encode(sha256(convert_to(t, 'UTF8')), 'hex') $f$""").format(s=s))
+    conn.execute(
+        sql.SQL("""CREATE OR REPLACE FUNCTION {s}.text_sha256(t text) RETURNS text LANGUAGE sql IMMUTABLE
+                            PARALLEL SAFE AS $f$ SELECT encode(sha256(convert_to(t, 'UTF8')), 'hex') $f$""").format(
+            s=s
+        )
+    )
     for table, expr in EMBED_TEXT.items():
-        conn.execute(sql.SQL("ALTER TABLE {s}.{t} ADD COLUMN IF NOT EXISTS text_hash text GENERATED ALWAYS AS "
-                             "({s}.text_sha256({e})) STORED").format(s=s, t=sql.Identifier(table), e=expr))
-        conn.execute(sql.SQL("CREATE INDEX IF NOT EXISTS {i} ON {s}.{t} (space) WHERE embedding IS NULL "
-                             "OR embed_hash IS DISTINCT FROM text_hash").format(
-            i=sql.Identifier(f"{table}_stale"), s=s, t=sql.Identifier(table)))
+        conn.execute(
+            sql.SQL(
+                "ALTER TABLE {s}.{t} ADD COLUMN IF NOT EXISTS text_hash text GENERATED ALWAYS AS "
+                "({s}.text_sha256({e})) STORED"
+            ).format(s=s, t=sql.Identifier(table), e=expr)
+        )
+        conn.execute(
+            sql.SQL(
+                "CREATE INDEX IF NOT EXISTS {i} ON {s}.{t} (space) WHERE embedding IS NULL "
+                "OR embed_hash IS DISTINCT FROM text_hash"
+            ).format(i=sql.Identifier(f"{table}_stale"), s=s, t=sql.Identifier(table))
+        )
 
 
 def every_text(conn: psycopg.Connection, realm: str, table: str) -> list[tuple[int, str, str]]:
@@ -75,13 +90,24 @@ def every_text(conn: psycopg.Connection, realm: str, table: str) -> list[tuple[i
 
 def spaces(conn: psycopg.Connection, realm: str) -> list[str]:
     """Every space with a row in one of the realm's embedded tables, sorted."""
-    union = sql.SQL(" UNION ").join(sql.SQL("SELECT DISTINCT space FROM {}").format(qualified(realm, table))
-                                    for table in EMBED_TEXT)
-    return [r[0] for r in conn.execute(sql.SQL("SELECT space FROM ({}) x ORDER BY space").format(union)).fetchall()]
+    union = sql.SQL(" UNION ").join(
+        sql.SQL("SELECT DISTINCT space FROM {}").format(qualified(realm, table)) for table in EMBED_TEXT
+    )
+    return [
+        r[0]
+        for r in conn.execute(sql.SQL("SELECT space FROM ({}) x ORDER BY space").format(union)).fetchall()
+    ]
 
 
-def write(conn: psycopg.Connection, realm: str, table: str, rows: list[tuple[int, str, str]], vectors: list[np.ndarray],
-          *, fallback: str | None = None) -> int:
+def write(
+    conn: psycopg.Connection,
+    realm: str,
+    table: str,
+    rows: list[tuple[int, str, str]],
+    vectors: list[np.ndarray],
+    *,
+    fallback: str | None = None,
+) -> int:
     """Store ``vectors`` (one per ``(id, text, hash)`` row, in order) with their text hashes, in the
     caller's transaction: one binary ``COPY`` into a temporary table, then one ``UPDATE … FROM``.
     Returns the rows updated (rows deleted meanwhile are skipped). A vector of another width than the
@@ -94,26 +120,44 @@ def write(conn: psycopg.Connection, realm: str, table: str, rows: list[tuple[int
         return 0
     if len(rows) != len(vectors):
         raise ValueError(f"{len(rows)} rows but {len(vectors)} vectors")
-    conn.execute("CREATE TEMPORARY TABLE pgrag_vectors_in (id bigint, embedding vector, embed_hash text) ON COMMIT DROP")
-    with conn.cursor() as cur, cur.copy("COPY pgrag_vectors_in (id, embedding, embed_hash) FROM STDIN WITH (FORMAT BINARY)") as copy:
+    conn.execute(
+        "CREATE TEMPORARY TABLE pgrag_vectors_in (id bigint, embedding vector, embed_hash text) ON COMMIT DROP"
+    )
+    with (
+        conn.cursor() as cur,
+        cur.copy("COPY pgrag_vectors_in (id, embedding, embed_hash) FROM STDIN WITH (FORMAT BINARY)") as copy,
+    ):
         copy.set_types(["int8", "vector", "text"])
         for (i, _, h), vec in zip(rows, vectors, strict=True):
             copy.write_row((i, vec, h))
     if fallback is None:
-        updated = conn.execute(sql.SQL("""UPDATE {} t SET embedding = v.embedding, embed_hash = v.embed_hash, embed_fallback = NULL,
+        updated = conn.execute(
+            sql.SQL("""UPDATE {} t SET embedding = v.embedding, embed_hash = v.embed_hash, embed_fallback = NULL,
                                                 fallback_embedding = NULL
-                                  FROM pgrag_vectors_in v WHERE t.id = v.id""").format(qualified(realm, table)))
+                                  FROM pgrag_vectors_in v WHERE t.id = v.id""").format(
+                qualified(realm, table)
+            )
+        )
     else:
-        updated = conn.execute(sql.SQL("""UPDATE {} t SET fallback_embedding = v.embedding, embed_hash = v.embed_hash,
+        updated = conn.execute(
+            sql.SQL("""UPDATE {} t SET fallback_embedding = v.embedding, embed_hash = v.embed_hash,
                                                 embed_fallback = %s
                                   FROM pgrag_vectors_in v WHERE t.id = v.id AND t.embedding IS NULL""").format(
-            qualified(realm, table)), (fallback,))
+                qualified(realm, table)
+            ),
+            (fallback,),
+        )
     conn.execute("DROP TABLE pgrag_vectors_in")
     return updated.rowcount
 
 
-def audit(conn: psycopg.Connection, realm: str, space: str, expected_dim: int,
-          ids: dict[str, Sequence[int]] | None = None) -> pl.DataFrame:
+def audit(
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    expected_dim: int,
+    ids: dict[str, Sequence[int]] | None = None,
+) -> pl.DataFrame:
     """One row per stored embedding of the space — or only of the rows ``ids`` (table → row ids, e.g. what
     a run just wrote; a table not named is skipped): table, row_id, dim, expected_dim, finite, missing,
     embed_hash.
@@ -131,8 +175,15 @@ def audit(conn: psycopg.Connection, realm: str, space: str, expected_dim: int,
             (space,) if ids is None else (space, list(ids[table])),
         ).fetchall()
         parts.extend((table, i, d, expected_dim, fin, miss, h) for i, d, miss, h, fin in rows)
-    schema = {"table": pl.String, "row_id": pl.Int64, "dim": pl.Int64, "expected_dim": pl.Int64,
-              "finite": pl.Boolean, "missing": pl.Boolean, "embed_hash": pl.String}
+    schema = {
+        "table": pl.String,
+        "row_id": pl.Int64,
+        "dim": pl.Int64,
+        "expected_dim": pl.Int64,
+        "finite": pl.Boolean,
+        "missing": pl.Boolean,
+        "embed_hash": pl.String,
+    }
     return pl.DataFrame(parts, schema=schema, orient="row")
 
 
@@ -146,13 +197,19 @@ def unembedded(conn: psycopg.Connection, realm: str, space: str) -> dict[str, di
     (every space for the read-only wildcard ``"*"``). One statement over the partial indexes
     ``<table>_unembedded``, so it costs next to nothing while every row is embedded. A realm whose
     schema predates fallback vectors reports ``fallback`` 0."""
-    where = sql.SQL("TRUE") if validate_space(space, for_write=False) == WILDCARD_SPACE else sql.SQL("space = %(space)s")
+    where = (
+        sql.SQL("TRUE")
+        if validate_space(space, for_write=False) == WILDCARD_SPACE
+        else sql.SQL("space = %(space)s")
+    )
 
     def counts(fallback: sql.Composable) -> sql.Composed:
         return sql.SQL(" UNION ALL ").join(
             sql.SQL("SELECT {name}, count(*), {fb} FROM {tab} WHERE embedding IS NULL AND {where}").format(
-                name=sql.Literal(table), fb=fallback, tab=qualified(realm, table), where=where)
-            for table in UNEMBEDDED_TABLES)
+                name=sql.Literal(table), fb=fallback, tab=qualified(realm, table), where=where
+            )
+            for table in UNEMBEDDED_TABLES
+        )
 
     try:
         with conn.transaction():

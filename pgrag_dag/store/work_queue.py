@@ -74,17 +74,31 @@ _ENQUEUE = "INSERT INTO {{s}}.stage_work (space, stage, kind, item) SELECT DISTI
 
 WORK_FUNCTIONS: tuple[str, ...] = (
     """CREATE OR REPLACE FUNCTION {s}.work_raw() RETURNS trigger LANGUAGE plpgsql AS $f$
-    BEGIN """ + _ENQUEUE.format(stage="'gated_triples'", kind="'chunk'", col="chunk_id", rows="new_rows") + """;
+    BEGIN """
+    + _ENQUEUE.format(stage="'gated_triples'", kind="'chunk'", col="chunk_id", rows="new_rows")
+    + """;
         RETURN NULL;
     END $f$""",
     """CREATE OR REPLACE FUNCTION {s}.work_decisions() RETURNS trigger LANGUAGE plpgsql AS $f$
     BEGIN
         IF TG_OP = 'INSERT' THEN
-            """ + _ENQUEUE.format(stage="s.stage", kind="'chunk'", col="chunk_id",
-                                  rows="new_rows, (VALUES ('resolved_entities'), ('relations')) AS s(stage)") + """;
+            """
+    + _ENQUEUE.format(
+        stage="s.stage",
+        kind="'chunk'",
+        col="chunk_id",
+        rows="new_rows, (VALUES ('resolved_entities'), ('relations')) AS s(stage)",
+    )
+    + """;
         ELSE
-            """ + _ENQUEUE.format(stage="s.stage", kind="'chunk'", col="chunk_id",
-                                  rows="old_rows, (VALUES ('resolved_entities'), ('relations')) AS s(stage)") + """;
+            """
+    + _ENQUEUE.format(
+        stage="s.stage",
+        kind="'chunk'",
+        col="chunk_id",
+        rows="old_rows, (VALUES ('resolved_entities'), ('relations')) AS s(stage)",
+    )
+    + """;
         END IF;
         RETURN NULL;
     END $f$""",
@@ -92,12 +106,16 @@ WORK_FUNCTIONS: tuple[str, ...] = (
     """CREATE OR REPLACE FUNCTION {s}.work_mentions() RETURNS trigger LANGUAGE plpgsql AS $f$
     BEGIN
         IF coalesce(current_setting('pgrag.stage', true), '') <> 'resolved_entities' THEN
-            """ + _ENQUEUE.format(stage="'resolved_entities'", kind="'entity'", col="entity_id", rows="old_rows") + """;
+            """
+    + _ENQUEUE.format(stage="'resolved_entities'", kind="'entity'", col="entity_id", rows="old_rows")
+    + """;
         END IF;
         RETURN NULL;
     END $f$""",
     """CREATE OR REPLACE FUNCTION {s}.work_entities_new() RETURNS trigger LANGUAGE plpgsql AS $f$
-    BEGIN """ + _ENQUEUE.format(stage="'relations'", kind="'entity'", col="id", rows="new_rows") + """;
+    BEGIN """
+    + _ENQUEUE.format(stage="'relations'", kind="'entity'", col="id", rows="new_rows")
+    + """;
         RETURN NULL;
     END $f$""",
     """CREATE OR REPLACE FUNCTION {s}.work_entities_changed() RETURNS trigger LANGUAGE plpgsql AS $f$
@@ -122,23 +140,55 @@ WORK_FUNCTIONS: tuple[str, ...] = (
 
 WORK_TRIGGERS: tuple[tuple[str, str, str, str], ...] = (
     # (trigger name, table, timing and event, level, condition and function)
-    ("raw_extractions_work_ins", "raw_extractions", "AFTER INSERT",
-     "REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.work_raw()"),
-    ("raw_extractions_work_upd", "raw_extractions", "AFTER UPDATE",
-     "REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.work_raw()"),
-    ("gate_decisions_work_ins", "gate_decisions", "AFTER INSERT",
-     "REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.work_decisions()"),
-    ("gate_decisions_work_del", "gate_decisions", "AFTER DELETE",
-     "REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.work_decisions()"),
-    ("doc_mentions_work_del", "doc_mentions", "AFTER DELETE",
-     "REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.work_mentions()"),
-    ("entities_work_ins", "entities", "AFTER INSERT",
-     "REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.work_entities_new()"),
-    ("entities_work_upd", "entities", "AFTER UPDATE OF name, aliases, archived_at",
-     "FOR EACH ROW WHEN (OLD.name IS DISTINCT FROM NEW.name OR OLD.aliases IS DISTINCT FROM NEW.aliases "
-     "OR OLD.archived_at IS DISTINCT FROM NEW.archived_at) EXECUTE FUNCTION {s}.work_entities_changed()"),
-    ("documents_work_order", "documents", "AFTER UPDATE OF doc_order",
-     "FOR EACH ROW WHEN (OLD.doc_order IS DISTINCT FROM NEW.doc_order) EXECUTE FUNCTION {s}.work_documents_order()"),
+    (
+        "raw_extractions_work_ins",
+        "raw_extractions",
+        "AFTER INSERT",
+        "REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.work_raw()",
+    ),
+    (
+        "raw_extractions_work_upd",
+        "raw_extractions",
+        "AFTER UPDATE",
+        "REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.work_raw()",
+    ),
+    (
+        "gate_decisions_work_ins",
+        "gate_decisions",
+        "AFTER INSERT",
+        "REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.work_decisions()",
+    ),
+    (
+        "gate_decisions_work_del",
+        "gate_decisions",
+        "AFTER DELETE",
+        "REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.work_decisions()",
+    ),
+    (
+        "doc_mentions_work_del",
+        "doc_mentions",
+        "AFTER DELETE",
+        "REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.work_mentions()",
+    ),
+    (
+        "entities_work_ins",
+        "entities",
+        "AFTER INSERT",
+        "REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.work_entities_new()",
+    ),
+    (
+        "entities_work_upd",
+        "entities",
+        "AFTER UPDATE OF name, aliases, archived_at",
+        "FOR EACH ROW WHEN (OLD.name IS DISTINCT FROM NEW.name OR OLD.aliases IS DISTINCT FROM NEW.aliases "
+        "OR OLD.archived_at IS DISTINCT FROM NEW.archived_at) EXECUTE FUNCTION {s}.work_entities_changed()",
+    ),
+    (
+        "documents_work_order",
+        "documents",
+        "AFTER UPDATE OF doc_order",
+        "FOR EACH ROW WHEN (OLD.doc_order IS DISTINCT FROM NEW.doc_order) EXECUTE FUNCTION {s}.work_documents_order()",
+    ),
 )
 
 
@@ -150,9 +200,16 @@ def create_work(conn: psycopg.Connection, schema: str) -> None:
     for stmt in (*WORK_DDL, *WORK_FUNCTIONS):
         conn.execute(sql.SQL(stmt).format(s=s))  # type: ignore[arg-type]
     for name, tab, when, rest in WORK_TRIGGERS:
-        conn.execute(sql.SQL("DROP TRIGGER IF EXISTS {n} ON {s}.{t}").format(n=sql.Identifier(name), s=s, t=sql.Identifier(tab)))
-        conn.execute(sql.SQL("CREATE TRIGGER {n} " + when + " ON {s}.{t} " + rest).format(  # type: ignore[arg-type]
-            n=sql.Identifier(name), s=s, t=sql.Identifier(tab)))
+        conn.execute(
+            sql.SQL("DROP TRIGGER IF EXISTS {n} ON {s}.{t}").format(
+                n=sql.Identifier(name), s=s, t=sql.Identifier(tab)
+            )
+        )
+        conn.execute(
+            sql.SQL("CREATE TRIGGER {n} " + when + " ON {s}.{t} " + rest).format(  # type: ignore[arg-type]
+                n=sql.Identifier(name), s=s, t=sql.Identifier(tab)
+            )
+        )
 
 
 def fingerprint(settings: Any) -> str:
@@ -177,22 +234,41 @@ class Work:
         return not self.full and not self.queued
 
 
-def take(conn: psycopg.Connection, realm: str, space: str, stage: str, print_: str, *, full: bool = False) -> Work:
+def take(
+    conn: psycopg.Connection, realm: str, space: str, stage: str, print_: str, *, full: bool = False
+) -> Work:
     """The work ``stage`` owes ``space``: a full recompute when ``full`` is asked for, when the stage has
     no state row or its stored fingerprint differs from ``print_`` (the stage's settings changed since its
     result was computed); else the queued chunk and entity ids."""
-    row = conn.execute(sql.SQL("SELECT fingerprint FROM {} WHERE space = %s AND stage = %s").format(
-        qualified(realm, "stage_state")), (space, stage)).fetchone()
-    rows = conn.execute(sql.SQL("SELECT id, kind, item FROM {} WHERE space = %s AND stage = %s").format(
-        qualified(realm, "stage_work")), (space, stage)).fetchall()
+    row = conn.execute(
+        sql.SQL("SELECT fingerprint FROM {} WHERE space = %s AND stage = %s").format(
+            qualified(realm, "stage_state")
+        ),
+        (space, stage),
+    ).fetchone()
+    rows = conn.execute(
+        sql.SQL("SELECT id, kind, item FROM {} WHERE space = %s AND stage = %s").format(
+            qualified(realm, "stage_work")
+        ),
+        (space, stage),
+    ).fetchall()
     work = Work(full=full or row is None or row[0] != print_, queued=[r[0] for r in rows])
     for _, kind, item in rows:
         (work.chunks if kind == "chunk" else work.entities).add(int(item))
     return work
 
 
-def finish(conn: psycopg.Connection, realm: str, space: str, stage: str, work: Work, print_: str, *,
-           changed: int, report: dict[str, Any] | None = None) -> None:
+def finish(
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    stage: str,
+    work: Work,
+    print_: str,
+    *,
+    changed: int,
+    report: dict[str, Any] | None = None,
+) -> None:
     """Record a stage's run in the caller's write transaction: delete the queue rows it read (``work``; a
     stage without a queue passes ``Work(full=False)``), store ``print_`` and ``report`` (what a later run with nothing to do reports again,
     e.g. the quality measurements), and bump the version when ``changed`` (rows the run changed) is positive
@@ -200,19 +276,25 @@ def finish(conn: psycopg.Connection, realm: str, space: str, stage: str, work: W
     queue = qualified(realm, "stage_work")
     if work.queued:
         conn.execute(sql.SQL("DELETE FROM {} WHERE id = ANY(%s)").format(queue), (work.queued,))
-    conn.execute(sql.SQL("""INSERT INTO {} AS s (space, stage, fingerprint, version, rows_changed, report)
+    conn.execute(
+        sql.SQL("""INSERT INTO {} AS s (space, stage, fingerprint, version, rows_changed, report)
                             VALUES (%s, %s, %s, 1, %s, %s)
                             ON CONFLICT (space, stage) DO UPDATE SET fingerprint = EXCLUDED.fingerprint,
                                 version = s.version + (EXCLUDED.rows_changed > 0 OR s.fingerprint <> EXCLUDED.fingerprint)::int,
                                 rows_changed = EXCLUDED.rows_changed, report = coalesce(EXCLUDED.report, s.report),
-                                updated_at = now()""").format(
-        qualified(realm, "stage_state")), (space, stage, print_, changed, Jsonb(report) if report is not None else None))
+                                updated_at = now()""").format(qualified(realm, "stage_state")),
+        (space, stage, print_, changed, Jsonb(report) if report is not None else None),
+    )
 
 
 def report(conn: psycopg.Connection, realm: str, space: str, stage: str) -> dict[str, Any] | None:
     """The ``report`` the stage's last run stored with :func:`finish`, or ``None``."""
-    row = conn.execute(sql.SQL("SELECT report FROM {} WHERE space = %s AND stage = %s").format(
-        qualified(realm, "stage_state")), (space, stage)).fetchone()
+    row = conn.execute(
+        sql.SQL("SELECT report FROM {} WHERE space = %s AND stage = %s").format(
+            qualified(realm, "stage_state")
+        ),
+        (space, stage),
+    ).fetchone()
     return None if row is None else row[0]
 
 
@@ -220,8 +302,12 @@ def data_version(conn: psycopg.Connection, realm: str, space: str, stage: str) -
     """The stage's data version for ``space``: 16 hex digits from its state row's epoch and version (equal
     as long as the stage changed nothing it holds; a realm dropped and rebuilt starts another epoch).
     ``""`` when the stage has no state yet."""
-    row = conn.execute(sql.SQL("SELECT epoch, version FROM {} WHERE space = %s AND stage = %s").format(
-        qualified(realm, "stage_state")), (space, stage)).fetchone()
+    row = conn.execute(
+        sql.SQL("SELECT epoch, version FROM {} WHERE space = %s AND stage = %s").format(
+            qualified(realm, "stage_state")
+        ),
+        (space, stage),
+    ).fetchone()
     if row is None:
         return ""
     return hashlib.sha256(f"{realm}|{space}|{stage}|{row[0]}|{row[1]}".encode()).hexdigest()[:16]
@@ -237,8 +323,14 @@ def stage_runs(conn: psycopg.Connection, realm: str, space: str) -> list[dict[st
     """Each stage's last recorded run for ``space``, by stage name: ``stage``, ``updated_at`` (when
     :func:`finish` last ran for it), ``version`` (runs that changed what it holds), ``rows_changed`` (by that
     last run). ``[]`` for a space no stage ran for, or a realm built before the stage state."""
-    if conn.execute("SELECT to_regclass(%s)", (f'"{schema_for(realm)}"."stage_state"',)).fetchone() == (None,):
+    if conn.execute("SELECT to_regclass(%s)", (f'"{schema_for(realm)}"."stage_state"',)).fetchone() == (
+        None,
+    ):
         return []
-    rows = conn.execute(sql.SQL("SELECT stage, updated_at, version, rows_changed FROM {} WHERE space = %s ORDER BY stage")
-                        .format(qualified(realm, "stage_state")), (space,)).fetchall()
+    rows = conn.execute(
+        sql.SQL(
+            "SELECT stage, updated_at, version, rows_changed FROM {} WHERE space = %s ORDER BY stage"
+        ).format(qualified(realm, "stage_state")),
+        (space,),
+    ).fetchall()
     return [dict(zip(("stage", "updated_at", "version", "rows_changed"), r)) for r in rows]

@@ -33,9 +33,12 @@ Route = Literal["chat", "embeddings", "any"]
 
 # OpenAI's error ``type`` and ``code`` per status, as its API sends them
 _ERROR_KINDS = {
-    400: ("invalid_request_error", None), 401: ("invalid_request_error", "invalid_api_key"),
-    402: ("insufficient_quota", "insufficient_quota"), 403: ("permission_error", "model_not_allowed"),
-    404: ("invalid_request_error", "model_not_found"), 429: ("requests", "rate_limit_exceeded"),
+    400: ("invalid_request_error", None),
+    401: ("invalid_request_error", "invalid_api_key"),
+    402: ("insufficient_quota", "insufficient_quota"),
+    403: ("permission_error", "model_not_allowed"),
+    404: ("invalid_request_error", "model_not_found"),
+    429: ("requests", "rate_limit_exceeded"),
 }
 
 
@@ -113,7 +116,7 @@ class StubServer:
         with self._lock:
             self.refusals.clear()
 
-    def __enter__(self) -> "StubServer":
+    def __enter__(self) -> StubServer:
         self._thread.start()
         return self
 
@@ -138,8 +141,10 @@ class StubServer:
 
             def _refuse(self, refusal: StubStatus) -> None:
                 kind, code = _ERROR_KINDS.get(refusal.status, ("server_error", None))
-                self._send(refusal.status, {"error": {"message": str(refusal), "type": kind, "code": code,
-                                                      "param": None}})
+                self._send(
+                    refusal.status,
+                    {"error": {"message": str(refusal), "type": kind, "code": code, "param": None}},
+                )
 
             def _stream(self, body: dict[str, Any], text: str, prompt_chars: int) -> None:
                 """The answer as OpenAI's server-sent events (see the module docstring); the connection
@@ -148,17 +153,29 @@ class StubServer:
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Cache-Control", "no-cache")
                 self.end_headers()
-                head = {"id": f"chatcmpl-stub-{len(server.requests)}", "object": "chat.completion.chunk",
-                        "created": 0, "model": body.get("model", "stub")}
+                head = {
+                    "id": f"chatcmpl-stub-{len(server.requests)}",
+                    "object": "chat.completion.chunk",
+                    "created": 0,
+                    "model": body.get("model", "stub"),
+                }
                 pieces = re.findall(r"\S+\s*|\s+", text) or [""]
                 for i, piece in enumerate(pieces):
                     if server.cut_streams_after is not None and i >= server.cut_streams_after:
                         return  # HTTP/1.0: the connection closes mid-answer
                     delta = {"role": "assistant", "content": piece} if i == 0 else {"content": piece}
                     self._event({**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]})
-                self._event({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-                             "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(text) // 4,
-                                       "total_tokens": (prompt_chars + len(text)) // 4}})
+                self._event(
+                    {
+                        **head,
+                        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                        "usage": {
+                            "prompt_tokens": prompt_chars // 4,
+                            "completion_tokens": len(text) // 4,
+                            "total_tokens": (prompt_chars + len(text)) // 4,
+                        },
+                    }
+                )
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
 
@@ -189,8 +206,15 @@ class StubServer:
                         {"object": "embedding", "index": i, "embedding": v.tolist()}
                         for i, v in enumerate(server.embedder.embed(inputs))
                     ]
-                    self._send(200, {"object": "list", "data": data, "model": body.get("model", "stub"),
-                                     "usage": {"prompt_tokens": 0, "total_tokens": 0}})
+                    self._send(
+                        200,
+                        {
+                            "object": "list",
+                            "data": data,
+                            "model": body.get("model", "stub"),
+                            "usage": {"prompt_tokens": 0, "total_tokens": 0},
+                        },
+                    )
                     return
                 if not self.path.endswith("/chat/completions"):
                     self._send(404, {"error": {"message": f"no route {self.path}"}})
@@ -212,13 +236,26 @@ class StubServer:
                 if body.get("stream"):
                     self._stream(body, text, prompt_chars)
                     return
-                self._send(200, {
-                    "id": f"chatcmpl-stub-{len(server.requests)}", "object": "chat.completion", "created": 0,
-                    "model": body.get("model", "stub"),
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": text}}],
-                    "usage": {"prompt_tokens": prompt_chars // 4, "completion_tokens": len(text) // 4,
-                              "total_tokens": (prompt_chars + len(text)) // 4},
-                })
+                self._send(
+                    200,
+                    {
+                        "id": f"chatcmpl-stub-{len(server.requests)}",
+                        "object": "chat.completion",
+                        "created": 0,
+                        "model": body.get("model", "stub"),
+                        "choices": [
+                            {
+                                "index": 0,
+                                "finish_reason": "stop",
+                                "message": {"role": "assistant", "content": text},
+                            }
+                        ],
+                        "usage": {
+                            "prompt_tokens": prompt_chars // 4,
+                            "completion_tokens": len(text) // 4,
+                            "total_tokens": (prompt_chars + len(text)) // 4,
+                        },
+                    },
+                )
 
         return Handler
