@@ -48,7 +48,8 @@ def _digest(*parts: str) -> str:
 HASHED_STAGES = ("chunks", "raw_extractions", "gated_triples", "resolved_entities", "communities")
 """The stages :func:`stage_hashes` hashes the inputs of (the source sensor may request them)."""
 INPUTS_KEY = "pgrag/inputs_hash"
-"""Materialisation metadata of a :data:`HASHED_STAGES` asset: its :func:`stage_hashes` value when the run began."""
+"""Materialisation metadata of a :data:`HASHED_STAGES` asset: its :func:`stage_hashes` value when the run
+began."""
 
 
 def stage_hashes(
@@ -112,8 +113,8 @@ def recorded_hashes(instance: dg.DagsterInstance, partition: str) -> dict[str, s
 
 
 def _span(order: list[str], changed: list[str]) -> list[str]:
-    """The stages of ``order`` (the pipeline, first to last) from the first of ``changed`` to its last: one run
-    materialises them in order. Stages between two changed ones are included — a run of ``chunks`` and
+    """The stages of ``order`` (the pipeline, first to last) from the first of ``changed`` to its last: one
+    run materialises them in order. Stages between two changed ones are included — a run of ``chunks`` and
     ``communities`` alone would build the communities before their relations (a new space's first run)."""
     if not changed:
         return []
@@ -123,8 +124,9 @@ def _span(order: list[str], changed: list[str]) -> list[str]:
 
 def build_source_sensor(settings: Settings, target: list[dg.AssetsDefinition]) -> dg.SensorDefinition:
     """The sensor over the configured sources and compositions (running unless ``dagster.sensors`` is
-    false). ``target`` must hold the stage assets in pipeline order (:func:`~pgrag_dag.assets.stages.build_assets`):
-    a space's run request selects the stages from its first changed one to its last (:func:`_span`)."""
+    false). ``target`` must hold the stage assets in pipeline order
+    (:func:`~pgrag_dag.assets.stages.build_assets`): a space's run request selects the stages from its first
+    changed one to its last (:func:`_span`)."""
 
     @dg.sensor(
         name="source_sensor",

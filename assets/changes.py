@@ -24,9 +24,9 @@ from pgrag_dag.resources.engine import PgragResource
 
 COMMUNITY_LAG_CHECK = "communities_current"
 COMMUNITY_LAG_DESCRIPTION = (
-    "Relation events (asserted, superseded, restored, dormant, revived) of the space after its latest level-0 "
-    "community build: changed_relations_since_communities. WARN while > 0 or while relations exist without "
-    "communities; evaluated after relations and after communities materialise (§6.1). Non-blocking."
+    "Relation events (asserted, superseded, restored, dormant, revived) of the space after its latest "
+    "level-0 community build: changed_relations_since_communities. WARN while > 0 or while relations exist "
+    "without communities; evaluated after relations and after communities materialise (§6.1). Non-blocking."
 )
 TAG_PREFIX = "pgrag/"
 """Tags of a change run: ``pgrag/partition``, ``pgrag/since``, ``pgrag/watermark``, ``pgrag/events`` and
@@ -64,7 +64,8 @@ def build_community_lag_check() -> dg.AssetChecksDefinition:
                 description=context.partition_key
                 + ": "
                 + (
-                    f"{lag.changed_relations_since_communities} relation change(s) since the communities were built"
+                    f"{lag.changed_relations_since_communities} relation change(s) since the "
+                    "communities were built"
                     if lag.communities_stale
                     else "communities are current"
                 ),
@@ -103,7 +104,8 @@ def build_change_sensor(
         job=job,
         minimum_interval_seconds=minimum_interval_seconds,
         default_status=default_status,
-        description=f"Runs {getattr(job, 'name', 'the job')} when {realm}.{space}'s graph or documents change.",
+        description=f"Runs {getattr(job, 'name', 'the job')} when {realm}.{space}'s graph "
+        "or documents change.",
     )
     def change_sensor(context: dg.SensorEvaluationContext, pgrag: PgragResource) -> dg.SensorResult:
         engine = pgrag.engine()

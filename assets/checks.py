@@ -40,7 +40,8 @@ def passed(asset: str, partition: str, rows_checked: int, contract: str) -> dg.A
 def failed(
     asset: str, partition: str, exc: ContractError, *, max_rows: int = 50, check: str = CHECK_NAME
 ) -> dg.AssetCheckResult:
-    """The check result of a broken contract in ``partition``, with the offending rows as a table and markdown."""
+    """The check result of a broken contract in ``partition``, with the offending rows as a table and
+    markdown."""
     cases: Any = exc.failure_cases
     meta: dict[str, Any] = {"partition": partition, "contract": exc.contract}
     if isinstance(cases, pl.DataFrame):

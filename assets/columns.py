@@ -1,8 +1,8 @@
 """Column metadata of the stage assets, where the Dagster UI shows it (issue 16 item 9):
 
 - :func:`column_schema` — ``dagster/column_schema`` of an asset definition, from its stage's Pandera contract
-  (:mod:`pgrag_dag.operators.contracts`): each column with its type, nullability, uniqueness and field checks, the
-  frame-level checks as table constraints.
+  (:mod:`pgrag_dag.operators.contracts`): each column with its type, nullability, uniqueness and field checks,
+  the frame-level checks as table constraints.
 - :data:`COLUMN_LINEAGE` — ``dagster/column_lineage`` of each stage's materialisations: which upstream asset
   columns each stored column derives from (column names of the stored tables; ``table.column`` for a column of
   a table the stage writes beside its own). Row-level lineage of community reports lives in the

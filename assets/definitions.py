@@ -1,9 +1,9 @@
-"""The Dagster code location: the eight assets (made from the configured operator composition), their checks, the
-community lag check, the source sensor, the automation sensor, the nightly refresh schedule, the ``retention`` job
-(§6.1, dry run by default), and the resources.
+"""The Dagster code location: the eight assets (made from the configured operator composition), their checks,
+the community lag check, the source sensor, the automation sensor, the nightly refresh schedule, the
+``retention`` job (§6.1, dry run by default), and the resources.
 
-Loaded by ``workspace.yaml`` (``dg dev -w workspace.yaml``, what ``pgrag ui`` runs). Partitions are dynamic; ``pgrag demo``
-and ``pgrag partitions sync`` add one per realm/space declared in the configuration.
+Loaded by ``workspace.yaml`` (``dg dev -w workspace.yaml``, what ``pgrag ui`` runs). Partitions are dynamic;
+``pgrag demo`` and ``pgrag partitions sync`` add one per realm/space declared in the configuration.
 """
 
 from __future__ import annotations

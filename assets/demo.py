@@ -138,7 +138,8 @@ def _demo_partition(engine: Engine, settings: Settings, partition: str, once: An
         if instant is None:  # cannot be: the full run has just added it
             raise ConfigurationError(f"{partition}: the belief history has no 'added' event for {withheld}")
         print(
-            f"\nbelief time: {withheld} was added at {instant.isoformat()} + 1 µs (belief_log); asked just before it and now"
+            f"\nbelief time: {withheld} was added at {instant.isoformat()} + 1 µs (belief_log); asked "
+            "just before it and now"
         )
         for question, overrides in belief_queries(partition, instant):
             _ask(engine, settings, realm, space, question, overrides)
@@ -147,8 +148,8 @@ def _demo_partition(engine: Engine, settings: Settings, partition: str, once: An
 def _index_without_last(engine: Engine, settings: Settings, partition: str) -> str:
     """The ``doc_key`` of ``partition``'s last document; when the space does not hold it yet, first
     materialise :data:`FIRST_RUN_ASSETS` from the sources without it
-    (:func:`~pgrag_dag.ingest.sources.without_last_file`, passed to the run's steps through the environment) and
-    print that run's summary. Raises :class:`ConfigurationError` when the space's sources cannot lose
+    (:func:`~pgrag_dag.ingest.sources.without_last_file`, passed to the run's steps through the environment)
+    and print that run's summary. Raises :class:`ConfigurationError` when the space's sources cannot lose
     their last file or its name cannot be an environment key, and as :func:`materialize_partition`."""
     from pgrag_dag.ingest.sources import without_last_file
     from pgrag_dag.pipeline.doc_keys import migrate_keys
@@ -223,12 +224,13 @@ def _ask(
             )
     total = res.assembly.get("total", {})
     print(
-        f"  context: {total.get('chars_placed')} of {total.get('chars_retrieved')} retrieved characters placed"
+        f"  context: {total.get('chars_placed')} of {total.get('chars_retrieved')} "
+        "retrieved characters placed"
     )
     if not res.relations and not res.chunks:
         print(
-            "  answer: not shown — nothing was believed then (this data directory indexed every document in one "
-            "run; `make clean` and `make demo` rebuild it)"
+            "  answer: not shown — nothing was believed then (this data directory indexed every document in "
+            "one run; `make clean` and `make demo` rebuild it)"
         )
         return
     try:

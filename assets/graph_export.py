@@ -44,8 +44,8 @@ def view_metadata(engine: Engine, realm: str, space: str, log: Any) -> dict[str,
 def build_graph_export(settings: Settings) -> dg.AssetsDefinition:
     """The ``graph_export`` asset, partitioned per space, downstream of ``communities`` and
     ``community_hierarchy``: :func:`pgrag_dag.graph.export.export_graph` in ``export.formats``. Its metadata
-    names every file written (``file:<format>:<table>``, ``file:graphml``) and the rows of each table; its data
-    version is the SHA-256 of the files (the same graph writes the same bytes)."""
+    names every file written (``file:<format>:<table>``, ``file:graphml``) and the rows of each table; its
+    data version is the SHA-256 of the files (the same graph writes the same bytes)."""
     formats = list(settings.export.formats)
 
     @dg.asset(

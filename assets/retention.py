@@ -36,9 +36,9 @@ def _records(result: dict[str, Any]) -> list[dg.TableRecord]:
 def retention_op(
     context: dg.OpExecutionContext, config: RetentionConfig, pgrag: PgragResource
 ) -> dg.Output[dict]:  # type: ignore[type-arg]
-    """Run :func:`pgrag_dag.operate.retention.plan` (dry run) or :func:`~pgrag_dag.operate.retention.apply` for the run's
-    partition; the output's metadata names every entity with its score and components. A refusal (no
-    telemetry, no event yet) fails the step with its one-line reason."""
+    """Run :func:`pgrag_dag.operate.retention.plan` (dry run) or :func:`~pgrag_dag.operate.retention.apply`
+    for the run's partition; the output's metadata names every entity with its score and components. A refusal
+    (no telemetry, no event yet) fails the step with its one-line reason."""
     realm, space = split_partition_key(context.partition_key)
     engine = pgrag.engine()
     try:

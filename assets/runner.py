@@ -77,9 +77,9 @@ def instance_storage_url(settings: Settings) -> str:
                 if conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone() is None:
                     owner = sql.Identifier(conn.info.user).as_string(conn)
                     raise PgragError(
-                        f"cannot create Dagster's storage database {name!r} ({db.one_line(exc)}): ask the DBA to run "
-                        f"CREATE DATABASE {sql.Identifier(name).as_string(conn)} OWNER {owner}; (or grant the role "
-                        f"CREATEDB), or set dagster.instance_storage: sqlite"
+                        f"cannot create Dagster's storage database {name!r} ({db.one_line(exc)}): ask the "
+                        f"DBA to run CREATE DATABASE {sql.Identifier(name).as_string(conn)} OWNER {owner}; "
+                        "(or grant the role CREATEDB), or set dagster.instance_storage: sqlite"
                     ) from exc
     parts = {k: v for k, v in conninfo_to_dict(dsn).items() if v is not None}
     host, port = parts.get("host", "localhost"), parts.get("port", "5432")
@@ -129,9 +129,10 @@ def dagster_home(settings: Settings) -> Path:
 
 
 def ui_argv(host: str, port: int, *, workspace: str = "workspace.yaml", exe: str = "dg") -> list[str]:
-    """The command ``pgrag ui`` execs: ``dg dev -w <workspace> -h <host> -p <port>``, the Dagster UI and daemon
-    on the code location of ``workspace`` (``dagster dev`` is superseded by ``dg dev`` in Dagster 1.13 and
-    warns so on every start; ``dg dev`` with a workspace file starts the same services without a dg project)."""
+    """The command ``pgrag ui`` execs: ``dg dev -w <workspace> -h <host> -p <port>``, the Dagster UI and
+    daemon on the code location of ``workspace`` (``dagster dev`` is superseded by ``dg dev`` in Dagster 1.13
+    and warns so on every start; ``dg dev`` with a workspace file starts the same services without a dg
+    project)."""
     return [exe, "dev", "-w", workspace, "-h", host, "-p", str(port)]
 
 
@@ -229,15 +230,17 @@ def materialize_partition(
     assets: Sequence[str] | None = None,
     console_level: str = "WARNING",
 ) -> dict[str, dict[str, Any]]:
-    """Materialise every asset (with its checks, and the community lag check) for ``partition`` in the persistent
-    instance; with ``assets`` (asset names, e.g. ``["chunks", …, "embeddings"]``) only those and their checks.
+    """Materialise every asset (with its checks, and the community lag check) for ``partition`` in the
+    persistent instance; with ``assets`` (asset names, e.g. ``["chunks", …, "embeddings"]``) only those and
+    their checks.
 
     The assets read their settings from ``config_path`` (default ``PGRAG_CONFIG`` or ``./pgrag.yaml``).
     Each pool's limit is created first, once (:func:`~pgrag_dag.assets.slots.ensure_pool_limits`: two runs
-    starting together would race on it). The run is tagged with this host and process (:func:`~pgrag_dag.assets.slots.process_tags`). Before it
-    starts, runs of this host whose process is gone are marked failed and the pool slots of those and of
-    ended runs are freed (:func:`~pgrag_dag.assets.slots.reclaim`, each logged at WARNING); while a step
-    waits for a pool slot the same is repeated every few seconds and who holds the slots is logged once
+    starting together would race on it). The run is tagged with this host and process
+    (:func:`~pgrag_dag.assets.slots.process_tags`). Before it starts, runs of this host whose process is gone
+    are marked failed and the pool slots of those and of ended runs are freed
+    (:func:`~pgrag_dag.assets.slots.reclaim`, each logged at WARNING); while a step waits for a pool slot the
+    same is repeated every few seconds and who holds the slots is logged once
     (:class:`~pgrag_dag.assets.slots.SlotWatch`). A slot held by a live run is waited for.
 
     Returns each asset's materialisation metadata (plain values), plus ``_checks`` (check → passed),

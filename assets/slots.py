@@ -358,7 +358,8 @@ class SlotWatch:
                 log.debug("slot watch check failed", exc_info=True)
 
     def check(self) -> None:
-        """One round: when a run of this process waits for a slot, reclaim orphans, then report the holders."""
+        """One round: when a run of this process waits for a slot, reclaim orphans, then report the
+        holders."""
         pools = inspect_pools(self.instance)
         mine = {
             h.run_id

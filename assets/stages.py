@@ -156,7 +156,8 @@ def stage_asset(
     non-blocking ``pending_work`` check (WARN while the stage owes work); ``soft_checks`` are
     further non-blocking checks, each with its own severity (:data:`SOFT_CHECKS`: ``yield`` ERROR,
     ``skipped_documents`` WARN). ``extra_metadata(engine, realm, space, log)`` adds to the metadata of a
-    materialisation (the ``communities`` asset's link to the graph view, :mod:`pgrag_dag.assets.graph_export`).
+    materialisation (the ``communities`` asset's link to the graph view,
+    :mod:`pgrag_dag.assets.graph_export`).
 
     A stage error fails the step with a description naming the asset, the partition and the error."""
 
@@ -299,7 +300,8 @@ def build_assets(settings: Settings | None = None) -> list[dg.AssetsDefinition]:
     description names the operators every space composes, and every user operator gets a blocking
     asset check on its stage (``operator_<name>``). Without settings: the built-in pipeline.
 
-    With ``export.asset`` the optional ``graph_export`` asset follows them (:mod:`pgrag_dag.assets.graph_export`).
+    With ``export.asset`` the optional ``graph_export`` asset follows them
+    (:mod:`pgrag_dag.assets.graph_export`).
 
     Raises :class:`ConfigurationError` when a space's composition does not resolve.
     """
@@ -322,7 +324,8 @@ def build_assets(settings: Settings | None = None) -> list[dg.AssetsDefinition]:
                 "ChunkContract",
                 [],
                 soft_checks=(SKIPPED_CHECK,),
-                description="Documents read from the space's sources, split into chunks by the space's chunker (§4.1, §5.5).",
+                description="Documents read from the space's sources, split into chunks by the space's "
+                "chunker (§4.1, §5.5).",
             ),
             make(
                 "raw_extractions",
@@ -340,7 +343,8 @@ def build_assets(settings: Settings | None = None) -> list[dg.AssetsDefinition]:
                 stage_gated_triples,
                 "GateDecisionContract",
                 ["raw_extractions"],
-                "Every extracted entity and triple, accepted or refused by a gate (Table 2, then the space's extra gates).",
+                "Every extracted entity and triple, accepted or refused by a gate (Table 2, then the "
+                "space's extra gates).",
                 soft_checks=(YIELD_CHECK,),
             ),
             make(
@@ -348,7 +352,8 @@ def build_assets(settings: Settings | None = None) -> list[dg.AssetsDefinition]:
                 stage_resolved_entities,
                 "EntityContract",
                 ["gated_triples"],
-                "Entities resolved to one vertex per canonical name, then the space's enrichers; mentions, dormancy (§4.6).",
+                "Entities resolved to one vertex per canonical name, then the space's enrichers; "
+                "mentions, dormancy (§4.6).",
             ),
             make(
                 "relations",
@@ -363,7 +368,8 @@ def build_assets(settings: Settings | None = None) -> list[dg.AssetsDefinition]:
                 stage_embeddings,
                 "EmbeddingContract",
                 ["relations"],
-                "Vectors for chunks, entities and relations (HNSW-indexed); rows left without one are pending work.",
+                "Vectors for chunks, entities and relations (HNSW-indexed); rows left without "
+                "one are pending work.",
                 pending=True,
             ),
             make(
@@ -374,8 +380,8 @@ def build_assets(settings: Settings | None = None) -> list[dg.AssetsDefinition]:
                 pool="llm",
                 pending=True,
                 extra_metadata=view_metadata,
-                description="Leiden communities with one report each: model-written, or extractive where the space "
-                "has no model (§6); its metadata links the space's graph view (graph_view).",
+                description="Leiden communities with one report each: model-written, or extractive where "
+                "the space has no model (§6); its metadata links the space's graph view (graph_view).",
             ),
             make(
                 "community_hierarchy",

@@ -7,8 +7,8 @@ OpenAI-compatible server (``pgrag_dag.testing.stub_server``), indexes the corpus
 into a scratch realm, and exports every response the run received as the cassette. Prompts it has
 no authored answer for are written to ``--pending`` for an author to answer.
 
-    python corpus/record_cassette.py                              # wiki.demo → corpus/wikipedia/cassette.jsonl
-    python corpus/record_cassette.py --partition tenk.disney      # → corpus/disney_10k/cassette.jsonl
+    python corpus/record_cassette.py                             # wiki.demo → corpus/wikipedia/cassette.jsonl
+    python corpus/record_cassette.py --partition tenk.disney     # → corpus/disney_10k/cassette.jsonl
 
 To record against a real model instead, point the settings at it and export:
 ``PGRAG_LLM__MODELS='["openai/gpt-4o-mini"]' pgrag index wiki.demo && pgrag cassette export FILE``.

@@ -16,5 +16,6 @@ The benchmark scripts here (``bench_*.py``) run as scripts; the modules below ar
 - :mod:`evaluation.recall` (``python -m evaluation.recall``): passage recall per query mode on MuSiQue and
   HotpotQA, offline, against BM25 and exact dense retrieval (issue 17 item 1);
 - :mod:`evaluation.structure` (``python -m evaluation.structure``): Table 6 / Table 7 / §8.8 / §8.15 per arm,
-  measured by :mod:`evaluation.structure_metrics` (issue 17 item 2); :mod:`evaluation.plots` draws their charts.
+  measured by :mod:`evaluation.structure_metrics` (issue 17 item 2); :mod:`evaluation.plots` draws their
+  charts.
 """

@@ -2,8 +2,9 @@
 Table 15, §8.12 Table 12; issue 17 items 4 and 6).
 
     python -m evaluation.ablation ablate --benchmark longmemeval --data longmemeval_s.json \\
-        --extraction-model gemini/gemini-2.5-flash --reader gemini/gemini-2.5-flash --reader openai/gpt-4o-mini \\
-        --judge openai/gpt-4o --judge anthropic/claude-3-5-haiku-latest --flag render_relation_validity
+        --extraction-model gemini/gemini-2.5-flash --reader gemini/gemini-2.5-flash \\
+        --reader openai/gpt-4o-mini --judge openai/gpt-4o --judge anthropic/claude-3-5-haiku-latest \\
+        --flag render_relation_validity
     python -m evaluation.ablation noise  …same models…     # index twice into two realms, compare
     python -m evaluation.ablation sweep  …, N readers…     # N readers over one fixed graph
 
@@ -22,14 +23,14 @@ Table 15, §8.12 Table 12; issue 17 items 4 and 6).
 
 Every run takes model names for extraction (``--extraction-model``), answering (``--reader``, repeated) and
 judging (``--judge``, repeated; the answering model is never on its own jury), any litellm names, reached at
-``--api-base`` or the configuration's ``llm.api_base`` or, per model, ``--model-api-base MODEL=URL``; keys come
-from the configuration or the providers' usual environment variables. Scoring is chosen per item
+``--api-base`` or the configuration's ``llm.api_base`` or, per model, ``--model-api-base MODEL=URL``; keys
+come from the configuration or the providers' usual environment variables. Scoring is chosen per item
 (:mod:`evaluation.answering`): LongMemEval by the judge panel, ECT-QA strictly where the gold is a figure or a
 period. An item whose indexing failed, that a reader refused or that no judge could grade is excluded in
 every arm and listed; the run is then not reportable (§9). Results go to ``--out`` (default
-``evaluation/results``) as ``<name>.json`` and ``<name>.md`` (:mod:`evaluation.harness`); ``--record-cassette``
-also writes every model response the run used to ``<name>.cassette.jsonl``, and ``--replay FILE`` runs again
-from such a file with no model call (a prompt it lacks is an error).
+``evaluation/results``) as ``<name>.json`` and ``<name>.md`` (:mod:`evaluation.harness`);
+``--record-cassette`` also writes every model response the run used to ``<name>.cassette.jsonl``, and
+``--replay FILE`` runs again from such a file with no model call (a prompt it lacks is an error).
 """
 
 from __future__ import annotations
@@ -415,8 +416,9 @@ def run_noise_floor(args: argparse.Namespace) -> RunRecord:
                 "Re-indexing noise floor: the same configuration indexed twice",
                 rows,
                 ("index 1", "index 2", "difference"),
-                f"Realms {realms[0]} and {realms[1]}, each indexed from scratch with its own sampling seed; the same "
-                "questions, readers, judges and settings. + / – count items whose summed score rose / fell.",
+                f"Realms {realms[0]} and {realms[1]}, each indexed from scratch with its own sampling seed; "
+                "the same questions, readers, judges and settings. + / – count items whose "
+                "summed score rose / fell.",
                 agreed=True,
             )
         )
@@ -474,8 +476,8 @@ def run_sweep(args: argparse.Namespace) -> RunRecord:
                         *(union.by_category.get(c) for c in categories),
                     ]
                 ],
-                note=f"Realm {args.realm}, extracted once by {h.models.extraction}; only the answering model differs. "
-                "“refused” counts answerable questions declined.",
+                note=f"Realm {args.realm}, extracted once by {h.models.extraction}; only the answering model "
+                "differs. “refused” counts answerable questions declined.",
             )
         )
         for r in rows:
@@ -557,8 +559,9 @@ def main(argv: Sequence[str] | None = None) -> RunRecord:
         parser().error("LongMemEval answers are graded by the judge panel: give at least one --judge")
     record = {"ablate": run_ablation, "noise": run_noise_floor, "sweep": run_sweep}[args.command](args)
     print(
-        f"{record.name}: {'reportable' if record.reportable else record.guard.summary() if record.guard else ''}"
-        f" -> {Path(args.out) / record.name}.md",
+        f"{record.name}: "
+        f"{'reportable' if record.reportable else record.guard.summary() if record.guard else ''} -> "
+        f"{Path(args.out) / record.name}.md",
         file=sys.stderr,
     )
     return record

@@ -6,9 +6,9 @@ reader), and its score (§8.2, §8.4, §8.11, §8.12, §8.14, §9).
   question date appended (``(Current date: …)``, as LongMemEval's own prompt states it); an ECT-QA question
   is one item over its company's space, or the combined space ``all`` for cross-company and unanswerable
   questions; any configured space takes a JSONL file of questions (:func:`questions_items`).
-- **Clients** (:class:`HarnessClient`): one :class:`~pgrag_dag.providers.llm.ModelClient` per model name (any litellm
-  model; ``api_base`` per model or for all), recording every response it served so a run can be written
-  as a cassette and replayed (``replay_only``: a prompt not in the cache raises
+- **Clients** (:class:`HarnessClient`): one :class:`~pgrag_dag.providers.llm.ModelClient` per model name (any
+  litellm model; ``api_base`` per model or for all), recording every response it served so a run can be
+  written as a cassette and replayed (``replay_only``: a prompt not in the cache raises
   :class:`~pgrag_dag.errors.ReplayMissError`, no model is called); ``seed`` is sent with every request (and
   keys the cache), so the noise floor's second indexing is asked again instead of being served the first
   one's responses.
@@ -152,10 +152,10 @@ def questions_items(path: Path, *, space: str) -> list[Item]:
 
 
 class HarnessClient(ModelClient):
-    """A :class:`~pgrag_dag.providers.llm.ModelClient` that records every response it serves (:attr:`recorded`: cache
-    key → cassette entry, :mod:`pgrag_dag.store.cache`), optionally sends a sampling ``seed`` with every
-    request (with litellm's ``drop_params`` for providers without one; both key the cache) and, with
-    ``replay_only``, never calls a model: a prompt missing from the cache raises
+    """A :class:`~pgrag_dag.providers.llm.ModelClient` that records every response it serves
+    (:attr:`recorded`: cache key → cassette entry, :mod:`pgrag_dag.store.cache`), optionally sends a sampling
+    ``seed`` with every request (with litellm's ``drop_params`` for providers without one; both key the cache)
+    and, with ``replay_only``, never calls a model: a prompt missing from the cache raises
     :class:`~pgrag_dag.errors.ReplayMissError`."""
 
     def __init__(
@@ -398,8 +398,8 @@ def answer_item(
     judges: Mapping[str, ModelClient],
     guard: RunGuard,
 ) -> Scored | None:
-    """Answer ``item`` in ``realm`` with ``param`` through ``reader`` (:func:`pgrag_dag.query.query`) and score
-    it; ``None`` when the item is (now) excluded on ``guard``: the reader refused or failed
+    """Answer ``item`` in ``realm`` with ``param`` through ``reader`` (:func:`pgrag_dag.query.query`) and
+    score it; ``None`` when the item is (now) excluded on ``guard``: the reader refused or failed
     (:class:`ModelError`), or no judge could grade it. A replay miss and a refused model configuration are
     raised: they are the harness's setup, not the item's."""
     try:

@@ -99,12 +99,14 @@ def main() -> int:
         }
         server.stop()
     print(
-        f"{args.chunks} chunks, concurrency {args.concurrency}, simulated latency {args.latency} s, gleaning off\n"
+        f"{args.chunks} chunks, concurrency {args.concurrency}, simulated latency "
+        f"{args.latency} s, gleaning off\n"
     )
     print("| layout | seconds | ideal | ratio (target ≤ 1.25) |\n|---|---|---|---|")
     for layout, r in rows.items():
         print(
-            f"| {layout} | {r['seconds']} | {r['ideal']:g} | {r['ratio']} {'✓' if r['ratio'] <= 1.25 else '✗'} |"
+            f"| {layout} | {r['seconds']} | {r['ideal']:g} | {r['ratio']} "
+            f"{'✓' if r['ratio'] <= 1.25 else '✗'} |"
         )
     return 0 if all(r["ratio"] <= 1.25 for r in rows.values()) else 1
 

@@ -6,11 +6,12 @@ Measures chunks/s, seconds per stage and peak RSS on
 (a) the demo corpus (``corpus/wikipedia``), served by its cassette ``corpus/wikipedia/cassette.jsonl``
     (skipped with a message when the cassette does not exist yet);
 (b) the first N passages (default 2,000) of the 2WikiMultiHopQA corpus
-    (``../shared/corpora/2wikimultihopqa_hipporag_corpus/2wikimultihopqa_corpus.json``, or under ``PGRAG_SHARED_DIR``). Each passage
-    is written as a ``.txt`` document; an extraction response is synthesised deterministically from each
-    chunk's text (capitalised multi-word phrases → entities, the passage title → an entity, triples from
-    the title entity to each phrase) and put into the response cache under model ``bench/synthetic``, so
-    the ``replay`` model serves every extraction with zero network and zero model calls.
+    (``../shared/corpora/2wikimultihopqa_hipporag_corpus/2wikimultihopqa_corpus.json``, or under
+    ``PGRAG_SHARED_DIR``). Each passage is written as a ``.txt`` document; an extraction response is
+    synthesised deterministically from each chunk's text (capitalised multi-word phrases → entities, the
+    passage title → an entity, triples from the title entity to each phrase) and put into the response cache
+    under model ``bench/synthetic``, so the ``replay`` model serves every extraction with zero network and
+    zero model calls.
 
 This is a benchmark, not a test: it prints a Markdown table and writes JSON to
 ``evaluation/results/bench_index.json`` (gitignored). Every run uses a fresh realm (its schema is
@@ -342,7 +343,8 @@ def seed_synthetic_cache(
             if only is None:
                 conn.execute("DELETE FROM pgrag__control.llm_cache WHERE model = %s", (SYNTHETIC_MODEL,))
             for r in chunks.iter_rows(named=True):
-                # the fields staging.chunks_needing_extraction hands the stage: title, source, text (as stored)
+                # the fields staging.chunks_needing_extraction hands the stage: title, source, text
+                # (as stored)
                 messages = extraction_messages(
                     {"title": r["title"], "source": r["source"], "text": r["text"]}
                 )
@@ -513,13 +515,13 @@ def bench_demo(dsn: str, args: argparse.Namespace) -> dict[str, Any] | None:
             "realms": {DEMO_REALM: base.realms["wiki"]},
             "cassettes": [DEMO_CASSETTE],
             "llm": base.llm.model_copy(update={"models": ["replay"]}),
-            # the write path with the hashing embedder, comparable across runs (the local model's throughput is
-            # measured by evaluation/bench_recall.py)
+            # the write path with the hashing embedder, comparable across runs (the local model's throughput
+            # is measured by evaluation/bench_recall.py)
             "embedding": EmbeddingSettings(model="hashing-sha256", dim=384),
         }
     )
     runs, imported = [], 0
-    for i in range(args.repeat):
+    for _i in range(args.repeat):
         fresh_realm(dsn, DEMO_REALM)
         engine = Engine.from_settings(settings)
         try:
@@ -600,11 +602,12 @@ def bench_wiki2(dsn: str, args: argparse.Namespace) -> dict[str, Any]:
         )
         seeded = seed_synthetic_cache(settings, dsn, WIKI2_REALM, WIKI2_SPACE)
         print(
-            f"(b) {written} passages → {seeded['chunks']} chunks; {seeded['cached_responses']} synthetic responses "
-            f"({seeded['synthetic_entities']} entities, {seeded['synthetic_triples']} triples) cached in {seeded['seconds']} s"
+            f"(b) {written} passages → {seeded['chunks']} chunks; {seeded['cached_responses']} synthetic "
+            f"responses ({seeded['synthetic_entities']} entities, {seeded['synthetic_triples']} triples) "
+            f"cached in {seeded['seconds']} s"
         )
         runs = []
-        for i in range(args.repeat):
+        for _i in range(args.repeat):
             fresh_realm(dsn, WIKI2_REALM)
             engine = Engine.from_settings(settings)
             try:
@@ -622,12 +625,14 @@ def bench_wiki2(dsn: str, args: argparse.Namespace) -> dict[str, Any]:
         meta = runs[-1]["stages"]["raw_extractions"]["metadata"]
         if meta.get("model_calls") and not args.communities:
             print(
-                f"warning: {meta['model_calls']} model call(s) were made; the replay should have served everything",
+                f"warning: {meta['model_calls']} model call(s) were made; the replay should "
+                "have served everything",
                 file=sys.stderr,
             )
         if meta.get("chunks_failed"):
             print(
-                f"warning: {meta['chunks_failed']} chunk(s) failed extraction: {meta.get('failures', [])[:3]}",
+                f"warning: {meta['chunks_failed']} chunk(s) failed extraction: "
+                f"{meta.get('failures', [])[:3]}",
                 file=sys.stderr,
             )
         return summarise(
@@ -748,8 +753,8 @@ def main() -> int:
         if not r["graph_writing_target_met"]:
             slow = sorted(GRAPH_STAGES, key=lambda s: -r["seconds_per_stage"][s])
             print(
-                f"\n{r['corpus']}: graph-writing throughput {r['chunks_per_s_graph_writing']} chunks/s is under the "
-                f"target of {TARGET_GRAPH_CHUNKS_PER_S:.0f}; slowest stage: {slow[0]} "
+                f"\n{r['corpus']}: graph-writing throughput {r['chunks_per_s_graph_writing']} chunks/s is "
+                f"under the target of {TARGET_GRAPH_CHUNKS_PER_S:.0f}; slowest stage: {slow[0]} "
                 f"({r['seconds_per_stage'][slow[0]]:.2f} s). Re-run with --profile for cProfile hotspots."
             )
     write_results(

@@ -10,7 +10,8 @@ For each size (default about 10k and 100k relations) it
    the shortest passage prefix whose synthetic triples reach the size; the density is the same at
    every size, so only the size changes. Embeddings: the hashing embedder at width 384, written by the
    embeddings stage with the HNSW indexes dropped, then rebuilt once with a large
-   ``maintenance_work_mem`` (the realm's own index DDL, ``schema.create_embedding_indexes``) and ``VACUUM ANALYZE``;
+   ``maintenance_work_mem`` (the realm's own index DDL, ``schema.create_embedding_indexes``) and
+   ``VACUUM ANALYZE``;
 2. exports the same live entities, relations and chunks as JSON, and loads them into LightRAG
    (``lightrag-hku``, own venv ``evaluation/.venv-lightrag``) with ``ainsert_custom_kg`` in a
    subprocess, with the same hashing embedder (checked for parity) wrapped in its ``EmbeddingFunc``;
@@ -647,21 +648,24 @@ def fmt(v: Any, nd: int = 1) -> str:
 
 def report(results: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
     lines = [
-        "| size | graph (ours: entities / relations / chunks) | LightRAG graph (nodes / edges) | our build (stages + HNSW) | LightRAG build | peak RSS ours / LightRAG (MB) | PostgreSQL PSS (MB) |",
+        "| size | graph (ours: entities / relations / chunks) | LightRAG graph (nodes / edges) | our build "
+        "(stages + HNSW) | LightRAG build | peak RSS ours / LightRAG (MB) | PostgreSQL PSS (MB) |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in results:
         b, lb = r["build"], r.get("lightrag_build", {})
         stage_s = sum(v for k, v in b["seconds"].items() if k not in ("hnsw_build", "vacuum_analyze"))
         lines.append(
-            f"| {r['size']:,} | {r['export']['entities']:,} / {r['export']['relations']:,} / {r['export']['chunks']:,} "
-            f"| {fmt(lb.get('nodes'))} / {fmt(lb.get('edges'))} | {stage_s:.0f} s + {b['seconds']['hnsw_build']:.0f} s "
-            f"| {fmt(lb.get('build_s'), 0)} s | {fmt(r['peak_rss_mb'].get('ours'))} / {fmt(r['peak_rss_mb'].get('lightrag'))} "
-            f"| {fmt(r['postgres_pss_mb'])} |"
+            f"| {r['size']:,} | {r['export']['entities']:,} / {r['export']['relations']:,} / "
+            f"{r['export']['chunks']:,} | {fmt(lb.get('nodes'))} / {fmt(lb.get('edges'))} | {stage_s:.0f} s "
+            f"+ {b['seconds']['hnsw_build']:.0f} s | {fmt(lb.get('build_s'), 0)} s | "
+            f"{fmt(r['peak_rss_mb'].get('ours'))} / {fmt(r['peak_rss_mb'].get('lightrag'))} | "
+            f"{fmt(r['postgres_pss_mb'])} |"
         )
     lines += [
         "",
-        "| size | mode | ours p50 / p95 ms | LightRAG p50 / p95 ms | ratio p50 / p95 (LightRAG ÷ ours) | items ours e/r/c | items LightRAG e/r/c | anchor LightRAG p50 / p95 |",
+        "| size | mode | ours p50 / p95 ms | LightRAG p50 / p95 ms | ratio p50 / p95 (LightRAG ÷ ours) | "
+        "items ours e/r/c | items LightRAG e/r/c | anchor LightRAG p50 / p95 |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
@@ -675,11 +679,14 @@ def report(results: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
                 if o.get("p50") and t.get("p50")
                 else "–"
             )
-            items = lambda e: (
-                f"{e['items']['entities']:.0f}/{e['items']['relations']:.0f}/{e['items']['chunks']:.0f}"
-                if e.get("items")
-                else "–"
-            )
+
+            def items(e: dict[str, Any]) -> str:
+                return (
+                    f"{e['items']['entities']:.0f}/{e['items']['relations']:.0f}/{e['items']['chunks']:.0f}"
+                    if e.get("items")
+                    else "–"
+                )
+
             anchor = ANCHORS.get(r["size"], {}).get(mode)
             lines.append(
                 f"| {r['size']:,} | {mode} | {fmt(o.get('p50'))} / {fmt(o.get('p95'))} "
@@ -734,7 +741,8 @@ def report(results: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
             lines.append(f"| {name} | {ms:.2f} | {mix['steps_p50_ms'][name]:.2f} | {100 * ms / total:.0f}% |")
         rest = total - sum(ms for name, ms in steps if not name.startswith(SIDE))
         lines.append(
-            f"| (rest of query_data: Python outside the wrapped calls) | {rest:.2f} | – | {100 * rest / total:.0f}% |"
+            f"| (rest of query_data: Python outside the wrapped calls) | {rest:.2f} | – | "
+            f"{100 * rest / total:.0f}% |"
         )
         if any(name.startswith(SIDE) for name, _ in steps):
             lines.append(

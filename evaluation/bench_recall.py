@@ -238,7 +238,8 @@ def bm25(data: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def exact_cosine(engines: dict[str, Any], data: dict[str, dict[str, Any]], tag: str) -> dict[str, Any]:
-    """Brute-force cosine over the stored chunk vectors of realm ``tag``, with its embedder's query vectors."""
+    """Brute-force cosine over the stored chunk vectors of realm ``tag``, with its embedder's query
+    vectors."""
     from psycopg import sql
 
     from pgrag_dag.store import db
@@ -398,8 +399,8 @@ def markdown(res: dict[str, Any], data: dict[str, dict[str, Any]]) -> str:
     lines += [
         "",
         f"Rule: on by default only if hybrid (as a default query runs it: {DEFAULT_HYBRID}) beats dense on "
-        "both subsets' recall@5, or by ≥ 0.02 on average without losing on either. Full-text chunk channel on "
-        f"by default: **{'yes' if d['fulltext_on_by_default'] else 'no'}**.",
+        "both subsets' recall@5, or by ≥ 0.02 on average without losing on either. Full-text chunk channel "
+        f"on by default: **{'yes' if d['fulltext_on_by_default'] else 'no'}**.",
         "",
     ]
     lines += [
@@ -411,7 +412,8 @@ def markdown(res: dict[str, Any], data: dict[str, dict[str, Any]]) -> str:
     for tag, per in res["hnsw_vs_exact"].items():
         for ds, v in per.items():
             lines.append(
-                f"| {tag} | {ds} | {v['same_set']} / {v['questions']} | {v['same_order']} / {v['questions']} |"
+                f"| {tag} | {ds} | {v['same_set']} / {v['questions']} | {v['same_order']} "
+                f"/ {v['questions']} |"
             )
     lines += [
         "",
@@ -424,7 +426,8 @@ def markdown(res: dict[str, Any], data: dict[str, dict[str, Any]]) -> str:
         lines.append("| (not measured: --reuse) | | | | |")
     for key, v in res["indexing"].items():
         lines.append(
-            f"| {key} | {v['passages']} | {v['passages_per_s']} | {v['embeddings_stage_s']} | {v['model_load_s']} |"
+            f"| {key} | {v['passages']} | {v['passages_per_s']} | {v['embeddings_stage_s']} | "
+            f"{v['model_load_s']} |"
         )
     lines += [
         "",

@@ -43,7 +43,8 @@ it is not in this process's RSS either).
 
     nice -n 5 .venv/bin/python evaluation/bench_scale.py --sizes 10000,100000 --skip-query   # 5-10 min here
     .venv/bin/python evaluation/bench_scale.py                          # 10k, 100k, 1M with queries: hours
-    .venv/bin/python evaluation/bench_scale.py --sizes 2000 --corpus-passages 40 --skip-query  # replicas, quick
+    .venv/bin/python evaluation/bench_scale.py --sizes 2000 --corpus-passages 40 \\
+        --skip-query  # replicas, quick
 
 Output: Markdown tables on stdout, JSON in ``evaluation/results/bench_scale.json`` (``--results``) and a
 log-log plot of seconds vs relations (the full build and each incremental run; ``--baseline`` draws an
@@ -327,14 +328,14 @@ def run_size(
         (src / d["file"]).write_text(d["text"] + "\n", encoding="utf-8")
     replicas = max(d["replica"] for d in base)
     print(
-        f"[{size:,}] {len(base):,} documents ({replicas} replica(s) beyond the corpus) written; caching their "
-        "synthetic responses ...",
+        f"[{size:,}] {len(base):,} documents ({replicas} replica(s) beyond the corpus) written; caching "
+        "their synthetic responses ...",
         flush=True,
     )
     seeded = pool.submit(seed, dsn, realm, str(src), args.triples_per_chunk).result()
     print(
-        f"[{size:,}] {seeded['cached_responses']:,} responses ({seeded['synthetic_triples']:,} triples) cached "
-        f"in {time.perf_counter() - t0:.0f} s; full build ...",
+        f"[{size:,}] {seeded['cached_responses']:,} responses ({seeded['synthetic_triples']:,} triples) "
+        f"cached in {time.perf_counter() - t0:.0f} s; full build ...",
         flush=True,
     )
     result: dict[str, Any] = {
@@ -350,8 +351,9 @@ def run_size(
         result["full"] = full_build(engine, dsn, realm, args, database.data_dir)
         f = result["full"]
         print(
-            f"[{size:,}] full build {f['total_s']:.1f} s: {f['relations']:,} relations, {f['entities']:,} entities, "
-            f"{f['chunks']:,} chunks; peak RSS {f['peak_rss_mb']} MB, PostgreSQL PSS {f['postgres_peak_pss_mb']} MB",
+            f"[{size:,}] full build {f['total_s']:.1f} s: {f['relations']:,} relations, {f['entities']:,} "
+            f"entities, {f['chunks']:,} chunks; peak RSS {f['peak_rss_mb']} MB, PostgreSQL PSS "
+            f"{f['postgres_peak_pss_mb']} MB",
             flush=True,
         )
         edited, deleted = pick_edited(docs, ChunkingSettings().chunk_chars)
@@ -385,7 +387,8 @@ def run_size(
 def query_phase(
     size: int, realm: str, database: bi.Database, root: Path, args: argparse.Namespace, *, lightrag: bool
 ) -> dict[str, Any]:
-    """``bench_query.time_queries`` over the realm; when LightRAG fails to load, ours alone, with the reason."""
+    """``bench_query.time_queries`` over the realm; when LightRAG fails to load, ours alone, with the
+    reason."""
     kw = {
         "questions": args.questions,
         "seed": args.seed,
@@ -410,14 +413,17 @@ def lightrag_note(results: list[dict[str, Any]], lightrag_max: int) -> str | Non
     failed = [r for r in results if r.get("query", {}).get("lightrag_failed")]
     above = [r["size"] for r in results if r["size"] > lightrag_max]
     if failed:
-        return f"LightRAG failed to load at {failed[0]['size']:,} relations: {failed[0]['query']['lightrag_failed']}"
+        return (
+            f"LightRAG failed to load at {failed[0]['size']:,} relations: "
+            f"{failed[0]['query']['lightrag_failed']}"
+        )
     if not loaded:
         return None
     q = loaded[-1]["query"]
     b, serving = q["lightrag_build"], q["peak_rss_mb"].get("lightrag")
     note = (
-        f"LightRAG loaded at {loaded[-1]['size']:,} relations: ainsert_custom_kg {b.get('build_s', 0):.0f} s, "
-        f"peak RSS {b.get('peak_rss_mb')} MB loading and {serving} MB serving"
+        f"LightRAG loaded at {loaded[-1]['size']:,} relations: ainsert_custom_kg {b.get('build_s', 0):.0f} "
+        f"s, peak RSS {b.get('peak_rss_mb')} MB loading and {serving} MB serving"
     )
     if above:
         import psutil

@@ -95,8 +95,9 @@ def markdown(results: list[dict[str, Any]], lightrag_note: str | None) -> tuple[
         pg_inc = max((o["postgres_peak_pss_mb"] or 0 for o in ops.values()), default=0) or None
         calls = f["model_calls"] + sum(o["model_calls"] for o in ops.values())
         lines.append(
-            f"| {r['size']:,} | {f['relations']:,} / {f['entities']:,} / {f['chunks']:,} | {r['documents']:,} "
-            f"({r['replicas']}) | {f['total_s']:.1f} ({f['total_s'] - hnsw:.1f} + {hnsw:.1f}) | "
+            f"| {r['size']:,} | {f['relations']:,} / {f['entities']:,} / {f['chunks']:,} | "
+            f"{r['documents']:,} ({r['replicas']}) | {f['total_s']:.1f} "
+            f"({f['total_s'] - hnsw:.1f} + {hnsw:.1f}) | "
             + " | ".join(f"{ops[op]['total_s']:.2f}" for op in OPS)
             + f" | {_f(f['peak_rss_mb'])} / {_f(max(o['peak_rss_mb'] for o in ops.values()))} | "
             f"{_f(f['postgres_peak_pss_mb'])} / {_f(pg_inc)} | {calls} |"
@@ -114,7 +115,8 @@ def markdown(results: list[dict[str, Any]], lightrag_note: str | None) -> tuple[
             lines.append(
                 f"| {r['size']:,} | {name} | "
                 + " | ".join(_f(s.get(st), 2) for st in STAGES)
-                + f" | {_f(s.get('hnsw_build'), 1)} | {_f(s.get('vacuum_analyze'), 1)} | {run['total_s']:.2f} |"
+                + f" | {_f(s.get('hnsw_build'), 1)} | {_f(s.get('vacuum_analyze'), 1)} | "
+                f"{run['total_s']:.2f} |"
             )
     lines += [
         "",

@@ -1,5 +1,5 @@
-"""Benchmark loaders for LongMemEval and ECT-QA, their documents for a space, and the harness guards (§8.1, §8.2,
-§8.11, §9).
+"""Benchmark loaders for LongMemEval and ECT-QA, their documents for a space, and the harness guards (§8.1,
+§8.2, §8.11, §9).
 
 **LongMemEval** (Wu et al., 2024), its published JSON: one list of instances, each with ``question_id``,
 ``question_type``, ``question``, ``answer`` (a string; some published answers are numbers, read as
@@ -54,7 +54,8 @@ ORDER_FIELD = "order"
 
 
 def _number_as_text(value: Any) -> Any:
-    """A number where the format has text (LongMemEval answers such as ``4``, a year as ``2022``) → its text."""
+    """A number where the format has text (LongMemEval answers such as ``4``, a year as ``2022``) → its
+    text."""
     return str(value) if isinstance(value, int | float) and not isinstance(value, bool) else value
 
 
@@ -383,7 +384,8 @@ class EctQuestion(BaseModel):
     def category(
         self,
     ) -> Literal["unanswerable", "cross-company", "single-time", "multi-time", "relative-time"]:
-        """Table 11's row: ``unanswerable``, ``cross-company`` (``multi-companies``), else the temporal shape."""
+        """Table 11's row: ``unanswerable``, ``cross-company`` (``multi-companies``), else the temporal
+        shape."""
         if not self.answerable:
             return "unanswerable"
         if "multi-companies" in self.question_type:
@@ -452,7 +454,7 @@ def load_ectqa_questions(path: Path, *, strict: bool = True) -> tuple[list[EctQu
     out: list[EctQuestion] = _ect_items(path, EctQuestion, strict=strict, guard=guard, with_id=True)
     for q in out:
         try:
-            q.category
+            _ = q.category  # the property validates the question's shape
         except ValueError as exc:
             if strict:
                 raise BenchmarkFormatError(f"{path} ({q.id})", str(exc)) from None

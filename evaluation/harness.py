@@ -81,8 +81,9 @@ class Table:
 class RunRecord:
     """One evaluation run. ``config`` holds what decides its result (settings, arms, k values, seeds),
     ``models`` the model names per role (``{"extraction": …, "answering": […], "judges": […]}``), ``guard``
-    the items excluded (:class:`~evaluation.benchmarks.RunGuard`, ``None`` for a run over no benchmark); ``git_revision``, ``started_at`` (UTC,
-    ISO-8601), ``host`` and ``seconds`` are filled in by :func:`timed_run`."""
+    the items excluded (:class:`~evaluation.benchmarks.RunGuard`, ``None`` for a run over no benchmark);
+    ``git_revision``, ``started_at`` (UTC, ISO-8601), ``host`` and ``seconds`` are filled in by
+    :func:`timed_run`."""
 
     name: str
     config: dict[str, Any] = field(default_factory=dict)

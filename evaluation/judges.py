@@ -12,8 +12,8 @@
   same underlying answer both times, otherwise the judgement is position-determined and reported as a
   tie; no judge grades an answer written by its own model.
 
-Every judge call goes through :class:`pgrag_dag.providers.llm.ModelClient` (litellm with the response cache), one
-client per judge model (:func:`judge_clients`), with ``purpose="judge"``. A reply that is not the JSON
+Every judge call goes through :class:`pgrag_dag.providers.llm.ModelClient` (litellm with the response cache),
+one client per judge model (:func:`judge_clients`), with ``purpose="judge"``. A reply that is not the JSON
 asked for raises :class:`JudgeReplyError` naming the judge, and its cached response is dropped
 (:meth:`~pgrag_dag.providers.llm.ModelClient.forget`) so that a rerun asks again.
 """
@@ -48,7 +48,8 @@ class JudgeReplyError(PgragError):
 
 
 class PanelError(PgragError):
-    """No judge is left to grade once the answering models are excluded (``excluded``: the judges left out)."""
+    """No judge is left to grade once the answering models are excluded (``excluded``: the judges left
+    out)."""
 
     def __init__(self, message: str, excluded: Sequence[str]) -> None:
         super().__init__(message)
@@ -96,13 +97,19 @@ def _ask(client: ModelClient, judge: str, messages: Messages, parse: Callable[[s
 
 # -- element-wise judge -------------------------------------------------------------------------
 
-ELEMENT_SYSTEM = """You grade an answer against the reference answer of a question, one reference element at a time.
+ELEMENT_SYSTEM = """You grade an answer against the reference answer of a question, one reference element at \
+a time.
 For each numbered reference element decide exactly one verdict:
-- "Correct": the answer states this element with the same value or meaning (figures may differ only by rounding).
-- "Refusal": the answer declines to give this element (says it is unavailable, unknown or cannot be determined).
-- "Incorrect": the answer gives a different value or meaning for this element, or leaves it out without declining.
-If the reference element is "unanswerable", an answer that declines is "Correct" and an answer that gives a value is "Incorrect".
-Reply with one JSON object only: {"elements": [{"index": 1, "verdict": "Correct"}, ...]}, one entry per reference element, in order."""
+- "Correct": the answer states this element with the same value or meaning (figures may differ only by \
+rounding).
+- "Refusal": the answer declines to give this element (says it is unavailable, unknown or cannot be \
+determined).
+- "Incorrect": the answer gives a different value or meaning for this element, or leaves it out without \
+declining.
+If the reference element is "unanswerable", an answer that declines is "Correct" and an answer that gives a \
+value is "Incorrect".
+Reply with one JSON object only: {"elements": [{"index": 1, "verdict": "Correct"}, ...]}, one entry per \
+reference element, in order."""
 
 
 @dataclass(frozen=True)
@@ -262,7 +269,8 @@ def panel_elements(
 
 # -- blind pairwise comparison with transposition -----------------------------------------------
 
-PAIRWISE_SYSTEM = """You compare two answers to one question. Judge only what they say: which answers the question better, with the right facts and without extraneous material.
+PAIRWISE_SYSTEM = """You compare two answers to one question. Judge only what they say: which answers the \
+question better, with the right facts and without extraneous material.
 Reply with one JSON object only: {"winner": "A"} or {"winner": "B"}, optionally with "reason"."""
 
 

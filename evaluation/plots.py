@@ -9,7 +9,8 @@ from typing import Any
 
 
 def pyplot() -> Any | None:
-    """``matplotlib.pyplot`` on the Agg backend, or ``None`` when matplotlib is missing (a message says so)."""
+    """``matplotlib.pyplot`` on the Agg backend, or ``None`` when matplotlib is missing (a message says
+    so)."""
     try:
         import matplotlib
 
@@ -22,7 +23,8 @@ def pyplot() -> Any | None:
 
 
 def save(fig: Any, path: Path, *, title: str) -> Path:
-    """Title ``fig``, lay it out, write it to ``path`` (PNG, 110 dpi; folders created), close it; returns ``path``."""
+    """Title ``fig``, lay it out, write it to ``path`` (PNG, 110 dpi; folders created), close it; returns
+    ``path``."""
     import matplotlib.pyplot as plt
 
     fig.suptitle(title, fontsize=10)

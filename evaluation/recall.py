@@ -234,8 +234,8 @@ def write_config(work: Path, benchmarks: Sequence[Benchmark], *, embedding_model
 
 
 def index(engine: Any, benchmarks: Sequence[Benchmark], *, communities: bool = False) -> dict[str, Any]:
-    """The six index stages (and the two community stages with ``communities``) for each data set's space, in a
-    fresh realm; per data set the stages' seconds and counts. Raises :class:`RuntimeError` when a passage is
+    """The six index stages (and the two community stages with ``communities``) for each data set's space, in
+    a fresh realm; per data set the stages' seconds and counts. Raises :class:`RuntimeError` when a passage is
     not one chunk or a model was called."""
     from evaluation.bench_index import fresh_realm
     from pgrag_dag.pipeline import index_documents
@@ -382,12 +382,13 @@ def recall_table(
         if s["scored"]
     )
     note = (
-        f"{counts}. r@k = |gold ∩ top-k| / |gold|; all@k = share of questions with every gold passage in the top k. "
-        "Chunks are ranked in the order the result gives them: searched chunks (vector rank) first, then mention-"
-        "expansion chunks (most matched entities mentioned, then document order), so local/mix/hybrid equal "
-        "naive at k ≤ chunk_top_k (8) by construction; 'graph only' = chunk_channels [] (mention expansion "
-        "alone). global returns relations (and community reports when built), no chunks: not scored (— ; 0 "
-        "chunks returned). Baselines rank in-process; their p50 is not measured. " + " ".join(notes)
+        f"{counts}. r@k = |gold ∩ top-k| / |gold|; all@k = share of questions with every gold passage in the "
+        "top k. Chunks are ranked in the order the result gives them: searched chunks (vector rank) first, "
+        "then mention-expansion chunks (most matched entities mentioned, then document order), so "
+        "local/mix/hybrid equal naive at k ≤ chunk_top_k (8) by construction; 'graph only' = chunk_channels "
+        "[] (mention expansion alone). global returns relations (and community reports when built), no "
+        "chunks: not scored (— ; 0 chunks returned). Baselines rank in-process; their p50 is not measured. "
+        + " ".join(notes)
     )
     return Table(
         f"Passage recall on the multi-hop benchmarks (offline extractor, {embedding_model})",
@@ -398,7 +399,8 @@ def recall_table(
 
 
 def index_table(indexing: dict[str, Any]) -> Table:
-    """One row per indexed data set: passages, entities, relations, communities, seconds in total and per stage."""
+    """One row per indexed data set: passages, entities, relations, communities, seconds in total and per
+    stage."""
     stages = list(dict.fromkeys(s for v in indexing.values() for s in v["stage_seconds"]))
     rows = [
         [
@@ -468,9 +470,9 @@ def run(
     communities: bool = False,
     name: str = "recall_multihop",
 ) -> RunRecord:
-    """Index the scorable ``benchmarks`` in realm :data:`REALM` of ``dsn`` (dropped first; the community stages
-    too with ``communities``), score every arm and both baselines, and write the run (JSON, Markdown, PNG)
-    under ``out_dir``; returns the record."""
+    """Index the scorable ``benchmarks`` in realm :data:`REALM` of ``dsn`` (dropped first; the community
+    stages too with ``communities``), score every arm and both baselines, and write the run (JSON, Markdown,
+    PNG) under ``out_dir``; returns the record."""
     from pgrag_dag.config import EmbeddingSettings, load_settings
     from pgrag_dag.engine import Engine
 

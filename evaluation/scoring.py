@@ -171,9 +171,9 @@ _REFUSAL = re.compile(
 @dataclass(frozen=True)
 class Figure:
     """A figure read from text: ``text`` as written, ``value`` its magnitude scaled (``$5.1 billion`` →
-    5.1e9), ``written`` the magnitude as written (5.1), ``decimals`` written after the point, ``unit`` (``"%"``,
-    ``"bp"`` or ``None``), ``scaled`` (a scale word was present), ``currency`` (``"$"``… or ``None``),
-    ``negative`` (minus or accounting parentheses; not compared)."""
+    5.1e9), ``written`` the magnitude as written (5.1), ``decimals`` written after the point, ``unit``
+    (``"%"``, ``"bp"`` or ``None``), ``scaled`` (a scale word was present), ``currency`` (``"$"``… or
+    ``None``), ``negative`` (minus or accounting parentheses; not compared)."""
 
     text: str
     value: float

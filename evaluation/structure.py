@@ -1,9 +1,10 @@
-"""Structural metrics of a corpus indexed under named arms: the paper's Table 6 (§8.6), Table 7 (§8.7), the §8.8
-density and labelling rows and §8.15's largest community (issue 17 item 2).
+"""Structural metrics of a corpus indexed under named arms: the paper's Table 6 (§8.6), Table 7 (§8.7), the
+§8.8 density and labelling rows and §8.15's largest community (issue 17 item 2).
 
     python -m evaluation.structure                                   # Table 6 for the demo corpus, offline
     python -m evaluation.structure --arm 'floor 0.9={gates: {confidence_floor: 0.9}}' --arm 'as recorded={}'
-    python -m evaluation.structure --extraction-model openai/gpt-4o-mini --arm 'no vocabulary={space: {preset: null}}'
+    python -m evaluation.structure --extraction-model openai/gpt-4o-mini \\
+        --arm 'no vocabulary={space: {preset: null}}'
 
 Each **arm** (:class:`Arm`) is one configuration, given as a YAML fragment over a base space (default: the
 demo's ``wiki.demo`` of ``pgrag.yaml``): top-level settings sections (``extraction``, ``gates``,
@@ -22,8 +23,8 @@ rounds of ``extraction.batch_size`` and each prompt lists the names earlier roun
 included), so only each document's first round replays (24 of the demo's 58 chunks); gate
 settings, snapping after extraction (``graph: {space: {preset: null}}``) and resolution change no extraction
 prompt, but any change to the graph changes the community-report prompts (they list members and relations). A
-report that is not recorded is skipped; the arm's partition is then rebuilt with extractive reports (no model) so the
-largest-community share still covers the whole partition, and the rating spread counts the reports that
+report that is not recorded is skipped; the arm's partition is then rebuilt with extractive reports (no model)
+so the largest-community share still covers the whole partition, and the rating spread counts the reports that
 were model-written. An arm whose first extraction passes all missed is reported as needing a live model.
 
 The metrics are :func:`evaluation.structure_metrics.graph_structure`'s, with the vocabulary share measured
@@ -66,8 +67,9 @@ DEMO_ARMS = (
     Arm(
         "no gleaning",
         {"extraction": {"gleaning_passes": 0}},
-        note="first passes only; a document's chunks are extracted in rounds of extraction.batch_size (8), each "
-        "prompt listing the names earlier rounds yielded, gleaned ones included: only first rounds replay",
+        note="first passes only; a document's chunks are extracted in rounds of extraction.batch_size (8), "
+        "each prompt listing the names earlier rounds yielded, gleaned ones included: "
+        "only first rounds replay",
     ),
     Arm(
         "no snapping",
@@ -78,12 +80,13 @@ DEMO_ARMS = (
     Arm("confidence ≥ 0.8", {"gates": {"confidence_floor": 0.8}}, note="gate variation"),
     Arm("no vocabulary", {"space": {"preset": None}}, note="the prompt changes: needs a live model"),
 )
-"""The demo's arms: four replay every recorded extraction prompt, ``no gleaning`` some, ``no vocabulary`` none."""
+"""The demo's arms: four replay every recorded extraction prompt, ``no gleaning`` some, ``no vocabulary``
+none."""
 
 
 def parse_arm(text: str) -> Arm:
-    """``NAME=YAML`` → :class:`Arm`; the YAML is a mapping whose ``graph`` key (optional) is the post-extraction
-    fragment and whose ``note`` a free text. Raises :class:`ValueError` on anything else."""
+    """``NAME=YAML`` → :class:`Arm`; the YAML is a mapping whose ``graph`` key (optional) is the
+    post-extraction fragment and whose ``note`` a free text. Raises :class:`ValueError` on anything else."""
     import yaml
 
     name, sep, body = text.partition("=")
@@ -213,7 +216,8 @@ def _ratings(engine: Any, space: str) -> list[float]:
 
 
 def measure(engine: Any, space: str, vocabulary: Any, chars: int, built: dict[str, Any]) -> dict[str, Any]:
-    """:func:`graph_structure` of the arm's space plus its run: chunks indexed, model calls, replayed responses."""
+    """:func:`graph_structure` of the arm's space plus its run: chunks indexed, model calls, replayed
+    responses."""
     from pgrag_dag.store import db
 
     meta = built["meta"]
@@ -280,7 +284,8 @@ def _pct(v: float | None) -> str:
 
 
 def tables(arms: Sequence[Arm], results: dict[str, Any], vocabulary_note: str) -> list[Table]:
-    """Table 6, Table 7 and the §8.8 rows, one column per arm (an arm that could not be built shows its status)."""
+    """Table 6, Table 7 and the §8.8 rows, one column per arm (an arm that could not be built shows its
+    status)."""
 
     def table(title: str, rows: Any, note: str = "") -> Table:
         body = []
@@ -314,9 +319,10 @@ def tables(arms: Sequence[Arm], results: dict[str, Any], vocabulary_note: str) -
         table(
             "Table 6: effect of each mechanism",
             ROWS_6,
-            f"Vocabulary share against {vocabulary_note} for every arm. Fragmented (declared aliases): named by a "
-            "form another vertex declares as an alias (the graph_quality check); (graph): a one-word vertex equal "
-            "to the first or last word of exactly one longer Person vertex mentioned in a shared document.",
+            f"Vocabulary share against {vocabulary_note} for every arm. Fragmented (declared aliases): named "
+            "by a form another vertex declares as an alias (the graph_quality check); (graph): a one-word "
+            "vertex equal to the first or last word of exactly one longer Person vertex mentioned "
+            "in a shared document.",
         ),
         table(
             "Table 7: extraction-model and report measures",
@@ -337,7 +343,8 @@ def _describe(arm: Arm) -> str:
 
 
 def plot(arms: Sequence[Arm], results: dict[str, Any], path: Path) -> Path | None:
-    """Two panels (counts; shares) of grouped bars per built arm, PNG at ``path``; ``None`` without matplotlib."""
+    """Two panels (counts; shares) of grouped bars per built arm, PNG at ``path``; ``None`` without
+    matplotlib."""
     import numpy as np
 
     plt = plots.pyplot()

@@ -1,5 +1,5 @@
-"""The structural metrics of the paper's Table 6 (§8.6), Table 7 (§8.7), §8.8 and §8.15, measured from a stored
-space's graph (issue 17 item 2). :mod:`evaluation.structure` indexes arms and tabulates them.
+"""The structural metrics of the paper's Table 6 (§8.6), Table 7 (§8.7), §8.8 and §8.15, measured from a
+stored space's graph (issue 17 item 2). :mod:`evaluation.structure` indexes arms and tabulates them.
 
 :func:`graph_structure` reads one space and returns, per key:
 
@@ -15,7 +15,8 @@ space's graph (issue 17 item 2). :mod:`evaluation.structure` indexes arms and ta
   mentions it too; with ``fragmented_graph_examples``;
 - Table 7: ``entities_with_aliases``, ``negated_relations``, ``corroborated_relations`` (weight — distinct
   supporting chunks — above 1) and ``corroborated_share``, ``single_use_predicate_share`` (distinct predicates
-  carried by exactly one relation ÷ distinct predicates), ``top_predicates`` (the five commonest, Figure 8(b));
+  carried by exactly one relation ÷ distinct predicates), ``top_predicates`` (the five commonest, Figure
+  8(b));
 - §8.8: ``entities_per_10k_chars``, ``relations_per_10k_chars`` (over ``chars`` characters of source text) and
   ``labels_per_relation`` (distinct predicates ÷ relations);
 - §8.15 and Table 7: ``communities`` (level 0), ``largest_community_share`` (the largest level-0 community's
@@ -50,7 +51,8 @@ def _person_like(words: list[str]) -> bool:
 
 
 def _short_word(name: str) -> str | None:
-    """The identity key of a one-word name, after a leading honorific ("Mr. Babbage" → "babbage"), else None."""
+    """The identity key of a one-word name, after a leading honorific ("Mr. Babbage" → "babbage"), else
+    None."""
     words = name.split()
     while len(words) > 1 and words[0].lower() in HONORIFICS:
         words = words[1:]
@@ -64,12 +66,13 @@ def short_form_fragments(
     *,
     person_types: Iterable[str] = ("person",),
 ) -> list[tuple[str, str]]:
-    """``(short, long)`` name pairs of vertices split across a short and a long surface form, by short-form id.
+    """``(short, long)`` name pairs of vertices split across a short and a long surface form, by short-form
+    id.
 
     ``names``: live entity id → canonical name; ``documents``: entity id → the doc_keys of the chunks that
-    mention it; ``types``: entity id → type (``None``: every vertex may be a long form). A vertex is a fragment
-    when its name is one capitalised word (after leading honorifics) equal, as an identity key, to the first
-    or last word of exactly one person-like longer vertex (2–4 capitalised words, no connector, no
+    mention it; ``types``: entity id → type (``None``: every vertex may be a long form). A vertex is a
+    fragment when its name is one capitalised word (after leading honorifics) equal, as an identity key, to
+    the first or last word of exactly one person-like longer vertex (2–4 capitalised words, no connector, no
     organisation word; typed one of ``person_types``, case-insensitive, when ``types`` is given) among the
     vertices mentioned in a document that mentions it — the rule the offline extractor settles short forms
     by, applied to the stored graph. A short form two longer vertices share names neither ("Ada" beside Ada

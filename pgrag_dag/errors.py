@@ -113,7 +113,8 @@ class SchemaMismatchError(DatabaseError):
 
 
 class SourceError(PgragError):
-    """A document could not be read or is empty; ``path`` names it (a file, or ``file:line``), ``reason`` says why."""
+    """A document could not be read or is empty; ``path`` names it (a file, or ``file:line``), ``reason`` says
+    why."""
 
     def __init__(self, path: str, reason: str) -> None:
         self.path = path
@@ -122,8 +123,9 @@ class SourceError(PgragError):
 
 
 class ExportError(PgragError):
-    """A graph export or view (:mod:`pgrag_dag.graph.export`, :mod:`pgrag_dag.graph.view`) that cannot be written:
-    its target's parent directory is missing, or a path is not writable; the message names the path."""
+    """A graph export or view (:mod:`pgrag_dag.graph.export`, :mod:`pgrag_dag.graph.view`) that cannot be
+    written: its target's parent directory is missing, or a path is not writable; the message names the
+    path."""
 
 
 class ModelError(PgragError):

@@ -16,7 +16,7 @@ from typing import Any
 from pgrag_dag.config.sections import GateSettings
 
 
-class Gate(str, enum.Enum):
+class Gate(str, enum.Enum):  # noqa: UP042 -- StrEnum would change str()/format() of a member
     """One member per gate of the paper's Table 2, plus malformed records and records holding text no
     database can store (a lone surrogate, issue 13)."""
 
@@ -34,8 +34,8 @@ class Gate(str, enum.Enum):
 
 
 UNENCODABLE = "_unencodable"
-"""The key :func:`pgrag_dag.extract.model_extraction.parse_extraction` sets on an entity or triple that held a lone
-surrogate (``"<field>: <escaped value>"``); such a record is refused as :attr:`Gate.UNENCODABLE_TEXT`."""
+"""The key :func:`pgrag_dag.extract.model_extraction.parse_extraction` sets on an entity or triple that held a
+lone surrogate (``"<field>: <escaped value>"``); such a record is refused as :attr:`Gate.UNENCODABLE_TEXT`."""
 
 
 VAGUE_PREDICATES = frozenset(
@@ -160,7 +160,8 @@ def _clean(name: str) -> str:
 
 
 def normalise_predicate(predicate: Any) -> str:
-    """Lowercase, underscore-joined, leading tense auxiliaries stripped (§4.5): ``Was Appointed`` → ``appointed``."""
+    """Lowercase, underscore-joined, leading tense auxiliaries stripped (§4.5): ``Was Appointed`` →
+    ``appointed``."""
     if not isinstance(predicate, str):
         return ""
     p = re.sub(r"[^0-9a-z]+", "_", unicodedata.normalize("NFKC", predicate).lower()).strip("_")

@@ -44,7 +44,8 @@ class QueryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         return Engine.from_settings(load_settings(self.config_path, **overrides))
 
     def query_data(self, question: str, **param_fields: Any) -> QueryResult:
-        """Retrieved entities, relations, chunks and the assembly report; see :func:`pgrag_dag.query.query_data`."""
+        """Retrieved entities, relations, chunks and the assembly report; see
+        :func:`pgrag_dag.query.query_data`."""
         engine = self.engine()
         return run_query_data(
             question,

@@ -19,7 +19,8 @@ from pgrag_dag.testing.stub_server import StubServer
 SHARED_CORPORA = (
     Path(os.environ.get("PGRAG_SHARED_DIR", Path(__file__).resolve().parents[2] / "shared")) / "corpora"
 )
-"""The shared third-party corpora (``../shared/corpora`` beside the repository, or ``$PGRAG_SHARED_DIR/corpora``)."""
+"""The shared third-party corpora (``../shared/corpora`` beside the repository, or
+``$PGRAG_SHARED_DIR/corpora``)."""
 
 DOCS = {
     "01_babbage.txt": (

@@ -53,8 +53,8 @@ def free_port() -> int:
 
 
 def gql(port: int, query: str, variables: dict[str, Any] | None = None) -> dict[str, Any]:
-    """POST ``query`` to the UI's ``/graphql`` on ``port``; returns ``data``. Fails the test on GraphQL errors;
-    raises ``OSError`` while the server is not up."""
+    """POST ``query`` to the UI's ``/graphql`` on ``port``; returns ``data``. Fails the test on GraphQL
+    errors; raises ``OSError`` while the server is not up."""
     req = urllib.request.Request(
         f"http://127.0.0.1:{port}/graphql",
         method="POST",
@@ -70,8 +70,8 @@ def gql(port: int, query: str, variables: dict[str, Any] | None = None) -> dict[
 def wait_until(
     what: str, fn: Callable[[], Any], timeout: float, *, interval: float = 1.0, log: Path | None = None
 ) -> Any:
-    """Call ``fn`` every ``interval`` seconds until it returns something truthy (returned); ``OSError`` counts as
-    not yet. Fails with ``what``, the last value and the tail of ``log`` after ``timeout`` seconds."""
+    """Call ``fn`` every ``interval`` seconds until it returns something truthy (returned); ``OSError`` counts
+    as not yet. Fails with ``what``, the last value and the tail of ``log`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     last: Any = None
     while time.monotonic() < deadline:
@@ -126,8 +126,9 @@ class Daemon:
         return gql(self.port, query, variables)
 
     def runs(self) -> list[dict[str, Any]]:
-        """Every run of the instance, oldest first: ``runId``, ``status``, ``startTime``/``endTime``/``creationTime``
-        (epoch seconds or ``None``), ``tags`` as a dict, ``assets`` (asset names selected)."""
+        """Every run of the instance, oldest first: ``runId``, ``status``,
+        ``startTime``/``endTime``/``creationTime`` (epoch seconds or ``None``), ``tags`` as a dict, ``assets``
+        (asset names selected)."""
         data = self.gql(f"{{ runsOrError {{ ... on Runs {{ results {{ {RUN_FIELDS} }} }} }} }}")
         out = []
         for r in data["runsOrError"]["results"]:
@@ -137,7 +138,8 @@ class Daemon:
         return sorted(out, key=lambda r: r["creationTime"])
 
     def materializations(self, asset: str, partition: str) -> list[dict[str, Any]]:
-        """The materialisations of ``asset`` for ``partition``: ``runId``, ``timestamp`` (epoch milliseconds, a string)."""
+        """The materialisations of ``asset`` for ``partition``: ``runId``, ``timestamp`` (epoch milliseconds,
+        a string)."""
         data = self.gql(
             """query($k: AssetKeyInput!, $p: [String!]) { assetOrError(assetKey: $k) { ... on Asset {
                              assetMaterializations(partitions: $p) { runId timestamp partition } } } }""",
@@ -146,7 +148,8 @@ class Daemon:
         return data["assetOrError"].get("assetMaterializations", [])
 
     def steps(self, run_id: str) -> list[dict[str, Any]]:
-        """The steps of run ``run_id``: ``stepKey``, ``status``, ``startTime``/``endTime`` (epoch seconds or ``None``)."""
+        """The steps of run ``run_id``: ``stepKey``, ``status``, ``startTime``/``endTime`` (epoch seconds or
+        ``None``)."""
         data = self.gql(
             """query($id: ID!) { runOrError(runId: $id) { ... on Run {
                              stepStats { stepKey status startTime endTime } } } }""",
@@ -159,7 +162,8 @@ class Daemon:
         for key in keys:
             added = self.gql(
                 """mutation($r: RepositorySelector!, $k: String!) { addDynamicPartition(
-                                  repositorySelector: $r, partitionsDefName: "space", partitionKey: $k) { __typename } }""",
+                                  repositorySelector: $r, partitionsDefName: "space", partitionKey: $k) {
+                                  __typename } }""",
                 {"r": REPO, "k": key},
             )
             assert added["addDynamicPartition"]["__typename"] == "AddDynamicPartitionSuccess", added
@@ -169,8 +173,9 @@ class Daemon:
         return not [r for r in self.runs() if r["status"] in ACTIVE]
 
     def wait_idle(self, settle: float, timeout: float, *, done: Callable[[], bool] = lambda: True) -> None:
-        """Wait until ``done()`` holds and no run is queued or in progress, continuously for ``settle`` seconds
-        (long enough for the sensors to have ticked again and requested nothing); fails after ``timeout``."""
+        """Wait until ``done()`` holds and no run is queued or in progress, continuously for ``settle``
+        seconds (long enough for the sensors to have ticked again and requested nothing); fails after
+        ``timeout``."""
         since: list[float] = []
 
         def settled() -> bool:
@@ -185,8 +190,8 @@ class Daemon:
 
 
 def max_overlap(intervals: list[tuple[float, float]]) -> int:
-    """The most of ``intervals`` (start, end) open at one instant (an end and a start at the same instant do not
-    overlap); 0 for none."""
+    """The most of ``intervals`` (start, end) open at one instant (an end and a start at the same instant do
+    not overlap); 0 for none."""
     edges = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
     most = now = 0
     for _, step in edges:
@@ -197,8 +202,9 @@ def max_overlap(intervals: list[tuple[float, float]]) -> int:
 
 @pytest.fixture
 def storage_db(pg_dsn: str, realm: str) -> Iterator[str]:
-    """The name of a Dagster storage database of this test's own on the test server (``dagster.storage_database``;
-    ``pgrag ui`` creates it), dropped afterwards. Import it into a test module to use it."""
+    """The name of a Dagster storage database of this test's own on the test server
+    (``dagster.storage_database``; ``pgrag ui`` creates it), dropped afterwards. Import it into a test module
+    to use it."""
     name = f"dagster_{realm}"
     yield name
     with db.connect(pg_dsn, autocommit=True, vector=False) as conn:
@@ -207,9 +213,9 @@ def storage_db(pg_dsn: str, realm: str) -> Iterator[str]:
 
 def write_project(config: Path, realm: str, spaces: dict[str, dict[str, str]], **sections: Any) -> Path:
     """Rewrite the project file ``config`` (a :class:`~tests.fix_corpus.SmallCorpus` one: database, model,
-    chunking) to declare, in ``realm``, one space per ``spaces`` key, each reading ``*.txt`` from its own folder
-    ``<config dir>/<space>/`` holding the given files (name → text); ``sections`` replace top-level sections
-    (e.g. ``dagster={...}``). Returns ``config``."""
+    chunking) to declare, in ``realm``, one space per ``spaces`` key, each reading ``*.txt`` from its own
+    folder ``<config dir>/<space>/`` holding the given files (name → text); ``sections`` replace top-level
+    sections (e.g. ``dagster={...}``). Returns ``config``."""
     cfg = yaml.safe_load(config.read_text(encoding="utf-8"))
     cfg["realms"] = {realm: {"spaces": {}}}
     for space, files in spaces.items():
@@ -225,8 +231,8 @@ def write_project(config: Path, realm: str, spaces: dict[str, dict[str, str]], *
 
 @contextmanager
 def pgrag_ui(config: Path, log: Path, *, timeout: float = 180) -> Iterator[Daemon]:
-    """Run ``pgrag ui --host 127.0.0.1 --port <free>`` on ``config`` (``PGRAG_CONFIG``) from the repository root,
-    with this venv's ``dg`` first on ``PATH``, its output in ``log``; yields once the code location is
+    """Run ``pgrag ui --host 127.0.0.1 --port <free>`` on ``config`` (``PGRAG_CONFIG``) from the repository
+    root, with this venv's ``dg`` first on ``PATH``, its output in ``log``; yields once the code location is
     loaded, and stops the process group afterwards. The daemon's sensors run as the file says."""
     port = free_port()
     bin_dir = Path(sys.executable).parent

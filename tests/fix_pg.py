@@ -23,7 +23,8 @@ _counter = itertools.count()
 
 # Tests embed with the deterministic hashing embedder (fast, identical in every process) unless a test is
 # about the local model: those remove this variable (monkeypatch.delenv) or configure the model explicitly.
-# Subprocesses (the CLI, Dagster runs) inherit it. The environment overrides pgrag.yaml, not keyword arguments.
+# Subprocesses (the CLI, Dagster runs) inherit it. The environment overrides pgrag.yaml, not keyword
+# arguments.
 os.environ["PGRAG_EMBEDDING__MODEL"] = "hashing-sha256"
 
 

@@ -25,15 +25,19 @@ _COUNTED = (
 )
 _EMBEDDED = ("documents", "entities", "relations", "communities")
 _ROWS = {
-    "documents": "SELECT doc_key, chunk_index, content_hash FROM {s}.documents WHERE space = %(space)s ORDER BY 1, 2",
-    "entities": """SELECT name, entity_type, ARRAY(SELECT unnest(aliases) ORDER BY 1), dormant_since IS NOT NULL
+    "documents": "SELECT doc_key, chunk_index, content_hash FROM {s}.documents "
+    "WHERE space = %(space)s ORDER BY 1, 2",
+    "entities": """SELECT name, entity_type, ARRAY(SELECT unnest(aliases) ORDER BY 1),
+                     dormant_since IS NOT NULL
                      FROM {s}.entities WHERE space = %(space)s ORDER BY 1""",
-    "relations": """SELECT s.name, r.predicate, o.name, r.negated, r.weight, r.superseded_by IS NOT NULL, r.rendered
+    "relations": """SELECT s.name, r.predicate, o.name, r.negated, r.weight, r.superseded_by IS NOT NULL,
+                      r.rendered
                       FROM {s}.relations r JOIN {s}.entities s ON s.id = r.source_id
                       JOIN {s}.entities o ON o.id = r.target_id
                      WHERE r.space = %(space)s ORDER BY 1, 2, 3, 4""",
     "communities": """SELECT c.level, c.title, c.size,
-                             ARRAY(SELECT e.name FROM {s}.community_members m JOIN {s}.entities e ON e.id = m.entity_id
+                             ARRAY(SELECT e.name FROM {s}.community_members m
+                             JOIN {s}.entities e ON e.id = m.entity_id
                                     WHERE m.community_id = c.id ORDER BY 1)
                         FROM {s}.communities c WHERE c.space = %(space)s ORDER BY 1, 2, 4""",
 }

@@ -46,8 +46,9 @@ def test_the_sensor_requests_runs_only_for_new_or_changed_spaces(
         first = sensor(dg.build_sensor_context(instance=instance, cursor=None))
         assert isinstance(first, dg.SensorResult)
         assert [r.partition_key for r in first.run_requests] == [key]
-        # a new space: every hashed stage changed, so one run from chunks to communities, in order (relations and
-        # embeddings between them too: communities must not be built before them); automation takes the hierarchy
+        # a new space: every hashed stage changed, so one run from chunks to communities, in order (relations
+        # and embeddings between them too: communities must not be built before them); automation takes the
+        # hierarchy
         assert first.run_requests[0].asset_selection == [dg.AssetKey(s) for s in STAGES[:-1]]
         assert first.dynamic_partitions_requests[0].partition_keys == [key]  # a new space adds its partition
         add_partitions(instance, [key])
@@ -107,7 +108,8 @@ def test_downstream_rematerialises_only_on_a_changed_data_version(
         ).success
         tick = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=tick.cursor)
         assert tick.total_requested == 0
-        # a changed document gives chunks a new data version: the whole chain is requested, this partition only
+        # a changed document gives chunks a new data version: the whole chain is requested, this partition
+        # only
         (small_corpus.root / "docs" / "02_lovelace.txt").write_text(
             "Ada Lovelace met Charles Babbage in 1833."
         )
@@ -145,14 +147,16 @@ def test_a_failed_blocking_check_stops_automation_downstream(small_corpus: Small
         assert [
             e.passed for e in run.get_asset_check_evaluations() if e.asset_key == dg.AssetKey("gated_triples")
         ] == [False]
-        # the checks are partitioned: downstream of the failed gate is requested only together with the gate's own
-        # retry, in one run (Dagster's all_deps_blocking_checks_passed: passed, or requested in the same tick) ...
+        # the checks are partitioned: downstream of the failed gate is requested only together with the gate's
+        # own retry, in one run (Dagster's all_deps_blocking_checks_passed: passed, or requested in the same
+        # tick) ...
         tick = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=tick.cursor)
         requested = [s for s in STAGES if tick.get_requested_partitions(dg.AssetKey(s))]
         assert requested[0] == "gated_triples" and all(
             tick.get_requested_partitions(dg.AssetKey(s)) == {key} for s in requested
         ), requested
-        # ... where the gate fails again and stops everything downstream: nothing past raw_extractions materialises
+        # ... where the gate fails again and stops everything downstream: nothing past raw_extractions
+        # materialises
         retry = dg.materialize(
             ASSETS,
             partition_key=key,

@@ -81,13 +81,14 @@ def test_a_replayed_poison_response_is_replayed_every_run_until_evicted(
     lines = out.output.splitlines()
     assert len(lines) == 2
     assert re.fullmatch(
-        rf"removed extract response [0-9a-f]{{16}} \(prompt [0-9a-f]{{16}}, model {re.escape(poisoned.model)}, "
+        rf"removed extract response [0-9a-f]{{16}} \(prompt [0-9a-f]{{16}}, "
+        rf"model {re.escape(poisoned.model)}, "
         rf"cached [0-9: -]+\): '{POISON}'",
         lines[0],
     ), lines[0]
     assert (
-        lines[1]
-        == f"1 cached response(s) removed; 1 extraction pass(es) of {realm}.copy will be asked again by the next run"
+        lines[1] == f"1 cached response(s) removed; 1 extraction pass(es) of {realm}.copy "
+        "will be asked again by the next run"
     )
     poisoned.engine().import_cassettes()  # what `pgrag index` and the demo do first: the poison stays out
     with db.connect(poisoned.engine().dsn) as conn:
@@ -102,7 +103,8 @@ def test_a_replayed_poison_response_is_replayed_every_run_until_evicted(
     # nothing left to evict
     out = runner.invoke(app, ["cache", "evict", "--parse-errors", "--space", f"{realm}.copy"])
     assert out.exit_code == 0 and out.output.splitlines() == [
-        f"no cached response matched; nothing removed; 0 extraction pass(es) of {realm}.copy will be asked again by the next run"
+        f"no cached response matched; nothing removed; 0 extraction pass(es) of {realm}.copy "
+        "will be asked again by the next run"
     ]
 
 

@@ -1,5 +1,5 @@
-"""A real distributed executor (issue 18 item 3): a partitioned run of the eight assets whose steps execute in a
-Celery worker's processes (``dagster-celery``, a Redis broker from Debian's ``redis-server``), launched
+"""A real distributed executor (issue 18 item 3): a partitioned run of the eight assets whose steps execute in
+a Celery worker's processes (``dagster-celery``, a Redis broker from Debian's ``redis-server``), launched
 from this process as the run worker against PostgreSQL instance storage; the graph equals the in-process
 run's. Skipped, saying why, only when ``redis-server`` or the ``celery`` extra is not installed."""
 
@@ -49,7 +49,8 @@ def _free_port() -> int:
 
 
 def _stop(proc: subprocess.Popen, timeout: float = 20) -> None:
-    """SIGTERM to the process group ``proc`` leads (started with ``start_new_session``), SIGKILL after ``timeout``."""
+    """SIGTERM to the process group ``proc`` leads (started with ``start_new_session``), SIGKILL after
+    ``timeout``."""
     if proc.poll() is not None:
         return
     for sig, wait in ((signal.SIGTERM, timeout), (signal.SIGKILL, 5)):
@@ -71,7 +72,8 @@ def _wait_for(path: Path, text: str, proc: subprocess.Popen, timeout: float) -> 
             return
         if proc.poll() is not None:
             pytest.fail(
-                f"{proc.args[0]} exited ({proc.returncode}) before {text!r}:\n{path.read_text(errors='replace')[-3000:]}"
+                f"{proc.args[0]} exited ({proc.returncode}) before {text!r}:\n"
+                f"{path.read_text(errors='replace')[-3000:]}"
             )
         time.sleep(0.3)
     pytest.fail(f"no {text!r} within {timeout} s:\n{path.read_text(errors='replace')[-3000:]}")
@@ -133,7 +135,8 @@ def test_a_partition_runs_step_by_step_on_celery_workers_and_builds_the_in_proce
     assert all(base["_checks"].values())
     expected = graph_snapshot(pg_dsn, realm, "main")
 
-    # the same documents as a second realm, indexed on Celery; Dagster's storage in PostgreSQL (the workers write to it)
+    # the same documents as a second realm, indexed on Celery; Dagster's storage in PostgreSQL (the workers
+    # write to it)
     other, storage = f"{realm}c", f"dagster_{realm}c"
     cfg = yaml.safe_load(small_corpus.config.read_text(encoding="utf-8"))
     cfg["realms"][other] = cfg["realms"][realm]
@@ -223,7 +226,8 @@ def test_a_partition_runs_step_by_step_on_celery_workers_and_builds_the_in_proce
         if r.dagster_event and r.dagster_event.event_type == dg.DagsterEventType.ASSET_MATERIALIZATION
     }
     assert materialized == set(STAGES)
-    # nothing passed between steps through a local file: no IO manager output was written (only the compute logs)
+    # nothing passed between steps through a local file: no IO manager output was written (only the compute
+    # logs)
     assert not [p for p in (home / "storage").rglob("*") if p.is_file() and "compute_logs" not in p.parts]
     assert built == expected
     print(

@@ -336,8 +336,8 @@ def test_a_poller_sees_every_event_exactly_once_while_writers_commit_out_of_orde
         t.join(timeout=30)
     assert not errors, errors
     assert not any(t.is_alive() for t in threads)
-    # the loop's last poll may have read its snapshot just before a writer's last commit, then seen the writer gone:
-    # one more poll delivers what committed in between (and must not repeat anything)
+    # the loop's last poll may have read its snapshot just before a writer's last commit, then seen the writer
+    # gone: one more poll delivers what committed in between (and must not repeat anything)
     final = changes_since(pg_dsn, realm, space, watermark)
     seen += final.seqs()
     poll_of.update(dict.fromkeys(final.seqs(), polls))

@@ -41,7 +41,8 @@ def on_change() -> None:
 def _tick(
     sensor: dg.SensorDefinition, instance: dg.DagsterInstance, cursor: str | None, resources: dict[str, Any]
 ) -> Any:
-    """One evaluation of ``sensor`` (the engine resource is set up and torn down around it, as the daemon does)."""
+    """One evaluation of ``sensor`` (the engine resource is set up and torn down around it, as the daemon
+    does)."""
     with dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources) as context:
         return sensor(context)
 

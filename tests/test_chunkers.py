@@ -119,7 +119,7 @@ def _rows(out: pl.DataFrame, docs: pl.DataFrame) -> list[dict]:
     texts = dict(docs.select("doc_key", "text").iter_rows())
     order = [k for k in docs["doc_key"] if k in set(out["doc_key"])]
     assert list(dict.fromkeys(out["doc_key"])) == order  # input document order, documents not interleaved
-    for key, group in out.group_by("doc_key", maintain_order=True):
+    for _key, group in out.group_by("doc_key", maintain_order=True):
         assert group["chunk_index"].to_list() == list(range(group.height))
     rows = []
     for row in out.iter_rows(named=True):
@@ -313,7 +313,7 @@ def test_token_windows_size_overlap_and_offsets(fixture: str, request: pytest.Fi
     ids = litellm.encode(model="gpt-4o", text=text)
     spans = [(r["metadata"]["token_start"], r["metadata"]["token_end"]) for r in rows]
     assert spans[0][0] == 0 and spans[-1][1] == len(ids)
-    for (s0, e0), (s1, e1) in zip(spans, spans[1:]):
+    for (s0, e0), (s1, _e1) in zip(spans, spans[1:]):
         assert e0 - s1 == 50  # exactly the overlap
         assert 190 <= e0 - s0 <= 200  # full windows, but for a token given back after stripping
     assert spans[-1][1] - spans[-1][0] <= 200

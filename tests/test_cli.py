@@ -222,8 +222,8 @@ def test_index_full_recomputes_and_an_undeclared_space_names_the_declared_ones(
 
 
 def test_the_pgrag_command_prints_a_query_warning_once_on_stderr(cli_env: SmallCorpus, realm: str) -> None:
-    """Issue 16: through the installed entry point (logging configured as for a user), a warning is printed once,
-    plainly — not also logged — and stdout stays the JSON."""
+    """Issue 16: through the installed entry point (logging configured as for a user), a warning is printed
+    once, plainly — not also logged — and stdout stays the JSON."""
     import os
     import subprocess
     import sys
@@ -335,7 +335,8 @@ def test_ctrl_c_during_pgrag_index_says_what_is_kept_and_the_rerun_goes_on(
 
 
 def test_the_help_reads_as_a_users_text() -> None:
-    """No module names, no reStructuredText marks: the help a user reads is not the code's docstring markup."""
+    """No module names, no reStructuredText marks: the help a user reads is not the code's docstring
+    markup."""
     top = runner.invoke(app, ["--help"])
     assert top.exit_code == 0 and "cli_project" not in top.output and "pgrag init DIR" in top.output
     for command in (["index"], ["query"], ["view"], ["delete", "document"], ["list", "entities"]):
@@ -370,13 +371,15 @@ def test_stop_db_with_a_bad_configuration_is_one_line(
     monkeypatch.setenv("PGRAG_CONFIG", str(tmp_path / "missing.yaml"))
     out = runner.invoke(app, ["stop-db"])
     assert out.exit_code == 2 and out.output.strip().splitlines() == [
-        f"error: ConfigurationError: configuration file {tmp_path / 'missing.yaml'} (PGRAG_CONFIG) does not exist"
+        f"error: ConfigurationError: configuration file {tmp_path / 'missing.yaml'} "
+        "(PGRAG_CONFIG) does not exist"
     ]
 
 
 def test_a_keyword_fallback_is_said_once_in_the_commands_own_words(cli_env: SmallCorpus, realm: str) -> None:
     """Through the entry point (the root logger configured as for a user): offline, ``--keywords model`` falls
-    back to lexical keywords and says so once — never also as a ``WARNING:pgrag_dag.query.keywords:`` log line."""
+    back to lexical keywords and says so once — never also as a ``WARNING:pgrag_dag.query.keywords:`` log
+    line."""
     import os
     import subprocess
     import sys

@@ -189,7 +189,10 @@ def test_render_marks_denials_and_validity_and_is_sorted() -> None:
 
 
 def test_parse_report_tolerates_fence_prose_and_trailing_commas() -> None:
-    text = 'Here it is:\n```json\n{"title": "T", "summary": "S", "findings": [{"summary": "f", "explanation": "e"},], "rating": 12,}\n```'
+    text = (
+        'Here it is:\n```json\n{"title": "T", "summary": "S", '
+        '"findings": [{"summary": "f", "explanation": "e"},], "rating": 12,}\n```'
+    )
     assert cm.parse_report(text) == {
         "title": "T",
         "summary": "S",
@@ -427,7 +430,8 @@ def test_replace_communities_twice_leaves_only_the_second_build(
     )
     assert conn.execute(count.format(s)).fetchall() == [(0, 5, 1), (1, 2, 1)]
     assert conn.execute(sql.SQL("SELECT count(*) FROM {}.community_members").format(s)).fetchone() == (15,)
-    nested = sql.SQL("""SELECT count(*) FROM {s}.community_children cc JOIN {s}.communities c ON c.id = cc.child_id
+    nested = sql.SQL("""SELECT count(*) FROM {s}.community_children cc
+                         JOIN {s}.communities c ON c.id = cc.child_id
                          WHERE c.parent_id = cc.parent_id""").format(s=s)
     assert conn.execute(nested).fetchone() == (4,)
     embedded = sql.SQL("SELECT level, count(embedding) FROM {}.communities GROUP BY level ORDER BY level")

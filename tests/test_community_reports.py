@@ -265,6 +265,7 @@ def test_a_failed_parent_report_names_the_member_entities(conn: psycopg.Connecti
             client.close()
     assert parents.height == 0 and failures
     assert re.fullmatch(
-        r"level 1 communities \[\d+, \d+\]: ValueError: .* \[members: 6 entities: Entity \d\d(, Entity \d\d){5}\]",
+        r"level 1 communities \[\d+, \d+\]: ValueError: .* "
+        r"\[members: 6 entities: Entity \d\d(, Entity \d\d){5}\]",
         failures[0],
     ), failures[0]

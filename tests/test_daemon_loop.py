@@ -39,7 +39,8 @@ def _chunks(conn: psycopg.Connection, realm: str, space: str) -> set[str]:
 
 def _members(conn: psycopg.Connection, realm: str, space: str) -> set[str]:
     s = sql.Identifier(schema.schema_for(realm))
-    q = sql.SQL("""SELECT DISTINCT e.name FROM {s}.communities c JOIN {s}.community_members m ON m.community_id = c.id
+    q = sql.SQL("""SELECT DISTINCT e.name FROM {s}.communities c
+                   JOIN {s}.community_members m ON m.community_id = c.id
                    JOIN {s}.entities e ON e.id = m.entity_id WHERE c.space = %s""").format(s=s)
     return {r[0] for r in conn.execute(q, (space,))}
 
@@ -128,7 +129,8 @@ def test_an_edited_source_file_re_materialises_only_its_partition_through_the_da
     assert all(
         after[alpha][s] > before[alpha][s] for s in ("chunks", "raw_extractions", "relations", "communities")
     )
-    # only the changed chunks reached the model, each of them did; communities were rebuilt with the new entities
+    # only the changed chunks reached the model, each of them did; communities were rebuilt with the new
+    # entities
     assert new_chunks and all(ADDED.split()[0] in c or ADDED[-20:] in c for c in new_chunks), new_chunks
     extracted = [CHUNK.search(p["body"]["messages"][-1]["content"]) for p in prompts]
     gleaned = [

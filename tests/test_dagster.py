@@ -132,7 +132,8 @@ def test_code_location_loads() -> None:
     import sys
 
     code = (
-        "import dagster as dg; from pgrag_dag.assets.definitions import defs; dg.Definitions.validate_loadable(defs); "
+        "import dagster as dg; from pgrag_dag.assets.definitions import defs; "
+        "dg.Definitions.validate_loadable(defs); "
         "print(sorted(k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys())); "
         "print(sorted(s.name for s in defs.sensors), sorted(s.name for s in defs.schedules))"
     )
@@ -198,9 +199,9 @@ def test_a_changed_source_rematerialises_its_partition_and_only_its_chunks_reach
 def test_a_run_tagged_pgrag_full_recomputes_the_graph_stages_and_an_untagged_one_works_on_what_changed(
     small_corpus: SmallCorpus, indexed: tuple[dg.DagsterInstance, str]
 ) -> None:
-    """Issue 15: the run tag ``pgrag/full=true`` makes gated_triples, resolved_entities and relations recompute
-    their partition (metadata mode ``full``); without it a run with nothing changed says ``unchanged`` and
-    keeps every data version."""
+    """Issue 15: the run tag ``pgrag/full=true`` makes gated_triples, resolved_entities and relations
+    recompute their partition (metadata mode ``full``); without it a run with nothing changed says
+    ``unchanged`` and keeps every data version."""
     instance, key = indexed
     graph = dg.AssetSelection.assets("gated_triples", "resolved_entities", "relations")
 

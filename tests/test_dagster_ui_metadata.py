@@ -1,6 +1,6 @@
-"""What the Dagster UI shows about the stage assets (issue 16 item 9): ``dagster/row_count`` is the rows the asset
-holds for the partition (and says what it counts), every check result names its partition, and the assets carry
-``dagster/column_schema`` (from their contracts) and ``dagster/column_lineage``."""
+"""What the Dagster UI shows about the stage assets (issue 16 item 9): ``dagster/row_count`` is the rows the
+asset holds for the partition (and says what it counts), every check result names its partition, and the
+assets carry ``dagster/column_schema`` (from their contracts) and ``dagster/column_lineage``."""
 
 from __future__ import annotations
 
@@ -99,7 +99,8 @@ def test_row_count_is_what_each_asset_holds_after_a_full_and_an_incremental_run(
         assert "relations rows" in str(first["relations"]["row_count_counts"])
         # one document added: few rows change, the row counts are still what the tables hold
         (small_corpus.root / "docs" / "03_menabrea.txt").write_text(
-            "Luigi Menabrea wrote about the Analytical Engine. Ada Lovelace translated the paper of Luigi Menabrea."
+            "Luigi Menabrea wrote about the Analytical Engine. "
+            "Ada Lovelace translated the paper of Luigi Menabrea."
         )
         second = _row_counts(_materialize(small_corpus, instance, key))
         with db.connect(dsn) as conn:

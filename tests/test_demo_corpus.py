@@ -84,7 +84,8 @@ def test_replayed_cassette_builds_the_demo_graph_without_a_model_call(pg_dsn: st
         assert fragments == (0,)
         chair = conn.execute(
             sql.SQL(
-                """SELECT r.valid_from, r.valid_to FROM {s}.relations r JOIN {s}.entities a ON a.id = r.source_id
+                """SELECT r.valid_from, r.valid_to FROM {s}.relations r
+               JOIN {s}.entities a ON a.id = r.source_id
                JOIN {s}.entities b ON b.id = r.target_id WHERE a.name = 'Charles Babbage'
                AND b.name = 'Lucasian Professor of Mathematics' AND r.valid_to = '1839'"""
             ).format(s=s)
@@ -93,7 +94,8 @@ def test_replayed_cassette_builds_the_demo_graph_without_a_model_call(pg_dsn: st
         denial = conn.execute(
             sql.SQL(
                 """SELECT r.weight FROM {s}.relations r JOIN {s}.entities a ON a.id = r.source_id
-               JOIN {s}.entities b ON b.id = r.target_id WHERE a.name = 'Charles Babbage' AND r.predicate = 'built'
+               JOIN {s}.entities b ON b.id = r.target_id WHERE a.name = 'Charles Babbage'
+               AND r.predicate = 'built'
                AND b.name = 'Analytical Engine' AND r.negated"""
             ).format(s=s)
         ).fetchone()
@@ -101,7 +103,8 @@ def test_replayed_cassette_builds_the_demo_graph_without_a_model_call(pg_dsn: st
         positive = conn.execute(
             sql.SQL(
                 """SELECT count(*) FROM {s}.relations r JOIN {s}.entities a ON a.id = r.source_id
-               JOIN {s}.entities b ON b.id = r.target_id WHERE a.name = 'Charles Babbage' AND r.predicate = 'built'
+               JOIN {s}.entities b ON b.id = r.target_id WHERE a.name = 'Charles Babbage'
+               AND r.predicate = 'built'
                AND b.name = 'Analytical Engine' AND NOT r.negated"""
             ).format(s=s)
         ).fetchone()
@@ -261,7 +264,8 @@ def test_issue14_the_last_filing_indexed_later_is_believed_after_the_instant_bef
 
 
 # The entities a reader of the Wikipedia articles would call relevant to "Who translated Menabrea's paper?"
-# (the paper, its author, the journal it appeared in, who commissioned and made the translation, what it became).
+# (the paper, its author, the journal it appeared in, who commissioned and made the translation, what it
+# became).
 MENABREA_RELEVANT = {
     "Menabrea's article on the Analytical Engine",
     "Luigi Menabrea",
@@ -345,7 +349,8 @@ def test_make_demo_runs_offline_with_the_local_model_and_replays_every_answer(
         assert "\n    documents added: 1  (FY2018.txt)" in disney  # the change feed of that run
         # ... and the revenue question as believed just before FY2018 was added, then now
         then, now = disney.split("\nbelief time: FY2018.txt was added at ")[1].split(
-            '\nquery_data("How did The Walt Disney Company\'s revenues change in its most recent fiscal year?", '
+            "\nquery_data(\"How did The Walt Disney Company's revenues change "
+            'in its most recent fiscal year?", '
             "mode=mix, include_superseded=True"
         )[1:]
         decrease = "hop 1: (Walt Disney Company) --[decreased]--> (Revenues) [valid 2017 to 2017]"
@@ -382,8 +387,8 @@ def test_make_demo_runs_offline_with_the_local_model_and_replays_every_answer(
         demo.run_demo()  # re-embeds both realms with the hashing embedder, then answers what it can
         out = capsys.readouterr().out
         assert (
-            "realm wiki is embedded with local/all-MiniLM-L6-v2 (384) but the configuration says hashing-sha256"
-            in out
+            "realm wiki is embedded with local/all-MiniLM-L6-v2 (384) "
+            "but the configuration says hashing-sha256" in out
         )
         # FY2018 is indexed already: no run without it, nothing extracted, the same belief instant
         assert "partition tenk.disney: its last document, FY2018.txt, was indexed by an earlier run" in out

@@ -46,6 +46,7 @@ def test_a_data_directory_that_cannot_be_created_is_one_line_naming_it(
         db.embedded_dsn(tmp_path / "notes.md")
     out = CliRunner().invoke(app, ["index", "dd.s"])  # a file where the data directory should be
     assert out.exit_code == 2 and out.output.strip().splitlines() == [
-        f"error: DatabaseError: could not create the embedded PostgreSQL's directory {tmp_path}/notes.md/pgdata "
+        "error: DatabaseError: could not create the embedded PostgreSQL's directory "
+        f"{tmp_path}/notes.md/pgdata "
         f"(data_dir {tmp_path}/notes.md): Not a directory"
     ], out.output

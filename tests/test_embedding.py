@@ -1,5 +1,5 @@
-"""Tests for pgrag_dag.providers.embedding: the deterministic SHA-256 hashing embedder and the litellm embedder
-(paper §3.5: vectors comparable across processes; width mismatches raise, never fall back)."""
+"""Tests for pgrag_dag.providers.embedding: the deterministic SHA-256 hashing embedder and the litellm
+embedder (paper §3.5: vectors comparable across processes; width mismatches raise, never fall back)."""
 
 from __future__ import annotations
 
@@ -202,7 +202,8 @@ def local() -> LocalEmbedder:
 def test_the_local_model_ranks_a_paraphrase_above_an_unrelated_sentence(local: LocalEmbedder) -> None:
     texts = [
         "Who translated Menabrea's paper on the Analytical Engine?",
-        "Ada Lovelace rendered the Italian engineer's article about Babbage's calculating machine into English.",
+        "Ada Lovelace rendered the Italian engineer's article about Babbage's calculating "
+        "machine into English.",
         "The Uniform Penny Post was introduced in Britain in 1840.",
     ]
     query, paraphrase, unrelated = local.embed(texts, "query")

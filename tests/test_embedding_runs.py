@@ -61,7 +61,8 @@ def _embed_with_the_stub(
     """Configure the stub server's embeddings as the realm's model (a litellm model, 384 dimensions);
     the realm is created afresh by the stages under it."""
     cfg = yaml.safe_load(corpus.config.read_text())
-    # a deadline a loaded CI machine meets on the first request (2 s did not: "no response within 1 s" twice on CI)
+    # a deadline a loaded CI machine meets on the first request (2 s did not: "no response within 1 s" twice
+    # on CI)
     cfg["embedding"] = {
         "model": MODEL,
         "dim": 384,

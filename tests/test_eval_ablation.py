@@ -1,8 +1,8 @@
-"""Paired ablation, re-indexing noise floor and reader sweep (evaluation/ablation.py; paper §8.4 Table 5, §8.12
-Table 12, §8.14; issue 17 items 4 and 6), end to end: the shipped fixtures indexed for real into the embedded
-PostgreSQL, every model a real litellm call to its own local stub server with scripted replies (extraction,
-two readers, a three-judge panel), the tables checked against hand-computed values, and a replayed run
-(cassette, no model call) reproducing the same record."""
+"""Paired ablation, re-indexing noise floor and reader sweep (evaluation/ablation.py; paper §8.4 Table 5,
+§8.12 Table 12, §8.14; issue 17 items 4 and 6), end to end: the shipped fixtures indexed for real into the
+embedded PostgreSQL, every model a real litellm call to its own local stub server with scripted replies
+(extraction, two readers, a three-judge panel), the tables checked against hand-computed values, and a
+replayed run (cassette, no model call) reproducing the same record."""
 
 from __future__ import annotations
 
@@ -394,8 +394,9 @@ def test_paired_validity_ablation_on_longmemeval_and_its_replay(bench, pg_dsn: s
     reader_prompts = [r["body"]["messages"][-1]["content"] for r in b.servers["a"].requests]
     assert sum("[from 2023-" in p for p in reader_prompts) == 3 and len(reader_prompts) == 6
     assert all(r["body"]["messages"][0]["content"].startswith("You answer") for r in b.servers["b"].requests)
-    # every answer judged by all three (one element each); an answer text repeated for the same question (by the
-    # other arm or the other reader) is the same judge prompt, served from the response cache: 8 distinct of 12
+    # every answer judged by all three (one element each); an answer text repeated for the same question (by
+    # the other arm or the other reader) is the same judge prompt, served from the response cache: 8 distinct
+    # of 12
     distinct = {(a["item"], a["answer"]) for a in answers}
     assert len(distinct) == 8 and all(len(b.servers[j].requests) == 8 for j in ("j1", "j2", "j3"))
     out = b.tmp / "out"

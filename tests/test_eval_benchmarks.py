@@ -1,6 +1,7 @@
-"""Benchmark loaders and harness guards (evaluation/benchmarks.py; paper §8.1, §8.2, §8.11, §9; issue 17 item 5),
-on the tiny fixtures in the published formats under evaluation/fixtures/. The documents a loader makes are read
-back through the product's own source reader (pgrag_dag.ingest.sources.read_sources), as a space would read them."""
+"""Benchmark loaders and harness guards (evaluation/benchmarks.py; paper §8.1, §8.2, §8.11, §9; issue 17 item
+5), on the tiny fixtures in the published formats under evaluation/fixtures/. The documents a loader makes are
+read back through the product's own source reader (pgrag_dag.ingest.sources.read_sources), as a space would
+read them."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
-"""Judge protocols (evaluation/judges.py; paper §8.2, §8.11 Table 11, §8.13; issue 17 item 3): the element-wise
-judge, the majority panel without the answering model, and blind pairwise comparison with transposition. Model
-calls are real litellm calls through ModelClient to local stub servers, one per judge model, with scripted replies."""
+"""Judge protocols (evaluation/judges.py; paper §8.2, §8.11 Table 11, §8.13; issue 17 item 3): the
+element-wise judge, the majority panel without the answering model, and blind pairwise comparison with
+transposition. Model calls are real litellm calls through ModelClient to local stub servers, one per judge
+model, with scripted replies."""
 
 from __future__ import annotations
 
@@ -109,7 +110,8 @@ def test_the_element_prompt_numbers_every_gold_element_and_the_parser_is_strict(
     assert parse_element_reply("j", f"```json\n{ok}\n```", elements).labels == v.labels
     bad = {
         "not JSON": "Correct, Correct, Refusal, Incorrect",
-        "3 verdicts for 4 elements": '{"elements": [{"index": 1, "verdict": "Correct"}, {"index": 2, "verdict": "Correct"},'
+        "3 verdicts for 4 elements": '{"elements": [{"index": 1, "verdict": "Correct"}, '
+        '{"index": 2, "verdict": "Correct"},'
         ' {"index": 3, "verdict": "Correct"}]}',
         "entry 2 is not": ok.replace('"index": 2', '"index": 3'),
         "entry 4 has verdict 'Partially correct'": ok.replace('"Incorrect"', '"Partially correct"'),

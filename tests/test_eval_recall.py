@@ -1,5 +1,6 @@
 """Passage recall on the multi-hop benchmarks (issue 17 item 1): the metrics and both baselines on constructed
-cases checked by hand, and the harness end to end on a slice of MuSiQue (its index, every mode, the run record)."""
+cases checked by hand, and the harness end to end on a slice of MuSiQue (its index, every mode, the run
+record)."""
 
 from __future__ import annotations
 
@@ -59,7 +60,8 @@ def test_bm25_ranks_the_passages_sharing_the_rare_words_first() -> None:
     questions = ["Which city is the capital of Germany?", "Who wrote the first program?"]
     ranked, impl = bm25_rankings(texts, questions, depth=6)
     assert impl in ("rank_bm25.BM25Okapi", "baselines.bm25_scores")
-    # "germany" occurs in passage 2 only, "city" in passage 1 only, "capital" in passages 0 and 2 (a lower idf)
+    # "germany" occurs in passage 2 only, "city" in passage 1 only, "capital" in passages 0 and 2 (a lower
+    # idf)
     assert ranked[0][:3] == [2, 1, 0]
     assert ranked[1][0] == 3  # "wrote", "first", "program" are passage 3's alone
     assert score(ranked, [{2, 0}, {3}], ks=(1, 2, 3)) == {
@@ -76,7 +78,8 @@ def test_exact_dense_ranks_by_cosine_whatever_the_vector_lengths() -> None:
     passages = np.array([[1, 0, 0], [0, 3, 0], [1, 1, 0], [0, 0, 0.5]], dtype=np.float32)
     queries = np.array([[0, 2, 0.1], [1, 0.2, 0]], dtype=np.float32)
     ranked = exact_dense_rankings(passages, queries, depth=3)
-    # q0 ≈ e2: passage 1 (cos 0.999), then 2 (0.705), then 3 (0.050); q1 ≈ e1: passage 0 (0.981), 2 (0.832), 1 (0.196)
+    # q0 ≈ e2: passage 1 (cos 0.999), then 2 (0.705), then 3 (0.050); q1 ≈ e1: passage 0 (0.981), 2 (0.832), 1
+    # (0.196)
     assert ranked == [[1, 2, 3], [0, 2, 1]]
     assert score(ranked, [{1, 3}, {2}], ks=(1, 2)) == {"r@1": 0.25, "all@1": 0.0, "r@2": 0.75, "all@2": 0.5}
 
@@ -131,7 +134,7 @@ def test_the_harness_scores_every_mode_and_both_baselines_on_a_musique_slice(
     # the baselines as recorded are the baseline functions' scores
     ranked, _ = bm25_rankings(part.texts, part.questions)
     assert {k: s["baselines"][BM25][k] for k in ("r@2", "r@5", "all@2", "all@5")} == score(ranked, part.gold)
-    for arm, v in s["arms"].items():
+    for _arm, v in s["arms"].items():
         assert {k: v[k] for k in ("r@2", "r@5", "all@2", "all@5")} == score(v["ranked"], part.gold)
     assert s["arms"]["global"]["chunks_returned"] == 0  # global returns no chunks
     # searched chunks come first, so the entity-anchored modes rank naive's top chunk_top_k first
@@ -156,8 +159,8 @@ def test_names_postgresql_lowercases_alike_resolve_to_one_vertex(
     pg_dsn: str, realm: str, tmp_path: Path
 ) -> None:
     """Found indexing MuSiQue offline: "İzmir" (Python lowercases it to "i̇zmir") and "Izmir" are one row under
-    PostgreSQL's lower() — the entity writer must map its inserted rows by the name it sent, or a triple endpoint is
-    left unresolved (KeyError in the relations stage)."""
+    PostgreSQL's lower() — the entity writer must map its inserted rows by the name it sent, or a triple
+    endpoint is left unresolved (KeyError in the relations stage)."""
     import yaml
 
     from pgrag_dag.config import load_settings

@@ -49,7 +49,8 @@ def test_a_number_inside_a_date_is_not_a_figure() -> None:
 
 
 def test_citation_markers_and_fiscal_periods_are_not_figures() -> None:
-    # "[1][3]" and "fiscal 2023-q2" are excluded: the one figure matches, F1 = 1 (the §8.11 defect scored this 1/4).
+    # "[1][3]" and "fiscal 2023-q2" are excluded: the one figure matches, F1 = 1 (the §8.11 defect scored this
+    # 1/4).
     s = score_strict("Free cash flow was $2.3 billion in fiscal 2023-q2 [1][3].", "$2.3 billion")
     assert (s.asserted, s.precision, s.f1) == (("$2.3 billion",), 1.0, 1.0)
     assert extract("margins [2, 5] were stable").figures == ()

@@ -1,5 +1,6 @@
 """Structural metrics of Table 6 / Table 7 / §8.8 / §8.15 (issue 17 item 2): computed on a planted graph whose
-values are counted by hand, and the harness replaying a slice of the demo cassette, its table equal to SQL counts."""
+values are counted by hand, and the harness replaying a slice of the demo cassette, its table equal to SQL
+counts."""
 
 from __future__ import annotations
 
@@ -245,13 +246,15 @@ def test_the_harness_replays_a_demo_document_and_its_tables_are_the_sql_counts(
                 )
                 assert m["entities_with_aliases"] == _count(
                     conn,
-                    "SELECT count(*) FROM {s}.entities WHERE space = %s AND dormant_since IS NULL AND aliases <> '{{}}'",
+                    "SELECT count(*) FROM {s}.entities WHERE space = %s AND dormant_since IS NULL "
+                    "AND aliases <> '{{}}'",
                     sp,
                 )
                 assert m["orphan_entities"] == _count(
                     conn,
                     f"""SELECT count(*) FROM {{s}}.entities e WHERE e.space = %s
-                    AND e.dormant_since IS NULL AND NOT EXISTS (SELECT 1 FROM {{s}}.relations r WHERE {LIVE.replace("%s", "e.space")}
+                    AND e.dormant_since IS NULL AND NOT EXISTS (SELECT 1 FROM {{s}}.relations r
+                    WHERE {LIVE.replace("%s", "e.space")}
                     AND e.id IN (r.source_id, r.target_id))""",
                     sp,
                 )

@@ -32,7 +32,8 @@ def saga(tmp_path: Path, pg_dsn: str, realm: str) -> Iterator[Engine]:
 
 
 def _rows(engine: Engine, query: str, realm: str, **tables: str) -> list[tuple[Any, ...]]:
-    """Rows of ``query`` (tables named as ``{e}`` etc.), read straight from the database with the space as %s."""
+    """Rows of ``query`` (tables named as ``{e}`` etc.), read straight from the database with the space as
+    %s."""
     with engine.connect() as conn:
         return conn.execute(
             sql.SQL(query).format(**{k: qualified(realm, t) for k, t in tables.items()}), (SPACE,)
@@ -178,7 +179,8 @@ def test_graphml_parquet_and_csv_hold_what_the_database_holds(saga: Engine, real
     assert pq["mentions"].rows() == _rows(
         saga,
         """SELECT m.entity_id, m.chunk_id, d.doc_key, d.chunk_index FROM {m} m
-                                                   JOIN {d} d ON d.id = m.chunk_id WHERE m.space = %s ORDER BY 1, 2""",
+                                                   JOIN {d} d ON d.id = m.chunk_id WHERE m.space = %s
+                                                   ORDER BY 1, 2""",
         realm,
         m="doc_mentions",
         d="documents",

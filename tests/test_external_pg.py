@@ -107,7 +107,8 @@ def test_eight_stages_through_dagster_on_an_external_server_by_its_dsn_only(
         "communities",
         "community_hierarchy",
     }
-    # the model cache lives in the DSN's database: the external server asked the model what the embedded one did
+    # the model cache lives in the DSN's database: the external server asked the model what the embedded one
+    # did
     assert len(small_corpus.chat_requests()) - calls == baseline_calls
 
     assert graph_snapshot(tcp_pg.url(), realm, "main") == expected

@@ -1,5 +1,5 @@
-"""Tests for pgrag_dag.extract.model_extraction: tolerant-but-strict parsing of model text, extraction through real
-litellm calls to the stub server, gleaning, and the all-chunks-failed rule (paper §3.5, §4.1–4.2)."""
+"""Tests for pgrag_dag.extract.model_extraction: tolerant-but-strict parsing of model text, extraction through
+real litellm calls to the stub server, gleaning, and the all-chunks-failed rule (paper §3.5, §4.1–4.2)."""
 
 from __future__ import annotations
 

@@ -68,13 +68,16 @@ def _chromium(url: str, profile: Path, *, screenshot: Path | None = None) -> str
 
 
 def _neighbourhood(engine: Engine, realm: str, name: str) -> set[tuple[str, str, str, str]]:
-    """(predicate, neighbour, negated, superseded) of every non-dormant relation of ``name`` to a live entity."""
+    """(predicate, neighbour, negated, superseded) of every non-dormant relation of ``name`` to a live
+    entity."""
     with engine.connect() as conn:
         rows = conn.execute(
             sql.SQL(
-                """SELECT r.predicate, CASE WHEN s.name = %(n)s THEN o.name ELSE s.name END, r.negated, r.superseded_by IS NOT NULL
+                """SELECT r.predicate, CASE WHEN s.name = %(n)s THEN o.name ELSE s.name END, r.negated,
+                 r.superseded_by IS NOT NULL
                  FROM {r} r JOIN {e} s ON s.id = r.source_id JOIN {e} o ON o.id = r.target_id
-                WHERE r.space = %(s)s AND r.dormant_since IS NULL AND s.dormant_since IS NULL AND o.dormant_since IS NULL
+                WHERE r.space = %(s)s AND r.dormant_since IS NULL AND s.dormant_since IS NULL
+                AND o.dormant_since IS NULL
                   AND %(n)s IN (s.name, o.name)"""
             ).format(r=qualified(realm, "relations"), e=qualified(realm, "entities")),
             {"s": SPACE, "n": name},

@@ -62,8 +62,8 @@ def _tri(s: str, p: str, o: str) -> dict[str, Any]:
     }
 
 
-# Scripted chunks for the one case prose rarely shows: a stored vertex gains, as an alias, a form a later vertex
-# held ("Milady"), so triples and mentions by that form elsewhere resolve to it now (lowest id first).
+# Scripted chunks for the one case prose rarely shows: a stored vertex gains, as an alias, a form a later
+# vertex held ("Milady"), so triples and mentions by that form elsewhere resolve to it now (lowest id first).
 SCRIPT = {
     "Anne de Breuil met Athos at Berry.": {
         "entities": [_ent("Anne de Breuil"), _ent("Athos")],
@@ -179,21 +179,27 @@ def twins(tmp_path: Path, pg_dsn: str) -> Iterator[tuple[Path, dict[str, Engine]
 
 
 DUMP = {
-    "decisions": """SELECT d.doc_key, d.chunk_index, g.pass, g.kind, g.name, g.entity_type, g.aliases, g.subject,
-                           g.predicate, g.object, g.negated, g.valid_from, g.accepted, g.gate, g.offending_value
+    "decisions": """SELECT d.doc_key, d.chunk_index, g.pass, g.kind, g.name, g.entity_type, g.aliases,
+                           g.subject, g.predicate, g.object, g.negated, g.valid_from, g.accepted, g.gate,
+                           g.offending_value
                       FROM {s}.gate_decisions g JOIN {s}.documents d ON d.id = g.chunk_id""",
-    "entities": """SELECT name, entity_type, description, aliases, dormant_since IS NOT NULL FROM {s}.entities""",
+    "entities": """SELECT name, entity_type, description, aliases, dormant_since IS NOT NULL
+                      FROM {s}.entities""",
     "mentions": """SELECT d.doc_key, d.chunk_index, e.name FROM {s}.doc_mentions m
                       JOIN {s}.documents d ON d.id = m.chunk_id JOIN {s}.entities e ON e.id = m.entity_id""",
-    "relations": """SELECT s.name, r.predicate, o.name, r.negated, r.description, r.weight, r.confidence, r.payload::text,
+    "relations": """SELECT s.name, r.predicate, o.name, r.negated, r.description, r.weight, r.confidence,
+                           r.payload::text,
                            r.rendered, r.dormant_since IS NOT NULL, r.t_expired IS NOT NULL,
                            (SELECT ss.name || ' ' || sup.predicate || ' ' || so.name || ' ' || sup.negated
                               FROM {s}.relations sup JOIN {s}.entities ss ON ss.id = sup.source_id
                               JOIN {s}.entities so ON so.id = sup.target_id WHERE sup.id = r.superseded_by),
-                           (SELECT array_agg(d.doc_key || '#' || d.chunk_index ORDER BY d.doc_key, d.chunk_index)
+                           (SELECT array_agg(d.doc_key || '#' || d.chunk_index ORDER BY d.doc_key,
+                           d.chunk_index)
                               FROM {s}.documents d WHERE d.id = ANY(r.chunk_ids))
-                      FROM {s}.relations r JOIN {s}.entities s ON s.id = r.source_id JOIN {s}.entities o ON o.id = r.target_id""",
-    "rejections": """SELECT d.doc_key, d.chunk_index, x.subject, x.predicate, x.object, x.gate, x.offending_value
+                      FROM {s}.relations r JOIN {s}.entities s ON s.id = r.source_id
+                      JOIN {s}.entities o ON o.id = r.target_id""",
+    "rejections": """SELECT d.doc_key, d.chunk_index, x.subject, x.predicate, x.object, x.gate,
+                       x.offending_value
                        FROM {s}.resolution_rejections x JOIN {s}.documents d ON d.id = x.chunk_id""",
 }
 
@@ -253,7 +259,8 @@ def test_incremental_indexing_gives_the_full_recompute_graph_over_adds_changes_a
     with engines["inc"].connect() as conn:
         owner = conn.execute(
             sql.SQL("""SELECT s.name FROM {s}.relations r JOIN {s}.entities s ON s.id = r.source_id
-                                         WHERE r.predicate = 'enemy_of' AND r.dormant_since IS NULL AND r.rendered LIKE
+                                         WHERE r.predicate = 'enemy_of' AND r.dormant_since IS NULL
+                                         AND r.rendered LIKE
                                          '%% enemy_of d''Artagnan: Milady%%'""").format(
                 s=sql.Identifier(schema.schema_for(realms["inc"]))
             )

@@ -68,8 +68,8 @@ def test_the_sensor_interval_and_the_executor_come_from_settings(
     def defs() -> dg.Definitions:
         return build_defs(pgrag=PgragResource(config_path=str(small_corpus.config)))
 
-    # inside an instance: resolving definitions reads the current instance's defs-state storage (an instance an
-    # earlier test left out of order would otherwise be found dead)
+    # inside an instance: resolving definitions reads the current instance's defs-state storage (an instance
+    # an earlier test left out of order would otherwise be found dead)
     with dg.instance_for_test():
         default = defs()
         assert {s.name: s.minimum_interval_seconds for s in default.sensors} == {

@@ -76,7 +76,8 @@ def opening(path: Path, limit: int = DOC_CHARS) -> str:
 
 # -- the stub "model" ---------------------------------------------------------------------------
 def purpose_of(messages: list[dict[str, str]]) -> str:
-    """What a chat request asks for, read from its prompts: extract, glean, community_report, parent_report."""
+    """What a chat request asks for, read from its prompts: extract, glean, community_report,
+    parent_report."""
     system, user = messages[0]["content"], messages[-1]["content"]
     if system.startswith("You write a report on one community"):
         return "community_report"
@@ -170,7 +171,8 @@ class HoldingStub(StubServer):
         return Handler
 
     def chats(self, start: int = 0, model: str | None = None) -> list[list[dict[str, str]]]:
-        """Messages of the chat requests received since index ``start`` (for ``model``, as litellm sends it)."""
+        """Messages of the chat requests received since index ``start`` (for ``model``, as litellm sends
+        it)."""
         return [
             r["body"]["messages"]
             for r in self.requests[start:]
@@ -284,19 +286,24 @@ class Lab:
 
 # -- the canonical snapshot ---------------------------------------------------------------------
 SNAPSHOT = {
-    "documents": """SELECT doc_key, chunk_index, content_hash, embed_hash FROM {s}.documents WHERE space = 'main'
+    "documents": """SELECT doc_key, chunk_index, content_hash, embed_hash FROM {s}.documents
+                    WHERE space = 'main'
                     ORDER BY 1, 2""",
-    "raw_extractions": """SELECT d.doc_key, d.chunk_index, r.pass, r.parse_status, r.raw_text, r.prompt_version
+    "raw_extractions": """SELECT d.doc_key, d.chunk_index, r.pass, r.parse_status, r.raw_text,
+                            r.prompt_version
                             FROM {s}.raw_extractions r JOIN {s}.documents d ON d.id = r.chunk_id
                            WHERE r.space = 'main' ORDER BY 1, 2, 3""",
-    "gate_counts": """SELECT kind, accepted, coalesce(gate, ''), count(*) FROM {s}.gate_decisions WHERE space = 'main'
+    "gate_counts": """SELECT kind, accepted, coalesce(gate, ''), count(*) FROM {s}.gate_decisions
+                      WHERE space = 'main'
                       GROUP BY 1, 2, 3 ORDER BY 1, 2, 3""",
-    "gate_accepted": """SELECT d.doc_key, d.chunk_index, g.pass, g.kind, coalesce(g.name, ''), coalesce(g.subject, ''),
+    "gate_accepted": """SELECT d.doc_key, d.chunk_index, g.pass, g.kind, coalesce(g.name, ''),
+                               coalesce(g.subject, ''),
                                coalesce(g.predicate, ''), coalesce(g.object, ''), coalesce(g.negated, false)
                           FROM {s}.gate_decisions g JOIN {s}.documents d ON d.id = g.chunk_id
                          WHERE g.space = 'main' AND g.accepted ORDER BY 1, 2, 3, 4, 5, 6, 7, 8, 9""",
     "entities": """SELECT name, entity_type, description, ARRAY(SELECT unnest(aliases) ORDER BY 1),
-                          dormant_since IS NOT NULL, embed_hash FROM {s}.entities WHERE space = 'main' ORDER BY 1""",
+                          dormant_since IS NOT NULL, embed_hash FROM {s}.entities WHERE space = 'main'
+                          ORDER BY 1""",
     "mentions": """SELECT d.doc_key, d.chunk_index, e.name FROM {s}.doc_mentions m
                      JOIN {s}.documents d ON d.id = m.chunk_id JOIN {s}.entities e ON e.id = m.entity_id
                     WHERE m.space = 'main' ORDER BY 1, 2, 3""",
@@ -304,12 +311,15 @@ SNAPSHOT = {
                            r.dormant_since IS NOT NULL, r.rendered, r.embed_hash,
                            ARRAY(SELECT d.doc_key || '#' || d.chunk_index FROM unnest(r.chunk_ids) c(id)
                                    JOIN {s}.documents d ON d.id = c.id ORDER BY 1)
-                      FROM {s}.relations r JOIN {s}.entities s ON s.id = r.source_id JOIN {s}.entities o ON o.id = r.target_id
+                      FROM {s}.relations r JOIN {s}.entities s ON s.id = r.source_id
+                      JOIN {s}.entities o ON o.id = r.target_id
                      WHERE r.space = 'main' ORDER BY 1, 2, 3, 4""",
     "communities": """SELECT c.level, c.title, c.size, c.rating, c.embed_hash,
-                             ARRAY(SELECT e.name FROM {s}.community_members m JOIN {s}.entities e ON e.id = m.entity_id
+                             ARRAY(SELECT e.name FROM {s}.community_members m
+                             JOIN {s}.entities e ON e.id = m.entity_id
                                     WHERE m.community_id = c.id ORDER BY 1),
-                             ARRAY(SELECT k.title FROM {s}.community_children h JOIN {s}.communities k ON k.id = h.child_id
+                             ARRAY(SELECT k.title FROM {s}.community_children h
+                             JOIN {s}.communities k ON k.id = h.child_id
                                     WHERE h.parent_id = c.id ORDER BY 1),
                              (SELECT p.title FROM {s}.communities p WHERE p.id = c.parent_id)
                         FROM {s}.communities c WHERE c.space = 'main' ORDER BY 1, 2""",
@@ -321,7 +331,8 @@ UNIQUE = {  # rows whose natural key must be unique in a space
     "relations": "SELECT source_id, predicate, target_id, negated FROM {s}.relations WHERE space = 'main'",
     "communities": "SELECT level, title FROM {s}.communities WHERE space = 'main'",
     "community_members": "SELECT community_id, entity_id FROM {s}.community_members WHERE space = 'main'",
-    "gate_decisions": """SELECT chunk_id, pass, kind, name, subject, predicate, object, negated, accepted, gate
+    "gate_decisions": """SELECT chunk_id, pass, kind, name, subject, predicate, object, negated, accepted,
+                         gate
                          FROM {s}.gate_decisions WHERE space = 'main'""",
 }
 

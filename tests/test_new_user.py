@@ -39,7 +39,10 @@ def answer(messages: list[dict[str, str]]) -> str:
     """The stub model: :func:`extraction_answer` for extraction and reports; an answer citing the first two
     numbered passages for the synthesis prompt."""
     if messages[0]["content"].startswith("You answer a question from retrieved context"):
-        return "Ada Lovelace worked with Charles Babbage on the Analytical Engine [1], and wrote notes on it [2]."
+        return (
+            "Ada Lovelace worked with Charles Babbage on the Analytical Engine [1], "
+            "and wrote notes on it [2]."
+        )
     return extraction_answer(messages)
 
 

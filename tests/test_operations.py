@@ -48,11 +48,14 @@ def _snapshot(dsn: str, realm: str, space: str) -> dict[str, Any]:
         "chunks": "SELECT doc_key, chunk_index, content_hash FROM {s}.documents WHERE space = %s",
         "raw": "SELECT d.doc_key, d.chunk_index, r.pass, r.parse_status FROM {s}.raw_extractions r "
         "JOIN {s}.documents d ON d.id = r.chunk_id WHERE r.space = %s",
-        "decisions": "SELECT kind, coalesce(name, subject || ' ' || predicate || ' ' || object), accepted, gate "
+        "decisions": "SELECT kind, coalesce(name, subject || ' ' || predicate || ' ' || object), "
+        "accepted, gate "
         "FROM {s}.gate_decisions WHERE space = %s",
         "entities": "SELECT name, entity_type, dormant_since IS NULL FROM {s}.entities WHERE space = %s",
-        "relations": "SELECT a.name, r.predicate, b.name, r.negated, r.weight, r.superseded_by IS NULL FROM {s}.relations r "
-        "JOIN {s}.entities a ON a.id = r.source_id JOIN {s}.entities b ON b.id = r.target_id WHERE r.space = %s",
+        "relations": "SELECT a.name, r.predicate, b.name, r.negated, r.weight, r.superseded_by IS NULL "
+        "FROM {s}.relations r "
+        "JOIN {s}.entities a ON a.id = r.source_id "
+        "JOIN {s}.entities b ON b.id = r.target_id WHERE r.space = %s",
         "communities": "SELECT level, title, size FROM {s}.communities WHERE space = %s",
     }
     with db.connect(dsn) as conn:
@@ -122,7 +125,9 @@ def test_two_runs_of_one_partition_at_once_equal_one_run(small_corpus: SmallCorp
         before = len(small_corpus.chat_requests())
         start = threading.Barrier(2, timeout=60)  # a run failing early never strands the other
 
-        def run() -> None:
+        def run(
+            start: threading.Barrier = start, space: str = space, errors: list[BaseException] = errors
+        ) -> None:
             engine = small_corpus.engine()
             try:
                 start.wait()
@@ -333,7 +338,7 @@ def test_numeric_settings_out_of_range_are_refused_naming_the_field(
         load_settings(path)
 
 
-def test_a_configuration_file_that_is_not_yaml_or_an_environment_value_that_is_not_json_is_a_configuration_error(
+def test_a_configuration_file_that_is_not_yaml_or_an_environment_value_that_is_not_json_is_a_configuration_error(  # noqa: E501
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from pgrag_dag.config import load_settings

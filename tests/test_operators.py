@@ -82,7 +82,8 @@ def test_defaults_compose_todays_pipeline(small_corpus: SmallCorpus, realm: str)
         ),
         (
             {"chunker": {"name": "token_window", "options": {"token": 10}}},
-            "space {realm}.main, stage chunker, operator 'token_window': options: unknown key 'token' (did you mean 'tokens'?)",
+            "space {realm}.main, stage chunker, operator 'token_window': options: unknown key 'token' "
+            "(did you mean 'tokens'?)",
         ),
         (
             {"gates": [{"name": "name_stoplist", "options": {}}]},
@@ -321,7 +322,8 @@ def test_a_user_extractor_needs_only_its_contract_s_columns_and_its_bugs_are_nam
         "mini",
         "@operator('titles', 'extractor')\n"
         "def titles(chunks, options, ctx):\n    'One entity per chunk: its document title.'\n"
-        "    body = [json.dumps({'entities': [{'name': t, 'type': 'Work'}], 'triples': []}) for t in chunks['title']]\n"
+        "    body = [json.dumps({'entities': [{'name': t, 'type': 'Work'}], 'triples': []}) "
+        "for t in chunks['title']]\n"
         "    return pl.DataFrame({'chunk_id': chunks['chunk_id'], 'pass': [0] * chunks.height,\n"
         "                         'parse_status': ['ok'] * chunks.height, 'parsed': body})\n"
         "@operator('broken', 'extractor')\n"
@@ -381,10 +383,12 @@ def test_malformed_extractions_and_lost_documents_break_the_contract_and_write_n
         "@operator('listy', 'extractor')\n"
         "def listy(chunks, options, ctx):\n    'Returns a JSON list, not an extraction.'\n"
         "    return pl.DataFrame({'chunk_id': chunks['chunk_id'], 'pass': [0] * chunks.height,\n"
-        "                         'parse_status': ['ok'] * chunks.height, 'parsed': ['[]'] * chunks.height})\n"
+        "                         'parse_status': ['ok'] * chunks.height, "
+        "'parsed': ['[]'] * chunks.height})\n"
         "@operator('first_only', 'chunker')\n"
         "def first_only(docs, options, ctx):\n    'Chunks only the first document.'\n"
-        "    return pl.DataFrame({'doc_key': docs['doc_key'][:1], 'chunk_index': [0], 'text': docs['text'][:1],\n"
+        "    return pl.DataFrame({'doc_key': docs['doc_key'][:1], 'chunk_index': [0], "
+        "'text': docs['text'][:1],\n"
         "                         'metadata': pl.Series([None], dtype=pl.String)})\n",
     )
     from pgrag_dag.pipeline import stage_raw_extractions
@@ -472,8 +476,10 @@ def test_check_names_never_collide_and_one_name_denotes_one_operator(
         tmp_path,
         monkeypatch,
         "twins",
-        "@operator('house', 'gate')\ndef a(frame, options, ctx):\n    'A.'\n    return pl.DataFrame({'refused': [False] * frame.height})\n"
-        "@operator('house', 'gate')\ndef b(frame, options, ctx):\n    'B.'\n    return pl.DataFrame({'refused': [True] * frame.height})\n",
+        "@operator('house', 'gate')\ndef a(frame, options, ctx):\n    'A.'\n"
+        "    return pl.DataFrame({'refused': [False] * frame.height})\n"
+        "@operator('house', 'gate')\ndef b(frame, options, ctx):\n    'B.'\n"
+        "    return pl.DataFrame({'refused': [True] * frame.height})\n",
     )
     cfg = yaml.safe_load(small_corpus.config.read_text())
     main = cfg["realms"][realm]["spaces"]["main"]

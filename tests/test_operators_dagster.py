@@ -127,7 +127,8 @@ def test_a_composition_change_rematerialises_exactly_the_stages_downstream(
         tick = dg.evaluate_automation_conditions(defs=defs, instance=instance)
 
         def change(stage: str, **space: object) -> Any:
-            """Recompose the space, check the sensor requests ``stage`` alone, materialise it, tick automation."""
+            """Recompose the space, check the sensor requests ``stage`` alone, materialise it, tick
+            automation."""
             nonlocal cursor, tick
             compose_space(small_corpus, realm, **space)
             sensed = build_source_sensor(small_corpus.settings(), assets)(
@@ -203,7 +204,8 @@ def test_the_offline_extractor_indexes_the_demo_articles_with_zero_model_calls(
         pg_dsn,
         realm,
         """SELECT r.predicate, r.weight FROM {s}.relations r
-                                     JOIN {s}.entities a ON a.id = r.source_id JOIN {s}.entities b ON b.id = r.target_id
+                                     JOIN {s}.entities a ON a.id = r.source_id
+                                     JOIN {s}.entities b ON b.id = r.target_id
                                     WHERE a.name = 'Ada Lovelace' AND b.name = 'Charles Babbage'""",
     )
     assert (

@@ -81,7 +81,8 @@ def test_a_backfill_of_four_spaces_runs_in_parallel_within_the_run_and_pool_limi
         launched_at = time.time()
         launched = daemon.gql(
             """mutation($p: LaunchBackfillParams!) { launchPartitionBackfill(backfillParams: $p) {
-                                   __typename ... on LaunchBackfillSuccess { backfillId } ... on PythonError { message } } }""",
+                                   __typename ... on LaunchBackfillSuccess { backfillId }
+                                   ... on PythonError { message } } }""",
             {"p": {"assetSelection": [{"path": [s]} for s in STAGES], "partitionNames": keys}},
         )
         assert launched["launchPartitionBackfill"]["__typename"] == "LaunchBackfillSuccess", launched
@@ -181,5 +182,6 @@ def test_the_multiprocess_executor_runs_a_partitions_steps_in_subprocesses_and_b
     assert materialized == set(STAGES)
     assert built == expected
     print(
-        f"\nmultiprocess run: {elapsed:.1f} s for {len(starts)} steps in {len(set(starts.values()))} processes"
+        f"\nmultiprocess run: {elapsed:.1f} s for {len(starts)} steps "
+        f"in {len(set(starts.values()))} processes"
     )

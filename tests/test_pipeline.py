@@ -37,7 +37,8 @@ def test_index_builds_graph_with_gates_resolution_and_corroboration(
         engine.dsn,
         realm,
         """SELECT s.name, r.predicate, o.name, r.weight, cardinality(r.chunk_ids), r.negated,
-                                             r.valid_from FROM {s}.relations r JOIN {s}.entities s ON s.id = r.source_id
+                                             r.valid_from FROM {s}.relations r
+                                             JOIN {s}.entities s ON s.id = r.source_id
                                              JOIN {s}.entities o ON o.id = r.target_id""",
     )
     by_key = {(a, p, b, neg): (w, n, vf) for a, p, b, w, n, neg, vf in rel}
@@ -93,7 +94,8 @@ def test_changed_document_alone_is_re_extracted_and_replaces_its_contribution(
         engine.dsn,
         realm,
         """SELECT r.weight, r.dormant_since IS NOT NULL FROM {s}.relations r
-                                        JOIN {s}.entities s ON s.id = r.source_id WHERE s.name = 'Ada Lovelace'
+                                        JOIN {s}.entities s ON s.id = r.source_id
+                                        WHERE s.name = 'Ada Lovelace'
                                         AND r.predicate = 'worked_with'""",
     )
     assert rows == [(1, False)]  # the removed document's corroboration is gone

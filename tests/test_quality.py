@@ -65,7 +65,8 @@ def _relation(
 ) -> None:
     conn.execute(
         sql.SQL(
-            "INSERT INTO {} (space, source_id, target_id, predicate, dormant_since) VALUES (%s, %s, %s, %s, %s)"
+            "INSERT INTO {} (space, source_id, target_id, predicate, dormant_since) "
+            "VALUES (%s, %s, %s, %s, %s)"
         ).format(qualified(realm, "relations")),
         (space, source, target, predicate, "now" if dormant else None),
     )
@@ -101,7 +102,8 @@ def test_the_measurement_equals_the_definition_on_the_demo_graph_with_planted_de
             r[0]
             for r in conn.execute(
                 sql.SQL(
-                    "SELECT id FROM {s}.entities WHERE dormant_since IS NULL AND aliases = '{{}}' AND id <> %s ORDER BY id"
+                    "SELECT id FROM {s}.entities WHERE dormant_since IS NULL AND aliases = '{{}}' "
+                    "AND id <> %s ORDER BY id"
                 ).format(s=s),
                 (fragment,),
             ).fetchall()[:5]
@@ -166,7 +168,8 @@ def test_the_measurement_equals_the_definition_on_the_demo_graph_with_planted_de
 
 
 TRICKY_NAMES = [
-    # pronominal: any case; a possessive or demonstrative before any whitespace; "the <noun>" (before a newline too)
+    # pronominal: any case; a possessive or demonstrative before any whitespace; "the <noun>" (before a
+    # newline too)
     "she",
     "THEM",
     "Whom",
@@ -176,8 +179,8 @@ TRICKY_NAMES = [
     "the firm",
     "THE GOVERNMENT",
     "the company\n",
-    # not pronominal: a pronoun inside a word, before punctuation or after a space; the dotted capital I and the
-    # Kelvin sign (lowercased they are no ASCII pronoun); an overlong relative name
+    # not pronominal: a pronoun inside a word, before punctuation or after a space; the dotted capital I and
+    # the Kelvin sign (lowercased they are no ASCII pronoun); an overlong relative name
     "Hershey",
     "Itself-Made",
     " she",

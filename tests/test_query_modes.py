@@ -129,9 +129,8 @@ class GraphBuilder:
             sql.SQL("""INSERT INTO {} (space, source_id, target_id, predicate, negated, description, payload,
                                        weight, superseded_by, t_created, t_expired, dormant_since, rendered,
                                        embedding)
-                       VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id""").format(
-                self._t("relations")
-            ),
+                       VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+                       RETURNING id""").format(self._t("relations")),
             (
                 space,
                 self.ids[sk],
@@ -161,7 +160,8 @@ class GraphBuilder:
         embedding: np.ndarray | None = None,
     ) -> int:
         cid = self._one(
-            sql.SQL("""INSERT INTO {} (space, doc_key, chunk_index, title, source, doc_order, text, content_hash,
+            sql.SQL("""INSERT INTO {} (space, doc_key, chunk_index, title, source, doc_order, text,
+                                       content_hash,
                                        doc_hash, embedding)
                        VALUES (%s, %s, 0, %s, %s, %s, %s, %s, %s, %s) RETURNING id""").format(
                 self._t("documents")
@@ -275,7 +275,8 @@ _SPIED = {
     channels: ("relation_similarity", "relation_fulltext", "relation_keyword_overlap", "community_search"),
 }
 _CHUNK_CALLS = [{"vector": "chunk_search", "fulltext": "chunk_fulltext"}[c] for c in DEFAULT_CHUNK_CHANNELS]
-_EXPECTED_CALLS = {  # Table 3: what each mode reads, and nothing else (chunk search: the default chunk channels)
+# Table 3: what each mode reads, and nothing else (chunk search: the default chunk channels)
+_EXPECTED_CALLS = {
     "mix": [
         "entity_search",
         "mention_chunks",
@@ -386,8 +387,13 @@ def test_a_busy_read_pool_runs_everything_on_the_query_connection_with_the_same_
         (retrieval, "chunk_search"),
         (channels, "community_search"),
     ):
-
-        def spy(conn: psycopg.Connection, *a: Any, _real: Any = getattr(module, name), **k: Any) -> Any:
+        # the default binds this iteration's original function before monkeypatch replaces it
+        def spy(
+            conn: psycopg.Connection,
+            *a: Any,
+            _real: Any = getattr(module, name),  # noqa: B008 - bound at definition on purpose
+            **k: Any,
+        ) -> Any:
             backends.add(conn.info.backend_pid)
             return _real(conn, *a, **k)
 
@@ -635,10 +641,10 @@ def test_similarity_and_lexical_channels_apply_the_temporal_filter(
     b.chunk("mill", "The mill grinds grain.")
     for channel in ("similarity", "lexical"):
 
-        def objs(**kw: Any) -> set[str]:
+        def objs(*, _channel: str = channel, **kw: Any) -> set[str]:
             return {
                 r["object"]
-                for r in ask(pg_dsn, realm, "mill grinds", relation_channels=[channel], **kw).relations
+                for r in ask(pg_dsn, realm, "mill grinds", relation_channels=[_channel], **kw).relations
             }
 
         assert objs() == {"Corn", "Barley", "Oats", "Millet"}, channel

@@ -36,7 +36,8 @@ def _snapshot(dsn: str, realm: str) -> dict[str, Any]:
     with db.connect(dsn) as conn:
         columns = conn.execute(
             """SELECT c.relname, format_type(a.atttypid, a.atttypmod) FROM pg_attribute a
-                                    JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+                                    JOIN pg_class c ON c.oid = a.attrelid
+                                    JOIN pg_namespace n ON n.oid = c.relnamespace
                                    WHERE n.nspname = %s AND c.relkind = 'r' AND a.attname = 'embedding'
                                      AND NOT a.attisdropped ORDER BY 1""",
             (s,),
@@ -277,7 +278,8 @@ class _EditsWhileEmbedding:
             with db.connect(self.dsn) as conn:
                 self.edited = conn.execute(
                     sql.SQL(
-                        "UPDATE {}.entities SET description = 'Edited meanwhile.' WHERE name = 'London' RETURNING id"
+                        "UPDATE {}.entities SET description = 'Edited meanwhile.' "
+                        "WHERE name = 'London' RETURNING id"
                     ).format(sql.Identifier(schema_for(self.realm)))
                 ).fetchone()[0]
                 conn.commit()

@@ -172,7 +172,8 @@ def test_write_entities_merges_a_vertex_another_writer_inserted_meanwhile(
     # ... while another writer inserted the same name, in other case
     winner_id = conn.execute(
         sql.SQL(
-            "INSERT INTO {} (space, name, entity_type, description, aliases) VALUES (%s, %s, %s, %s, %s) RETURNING id"
+            "INSERT INTO {} (space, name, entity_type, description, aliases) "
+            "VALUES (%s, %s, %s, %s, %s) RETURNING id"
         ).format(_table(realm)),
         ("s1", "Charles Babbage", "Person", "Mathematician", ["Babbage"]),
     ).fetchone()[0]  # type: ignore[index]

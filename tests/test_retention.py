@@ -139,7 +139,7 @@ def test_archiving_withholds_entities_from_queries_and_communities_until_unarchi
     done = retention.apply(engine, realm, "main")
     assert done["archived"] == len(plan["archive"]) == len(done["archive"]) > 0 and not done["dry_run"]
     gone = {e["id"]: e["name"] for e in done["archive"]}
-    for i, name in gone.items():
+    for _i, name in gone.items():
         _, archived_at, dormant_since = _entity(dsn, realm, name)
         assert archived_at is not None and dormant_since is not None
     log = _rows(
@@ -354,8 +354,10 @@ def test_deleting_a_space_removes_every_row_of_it_and_leaves_other_spaces(
             dsn,
             realm,
             """SELECT table_name FROM information_schema.columns c
-                                                 JOIN information_schema.tables USING (table_schema, table_name)
-                                                WHERE table_schema = %s AND column_name = 'space' AND table_type = 'BASE TABLE'""",
+                                                 JOIN information_schema.tables USING (table_schema,
+                                                 table_name)
+                                                WHERE table_schema = %s AND column_name = 'space'
+                                                AND table_type = 'BASE TABLE'""",
             (schema_for(realm),),
         )
     ]

@@ -168,9 +168,11 @@ def test_a_failed_runs_reason_is_never_empty() -> None:
     expected = {
         resource_fails: "resource_fails: Initialization of resources [*] failed: OSError (no message)",
         empty_message: "empty_message: TimeoutError (no message)",
-        empty_while_handling: "empty_while_handling: PartitionBusy (no message), raised while handling KeyError: 'partition'",
+        empty_while_handling: "empty_while_handling: PartitionBusy (no message), "
+        "raised while handling KeyError: 'partition'",
         failure_without_description: "failure_without_description: Failure (no message)",
-        wrapped_empty: "wrapped_empty: TimeoutError (no message), within RuntimeError: stage relations: lock wait over",
+        wrapped_empty: "wrapped_empty: TimeoutError (no message), "
+        "within RuntimeError: stage relations: lock wait over",
     }
     with dg.instance_for_test() as instance:
         for asset, reason in expected.items():
@@ -254,7 +256,8 @@ def test_pgrag_slots_lists_each_holder_and_frees_only_the_orphaned(
         freed = runner.invoke(app, ["slots", "--free"])
         assert freed.exit_code == 0, freed.output
         assert (
-            f"freed 1 llm slot of run {ids['gone']} (process {dead.pid} on host {socket.gethostname()} is gone); "
+            f"freed 1 llm slot of run {ids['gone']} (process {dead.pid} "
+            f"on host {socket.gethostname()} is gone); "
             "marked the run failed (was STARTED)"
         ) in freed.output
         assert f"freed 1 llm slot of run {ids['ended']} (run ended (SUCCESS))" in freed.output
@@ -303,7 +306,8 @@ class Killable:
     logs: Path
 
     def launch(self, partition: str, name: str) -> subprocess.Popen[str]:
-        """``materialize_partition(partition)`` in a fresh interpreter; stdout/stderr to ``<name>.out/.err``."""
+        """``materialize_partition(partition)`` in a fresh interpreter; stdout/stderr to
+        ``<name>.out/.err``."""
         env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "PGRAG_CONFIG": str(self.corpus.config)}
         env.pop("DAGSTER_HOME", None)
         return subprocess.Popen(
@@ -445,7 +449,10 @@ def test_a_run_waiting_for_a_slot_says_who_holds_it_and_takes_it_when_the_holder
             lambda: [h for h in killable.holders() if h.pid == str(b.pid) and h.state == "waiting"],
             procs,
         )
-        said = f"waiting for a slot of pool llm (limit 1), held by run {holder} step raw_extractions (STARTED, running)"
+        said = (
+            f"waiting for a slot of pool llm (limit 1), held by run {holder} "
+            "step raw_extractions (STARTED, running)"
+        )
         killable.wait_until("b saying who it waits for", lambda: said in killable.err("b"), procs, timeout=60)
         _kill(a)
         killable.gate.set()

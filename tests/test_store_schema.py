@@ -190,7 +190,8 @@ def test_issue13_a_realm_of_schema_4_indexes_doc_keys_by_md5_after_its_upgrade(
         ).format(s)
     )
     insert = sql.SQL(
-        "INSERT INTO {}.documents (space, doc_key, chunk_index, title, source, doc_order, text, content_hash, "
+        "INSERT INTO {}.documents (space, doc_key, chunk_index, title, source, doc_order, "
+        "text, content_hash, "
         "doc_hash) VALUES ('s', %s, 0, 't', 's', 0, 'x', 'h', 'h')"
     ).format(s)
     conn.execute(insert, ("short.txt",))

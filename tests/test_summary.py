@@ -1,5 +1,6 @@
-"""The human summary of an indexing run (issue 16 item 3) says what holds plainly: the space's totals apart from
-this run's decisions, removed documents, and a space without a vocabulary says so instead of printing ``None``."""
+"""The human summary of an indexing run (issue 16 item 3) says what holds plainly: the space's totals apart
+from this run's decisions, removed documents, and a space without a vocabulary says so instead of printing
+``None``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Coverage telemetry (paper §6.1 "Coverage"; issue 14 item 3): what queries touched, off the critical path."""
+"""Coverage telemetry (paper §6.1 "Coverage"; issue 14 item 3): what queries touched, off the critical
+path."""
 
 from __future__ import annotations
 

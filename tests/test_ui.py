@@ -2,8 +2,9 @@
 
 Starts ``dg dev`` (what ``pgrag ui`` execs: it must start without a superseded-command warning) on loopback
 with the small corpus's configuration, waits for the code location, adds a partition and launches a
-materialisation of all eight assets over GraphQL, waits for success, then renders the asset graph and a check's result in Debian's Chromium: screenshots are kept under
-``test-artifacts/ui/`` and the rendered DOM is asserted on.
+materialisation of all eight assets over GraphQL, waits for success, then renders the asset graph and a
+check's result in Debian's Chromium: screenshots are kept under ``test-artifacts/ui/`` and the rendered DOM is
+asserted on.
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ def test_the_ui_shows_the_materialised_assets_and_their_checks(
         launched = gql(
             port,
             """mutation($p: ExecutionParams!) { launchRun(executionParams: $p) {
-                                  __typename ... on LaunchRunSuccess { run { runId } } ... on PythonError { message } } }""",
+                                  __typename ... on LaunchRunSuccess { run { runId } }
+                                  ... on PythonError { message } } }""",
             {
                 "p": {
                     "selector": {

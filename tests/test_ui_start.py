@@ -1,7 +1,7 @@
-"""Starting the UI does not launch runs of unchanged partitions (issue 16 item 9): on the daemon's first tick —
-an empty sensor cursor, no automation cursor — neither the source sensor nor the automation conditions request
-a partition whose inputs did not change since it was materialised; a change made while the daemon was down is
-still picked up."""
+"""Starting the UI does not launch runs of unchanged partitions (issue 16 item 9): on the daemon's first tick
+— an empty sensor cursor, no automation cursor — neither the source sensor nor the automation conditions
+request a partition whose inputs did not change since it was materialised; a change made while the daemon was
+down is still picked up."""
 
 from __future__ import annotations
 

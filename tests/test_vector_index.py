@@ -97,7 +97,7 @@ def test_a_3072_dimension_realm_indexes_halfvec_and_every_vector_search_uses_the
     schema.verify_embedding_columns(conn, realm, WIDE)  # stored at full precision: vector(3072)
     defs = _index_defs(conn, realm)
     assert sorted(defs) == sorted(EMBEDDED_TABLES)
-    for table, definition in defs.items():
+    for _table, definition in defs.items():
         assert f"((embedding)::halfvec({WIDE})) halfvec_cosine_ops" in definition, definition
     audit = vectors.audit(conn, realm, "main", WIDE)
     assert audit.height and not audit["missing"].any() and (audit["dim"] == WIDE).all()

@@ -72,7 +72,8 @@ def test_a_space_combines_a_preset_with_its_own_terms_aliases_and_groups(tmp_pat
     cfg = tmp_path / "pgrag.yaml"
     cfg.write_text(
         "realms:\n  r:\n    spaces:\n      s:\n        preset: biography\n        vocabulary: [patron_of]\n"
-        "        predicate_aliases: {sponsored: patron_of}\n        exclusive_groups: [[married, sibling_of]]\n"
+        "        predicate_aliases: {sponsored: patron_of}\n"
+        "        exclusive_groups: [[married, sibling_of]]\n"
         "        sources: [{path: docs}]\n"
     )
     v = load_settings(cfg).space_spec("r", "s").vocabulary_model()

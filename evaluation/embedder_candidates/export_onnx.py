@@ -65,8 +65,8 @@ except ImportError as e:
     print("no quantisation:", e)
 
 # parity check against sentence-transformers
-import onnxruntime as ort
-from sentence_transformers import SentenceTransformer
+import onnxruntime as ort  # noqa: E402 - parity check only after the export: its deps must not block it
+from sentence_transformers import SentenceTransformer  # noqa: E402 - as above
 
 texts = [
     "Who translated Menabrea's paper?",

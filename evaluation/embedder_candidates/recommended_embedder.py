@@ -77,7 +77,8 @@ if __name__ == "__main__":
     q, para, other = e.embed(
         [
             "Who translated Menabrea's paper on the Analytical Engine?",
-            "Ada Lovelace translated Luigi Menabrea's article about Babbage's Analytical Engine into English.",
+            "Ada Lovelace translated Luigi Menabrea's article about Babbage's Analytical "
+            "Engine into English.",
             "The Uniform Penny Post was introduced in Britain in 1840.",
         ]
     )

@@ -10,7 +10,6 @@ The order of the imports below is the order ``pgrag --help`` lists them.
 from __future__ import annotations
 
 import logging
-import sys
 
 from pgrag_dag.cli.common import app, short_helps
 
@@ -31,4 +30,4 @@ def main() -> None:  # pragma: no cover - console entry
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    main()

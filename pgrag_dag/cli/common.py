@@ -52,7 +52,7 @@ def _root(
     pass  # the options of `pgrag` itself; the commands are below
 
 
-def open_engine():  # type: ignore[no-untyped-def]
+def open_engine():
     """The engine of the configuration (``PGRAG_CONFIG`` or ``./pgrag.yaml``) and ``PGRAG_`` variables."""
     from pgrag_dag.config.load import load_settings
     from pgrag_dag.engine import Engine
@@ -66,10 +66,10 @@ def fail(exc: PgragError) -> NoReturn:
     raise typer.Exit(2)
 
 
-def query_target(settings, realm: str | None, space: str | None) -> tuple[str, str]:  # type: ignore[no-untyped-def]
-    """``--realm`` / ``--space`` when given; else the first realm the configuration declares, and that realm's first
-    space. Raises :class:`ConfigurationError` saying which option to pass when there is none to default to (no
-    realm declared, or a ``--realm`` that declares no space)."""
+def query_target(settings, realm: str | None, space: str | None) -> tuple[str, str]:
+    """``--realm`` / ``--space`` when given; else the first realm the configuration declares, and that realm's
+    first space. Raises :class:`ConfigurationError` saying which option to pass when there is none to default
+    to (no realm declared, or a ``--realm`` that declares no space)."""
     from pgrag_dag.errors import ConfigurationError
 
     declared = [(r, s) for r, spec in settings.realms.items() for s in spec.spaces]
@@ -91,8 +91,9 @@ def query_target(settings, realm: str | None, space: str | None) -> tuple[str, s
     return realm, space
 
 
-def resolve_partition(engine, text: str) -> tuple[str, str]:  # type: ignore[no-untyped-def]
-    """``(realm, space)`` of a ``<realm>.<space>`` argument (or its Dagster partition key) among the declared spaces."""
+def resolve_partition(engine, text: str) -> tuple[str, str]:
+    """``(realm, space)`` of a ``<realm>.<space>`` argument (or its Dagster partition key) among the declared
+    spaces."""
     from pgrag_dag.names import parse_partition
 
     return parse_partition(text, [(r, s) for r, spec in engine.settings.realms.items() for s in spec.spaces])

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -25,15 +25,15 @@ Yes = Annotated[bool, typer.Option("--yes", help="really delete (without it: say
 
 
 def _delete(
-    run: Callable[..., dict],
+    run: Callable[..., dict[str, Any]],
     where: str,
     *rest: str,
     yes: bool,
-    as_json: bool,  # type: ignore[type-arg]
+    as_json: bool,
     whole_realm: bool = False,
 ) -> None:
-    """Run a :mod:`pgrag_dag.operate.deletion` function on ``where`` (a partition, or a realm with ``whole_realm``):
-    a dry run without ``yes`` (printed, exit 1)."""
+    """Run a :mod:`pgrag_dag.operate.deletion` function on ``where`` (a partition, or a realm with
+    ``whole_realm``): a dry run without ``yes`` (printed, exit 1)."""
     from pgrag_dag.operate.deletion import summary_lines
 
     try:

@@ -95,7 +95,8 @@ def index(
                 results = index_documents(engine, realm, space, full=full)
             except KeyboardInterrupt:  # Ctrl-C: said, not silent
                 console.print(
-                    f"interrupted: the stages that had finished are kept; `pgrag index {shlex.quote(partition)}` "
+                    "interrupted: the stages that had finished are kept; "
+                    f"`pgrag index {shlex.quote(partition)}` "
                     "goes on from there (the interrupted stage redoes what it had not committed)",
                     markup=False,
                     highlight=False,

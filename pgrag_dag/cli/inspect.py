@@ -112,7 +112,7 @@ def _require_space(conn: Any, settings: Any, realm: str, space: str) -> None:
     )
 
 
-def _engine_closing():  # type: ignore[no-untyped-def]
+def _engine_closing():
     import contextlib
 
     return contextlib.closing(open_engine())
@@ -170,8 +170,8 @@ def list_relations(
     offset: Offset = 0,
     as_json: AsJson = False,
 ) -> None:
-    """Relations by subject, predicate, object: the edge, its validity, how many chunks state it; --name matches
-    the subject or the object."""
+    """Relations by subject, predicate, object: the edge, its validity, how many chunks state it; --name
+    matches the subject or the object."""
     from pgrag_dag.query.assembly import render_relation
     from pgrag_dag.store.inventory import list_relations as read
 
@@ -211,7 +211,8 @@ def list_communities(
         as_json,
         read,
         lambda c: (
-            f"{c['id']:>7}  level {c['level']}  {c['title']} ({counted(c['size'], 'member')}, rating {c['rating']:g})"
+            f"{c['id']:>7}  level {c['level']}  {c['title']} "
+            f"({counted(c['size'], 'member')}, rating {c['rating']:g})"
         ),
         name=name,
         level=level,
@@ -224,7 +225,8 @@ def list_communities(
 def list_documents(
     partition: Partition, name: Name = None, limit: Limit = 50, offset: Offset = 0, as_json: AsJson = False
 ) -> None:
-    """Documents in document order: doc_key, title, chunks, characters; --name matches the doc_key or title."""
+    """Documents in document order: doc_key, title, chunks, characters; --name matches the doc_key or
+    title."""
     from pgrag_dag.store.inventory import list_documents as read
 
     _listing(

@@ -7,7 +7,7 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, cast
 
 import typer
 
@@ -29,8 +29,8 @@ WORKSPACE = """load_from:
       attribute: defs
       location_name: pgrag
 """
-"""The Dagster workspace of the code location: the repository's ``workspace.yaml``, written into the Dagster home
-by ``pgrag ui`` where there is none."""
+"""The Dagster workspace of the code location: the repository's ``workspace.yaml``, written into the Dagster
+home by ``pgrag ui`` where there is none."""
 
 
 @app.command()
@@ -333,8 +333,8 @@ def cache_evict(
             done = (
                 evict_prompt(engine, prompt_key)
                 if prompt_key is not None
-                else evict_parse_errors(engine, *split_partition_key(space))
-            )  # type: ignore[arg-type]
+                else evict_parse_errors(engine, *split_partition_key(cast(str, space)))
+            )
     except PgragError as exc:
         fail(exc)
     for line in done.lines():

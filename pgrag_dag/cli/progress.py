@@ -33,7 +33,7 @@ def _rate(done: int, seconds: float, unit: str) -> str:
 
 @dataclass
 class _Stage:
-    task: TaskID | None
+    task: TaskID
     start: float
     done: int = 0
     unit: str = "chunks"
@@ -87,7 +87,7 @@ class StageDisplay:
             completed=done,
             total=total,
             unit=unit,
-            calls=calls,  # type: ignore[arg-type]
+            calls=calls,
             rate=_rate(done, time.monotonic() - s.start, unit),
         )
 
@@ -113,7 +113,8 @@ class StageDisplay:
 
 
 def _outcome(stage: str, meta: dict[str, Any], s: _Stage | None, seconds: float) -> str:
-    """``", 58 chunks (12.0 chunks/s), 0 model calls, 7 rows changed"`` — what a finished stage's line adds."""
+    """``", 58 chunks (12.0 chunks/s), 0 model calls, 7 rows changed"`` — what a finished stage's line
+    adds."""
     parts = []
     if s is not None and s.done:
         parts.append(f"{s.done:,} {s.unit} ({_rate(s.done, seconds, s.unit)})")
@@ -121,7 +122,8 @@ def _outcome(stage: str, meta: dict[str, Any], s: _Stage | None, seconds: float)
         parts.append(f"{counted(meta['chunks'], 'chunk')} in {counted(meta.get('documents', 0), 'document')}")
     if meta.get("model_calls") or meta.get("cache_hits"):
         parts.append(
-            f"{counted(meta.get('model_calls', 0), 'model call')}, {counted(meta.get('cache_hits', 0), 'cache hit')}"
+            f"{counted(meta.get('model_calls', 0), 'model call')}, "
+            f"{counted(meta.get('cache_hits', 0), 'cache hit')}"
         )
     if "rows_changed" in meta:
         parts.append(f"{counted(meta['rows_changed'], 'row')} changed")

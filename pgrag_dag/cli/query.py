@@ -1,4 +1,5 @@
-"""``pgrag query``: ask a space a question; passages, entities, relations and reports, or a synthesised answer."""
+"""``pgrag query``: ask a space a question; passages, entities, relations and reports, or a synthesised
+answer."""
 
 from __future__ import annotations
 
@@ -80,9 +81,9 @@ def query(
 ) -> None:
     """Answer a question, then list its sources: each passage the context numbered, by its number, with
     doc_key, title, chunk index and an excerpt, marked "cited" when the answer cites it. With --json, print
-    what was retrieved instead (no model call). Offline (``llm.models`` only ``replay``) a question never recorded
-    prints its sources alone, with a warning. Warnings (e.g. a filter that matches nothing) go to stderr,
-    once each. Options not given take the
+    what was retrieved instead (no model call). Offline (``llm.models`` only ``replay``) a question never
+    recorded prints its sources alone, with a warning. Warnings (e.g. a filter that matches nothing) go to
+    stderr, once each. Options not given take the
     ``retrieval:`` defaults of pgrag.yaml, then the built-in ones (mode mix, top_k 10, 2 hops, ...); without
     --realm and --space it reads the first space the configuration declares."""
     from pgrag_dag.errors import ReplayMissError
@@ -95,7 +96,8 @@ def query(
     shown = _Shown()
     res = None
     offline = False
-    try:  # the query log's warnings are printed once, below, not logged too; the engine's close closes its pool
+    # the query log's warnings are printed once, below, not logged too; the engine's close closes its pool
+    try:
         with (
             _quiet("pgrag_dag.query", "pgrag_dag.query.keywords"),
             contextlib.closing(open_engine()) as engine,
@@ -118,7 +120,8 @@ def query(
                 "include_superseded": include_superseded,
             }
             realm, space = query_target(engine.settings, realm, space)
-            # options not given keep the configured retrieval defaults (pgrag.yaml ``retrieval:``), then QueryParam's
+            # options not given keep the configured retrieval defaults (pgrag.yaml ``retrieval:``), then
+            # QueryParam's
             param = QueryParam.from_settings(
                 engine.settings.retrieval, space=space, **{k: v for k, v in given.items() if v is not None}
             )

@@ -57,7 +57,8 @@ def _check_yaml(path: Path) -> None:
 
 
 def load_settings(config: Path | str | None = None, **overrides: Any) -> Settings:
-    """Build :class:`Settings` from ``config`` (default :func:`config_file`), the environment and ``overrides``.
+    """Build :class:`Settings` from ``config`` (default :func:`config_file`), the environment and
+    ``overrides``.
 
     Relative paths in the file resolve against the file's directory. Every space's operator
     composition is resolved here. Raises :class:`ConfigurationError` naming the invalid field, the

@@ -38,9 +38,10 @@ class SourceSpec(BaseModel):
 
     ``path`` is resolved against the configuration file's directory when relative. ``format`` ``auto``
     reads ``*.jsonl`` files as JSONL and everything else as text. ``exclude``: globs relative to ``path``
-    (a directory) naming files, or directories, left out (e.g. ``drafts/**``, ``*.tmp.md``). A text file's doc_key is ``key_prefix`` + its path relative to
-    ``path`` (a single-file source: its file name), so it does not depend on where the configuration lives
-    (issue 16); ``key_prefix`` (e.g. ``handbook/``) tells apart two sources holding the same relative paths.
+    (a directory) naming files, or directories, left out (e.g. ``drafts/**``, ``*.tmp.md``). A text file's
+    doc_key is ``key_prefix`` + its path relative to ``path`` (a single-file source: its file name), so it
+    does not depend on where the configuration lives (issue 16); ``key_prefix`` (e.g. ``handbook/``) tells
+    apart two sources holding the same relative paths.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -166,7 +167,8 @@ class EmbeddingSettings(StrictModel):
 
     Asymmetric models: ``query_prefix``/``passage_prefix`` are prepended to query/passage texts, and
     ``query_input_type``/``passage_input_type`` sent as the provider's ``input_type``; unset (``None``)
-    takes the model's known convention (:func:`pgrag_dag.providers.embedding.convention_for`), ``""`` turns it off.
+    takes the model's known convention (:func:`pgrag_dag.providers.embedding.convention_for`), ``""`` turns it
+    off.
 
     ``fallback`` (issue 13, §3.5): ``none`` (the default) — when the model fails, the ``embeddings``
     stage keeps what it embedded and raises; ``hashing`` — rows the model refused are embedded by the
@@ -258,7 +260,8 @@ class DagsterSettings(StrictModel):
     ``sensor_interval_s``, the least number of seconds between two evaluations of the source sensor and
     of the automation sensor (Dagster's daemon loops every 5 s, so lower values act as 5); ``executor``,
     how a run executes its steps: ``multiprocess`` (Dagster's default, a process per step) or
-    ``in_process`` (every step in the run's process: no per-step start-up, for small spaces and one machine)."""
+    ``in_process`` (every step in the run's process: no per-step start-up, for small spaces and one
+    machine)."""
 
     sensors: bool = True
     refresh_cron: str = "0 3 * * *"
@@ -297,17 +300,22 @@ class TelemetrySettings(StrictModel):
     queue_size: int = Field(default=1000, ge=1)
 
 
+def _default_export_formats() -> list[Literal["graphml", "parquet", "csv"]]:
+    return ["graphml", "parquet"]
+
+
 class ExportSettings(StrictModel):
     """Graph export and view (issue 16 items 7–8; :mod:`pgrag_dag.graph.export`, :mod:`pgrag_dag.graph.view`).
     ``asset``: add the optional Dagster asset ``graph_export`` (off by default), downstream of the
     community assets, writing ``formats`` (``graphml``, ``parquet``, ``csv``) under
-    ``<data_dir>/exports/<partition>/``. ``view``: write the browser view ``<data_dir>/views/<partition>.html``
-    at every ``communities`` materialisation and link it from its metadata; ``view_max_nodes``: the view draws
-    at most this many entities (the best connected; the page says so)."""
+    ``<data_dir>/exports/<partition>/``. ``view``: write the browser view
+    ``<data_dir>/views/<partition>.html`` at every ``communities`` materialisation and link it from its
+    metadata; ``view_max_nodes``: the view draws at most this many entities (the best connected; the page says
+    so)."""
 
     asset: bool = False
     formats: list[Literal["graphml", "parquet", "csv"]] = Field(
-        default_factory=lambda: ["graphml", "parquet"], min_length=1
+        default_factory=_default_export_formats, min_length=1
     )
     view: bool = True
     view_max_nodes: int = Field(default=400, ge=1)

@@ -15,9 +15,9 @@ after a full stop, ``computer.Babbage``, restored; a heading line is a sentence 
   ``IBM`` count; a hyphenated word counts when every part is capitalised, so ``Jean-Baptiste`` does
   and ``Turing-complete`` does not; ``d'Artagnan`` does; a double hyphen is a dash, no part of a word),
   with abbreviations and initials (``Dr.``, ``St.``, ``J.``) and the lowercase connectors
-  :data:`CONNECTORS` (``of``, ``de``, ``von``, ``van``, ``la``, ``du`` ...) inside it, and ``the`` only after ``of`` (``Bank of the United
-  States``; so ``Boso the Elder`` is two phrases). ``and``/``&`` always end a phrase (the
-  conjunction gate refuses such names). Numbers, punctuation, brackets and quotes end a phrase, so
+  :data:`CONNECTORS` (``of``, ``de``, ``von``, ``van``, ``la``, ``du`` ...) inside it, and ``the`` only after
+  ``of`` (``Bank of the United States``; so ``Boso the Elder`` is two phrases). ``and``/``&`` always end a
+  phrase (the conjunction gate refuses such names). Numbers, punctuation, brackets and quotes end a phrase, so
   ``[12]`` or ``]]`` can never glue onto a name, and a possessive ``'s`` ends it and is dropped;
 * function words (:data:`LEADING_STOP`: ``The``, ``In``, ``However``, ``He``, and the modal verbs and
   interjections that open questions and dialogue, ``Can``, ``Let``, ``Oh`` ...) are stripped from
@@ -172,10 +172,10 @@ class CooccurrenceOptions(BaseModel):
     """Options of :func:`extract_cooccurrence` (unknown keys are refused).
 
     ``predicate`` — the predicate of every triple; it must be its own
-    :func:`~pgrag_dag.gate_rules.normalise_predicate` form and not in ``VAGUE_PREDICATES`` (the vague-predicate
-    gate would refuse ``co_occurs_with``), and should not share token stems with a vocabulary term of the
-    space (``Vocabulary.snap`` would rename it). ``max_entities_per_sentence`` — only a sentence's first N
-    distinct entities pair up (≤ N(N-1)/2 pairs a sentence). ``min_name_chars`` — shorter names are
+    :func:`~pgrag_dag.gate_rules.normalise_predicate` form and not in ``VAGUE_PREDICATES`` (the
+    vague-predicate gate would refuse ``co_occurs_with``), and should not share token stems with a vocabulary
+    term of the space (``Vocabulary.snap`` would rename it). ``max_entities_per_sentence`` — only a sentence's
+    first N distinct entities pair up (≤ N(N-1)/2 pairs a sentence). ``min_name_chars`` — shorter names are
     dropped. ``max_name_words`` — a run of more capitalised words (connectors not counted) is not a name
     and is dropped. ``description_chars`` — descriptions are cut to this many characters (at a space).
     """
@@ -508,12 +508,12 @@ def extract_cooccurrence(chunks: pl.DataFrame, options: CooccurrenceOptions, *, 
 
     ``chunks``: chunk_id (Int64, unique), text, title, and doc_key — the chunks of one document are
     extracted together so its short forms agree (:func:`extract_document_cooccurrence`); without
-    doc_key each chunk is its own document. Other columns are ignored. Output: one row per chunk in the input's order — pass 0, model :data:`MODEL`,
-    prompt_version ``version``, raw_text and parsed the same JSON text (``{"entities": [{"name",
-    "type", "description", "aliases"}], "triples": [{"subject", "predicate", "object", "confidence",
-    "description", "negated", "valid_from", "valid_to"}]}``), parse_status ``ok``, error null, 0 tokens,
-    cache_hit false. Gate it with :func:`pgrag_dag.extract.gates.apply_gates` (§4.3). Raises
-    :class:`ExtractionError` when a column is missing, a chunk_id is null or repeated.
+    doc_key each chunk is its own document. Other columns are ignored. Output: one row per chunk in the
+    input's order — pass 0, model :data:`MODEL`, prompt_version ``version``, raw_text and parsed the same JSON
+    text (``{"entities": [{"name", "type", "description", "aliases"}], "triples": [{"subject", "predicate",
+    "object", "confidence", "description", "negated", "valid_from", "valid_to"}]}``), parse_status ``ok``,
+    error null, 0 tokens, cache_hit false. Gate it with :func:`pgrag_dag.extract.gates.apply_gates` (§4.3).
+    Raises :class:`ExtractionError` when a column is missing, a chunk_id is null or repeated.
     """
     missing = [c for c in ("chunk_id", "text", "title") if c not in chunks.columns]
     if missing:

@@ -9,9 +9,9 @@ when accepted), offending_value (the value the gate refused).
 
 Gates reject; they never repair. An entity or triple that held a lone surrogate (text no database can
 store, replaced by U+FFFD and marked :data:`UNENCODABLE` by the parser) is refused as
-``unencodable_text`` with the escaped original as offending value. A triple endpoint the extractor did not list becomes a bare
-``Concept`` stub entity unless its name fails a name gate, in which case the triple is rejected as an
-orphaned endpoint and no stub vertex is made for it.
+``unencodable_text`` with the escaped original as offending value. A triple endpoint the extractor did not
+list becomes a bare ``Concept`` stub entity unless its name fails a name gate, in which case the triple is
+rejected as an orphaned endpoint and no stub vertex is made for it.
 """
 
 from __future__ import annotations
@@ -218,8 +218,8 @@ def apply_extra_gates(
     """Run a space's extra gates (user or built-in :mod:`pgrag_dag.operators` gates) after Table 2's.
 
     Each gate sees the rows still accepted (``gate_decisions`` columns, in order) and returns one verdict
-    row per input row (:class:`~pgrag_dag.operators.contracts.GateVerdictContract`); a refused row is stored with
-    the gate's name as its reason and ``offending_value`` (the gate's, else the name or subject). Gates
+    row per input row (:class:`~pgrag_dag.operators.contracts.GateVerdictContract`); a refused row is stored
+    with the gate's name as its reason and ``offending_value`` (the gate's, else the name or subject). Gates
     only add refusals: rows already refused stay as they were. A triple whose endpoint entity a gate
     refused is then refused as an orphaned endpoint. Returns the decisions frame (same rows and order).
 

@@ -74,7 +74,9 @@ def _mark_unencodable(record: dict[str, Any]) -> dict[str, Any]:
     if bad is None:
         return record
     return clean_json(record, lambda s: clean_text(s)[0]) | {
-        UNENCODABLE: f"{escape_unstorable(bad[0])}: {escape_unstorable(json.dumps(bad[1], ensure_ascii=False))}"
+        UNENCODABLE: (
+            f"{escape_unstorable(bad[0])}: {escape_unstorable(json.dumps(bad[1], ensure_ascii=False))}"
+        )
     }
 
 
@@ -160,7 +162,7 @@ class DocumentContext:
 
 def entity_names(parsed: dict[str, Any]) -> list[str]:
     """The entity names of one parsed extraction, in order (an :data:`UNENCODABLE` record's left out)."""
-    return [e.get("name") for e in usable(parsed.get("entities", [])) if isinstance(e.get("name"), str)]
+    return [name for e in usable(parsed.get("entities", [])) if isinstance(name := e.get("name"), str)]
 
 
 def chunk_label(chunk: dict[str, Any]) -> str:
@@ -317,10 +319,10 @@ def extract_chunks(
     A document's chunks go in batches of ``settings.batch_size`` (by chunk index); batch r of every
     document runs in round r, its model calls concurrent (at most ``settings.concurrency`` at once), and
     each chunk's prompt carries the names its document's earlier batches produced (§3.4, §4.1); batch
-    size 1 extracts each document strictly sequentially with per-chunk context. Rows keep chunk order. Raises :class:`ExtractionError` when
-    there was at least one chunk and every chunk's first pass failed (§3.5: an outage is never an empty
-    corpus); a single failed chunk is logged by ``doc_key#chunk_index`` and kept with its error.
-    ``completed`` maps a chunk_id to its stored successful passes when a later pass failed before:
+    size 1 extracts each document strictly sequentially with per-chunk context. Rows keep chunk order. Raises
+    :class:`ExtractionError` when there was at least one chunk and every chunk's first pass failed (§3.5: an
+    outage is never an empty corpus); a single failed chunk is logged by ``doc_key#chunk_index`` and kept with
+    its error. ``completed`` maps a chunk_id to its stored successful passes when a later pass failed before:
     that chunk resumes there (:func:`extract_chunk`).
     Raises :class:`DatabaseError` at once when the response cache's database goes away: no further
     chunk is started (:func:`~pgrag_dag.providers.llm.map_calls`) and the client makes no further model call;
@@ -337,6 +339,16 @@ def extract_chunks(
         batch = [(i, c) for i, c in enumerate(items) if int(c["chunk_index"]) // size == r]
         names = [context.names(c["doc_key"], r * size) for _, c in batch]
         before = len(results)
+
+        def on_done(n: int, before: int = before) -> None:
+            progress.advance(
+                before + n,
+                len(items),
+                "chunks",
+                model_calls=client.usage.model_calls,
+                cache_hits=client.usage.cache_hits,
+            )
+
         done = map_calls(
             lambda job: extract_chunk(
                 job[0][1],
@@ -348,13 +360,7 @@ def extract_chunks(
             ),
             list(zip(batch, names)),
             concurrency=settings.concurrency,
-            on_done=lambda n: progress.advance(
-                before + n,
-                len(items),
-                "chunks",
-                model_calls=client.usage.model_calls,
-                cache_hits=client.usage.cache_hits,
-            ),
+            on_done=on_done,
         )
         for (i, chunk), chunk_rows in zip(batch, done):
             for row in chunk_rows:

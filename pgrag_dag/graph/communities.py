@@ -1,6 +1,7 @@
 """Communities (paper §6, §6.1): Leiden clusters of the entity graph, LLM reports, a topic hierarchy.
 
-Pure operators — no SQL, no Dagster; the only I/O is the injected :class:`~pgrag_dag.providers.llm.ModelClient`.
+Pure operators — no SQL, no Dagster; the only I/O is the injected
+:class:`~pgrag_dag.providers.llm.ModelClient`.
 
 - :func:`detect_communities`  entity graph → clusters (Leiden; label propagation if leidenalg is missing)
 - :func:`graph_fingerprint`   SHA-256 of the graph, so an unchanged graph's rebuild can be skipped

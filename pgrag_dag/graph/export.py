@@ -55,7 +55,7 @@ class GraphTables:
 
     def table(self, name: str) -> pl.DataFrame:
         """The frame called ``name`` (one of :data:`TABLES`)."""
-        return getattr(self, name)  # type: ignore[no-any-return]
+        return getattr(self, name)
 
     def rows(self) -> dict[str, int]:
         """Rows per table."""
@@ -85,7 +85,8 @@ def read_tables(engine: Engine, realm: str, space: str, *, mentions: bool = True
     that frame empty, for readers that do not need it).
 
     Raises :class:`InvalidNameError` for a bad realm or space, :class:`UnknownSpaceError` when the realm or
-    the space holds nothing (never indexed, mistyped or deleted), :class:`DatabaseError` when PostgreSQL fails.
+    the space holds nothing (never indexed, mistyped or deleted), :class:`DatabaseError` when PostgreSQL
+    fails.
     """
     from psycopg import IsolationLevel
 
@@ -259,7 +260,7 @@ def check_formats(formats: Iterable[str]) -> list[Format]:
         if f not in FORMATS:
             raise ExportError(f"unknown export format {f!r}: expected {', '.join(FORMATS)}")
         if f not in wanted:
-            wanted.append(f)  # type: ignore[arg-type]
+            wanted.append(f)
     if not wanted:
         raise ExportError(f"no export format given: expected one or more of {', '.join(FORMATS)}")
     return wanted

@@ -28,10 +28,10 @@ EXAMPLES = 10
 PRONOUN_HEADS = tuple(sorted(PRONOUNS | {"the"}))
 """The first word of the identity key of every pronominal name (:attr:`Gate.PRONOMINAL_NAME`): a pronoun, a
 possessive or demonstrative ("his ..."), or "the" ("the company"). Such a name lowercases to the word alone
-or to the word and whitespace; only ASCII letters lowercase to its letters (the dotted capital I and the Kelvin
-sign lowercase to no pronoun), so the name begins with them, and its key — NFC, invisible characters and
-wrapping quotes removed, whitespace collapsed to one space, lowercased — begins with the word followed by a
-space or nothing."""
+or to the word and whitespace; only ASCII letters lowercase to its letters (the dotted capital I and the
+Kelvin sign lowercase to no pronoun), so the name begins with them, and its key — NFC, invisible characters
+and wrapping quotes removed, whitespace collapsed to one space, lowercased — begins with the word followed by
+a space or nothing."""
 
 
 def graph_quality(entities: pl.DataFrame, relations: pl.DataFrame, vocabulary: Vocabulary) -> dict[str, Any]:

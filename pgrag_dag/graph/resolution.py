@@ -142,12 +142,12 @@ def apply_enrichers(
     """Run a space's enrichers over the resolved vertices, in order; returns how many vertices they
     changed (relative to resolution).
 
-    ``contexts`` holds one :class:`OperatorContext` per enricher. Each enricher receives the ``entities`` frame (``id`` = the vertex's position in ``res``, name,
-    entity_type, description, aliases, changed) and returns it with the same rows in the same order;
-    it may change ``entity_type`` and ``description`` — never the canonical name, the aliases or the
-    rows (§4.6: identity belongs to resolution). A vertex an enricher changed keeps what resolution
-    decided in ``resolved_type`` / ``resolved_description``, so removing or changing an enricher
-    re-derives the stored values from resolution, not from an earlier enricher's output.
+    ``contexts`` holds one :class:`OperatorContext` per enricher. Each enricher receives the ``entities``
+    frame (``id`` = the vertex's position in ``res``, name, entity_type, description, aliases, changed) and
+    returns it with the same rows in the same order; it may change ``entity_type`` and ``description`` — never
+    the canonical name, the aliases or the rows (§4.6: identity belongs to resolution). A vertex an enricher
+    changed keeps what resolution decided in ``resolved_type`` / ``resolved_description``, so removing or
+    changing an enricher re-derives the stored values from resolution, not from an earlier enricher's output.
 
     Raises :class:`ContractError` when an enricher's frame breaks :class:`EntityContract`, lacks one
     of those columns, reorders or drops rows, or changes a canonical name or aliases.

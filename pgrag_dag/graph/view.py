@@ -59,7 +59,8 @@ DENIED = "#d62728"
 SUPERSEDED = "#9e9e9e"
 CURRENT = "#5a6b7b"
 EDGES_PER_NODE = 4
-"""The view draws at most this many relations per entity drawn (a hub-dense top of a big graph stays usable)."""
+"""The view draws at most this many relations per entity drawn (a hub-dense top of a big graph stays
+usable)."""
 _VIS = "templates/lib/vis-9.1.2"  # inside the pyvis package
 
 
@@ -99,8 +100,8 @@ def _validity(valid_from: str | None, valid_to: str | None) -> str:
 
 
 def _select(tables: GraphTables, max_nodes: int) -> tuple[pl.DataFrame, pl.DataFrame, int, int, int]:
-    """(entities drawn with ``degree``, relations drawn, relations among the drawn entities, live entities, live
-    relations): the live entities, the best connected first, at most ``max_nodes``, and the non-dormant
+    """(entities drawn with ``degree``, relations drawn, relations among the drawn entities, live entities,
+    live relations): the live entities, the best connected first, at most ``max_nodes``, and the non-dormant
     relations among them — at most :data:`EDGES_PER_NODE` × ``max_nodes``, current before superseded, then
     the best corroborated."""
     ents = tables.entities.filter(~pl.col("dormant"))
@@ -134,7 +135,8 @@ def _communities(
     """The level-0 communities with a drawn member, largest first, each with its colour; and entity id →
     its community."""
     base = tables.communities.filter(pl.col("level") == 0).sort(["size", "id"], descending=[True, False])
-    out, of = [], {}
+    out: list[dict[str, Any]] = []
+    of: dict[int, dict[str, Any]] = {}
     for row in base.iter_rows(named=True):
         members = [int(e) for e in row["member_entity_ids"] if int(e) in drawn_ids]
         if not members:

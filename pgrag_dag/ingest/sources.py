@@ -4,8 +4,9 @@ Frame ``documents``: doc_key (str: a text file's path relative to its source's r
 directory, or for a single-file source its file name — after the source's ``key_prefix``; for a JSONL
 record its ``key_field`` (URL or id), else its title, made composite with the file's relative path and
 line when titles repeat — §5.5, §8.11; issue 16: no key depends on where the configuration lives),
-title (str), source (str, the same stable string, shown to the model), doc_order (int, 0-based, from the space's order rule),
-text (str, UTF-8, LF line ends), doc_hash (str, SHA-256 hex of text), metadata (str, JSON).
+title (str), source (str, the same stable string, shown to the model), doc_order (int, 0-based, from the
+space's order rule), text (str, UTF-8, LF line ends), doc_hash (str, SHA-256 hex of text), metadata (str,
+JSON).
 
 One bad document never costs the others (issue 13): :func:`read_sources` reads what it can and reports
 every file or JSONL line it refused (:class:`SkippedDocument`: empty, binary, undecodable, unreadable,
@@ -76,7 +77,8 @@ class Sources:
     earlier_keys: dict[str, tuple[str, ...]] = field(default_factory=dict)
     """doc_key → the keys the same document may be stored under from before (issue 16: the rule of keys
     relative to the configuration's directory or absolute, and the key without the source's ``key_prefix``),
-    for every document read or skipped with a known key; :mod:`pgrag_dag.pipeline.doc_keys` renames them in place."""
+    for every document read or skipped with a known key; :mod:`pgrag_dag.pipeline.doc_keys` renames them in
+    place."""
     empty_sources: list[str] = field(default_factory=list)
     """One line per source whose glob matches no file while other sources of the space name documents (its
     last file deleted: its documents leave the index like any deleted document's)."""
@@ -289,12 +291,13 @@ def _jsonl_documents(settings: Settings, src: SourceSpec, path: Path, rel: str) 
         return [
             {"key": None, "file": path, "where": where, "metadata": {}, "cleaned": [], "skipped": "is empty"}
         ]
-    docs, titles = [], Counter[str]()
+    docs: list[dict[str, Any]] = []
+    titles = Counter[str]()
     for lineno, line in enumerate(text.splitlines(), 1):
         line = line.lstrip("\ufeff")  # concatenated files carry their byte-order marks along
         if not line.strip():
             continue
-        bad = {
+        bad: dict[str, Any] = {
             "key": None,
             "file": path,
             "where": f"{where}:{lineno}",
@@ -435,8 +438,8 @@ def _refuse_duplicates(realm: str, space: str, spec: SpaceSpec, docs: list[dict[
         "give each source its own key_prefix, e.g. `key_prefix: handbook/` (doc_keys are relative to their "
         "source's root, so two sources holding the same relative path collide)"
         if len(sources) > 1
-        else "make the records' key_field values distinct, or leave key_field out (keys by title, made composite "
-        "with file and line when titles repeat)"
+        else "make the records' key_field values distinct, or leave key_field out (keys by title, made "
+        "composite with file and line when titles repeat)"
     )
     more = f" (and {len(dupes) - 1} more duplicate key(s))" if len(dupes) > 1 else ""
     raise ConfigurationError(

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 
@@ -60,8 +60,8 @@ class ChangeSet:
     (the relation's present row; ``None`` once explicitly deleted); ``relations_superseded`` adds
     ``superseded_by`` (id) and ``superseded_by_rendered``. Entities: ``id``, ``name``, ``entity_type``.
     Documents: ``doc_key``; ``documents_renamed`` (a document re-keyed in place, issue 16: its chunks and
-    graph unchanged, so neither removed nor added) adds ``renamed_from``, the key it had. Nothing is collapsed: a relation asserted and superseded inside one window is
-    in both lists.
+    graph unchanged, so neither removed nor added) adds ``renamed_from``, the key it had. Nothing is
+    collapsed: a relation asserted and superseded inside one window is in both lists.
 
     ``changed_relations_since_communities``: relation events of the space after its latest level-0
     community ``built_at``, or after the communities stage last found the graph unchanged (or without a
@@ -218,9 +218,9 @@ def changes_since(engine_or_dsn: Engine | str, realm: str, space: str, watermark
         space=space,
         since=old,
         watermark=new,
-        **{f: tuple(v) for f, v in lists.items()},
+        **cast(dict[str, Any], {f: tuple(v) for f, v in lists.items()}),
         **asdict(lag),
-    )  # type: ignore[arg-type]
+    )
 
 
 @dataclass(frozen=True)

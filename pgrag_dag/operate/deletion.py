@@ -71,7 +71,8 @@ def delete_entity(
                     f"entity {found[1]!r}",
                     keys,
                     n,
-                    "the next run would re-create it; archive it (pgrag retention / unarchive) or delete those "
+                    "the next run would re-create it; archive it (pgrag retention / unarchive) "
+                    "or delete those "
                     "documents first (pgrag delete document)",
                 )
             with history.forgetting(conn):

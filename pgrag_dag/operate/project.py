@@ -31,7 +31,8 @@ DATA_DIR = ".pgrag"
 TEXT_SUFFIXES = (".md", ".txt", ".markdown", ".rst", ".jsonl")
 """The file kinds :func:`choose_globs` looks for, in the order their globs are listed."""
 SKIPPED_DIRS = (DATA_DIR, ".git", ".hg", ".venv", "venv", "node_modules", "__pycache__")
-"""Directories never searched for documents (their files are no one's documents); each present one is excluded."""
+"""Directories never searched for documents (their files are no one's documents); each present one is
+excluded."""
 GITIGNORE_LINES = ("# pgrag: the embedded PostgreSQL and the Dagster instance (pgrag init)", f"{DATA_DIR}/")
 
 
@@ -61,7 +62,8 @@ def slug(name: str) -> str:
 
 
 def _documents(folder: Path) -> Counter[str]:
-    """How many files of each :data:`TEXT_SUFFIXES` suffix lie under ``folder``, outside :data:`SKIPPED_DIRS`."""
+    """How many files of each :data:`TEXT_SUFFIXES` suffix lie under ``folder``, outside
+    :data:`SKIPPED_DIRS`."""
     found: Counter[str] = Counter()
     for _, dirs, files in os.walk(folder):
         dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS]
@@ -77,12 +79,14 @@ def choose_globs(folder: Path) -> list[str]:
 
 
 def _excluded(folder: Path) -> list[str]:
-    """The ``exclude`` globs of a source over ``folder``: the data directory and every present :data:`SKIPPED_DIRS`."""
+    """The ``exclude`` globs of a source over ``folder``: the data directory and every present
+    :data:`SKIPPED_DIRS`."""
     return [f"{d}/**" for d in SKIPPED_DIRS if d == DATA_DIR or (folder / d).is_dir()]
 
 
 def _q(text: str) -> str:
-    """``text`` as a YAML scalar: as it is when plain and unambiguous, else double-quoted (JSON is valid YAML)."""
+    """``text`` as a YAML scalar: as it is when plain and unambiguous, else double-quoted (JSON is valid
+    YAML)."""
     plain = re.fullmatch(r"[A-Za-z][A-Za-z0-9_./-]*", text) and text.lower() not in {
         "true",
         "false",
@@ -326,8 +330,8 @@ def _refuse_clash(settings: Settings, existing: list[SourceSpec], new: SourceSpe
 
 
 def _insert(doc: Any, realm: str, space: str, entries: list[dict[str, Any]], *, offline: bool) -> None:
-    """Add ``entries`` to ``doc`` (a ruamel round-trip mapping) under realms → realm → spaces → space → sources,
-    creating what is missing."""
+    """Add ``entries`` to ``doc`` (a ruamel round-trip mapping) under realms → realm → spaces → space →
+    sources, creating what is missing."""
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
     def child(parent: Any, key: str) -> Any:

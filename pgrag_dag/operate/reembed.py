@@ -169,7 +169,10 @@ def reembed_if_switched(
 def summary(result: dict[str, Any]) -> str:
     """One line saying what :func:`reembed_realm` did."""
     if not result["reembedded"]:
-        return f"realm {result['realm']}: already embedded with {result['to']}; nothing to do (--force re-embeds anyway)"
+        return (
+            f"realm {result['realm']}: already embedded with {result['to']}; "
+            "nothing to do (--force re-embeds anyway)"
+        )
     label = {"documents": "chunks", "communities": "community reports"}  # table → what its rows are
     rows = ", ".join(f"{n} {label.get(table, table)}" for table, n in result["rows"].items())
     rate = f"{result['texts_per_s']:g} texts/s" if result["texts_per_s"] is not None else "no texts"

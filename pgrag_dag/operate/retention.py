@@ -14,8 +14,8 @@ The importance score of a live entity of a space is the weighted mean (weights `
 
 ``retention.archive_fraction`` of the live entities with the lowest score (ties by id) are archived,
 only those at most ``retention.max_score`` when set. Recency and frequency need coverage telemetry
-(:mod:`pgrag_dag.query.telemetry`): without it, or before any query of the space was recorded, :func:`plan` and
-:func:`apply` refuse with :class:`ConfigurationError` rather than score on structure alone.
+(:mod:`pgrag_dag.query.telemetry`): without it, or before any query of the space was recorded, :func:`plan`
+and :func:`apply` refuse with :class:`ConfigurationError` rather than score on structure alone.
 Times are the database clock. SQL: :mod:`pgrag_dag.store.retention`.
 """
 
@@ -103,7 +103,8 @@ def _require_coverage(settings: Settings, realm: str, space: str) -> None:
     if not settings.telemetry.coverage:
         raise ConfigurationError(
             f"retention of {realm}.{space} needs coverage telemetry, which is off: recency and frequency are "
-            "undefined without it — set telemetry.coverage: true (PGRAG_TELEMETRY__COVERAGE=true) and let queries "
+            "undefined without it — set telemetry.coverage: true (PGRAG_TELEMETRY__COVERAGE=true) "
+            "and let queries "
             "record events first"
         )
 
@@ -111,7 +112,8 @@ def _require_coverage(settings: Settings, realm: str, space: str) -> None:
 def _require_events(realm: str, space: str, events: int) -> None:
     if events == 0:
         raise ConfigurationError(
-            f"retention of {realm}.{space}: no query of the space has been recorded yet, so recency and frequency "
+            f"retention of {realm}.{space}: no query of the space has been recorded yet, "
+            "so recency and frequency "
             "are undefined — run queries with telemetry.coverage on first"
         )
 

@@ -1,5 +1,5 @@
-"""What the store holds, for ``pgrag status`` (issue 16 item 5): realms with their embedding model, spaces with
-their counts, community staleness and each stage's last run, and the LLM response cache's size.
+"""What the store holds, for ``pgrag status`` (issue 16 item 5): realms with their embedding model, spaces
+with their counts, community staleness and each stage's last run, and the LLM response cache's size.
 
 :func:`store_status` reads in one read-only snapshot (:func:`~pgrag_dag.store.db.read_connection`): it never
 creates a realm, a schema or the control schema. With the embedded database and no database in the data
@@ -67,7 +67,7 @@ def store_status(settings: Settings) -> dict[str, Any]:
                 for realm in registry
             }
             size = cache.cache_size(conn)
-    realms = []
+    realms: list[dict[str, Any]] = []
     for realm in sorted(set(registry) | set(configured)):
         reg = registry.get(realm)
         spaces = stored.get(realm, {})
@@ -185,7 +185,8 @@ def summary_lines(status: dict[str, Any]) -> list[str]:
                 continue
             e, rel, c = s["entities"], s["relations"], s["communities"]
             lines.append(
-                f"  space {s['space']}{where}: {counted(s['documents'], 'document')}, {counted(s['chunks'], 'chunk')}"
+                f"  space {s['space']}{where}: {counted(s['documents'], 'document')}, "
+                f"{counted(s['chunks'], 'chunk')}"
             )
             lines.append(f"    entities: {e['live']} live, {e['dormant']} dormant")
             if missing := describe(s.get("without_vector") or {}):
@@ -212,7 +213,8 @@ def summary_lines(status: dict[str, Any]) -> list[str]:
                 )
             for st in s["stages"]:
                 lines.append(
-                    f"    {st['stage']}: last run {_when(st['updated_at'])}, {counted(st['rows_changed'], 'row')} changed"
+                    f"    {st['stage']}: last run {_when(st['updated_at'])}, "
+                    f"{counted(st['rows_changed'], 'row')} changed"
                 )
     if not status["realms"]:
         lines.append("no realm is configured or indexed")

@@ -80,21 +80,24 @@ def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
     quality = metas.get("_quality", {})
     return [
         f"partition {partition}  ({_run_label(metas)})",
-        f"  documents        {c.get('documents')}  ({c.get('documents_added')} added, {c.get('documents_replaced')} replaced, "
+        f"  documents        {c.get('documents')}  ({c.get('documents_added')} added, "
+        f"{c.get('documents_replaced')} replaced, "
         f"{c.get('documents_removed', 0)} removed, {c.get('documents_unchanged')} unchanged"
         + (f", {c['documents_renamed']} renamed in place" if c.get("documents_renamed") else "")
         + ")",
         f"  chunks           {c.get('chunks')}  ({c.get('chunks_inserted')} inserted this run)",
         f"  entities         {r.get('entities')}  ({r.get('entities_dormant')} dormant)",
-        f"  relations        {r.get('relations')}  ({r.get('negated')} negated, {r.get('with_validity')} with a validity period)",
+        f"  relations        {r.get('relations')}  ({r.get('negated')} negated, "
+        f"{r.get('with_validity')} with a validity period)",
         f"  supersession     {r.get('superseded')} superseded ({r.get('newly_superseded')} this run)"
         + (f" {r['supersessions_by_reason']}" if r.get("supersessions_by_reason") else ""),
         *[f"    {x}" for x in (r.get("supersession_examples") or [])[:4]],
-        f"  gate decisions   this run: {g.get('entities_accepted')} entities and {g.get('triples_accepted')} triples "
+        f"  gate decisions   this run: {g.get('entities_accepted')} entities and "
+        f"{g.get('triples_accepted')} triples "
         f"accepted, {g.get('rejected')} rejected",
         *[f"    {gate:<20} {n}" for gate, n in sorted(gates.items())],
-        f"  predicates       {quality.get('distinct_predicates', g.get('distinct_predicates'))} distinct in the space; "
-        + _vocabulary(g, quality),
+        f"  predicates       {quality.get('distinct_predicates', g.get('distinct_predicates'))} "
+        "distinct in the space; " + _vocabulary(g, quality),
         "  graph quality    "
         + (
             f"vocabulary share {share}, "
@@ -103,9 +106,13 @@ def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
         )
         + f"{counted(quality.get('orphan_entities') or 0, 'orphan entity', 'orphan entities')}, "
         f"{counted(quality.get('duplicate_edge_rows') or 0, 'duplicate edge')}, "
-        f"{counted(quality.get('fragmented_short_form_vertices') or 0, 'fragmented vertex', 'fragmented vertices')}, "
+        + counted(
+            quality.get("fragmented_short_form_vertices") or 0, "fragmented vertex", "fragmented vertices"
+        )
+        + ", "
         f"{counted(quality.get('pronoun_entities') or 0, 'pronoun entity', 'pronoun entities')}",
-        f"  communities      {co.get('communities')} (level 0), {counted(h.get('parents') or 0, 'parent topic')}",
+        f"  communities      {co.get('communities')} (level 0), "
+        f"{counted(h.get('parents') or 0, 'parent topic')}",
         _model_line(usage),
         _checks_line(checks),
     ]

@@ -50,11 +50,13 @@ class ChunkerOutputContract(pa.DataFrameModel):
         unique = ["doc_key", "chunk_index"]
 
     @pa.dataframe_check
+    @classmethod
     def text_not_blank(cls, data: PolarsData) -> pl.LazyFrame:
         """A chunk has at least one non-whitespace character."""
         return data.lazyframe.select(pl.col("text").str.strip_chars().str.len_chars() > 0)
 
     @pa.dataframe_check
+    @classmethod
     def indexes_contiguous(cls, data: PolarsData) -> pl.LazyFrame:
         """Each document's chunk indexes are 0, 1, ..., n-1."""
         return data.lazyframe.select(
@@ -63,6 +65,7 @@ class ChunkerOutputContract(pa.DataFrameModel):
         )
 
     @pa.dataframe_check
+    @classmethod
     def metadata_is_json_object(cls, data: PolarsData) -> pl.LazyFrame:
         """metadata, when set, parses as a JSON object."""
         return data.lazyframe.select(
@@ -126,6 +129,7 @@ class ChunkContract(pa.DataFrameModel):
         unique = ["doc_key", "chunk_index"]
 
     @pa.dataframe_check
+    @classmethod
     def hash_matches_text(cls, data: PolarsData) -> pl.LazyFrame:
         """content_hash is the SHA-256 of the chunk's text."""
         return data.lazyframe.select(
@@ -148,11 +152,13 @@ class RawExtractionContract(pa.DataFrameModel):
         unique = ["chunk_id", "pass"]
 
     @pa.dataframe_check
+    @classmethod
     def parsed_iff_ok(cls, data: PolarsData) -> pl.LazyFrame:
         """A row has parsed JSON exactly when its status is ``ok``."""
         return data.lazyframe.select((pl.col("parse_status") == "ok") == pl.col("parsed").is_not_null())
 
     @pa.dataframe_check
+    @classmethod
     def parsed_is_an_extraction(cls, data: PolarsData) -> pl.LazyFrame:
         """parsed, when set, is a JSON object with ``entities`` and/or ``triples``, each a list of objects."""
         return data.lazyframe.select(
@@ -180,13 +186,16 @@ class GateDecisionContract(pa.DataFrameModel):
         return s.model_copy(update={"max_name_chars": min(s.max_name_chars, 200)})
 
     @pa.dataframe_check
+    @classmethod
     def rejection_names_gate(cls, data: PolarsData) -> pl.LazyFrame:
         """Accepted rows carry no gate; rejected rows carry one."""
         return data.lazyframe.select(pl.col("accepted") == pl.col("gate").is_null())
 
     @pa.dataframe_check
+    @classmethod
     def accepted_entities_pass_name_gates(cls, data: PolarsData) -> pl.LazyFrame:
-        """No accepted entity has a pronominal, conjunctive, quantity, possessive (if on) or over-long name."""
+        """No accepted entity has a pronominal, conjunctive, quantity, possessive (if on) or over-long
+        name."""
         settings = cls._settings()
         return data.lazyframe.select(
             pl.struct("kind", "accepted", "name", "entity_type").map_elements(
@@ -199,6 +208,7 @@ class GateDecisionContract(pa.DataFrameModel):
         )
 
     @pa.dataframe_check
+    @classmethod
     def accepted_triples_pass_triple_gates(cls, data: PolarsData) -> pl.LazyFrame:
         """No accepted triple has a vague predicate, a self-loop or a sub-floor confidence (its endpoints'
         names are checked as accepted entities, see ``accepted_triples_have_accepted_endpoints``)."""
@@ -223,6 +233,7 @@ class GateDecisionContract(pa.DataFrameModel):
         )
 
     @pa.dataframe_check
+    @classmethod
     def accepted_triples_have_accepted_endpoints(cls, data: PolarsData) -> pl.LazyFrame:
         """Every accepted triple's endpoints are accepted entities of the same chunk and pass (no orphan)."""
         frame = data.lazyframe
@@ -266,11 +277,13 @@ class EntityContract(pa.DataFrameModel):
     name: str = pa.Field(str_length={"min_value": 1, "max_value": 200})
 
     @pa.dataframe_check
+    @classmethod
     def one_entity_per_lower_name(cls, data: PolarsData) -> pl.LazyFrame:
         """lower(name) is unique."""
         return data.lazyframe.select(~pl.col("name").str.to_lowercase().is_duplicated())
 
     @pa.dataframe_check
+    @classmethod
     def no_alias_equals_canonical(cls, data: PolarsData) -> pl.LazyFrame:
         """No alias has the canonical name's identity."""
         return data.lazyframe.select(
@@ -294,11 +307,13 @@ class RelationContract(pa.DataFrameModel):
         unique = ["source_id", "predicate", "target_id", "negated"]
 
     @pa.dataframe_check
+    @classmethod
     def weight_is_distinct_chunks(cls, data: PolarsData) -> pl.LazyFrame:
         """weight equals the number of distinct chunk_ids."""
         return data.lazyframe.select(pl.col("weight") == pl.col("chunk_ids").list.unique().list.len())
 
     @pa.dataframe_check
+    @classmethod
     def no_self_loop(cls, data: PolarsData) -> pl.LazyFrame:
         """source and target differ."""
         return data.lazyframe.select(pl.col("source_id") != pl.col("target_id"))
@@ -319,6 +334,7 @@ class SupersessionContract(pa.DataFrameModel):
         unique = ["row"]
 
     @pa.dataframe_check
+    @classmethod
     def declared_reasons_hold(cls, data: PolarsData) -> pl.LazyFrame:
         """group → same pair and same group; negation → same pair."""
         return data.lazyframe.select(
@@ -341,6 +357,7 @@ class EmbeddingContract(pa.DataFrameModel):
     finite: bool = pa.Field(isin=[True])
 
     @pa.dataframe_check
+    @classmethod
     def width_is_realm_width(cls, data: PolarsData) -> pl.LazyFrame:
         """dim equals the realm's configured width."""
         return data.lazyframe.select(pl.col("dim") == pl.col("expected_dim"))
@@ -359,6 +376,7 @@ class CommunityMemberContract(pa.DataFrameModel):
         unique = ["community_id", "entity_id"]
 
     @pa.dataframe_check
+    @classmethod
     def size_at_least_min(cls, data: PolarsData) -> pl.LazyFrame:
         """Every community has at least ``min_size`` members."""
         return data.lazyframe.select(pl.col("size") >= pl.col("min_size"))

@@ -11,9 +11,9 @@ Four slots can be composed per space (``chunker``, ``extractor``, ``gates``, ``e
 ``pgrag.yaml``); the built-ins are a static table, :mod:`pgrag_dag.pipeline.builtin_operators`, under
 stable names. A user's operator is named by import path (``package.module:attribute``) or by a Python entry
 point in group ``pgrag_dag.operators``; either way it must be an :class:`Operator` (make one with
-:func:`operator`). :func:`pgrag_dag.pipeline.composition.compose` resolves a space's composition once at settings load, so an
-unknown name, a wrong slot or contract, or a bad option is a :class:`ConfigurationError` naming the
-space, the stage and the option before anything runs.
+:func:`operator`). :func:`pgrag_dag.pipeline.composition.compose` resolves a space's composition once at
+settings load, so an unknown name, a wrong slot or contract, or a bad option is a :class:`ConfigurationError`
+naming the space, the stage and the option before anything runs.
 
 Extra gates only add refusals: they see the rows every built-in gate (paper Table 2) accepted, and a
 row they refuse is stored with the gate's own name as its reason, like the built-in gates' (§4.3).

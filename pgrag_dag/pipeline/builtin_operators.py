@@ -1,4 +1,5 @@
-"""The built-in operators under their stable names (a static table, read by :mod:`pgrag_dag.pipeline.composition`).
+"""The built-in operators under their stable names (a static table, read by
+:mod:`pgrag_dag.pipeline.composition`).
 
 ======================  =========  ==============================================================
 name                    slot       what it does
@@ -19,7 +20,7 @@ name                    slot       what it does
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
@@ -130,7 +131,8 @@ BUILTINS: dict[str, Operator] = {
             "chunker",
             _paragraph_pack,
             ParagraphPackOptions,
-            "Paragraphs packed up to chunk_chars characters, sentence-aligned overlap of overlap_chars (§4.1).",
+            "Paragraphs packed up to chunk_chars characters, sentence-aligned overlap of overlap_chars "
+            "(§4.1).",
             defaults=lambda s: s.chunking.model_dump(),
         ),
         Operator(
@@ -159,9 +161,9 @@ BUILTINS: dict[str, Operator] = {
             "Model extraction with gleaning, the document's names threaded through its chunks (§4.1–4.2).",
             calls_model=True,
             defaults=lambda s: s.extraction.model_dump(),
-            identity=lambda o: o.prompt_version,
+            identity=lambda o: cast(LLMExtractionOptions, o).prompt_version,
             reparse=reparse_extraction,
-        ),  # type: ignore[attr-defined]
+        ),
         Operator(
             "cooccurrence",
             "extractor",

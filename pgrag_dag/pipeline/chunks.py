@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import cast
 
 import polars as pl
 
@@ -68,7 +69,7 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
     chunker_print = work_queue.fingerprint(chunker.describe())
     prints = doc_keys.document_prints(docs, chunker_print)
     with engine.connect() as conn:  # a document read as it was chunked before is not chunked again (issue 15)
-        stored_prints = documents.document_fingerprints(conn, realm, space)
+        stored_prints = cast("dict[str, str | None]", documents.document_fingerprints(conn, realm, space))
         renames = doc_keys.plan_renames(
             conn,
             realm,
@@ -97,9 +98,12 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
         indexed = documents.count_documents(conn, realm, space) if docs.height == 0 else 0
         if indexed and not allow_empty:
             raise ConfigurationError(
-                f"space {realm}.{space}: its sources name no document, but it holds {indexed} indexed document(s); "
-                "indexing would remove them all. Fix the sources, or allow it to remove them: `pgrag index --allow-empty`, "
-                "PGRAG_OPERATIONS__ALLOW_EMPTY=true (e.g. for pgrag demo or Dagster), or allow_empty: true on the space"
+                f"space {realm}.{space}: its sources name no document, but it holds {indexed} "
+                "indexed document(s); "
+                "indexing would remove them all. Fix the sources, or allow it to remove them: "
+                "`pgrag index --allow-empty`, "
+                "PGRAG_OPERATIONS__ALLOW_EMPTY=true (e.g. for pgrag demo or Dagster), "
+                "or allow_empty: true on the space"
             )
         renamed = documents.rename_documents(conn, realm, space, renames)
         sync = documents.sync_chunks(

@@ -1,7 +1,7 @@
 """What every indexing stage shares (:mod:`pgrag_dag.pipeline`, :mod:`pgrag_dag.pipeline.graph_stages`,
-:mod:`pgrag_dag.pipeline.community_stages`): the :class:`StageResult` it returns, the :func:`writing_stage` wrapper
-(partition lock, one-line database errors), its operators' context and checks, and the ``yield`` judgement
-of an incremental run."""
+:mod:`pgrag_dag.pipeline.community_stages`): the :class:`StageResult` it returns, the :func:`writing_stage`
+wrapper (partition lock, one-line database errors), its operators' context and checks, and the ``yield``
+judgement of an incremental run."""
 
 from __future__ import annotations
 

@@ -7,7 +7,8 @@ short (a deadline, a budget, a killed run) covers the largest clusters. A failed
 is recorded as pending work (``stage_pending``, naming the cluster's members), reported in the
 non-blocking ``pending_work`` check, and retried by the next run; the reports that succeeded come from
 the response cache then, with no model call. With coverage telemetry on, the communities stage's
-metadata also answers §6.1's coverage questions for the new build (:func:`pgrag_dag.pipeline.community_stages.coverage_metadata`).
+metadata also answers §6.1's coverage questions for the new build
+(:func:`pgrag_dag.pipeline.community_stages.coverage_metadata`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import contextlib
 import hashlib
 import logging
 import time
-from typing import Any
+from collections.abc import Generator
+from typing import Any, cast
 
 import polars as pl
 import psycopg
@@ -56,11 +58,11 @@ def _fingerprint(engine: Engine, entities: pl.DataFrame, relations: pl.DataFrame
     return hashlib.sha256((graph_fingerprint(entities, relations) + settings).encode()).hexdigest()
 
 
-def _embed_reports(engine: Engine, conn: object, realm: str, space: str) -> int:
-    rows = vectors.pending(conn, realm, space, "communities")  # type: ignore[arg-type]
+def _embed_reports(engine: Engine, conn: psycopg.Connection, realm: str, space: str) -> int:
+    rows = vectors.pending(conn, realm, space, "communities")
     return vectors.write(
         conn, realm, "communities", rows, engine.embedder().embed([t for _, t, _ in rows]) if rows else []
-    )  # type: ignore[arg-type]
+    )
 
 
 @writing_stage("communities")
@@ -125,7 +127,7 @@ def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
         deadline_s=cs.report_deadline_s,
         max_reports=cs.max_reports,
     )
-    with contextlib.closing(batches):
+    with contextlib.closing(cast("Generator[ReportBatch, None, None]", batches)):
         for batch in batches:  # committed as they come, largest clusters first
             skipped += batch.skipped
             for skip in batch.skipped:
@@ -214,7 +216,7 @@ def _commit(
     done["communities"] += counts["communities"]
     done["members"] += counts["members"]
     done["checked"] += audit.height
-    done["largest"] = max(done["largest"], int(sizes["size"].max() or 0))
+    done["largest"] = max(done["largest"], int(cast("int | None", sizes["size"].max()) or 0))
 
 
 def _pending_check(failures: list[str]) -> tuple[bool, dict[str, object]]:
@@ -234,15 +236,15 @@ def stage_community_hierarchy(engine: Engine, realm: str, space: str) -> StageRe
         owed = staging.load_pending(conn, realm, space, "community_hierarchy")
     if fp is not None and built == fp and not owed:
         with engine.connect() as conn:
-            parents = store.count_parents(conn, realm, space)
+            stored_parents = store.count_parents(conn, realm, space)
         return StageResult(
             "community_hierarchy",
             {
                 "skipped": "communities unchanged since the last build",
-                "parents": parents,
+                "parents": stored_parents,
                 **usage_delta(engine, before),
             },
-            fp[:16] + f":{parents}",
+            fp[:16] + f":{stored_parents}",
             0,
             checks={PENDING_CHECK: _pending_check([])},
         )
@@ -297,10 +299,11 @@ def coverage_metadata(
     conn: psycopg.Connection, realm: str, space: str, telemetry: TelemetrySettings, *, limit: int = 5
 ) -> dict[str, Any]:
     """The coverage part of the ``communities`` asset's metadata, read on ``conn`` after the build:
-    ``coverage_events``, ``least_attended_communities`` (up to ``limit``, as :func:`pgrag_dag.operate.coverage.coverage`, ``last_at``
-    as ISO-8601 text) and ``never_retrieved_entities`` (how many); with telemetry off only ``coverage``
-    saying so. A realm without ``query_events`` (or any read error) gives ``coverage`` naming the error —
-    read-side bookkeeping never fails the stage."""
+    ``coverage_events``, ``least_attended_communities`` (up to ``limit``, as
+    :func:`pgrag_dag.operate.coverage.coverage`, ``last_at`` as ISO-8601 text) and
+    ``never_retrieved_entities`` (how many); with telemetry off only ``coverage`` saying so. A realm without
+    ``query_events`` (or any read error) gives ``coverage`` naming the error — read-side bookkeeping never
+    fails the stage."""
     if not telemetry.coverage:
         return {"coverage": "telemetry off (telemetry.coverage)"}
     try:

@@ -168,7 +168,8 @@ def compose_all(settings: Settings) -> dict[str, Composition]:
             first = seen.setdefault((b.op.slot, b.op.name), (b.op, f"{key} ({b.configured_as})"))
             if first[0] is not b.op:
                 raise ConfigurationError(
-                    f"space {key}, stage {b.op.slot}: operator {b.configured_as!r} is named {b.op.name!r}, like another "
-                    f"operator in {first[1]}; a {b.op.slot}'s name must denote one operator (its check and reason)"
+                    f"space {key}, stage {b.op.slot}: operator {b.configured_as!r} is named {b.op.name!r}, "
+                    f"like another operator in {first[1]}; "
+                    f"a {b.op.slot}'s name must denote one operator (its check and reason)"
                 )
     return comps

@@ -5,8 +5,8 @@ Until issue 16 a text file's doc_key (and ``source``, shown to the model) was it
 configuration file's directory, or absolute; moving the configuration, or writing a source path absolutely
 instead of relatively, re-keyed every document — removing and re-adding it, re-extracting every chunk.
 Now the key is the path relative to the source's directory (a single-file source: the file name), after
-the source's ``key_prefix`` (:mod:`pgrag_dag.ingest.sources`). A store indexed under the old rule is migrated by
-the next ``chunks`` run (:func:`plan_renames`, applied by
+the source's ``key_prefix`` (:mod:`pgrag_dag.ingest.sources`). A store indexed under the old rule is migrated
+by the next ``chunks`` run (:func:`plan_renames`, applied by
 :func:`pgrag_dag.store.documents.rename_documents` in the stage's write transaction): each document still
 stored under the key the old rule gives it from the current configuration — or under its key without a
 ``key_prefix`` added since — is renamed to its new key. Its chunk rows keep their ids, so raw extractions,

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,12 +81,13 @@ def embed_pending(
     """Embed ``todo`` (table → pending rows) as passages, ``batch_size`` texts per ``embedder`` call,
     table by table in the given order.
 
-    Each batch is checked as ``pgrag reembed`` checks it (:func:`pgrag_dag.providers.embedding.embed_distinct`:
-    one finite vector of the embedder's width per text). At the first :class:`ModelError` — the model
-    failed, or returned too few or non-finite vectors — the model is not called again in this run: the
-    failed batch and every later one go to ``fallback`` (an embedder of the same width) when given,
-    else are left. Raises :class:`~pgrag_dag.errors.SchemaMismatchError` (a vector of another width)
-    and any other error unchanged: those are not a model outage.
+    Each batch is checked as ``pgrag reembed`` checks it
+    (:func:`pgrag_dag.providers.embedding.embed_distinct`: one finite vector of the embedder's width per
+    text). At the first :class:`ModelError` — the model failed, or returned too few or non-finite vectors —
+    the model is not called again in this run: the failed batch and every later one go to ``fallback`` (an
+    embedder of the same width) when given, else are left. Raises
+    :class:`~pgrag_dag.errors.SchemaMismatchError` (a vector of another width) and any other error unchanged:
+    those are not a model outage.
     """
     run = EmbeddingRun({table: TableRun() for table in todo})
     total, through = sum(len(rows) for rows in todo.values()), 0
@@ -164,15 +166,16 @@ def query_warnings(unembedded: dict[str, dict[str, int]], space: str, model: str
 def stage_embeddings(engine: Engine, realm: str, space: str, *, full: bool = False) -> StageResult:
     """Embed chunks, entities and relations without a vector or whose text changed since (§3.5, §7.3).
 
-    The embedding model is called outside any transaction (:func:`~pgrag_dag.pipeline.embeddings.embed_pending`);
-    the vectors are written in one (a row whose text changed meanwhile keeps a stale hash and is embedded
-    again next run). When the model fails, what it embedded is written and the rest is left for the next
-    run: the non-blocking ``pending_work`` check and every query of the space report the rows without a
-    vector, and the stage raises :class:`EmbeddingIncompleteError` — unless ``embedding.fallback:
-    hashing``, which embeds those rows apart, flagged, outside every vector search (never mixed with
-    the model's vectors). The audit frame of the vectors this run wrote (of every stored vector when
-    ``full``) is checked against :class:`EmbeddingContract` (width = the realm's, no NaN). A first load of
-    a table builds its HNSW index after the vectors (:mod:`pgrag_dag.store.bulk_index`).
+    The embedding model is called outside any transaction
+    (:func:`~pgrag_dag.pipeline.embeddings.embed_pending`); the vectors are written in one (a row whose text
+    changed meanwhile keeps a stale hash and is embedded again next run). When the model fails, what it
+    embedded is written and the rest is left for the next run: the non-blocking ``pending_work`` check and
+    every query of the space report the rows without a vector, and the stage raises
+    :class:`EmbeddingIncompleteError` — unless ``embedding.fallback: hashing``, which embeds those rows apart,
+    flagged, outside every vector search (never mixed with the model's vectors). The audit frame of the
+    vectors this run wrote (of every stored vector when ``full``) is checked against
+    :class:`EmbeddingContract` (width = the realm's, no NaN). A first load of a table builds its HNSW index
+    after the vectors (:mod:`pgrag_dag.store.bulk_index`).
     """
     t0 = time.perf_counter()
     embedder = engine.embedder()
@@ -198,7 +201,7 @@ def stage_embeddings(engine: Engine, realm: str, space: str, *, full: bool = Fal
                     conn, realm, table, done.fallback_rows, done.fallback_vectors, fallback=fallback.model
                 )
         # community reports are embedded by the communities stage, after this one
-        written = (
+        written: dict[str, Sequence[int]] | None = (
             None if full else {t: [r[0] for r in d.rows + d.fallback_rows] for t, d in run.tables.items()}
         )
         audit = vectors.audit(conn, realm, space, settings.dim, written).filter(
@@ -233,7 +236,8 @@ def stage_embeddings(engine: Engine, realm: str, space: str, *, full: bool = Fal
         if fallback is None:
             raise EmbeddingIncompleteError(
                 f"embeddings {realm}.{space}: {run.error}; {describe(pending['without_vector']) or 'no row'} "
-                "left without a vector (vector search cannot find them; queries warn) — the next run embeds them, "
+                "left without a vector (vector search cannot find them; queries warn) — "
+                "the next run embeds them, "
                 "or set embedding.fallback: hashing",
                 pending,
             )

@@ -200,16 +200,15 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
         if (
             not todo.full and res is not None and res.moved
         ):  # a form now resolves elsewhere: its mentions move too
-            owners = sorted(
-                {res.vertices[i].id for i in res.moved.values() if res.vertices[i].id is not None}
-            )
+            owners = sorted({vid for i in res.moved.values() if (vid := res.vertices[i].id) is not None})
             extra = sorted(set(graph.chunks_mentioning(conn, realm, space, owners)) - set(only or []))
             if extra:
                 only = sorted(set(only or []) | set(extra))
                 accepted = pl.concat([accepted, staging.load_decisions(conn, realm, space, chunk_ids=extra)])
         if todo.full:
             mentions = _mentions(accepted, res.index_of if res is not None else lambda _: None, res)
-        else:  # resolved against the stored vertices (just written): res holds only those its records could meet
+        else:  # resolved against the stored vertices (just written):
+            # res holds only those its records could meet
             forms = graph.EntityForms(conn, realm, space)
             forms.load({identity_key(n) for n in _mentioned_names(accepted)})
             mentions = _mentions(accepted, lambda n: forms.resolve(identity_key(n)), None)
@@ -251,7 +250,8 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
 
 
 def _mentioned_names(accepted: pl.DataFrame) -> list[str]:
-    """Every name an accepted record of ``accepted`` mentions: an entity's name, a triple's subject and object."""
+    """Every name an accepted record of ``accepted`` mentions: an entity's name, a triple's subject and
+    object."""
     return [
         n
         for r in accepted.select("kind", "name", "subject", "object").iter_rows()
@@ -263,8 +263,8 @@ def _mentioned_names(accepted: pl.DataFrame) -> list[str]:
 def _mentions(
     accepted: pl.DataFrame, resolve: Callable[[str], int | None], res: Resolution | None
 ) -> pl.DataFrame:
-    """(chunk_id, entity_id) for every name an accepted record of ``accepted`` mentions that ``resolve`` finds:
-    an index into ``res`` (a resolution) or, without ``res``, an entity id."""
+    """(chunk_id, entity_id) for every name an accepted record of ``accepted`` mentions that ``resolve``
+    finds: an index into ``res`` (a resolution) or, without ``res``, an entity id."""
     mentions = []
     for r in accepted.select("chunk_id", "kind", "name", "subject", "object").iter_rows():
         for n in (r[2],) if r[1] == "entity" else (r[3], r[4]):
@@ -293,10 +293,10 @@ def stage_relations(engine: Engine, realm: str, space: str, *, full: bool = Fals
     (§5.2), and the graph-quality check (§8.6).
 
     Incremental (issue 15): only the entity pairs the queued work touches are rebuilt
-    (:mod:`pgrag_dag.pipeline.relation_delta`) — their edges from their complete support, supersession re-decided
-    for them; the whole space when ``full``, on the first run, when the vocabulary or temporal settings
-    changed, or when contradiction detection is on (its candidate pairs and call budget span the space).
-    A run with nothing queued writes nothing and reports the stored quality measurements.
+    (:mod:`pgrag_dag.pipeline.relation_delta`) — their edges from their complete support, supersession
+    re-decided for them; the whole space when ``full``, on the first run, when the vocabulary or temporal
+    settings changed, or when contradiction detection is on (its candidate pairs and call budget span the
+    space). A run with nothing queued writes nothing and reports the stored quality measurements.
     """
     t0 = time.perf_counter()
     vocabulary = engine.settings.space_spec(realm, space).vocabulary_model()
@@ -383,7 +383,8 @@ def stage_relations(engine: Engine, realm: str, space: str, *, full: bool = Fals
             "restored": sup_counts["restored"],
             "supersessions_by_reason": dict(Counter(superseded["reason"].to_list())),
             "supersession_examples": [
-                f"{relations['rendered'][r].split(':')[0]}  ⟶ superseded by ⟶  {relations['rendered'][w].split(':')[0]}"
+                f"{relations['rendered'][r].split(':')[0]}  ⟶ superseded by ⟶  "
+                f"{relations['rendered'][w].split(':')[0]}"
                 for r, w in superseded.select("row", "superseded_by_row").head(5).iter_rows()
             ],
             "rows_changed": changed,
@@ -425,10 +426,10 @@ def supersession_audit(
     relations: pl.DataFrame, supersession: pl.DataFrame, groups: tuple[tuple[str, ...], ...]
 ) -> pl.DataFrame:
     """The ``supersession`` frame (row, superseded_by_row, reason, explanation; rows address ``relations``
-    by position) with what :class:`~pgrag_dag.operators.contracts.SupersessionContract` checks, set-based (two joins,
-    no per-row Python): ``later`` — the superseding edge's latest assertion comes later in document order
-    (doc_order, then chunk_index) — ``same_pair`` (source and target) and ``same_group`` (both predicates in
-    one exclusive group; an ungrouped predicate is in none). §5.2."""
+    by position) with what :class:`~pgrag_dag.operators.contracts.SupersessionContract` checks, set-based (two
+    joins, no per-row Python): ``later`` — the superseding edge's latest assertion comes later in document
+    order (doc_order, then chunk_index) — ``same_pair`` (source and target) and ``same_group`` (both
+    predicates in one exclusive group; an ungrouped predicate is in none). §5.2."""
     group_of = {p: i for i, g in enumerate(groups) for p in g}
 
     def group(default: int) -> pl.Expr:

@@ -52,8 +52,9 @@ class RelationDelta:
 def relation_delta(
     conn: psycopg.Connection, realm: str, space: str, todo: Work, forms: EntityForms
 ) -> RelationDelta:
-    """The :class:`RelationDelta` of the queued work ``todo`` (chunks and entities) — see the module docstring.
-    ``forms`` (the space's entity forms, read as needed) ends up holding every endpoint of the triples read."""
+    """The :class:`RelationDelta` of the queued work ``todo`` (chunks and entities) — see the module
+    docstring. ``forms`` (the space's entity forms, read as needed) ends up holding every endpoint of the
+    triples read."""
     forms.load_ids(todo.entities)
     changed_entities = {e for e in todo.entities if e in forms.names}
     keys = forms.keys_of(changed_entities)
@@ -70,7 +71,9 @@ def relation_delta(
         conn, realm, space, chunk_ids=sorted(seeds), entity_ids=sorted(changed_entities | holders)
     )
     pairs = {(s, t) for s, t, _ in stored}
-    chunks, read, loaded = set(seeds), set(), set()
+    chunks = set(seeds)
+    read: set[int] = set()
+    loaded: set[tuple[int, int]] = set()
     while True:  # until no triple read resolves to a pair not yet rebuilt
         fresh = sorted(pairs - loaded)
         loaded |= set(fresh)

@@ -175,9 +175,10 @@ class LiteLLMEmbedder:
     Raises :class:`ModelError` (one line naming the model, the deadline and the last error) when a
     batch fails within its deadline, and :class:`SchemaMismatchError` when the model returns vectors of
     another width than configured. Errors retrying cannot fix are not retried
-    (:mod:`pgrag_dag.providers.model_errors`): :class:`ModelAccessError` when the model refuses its configuration
-    (no or a refused key, no access, an unknown model — the message names ``embedding.api_key`` or the
-    provider's variable, or ``embedding.model``), :class:`ModelError` when it refuses a request as invalid.
+    (:mod:`pgrag_dag.providers.model_errors`): :class:`ModelAccessError` when the model refuses its
+    configuration (no or a refused key, no access, an unknown model — the message names ``embedding.api_key``
+    or the provider's variable, or ``embedding.model``), :class:`ModelError` when it refuses a request as
+    invalid.
     """
 
     def __init__(self, settings: EmbeddingSettings, *, deadline_s: float | None = None) -> None:
@@ -217,19 +218,20 @@ class LiteLLMEmbedder:
         while (remaining := deadline - time.monotonic()) > 0.05:
             attempt += 1
             wait_s = min(remaining, max(1.0, self.deadline_s / 2))
-            try:
-                return _within(
-                    wait_s,
-                    lambda: litellm.embedding(
-                        model=self.model,
-                        input=batch,
-                        api_base=self.settings.api_base,
-                        api_key=self.settings.api_key,
-                        timeout=wait_s,
-                        max_retries=0,
-                        **extra,
-                    ),
+
+            def call(wait_s: float = wait_s) -> Any:
+                return litellm.embedding(
+                    model=self.model,
+                    input=batch,
+                    api_base=self.settings.api_base,
+                    api_key=self.settings.api_key,
+                    timeout=wait_s,
+                    max_retries=0,
+                    **extra,
                 )
+
+            try:
+                return _within(wait_s, call)
             except _Abandoned as exc:  # a provider's error, if one came before, says more
                 last = last if attempt > 1 else f"no response within {exc.args[0]:.3g} s"
             except Exception as exc:  # litellm maps provider errors onto many exception types
@@ -349,7 +351,8 @@ class LocalEmbedder:
     mean-pooled vectors are averaged, weighted by their token counts — nothing past the window is
     dropped. Vectors: attention-mask mean pooling of ``last_hidden_state``, then L2 normalisation
     (as sentence-transformers does; cosine ≥ 0.999 to its vectors). Texts are batched by length
-    (at most ``settings.batch_size`` windows and 1,024 padded tokens per forward pass) and returned in input order.
+    (at most ``settings.batch_size`` windows and 1,024 padded tokens per forward pass) and returned in input
+    order.
 
     Raises :class:`ModelError` when the model's files are missing or not the recorded ones, and
     :class:`SchemaMismatchError` when ``settings.dim`` is not the model's width.
@@ -450,9 +453,9 @@ def model_warning(model: str) -> str | None:
     if model != HASHING_MODEL:
         return None
     return (
-        f"the embedder is {HASHING_MODEL}: word hashing, fast and deterministic, for tests — its retrieval is "
-        "far below BM25; set embedding.model to local/all-MiniLM-L6-v2 (offline) or a litellm embedding model "
-        "for real questions"
+        f"the embedder is {HASHING_MODEL}: word hashing, fast and deterministic, for tests — its retrieval "
+        "is far below BM25; set embedding.model to local/all-MiniLM-L6-v2 (offline) or a litellm embedding "
+        "model for real questions"
     )
 
 

@@ -302,7 +302,8 @@ class ModelClient:
                     replay_miss = ReplayMissError(
                         pkey,
                         purpose,
-                        "this prompt was never recorded; add a live model to llm.models or import a cassette that has it",
+                        "this prompt was never recorded; add a live model to llm.models or import a cassette "
+                        "that has it",
                     )
                     errors.append(str(replay_miss))
                     continue
@@ -437,7 +438,7 @@ class ModelClient:
                 self.usage.prompt_tokens += pt
                 self.usage.completion_tokens += ct
                 self.usage.cost_usd += cost
-            entry = {
+            entry: dict[str, Any] = {
                 "key": cache_key(model, pkey),
                 "prompt_key": pkey,
                 "model": model,

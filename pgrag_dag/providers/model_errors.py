@@ -9,7 +9,8 @@ will refuse every time. :func:`refusal` tells them apart from the exception lite
 litellm raised (or HTTP status)                        scope       what the one-line message says to fix
 =====================================================  ==========  ==========================================
 no credentials at all (the OpenAI SDK refuses before   ``model``   the provider's key variable (e.g.
-any request; litellm reports it as a 500)                          ``OPENAI_API_KEY``) or ``<section>.api_key``
+any request; litellm reports it as a 500)                          ``OPENAI_API_KEY``) or
+                                                                   ``<section>.api_key``
 ``AuthenticationError`` (401)                          ``model``   the key: ``<section>.api_key`` / variable
 ``PermissionDeniedError`` (403), 402 (payment)         ``model``   the key's access to the model, the account
 ``NotFoundError`` (404), unknown provider              ``model``   the model name (``llm.models`` /

@@ -60,7 +60,9 @@ def render_relation(rel: Mapping[str, Any], *, validity: bool = True) -> str:
     ``include_superseded``) is marked ``[superseded]`` — judged by ``superseded`` when present (the
     state at ``as_believed_at``), else by ``superseded_by``; the description follows a colon.
 
-    >>> render_relation({"subject": "A", "predicate": "p", "object": "B", "negated": True, "valid_from": "2020"})
+    >>> render_relation(
+    ...     {"subject": "A", "predicate": "p", "object": "B", "negated": True, "valid_from": "2020"}
+    ... )
     '(A) --[NOT p]--> (B) [from 2020]'
     """
     predicate = f"NOT {rel['predicate']}" if rel.get("negated") else rel["predicate"]

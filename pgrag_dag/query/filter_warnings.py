@@ -38,7 +38,8 @@ def filter_warnings(conn: psycopg.Connection, realm: str, param: QueryParam) -> 
             known = inventory.frequent_predicates(conn, realm, space)
             listed = ", ".join(repr(t) for t in unknown)
             out.append(
-                f"relation type{'s' if len(unknown) > 1 else ''} {listed} match{'' if len(unknown) > 1 else 'es'} "
+                f"relation type{'s' if len(unknown) > 1 else ''} {listed} "
+                f"match{'' if len(unknown) > 1 else 'es'} "
                 f"no relation of space {space!r}"
                 + (f" (its most frequent: {', '.join(known)})" if known else " (it has no relation)")
             )

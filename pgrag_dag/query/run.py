@@ -25,10 +25,10 @@ behind that default is in ``evaluation/README.md``), fused by RRF keyed by chunk
 Conditioning (§7.2, :mod:`pgrag_dag.query.keywords`): low-level keywords are appended to the question for
 the entity query vector; high-level keywords to it for the global vector (``ranked`` relations and
 communities); the low-level ones (else the high-level ones, else the question's words) form the
-full-text query of relations and chunks — naive mode extracts keywords only for the latter. Relations arrive by up to four channels
-(:mod:`pgrag_dag.store.retrieval`, :mod:`pgrag_dag.store.retrieval_channels`) — traversal up to
-``max_hops``, similarity over relation embeddings, full-text over the rendered relation, and the
-global ranking (relation similarity to the global vector, or keyword overlap then weight when no
+full-text query of relations and chunks — naive mode extracts keywords only for the latter. Relations arrive
+by up to four channels (:mod:`pgrag_dag.store.retrieval`, :mod:`pgrag_dag.store.retrieval_channels`) —
+traversal up to ``max_hops``, similarity over relation embeddings, full-text over the rendered relation, and
+the global ranking (relation similarity to the global vector, or keyword overlap then weight when no
 relation is embedded) — and are fused by RRF or the fixed-share quota (:mod:`pgrag_dag.query.fusion`).
 Every relation read applies the temporal predicates and ``relation_types`` inside the read — within
 each traversal step, never to the walk's result.
@@ -117,7 +117,8 @@ def query_data(
     With ``telemetry.coverage`` on (:class:`~pgrag_dag.config.TelemetrySettings`; off when ``None``), a
     query that retrieved (any mode but bypass) queues one coverage event — the question's SHA-256, never
     its text; the entity and community ids returned — for a background writer
-    (:func:`pgrag_dag.query.telemetry.record_query`, §6.1): it never blocks, and its failures never fail the query.
+    (:func:`pgrag_dag.query.telemetry.record_query`, §6.1): it never blocks, and its failures never fail the
+    query.
 
     Raises:
         QueryError: an empty question, a realm or space that does not exist, or a read that ran past
@@ -221,8 +222,8 @@ def synthesise(
     *,
     on_text: Callable[[str], None] | None = None,
 ) -> str:
-    """The answer to ``question`` from ``result`` (what :func:`query_data` retrieved for ``param``): one synthesis
-    call (§7.5) with :func:`synthesis_messages`, streamed to ``on_text`` when given. Raises
+    """The answer to ``question`` from ``result`` (what :func:`query_data` retrieved for ``param``): one
+    synthesis call (§7.5) with :func:`synthesis_messages`, streamed to ``on_text`` when given. Raises
     :class:`ModelError` / :class:`ReplayMissError` from the model client."""
     return client.complete(
         synthesis_messages(question, result.context, param),
@@ -723,7 +724,8 @@ def _assemble(result: QueryResult) -> None:
     }
     result.context, result.assembly = built.context, report
     logger.info(
-        "query assembly mode=%s space=%s as_of=%s as_believed_at=%s include_superseded=%s keywords=%s %s channels=%s",
+        "query assembly mode=%s space=%s as_of=%s as_believed_at=%s include_superseded=%s keywords=%s %s "
+        "channels=%s",
         p.mode,
         p.space,
         p.as_of or "-",

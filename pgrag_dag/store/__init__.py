@@ -1,7 +1,8 @@
 """PostgreSQL store: all the engine's SQL, one module per table family (the only package that issues SQL).
 
 - :mod:`.db`                 connecting (embedded server or ``PGRAG_DATABASE_URL``)
-- :mod:`.schema`             DDL for the control schema and a realm's schema; idempotent, concurrency-safe init
+- :mod:`.schema`             DDL for the control schema and a realm's schema; idempotent, concurrency-safe
+  init
 - :mod:`.identifiers`        ``pgrag_<realm>.<table>``, the one table-name helper every module uses
 - :mod:`.locks`              partition and stage locks, and their order
 - :mod:`.cache`              the LLM response cache and cassettes (control schema)

@@ -104,7 +104,8 @@ def _report(dsn: str, realm: str, done: threading.Event) -> None:
         with db.connect(dsn, autocommit=True) as conn:
             while not done.wait(PROGRESS_EVERY_S):
                 for relname, phase, total, tuples in conn.execute(
-                    """SELECT c.relname, p.phase, p.tuples_total, p.tuples_done FROM pg_stat_progress_create_index p
+                    """SELECT c.relname, p.phase, p.tuples_total, p.tuples_done
+                             FROM pg_stat_progress_create_index p
                              JOIN pg_class c ON c.oid = p.relid JOIN pg_namespace n ON n.oid = c.relnamespace
                             WHERE n.nspname = %s""",
                     (schema_for(realm),),

@@ -59,7 +59,7 @@ def _one(conn: psycopg.Connection, where: str, value: str) -> dict[str, Any] | N
             "SELECT key, prompt_key, model, purpose, request, response, prompt_tokens, completion_tokens"
             " FROM pgrag__control.llm_cache "
         )
-        + sql.SQL(where),  # type: ignore[arg-type]  # literal fragments only
+        + sql.SQL(where),  # literal fragments only
         (value,),
     )
     row = cur.fetchone()
@@ -73,7 +73,8 @@ def put(conn: psycopg.Connection, entry: dict[str, Any]) -> None:
         """INSERT INTO pgrag__control.llm_cache
                (key, prompt_key, model, purpose, request, response, prompt_tokens, completion_tokens)
            SELECT %s::text, %s::text, %s::text, %s::text, %s::jsonb, %s::text, %s::int, %s::int
-            WHERE NOT EXISTS (SELECT 1 FROM pgrag__control.llm_evicted e WHERE e.key = %s AND e.response_sha256 = %s)
+            WHERE NOT EXISTS (SELECT 1 FROM pgrag__control.llm_evicted e WHERE e.key = %s
+                AND e.response_sha256 = %s)
            ON CONFLICT (key) DO NOTHING""",
         (
             entry["key"],
@@ -101,7 +102,8 @@ _EVICT = sql.SQL("""
 WITH gone AS (DELETE FROM pgrag__control.llm_cache c {using} WHERE {where}
               RETURNING c.key, c.prompt_key, c.model, c.purpose, c.created_at, c.response),
      kept AS (INSERT INTO pgrag__control.llm_evicted (key, response_sha256, prompt_key, model, purpose)
-              SELECT key, encode(sha256(convert_to(response, 'UTF8')), 'hex'), prompt_key, model, purpose FROM gone
+              SELECT key, encode(sha256(convert_to(response, 'UTF8')), 'hex'), prompt_key, model, purpose
+                  FROM gone
               ON CONFLICT DO NOTHING)
 SELECT key, prompt_key, model, purpose, created_at, response FROM gone ORDER BY created_at, key""")
 

@@ -23,7 +23,8 @@ from pgrag_dag.names import schema_for
 # (space, xid) index bound the scan (every xid below xmin(old) was visible in it, or never committed)
 _WINDOW = sql.SQL("""l.space = %(space)s
    AND (%(old)s::pg_snapshot IS NULL
-        OR (l.xid >= pg_snapshot_xmin(%(old)s::pg_snapshot) AND NOT pg_visible_in_snapshot(l.xid, %(old)s::pg_snapshot)))
+        OR (l.xid >= pg_snapshot_xmin(%(old)s::pg_snapshot) AND NOT pg_visible_in_snapshot(l.xid,
+            %(old)s::pg_snapshot)))
    AND pg_visible_in_snapshot(l.xid, pg_current_snapshot())""")
 
 _EVENTS = """
@@ -42,7 +43,8 @@ SELECT l.seq, l.kind, l.event, l.object_id, l.doc_key, l.renamed_from, l.superse
 _STALENESS = """
 WITH built AS (SELECT max(built_at) AS at FROM {s}.communities WHERE space = %(space)s AND level = 0),
 checked AS (SELECT greatest((SELECT at FROM built),
-                            (SELECT checked_at FROM {s}.graph_checked WHERE space = %(space)s AND stage = 'communities')) AS at)
+                            (SELECT checked_at FROM {s}.graph_checked WHERE space = %(space)s
+                                AND stage = 'communities')) AS at)
 SELECT (SELECT at FROM built),
        (SELECT count(*) FROM {s}.belief_log l
          WHERE l.space = %(space)s AND l.kind = 'relation'

@@ -347,9 +347,9 @@ def _insert(
     with conn.cursor() as cur:
         cur.executemany(sql.SQL(_INSERT_COMMUNITY).format(s=s), params, returning=True)
         for local in frame[key].to_list():
-            row = cur.fetchone()
-            assert row is not None
-            out[int(local)] = int(row[0])
+            inserted = cur.fetchone()
+            assert inserted is not None
+            out[int(local)] = int(inserted[0])
             cur.nextset()
     return out
 

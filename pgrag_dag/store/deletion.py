@@ -35,7 +35,8 @@ SPACE_ORDER = (
 )
 """Tables of a space's graph, in the order their rows are deleted (rows referring to others go first)."""
 HISTORY_TABLES = ("belief_log", "relation_belief", "entity_belief", "documents_removed", "query_events")
-"""History and telemetry tables, deleted last (the graph deletes above write tombstones into ``belief_log``)."""
+"""History and telemetry tables, deleted last (the graph deletes above write tombstones into
+``belief_log``)."""
 
 
 def space_tables(conn: psycopg.Connection, realm: str) -> list[str]:
@@ -44,7 +45,8 @@ def space_tables(conn: psycopg.Connection, realm: str) -> list[str]:
     rows = conn.execute(
         """SELECT c.table_name FROM information_schema.columns c
                              JOIN information_schema.tables t USING (table_schema, table_name)
-                            WHERE c.table_schema = %s AND c.column_name = 'space' AND t.table_type = 'BASE TABLE'""",
+                            WHERE c.table_schema = %s AND c.column_name = 'space'
+                                AND t.table_type = 'BASE TABLE'""",
         (schema_for(realm),),
     ).fetchall()
     present = {r[0] for r in rows}
@@ -71,9 +73,9 @@ def count_rows(conn: psycopg.Connection, realm: str, space: str | None) -> dict[
 
 def delete_space_rows(conn: psycopg.Connection, realm: str, space: str) -> dict[str, int]:
     """Delete every row of ``space`` from every table of :func:`space_tables`, in that order, in the caller's
-    forgetting transaction. Returns rows removed per table, ``belief_log`` and ``stage_work`` counting only the
-    rows that were there before (not the tombstones and queued work the graph deletes appended and this removed
-    again)."""
+    forgetting transaction. Returns rows removed per table, ``belief_log`` and ``stage_work`` counting only
+    the rows that were there before (not the tombstones and queued work the graph deletes appended and this
+    removed again)."""
     out: dict[str, int] = {}
     tables = space_tables(conn, realm)
     queued = None
@@ -149,17 +151,16 @@ def delete_entity_rows(conn: psycopg.Connection, realm: str, space: str, entity:
     (``superseded_by`` and ``t_expired`` cleared; history: ``restored``).
 
     Returns ``{"removed": {table: rows deleted; ``documents_removed.entity_ids`` and
-    ``query_events.entity_ids``: rows the id was taken out of}, "restored": relations restored, "tombstones": deleted events
-    appended to belief_log}``.
+    ``query_events.entity_ids``: rows the id was taken out of}, "restored": relations restored, "tombstones":
+    deleted events appended to belief_log}``.
     """
     args = {"space": space, "id": entity}
     rel_ids = [
         r[0]
         for r in conn.execute(
             sql.SQL("""SELECT id FROM {} WHERE space = %(space)s
-                                                     AND (source_id = %(id)s OR target_id = %(id)s)""").format(
-                qualified(realm, "relations")
-            ),
+                                                     AND (source_id = %(id)s OR target_id =
+                                                         %(id)s)""").format(qualified(realm, "relations")),
             args,
         ).fetchall()
     ]

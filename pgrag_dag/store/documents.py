@@ -66,7 +66,8 @@ def sync_chunks(
         k: h
         for k, h in conn.execute(
             sql.SQL(
-                "SELECT doc_key, string_agg(content_hash, ',' ORDER BY chunk_index) FROM {} WHERE space = %s GROUP BY doc_key"
+                "SELECT doc_key, string_agg(content_hash, ',' ORDER BY chunk_index) FROM {}"
+                " WHERE space = %s GROUP BY doc_key"
             ).format(qualified(realm, "documents")),
             (space,),
         ).fetchall()
@@ -88,7 +89,8 @@ def sync_chunks(
             added.append(doc_key)
         with conn.cursor() as cur:
             cur.executemany(
-                sql.SQL("""INSERT INTO {} (space, doc_key, chunk_index, title, source, doc_order, text, content_hash,
+                sql.SQL("""INSERT INTO {} (space, doc_key, chunk_index, title, source, doc_order, text,
+                                          content_hash,
                                           doc_hash, metadata, doc_fingerprint)
                            VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)""").format(
                     qualified(realm, "documents")
@@ -167,9 +169,8 @@ def _restamp(
                           AS v(doc_key, chunk_index, doc_order, metadata, fp)
                     WHERE d.space = %s AND md5(d.doc_key) = md5(v.doc_key) AND d.doc_key = v.doc_key
                       AND d.chunk_index = v.chunk_index
-                      AND (d.doc_order, d.metadata, d.doc_fingerprint) IS DISTINCT FROM (v.doc_order, v.metadata, v.fp)""").format(
-            t=qualified(realm, "documents")
-        ),
+                      AND (d.doc_order, d.metadata, d.doc_fingerprint) IS DISTINCT FROM (v.doc_order,
+                          v.metadata, v.fp)""").format(t=qualified(realm, "documents")),
         (
             frame["doc_key"].to_list(),
             frame["chunk_index"].to_list(),
@@ -182,14 +183,15 @@ def _restamp(
 
 
 def _reorder(conn: psycopg.Connection, realm: str, space: str, orders: dict[str, int]) -> int:
-    """Give stored documents the ``doc_order`` of ``orders`` (doc_key → doc_order) where it moved: one set-based
-    UPDATE. When the stored documents keep their order relative to one another (a document added or removed
-    shifts the positions after it), the move is no work for the relations stage (supersession compares order,
-    which did not change), so the queue trigger is told to pass (``pgrag.order_shift``). Returns rows changed."""
+    """Give stored documents the ``doc_order`` of ``orders`` (doc_key → doc_order) where it moved: one
+    set-based UPDATE. When the stored documents keep their order relative to one another (a document added or
+    removed shifts the positions after it), the move is no work for the relations stage (supersession compares
+    order, which did not change), so the queue trigger is told to pass (``pgrag.order_shift``). Returns rows
+    changed."""
     if not orders:
         return 0
     table = qualified(realm, "documents")
-    stored = dict(
+    stored: dict[str, int] = dict(
         conn.execute(
             sql.SQL(
                 "SELECT DISTINCT ON (doc_key) doc_key, doc_order FROM {} WHERE space = %s ORDER BY doc_key"
@@ -279,9 +281,8 @@ def rename_documents(
                                                        ELSE d.doc_fingerprint END
                               FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[])
                                    AS v(old, new, source, old_print, new_print)
-                             WHERE d.space = %s AND md5(d.doc_key) = md5(v.old) AND d.doc_key = v.old""").format(
-            t=table
-        ),
+                             WHERE d.space = %s AND md5(d.doc_key) = md5(v.old)
+                                 AND d.doc_key = v.old""").format(t=table),
         (*cols, space),
     )
     conn.execute(

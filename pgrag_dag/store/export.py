@@ -1,14 +1,17 @@
 """Read-only SQL for exporting and viewing one space's whole graph (issue 16 items 7–8): every entity,
 relation, community and mention, dormant, archived and superseded rows included and marked.
 
-The other readers of these tables serve a stage and read what it needs (:func:`pgrag_dag.store.graph.load_entities`:
-no dormancy; :func:`pgrag_dag.store.communities.load_graph`: the live graph only); an export must show
-everything, with the state of each row. Each function returns a polars frame with the schema given
-beside it (timestamps are UTC ``Datetime("us", "UTC")``); the realm and space are validated
-(:class:`~pgrag_dag.errors.InvalidNameError`).
+The other readers of these tables serve a stage and read what it needs
+(:func:`pgrag_dag.store.graph.load_entities`: no dormancy; :func:`pgrag_dag.store.communities.load_graph`: the
+live graph only); an export must show everything, with the state of each row. Each function returns a polars
+frame with the schema given beside it (timestamps are UTC ``Datetime("us", "UTC")``); the realm and space are
+validated (:class:`~pgrag_dag.errors.InvalidNameError`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import polars as pl
 import psycopg
@@ -19,7 +22,7 @@ from pgrag_dag.store.identifiers import qualified
 
 _TS = pl.Datetime("us", "UTC")
 
-ENTITY_SCHEMA = {
+ENTITY_SCHEMA: dict[str, Any] = {
     "id": pl.Int64,
     "name": pl.String,
     "entity_type": pl.String,
@@ -31,7 +34,7 @@ ENTITY_SCHEMA = {
     "archived_at": _TS,
     "t_created": _TS,
 }
-RELATION_SCHEMA = {
+RELATION_SCHEMA: dict[str, Any] = {
     "id": pl.Int64,
     "source_id": pl.Int64,
     "target_id": pl.Int64,
@@ -52,7 +55,7 @@ RELATION_SCHEMA = {
     "dormant_since": _TS,
     "chunk_ids": pl.List(pl.Int64),
 }
-COMMUNITY_SCHEMA = {
+COMMUNITY_SCHEMA: dict[str, Any] = {
     "id": pl.Int64,
     "level": pl.Int64,
     "title": pl.String,
@@ -64,7 +67,12 @@ COMMUNITY_SCHEMA = {
     "member_entity_ids": pl.List(pl.Int64),
     "built_at": _TS,
 }
-MENTION_SCHEMA = {"entity_id": pl.Int64, "chunk_id": pl.Int64, "doc_key": pl.String, "chunk_index": pl.Int64}
+MENTION_SCHEMA: dict[str, Any] = {
+    "entity_id": pl.Int64,
+    "chunk_id": pl.Int64,
+    "doc_key": pl.String,
+    "chunk_index": pl.Int64,
+}
 
 _ENTITIES = """
 SELECT id, name, entity_type, description, aliases, dormant_since IS NOT NULL, dormant_since,
@@ -73,7 +81,8 @@ SELECT id, name, entity_type, description, aliases, dormant_since IS NOT NULL, d
 
 _RELATIONS = """
 SELECT r.id, r.source_id, r.target_id, a.name, b.name, r.predicate, r.description, r.weight, r.confidence,
-       r.negated, r.valid_from, r.valid_to, r.t_created, r.t_expired, r.superseded_by, r.superseded_by IS NOT NULL,
+       r.negated, r.valid_from, r.valid_to, r.t_created, r.t_expired, r.superseded_by,
+           r.superseded_by IS NOT NULL,
        r.dormant_since IS NOT NULL, r.dormant_since, r.chunk_ids
   FROM {r} r JOIN {e} a ON a.id = r.source_id JOIN {e} b ON b.id = r.target_id
  WHERE r.space = %s ORDER BY r.id"""
@@ -99,9 +108,12 @@ SELECT m.entity_id, m.chunk_id, d.doc_key, d.chunk_index
 
 
 def _frame(
-    conn: psycopg.Connection, query: sql.Composed, args: object, schema: dict[str, pl.DataType]
+    conn: psycopg.Connection,
+    query: sql.Composed,
+    args: Sequence[Any] | Mapping[str, Any],
+    schema: dict[str, Any],
 ) -> pl.DataFrame:
-    rows = conn.execute(query, args).fetchall()  # type: ignore[arg-type]
+    rows = conn.execute(query, args).fetchall()
     return pl.DataFrame(rows, schema=schema, orient="row")
 
 

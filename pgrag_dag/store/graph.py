@@ -1,12 +1,13 @@
 """SQL for the entity graph: ``entities``, ``doc_mentions``, ``relations`` (paper Table 1, §4.6–4.7, §5.5).
 
-Writes are applied under a per-partition advisory lock (:func:`pgrag_dag.store.locks.lock_partition`), so concurrent
-writers resolve against one another instead of splitting a vertex.
+Writes are applied under a per-partition advisory lock (:func:`pgrag_dag.store.locks.lock_partition`), so
+concurrent writers resolve against one another instead of splitting a vertex.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import Any
 
 import polars as pl
 import psycopg
@@ -35,7 +36,8 @@ def load_entities(
         if resolved
         else "entity_type, description"
     )
-    where, args = sql.SQL(""), [space]
+    where: sql.Composable = sql.SQL("")
+    args: list[Any] = [space]
     if holding is not None:
         keys = sorted(set(holding))
         fill_identity_keys(conn, realm, space)
@@ -62,8 +64,9 @@ in place (:func:`pgrag_dag.graph.resolution.merge_race_loser`)."""
 def write_entities(
     conn: psycopg.Connection, realm: str, space: str, res: Resolution, *, merge: Merge
 ) -> dict[str, int]:
-    """Apply a :class:`Resolution` in one transaction (a savepoint inside the caller's), see :func:`_write_entities`,
-    and store the identity keys of the entities it wrote (:func:`pgrag_dag.store.quality.fill_identity_keys`)."""
+    """Apply a :class:`Resolution` in one transaction (a savepoint inside the caller's), see
+    :func:`_write_entities`, and store the identity keys of the entities it wrote
+    (:func:`pgrag_dag.store.quality.fill_identity_keys`)."""
     with conn.transaction():
         counts = _write_entities(conn, realm, space, res, merge)
         fill_identity_keys(conn, realm, space)
@@ -104,8 +107,10 @@ def _write_entities(
     new = [v for v in res.vertices if v.id is None]
     if not new:
         return {"inserted": 0, "updated": updated}
-    conn.execute("""CREATE TEMP TABLE IF NOT EXISTS pgrag_incoming_ent (ord integer, name text, entity_type text,
-                        description text, aliases text[], resolved_type text, resolved_description text) ON COMMIT DROP""")
+    conn.execute("""CREATE TEMP TABLE IF NOT EXISTS pgrag_incoming_ent (ord integer, name text,
+                        entity_type text,
+                        description text, aliases text[], resolved_type text, resolved_description text)
+                            ON COMMIT DROP""")
     conn.execute("TRUNCATE pgrag_incoming_ent")
     with conn.cursor() as cur, cur.copy("COPY pgrag_incoming_ent FROM STDIN") as copy:
         for i, v in enumerate(new):
@@ -113,7 +118,8 @@ def _write_entities(
                 (i, v.name, v.entity_type, v.description, v.aliases, v.resolved_type, v.resolved_description)
             )
     rows = conn.execute(
-        sql.SQL("""INSERT INTO {} (space, name, entity_type, description, aliases, resolved_type, resolved_description)
+        sql.SQL("""INSERT INTO {} (space, name, entity_type, description, aliases, resolved_type,
+                   resolved_description)
                    SELECT %s, name, entity_type, description, aliases, resolved_type, resolved_description
                      FROM pgrag_incoming_ent ORDER BY ord
                    ON CONFLICT (space, lower(name)) DO NOTHING RETURNING id, name""").format(table),
@@ -130,7 +136,8 @@ def _write_entities(
     for v in losers:  # another writer inserted this name meanwhile: merge into the winner (§4.6)
         winner = conn.execute(
             sql.SQL(
-                "SELECT id, name, entity_type, description, aliases FROM {} WHERE space = %s AND lower(name) = lower(%s)"
+                "SELECT id, name, entity_type, description, aliases FROM {}"
+                " WHERE space = %s AND lower(name) = lower(%s)"
             ).format(table),
             (space, v.name),
         ).fetchone()
@@ -139,7 +146,8 @@ def _write_entities(
         merge(w, v)
         conn.execute(
             sql.SQL(
-                "UPDATE {} SET entity_type = %s, description = %s, aliases = %s, t_updated = now() WHERE id = %s"
+                "UPDATE {} SET entity_type = %s, description = %s, aliases = %s, t_updated = now()"
+                " WHERE id = %s"
             ).format(table),
             (w.entity_type, w.description, w.aliases, w.id),
         )
@@ -153,7 +161,8 @@ def replace_mentions(
     """Replace the space's ``doc_mentions`` with ``mentions`` (chunk_id, entity_id) and restamp dormancy.
 
     An entity no chunk mentions becomes dormant (``dormant_since = now()``); a mentioned dormant entity
-    revives unless it is archived (retention, issue 14: archived entities stay dormant until unarchived). Returns counts ``mentions``, ``dormant``, ``revived``.
+    revives unless it is archived (retention, issue 14: archived entities stay dormant until unarchived).
+    Returns counts ``mentions``, ``dormant``, ``revived``.
     """
     pairs = mentions.unique().sort("chunk_id", "entity_id")
     stored = conn.execute(
@@ -245,7 +254,8 @@ def _restamp_dormancy(
     conn: psycopg.Connection, realm: str, space: str, ids: Sequence[int] | None = None
 ) -> dict[str, int]:
     """An entity no chunk mentions becomes dormant (``dormant_since = now()``); a mentioned dormant entity
-    revives unless archived — over the space, or only the entities ``ids``. Returns ``dormant``, ``revived``."""
+    revives unless archived — over the space, or only the entities ``ids``. Returns ``dormant``,
+    ``revived``."""
     ent, men = qualified(realm, "entities"), qualified(realm, "doc_mentions")
     only = sql.SQL("") if ids is None else sql.SQL(" AND e.id = ANY(%s)")
     args = (space,) if ids is None else (space, list(ids))
@@ -257,10 +267,10 @@ def _restamp_dormancy(
         args,
     ).rowcount
     revived = conn.execute(
-        sql.SQL("""UPDATE {e} e SET dormant_since = NULL WHERE e.space = %s{only} AND e.dormant_since IS NOT NULL
-                   AND e.archived_at IS NULL AND EXISTS (SELECT 1 FROM {m} m WHERE m.entity_id = e.id)""").format(
-            e=ent, m=men, only=only
-        ),
+        sql.SQL("""UPDATE {e} e SET dormant_since = NULL WHERE e.space = %s{only}
+                   AND e.dormant_since IS NOT NULL
+                   AND e.archived_at IS NULL AND EXISTS (SELECT 1 FROM {m} m
+                       WHERE m.entity_id = e.id)""").format(e=ent, m=men, only=only),
         args,
     ).rowcount
     return {"dormant": dormant, "revived": revived}
@@ -357,7 +367,8 @@ def edges_touching(
     if chunk_ids:
         parts.append(
             sql.SQL(
-                "SELECT source_id, target_id, chunk_ids FROM {} WHERE space = %s AND chunk_ids && %s::bigint[]"
+                "SELECT source_id, target_id, chunk_ids FROM {}"
+                " WHERE space = %s AND chunk_ids && %s::bigint[]"
             ).format(r)
         )
         args += [space, list(chunk_ids)]
@@ -372,7 +383,8 @@ def edges_touching(
     if pairs:
         parts.append(
             sql.SQL("""SELECT r.source_id, r.target_id, r.chunk_ids FROM {} r
-                                  JOIN unnest(%s::bigint[], %s::bigint[]) AS p(s, t) ON (r.source_id, r.target_id) = (p.s, p.t)
+                                  JOIN unnest(%s::bigint[], %s::bigint[]) AS p(s, t) ON (r.source_id,
+                                      r.target_id) = (p.s, p.t)
                                  WHERE r.space = %s""").format(r)
         )
         args += [[s for s, _ in pairs], [t for _, t in pairs], space]
@@ -388,7 +400,8 @@ def write_relations(
     relations: pl.DataFrame,
     pairs: Collection[tuple[int, int]] | None = None,
 ) -> dict[str, int]:
-    """Upsert the ``relations`` frame in one transaction (a savepoint inside the caller's); see :func:`_write_relations`."""
+    """Upsert the ``relations`` frame in one transaction (a savepoint inside the caller's); see
+    :func:`_write_relations`."""
     with conn.transaction():
         return _write_relations(conn, realm, space, relations, pairs)
 
@@ -412,14 +425,15 @@ def _write_relations(
     table = qualified(realm, "relations")
     conn.execute("""CREATE TEMP TABLE IF NOT EXISTS pgrag_incoming_rel (
                         source_id bigint, target_id bigint, predicate text, negated boolean, description text,
-                        chunk_ids bigint[], weight integer, confidence double precision, payload jsonb, rendered text)
+                        chunk_ids bigint[], weight integer, confidence double precision, payload jsonb,
+                            rendered text)
                     ON COMMIT DROP""")
     conn.execute("TRUNCATE pgrag_incoming_rel")
     with (
         conn.cursor() as cur,
         cur.copy(
-            "COPY pgrag_incoming_rel (source_id, target_id, predicate, negated, description, chunk_ids, weight,"
-            " confidence, payload, rendered) FROM STDIN"
+            "COPY pgrag_incoming_rel (source_id, target_id, predicate, negated, description, chunk_ids,"
+            " weight, confidence, payload, rendered) FROM STDIN"
         ) as copy,
     ):
         for r in relations.iter_rows(named=True):
@@ -439,7 +453,8 @@ def _write_relations(
                 )
             )
     same_edge = sql.SQL(
-        "(r.source_id, r.predicate, r.target_id, r.negated) = (i.source_id, i.predicate, i.target_id, i.negated)"
+        "(r.source_id, r.predicate, r.target_id, r.negated)"
+        " = (i.source_id, i.predicate, i.target_id, i.negated)"
     )
     updated = conn.execute(
         sql.SQL("""UPDATE {t} r SET description = i.description, chunk_ids = i.chunk_ids, weight = i.weight,
@@ -448,15 +463,18 @@ def _write_relations(
                      FROM pgrag_incoming_rel i
                     WHERE r.space = %s AND {same}
                       AND ((r.description, r.chunk_ids, r.weight, r.confidence, r.rendered, r.dormant_since)
-                           IS DISTINCT FROM (i.description, i.chunk_ids, i.weight, i.confidence, i.rendered, NULL::timestamptz)
+                           IS DISTINCT FROM (i.description, i.chunk_ids, i.weight, i.confidence, i.rendered,
+                               NULL::timestamptz)
                            OR NOT (r.payload @> i.payload))""").format(t=table, same=same_edge),
         (space,),
     ).rowcount
     # new edges only: no sequence value is spent on edges that already exist
     inserted = conn.execute(
-        sql.SQL("""INSERT INTO {t} (space, source_id, target_id, predicate, negated, description, chunk_ids, weight,
+        sql.SQL("""INSERT INTO {t} (space, source_id, target_id, predicate, negated, description, chunk_ids,
+                                   weight,
                                    confidence, payload, rendered)
-                   SELECT %s, i.source_id, i.target_id, i.predicate, i.negated, i.description, i.chunk_ids, i.weight,
+                   SELECT %s, i.source_id, i.target_id, i.predicate, i.negated, i.description, i.chunk_ids,
+                          i.weight,
                           i.confidence, i.payload, i.rendered FROM pgrag_incoming_rel i
                     WHERE NOT EXISTS (SELECT 1 FROM {t} r WHERE r.space = %s AND {same})
                     ORDER BY i.source_id, i.predicate, i.target_id, i.negated
@@ -465,18 +483,19 @@ def _write_relations(
         ),
         (space, space),
     ).rowcount
-    only, args = sql.SQL(""), [space]
+    only = sql.SQL("")
+    args: list[Any] = [space]
     if pairs is not None:
         only = sql.SQL(
             " AND (r.source_id, r.target_id) IN (SELECT * FROM unnest(%s::bigint[], %s::bigint[]))"
         )
         args += [[a for a, _ in pairs], [b for _, b in pairs]]
     dormant = conn.execute(
-        sql.SQL("""UPDATE {t} r SET dormant_since = now() WHERE r.space = %s AND r.dormant_since IS NULL{only} AND NOT EXISTS (
+        sql.SQL("""UPDATE {t} r SET dormant_since = now() WHERE r.space = %s AND r.dormant_since IS NULL{only}
+                   AND NOT EXISTS (
                    SELECT 1 FROM pgrag_incoming_rel i WHERE (i.source_id, i.target_id, i.predicate, i.negated)
-                                                          = (r.source_id, r.target_id, r.predicate, r.negated))""").format(
-            t=table, only=only
-        ),
+                                                          = (r.source_id, r.target_id, r.predicate,
+                                                              r.negated))""").format(t=table, only=only),
         args,
     ).rowcount
     return {"inserted": inserted, "updated": updated, "dormant": dormant}
@@ -489,13 +508,16 @@ def graph_counts(conn: psycopg.Connection, realm: str, space: str) -> dict[str, 
     row = conn.execute(
         sql.SQL("""SELECT (SELECT count(*) FROM {e} WHERE space = %(s)s AND dormant_since IS NULL),
                           (SELECT count(*) FROM {e} WHERE space = %(s)s AND dormant_since IS NOT NULL),
-                          l.live, l.dormant, (SELECT count(*) FROM {m} WHERE space = %(s)s), l.negated, l.validity, l.superseded
+                          l.live, l.dormant, (SELECT count(*) FROM {m} WHERE space = %(s)s), l.negated,
+                              l.validity, l.superseded
                      FROM (SELECT count(*) FILTER (WHERE dormant_since IS NULL) AS live,
                                   count(*) FILTER (WHERE dormant_since IS NOT NULL) AS dormant,
                                   count(*) FILTER (WHERE dormant_since IS NULL AND negated) AS negated,
-                                  count(*) FILTER (WHERE dormant_since IS NULL AND (valid_from_key IS NOT NULL
-                                                                                    OR valid_to_key IS NOT NULL)) AS validity,
-                                  count(*) FILTER (WHERE dormant_since IS NULL AND superseded_by IS NOT NULL) AS superseded
+                                  count(*) FILTER (WHERE dormant_since IS NULL
+                                                     AND (valid_from_key IS NOT NULL
+                                                          OR valid_to_key IS NOT NULL)) AS validity,
+                                  count(*) FILTER (WHERE dormant_since IS NULL AND superseded_by IS NOT NULL)
+                                      AS superseded
                              FROM {r} WHERE space = %(s)s) l""").format(e=e, r=r, m=m),
         {"s": space},
     ).fetchone()
@@ -518,8 +540,8 @@ def graph_counts(conn: psycopg.Connection, realm: str, space: str) -> dict[str, 
 
 
 def quality_frames(conn: psycopg.Connection, realm: str, space: str) -> tuple[pl.DataFrame, pl.DataFrame]:
-    """The frames :func:`pgrag_dag.graph.quality.graph_quality` reads: entities (id, name, aliases, dormant) and
-    relations (source_id, target_id, predicate, negated, live)."""
+    """The frames :func:`pgrag_dag.graph.quality.graph_quality` reads: entities (id, name, aliases, dormant)
+    and relations (source_id, target_id, predicate, negated, live)."""
     e, r = qualified(realm, "entities"), qualified(realm, "relations")
     ents = conn.execute(
         sql.SQL(
@@ -529,9 +551,8 @@ def quality_frames(conn: psycopg.Connection, realm: str, space: str) -> tuple[pl
     ).fetchall()
     rels = conn.execute(
         sql.SQL("""SELECT source_id, target_id, predicate, negated,
-                                          dormant_since IS NULL AND superseded_by IS NULL FROM {} WHERE space = %s""").format(
-            r
-        ),
+                                          dormant_since IS NULL AND superseded_by IS NULL FROM {}
+                                              WHERE space = %s""").format(r),
         (space,),
     ).fetchall()
     return (
@@ -580,8 +601,10 @@ def apply_supersession(
         p_,
         n_,
     ) in conn.execute(  # the edges just written (write_relations' incoming rows), not the space
-        sql.SQL("""SELECT r.id, r.source_id, r.target_id, r.predicate, r.negated FROM {} r JOIN pgrag_incoming_rel i
-                     ON (r.source_id, r.predicate, r.target_id, r.negated) = (i.source_id, i.predicate, i.target_id, i.negated)
+        sql.SQL("""SELECT r.id, r.source_id, r.target_id, r.predicate, r.negated FROM {} r
+                     JOIN pgrag_incoming_rel i
+                     ON (r.source_id, r.predicate, r.target_id, r.negated) = (i.source_id, i.predicate,
+                         i.target_id, i.negated)
                   WHERE r.space = %s""").format(table),
         (space,),
     ).fetchall():
@@ -593,7 +616,7 @@ def apply_supersession(
         ).iter_rows()
     }
     live = [ids[k] for k in keys]
-    stored = dict(
+    stored: dict[int, int] = dict(
         conn.execute(
             sql.SQL(
                 "SELECT id, superseded_by FROM {} WHERE id = ANY(%s) AND superseded_by IS NOT NULL"
@@ -618,7 +641,8 @@ def apply_supersession(
             if edge not in wanted:
                 cur.execute(
                     sql.SQL(
-                        "UPDATE {} SET superseded_by = NULL, t_expired = NULL, payload = payload - 'supersession'"
+                        "UPDATE {} SET superseded_by = NULL, t_expired = NULL,"
+                        " payload = payload - 'supersession'"
                         " WHERE id = %s"
                     ).format(table),
                     (edge,),

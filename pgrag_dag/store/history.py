@@ -32,8 +32,8 @@ new rows for INSERT, and for UPDATE a row trigger fired only when ``dormant_sinc
 ``archived_at`` changed (so rewriting every vector costs nothing) — and a row trigger archiving deleted
 chunks, so no write path can change a belief state without recording it, and an UPDATE that leaves the
 state as it was records nothing (re-indexing unchanged input moves nothing).
-Document events are written by :func:`log_documents` from the chunk sync. UPDATE, DELETE and TRUNCATE of the logs
-are refused by triggers, except closing an open interval — and explicit deletion
+Document events are written by :func:`log_documents` from the chunk sync. UPDATE, DELETE and TRUNCATE of the
+logs are refused by triggers, except closing an open interval — and explicit deletion
 (:func:`forgetting`, issue 14 item 4), which is never the default.
 
 A relation row's own ``t_created`` / ``t_expired`` / ``superseded_by`` / ``dormant_since`` describe its
@@ -57,9 +57,13 @@ RELATION_EVENTS = ("asserted", "superseded", "restored", "dormant", "revived", "
 ENTITY_EVENTS = ("created", "dormant", "revived", "archived", "unarchived", "deleted")
 DOCUMENT_EVENTS = ("added", "replaced", "removed", "renamed")
 FORGET_SETTING = "pgrag.forget"
-"""A transaction-local setting (``SET LOCAL pgrag.forget = 'on'``) that lets explicit deletion remove history."""
+"""A transaction-local setting (``SET LOCAL pgrag.forget = 'on'``) that lets explicit deletion remove
+history."""
 
-_RELATION_STATE = "CASE WHEN {x}.dormant_since IS NOT NULL THEN NULL WHEN {x}.superseded_by IS NOT NULL THEN 'superseded' ELSE 'current' END"
+_RELATION_STATE = (
+    "CASE WHEN {x}.dormant_since IS NOT NULL THEN NULL"
+    " WHEN {x}.superseded_by IS NOT NULL THEN 'superseded' ELSE 'current' END"
+)
 
 
 def _relation_from_stamps(rows: str) -> tuple[str, ...]:
@@ -70,20 +74,27 @@ def _relation_from_stamps(rows: str) -> tuple[str, ...]:
     log, written last, marks them done) and for every INSERT (the engine inserts current rows only)."""
     born = "COALESCE(n.t_created, '-infinity')"
     expired = f"greatest({born}, COALESCE(n.t_expired, n.t_created, '-infinity'))"
-    ended = f"CASE WHEN n.superseded_by IS NOT NULL THEN {expired} WHEN n.dormant_since IS NOT NULL THEN greatest({born}, n.dormant_since) END"
+    ended = (
+        f"CASE WHEN n.superseded_by IS NOT NULL THEN {expired}"
+        f" WHEN n.dormant_since IS NOT NULL THEN greatest({born}, n.dormant_since) END"
+    )
     return (
-        f"""INSERT INTO {{s}}.relation_belief (space, relation_id, state, superseded_by, believed_from, believed_to)
+        f"""INSERT INTO {{s}}.relation_belief (space, relation_id, state, superseded_by, believed_from,
+            believed_to)
             SELECT n.space, n.id, 'current', NULL, {born}, {ended} FROM {rows} AS n""",
-        f"""INSERT INTO {{s}}.relation_belief (space, relation_id, state, superseded_by, believed_from, believed_to)
+        f"""INSERT INTO {{s}}.relation_belief (space, relation_id, state, superseded_by, believed_from,
+            believed_to)
             SELECT n.space, n.id, 'superseded', n.superseded_by, {expired},
                    CASE WHEN n.dormant_since IS NOT NULL THEN greatest({expired}, n.dormant_since) END
               FROM {rows} AS n WHERE n.superseded_by IS NOT NULL""",
         f"""INSERT INTO {{s}}.belief_log (space, kind, object_id, event, superseded_by, at)
             SELECT space, 'relation', id, event, sup, at FROM (
-                SELECT n.space, n.id, 'asserted' AS event, NULL::bigint AS sup, {born} AS at, 0 AS k FROM {rows} AS n
+                SELECT n.space, n.id, 'asserted' AS event, NULL::bigint AS sup, {born} AS at, 0 AS k
+                    FROM {rows} AS n
                 UNION ALL SELECT n.space, n.id, 'superseded', n.superseded_by, {expired}, 1 FROM {rows} AS n
                  WHERE n.superseded_by IS NOT NULL
-                UNION ALL SELECT n.space, n.id, 'dormant', NULL, greatest({born}, n.dormant_since), 2 FROM {rows} AS n
+                UNION ALL SELECT n.space, n.id, 'dormant', NULL, greatest({born}, n.dormant_since), 2
+                 FROM {rows} AS n
                  WHERE n.dormant_since IS NOT NULL) x ORDER BY id, k""",
     )
 
@@ -93,20 +104,25 @@ def _entity_from_stamps(rows: str) -> tuple[str, ...]:
     ``dormant_since``; ``created`` (and ``dormant``/``archived``) logged."""
     return (
         f"""INSERT INTO {{s}}.entity_belief (space, entity_id, believed_from, believed_to)
-            SELECT n.space, n.id, n.t_created, CASE WHEN n.dormant_since IS NOT NULL THEN greatest(n.t_created, n.dormant_since) END
+            SELECT n.space, n.id, n.t_created, CASE WHEN n.dormant_since IS NOT NULL
+              THEN greatest(n.t_created, n.dormant_since) END
               FROM {rows} AS n""",
         f"""INSERT INTO {{s}}.belief_log (space, kind, object_id, event, at)
             SELECT space, 'entity', id, event, at FROM (
                 SELECT n.space, n.id, 'created' AS event, n.t_created AS at, 0 AS k FROM {rows} AS n
-                UNION ALL SELECT n.space, n.id, CASE WHEN n.archived_at IS NOT NULL THEN 'archived' ELSE 'dormant' END,
-                                 greatest(n.t_created, n.dormant_since), 1 FROM {rows} AS n WHERE n.dormant_since IS NOT NULL
+                UNION ALL SELECT n.space, n.id, CASE WHEN n.archived_at IS NOT NULL THEN 'archived'
+                                 ELSE 'dormant' END,
+                                 greatest(n.t_created, n.dormant_since), 1 FROM {rows} AS n
+                                     WHERE n.dormant_since IS NOT NULL
             ) x ORDER BY id, k""",
     )
 
 
 def _deleted_trigger(table: str, kind: str) -> str:
-    """The statement trigger function logging a ``deleted`` event per row an explicit deletion removes from ``table``."""
-    return f"""CREATE OR REPLACE FUNCTION {{s}}.{table}_history_delete() RETURNS trigger LANGUAGE plpgsql AS $f$
+    """The statement trigger function logging a ``deleted`` event per row an explicit deletion removes from
+    ``table``."""
+    return f"""CREATE OR REPLACE FUNCTION {{s}}.{table}_history_delete() RETURNS trigger LANGUAGE plpgsql
+    AS $f$
     BEGIN
         INSERT INTO {{s}}.belief_log (space, kind, object_id, event) SELECT o.space, '{kind}', o.id, 'deleted'
           FROM old_rows o ORDER BY o.id;
@@ -145,7 +161,8 @@ HISTORY_DDL: tuple[str, ...] = (
     )""",
     """CREATE INDEX IF NOT EXISTS relation_belief_relation ON {s}.relation_belief (relation_id, believed_from)
         INCLUDE (believed_to, state)""",
-    """CREATE UNIQUE INDEX IF NOT EXISTS relation_belief_open ON {s}.relation_belief (relation_id) WHERE believed_to IS NULL""",
+    """CREATE UNIQUE INDEX IF NOT EXISTS relation_belief_open ON {s}.relation_belief (relation_id)
+       WHERE believed_to IS NULL""",
     """CREATE TABLE IF NOT EXISTS {s}.entity_belief (
         id bigserial PRIMARY KEY,
         space text NOT NULL,
@@ -154,8 +171,10 @@ HISTORY_DDL: tuple[str, ...] = (
         believed_to timestamptz,
         CHECK (believed_to IS NULL OR believed_to >= believed_from)
     )""",
-    """CREATE INDEX IF NOT EXISTS entity_belief_entity ON {s}.entity_belief (entity_id, believed_from) INCLUDE (believed_to)""",
-    """CREATE UNIQUE INDEX IF NOT EXISTS entity_belief_open ON {s}.entity_belief (entity_id) WHERE believed_to IS NULL""",
+    """CREATE INDEX IF NOT EXISTS entity_belief_entity ON {s}.entity_belief (entity_id, believed_from)
+       INCLUDE (believed_to)""",
+    """CREATE UNIQUE INDEX IF NOT EXISTS entity_belief_open ON {s}.entity_belief (entity_id)
+       WHERE believed_to IS NULL""",
     """CREATE TABLE IF NOT EXISTS {s}.documents_removed (
         id bigint PRIMARY KEY,
         space text NOT NULL,
@@ -183,8 +202,10 @@ HISTORY_DDL: tuple[str, ...] = (
         checked_at timestamptz NOT NULL,
         PRIMARY KEY (space, stage)
     )""",
-    """CREATE INDEX IF NOT EXISTS documents_removed_belief ON {s}.documents_removed (space, t_created, t_removed)""",
-    """CREATE INDEX IF NOT EXISTS documents_removed_entities ON {s}.documents_removed USING gin (entity_ids)""",
+    """CREATE INDEX IF NOT EXISTS documents_removed_belief ON {s}.documents_removed (space, t_created,
+       t_removed)""",
+    """CREATE INDEX IF NOT EXISTS documents_removed_entities ON {s}.documents_removed
+       USING gin (entity_ids)""",
     # ---- migration: a realm built before the history reconstructs it once from the rows' stamps
     *_relation_from_stamps(
         "(SELECT * FROM {s}.relations r WHERE NOT EXISTS (SELECT 1 FROM {s}.belief_log l"
@@ -217,7 +238,8 @@ HISTORY_DDL: tuple[str, ...] = (
     + _RELATION_STATE.format(x="NEW")
     + """;
         v_at timestamptz := CASE WHEN NEW.dormant_since IS NOT NULL THEN NEW.dormant_since
-                                 WHEN NEW.superseded_by IS NOT NULL THEN COALESCE(NEW.t_expired, now()) ELSE now() END;
+                                 WHEN NEW.superseded_by IS NOT NULL THEN COALESCE(NEW.t_expired, now())
+                                     ELSE now() END;
     BEGIN
         IF v_old IS NOT DISTINCT FROM v_new
            AND NOT (v_new = 'superseded' AND OLD.superseded_by IS DISTINCT FROM NEW.superseded_by) THEN
@@ -228,7 +250,8 @@ HISTORY_DDL: tuple[str, ...] = (
         IF v_new IS NOT NULL THEN
             INSERT INTO {s}.relation_belief (space, relation_id, state, superseded_by, believed_from)
             VALUES (NEW.space, NEW.id, v_new, CASE WHEN v_new = 'superseded' THEN NEW.superseded_by END,
-                    greatest(v_at, (SELECT max(x.believed_from) FROM {s}.relation_belief x WHERE x.relation_id = NEW.id)));
+                    greatest(v_at, (SELECT max(x.believed_from) FROM {s}.relation_belief x
+                        WHERE x.relation_id = NEW.id)));
         END IF;
         INSERT INTO {s}.belief_log (space, kind, object_id, event, superseded_by, at)
         VALUES (NEW.space, 'relation', NEW.id,
@@ -250,7 +273,8 @@ HISTORY_DDL: tuple[str, ...] = (
     DECLARE
         v_live_old boolean := OLD.dormant_since IS NULL;
         v_live_new boolean := NEW.dormant_since IS NULL;
-        v_at timestamptz := CASE WHEN NEW.dormant_since IS NULL THEN now() ELSE COALESCE(NEW.archived_at, NEW.dormant_since) END;
+        v_at timestamptz := CASE WHEN NEW.dormant_since IS NULL THEN now() ELSE COALESCE(NEW.archived_at,
+            NEW.dormant_since) END;
     BEGIN
         IF v_live_old = v_live_new AND (OLD.archived_at IS NULL) = (NEW.archived_at IS NULL) THEN
             RETURN NULL;
@@ -260,7 +284,8 @@ HISTORY_DDL: tuple[str, ...] = (
              WHERE b.entity_id = NEW.id AND b.believed_to IS NULL;
         ELSIF v_live_new AND NOT v_live_old THEN
             INSERT INTO {s}.entity_belief (space, entity_id, believed_from)
-            VALUES (NEW.space, NEW.id, greatest(v_at, (SELECT max(x.believed_to) FROM {s}.entity_belief x WHERE x.entity_id = NEW.id)));
+            VALUES (NEW.space, NEW.id, greatest(v_at, (SELECT max(x.believed_to) FROM {s}.entity_belief x
+                WHERE x.entity_id = NEW.id)));
         END IF;
         INSERT INTO {s}.belief_log (space, kind, object_id, event, at)
         VALUES (NEW.space, 'entity', NEW.id,
@@ -276,12 +301,12 @@ HISTORY_DDL: tuple[str, ...] = (
         IF COALESCE(current_setting('"""
     + FORGET_SETTING
     + """', true), '') <> 'on' THEN
-            INSERT INTO {s}.documents_removed (id, space, doc_key, chunk_index, title, source, doc_order, text,
-                                               content_hash, metadata, embedding, embed_hash, embed_fallback,
-                                               fallback_embedding, entity_ids, t_created)
-            VALUES (OLD.id, OLD.space, OLD.doc_key, OLD.chunk_index, OLD.title, OLD.source, OLD.doc_order, OLD.text,
-                    OLD.content_hash, OLD.metadata, OLD.embedding, OLD.embed_hash, OLD.embed_fallback,
-                    OLD.fallback_embedding,
+            INSERT INTO {s}.documents_removed (id, space, doc_key, chunk_index, title, source, doc_order,
+                                               text, content_hash, metadata, embedding, embed_hash,
+                                               embed_fallback, fallback_embedding, entity_ids, t_created)
+            VALUES (OLD.id, OLD.space, OLD.doc_key, OLD.chunk_index, OLD.title, OLD.source, OLD.doc_order,
+                    OLD.text, OLD.content_hash, OLD.metadata, OLD.embedding, OLD.embed_hash,
+                    OLD.embed_fallback, OLD.fallback_embedding,
                     COALESCE((SELECT array_agg(m.entity_id ORDER BY m.entity_id) FROM {s}.doc_mentions m
                                WHERE m.chunk_id = OLD.id), '{{}}'), OLD.t_created)
             ON CONFLICT (id) DO NOTHING;
@@ -301,7 +326,8 @@ HISTORY_DDL: tuple[str, ...] = (
     + """', true), '') = 'on' THEN
             RETURN OLD;
         END IF;
-        RAISE EXCEPTION 'the belief history is append-only: % on %.% refused', TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME
+        RAISE EXCEPTION 'the belief history is append-only: % on %.% refused',
+            TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME
             USING ERRCODE = 'insufficient_privilege';
     END $f$""",
 )
@@ -312,21 +338,24 @@ _TRIGGERS: tuple[tuple[str, str, str, str], ...] = (
         "relations_history_ins",
         "relations",
         "AFTER INSERT",
-        "REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.relations_history_insert()",
+        "REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT"
+        " EXECUTE FUNCTION {s}.relations_history_insert()",
     ),
     (
         "relations_history_upd",
         "relations",
         "AFTER UPDATE OF dormant_since, superseded_by",
         "FOR EACH ROW WHEN "
-        "(OLD.dormant_since IS DISTINCT FROM NEW.dormant_since OR OLD.superseded_by IS DISTINCT FROM NEW.superseded_by) "
+        "(OLD.dormant_since IS DISTINCT FROM NEW.dormant_since"
+        " OR OLD.superseded_by IS DISTINCT FROM NEW.superseded_by) "
         "EXECUTE FUNCTION {s}.relations_history_update()",
     ),
     (
         "relations_history_del",
         "relations",
         "AFTER DELETE",
-        "REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.relations_history_delete()",
+        "REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT"
+        " EXECUTE FUNCTION {s}.relations_history_delete()",
     ),
     (
         "entities_history_ins",
@@ -339,7 +368,8 @@ _TRIGGERS: tuple[tuple[str, str, str, str], ...] = (
         "entities",
         "AFTER UPDATE OF dormant_since, archived_at",
         "FOR EACH ROW WHEN "
-        "(OLD.dormant_since IS DISTINCT FROM NEW.dormant_since OR OLD.archived_at IS DISTINCT FROM NEW.archived_at) "
+        "(OLD.dormant_since IS DISTINCT FROM NEW.dormant_since"
+        " OR OLD.archived_at IS DISTINCT FROM NEW.archived_at) "
         "EXECUTE FUNCTION {s}.entities_history_update()",
     ),
     (
@@ -395,14 +425,15 @@ _TRIGGERS: tuple[tuple[str, str, str, str], ...] = (
 
 def create_history(conn: psycopg.Connection, schema: str, vector_type: sql.Composable) -> None:
     """Run :data:`HISTORY_DDL` and (re)create the triggers in realm schema ``schema`` (``vector_type``: the
-    realm's ``vector(d)``, the archived chunks' embedding column — :data:`pgrag_dag.store.schema.ARCHIVE_TABLES`
-    are retyped and re-embedded with the realm's vectors), inside the caller's
-    DDL transaction (:func:`pgrag_dag.store.schema.init_realm`). Idempotent: a realm built before the history
-    gets its intervals and log reconstructed once from the rows' ``t_created`` / ``t_expired`` /
-    ``dormant_since`` (relations without ``t_created`` are believed from ``-infinity``: always known, §5.3)."""
+    realm's ``vector(d)``, the archived chunks' embedding column —
+    :data:`pgrag_dag.store.schema.ARCHIVE_TABLES` are retyped and re-embedded with the realm's vectors),
+    inside the caller's DDL transaction (:func:`pgrag_dag.store.schema.init_realm`). Idempotent: a realm built
+    before the history gets its intervals and log reconstructed once from the rows' ``t_created`` /
+    ``t_expired`` / ``dormant_since`` (relations without ``t_created`` are believed from ``-infinity``: always
+    known, §5.3)."""
     s = sql.Identifier(schema)
     for stmt in HISTORY_DDL:
-        conn.execute(sql.SQL(stmt).format(s=s, v=vector_type))  # type: ignore[arg-type]
+        conn.execute(sql.SQL(stmt).format(s=s, v=vector_type))
     for name, tab, when, rest in _TRIGGERS:
         conn.execute(
             sql.SQL("DROP TRIGGER IF EXISTS {n} ON {s}.{t}").format(
@@ -410,7 +441,7 @@ def create_history(conn: psycopg.Connection, schema: str, vector_type: sql.Compo
             )
         )
         conn.execute(
-            sql.SQL("CREATE TRIGGER {n} " + when + " ON {s}.{t} " + rest).format(  # type: ignore[arg-type]
+            sql.SQL("CREATE TRIGGER {n} " + when + " ON {s}.{t} " + rest).format(
                 n=sql.Identifier(name), s=s, t=sql.Identifier(tab)
             )
         )
@@ -441,7 +472,8 @@ def log_renames(conn: psycopg.Connection, realm: str, space: str, renames: Seque
     with conn.cursor() as cur:
         cur.executemany(
             sql.SQL(
-                "INSERT INTO {} (space, kind, doc_key, event, renamed_from) VALUES (%s, 'document', %s, 'renamed', %s)"
+                "INSERT INTO {} (space, kind, doc_key, event, renamed_from)"
+                " VALUES (%s, 'document', %s, 'renamed', %s)"
             ).format(qualified(realm, "belief_log")),
             [(space, new, old) for old, new in renames],
         )
@@ -463,7 +495,8 @@ def before_added(conn: psycopg.Connection, realm: str, space: str, doc_key: str)
                UNION SELECT l.renamed_from FROM {t} l JOIN keys ON l.doc_key = keys.k
                       WHERE l.space = %(space)s AND l.kind = 'document' AND l.event = 'renamed')
            SELECT max(at) - interval '1 microsecond' FROM {t}
-            WHERE space = %(space)s AND kind = 'document' AND doc_key IN (SELECT k FROM keys) AND event = 'added'"""
+            WHERE space = %(space)s AND kind = 'document' AND doc_key IN (SELECT k FROM keys)
+                AND event = 'added'"""
         ).format(t=qualified(realm, "belief_log")),
         {"space": space, "key": doc_key},
     ).fetchone()
@@ -483,7 +516,8 @@ def mark_checked(conn: psycopg.Connection, realm: str, space: str, stage: str, a
     date with it — built from it, or found it unchanged — in the caller's transaction."""
     conn.execute(
         sql.SQL("""INSERT INTO {} (space, stage, checked_at) VALUES (%s, %s, %s)
-                            ON CONFLICT (space, stage) DO UPDATE SET checked_at = greatest({}.checked_at, EXCLUDED.checked_at)""").format(
+                            ON CONFLICT (space, stage) DO UPDATE SET checked_at = greatest({}.checked_at,
+                                EXCLUDED.checked_at)""").format(
             qualified(realm, "graph_checked"), sql.Identifier("graph_checked")
         ),
         (space, stage, at),
@@ -491,7 +525,8 @@ def mark_checked(conn: psycopg.Connection, realm: str, space: str, stage: str, a
 
 
 def table_exists(conn: psycopg.Connection, realm: str, table: str) -> bool:
-    """Whether realm schema ``pgrag_<realm>`` has ``table`` (a realm never indexed, or from before a table, has not)."""
+    """Whether realm schema ``pgrag_<realm>`` has ``table`` (a realm never indexed, or from before a table,
+    has not)."""
     row = conn.execute("SELECT to_regclass(%s)", (f'"{schema_for(realm)}"."{table}"',)).fetchone()
     return row is not None and row[0] is not None
 

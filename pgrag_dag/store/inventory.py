@@ -42,7 +42,8 @@ def registered_realms(conn: psycopg.Connection) -> list[dict[str, Any]]:
     with conn.cursor(row_factory=dict_row) as cur:
         return list(
             cur.execute(
-                """SELECT realm, embedding_model, embedding_dim, embedding_convention, schema_version, created_at
+                """SELECT realm, embedding_model, embedding_dim, embedding_convention, schema_version,
+                 created_at
                  FROM pgrag__control.realms ORDER BY realm"""
             ).fetchall()
         )
@@ -117,7 +118,8 @@ def list_entities(
 ) -> Page:
     """Entities of ``space`` by name (then id): ``id, name, entity_type, description, aliases, dormant,
     archived, mentions`` (chunks mentioning it). ``name``: a case-insensitive substring of the name or an
-    alias; ``entity_type``: equal ignoring case; dormant (and archived) entities only with ``include_dormant``."""
+    alias; ``entity_type``: equal ignoring case; dormant (and archived) entities only with
+    ``include_dormant``."""
     where: list[sql.Composable] = [sql.SQL("e.space = %(space)s")]
     if not include_dormant:
         where.append(sql.SQL("e.dormant_since IS NULL"))
@@ -129,11 +131,11 @@ def list_entities(
         )
     if entity_type:
         where.append(sql.SQL("lower(e.entity_type) = lower(%(type)s)"))
-    select = sql.SQL("""e.id, e.name, e.entity_type, e.description, e.aliases, e.dormant_since IS NOT NULL AS dormant,
+    select = sql.SQL("""e.id, e.name, e.entity_type, e.description, e.aliases, e.dormant_since IS NOT NULL
+                        AS dormant,
                         e.archived_at IS NOT NULL AS archived,
-                        (SELECT count(*) FROM {m} m WHERE m.space = e.space AND m.entity_id = e.id) AS mentions""").format(
-        m=qualified(realm, "doc_mentions")
-    )
+                        (SELECT count(*) FROM {m} m WHERE m.space = e.space AND m.entity_id = e.id)
+                            AS mentions""").format(m=qualified(realm, "doc_mentions"))
     return _page(
         conn,
         select,
@@ -172,9 +174,11 @@ def list_relations(
         where.append(sql.SQL("(s.name ILIKE %(name)s OR o.name ILIKE %(name)s)"))
     if predicate:
         where.append(sql.SQL("lower(r.predicate) = lower(%(predicate)s)"))
-    select = sql.SQL("""r.id, s.name AS subject, r.predicate, o.name AS object, r.negated, r.valid_from, r.valid_to,
+    select = sql.SQL("""r.id, s.name AS subject, r.predicate, o.name AS object, r.negated, r.valid_from,
+                        r.valid_to,
                         r.weight, r.confidence, r.superseded_by, r.superseded_by IS NOT NULL AS superseded,
-                        r.dormant_since IS NOT NULL AS dormant, cardinality(r.chunk_ids) AS chunks, r.description""")
+                        r.dormant_since IS NOT NULL AS dormant, cardinality(r.chunk_ids) AS chunks,
+                            r.description""")
     source = sql.SQL(
         "{r} AS r JOIN {e} AS s ON s.id = r.source_id JOIN {e} AS o ON o.id = r.target_id"
     ).format(r=qualified(realm, "relations"), e=qualified(realm, "entities"))
@@ -236,7 +240,8 @@ def list_documents(
     where: list[sql.Composable] = [sql.SQL("d.space = %(space)s")]
     if name:
         where.append(sql.SQL("(d.doc_key ILIKE %(name)s OR d.title ILIKE %(name)s)"))
-    select = sql.SQL("""d.doc_key, min(d.title) AS title, min(d.source) AS source, min(d.doc_order) AS doc_order,
+    select = sql.SQL("""d.doc_key, min(d.title) AS title, min(d.source) AS source, min(d.doc_order)
+                        AS doc_order,
                         count(*) AS chunks, sum(length(d.text)) AS chars, min(d.t_created) AS indexed_at""")
     return _page(
         conn,
@@ -301,7 +306,8 @@ def frequent_predicates(conn: psycopg.Connection, realm: str, space: str, *, n: 
     """The ``n`` predicates most live relations of ``space`` (``"*"``: any) have, most frequent first."""
     rows = conn.execute(
         sql.SQL(
-            """SELECT r.predicate FROM {r} AS r WHERE {w} AND r.dormant_since IS NULL AND r.superseded_by IS NULL
+            """SELECT r.predicate FROM {r} AS r WHERE {w} AND r.dormant_since IS NULL
+            AND r.superseded_by IS NULL
             GROUP BY r.predicate ORDER BY count(*) DESC, r.predicate LIMIT %(n)s"""
         ).format(r=qualified(realm, "relations"), w=in_space("r", space)),
         {"space": space, "n": n},

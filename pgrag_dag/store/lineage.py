@@ -29,7 +29,8 @@ def lineage(conn: psycopg.Connection, realm: str, community_id: int) -> dict[str
             raise QueryError(f"realm {realm!r} has no community {community_id}")
         rows = cur.execute(
             sql.SQL(
-                """SELECT l.relation_id, s.name AS subject, l.predicate, o.name AS object, l.negated, l.chunk_id,
+                """SELECT l.relation_id, s.name AS subject, l.predicate, o.name AS object, l.negated,
+                      l.chunk_id,
                       l.doc_key, l.document_title, d.chunk_index
                  FROM {lin} l JOIN {e} s ON s.id = l.source_id JOIN {e} o ON o.id = l.target_id
                  JOIN {d} d ON d.id = l.chunk_id
@@ -90,7 +91,8 @@ _LEVEL0 = """
 WITH m AS (SELECT mm.community_id, mm.entity_id FROM {members} mm JOIN {c} c ON c.id = mm.community_id
             WHERE mm.space = %(space)s AND c.space = %(space)s AND c.level = 0),
      l AS (SELECT m.community_id, r.id AS relation_id, d.id AS chunk_id, d.doc_key
-             FROM m JOIN {rel} r ON r.space = %(space)s AND r.source_id = m.entity_id AND r.dormant_since IS NULL
+             FROM m JOIN {rel} r ON r.space = %(space)s AND r.source_id = m.entity_id
+                 AND r.dormant_since IS NULL
              JOIN m m2 ON m2.community_id = m.community_id AND m2.entity_id = r.target_id
              CROSS JOIN LATERAL unnest(r.chunk_ids) AS cid(chunk_id)
              JOIN {docs} d ON d.id = cid.chunk_id)
@@ -116,9 +118,11 @@ def lineage_summary(conn: psycopg.Connection, realm: str, space: str, *, sample:
     rows = conn.execute(
         level0
         + sql.SQL(
-            """SELECT c.id, c.title, c.size, count(DISTINCT l.relation_id), count(DISTINCT l.chunk_id), count(DISTINCT l.doc_key)
+            """SELECT c.id, c.title, c.size, count(DISTINCT l.relation_id), count(DISTINCT l.chunk_id),
+             count(DISTINCT l.doc_key)
              FROM {c} c LEFT JOIN l ON l.community_id = c.id
-            WHERE c.space = %(space)s AND c.level = 0 GROUP BY c.id, c.title, c.size ORDER BY c.size DESC, c.id"""
+            WHERE c.space = %(space)s AND c.level = 0 GROUP BY c.id, c.title, c.size ORDER BY c.size DESC,
+                c.id"""
         ).format(**tables),
         {"space": space},
     ).fetchall()

@@ -50,7 +50,8 @@ def holder(conn: psycopg.Connection, key: int) -> str:
     backend pid and since when; ``"unknown holder"`` when it was released meanwhile."""
     unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
     row = conn.execute(
-        """SELECT a.application_name, a.pid, to_char(a.backend_start AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS')
+        """SELECT a.application_name, a.pid, to_char(a.backend_start AT TIME ZONE 'UTC',
+             'YYYY-MM-DD HH24:MI:SS')
              FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
             WHERE l.locktype = 'advisory' AND l.granted AND l.classid = %s AND l.objid = %s AND l.objsubid = 1
             LIMIT 1""",

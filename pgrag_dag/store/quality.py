@@ -1,8 +1,8 @@
 """SQL of the graph-quality measurement (paper §8.6, Table 6; issue 15 item 2) and of ``entity_keys``, the
 identity keys it reads.
 
-``entity_keys`` (space, entity_id, name_key, alias_keys) holds :func:`pgrag_dag.gate_rules.identity_key` of each
-entity's canonical name and of each of its aliases (in alias order) — keys only Python computes (NFC,
+``entity_keys`` (space, entity_id, name_key, alias_keys) holds :func:`pgrag_dag.gate_rules.identity_key` of
+each entity's canonical name and of each of its aliases (in alias order) — keys only Python computes (NFC,
 invisible characters, quote marks, Unicode whitespace and case). A narrow table of its own: storing keys never
 rewrites a wide entity row and its HNSW entry. A row exists only while it is current: it cascades away with
 its entity, and the ``entity_keys_stale`` trigger deletes it when an ``UPDATE`` changes the entity's name or
@@ -51,18 +51,19 @@ ODD_PREDICATE = sql.SQL(
 
 
 def identity_keys(name: str, aliases: Sequence[str]) -> tuple[str, list[str]]:
-    """``(name_key, alias_keys)`` as ``entity_keys`` holds them: :func:`~pgrag_dag.gate_rules.identity_key` of the
-    name and of each alias, in order."""
+    """``(name_key, alias_keys)`` as ``entity_keys`` holds them: :func:`~pgrag_dag.gate_rules.identity_key` of
+    the name and of each alias, in order."""
     return identity_key(name), [identity_key(a) for a in aliases]
 
 
 def create_identity_keys(conn: psycopg.Connection, realm: str) -> int:
     """Create the ``entity_keys_stale`` trigger in realm ``realm`` and store every missing key row, inside the
     caller's DDL transaction (:func:`pgrag_dag.store.schema.init_realm`, which holds ``entities`` locked).
-    Idempotent; returns how many rows it stored (every entity of a realm built before schema version 15, once)."""
+    Idempotent; returns how many rows it stored (every entity of a realm built before schema version 15,
+    once)."""
     s = sql.Identifier(schema_for(realm))
     for stmt in KEYS_DDL:
-        conn.execute(sql.SQL(stmt).format(s=s))  # type: ignore[arg-type]
+        conn.execute(sql.SQL(stmt).format(s=s))
     stored = fill_identity_keys(conn, realm)
     if stored:  # the planner's first statistics of a filled table (autovacuum would take a while)
         conn.execute(sql.SQL("ANALYZE {}.entity_keys").format(s))
@@ -109,8 +110,8 @@ def quality_rows(
     pronoun_heads: Sequence[str],
     examples: int,
 ) -> dict[str, Any]:
-    """What SQL settles of :func:`pgrag_dag.graph.quality.graph_quality` for one space whose ``entity_keys`` are
-    complete (:func:`fill_identity_keys`), read in the caller's transaction (under the space's partition
+    """What SQL settles of :func:`pgrag_dag.graph.quality.graph_quality` for one space whose ``entity_keys``
+    are complete (:func:`fill_identity_keys`), read in the caller's transaction (under the space's partition
     lock: no writer changes it meanwhile).
 
     Returns ``entities`` (live), ``relations`` (live: not dormant, not superseded), ``distinct_predicates``
@@ -140,13 +141,17 @@ def quality_rows(
     ((entities, orphans),) = rows("""
         WITH live AS MATERIALIZED (SELECT k.entity_id FROM {k} k WHERE {live_k})
         SELECT (SELECT count(*) FROM live),
-               (SELECT count(*) FROM live l WHERE NOT EXISTS (SELECT 1 FROM {r} r WHERE {live_r} AND r.source_id = l.entity_id)
-                                              AND NOT EXISTS (SELECT 1 FROM {r} r WHERE {live_r} AND r.target_id = l.entity_id))""")
+               (SELECT count(*) FROM live l WHERE NOT EXISTS (SELECT 1 FROM {r} r WHERE {live_r}
+                                              AND r.source_id = l.entity_id)
+                                              AND NOT EXISTS (SELECT 1 FROM {r} r WHERE {live_r}
+                                                  AND r.target_id = l.entity_id))""")
     fragmented = rows("""
         WITH live AS MATERIALIZED (SELECT k.entity_id, k.name_key, k.alias_keys FROM {k} k WHERE {live_k}),
-             owner AS (SELECT a.key, min(l.entity_id) AS entity_id FROM live l CROSS JOIN LATERAL unnest(l.alias_keys) AS a(key)
+             owner AS (SELECT a.key, min(l.entity_id) AS entity_id FROM live l
+                        CROSS JOIN LATERAL unnest(l.alias_keys) AS a(key)
                         WHERE l.alias_keys <> '{{}}' GROUP BY a.key),
-             fragment AS (SELECT v.entity_id, count(*) OVER () AS n FROM live v JOIN owner o ON o.key = v.name_key
+             fragment AS (SELECT v.entity_id, count(*) OVER () AS n FROM live v JOIN owner o
+                           ON o.key = v.name_key
                            WHERE o.entity_id <> v.entity_id ORDER BY v.entity_id LIMIT %(examples)s)
         SELECT e.name, f.n FROM fragment f JOIN {e} e ON e.id = f.entity_id ORDER BY f.entity_id""")
     pronouns = rows("""

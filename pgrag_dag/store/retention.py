@@ -28,7 +28,8 @@ SELECT e.id, e.name, e.entity_type,
                     AND o.dormant_since IS NULL
          WHERE r.space = e.space AND (r.source_id = e.id OR r.target_id = e.id)
            AND r.dormant_since IS NULL AND r.superseded_by IS NULL) AS degree,
-       COALESCE((SELECT min(l.at) FROM {l} l WHERE l.kind = 'entity' AND l.object_id = e.id AND l.event = 'created'),
+       COALESCE((SELECT min(l.at) FROM {l} l WHERE l.kind = 'entity' AND l.object_id = e.id
+                AND l.event = 'created'),
                 e.t_created) AS created_at
   FROM {e} e
  WHERE e.space = %s AND e.dormant_since IS NULL
@@ -50,7 +51,7 @@ def clock(conn: psycopg.Connection) -> datetime:
     """The database clock: the current transaction's ``now()``."""
     row = conn.execute("SELECT now()").fetchone()
     assert row is not None
-    return row[0]  # type: ignore[no-any-return]
+    return row[0]
 
 
 def archive(conn: psycopg.Connection, realm: str, space: str, ids: Sequence[int]) -> list[tuple[int, str]]:
@@ -60,7 +61,8 @@ def archive(conn: psycopg.Connection, realm: str, space: str, ids: Sequence[int]
         return []
     rows = conn.execute(
         sql.SQL("""UPDATE {e} SET archived_at = now(), dormant_since = COALESCE(dormant_since, now())
-                                    WHERE space = %s AND id = ANY(%s) AND archived_at IS NULL AND dormant_since IS NULL
+                                    WHERE space = %s AND id = ANY(%s) AND archived_at IS NULL
+                                        AND dormant_since IS NULL
                                     RETURNING id, name""").format(e=qualified(realm, "entities")),
         (space, list(ids)),
     ).fetchall()

@@ -157,11 +157,13 @@ def _belief_interval(
         raise QueryError("a belief-time read needs the realm (relation_filter(..., realm=...))")
     if state is None and not temporal.include_superseded:
         state = "current"
-    return sql.SQL("""SELECT {what} FROM {h} AS b WHERE b.relation_id = {r}.id AND b.believed_from <= %(believed_at)s
-                        AND (b.believed_to IS NULL OR b.believed_to > %(believed_at)s){state} LIMIT 1""").format(
+    return sql.SQL("""SELECT {what} FROM {h} AS b WHERE b.relation_id = {r}.id
+                        AND b.believed_from <= %(believed_at)s
+                        AND (b.believed_to IS NULL OR b.believed_to > %(believed_at)s){state}
+                            LIMIT 1""").format(
         what=sql.SQL(what),
         h=qualified(realm, "relation_belief"),
-        r=sql.Identifier(alias),  # type: ignore[arg-type]
+        r=sql.Identifier(alias),
         state=sql.SQL("") if state is None else sql.SQL(" AND b.state = {}").format(sql.Literal(state)),
     )
 
@@ -213,7 +215,8 @@ def entity_live(alias: str, temporal: Temporal = CURRENT, *, realm: str | None =
         return sql.SQL("{e}.dormant_since IS NULL").format(e=e)
     if realm is None:
         raise QueryError("a belief-time read needs the realm (entity_live(..., realm=...))")
-    return sql.SQL("""EXISTS (SELECT 1 FROM {h} AS eb WHERE eb.entity_id = {e}.id AND eb.believed_from <= %(believed_at)s
+    return sql.SQL("""EXISTS (SELECT 1 FROM {h} AS eb WHERE eb.entity_id = {e}.id
+                               AND eb.believed_from <= %(believed_at)s
                                AND (eb.believed_to IS NULL OR eb.believed_to > %(believed_at)s))""").format(
         h=qualified(realm, "entity_belief"), e=e
     )
@@ -223,10 +226,12 @@ def chunks_read(realm: str, temporal: Temporal = CURRENT) -> sql.Composable:
     """The chunk rows a read sees, as a relation to alias: the ``documents`` table now; at ``believed_at``
     (issue 14) also the chunks removed since T (``documents_removed`` with ``t_removed > T``: a document
     replaced or deleted after T is read as it was). Columns: ``id, space, doc_key, title, chunk_index,
-    doc_order, text, t_created, embedding, search_tsv``; pair with :func:`created_by` for ``t_created <= T``."""
+    doc_order, text, t_created, embedding, search_tsv``; pair with :func:`created_by` for ``t_created <=
+    T``."""
     if temporal.believed_at is None:
         return qualified(realm, "documents")
-    return sql.SQL("""(SELECT id, space, doc_key, title, chunk_index, doc_order, text, t_created, embedding, search_tsv
+    return sql.SQL("""(SELECT id, space, doc_key, title, chunk_index, doc_order, text, t_created, embedding,
+                          search_tsv
                           FROM {d}
                         UNION ALL
                         SELECT id, space, doc_key, title, chunk_index, doc_order, text, t_created, embedding,
@@ -243,7 +248,8 @@ def mentions_read(realm: str, temporal: Temporal = CURRENT) -> sql.Composable:
         return qualified(realm, "doc_mentions")
     return sql.SQL("""(SELECT space, chunk_id, entity_id FROM {m}
                         UNION ALL
-                        SELECT x.space, x.id, unnest(x.entity_ids) FROM {x} AS x WHERE x.t_removed > %(believed_at)s)""").format(
+                        SELECT x.space, x.id, unnest(x.entity_ids) FROM {x} AS x
+                            WHERE x.t_removed > %(believed_at)s)""").format(
         m=qualified(realm, "doc_mentions"), x=qualified(realm, "documents_removed")
     )
 
@@ -491,7 +497,8 @@ def traverse(
               FROM {e} AS e
              WHERE e.id = ANY(%(seeds)s) AND {in_space} AND {e_live}
           UNION ALL
-            SELECT w.seed, w.space, adj.neighbour, adj.rel_id, adj.rel_created, w.hop + 1, w.path || adj.neighbour
+            SELECT w.seed, w.space, adj.neighbour, adj.rel_id, adj.rel_created, w.hop + 1,
+              w.path || adj.neighbour
               FROM walk AS w
               CROSS JOIN LATERAL (
                     -- each step keeps, per vertex and direction, only the cap newest admissible edges:
@@ -516,7 +523,8 @@ def traverse(
         ),
         ranked AS (
             SELECT seed, rel_id, hop,
-                   row_number() OVER (PARTITION BY seed ORDER BY hop, rel_created DESC NULLS LAST, rel_id) AS rn
+                   row_number() OVER (PARTITION BY seed ORDER BY hop, rel_created DESC NULLS LAST, rel_id)
+                       AS rn
               FROM reached
         ),
         kept AS (

@@ -13,7 +13,8 @@ Channels (§7.3):
 - :func:`relation_similarity` — HNSW search over relation embeddings (cosine; ``score`` is
   similarity ``1 - distance``), with pgvector's relaxed iterative scan so filters never starve it;
 - :func:`relation_fulltext` — ``websearch_to_tsquery('english', text)`` against
-  the stored ``rendered_tsv`` = ``to_tsvector('english', rendered)`` (GIN index ``relations_fts_tsv``), ranked by ``ts_rank_cd``;
+  the stored ``rendered_tsv`` = ``to_tsvector('english', rendered)`` (GIN index ``relations_fts_tsv``), ranked
+  by ``ts_rank_cd``;
 - :func:`relation_keyword_overlap` — global mode without relation embeddings: keywords matched,
   then corroboration ``weight``.
 

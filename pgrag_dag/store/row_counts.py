@@ -13,7 +13,9 @@ from pgrag_dag.store.vectors import UNEMBEDDED_TABLES, unembedded
 HELD_ROWS: dict[str, str] = {
     "chunks": "chunks stored in the space (documents rows)",
     "raw_extractions": "extraction passes stored in the space (raw_extractions rows: one per chunk and pass)",
-    "gated_triples": "gate decisions stored in the space (gate_decisions rows: entities and triples, accepted or refused)",
+    "gated_triples": (
+        "gate decisions stored in the space (gate_decisions rows: entities and triples, accepted or refused)"
+    ),
     "resolved_entities": "entities stored in the space (entities rows, live and dormant)",
     "relations": "relations stored in the space (relations rows: live, dormant and superseded)",
     "embeddings": "vectors stored in the space (chunks, entities and relations with an embedding)",

@@ -18,17 +18,18 @@ the order documents → raw_extractions → gate_decisions → resolution_reject
 entity_keys → doc_mentions → relations → communities → community_members → community_children →
 stage_pending (the relations stage's quality measurement stores, last, the keys of entities written without
 them — under the partition lock, so no writer of the space waits on it). Two spaces of one realm share
-tables but never rows (every key carries ``space``), so their writers do not wait on each other. ``pgrag reembed`` (:mod:`pgrag_dag.operate.reembed`) takes the stage locks of every space of
-the realm (in sorted space order, held for the whole command), then in its one write transaction the
-schema lock (:func:`lock_ddl`), the partition locks of every space (sorted), the registry row and the
-four embedded tables (``ACCESS EXCLUSIVE``: queries of the realm wait for its commit).
+tables but never rows (every key carries ``space``), so their writers do not wait on each other. ``pgrag
+reembed`` (:mod:`pgrag_dag.operate.reembed`) takes the stage locks of every space of the realm (in sorted
+space order, held for the whole command), then in its one write transaction the schema lock
+(:func:`lock_ddl`), the partition locks of every space (sorted), the registry row and the four embedded tables
+(``ACCESS EXCLUSIVE``: queries of the realm wait for its commit).
 
 Realm schema ``pgrag_<realm>`` tables (every one carries ``space``):
 
 - ``documents``  chunk vertices: doc_key (any length: unique per space and chunk_index through the
   index ``documents_space_key_chunk`` on ``md5(doc_key)``), chunk_index, title, source, doc_order, text,
-  content_hash, metadata (with the chunk's ``char_start``/``char_end``), full-text ``search_tsv`` = ``to_tsvector('english', title || ' ' || text)`` (GIN index
-  ``documents_fts_tsv``), embedding vector(d)
+  content_hash, metadata (with the chunk's ``char_start``/``char_end``), full-text ``search_tsv`` =
+  ``to_tsvector('english', title || ' ' || text)`` (GIN index ``documents_fts_tsv``), embedding vector(d)
 - ``raw_extractions``  staging: model text and parsed JSON per (chunk, pass)
 - ``gate_decisions``   staging: every extracted entity/triple, accepted or rejected with its gate
 - ``resolution_rejections``  staging: triples refused only after resolution (self-loops)
@@ -41,7 +42,8 @@ Realm schema ``pgrag_<realm>`` tables (every one carries ``space``):
   dormant_since, rendered text (full-text through the stored ``rendered_tsv`` column and its GIN index),
   embedding vector(d)
 - ``doc_mentions``  chunk → entity
-- ``entity_keys``  identity keys of each entity's name and aliases (:mod:`pgrag_dag.store.quality`, schema version 15)
+- ``entity_keys``  identity keys of each entity's name and aliases (:mod:`pgrag_dag.store.quality`, schema
+  version 15)
 - ``communities``   report vertices: level, title, summary, findings, rating, size, built_at,
   graph_fingerprint, parent_id, embedding vector(d)
 - ``community_members``, ``community_children``
@@ -86,7 +88,8 @@ CREATE TABLE IF NOT EXISTS pgrag__control.realms (
     created_at timestamptz NOT NULL DEFAULT now()
 );
 ALTER TABLE pgrag__control.realms ADD COLUMN IF NOT EXISTS schema_version integer NOT NULL DEFAULT 0;
-ALTER TABLE pgrag__control.realms ADD COLUMN IF NOT EXISTS embedding_convention text NOT NULL DEFAULT 'symmetric';
+ALTER TABLE pgrag__control.realms ADD COLUMN IF NOT EXISTS embedding_convention text NOT NULL DEFAULT
+    'symmetric';
 CREATE TABLE IF NOT EXISTS pgrag__control.llm_cache (
     key text PRIMARY KEY,
     prompt_key text NOT NULL,
@@ -131,7 +134,8 @@ CREATE TABLE IF NOT EXISTS {s}.documents (
 );
 -- a doc_key of any length (issue 13): the unique index holds its MD5, not the key, which could pass the
 -- btree's ~2,700-byte limit; lookups by doc_key add md5(doc_key) = md5(%s) to use it
-CREATE UNIQUE INDEX IF NOT EXISTS documents_space_key_chunk ON {s}.documents (space, md5(doc_key), chunk_index);
+CREATE UNIQUE INDEX IF NOT EXISTS documents_space_key_chunk ON {s}.documents (space, md5(doc_key),
+    chunk_index);
 ALTER TABLE {s}.documents DROP CONSTRAINT IF EXISTS documents_space_doc_key_chunk_index_key;
 ALTER TABLE {s}.documents ADD COLUMN IF NOT EXISTS search_tsv tsvector
     GENERATED ALWAYS AS (to_tsvector('english', title || ' ' || text)) STORED;
@@ -253,22 +257,30 @@ ALTER TABLE {s}.relations ADD COLUMN IF NOT EXISTS valid_to_key text GENERATED A
     CASE length(payload ->> 'valid_to') WHEN 4 THEN (payload ->> 'valid_to') || '-12-31'
                                         WHEN 7 THEN (payload ->> 'valid_to') || '-31'
                                         ELSE payload ->> 'valid_to' END) STORED;
-CREATE INDEX IF NOT EXISTS relations_source ON {s}.relations (space, source_id, t_created DESC NULLS LAST, id);
-CREATE INDEX IF NOT EXISTS relations_target ON {s}.relations (space, target_id, t_created DESC NULLS LAST, id);
--- an edge's endpoints lie in its own space, by construction: the walk (§7.2) never needs to look at a neighbour's row
-DO $fk$ BEGIN ALTER TABLE {s}.relations ADD CONSTRAINT relations_source_in_space FOREIGN KEY (space, source_id) REFERENCES {s}.entities (space, id); EXCEPTION WHEN duplicate_object THEN NULL; END $fk$;
-DO $fk$ BEGIN ALTER TABLE {s}.relations ADD CONSTRAINT relations_target_in_space FOREIGN KEY (space, target_id) REFERENCES {s}.entities (space, id); EXCEPTION WHEN duplicate_object THEN NULL; END $fk$;
+CREATE INDEX IF NOT EXISTS relations_source ON {s}.relations (space, source_id, t_created DESC NULLS LAST,
+    id);
+CREATE INDEX IF NOT EXISTS relations_target ON {s}.relations (space, target_id, t_created DESC NULLS LAST,
+    id);
+-- an edge's endpoints lie in its own space, by construction: the walk (§7.2) never needs to look at a
+-- neighbour's row
+DO $fk$ BEGIN ALTER TABLE {s}.relations ADD CONSTRAINT relations_source_in_space FOREIGN KEY (space,
+    source_id) REFERENCES {s}.entities (space, id); EXCEPTION WHEN duplicate_object THEN NULL; END $fk$;
+DO $fk$ BEGIN ALTER TABLE {s}.relations ADD CONSTRAINT relations_target_in_space FOREIGN KEY (space,
+    target_id) REFERENCES {s}.entities (space, id); EXCEPTION WHEN duplicate_object THEN NULL; END $fk$;
 -- the walk over the current graph reads only these covering partial indexes (index-only scans)
-CREATE INDEX IF NOT EXISTS relations_walk_out ON {s}.relations (space, source_id, t_created DESC NULLS LAST, id)
+CREATE INDEX IF NOT EXISTS relations_walk_out ON {s}.relations (space, source_id, t_created DESC NULLS LAST,
+    id)
     INCLUDE (target_id) WHERE dormant_since IS NULL AND superseded_by IS NULL;
-CREATE INDEX IF NOT EXISTS relations_walk_in ON {s}.relations (space, target_id, t_created DESC NULLS LAST, id)
+CREATE INDEX IF NOT EXISTS relations_walk_in ON {s}.relations (space, target_id, t_created DESC NULLS LAST,
+    id)
     INCLUDE (source_id) WHERE dormant_since IS NULL AND superseded_by IS NULL;
 CREATE INDEX IF NOT EXISTS relations_validity ON {s}.relations (space, valid_from_key, valid_to_key);
 CREATE INDEX IF NOT EXISTS relations_belief ON {s}.relations (space, t_created, t_expired);
 ALTER TABLE {s}.relations ADD COLUMN IF NOT EXISTS rendered_tsv tsvector
     GENERATED ALWAYS AS (to_tsvector('english', rendered)) STORED;
 DROP INDEX IF EXISTS {s}.relations_fts;
-CREATE INDEX IF NOT EXISTS relations_fts_tsv ON {s}.relations USING gin (rendered_tsv) WITH (fastupdate = off);
+CREATE INDEX IF NOT EXISTS relations_fts_tsv ON {s}.relations USING gin (rendered_tsv)
+    WITH (fastupdate = off);
 CREATE TABLE IF NOT EXISTS {s}.doc_mentions (
     space text NOT NULL,
     chunk_id bigint NOT NULL REFERENCES {s}.documents(id) ON DELETE CASCADE,
@@ -412,7 +424,7 @@ def init_control(conn: psycopg.Connection) -> None:
         lock_ddl(conn)
         try:
             for stmt in _statements(_CONTROL_DDL):
-                conn.execute(sql.SQL(stmt))  # type: ignore[arg-type]
+                conn.execute(sql.SQL(stmt))
         except psycopg.errors.FeatureNotSupported as exc:
             raise DatabaseError(f"pgvector is not available on this server: {exc}") from exc
         except psycopg.errors.UndefinedFile as exc:
@@ -434,9 +446,9 @@ def init_realm(
     Raises :class:`SchemaMismatchError` when the realm is registered under another model, width or
     convention (``pgrag reembed`` switches a realm deliberately), or an embedding column is missing or
     has another width, and — before any DDL or write — when ``dim`` exceeds what an HNSW index can hold
-    (4,000 dimensions, :mod:`pgrag_dag.store.vector_index`); :class:`~pgrag_dag.errors.InvalidNameError` for an
-    invalid realm name, before any DDL; :class:`DatabaseError` for a privilege the role lacks (one line saying
-    what to ask the DBA for).
+    (4,000 dimensions, :mod:`pgrag_dag.store.vector_index`); :class:`~pgrag_dag.errors.InvalidNameError` for
+    an invalid realm name, before any DDL; :class:`DatabaseError` for a privilege the role lacks (one line
+    saying what to ask the DBA for).
     """
     validate_realm(realm)
     if not isinstance(dim, int) or not 1 <= dim <= 16000:
@@ -459,16 +471,17 @@ def init_realm(
         ).fetchone()
         if row is None:
             conn.execute(
-                """INSERT INTO pgrag__control.realms (realm, embedding_model, embedding_dim, embedding_convention)
+                """INSERT INTO pgrag__control.realms (realm, embedding_model, embedding_dim,
+                   embedding_convention)
                    VALUES (%s, %s, %s, %s)""",
                 (realm, embedding_model, dim, convention),
             )
         vector_type = sql.SQL("vector({})").format(sql.Literal(dim))
         for stmt in _statements(_REALM_DDL):
-            conn.execute(sql.SQL(stmt).format(s=sql.Identifier(schema), v=vector_type))  # type: ignore[arg-type]
+            conn.execute(sql.SQL(stmt).format(s=sql.Identifier(schema), v=vector_type))
         verify_embedding_columns(conn, realm, dim)
         create_embedding_indexes(conn, realm)
-        conn.execute(sql.SQL(_LINEAGE_DDL).format(s=sql.Identifier(schema)))  # type: ignore[arg-type]
+        conn.execute(sql.SQL(_LINEAGE_DDL).format(s=sql.Identifier(schema)))
         history.create_history(conn, schema, vector_type)
         telemetry.create_telemetry(conn, schema)
         work_queue.create_work(conn, schema)
@@ -488,7 +501,8 @@ def _realm_current(
     Raises :class:`SchemaMismatchError` when it is registered under another model, width or convention.
     """
     row = conn.execute(
-        """SELECT embedding_model, embedding_dim, embedding_convention, schema_version, to_regclass(%s) IS NOT NULL
+        """SELECT embedding_model, embedding_dim, embedding_convention, schema_version,
+             to_regclass(%s) IS NOT NULL
              FROM pgrag__control.realms WHERE realm = %s""",
         (f"{schema_for(realm)}.stage_pending", realm),
     ).fetchone()
@@ -513,7 +527,8 @@ def check_embedding(realm: str, registered: tuple[str, int, str], configured: tu
             describe_embedding(registered),
             describe_embedding(configured),
             f"configure the realm's model again, or switch every vector deliberately: pgrag reembed {realm}",
-            message=f"realm {realm!r} is embedded with {describe_embedding(registered)} but the configuration says "
+            message=f"realm {realm!r} is embedded with {describe_embedding(registered)}"
+            " but the configuration says "
             f"{describe_embedding(configured)}: configure the realm's model again, or switch every vector "
             f"deliberately with `pgrag reembed {realm}`",
         )
@@ -563,8 +578,8 @@ def create_embedding_indexes(conn: psycopg.Connection, realm: str) -> None:
 
 def retype_embeddings(conn: psycopg.Connection, realm: str, dim: int) -> None:
     """In the caller's transaction: drop the realm's HNSW indexes and make every embedding column of
-    :data:`EMBEDDED_TABLES` and :data:`ARCHIVE_TABLES` ``vector(dim)``, every vector ``NULL`` (§3.5; ``pgrag reembed``). Takes
-    ``ACCESS EXCLUSIVE`` on the four tables and rewrites them; recreate the indexes with
+    :data:`EMBEDDED_TABLES` and :data:`ARCHIVE_TABLES` ``vector(dim)``, every vector ``NULL`` (§3.5; ``pgrag
+    reembed``). Takes ``ACCESS EXCLUSIVE`` on the four tables and rewrites them; recreate the indexes with
     :func:`create_embedding_indexes` after writing the new vectors (one bulk build each, of the kind the
     new width needs: across 2,000 dimensions a ``vector`` index becomes a ``halfvec`` one or back).
     Raises :class:`SchemaMismatchError` for a width no HNSW index can hold, before changing anything."""
@@ -596,7 +611,8 @@ def switch_registration(
     Raises :class:`SchemaMismatchError` when the realm's registration is no longer ``registered``
     (another ``pgrag reembed`` switched it meanwhile, or it was removed)."""
     cur = conn.execute(
-        """UPDATE pgrag__control.realms SET embedding_model = %s, embedding_dim = %s, embedding_convention = %s
+        """UPDATE pgrag__control.realms SET embedding_model = %s, embedding_dim = %s,
+            embedding_convention = %s
             WHERE realm = %s AND (embedding_model, embedding_dim, embedding_convention) = (%s, %s, %s)""",
         (*configured, realm, *registered),
     )

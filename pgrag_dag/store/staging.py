@@ -32,7 +32,8 @@ def chunks_needing_extraction(
                     WHERE d.space = %s AND (d.id = ANY(%s) OR NOT EXISTS (
                           SELECT 1 FROM {r} r WHERE r.chunk_id = d.id AND r.pass = 0 AND r.parse_status = 'ok'
                              AND r.prompt_version = %s) OR EXISTS (
-                          SELECT 1 FROM {r} r WHERE r.chunk_id = d.id AND r.pass > 0 AND r.parse_status = 'model_error'
+                          SELECT 1 FROM {r} r WHERE r.chunk_id = d.id AND r.pass > 0
+                             AND r.parse_status = 'model_error'
                              AND r.prompt_version = %s))
                     ORDER BY d.doc_order, d.doc_key, d.chunk_index""").format(
             d=qualified(realm, "documents"), r=qualified(realm, "raw_extractions")
@@ -58,7 +59,8 @@ def completed_passes(
     first failed pass p, so the extractor resumes at p without asking again what succeeded.
     Chunks whose first pass did not succeed are absent."""
     rows = conn.execute(
-        sql.SQL("""SELECT r.chunk_id, r.pass, r.model, r.prompt_version, r.raw_text, r.parsed::text, r.parse_status,
+        sql.SQL("""SELECT r.chunk_id, r.pass, r.model, r.prompt_version, r.raw_text, r.parsed::text,
+                          r.parse_status,
                           r.error, r.prompt_tokens, r.completion_tokens, r.cache_hit
                      FROM {} r WHERE r.space = %s AND r.chunk_id = ANY(%s) AND r.prompt_version = %s
                     ORDER BY r.chunk_id, r.pass""").format(qualified(realm, "raw_extractions")),
@@ -82,9 +84,11 @@ def parse_failures(
     """The space's stored ``parse_error`` rows that kept their raw text (the ``raw_extractions``
     frame), of ``extractor`` (an identity) or of any; by chunk and pass."""
     rows = conn.execute(
-        sql.SQL("""SELECT r.chunk_id, r.pass, r.model, r.prompt_version, r.raw_text, r.parsed::text, r.parse_status,
+        sql.SQL("""SELECT r.chunk_id, r.pass, r.model, r.prompt_version, r.raw_text, r.parsed::text,
+                          r.parse_status,
                           r.error, r.prompt_tokens, r.completion_tokens, r.cache_hit
-                     FROM {} r WHERE r.space = %s AND r.parse_status = 'parse_error' AND r.raw_text IS NOT NULL
+                     FROM {} r WHERE r.space = %s AND r.parse_status = 'parse_error'
+                      AND r.raw_text IS NOT NULL
                       AND (%s::text IS NULL OR r.prompt_version = %s) ORDER BY r.chunk_id, r.pass""").format(
             qualified(realm, "raw_extractions")
         ),
@@ -102,7 +106,8 @@ def owe_again(
     if not passes:
         return 0
     cur = conn.execute(
-        sql.SQL("""UPDATE {} r SET parse_status = 'model_error', error = %s FROM unnest(%s::bigint[], %s::int[]) AS u(c, p)
+        sql.SQL("""UPDATE {} r SET parse_status = 'model_error', error = %s FROM unnest(%s::bigint[],
+                    %s::int[]) AS u(c, p)
                     WHERE r.space = %s AND r.chunk_id = u.c AND r.pass = u.p""").format(
             qualified(realm, "raw_extractions")
         ),
@@ -118,12 +123,14 @@ def pending_extraction(
     ``extractor``), ``gleaning_passes_failed`` (model errors, retried next run), ``pending`` (their sum)
     and up to five ``examples`` (``doc_key#chunk_index pass p: error``)."""
     rows = conn.execute(
-        sql.SQL("""SELECT d.doc_key, d.chunk_index, coalesce(r.pass, 0), coalesce(r.error, 'not extracted yet'), r.pass IS NULL OR r.pass = 0
+        sql.SQL("""SELECT d.doc_key, d.chunk_index, coalesce(r.pass, 0), coalesce(r.error,
+                     'not extracted yet'), r.pass IS NULL OR r.pass = 0
                      FROM {d} d LEFT JOIN {r} r ON r.chunk_id = d.id AND r.prompt_version = %s
                     WHERE d.space = %s AND (
                           (r.pass > 0 AND r.parse_status = 'model_error')
                        OR ((r.pass = 0 OR r.pass IS NULL) AND NOT EXISTS (
-                          SELECT 1 FROM {r} ok WHERE ok.chunk_id = d.id AND ok.pass = 0 AND ok.parse_status = 'ok'
+                          SELECT 1 FROM {r} ok WHERE ok.chunk_id = d.id AND ok.pass = 0
+                             AND ok.parse_status = 'ok'
                              AND ok.prompt_version = %s)))
                     ORDER BY d.doc_order, d.doc_key, d.chunk_index, 3""").format(
             d=qualified(realm, "documents"), r=qualified(realm, "raw_extractions")
@@ -173,7 +180,8 @@ def document_names(
     (§4.1) when part of a document is extracted again. Another extractor's names never seed it."""
     rows = conn.execute(
         sql.SQL("""SELECT d.doc_key, d.chunk_index, r.parsed FROM {r} r JOIN {d} d ON d.id = r.chunk_id
-                    WHERE r.space = %s AND d.doc_key = ANY(%s) AND r.parse_status = 'ok' AND r.prompt_version = %s
+                    WHERE r.space = %s AND d.doc_key = ANY(%s) AND r.parse_status = 'ok'
+                        AND r.prompt_version = %s
                     ORDER BY d.doc_key, d.chunk_index, r.pass""").format(
             r=qualified(realm, "raw_extractions"), d=qualified(realm, "documents")
         ),
@@ -197,7 +205,8 @@ def write_raw(conn: psycopg.Connection, realm: str, space: str, raw: pl.DataFram
     )
     with conn.cursor() as cur:
         cur.executemany(
-            sql.SQL("""INSERT INTO {} (space, chunk_id, pass, model, prompt_version, raw_text, parsed, parse_status,
+            sql.SQL("""INSERT INTO {} (space, chunk_id, pass, model, prompt_version, raw_text, parsed,
+                                      parse_status,
                                       error, prompt_tokens, completion_tokens, cache_hit)
                        VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)""").format(
                 qualified(realm, "raw_extractions")
@@ -230,7 +239,8 @@ def load_raw(
     one, or only those of ``chunk_ids`` (an incremental run, issue 15)."""
     only = sql.SQL(" AND r.chunk_id = ANY(%s)") if chunk_ids is not None else sql.SQL("")
     rows = conn.execute(
-        sql.SQL("""SELECT r.chunk_id, r.pass, r.model, r.prompt_version, r.raw_text, r.parsed::text, r.parse_status,
+        sql.SQL("""SELECT r.chunk_id, r.pass, r.model, r.prompt_version, r.raw_text, r.parsed::text,
+                          r.parse_status,
                           r.error, r.prompt_tokens, r.completion_tokens, r.cache_hit
                      FROM {r} r JOIN {d} d ON d.id = r.chunk_id WHERE r.space = %s{only}
                     ORDER BY d.doc_order, d.doc_key, d.chunk_index, r.pass""").format(
@@ -242,9 +252,10 @@ def load_raw(
 
 
 def space_yield(conn: psycopg.Connection, realm: str, space: str) -> dict[str, bool]:
-    """Whether the space holds, anywhere: a chunk (``chunks``), an ``ok`` extraction with an entity or a triple
-    (``extracted``), an extraction at all (``raw``), an accepted gate decision (``accepted``) — what the ``yield``
-    check of an incremental run adds to its own batch's counts (index look-ups, no scan of the space)."""
+    """Whether the space holds, anywhere: a chunk (``chunks``), an ``ok`` extraction with an entity or a
+    triple (``extracted``), an extraction at all (``raw``), an accepted gate decision (``accepted``) — what
+    the ``yield`` check of an incremental run adds to its own batch's counts (index look-ups, no scan of the
+    space)."""
     row = conn.execute(
         sql.SQL("""SELECT EXISTS (SELECT 1 FROM {d} WHERE space = %s),
             EXISTS (SELECT 1 FROM {r} WHERE space = %s AND parse_status = 'ok'
@@ -273,7 +284,8 @@ def replace_decisions(
     chunk_ids: Sequence[int] | None = None,
 ) -> int:
     """Replace the space's gate decisions — all of them, or only those of ``chunk_ids`` (an incremental
-    run) — with ``decisions`` (the ``gate_decisions`` frame). Returns the rows deleted plus the rows written."""
+    run) — with ``decisions`` (the ``gate_decisions`` frame). Returns the rows deleted plus the rows
+    written."""
     table = qualified(realm, "gate_decisions")
     if chunk_ids is None:
         deleted = conn.execute(sql.SQL("DELETE FROM {} WHERE space = %s").format(table), (space,)).rowcount
@@ -300,7 +312,7 @@ def load_decisions(
     """The space's gate decisions (the ``gate_decisions`` frame) in document order (document, chunk, pass):
     every one, or only those of ``chunk_ids``."""
     cols = sql.SQL(", ").join(sql.Identifier("g", c) for c in _DECISION_COLS)
-    where = sql.SQL(" AND g.accepted") if accepted_only else sql.SQL("")
+    where: sql.Composable = sql.SQL(" AND g.accepted") if accepted_only else sql.SQL("")
     if chunk_ids is not None:
         where = sql.SQL("{} AND g.chunk_id = ANY(%s)").format(where)
     rows = conn.execute(

@@ -47,7 +47,7 @@ def create_telemetry(conn: psycopg.Connection, schema: str) -> None:
     """Run :data:`TELEMETRY_DDL` in realm schema ``schema``, inside the caller's DDL transaction
     (:func:`pgrag_dag.store.schema.init_realm`). Idempotent."""
     for stmt in TELEMETRY_DDL:
-        conn.execute(sql.SQL(stmt).format(s=sql.Identifier(schema)))  # type: ignore[arg-type]
+        conn.execute(sql.SQL(stmt).format(s=sql.Identifier(schema)))
 
 
 def record_events(conn: psycopg.Connection, realm: str, events: Sequence[Event]) -> int:
@@ -135,7 +135,8 @@ def entity_attention(conn: psycopg.Connection, realm: str, space: str) -> dict[i
     returned are absent."""
     rows = conn.execute(
         sql.SQL("""
-        SELECT x.entity_id, count(*), max(q.at) FROM {q} q CROSS JOIN LATERAL unnest(q.entity_ids) AS x(entity_id)
+        SELECT x.entity_id, count(*), max(q.at) FROM {q} q CROSS JOIN LATERAL unnest(q.entity_ids)
+          AS x(entity_id)
           JOIN {e} e ON e.id = x.entity_id AND e.space = %s AND e.dormant_since IS NULL
          GROUP BY x.entity_id""").format(q=qualified(realm, "query_events"), e=qualified(realm, "entities")),
         (space,),

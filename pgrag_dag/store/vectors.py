@@ -10,6 +10,7 @@ embeds it with the model.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -19,7 +20,8 @@ from psycopg import sql
 from pgrag_dag.names import WILDCARD_SPACE, validate_space
 from pgrag_dag.store.identifiers import qualified
 
-# The text each table embeds, as a SQL expression over the row: a chunk carries its document's title (issue 12).
+# The text each table embeds, as a SQL expression over the row: a chunk carries its document's title (issue
+# 12).
 EMBED_TEXT = {
     "documents": sql.SQL("CASE WHEN title = '' THEN text ELSE title || E'\\n' || text END"),
     "entities": sql.SQL("name || ': ' || description"),
@@ -35,7 +37,8 @@ def _texts(realm: str, table: str, where: sql.Composable) -> sql.Composed:
     """``SELECT id, t, h`` — the row's text (:data:`EMBED_TEXT`) and its SHA-256 (hex) — over the rows
     of ``table`` matching ``where`` (which may use ``space``, ``embed_hash`` and ``missing``), by id."""
     expr = {**EMBED_TEXT, **ARCHIVE_TEXT}[table]
-    return sql.SQL("""SELECT id, t, h FROM (SELECT id, {e} AS t, encode(sha256(convert_to({e}, 'UTF8')), 'hex') AS h,
+    return sql.SQL("""SELECT id, t, h FROM (SELECT id, {e} AS t, encode(sha256(convert_to({e}, 'UTF8')),
+                                                 'hex') AS h,
                                                  space, embed_hash, embedding IS NULL AS missing FROM {tab}) x
                        WHERE {where} ORDER BY id""").format(e=expr, tab=qualified(realm, table), where=where)
 
@@ -47,7 +50,8 @@ def pending(conn: psycopg.Connection, realm: str, space: str, table: str) -> lis
     every row's text (issue 15)."""
     return conn.execute(
         sql.SQL("""SELECT id, {e}, text_hash FROM {t} WHERE space = %s
-                                      AND (embedding IS NULL OR embed_hash IS DISTINCT FROM text_hash) ORDER BY id""").format(
+                                      AND (embedding IS NULL OR embed_hash IS DISTINCT FROM text_hash)
+                                          ORDER BY id""").format(
             e=EMBED_TEXT[table], t=qualified(realm, table)
         ),
         (space,),
@@ -63,9 +67,8 @@ def create_text_hashes(conn: psycopg.Connection, schema: str) -> None:
     s = sql.Identifier(schema)
     conn.execute(
         sql.SQL("""CREATE OR REPLACE FUNCTION {s}.text_sha256(t text) RETURNS text LANGUAGE sql IMMUTABLE
-                            PARALLEL SAFE AS $f$ SELECT encode(sha256(convert_to(t, 'UTF8')), 'hex') $f$""").format(
-            s=s
-        )
+                            PARALLEL SAFE AS $f$ SELECT encode(sha256(convert_to(t, 'UTF8')),
+                                'hex') $f$""").format(s=s)
     )
     for table, expr in EMBED_TEXT.items():
         conn.execute(
@@ -121,7 +124,8 @@ def write(
     if len(rows) != len(vectors):
         raise ValueError(f"{len(rows)} rows but {len(vectors)} vectors")
     conn.execute(
-        "CREATE TEMPORARY TABLE pgrag_vectors_in (id bigint, embedding vector, embed_hash text) ON COMMIT DROP"
+        "CREATE TEMPORARY TABLE pgrag_vectors_in (id bigint, embedding vector, embed_hash text)"
+        " ON COMMIT DROP"
     )
     with (
         conn.cursor() as cur,
@@ -132,7 +136,8 @@ def write(
             copy.write_row((i, vec, h))
     if fallback is None:
         updated = conn.execute(
-            sql.SQL("""UPDATE {} t SET embedding = v.embedding, embed_hash = v.embed_hash, embed_fallback = NULL,
+            sql.SQL("""UPDATE {} t SET embedding = v.embedding, embed_hash = v.embed_hash,
+                                                embed_fallback = NULL,
                                                 fallback_embedding = NULL
                                   FROM pgrag_vectors_in v WHERE t.id = v.id""").format(
                 qualified(realm, table)
@@ -142,9 +147,8 @@ def write(
         updated = conn.execute(
             sql.SQL("""UPDATE {} t SET fallback_embedding = v.embedding, embed_hash = v.embed_hash,
                                                 embed_fallback = %s
-                                  FROM pgrag_vectors_in v WHERE t.id = v.id AND t.embedding IS NULL""").format(
-                qualified(realm, table)
-            ),
+                                  FROM pgrag_vectors_in v WHERE t.id = v.id
+                                      AND t.embedding IS NULL""").format(qualified(realm, table)),
             (fallback,),
         )
     conn.execute("DROP TABLE pgrag_vectors_in")
@@ -164,12 +168,13 @@ def audit(
 
     ``finite`` is false when any component is NaN or infinite; rows without an embedding have
     ``missing`` true (and dim 0)."""
-    parts = []
+    parts: list[tuple[Any, ...]] = []
     for table in EMBED_TEXT if ids is None else [t for t in EMBED_TEXT if ids.get(t)]:
         only = sql.SQL("") if ids is None else sql.SQL(" AND id = ANY(%s)")
         rows = conn.execute(
             sql.SQL("""SELECT id, COALESCE(vector_dims(embedding), 0), embedding IS NULL, embed_hash,
-                              COALESCE(NOT ('NaN' = ANY(embedding::real[]) OR 'Infinity' = ANY(embedding::real[])
+                              COALESCE(NOT ('NaN' = ANY(embedding::real[])
+                                            OR 'Infinity' = ANY(embedding::real[])
                                             OR '-Infinity' = ANY(embedding::real[])), true)
                          FROM {} WHERE space = %s{}""").format(qualified(realm, table), only),
             (space,) if ids is None else (space, list(ids[table])),

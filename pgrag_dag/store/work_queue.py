@@ -70,7 +70,10 @@ WORK_DDL: tuple[str, ...] = (
     "CREATE INDEX IF NOT EXISTS resolution_rejections_chunk ON {s}.resolution_rejections (chunk_id)",
 )
 
-_ENQUEUE = "INSERT INTO {{s}}.stage_work (space, stage, kind, item) SELECT DISTINCT space, {stage}, {kind}, {col} FROM {rows}"
+_ENQUEUE = (
+    "INSERT INTO {{s}}.stage_work (space, stage, kind, item)"
+    " SELECT DISTINCT space, {stage}, {kind}, {col} FROM {rows}"
+)
 
 WORK_FUNCTIONS: tuple[str, ...] = (
     """CREATE OR REPLACE FUNCTION {s}.work_raw() RETURNS trigger LANGUAGE plpgsql AS $f$
@@ -121,18 +124,22 @@ WORK_FUNCTIONS: tuple[str, ...] = (
     """CREATE OR REPLACE FUNCTION {s}.work_entities_changed() RETURNS trigger LANGUAGE plpgsql AS $f$
     BEGIN
         IF OLD.name IS DISTINCT FROM NEW.name OR OLD.aliases IS DISTINCT FROM NEW.aliases THEN
-            INSERT INTO {s}.stage_work (space, stage, kind, item) VALUES (NEW.space, 'relations', 'entity', NEW.id);
+            INSERT INTO {s}.stage_work (space, stage, kind, item) VALUES (NEW.space, 'relations', 'entity',
+                NEW.id);
         END IF;
         IF OLD.archived_at IS DISTINCT FROM NEW.archived_at THEN
-            INSERT INTO {s}.stage_work (space, stage, kind, item) VALUES (NEW.space, 'resolved_entities', 'entity', NEW.id);
+            INSERT INTO {s}.stage_work (space, stage, kind, item) VALUES (NEW.space, 'resolved_entities',
+                'entity', NEW.id);
         END IF;
         RETURN NULL;
     END $f$""",
-    # a shift that keeps every document's order relative to the others changes no supersession (documents._reorder)
+    # a shift that keeps every document's order relative to the others changes no supersession
+    # (documents._reorder)
     """CREATE OR REPLACE FUNCTION {s}.work_documents_order() RETURNS trigger LANGUAGE plpgsql AS $f$
     BEGIN
         IF coalesce(current_setting('pgrag.order_shift', true), '') <> 'on' THEN
-            INSERT INTO {s}.stage_work (space, stage, kind, item) VALUES (NEW.space, 'relations', 'chunk', NEW.id);
+            INSERT INTO {s}.stage_work (space, stage, kind, item) VALUES (NEW.space, 'relations', 'chunk',
+                NEW.id);
         END IF;
         RETURN NULL;
     END $f$""",
@@ -187,7 +194,8 @@ WORK_TRIGGERS: tuple[tuple[str, str, str, str], ...] = (
         "documents_work_order",
         "documents",
         "AFTER UPDATE OF doc_order",
-        "FOR EACH ROW WHEN (OLD.doc_order IS DISTINCT FROM NEW.doc_order) EXECUTE FUNCTION {s}.work_documents_order()",
+        "FOR EACH ROW WHEN (OLD.doc_order IS DISTINCT FROM NEW.doc_order)"
+        " EXECUTE FUNCTION {s}.work_documents_order()",
     ),
 )
 
@@ -198,7 +206,7 @@ def create_work(conn: psycopg.Connection, schema: str) -> None:
     them has no state rows, so each stage's next run is a full recompute (and clears the queue)."""
     s = sql.Identifier(schema)
     for stmt in (*WORK_DDL, *WORK_FUNCTIONS):
-        conn.execute(sql.SQL(stmt).format(s=s))  # type: ignore[arg-type]
+        conn.execute(sql.SQL(stmt).format(s=s))
     for name, tab, when, rest in WORK_TRIGGERS:
         conn.execute(
             sql.SQL("DROP TRIGGER IF EXISTS {n} ON {s}.{t}").format(
@@ -206,14 +214,15 @@ def create_work(conn: psycopg.Connection, schema: str) -> None:
             )
         )
         conn.execute(
-            sql.SQL("CREATE TRIGGER {n} " + when + " ON {s}.{t} " + rest).format(  # type: ignore[arg-type]
+            sql.SQL("CREATE TRIGGER {n} " + when + " ON {s}.{t} " + rest).format(
                 n=sql.Identifier(name), s=s, t=sql.Identifier(tab)
             )
         )
 
 
 def fingerprint(settings: Any) -> str:
-    """A 16-hex-digit SHA-256 of ``settings`` (anything JSON can write, keys sorted; other values by ``str``)."""
+    """A 16-hex-digit SHA-256 of ``settings`` (anything JSON can write, keys sorted; other values by
+    ``str``)."""
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -270,9 +279,9 @@ def finish(
     report: dict[str, Any] | None = None,
 ) -> None:
     """Record a stage's run in the caller's write transaction: delete the queue rows it read (``work``; a
-    stage without a queue passes ``Work(full=False)``), store ``print_`` and ``report`` (what a later run with nothing to do reports again,
-    e.g. the quality measurements), and bump the version when ``changed`` (rows the run changed) is positive
-    or the fingerprint changed."""
+    stage without a queue passes ``Work(full=False)``), store ``print_`` and ``report`` (what a later run with
+    nothing to do reports again, e.g. the quality measurements), and bump the version when ``changed`` (rows
+    the run changed) is positive or the fingerprint changed."""
     queue = qualified(realm, "stage_work")
     if work.queued:
         conn.execute(sql.SQL("DELETE FROM {} WHERE id = ANY(%s)").format(queue), (work.queued,))
@@ -280,8 +289,10 @@ def finish(
         sql.SQL("""INSERT INTO {} AS s (space, stage, fingerprint, version, rows_changed, report)
                             VALUES (%s, %s, %s, 1, %s, %s)
                             ON CONFLICT (space, stage) DO UPDATE SET fingerprint = EXCLUDED.fingerprint,
-                                version = s.version + (EXCLUDED.rows_changed > 0 OR s.fingerprint <> EXCLUDED.fingerprint)::int,
-                                rows_changed = EXCLUDED.rows_changed, report = coalesce(EXCLUDED.report, s.report),
+                                version = s.version + (EXCLUDED.rows_changed > 0
+                                    OR s.fingerprint <> EXCLUDED.fingerprint)::int,
+                                rows_changed = EXCLUDED.rows_changed, report = coalesce(EXCLUDED.report,
+                                    s.report),
                                 updated_at = now()""").format(qualified(realm, "stage_state")),
         (space, stage, print_, changed, Jsonb(report) if report is not None else None),
     )

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pgrag_dag.providers.embedding import HashingEmbedder
 
@@ -74,7 +74,7 @@ class StubServer:
 
     @property
     def base_url(self) -> str:
-        host, port = self._httpd.server_address[:2]
+        host, port = cast(tuple[str, int], self._httpd.server_address[:2])
         return f"http://{host}:{port}/v1"
 
     def refuse(self, status: int, message: str = "", *, route: Route = "any", after: int = 0) -> None:
@@ -97,7 +97,8 @@ class StubServer:
             return refusal
 
     def reset_peak(self) -> int:
-        """Start counting :attr:`peak_in_flight` afresh (from the requests in flight now); returns the old peak."""
+        """Start counting :attr:`peak_in_flight` afresh (from the requests in flight now); returns the old
+        peak."""
         with self._lock:
             old, self.peak_in_flight = self.peak_in_flight, self.in_flight
             return old
