@@ -194,8 +194,8 @@ def _ask(
     """Print one question's retrieval (counts, top entities, the relations :func:`_shown` picks, with
     their state) and its synthesised answer, or why the cassette cannot show it."""
     from pgrag_dag.query.assembly import render_relation
-    from pgrag_dag.query.param import QueryParam
     from pgrag_dag.query.run import query, query_data
+    from pgrag_dag.query_param import QueryParam
 
     param = QueryParam.from_settings(settings.retrieval, space=space, **overrides)
     res = query_data(

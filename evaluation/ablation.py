@@ -9,7 +9,7 @@ Table 15, §8.12 Table 12; issue 17 items 4 and 6).
     python -m evaluation.ablation sweep  …, N readers…     # N readers over one fixed graph
 
 - ``ablate``: index every item's space once into one realm, then answer every question under two arms that
-  differ by one setting — ``--flag F``, a boolean :class:`~pgrag_dag.query.param.QueryParam` field (``off``:
+  differ by one setting — ``--flag F``, a boolean :class:`~pgrag_dag.query_param.QueryParam` field (``off``:
   F false, ``on``: F true; e.g. ``render_relation_validity``, ``mmr``, ``node_distance_rerank``,
   ``decompose``), or ``--flag caps`` (``off``: no context caps, the default; ``on``: the pre-§8.3 budget of
   ``--caps-tokens`` tokens, half to passages, the rest shared by entities, relations and reports) — by every
@@ -82,7 +82,7 @@ CAP_SHARES = {
 def arms_for(flag: str, *, caps_tokens: int = 4000) -> dict[str, dict[str, Any]]:
     """The two arms of ``--flag``: ``{"off": overrides, "on": overrides}`` of :class:`QueryParam` fields.
     Raises ``ValueError`` for a flag that is neither ``caps`` nor a boolean QueryParam field."""
-    from pgrag_dag.query.param import QueryParam
+    from pgrag_dag.query_param import QueryParam
 
     if flag == CAPS:
         on = {f: int(caps_tokens * share) for f, share in CAP_SHARES.items()}
@@ -229,7 +229,7 @@ class Harness:
 
     def param(self, space: str, arm: dict[str, Any]) -> Any:
         """The query of one arm: the configured retrieval settings, then ``--set``, then the arm's fields."""
-        from pgrag_dag.query.param import QueryParam
+        from pgrag_dag.query_param import QueryParam
 
         return QueryParam.from_settings(self.settings.retrieval, space=space, **{**self.overrides, **arm})
 
@@ -317,7 +317,7 @@ def _usage(models: Models) -> dict[str, int]:
 
 
 def _needs_communities(mode: str) -> bool:
-    from pgrag_dag.query.param import EVIDENCE
+    from pgrag_dag.query_param import EVIDENCE
 
     return "communities" in EVIDENCE[mode]
 

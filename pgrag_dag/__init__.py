@@ -28,8 +28,8 @@ from pgrag_dag.operate.changes import ChangeSet, changes_since
 from pgrag_dag.operate.reembed import reembed_realm
 from pgrag_dag.pipeline.common import StageResult
 from pgrag_dag.pipeline.run import delete_document, index_documents
-from pgrag_dag.query.param import QueryParam, QueryResult
 from pgrag_dag.query.run import query, query_data
+from pgrag_dag.query_param import QueryParam, QueryResult
 
 __all__ = [
     "ChangeSet",

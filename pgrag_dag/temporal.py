@@ -1,4 +1,6 @@
-"""Validity dates (paper §5.1): normalisation to YYYY, YYYY-MM or YYYY-MM-DD, and padding for comparison.
+"""Validity dates (paper §5.1): normalisation to YYYY, YYYY-MM or YYYY-MM-DD, and padding for comparison;
+the temporal predicates of a query (§5.3–5.4: ``as_of``, ``as_believed_at``), whose SQL is
+:mod:`pgrag_dag.store.retrieval`.
 
 A date the text states vaguely ("later", "in his youth", "mid-1990s", "c. 1840") is discarded, never
 coerced: a wrong date is worse than no date. Partial dates are padded for comparison — a start pads
@@ -10,6 +12,11 @@ from __future__ import annotations
 
 import calendar
 import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pgrag_dag.errors import QueryError
 
 _MONTHS = {m.lower(): i for i, m in enumerate(calendar.month_name) if m}
 _MONTHS.update({m.lower(): i for i, m in enumerate(calendar.month_abbr) if m})
@@ -88,3 +95,73 @@ def upper_bound(date: str) -> str:
     """A key no later day of a normalised date exceeds: ``1625`` → ``1625-12-31``, ``1625-06`` →
     ``1625-06-31`` (lexical, like the database's ``valid_to_key``)."""
     return {4: date + "-12-31", 7: date + "-31"}.get(len(date), date)
+
+
+def as_of_bounds(as_of: str) -> tuple[str, str]:
+    """The padded ``(lower, upper)`` day keys an ``as_of`` date covers (§5.1, §5.4).
+
+    ``2016`` → ``("2016-01-01", "2016-12-31")``, ``2016-06`` → ``("2016-06-01", "2016-06-31")``,
+    ``2016-06-15`` → itself twice — padded exactly as the ``valid_from_key`` / ``valid_to_key``
+    columns are (:func:`pgrag_dag.temporal.lower_bound` / ``upper_bound``), so keys compare lexically.
+
+    Raises:
+        QueryError: anything but a real calendar date written ``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD``.
+    """
+    if not isinstance(as_of, str) or not _STRICT_DATE.fullmatch(as_of) or normalise_date(as_of) != as_of:
+        raise QueryError(f"as_of must be a calendar date written YYYY, YYYY-MM or YYYY-MM-DD, got {as_of!r}")
+    return lower_bound(as_of), upper_bound(as_of)
+
+
+_STRICT_DATE = re.compile(r"\d{4}(?:-\d{2}(?:-\d{2})?)?")
+
+
+def belief_instant(value: str | datetime) -> datetime:
+    """An ISO-8601 instant as an aware UTC :class:`datetime`; a naive one is taken as UTC (§5.3).
+
+    Raises:
+        QueryError: not a :class:`datetime` or an ISO-8601 string.
+    """
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip())
+        except ValueError:
+            raise QueryError(f"as_believed_at must be an ISO-8601 instant, got {value!r}") from None
+    if not isinstance(value, datetime):
+        raise QueryError(f"as_believed_at must be an ISO-8601 string or a datetime, got {value!r}")
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+@dataclass(frozen=True)
+class Temporal:
+    """The temporal predicates of one query (§5.4); they compose.
+
+    Attributes:
+        as_of: valid time — keep relations whose validity interval overlaps this date's interval
+            (:func:`as_of_bounds`); undated relations always match. ``None``: no valid-time filter.
+        believed_at: belief time — read the graph as it stood at that instant (issue 14): relations,
+            entities and chunks from the append-only history (the SQL of
+            :mod:`pgrag_dag.store.retrieval`), superseded relations excluded unless
+            ``include_superseded``. A relation from before the history with no ``t_created`` is always known.
+        include_superseded: keep superseded relations too. Without ``believed_at`` a relation is
+            superseded when ``superseded_by`` is set; with it, when it was superseded at ``believed_at``.
+    """
+
+    as_of: str | None = None
+    believed_at: datetime | None = None
+    include_superseded: bool = False
+
+    def __post_init__(self) -> None:
+        if self.as_of is not None:
+            as_of_bounds(self.as_of)
+        if self.believed_at is not None:
+            object.__setattr__(self, "believed_at", belief_instant(self.believed_at))
+
+    def params(self) -> dict[str, Any]:
+        """The query parameters :func:`pgrag_dag.store.retrieval.relation_filter` and the chunk/entity
+        filters refer to."""
+        lo, hi = as_of_bounds(self.as_of) if self.as_of is not None else (None, None)
+        return {"as_of_lo": lo, "as_of_hi": hi, "believed_at": self.believed_at}
+
+
+CURRENT = Temporal()
+"""No valid-time or belief-time filter; superseded relations excluded (the default)."""

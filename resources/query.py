@@ -20,9 +20,9 @@ from pgrag_dag.engine import Engine
 from pgrag_dag.errors import QueryError
 from pgrag_dag.operate.changes import ChangeSet
 from pgrag_dag.operate.changes import changes_since as read_changes
-from pgrag_dag.query.param import QueryParam, QueryResult
 from pgrag_dag.query.run import query as run_query
 from pgrag_dag.query.run import query_data as run_query_data
+from pgrag_dag.query_param import QueryParam, QueryResult
 
 
 class QueryResource(dg.ConfigurableResource):  # type: ignore[type-arg]

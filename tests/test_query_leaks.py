@@ -19,7 +19,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from pgrag_dag import names
+from pgrag_dag import names, temporal
 from pgrag_dag.query import QueryResult, keywords
 from pgrag_dag.store import retrieval, schema
 from pgrag_dag.store import retrieval_channels as channels
@@ -209,7 +209,7 @@ def test_the_wildcard_reads_every_space_of_one_realm_without_crossing_spaces(
 def test_store_channels_are_scoped_directly(
     conn: psycopg.Connection, realm: str, tenants: GraphBuilder
 ) -> None:
-    t = retrieval.CURRENT
+    t = temporal.CURRENT
     ada = tenants.ids["alpha:Ada Lovelace"]
     reads: dict[str, list[dict[str, Any]]] = {
         "entity_search": retrieval.entity_search(conn, realm, "alpha", ENTITY_V, 50),

@@ -15,6 +15,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from pgrag_dag import temporal
 from pgrag_dag.errors import QueryError
 from pgrag_dag.providers.embedding import HashingEmbedder
 from pgrag_dag.query import QueryParam, QueryResult, query_data
@@ -244,9 +245,9 @@ def test_valid_as_of_is_kept_as_given(good: str) -> None:
 
 
 def test_as_of_pads_like_the_validity_keys() -> None:
-    assert retrieval.as_of_bounds("2016") == ("2016-01-01", "2016-12-31")
-    assert retrieval.as_of_bounds("2016-02") == ("2016-02-01", "2016-02-31")
-    assert retrieval.as_of_bounds("2016-02-29") == ("2016-02-29", "2016-02-29")
+    assert temporal.as_of_bounds("2016") == ("2016-01-01", "2016-12-31")
+    assert temporal.as_of_bounds("2016-02") == ("2016-02-01", "2016-02-31")
+    assert temporal.as_of_bounds("2016-02-29") == ("2016-02-29", "2016-02-29")
 
 
 def test_as_believed_at_is_an_iso_instant_normalised_to_utc() -> None:
@@ -278,7 +279,7 @@ def test_traverse_refuses_two_superseded_switches(conn: psycopg.Connection, real
             max_hops=1,
             max_relation_edges=1,
             include_superseded=True,
-            temporal=retrieval.Temporal(),
+            temporal=temporal.Temporal(),
         )
 
 

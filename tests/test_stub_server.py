@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import urllib.request
 
 from pgrag_dag.testing.stub_server import StubServer
@@ -25,19 +24,16 @@ def _chat(url: str) -> str:
 def test_the_in_flight_counter_sees_concurrent_requests_and_its_peak_resets() -> None:
     with StubServer(lambda messages: "ok") as server:
         assert _chat(server.base_url) == "ok"
-        assert (server.in_flight, server.peak_in_flight) == (0, 1)  # one at a time
+        assert server.wait_in_flight(0) and server.peak_in_flight == 1  # one at a time
         server.chat_delay_s = 0.5
         answers: list[str] = []
         threads = [threading.Thread(target=lambda: answers.append(_chat(server.base_url))) for _ in range(3)]
         for t in threads:
             t.start()
-        deadline = time.monotonic() + 5
-        while server.in_flight < 3 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert server.in_flight == 3  # all three are held at once
+        assert server.wait_in_flight(3)  # all three are held at once
         for t in threads:
             t.join()
-        assert answers == ["ok"] * 3 and server.in_flight == 0 and server.peak_in_flight == 3
+        assert answers == ["ok"] * 3 and server.wait_in_flight(0) and server.peak_in_flight == 3
         assert server.reset_peak() == 3 and server.peak_in_flight == 0
         server.chat_delay_s = 0
         _chat(server.base_url)

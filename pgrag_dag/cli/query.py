@@ -4,80 +4,39 @@ answer."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import inspect
 import json
 import logging
 import sys
+import typing
 from collections.abc import Iterator
-from typing import Annotated
+from typing import Annotated, Any, get_args
 
 import typer
 
 from pgrag_dag.cli.common import app, fail, open_engine, query_target
 from pgrag_dag.errors import PgragError
+from pgrag_dag.query_param import (
+    CHUNK_CHANNELS,
+    MODES,
+    PER_QUESTION,
+    RELATION_CHANNELS,
+    Fusion,
+    KeywordMode,
+    QueryParam,
+    field_help,
+    setting_fields,
+)
 
 
-@app.command()
 def query(
     question: str,
-    realm: Annotated[
-        str | None, typer.Option(help="realm to read (default: the first the configuration declares)")
-    ] = None,
-    space: Annotated[
-        str | None,
-        typer.Option(
-            help="space to read, or '*' for every space (read-only); default: "
-            "the realm's first declared space"
-        ),
-    ] = None,
-    mode: Annotated[str | None, typer.Option(help="mix | local | global | hybrid | naive | bypass")] = None,
-    top_k: Annotated[int | None, typer.Option(help="entities matched")] = None,
-    chunk_top_k: Annotated[int | None, typer.Option(help="passages by chunk search")] = None,
-    chunk_channel: Annotated[
-        list[str] | None,
-        typer.Option(help="chunk search channel: vector | fulltext (repeatable; two are fused by RRF)"),
-    ] = None,
-    max_hops: Annotated[int | None, typer.Option(help="traversal depth")] = None,
-    max_relation_edges: Annotated[
-        int | None, typer.Option(help="relations one matched entity may contribute")
-    ] = None,
-    relation_type: Annotated[
-        list[str] | None, typer.Option(help="restrict relations to this predicate (repeatable)")
-    ] = None,
-    fusion: Annotated[str | None, typer.Option(help="rrf | quota")] = None,
-    keywords: Annotated[str | None, typer.Option(help="model | lexical | off")] = None,
-    mmr: Annotated[
-        bool | None, typer.Option("--mmr/--no-mmr", help="maximal marginal relevance over relations")
-    ] = None,
-    node_distance: Annotated[
-        bool | None,
-        typer.Option("--node-distance/--no-node-distance", help="rerank relations by graph distance"),
-    ] = None,
-    max_passage_tokens: Annotated[
-        int | None, typer.Option(help="cap on the passages block (tokens = chars/4)")
-    ] = None,
-    as_of: Annotated[
-        str | None,
-        typer.Option(help="valid-time date YYYY, YYYY-MM or YYYY-MM-DD; undated relations always match"),
-    ] = None,
-    as_believed_at: Annotated[
-        str | None,
-        typer.Option(help="belief-time ISO-8601 instant (naive = UTC): the graph as believed then"),
-    ] = None,
-    include_superseded: Annotated[
-        bool | None,
-        typer.Option(
-            "--include-superseded/--no-include-superseded", help="also return superseded relations, marked"
-        ),
-    ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="print the retrieved data as JSON, no synthesis")
-    ] = False,
-    stream: Annotated[
-        bool,
-        typer.Option(
-            "--stream", help="print the answer as the model writes it (a cached or replayed answer at once)"
-        ),
-    ] = False,
+    realm: str | None = None,
+    space: str | None = None,
+    as_json: bool = False,
+    stream: bool = False,
+    **fields: Any,
 ) -> None:
     """Answer a question, then list its sources: each passage the context numbered, by its number, with
     doc_key, title, chunk index and an excerpt, marked "cited" when the answer cites it. With --json, print
@@ -90,7 +49,6 @@ def query(
     from pgrag_dag.providers.embedding import model_warning
     from pgrag_dag.providers.llm import REPLAY
     from pgrag_dag.query.citations import source_lines, sources
-    from pgrag_dag.query.param import QueryParam
     from pgrag_dag.query.run import query_data, synthesise
 
     shown = _Shown()
@@ -103,21 +61,7 @@ def query(
             contextlib.closing(open_engine()) as engine,
         ):
             given = {
-                "mode": mode,
-                "top_k": top_k,
-                "chunk_top_k": chunk_top_k,
-                "chunk_channels": chunk_channel or None,
-                "max_hops": max_hops,
-                "max_relation_edges": max_relation_edges,
-                "relation_types": relation_type or None,
-                "fusion": fusion,
-                "keywords": keywords,
-                "mmr": mmr,
-                "node_distance_rerank": node_distance,
-                "max_passage_tokens": max_passage_tokens,
-                "as_of": as_of,
-                "as_believed_at": as_believed_at,
-                "include_superseded": include_superseded,
+                name: (value or None) if isinstance(value, list) else value for name, value in fields.items()
             }
             realm, space = query_target(engine.settings, realm, space)
             # options not given keep the configured retrieval defaults (pgrag.yaml ``retrieval:``), then
@@ -200,6 +144,110 @@ def query(
     lines = list(source_lines(sources(res, answer)))
     if lines:
         typer.echo("\n" + "\n".join(lines))
+
+
+_ALSO = {
+    "chunk_channels": "--chunk-channel",
+    "relation_types": "--relation-type",
+    "relation_channels": "--relation-channel",
+    "node_distance_rerank": "--node-distance",
+}
+"""Option names ``pgrag query`` had before its options were derived from QueryParam, still accepted."""
+
+
+def _field_option(name: str, kind: Any, text: str) -> inspect.Parameter:
+    """The ``pgrag query`` option of QueryParam field ``name``: ``--<name>`` (and its earlier name), a
+    repeatable option for a list, ``--<name>/--no-<name>`` for a flag; ``None`` when not given, so the
+    ``retrieval:`` default and then QueryParam's own apply."""
+    flag, also = "--" + name.replace("_", "-"), _ALSO.get(name)
+    if kind is bool:
+        decls = [f"{flag}/--no-{flag[2:]}"] + ([f"{also}/--no-{also[2:]}"] if also else [])
+    else:
+        decls = [flag] + ([also] if also else [])
+    if kind == list[str]:
+        text += " (repeatable)"
+    choices = _CHOICES.get(name)
+    text = text.replace("[", "\\[")  # Rich would take "[superseded]" for markup and drop it
+    option = typer.Option(*decls, help=f"{choices}: {text}" if choices else text, show_default=False)
+    return inspect.Parameter(
+        name, inspect.Parameter.KEYWORD_ONLY, default=None, annotation=Annotated[kind | None, option]
+    )
+
+
+_CHOICES = {
+    "mode": " | ".join(MODES),
+    "keywords": " | ".join(get_args(KeywordMode)),
+    "fusion": " | ".join(get_args(Fusion)),
+    "chunk_channels": " | ".join(CHUNK_CHANNELS),
+    "relation_channels": " | ".join(RELATION_CHANNELS),
+}
+
+
+def _signature() -> inspect.Signature:
+    """``query``'s parameters: the question, where to read, the output switches, then one option per
+    QueryParam field (every field but ``space``, which ``--space`` names), in QueryParam's order."""
+    fixed = [
+        inspect.Parameter("question", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str),
+        inspect.Parameter(
+            "realm",
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            default=None,
+            annotation=Annotated[
+                str | None, typer.Option(help="realm to read (default: the first the configuration declares)")
+            ],
+        ),
+        inspect.Parameter(
+            "space",
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            default=None,
+            annotation=Annotated[
+                str | None,
+                typer.Option(
+                    help="space to read, or '*' for every space (read-only); default: "
+                    "the realm's first declared space"
+                ),
+            ],
+        ),
+        inspect.Parameter(
+            "as_json",
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            default=False,
+            annotation=Annotated[
+                bool, typer.Option("--json", help="print the retrieved data as JSON, no synthesis")
+            ],
+        ),
+        inspect.Parameter(
+            "stream",
+            inspect.Parameter.POSITIONAL_OR_KEYWORD,
+            default=False,
+            annotation=Annotated[
+                bool,
+                typer.Option(
+                    "--stream",
+                    help="print the answer as the model writes it (a cached or replayed answer at once)",
+                ),
+            ],
+        ),
+    ]
+    helps = field_help()
+    hints = typing.get_type_hints(QueryParam)
+    derived = {name: kind for name, (kind, _) in setting_fields().items()}
+    derived.update({name: str for name in PER_QUESTION if name != "space"})  # as_of, as_believed_at
+    options = [
+        _field_option(f.name, derived[f.name], helps.get(f.name, ""))
+        for f in dataclasses.fields(QueryParam)
+        if f.name in derived and f.name in hints
+    ]
+    return inspect.Signature([*fixed, *options], return_annotation=None)
+
+
+# Typer reads a command's parameters from its signature and annotations: both are QueryParam's fields
+_QUERY_SIGNATURE = _signature()
+query.__dict__["__signature__"] = _QUERY_SIGNATURE
+query.__annotations__ = {p.name: p.annotation for p in _QUERY_SIGNATURE.parameters.values()} | {
+    "return": None
+}
+app.command()(query)
 
 
 @contextlib.contextmanager

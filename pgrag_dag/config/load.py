@@ -1,6 +1,6 @@
 """Loading settings: the YAML file, the environment and keyword arguments into one
-:class:`~pgrag_dag.config.sections.Settings`, then every space's operator composition and the
-``retrieval:`` query defaults checked, so a bad configuration is refused before anything runs (§3.5).
+:class:`~pgrag_dag.config.sections.Settings` (whose ``retrieval:`` defaults QueryParam itself judges), then
+every space's operator composition checked, so a bad configuration is refused before anything runs (§3.5).
 
 Precedence, highest first: keyword arguments > environment (``PGRAG_…``, nested with ``__``) >
 YAML file (``PGRAG_CONFIG`` or ``./pgrag.yaml``) > defaults.
@@ -18,9 +18,8 @@ from pydantic_settings import SettingsError
 
 from pgrag_dag.config.sections import Settings
 from pgrag_dag.config.suggestions import describe
-from pgrag_dag.errors import ConfigurationError, QueryError
+from pgrag_dag.errors import ConfigurationError
 from pgrag_dag.pipeline.composition import compose_all
-from pgrag_dag.query.param import QueryParam
 
 
 def config_file() -> Path:
@@ -101,9 +100,5 @@ def load_settings(config: Path | str | None = None, **overrides: Any) -> Setting
             f"{' '.join(str(exc).split())}"
             + (f" ({' '.join(str(cause).split())})" if cause is not exc else "")
         ) from None
-    try:  # the query defaults are QueryParam's fields: a value QueryParam refuses is refused here
-        QueryParam(space="*", **settings.retrieval.preset())
-    except QueryError as exc:
-        raise ConfigurationError(f"invalid settings (1): retrieval: {exc}") from None
     compose_all(settings)  # every space's operators resolve and their options validate, or this raises
     return settings

@@ -9,9 +9,9 @@ declared in the same file; the Dagster code location derives its partitions from
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -19,8 +19,9 @@ from pydantic_settings import (
     YamlConfigSettingsSource,
 )
 
-from pgrag_dag.errors import ConfigurationError
+from pgrag_dag.errors import ConfigurationError, QueryError
 from pgrag_dag.names import partition_key, validate_realm, validate_space
+from pgrag_dag.query_param import QueryParam, setting_fields
 from pgrag_dag.vocabulary import Vocabulary
 
 
@@ -344,50 +345,50 @@ class RetentionSettings(StrictModel):
         return self
 
 
-class RetrievalSettings(BaseModel):
-    """Query defaults (§7): any :class:`~pgrag_dag.query.QueryParam` field but the per-question
+class _RetrievalPreset(BaseModel):
+    """Query defaults (§7): any :class:`~pgrag_dag.query_param.QueryParam` field but the per-question
     ``space``, ``as_of`` and ``as_believed_at`` — ``retrieval:`` in ``pgrag.yaml`` or
     ``PGRAG_RETRIEVAL__<FIELD>``. ``None`` (every default) keeps QueryParam's own default; the CLI,
-    the query resource and the demo start from these, then apply what the caller passes.
+    the query resource and the demo start from these, then apply what the caller passes. The fields are
+    QueryParam's own (:func:`~pgrag_dag.query_param.setting_fields`), never declared here again.
 
-    Raises (through :func:`pgrag_dag.config.load.load_settings`, which checks the values against
-    QueryParam): :class:`ConfigurationError` for an unknown field or a value QueryParam refuses (e.g.
-    ``mode: fancy``, ``mmr_lambda: 2``).
+    Raises (through :func:`pgrag_dag.config.load.load_settings`): :class:`ConfigurationError` for an
+    unknown field or a value QueryParam refuses (e.g. ``mode: fancy``, ``mmr_lambda: 2``).
     """
 
     model_config = ConfigDict(extra="forbid")
 
-    mode: str | None = None
-    top_k: int | None = None
-    chunk_top_k: int | None = None
-    max_hops: int | None = None
-    max_relation_edges: int | None = None
-    relation_top_k: int | None = None
-    community_top_k: int | None = None
-    include_superseded: bool | None = None
-    relation_types: list[str] | None = None
-    relation_channels: list[str] | None = None
-    chunk_channels: list[str] | None = None
-    keywords: str | None = None
-    fusion: str | None = None
-    rrf_k: int | None = None
-    quota_share: float | None = None
-    mmr: bool | None = None
-    mmr_lambda: float | None = None
-    node_distance_rerank: bool | None = None
-    decompose: bool | None = None
-    community_w_similarity: float | None = None
-    community_w_rating: float | None = None
-    community_w_size: float | None = None
-    max_community_tokens: int | None = None
-    max_passage_tokens: int | None = None
-    max_entity_tokens: int | None = None
-    max_relation_tokens: int | None = None
-    render_relation_validity: bool | None = None
-
     def preset(self) -> dict[str, Any]:
         """The fields set (not ``None``), as QueryParam keyword arguments."""
         return {k: v for k, v in self.model_dump().items() if v is not None}
+
+    @model_validator(mode="after")
+    def _valid_for_queries(self) -> Self:
+        try:
+            QueryParam(space="*", **self.preset())
+        except QueryError as exc:
+            raise ValueError(str(exc)) from None
+        return self
+
+
+if TYPE_CHECKING:
+
+    class RetrievalSettings(_RetrievalPreset):
+        """See :class:`_RetrievalPreset`; its fields are QueryParam's (made at import time)."""
+
+        def __init__(self, **fields: Any) -> None: ...
+
+else:
+    RetrievalSettings = create_model(
+        "RetrievalSettings",
+        __base__=_RetrievalPreset,
+        __doc__=_RetrievalPreset.__doc__,
+        __module__=__name__,
+        **{
+            name: (kind | None, Field(default=None, description=text))
+            for name, (kind, text) in setting_fields().items()
+        },
+    )
 
 
 class Settings(BaseSettings):

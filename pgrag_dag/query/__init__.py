@@ -7,7 +7,8 @@ MMR), :mod:`.assembly` (the context blocks), :mod:`.citations`, :mod:`.filter_wa
 :mod:`.telemetry` (what each query touched, §6.1).
 """
 
-from pgrag_dag.query.param import (
+from pgrag_dag.query.run import query, query_data, synthesis_messages, synthesise
+from pgrag_dag.query_param import (
     CHUNK_CHANNELS,
     DEFAULT_CHUNK_CHANNELS,
     EVIDENCE,
@@ -18,7 +19,6 @@ from pgrag_dag.query.param import (
     QueryResult,
     check_mode,
 )
-from pgrag_dag.query.run import query, query_data, synthesis_messages, synthesise
 
 __all__ = [
     "CHUNK_CHANNELS",

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from pgrag_dag.query.assembly import clip
-from pgrag_dag.query.param import QueryResult
+from pgrag_dag.query_param import QueryResult
 
 EXCERPT_CHARS = 160
 """Characters of a source's excerpt (whitespace collapsed to one line; clipped at a word)."""

@@ -13,9 +13,9 @@ from datetime import datetime
 
 import psycopg
 
-from pgrag_dag.query.param import QueryParam
+from pgrag_dag.query_param import QueryParam
 from pgrag_dag.store import inventory
-from pgrag_dag.store.retrieval import belief_instant
+from pgrag_dag.temporal import belief_instant
 
 
 def filter_warnings(conn: psycopg.Connection, realm: str, param: QueryParam) -> list[str]:

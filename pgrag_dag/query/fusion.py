@@ -30,15 +30,14 @@ from typing import Any
 
 import numpy as np
 
+from pgrag_dag.query_param import MMR_LAMBDA, RRF_K
+
 Row = dict[str, Any]
 CHANNELS: tuple[str, ...] = ("traversal", "similarity", "lexical", "ranked")
 """Relation channels: k-hop traversal, relation-embedding similarity, full-text, global ranking."""
 CHUNK_CHANNELS: tuple[str, ...] = ("vector", "fulltext")
 """Chunk channels, in precedence order: chunk-embedding similarity, full-text over title and text.
 :func:`rrf` fuses them like relation channels, keyed by chunk id."""
-
-RRF_K = 60
-MMR_LAMBDA = 0.7
 
 
 def triple_key(rel: Mapping[str, Any]) -> tuple[str, str, str]:

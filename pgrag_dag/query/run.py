@@ -63,7 +63,7 @@ from pgrag_dag.query import fusion as fuse
 from pgrag_dag.query import keywords as kw
 from pgrag_dag.query.assembly import BLOCKS, assemble, render_relation, render_validity, summary
 from pgrag_dag.query.filter_warnings import filter_warnings
-from pgrag_dag.query.param import (
+from pgrag_dag.query_param import (
     CHUNK_CHANNELS,
     DEFAULT_CHUNK_CHANNELS,
     EVIDENCE,

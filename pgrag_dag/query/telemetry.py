@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import psycopg
 
 from pgrag_dag.config.sections import TelemetrySettings
-from pgrag_dag.query.param import QueryResult
+from pgrag_dag.query_param import QueryResult
 from pgrag_dag.store import db
 from pgrag_dag.store import telemetry as store
 

@@ -22,10 +22,7 @@ holds (through ``halfvec`` above 2,000 dimensions).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, LiteralString
 
 import numpy as np
@@ -38,78 +35,9 @@ from pgrag_dag.names import WILDCARD_SPACE, schema_for, validate_space
 from pgrag_dag.store import db
 from pgrag_dag.store.identifiers import qualified
 from pgrag_dag.store.vector_index import distance
-from pgrag_dag.temporal import lower_bound, normalise_date, upper_bound
+from pgrag_dag.temporal import CURRENT, Temporal
 
 Row = dict[str, Any]
-
-
-def as_of_bounds(as_of: str) -> tuple[str, str]:
-    """The padded ``(lower, upper)`` day keys an ``as_of`` date covers (§5.1, §5.4).
-
-    ``2016`` → ``("2016-01-01", "2016-12-31")``, ``2016-06`` → ``("2016-06-01", "2016-06-31")``,
-    ``2016-06-15`` → itself twice — padded exactly as the ``valid_from_key`` / ``valid_to_key``
-    columns are (:func:`pgrag_dag.temporal.lower_bound` / ``upper_bound``), so keys compare lexically.
-
-    Raises:
-        QueryError: anything but a real calendar date written ``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD``.
-    """
-    if not isinstance(as_of, str) or not _STRICT_DATE.fullmatch(as_of) or normalise_date(as_of) != as_of:
-        raise QueryError(f"as_of must be a calendar date written YYYY, YYYY-MM or YYYY-MM-DD, got {as_of!r}")
-    return lower_bound(as_of), upper_bound(as_of)
-
-
-_STRICT_DATE = re.compile(r"\d{4}(?:-\d{2}(?:-\d{2})?)?")
-
-
-def belief_instant(value: str | datetime) -> datetime:
-    """An ISO-8601 instant as an aware UTC :class:`datetime`; a naive one is taken as UTC (§5.3).
-
-    Raises:
-        QueryError: not a :class:`datetime` or an ISO-8601 string.
-    """
-    if isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value.strip())
-        except ValueError:
-            raise QueryError(f"as_believed_at must be an ISO-8601 instant, got {value!r}") from None
-    if not isinstance(value, datetime):
-        raise QueryError(f"as_believed_at must be an ISO-8601 string or a datetime, got {value!r}")
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-@dataclass(frozen=True)
-class Temporal:
-    """The temporal predicates of one query (§5.4); they compose.
-
-    Attributes:
-        as_of: valid time — keep relations whose validity interval overlaps this date's interval
-            (:func:`as_of_bounds`); undated relations always match. ``None``: no valid-time filter.
-        believed_at: belief time — read the graph as it stood at that instant (issue 14): relations,
-            entities and chunks from the append-only history (:func:`relation_filter`,
-            :func:`entity_live`, :func:`chunks_read`), superseded relations excluded unless
-            ``include_superseded``. A relation from before the history with no ``t_created`` is always known.
-        include_superseded: keep superseded relations too. Without ``believed_at`` a relation is
-            superseded when ``superseded_by`` is set; with it, when it was superseded at ``believed_at``.
-    """
-
-    as_of: str | None = None
-    believed_at: datetime | None = None
-    include_superseded: bool = False
-
-    def __post_init__(self) -> None:
-        if self.as_of is not None:
-            as_of_bounds(self.as_of)
-        if self.believed_at is not None:
-            object.__setattr__(self, "believed_at", belief_instant(self.believed_at))
-
-    def params(self) -> dict[str, Any]:
-        """The query parameters :func:`relation_filter` and the chunk/entity filters refer to."""
-        lo, hi = as_of_bounds(self.as_of) if self.as_of is not None else (None, None)
-        return {"as_of_lo": lo, "as_of_hi": hi, "believed_at": self.believed_at}
-
-
-CURRENT = Temporal()
-"""No valid-time or belief-time filter; superseded relations excluded (the default)."""
 
 
 def relation_filter(

@@ -37,9 +37,7 @@ from psycopg import sql
 
 from pgrag_dag.store.identifiers import qualified
 from pgrag_dag.store.retrieval import (
-    CURRENT,
     Row,
-    Temporal,
     belief_columns,
     entity_live,
     fetch,
@@ -48,6 +46,7 @@ from pgrag_dag.store.retrieval import (
     scope_params,
 )
 from pgrag_dag.store.vector_index import distance
+from pgrag_dag.temporal import CURRENT, Temporal
 
 _RELATION: LiteralString = """
     SELECT r.id, r.space, r.source_id, r.target_id, a.name AS subject, b.name AS object, r.predicate,

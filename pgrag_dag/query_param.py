@@ -1,18 +1,25 @@
 """What a query asks and what it returns: :class:`QueryParam`, :class:`QueryResult` and the
-evidence each mode consults (paper §7.1, Table 3). The query path itself is :mod:`pgrag_dag.query`."""
+evidence each mode consults (paper §7.1, Table 3). The query path itself is :mod:`pgrag_dag.query`.
+
+A leaf, because :class:`QueryParam`'s fields are the one declaration of a query's knobs: the
+``retrieval:`` settings (:class:`~pgrag_dag.config.sections.RetrievalSettings`) and the ``pgrag query``
+options are derived from them (:func:`setting_fields`, :func:`field_help`), never written out again.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import re
+import types
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, get_args
+from typing import Any, Literal, Protocol, get_args, get_origin
 
-from pgrag_dag.config.sections import RetrievalSettings
 from pgrag_dag.errors import QueryError
 from pgrag_dag.names import validate_space
-from pgrag_dag.query import fusion as fuse
-from pgrag_dag.store import retrieval
+from pgrag_dag.temporal import Temporal, as_of_bounds, belief_instant
 
 Mode = Literal["mix", "local", "global", "hybrid", "naive", "bypass"]
 MODES: tuple[str, ...] = get_args(Mode)
@@ -42,6 +49,15 @@ EVIDENCE: dict[str, frozenset[str]] = {
 search by the ``chunk_channels``), ``mentions`` (mention expansion), the relation channels ``traversal``,
 ``similarity``, ``lexical``, ``ranked``, and ``communities``."""
 
+RRF_K = 60
+"""The RRF constant ``k`` (Cormack et al.): a list's item at rank ``r`` scores ``1 / (k + r)`` (§7.3)."""
+
+MMR_LAMBDA = 0.7
+"""MMR's relevance weight λ: ``λ·relevance − (1 − λ)·max similarity to what was already picked`` (§7.4)."""
+
+PER_QUESTION = ("space", "as_of", "as_believed_at")
+"""The :class:`QueryParam` fields a configuration cannot preset: they belong to one question."""
+
 MAX_HOPS = 4
 """The deepest walk a query may ask for. Paths fan out by up to ``2 × max_relation_edges`` per hop; on
 the 100k-relation benchmark graph a mix query takes ~35 ms at 2 hops, ~0.3 s at 3 and ~8 s at 4."""
@@ -52,6 +68,12 @@ _CAP_FIELDS = {
     "entities": "max_entity_tokens",
     "relations": "max_relation_tokens",
 }
+
+
+class Preset(Protocol):
+    """What :meth:`QueryParam.from_settings` reads: configured defaults as keyword arguments."""
+
+    def preset(self) -> dict[str, Any]: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,7 +111,11 @@ class QueryParam:
             given to :func:`query_data` / :func:`query`, lexical fallback otherwise) or ``"off"``.
         fusion: ``"rrf"`` (default, constant ``rrf_k``) or ``"quota"`` (similarity's share
             ``quota_share`` of the interleave).
+        rrf_k: the RRF constant ``k``: a channel's item at rank ``r`` scores ``1 / (k + r)``
+            (:data:`RRF_K`).
+        quota_share: the similarity channel's share of the quota interleave, in [0, 1].
         mmr: maximal marginal relevance over the fused relations (``mmr_lambda``), off by default.
+        mmr_lambda: MMR's relevance weight λ in [0, 1] (:data:`MMR_LAMBDA`); 1 ranks by relevance alone.
         node_distance_rerank: re-rank relations by real graph distance from the matched entities
             (BFS bounded by ``max_hops + 1``), off by default.
         decompose: split a two-event question into two sub-queries and merge, off by default.
@@ -124,10 +150,10 @@ class QueryParam:
     chunk_channels: Sequence[ChunkChannel] = DEFAULT_CHUNK_CHANNELS
     keywords: KeywordMode = "lexical"
     fusion: Fusion = "rrf"
-    rrf_k: int = fuse.RRF_K
+    rrf_k: int = RRF_K
     quota_share: float = 0.5
     mmr: bool = False
-    mmr_lambda: float = fuse.MMR_LAMBDA
+    mmr_lambda: float = MMR_LAMBDA
     node_distance_rerank: bool = False
     decompose: bool = False
     community_w_similarity: float = 0.6
@@ -199,18 +225,16 @@ class QueryParam:
                 raise QueryError("relation_types must name at least one predicate (None: no restriction)")
             object.__setattr__(self, "relation_types", types)
         if self.as_of is not None:
-            retrieval.as_of_bounds(self.as_of)
+            as_of_bounds(self.as_of)
         if self.as_believed_at is not None:
-            object.__setattr__(self, "as_believed_at", retrieval.belief_instant(self.as_believed_at))
+            object.__setattr__(self, "as_believed_at", belief_instant(self.as_believed_at))
 
     @property
-    def temporal(self) -> retrieval.Temporal:
-        """The temporal predicates this query reads under (:class:`~pgrag_dag.store.retrieval.Temporal`)."""
+    def temporal(self) -> Temporal:
+        """The temporal predicates this query reads under (:class:`~pgrag_dag.temporal.Temporal`)."""
         believed = self.as_believed_at
         assert believed is None or isinstance(believed, datetime)  # normalised in __post_init__
-        return retrieval.Temporal(
-            as_of=self.as_of, believed_at=believed, include_superseded=self.include_superseded
-        )
+        return Temporal(as_of=self.as_of, believed_at=believed, include_superseded=self.include_superseded)
 
     @property
     def caps(self) -> dict[str, int | None]:
@@ -218,9 +242,10 @@ class QueryParam:
         return {block: getattr(self, name) for block, name in _CAP_FIELDS.items()}
 
     @classmethod
-    def from_settings(cls, settings: RetrievalSettings, *, space: str, **overrides: Any) -> QueryParam:
-        """QueryParam's defaults, then the configured :class:`RetrievalSettings` (fields not ``None``),
-        then ``overrides``. Raises as the constructor."""
+    def from_settings(cls, settings: Preset, *, space: str, **overrides: Any) -> QueryParam:
+        """QueryParam's defaults, then the configured
+        :class:`~pgrag_dag.config.sections.RetrievalSettings` (fields not ``None``), then ``overrides``.
+        Raises as the constructor."""
         return cls(space=space, **{**settings.preset(), **overrides})
 
 
@@ -293,3 +318,51 @@ def check_mode(mode: str) -> None:
     """Raise :class:`QueryError` unless ``mode`` is one of :data:`MODES` (§7.1)."""
     if mode not in MODES:
         raise QueryError(f"unknown query mode {mode!r}; expected one of {', '.join(MODES)}")
+
+
+def field_help() -> dict[str, str]:
+    """Each :class:`QueryParam` field → the first sentence of its entry in the class docstring's
+    ``Args:`` (reStructuredText marks turned into plain text): the help of its ``pgrag query`` option
+    and the description of its ``retrieval:`` setting. A line naming several fields documents each."""
+    entries: dict[str, str] = {}
+    current: list[str] = []
+    doc = (QueryParam.__doc__ or "").split("Args:", 1)[-1].split("Raises:", 1)[0]
+    for line in doc.splitlines():
+        head = re.match(r"^ {8}([a-z_][a-z_0-9, ]*):(?: (.*))?$", line)
+        if head:
+            current = [n.strip() for n in head.group(1).split(",")]
+            for name in current:
+                entries[name] = head.group(2) or ""
+        elif line.startswith(" " * 12) and current:
+            for name in current:
+                entries[name] += " " + line.strip()
+    return {name: _first_sentence(text) for name, text in entries.items()}
+
+
+def _first_sentence(text: str) -> str:
+    plain = re.sub(r":[a-z]+:`~?(?:[\w.]+\.)?([\w]+)`", r"\1", text).replace("``", "")
+    return re.split(r"(?<=[a-z0-9)])\. ", plain.strip(), maxsplit=1)[0].rstrip(".")
+
+
+def setting_fields() -> dict[str, tuple[Any, str]]:
+    """Every field a configuration may preset (all but :data:`PER_QUESTION`) → ``(type, help)``, the
+    type as a setting takes it: a ``Literal`` as ``str`` and a sequence as ``list[str]``, so that
+    :class:`QueryParam` itself judges the value and refuses it with its own message."""
+    hints = typing.get_type_hints(QueryParam)
+    helps = field_help()
+    return {
+        f.name: (_setting_type(hints[f.name]), helps.get(f.name, ""))
+        for f in dataclasses.fields(QueryParam)
+        if f.name not in PER_QUESTION
+    }
+
+
+def _setting_type(annotation: Any) -> Any:
+    args = [a for a in get_args(annotation) if a is not type(None)]
+    if get_origin(annotation) in (typing.Union, types.UnionType) and len(args) == 1:
+        return _setting_type(args[0])
+    if get_origin(annotation) is Literal:
+        return str
+    if get_origin(annotation) is Sequence:
+        return list[str]
+    return annotation
