@@ -31,8 +31,8 @@ test-all: $(STAMP)
 # the scale-out tests alone (also in `make test-slow`): external PostgreSQL over TCP, steps on Celery workers, the
 # daemon loop, parallel backfills and the multiprocess executor
 test-scale: $(STAMP)
-	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -m pytest -q -s tests/test_external_pg.py tests/test_celery.py \
-		tests/test_daemon_loop.py tests/test_parallel_backfill.py
+	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -m pytest -q -s tests/e2e/test_external_pg.py tests/e2e/test_celery.py \
+		tests/e2e/test_daemon_loop.py tests/e2e/test_parallel_backfill.py
 
 # the gates (CI runs them before the tests): formatting, lint rules, types, the layer contract
 LINTED := pgrag_dag assets resources tests evaluation corpus

@@ -2,7 +2,7 @@
 relation superseded by a later document (ally_of → enemy_of), an assertion superseded by a later denial
 (Aramis serves / does not serve Richelieu), a stated validity (1625), an entity and a relation gone dormant
 (their only document deleted), an archived entity, and Leiden communities with model-written reports (the
-stub server's), built on the documents of tests/test_supersession.py."""
+stub server's), built on the documents of tests/graph/test_supersession.py."""
 
 from __future__ import annotations
 

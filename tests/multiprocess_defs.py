@@ -1,4 +1,4 @@
-"""The job of the multiprocess-executor test (``tests/test_parallel_backfill.py``, issue 18 item 2): the
+"""The job of the multiprocess-executor test (``tests/e2e/test_parallel_backfill.py``, issue 18 item 2): the
 project's definitions with Dagster's multiprocess executor and an ``index`` job over the eight stages and
 their checks, as :mod:`pgrag_dag.assets.distributed` has them for Celery; each step is a subprocess that
 rebuilds the job from this module."""

@@ -1,4 +1,4 @@
-"""A one-op job as a code location, for the run-queue test (``tests/test_slots.py``): cheap to load and
+"""A one-op job as a code location, for the run-queue test (``tests/assets/test_slots.py``): cheap to load and
 run."""
 
 from __future__ import annotations

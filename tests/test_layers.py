@@ -8,6 +8,7 @@ checks read the same import graph (grimp, imports inside functions counted) or t
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 import subprocess
 import sys
@@ -135,3 +136,15 @@ def test_nothing_below_assets_and_resources_imports_them() -> None:
         if n.module.startswith("pgrag_dag.assets")
     ]
     assert resources == []  # assets use resources, never the other way round
+
+
+def test_the_readme_layout_and_the_store_map_name_every_module() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    layout = readme.split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    words = set(re.findall(r"[a-z_]+", layout))
+    modules = {p.stem for p in _sources(PACKAGE) if p.stem != "__init__"}
+    packages = {p.parent.name for p in _sources(PACKAGE) if p.stem == "__init__" and p.parent != PACKAGE}
+    assert sorted((modules | packages) - words) == []
+    store_map = (PACKAGE / "store" / "__init__.py").read_text(encoding="utf-8")
+    listed = set(re.findall(r":mod:`\.(\w+)`", store_map))
+    assert listed == {p.stem for p in (PACKAGE / "store").glob("*.py") if p.stem != "__init__"}

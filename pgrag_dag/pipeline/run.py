@@ -38,7 +38,7 @@ def index_documents(
     """Run every stage for one realm/space in order, outside Dagster (notebooks, tests, benchmarks).
 
     Each stage works on what changed since its last run; ``full`` recomputes the whole space in the
-    stages of :data:`FULL_STAGES` (the result is the same — ``tests/test_incremental.py`` — it only
+    stages of :data:`FULL_STAGES` (the result is the same — ``tests/pipeline/test_incremental.py`` — it only
     costs more). Returns one :class:`StageResult` per stage. Raises the first stage's error unchanged.
     """
     stages = [

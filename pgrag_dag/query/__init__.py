@@ -1,10 +1,11 @@
 """The query path (paper §7): :func:`query_data` retrieves and assembles, :func:`query` adds one
 synthesis call; :class:`QueryParam` is every knob of a query, :class:`QueryResult` what it returns.
 
-Modules: :mod:`.param` (the parameters, modes and their evidence), :mod:`.run` (retrieval across
-channels, fusion, assembly, synthesis), :mod:`.keywords` (conditioning), :mod:`.fusion` (RRF, quota,
-MMR), :mod:`.assembly` (the context blocks), :mod:`.citations`, :mod:`.filter_warnings` and
-:mod:`.telemetry` (what each query touched, §6.1).
+The parameters, modes and their evidence are the leaf :mod:`pgrag_dag.query_param` (re-exported
+here). Modules: :mod:`.run` (retrieval across channels, fusion, assembly, synthesis),
+:mod:`.keywords` (conditioning), :mod:`.fusion` (RRF, quota, MMR), :mod:`.assembly` (the context
+blocks), :mod:`.citations`, :mod:`.filter_warnings` and :mod:`.telemetry` (what each query touched,
+§6.1).
 """
 
 from pgrag_dag.query.run import query, query_data, synthesis_messages, synthesise

@@ -1,0 +1,260 @@
+"""The graph view (issue 16 item 8): one self-contained page per space — nothing loaded from a network —
+checked in Debian's headless Chromium: opened on ``#q=<entity>``, the DOM lists the entity and its
+neighbours with predicates, denial and supersession marks and validity, as the database holds them; a
+screenshot is kept under ``test-artifacts/view/``."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from datetime import UTC
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+from psycopg import sql
+from typer.testing import CliRunner
+
+from pgrag_dag.cli import app
+from pgrag_dag.engine import Engine
+from pgrag_dag.graph.export import read_tables
+from pgrag_dag.graph.view import render_view, write_view
+from pgrag_dag.store.identifiers import qualified
+from tests.fix_browser import chromium_dom, needs_chromium
+from tests.graph_corpus import SPACE, indexed_saga
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts" / "view"
+
+
+@pytest.fixture
+def saga(tmp_path: Path, pg_dsn: str, realm: str) -> Iterator[Engine]:
+    with indexed_saga(tmp_path, pg_dsn, realm) as engine:
+        yield engine
+
+
+class _Elements(HTMLParser):
+    """Every start tag of a page as (tag, attributes), and the text under each ``<h3>`` and ``<li>``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[tuple[str, dict[str, str | None]]] = []
+        self.texts: list[tuple[str, dict[str, str | None], list[str]]] = []
+        self._open: list[tuple[str, dict[str, str | None], list[str]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, dict(attrs)))
+        if tag in ("h3", "li", "p"):
+            self._open.append((tag, dict(attrs), []))
+
+    def handle_endtag(self, tag: str) -> None:
+        if self._open and self._open[-1][0] == tag:
+            self.texts.append(self._open.pop())
+
+    def handle_data(self, data: str) -> None:
+        for _, _, parts in self._open:
+            parts.append(data)
+
+
+def _parse(html: str) -> _Elements:
+    parser = _Elements()
+    parser.feed(html)
+    return parser
+
+
+def _chromium(url: str, profile: Path, *, screenshot: Path | None = None) -> str:
+    return chromium_dom(url, profile, screenshot=screenshot)
+
+
+def _neighbourhood(engine: Engine, realm: str, name: str) -> set[tuple[str, str, str, str]]:
+    """(predicate, neighbour, negated, superseded) of every non-dormant relation of ``name`` to a live
+    entity."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sql.SQL(
+                """SELECT r.predicate, CASE WHEN s.name = %(n)s THEN o.name ELSE s.name END, r.negated,
+                 r.superseded_by IS NOT NULL
+                 FROM {r} r JOIN {e} s ON s.id = r.source_id JOIN {e} o ON o.id = r.target_id
+                WHERE r.space = %(s)s AND r.dormant_since IS NULL AND s.dormant_since IS NULL
+                AND o.dormant_since IS NULL
+                  AND %(n)s IN (s.name, o.name)"""
+            ).format(r=qualified(realm, "relations"), e=qualified(realm, "entities")),
+            {"s": SPACE, "n": name},
+        ).fetchall()
+    return {(p, n, str(neg).lower(), str(sup).lower()) for p, n, neg, sup in rows}
+
+
+def test_the_page_is_self_contained_and_caps_big_graphs(saga: Engine, realm: str) -> None:
+    tables = read_tables(saga, realm, SPACE, mentions=False)
+    html, counts = render_view(tables, max_nodes=400)
+    page = _parse(html)
+    # nothing is fetched: no external script, stylesheet, image, frame or import; the CSP forbids any
+    assert not [a for t, a in page.tags if t in ("script", "img", "iframe") and a.get("src")]
+    assert not [a for t, a in page.tags if t == "link"]
+    assert not re.search(r"@import|url\((?!\s*[\"']?data:)", html)
+    assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", html, flags=re.I)
+    csp = next(
+        a["content"] for t, a in page.tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy"
+    )
+    assert csp is not None and "default-src 'none'" in csp and "http" not in csp
+    live = tables.entities.filter(~tables.entities["dormant"]).height
+    assert counts["entities_drawn"] == counts["entities_live"] == live and counts["communities"] >= 1
+    assert "Porthos" not in re.sub(r"<script>.*?</script>", "", html, flags=re.S)  # dormant: not drawn
+    # capped: the two best-connected entities, said on the page
+    small, capped = render_view(tables, max_nodes=2)
+    cap = next(a for t, a in _parse(small).tags if a.get("id") == "cap")
+    assert (cap["data-capped"], cap["data-entities-drawn"], cap["data-entities-live"]) == (
+        "true",
+        "2",
+        str(live),
+    )
+    assert capped["entities_drawn"] == 2 and "best-connected of" in small
+
+
+def test_hostile_names_stay_text_in_the_page() -> None:
+    from datetime import datetime
+
+    import polars as pl
+
+    from pgrag_dag.graph.export import GraphTables
+    from pgrag_dag.store import export as store
+
+    evil = "</script><script>alert(1)</script>"
+    now = datetime.now(UTC)
+    ents = pl.DataFrame(
+        [
+            (1, evil, "Person", '"><img src=x onerror=alert(2)>', [], False, None, False, None, now),
+            (2, "Bob", "Person", "", [evil], False, None, False, None, now),
+        ],
+        schema=store.ENTITY_SCHEMA,
+        orient="row",
+    )
+    rels = pl.DataFrame(
+        [
+            (
+                1,
+                1,
+                2,
+                evil,
+                "Bob",
+                "knows",
+                evil,
+                1,
+                0.9,
+                False,
+                None,
+                None,
+                now,
+                None,
+                None,
+                False,
+                False,
+                None,
+                [1],
+            )
+        ],
+        schema=store.RELATION_SCHEMA,
+        orient="row",
+    )
+    comms = pl.DataFrame(
+        [(1, 0, evil, 5.0, 2, '" onclick="alert(3)', None, [], [1, 2], now)],
+        schema=store.COMMUNITY_SCHEMA,
+        orient="row",
+    )
+    html, counts = render_view(
+        GraphTables("r", "s", ents, rels, comms, pl.DataFrame(schema=store.MENTION_SCHEMA)), max_nodes=10
+    )
+    assert counts["entities_drawn"] == 2 and counts["relations_drawn"] == 1
+    assert (
+        "alert(1)" in html and evil not in html and "<img src=x" not in html and 'onclick="alert' not in html
+    )
+    assert html.count("</script") == 2  # the ends of vis-network and of the page's own script: none injected
+
+
+@needs_chromium
+def test_chromium_lists_the_searched_entity_and_its_neighbours(
+    saga: Engine, realm: str, tmp_path: Path
+) -> None:
+    view = write_view(saga, realm, SPACE)
+    assert view.path == tmp_path / "data" / "views" / f"{realm}.{SPACE}.html"
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "athos.png"
+    shot.unlink(missing_ok=True)
+    profile = tmp_path / "chromium-profile"
+    dom = _chromium(view.path.as_uri() + "#q=" + quote("athos"), profile, screenshot=shot)  # case-insensitive
+    assert shot.is_file() and shot.stat().st_size > 10_000
+    page = _parse(dom)
+    cards = [a for t, a in page.tags if t == "section" and "match" in (a.get("class") or "")]
+    assert len(cards) == 1
+    assert [" ".join(x).strip() for t, a, x in page.texts if t == "h3"] == ["Athos"]
+    items = [(a, "".join(x)) for t, a, x in page.texts if t == "li" and a.get("class") == "relation"]
+    got = {
+        (
+            str(a["data-predicate"]),
+            str(a["data-neighbour"]),
+            str(a["data-negated"]),
+            str(a["data-superseded"]),
+        )
+        for a, _ in items
+    }
+    assert got == _neighbourhood(saga, realm, "Athos")
+    assert ("ally_of", "d'Artagnan", "false", "true") in got and (
+        "enemy_of",
+        "d'Artagnan",
+        "false",
+        "false",
+    ) in got
+    ally = next(
+        text for a, text in items if a["data-predicate"] == "ally_of" and a["data-neighbour"] == "d'Artagnan"
+    )
+    assert "superseded by enemy_of" in ally and "valid 1625–" in ally
+    status = next("".join(x) for t, a, x in page.texts if a.get("id") == "status")
+    assert "1 entity match" in status
+    # a denial, from the other side: Richelieu's list marks Aramis' refusal
+    dom = _chromium(view.path.as_uri() + "#q=" + quote("Richelieu"), profile)
+    items = [(a, "".join(x)) for t, a, x in _parse(dom).texts if t == "li" and a.get("class") == "relation"]
+    denial = next(
+        text for a, text in items if a["data-neighbour"] == "Aramis" and a["data-negated"] == "true"
+    )
+    assert "Aramis —NOT serves→ Richelieu" in denial and "denied" in denial
+
+
+def test_pgrag_view_writes_the_page_and_prints_its_path(
+    saga: Engine, realm: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PGRAG_CONFIG", str(tmp_path / "pgrag.yaml"))
+    runner = CliRunner()
+    out = runner.invoke(app, ["view", f"{realm}.{SPACE}", "--no-open"])
+    assert out.exit_code == 0, out.output
+    path = tmp_path / "data" / "views" / f"{realm}.{SPACE}.html"
+    assert out.output.startswith(str(path)) and path.is_file() and "live entities" in out.output
+    target = tmp_path / "mine.html"
+    out = runner.invoke(
+        app, ["view", f"{realm}.{SPACE}", "--no-open", "--out", str(target), "--max-nodes", "3"]
+    )
+    assert out.exit_code == 0 and target.is_file() and out.output.startswith(f"{target}  (3 of ")
+    out = runner.invoke(
+        app, ["view", f"{realm}.{SPACE}", "--no-open", "--out", str(tmp_path / "no" / "v.html")]
+    )
+    assert out.exit_code == 2 and "ExportError" in out.output and len(out.output.strip().splitlines()) == 1
+
+
+def test_pgrag_view_says_so_when_no_browser_opens_the_page(
+    saga: Engine, realm: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import webbrowser
+
+    monkeypatch.setenv("PGRAG_CONFIG", str(tmp_path / "pgrag.yaml"))
+    monkeypatch.setenv("BROWSER", "false")  # a "browser" that fails, as on a machine without a display
+    monkeypatch.setattr(webbrowser, "_tryorder", None)  # read BROWSER afresh
+    out = CliRunner().invoke(app, ["view", f"{realm}.{SPACE}"])
+    assert out.exit_code == 0, out.output
+    assert (
+        out.output.splitlines()[-1]
+        == "no web browser found here: open the file above in one (it needs no network)"
+    )
+    monkeypatch.setenv("BROWSER", "true")
+    monkeypatch.setattr(webbrowser, "_tryorder", None)
+    out = CliRunner().invoke(app, ["view", f"{realm}.{SPACE}"])
+    assert out.exit_code == 0 and "no web browser" not in out.output, out.output
