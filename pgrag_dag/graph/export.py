@@ -124,18 +124,18 @@ def export_dir(settings: Settings, realm: str, space: str) -> Path:
     return settings.resolve(settings.data_dir) / "exports" / partition_key(realm, space)
 
 
-def check_target(out: Path | None) -> Path | None:
-    """``out`` made absolute, or ``None``; raises :class:`ExportError` when its parent directory is missing
-    (a typo must not create a tree of directories)."""
+def check_target(out: str | Path | None) -> Path | None:
+    """``out`` (a path or its text) made absolute, or ``None``; raises :class:`ExportError` when its parent
+    directory is missing (a typo must not create a tree of directories)."""
     if out is None:
         return None
-    path = out.expanduser().absolute()
+    path = Path(out).expanduser().absolute()
     if not path.parent.is_dir():
         raise ExportError(f"cannot write to {path}: its parent directory {path.parent} does not exist")
     return path
 
 
-def target_dir(out: Path | None, default: Path) -> Path:
+def target_dir(out: str | Path | None, default: Path) -> Path:
     """The directory to write into: ``out`` (created when missing; its parent must exist) or ``default``
     (created with its parents). Raises :class:`ExportError` naming the path when it cannot be made."""
     checked = check_target(out)
@@ -289,7 +289,7 @@ def export_graph(
     space: str,
     *,
     formats: Sequence[str] = ("graphml", "parquet"),
-    out: Path | None = None,
+    out: str | Path | None = None,
 ) -> ExportResult:
     """Export one space (:func:`read_tables`) in ``formats`` into ``out`` or :func:`export_dir`.
 

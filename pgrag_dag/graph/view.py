@@ -290,7 +290,7 @@ def render_view(tables: GraphTables, *, max_nodes: int) -> tuple[str, dict[str, 
 
 
 def write_view(
-    engine: Engine, realm: str, space: str, *, out: Path | None = None, max_nodes: int | None = None
+    engine: Engine, realm: str, space: str, *, out: str | Path | None = None, max_nodes: int | None = None
 ) -> ViewResult:
     """Read the space (:func:`~pgrag_dag.graph.export.read_tables`, no mentions) and write its page to ``out``
     or :func:`view_path`; ``max_nodes`` defaults to ``export.view_max_nodes``.

@@ -294,3 +294,12 @@ def test_the_graph_export_asset_writes_the_files_and_communities_link_the_view(
         assert again.success
         said = next(e.materialization for e in again.get_asset_materialization_events()).metadata  # type: ignore[union-attr]
         assert said["graph_view"].value.startswith("not written: ExportError")
+
+
+def test_export_and_view_take_out_as_text_as_well_as_a_path(saga: Engine, realm: str, tmp_path: Path) -> None:
+    from pgrag_dag.graph.view import write_view
+
+    done = export_graph(saga, realm, SPACE, formats=["csv"], out=str(tmp_path / "csv"))
+    assert {p.parent for p in done.files.values()} == {tmp_path / "csv"}
+    page = write_view(saga, realm, SPACE, out=str(tmp_path / "view.html"))
+    assert page.path == tmp_path / "view.html" and page.path.read_text(encoding="utf-8").startswith("<!")
