@@ -212,11 +212,12 @@ def summary(dsn: str, realm: str, meta: dict[str, dict[str, Any]]) -> dict[str, 
     mentions, chunks; read from the store, not from metadata), model calls and rows changed."""
     from psycopg import sql
 
-    from pgrag_dag.store import db, graph
+    from pgrag_dag.store import db
+    from pgrag_dag.store import relations as relation_store
     from pgrag_dag.store.identifiers import qualified
 
     with db.connect(dsn) as conn:
-        held = graph.graph_counts(conn, realm, SPACE)
+        held = relation_store.graph_counts(conn, realm, SPACE)
         chunks = conn.execute(
             sql.SQL("SELECT count(*) FROM {} WHERE space = %s").format(qualified(realm, "documents")),
             (SPACE,),

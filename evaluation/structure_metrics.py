@@ -37,7 +37,8 @@ from pgrag_dag.extract.cooccurrence import CONNECTORS, HONORIFICS, ORG_WORDS
 from pgrag_dag.gate_rules import identity_key
 from pgrag_dag.graph.quality import EXAMPLES, measure_quality
 from pgrag_dag.store import communities as community_store
-from pgrag_dag.store import export, graph
+from pgrag_dag.store import export
+from pgrag_dag.store import relations as relation_store
 from pgrag_dag.vocabulary import Vocabulary
 
 
@@ -113,7 +114,7 @@ def graph_structure(
     snapshot when it is repeatable read). ``vocabulary``: what ``vocabulary_predicate_share`` counts against;
     ``chars``: the characters of source text the space was built from (> 0)."""
     quality = measure_quality(conn, realm, space, vocabulary)
-    entity_frame, _ = graph.quality_frames(conn, realm, space)
+    entity_frame, _ = relation_store.quality_frames(conn, realm, space)
     live = entity_frame.filter(~pl.col("dormant"))
     typed, rels = community_store.load_graph(conn, realm, space)
     mentions = export.export_mentions(conn, realm, space)

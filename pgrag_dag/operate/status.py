@@ -19,8 +19,8 @@ from pgrag_dag.pipeline.embeddings import describe
 from pgrag_dag.store import cache, db, inventory, vectors, work_queue
 from pgrag_dag.store.changes import community_lag
 from pgrag_dag.store.documents import count_chunks, count_documents
-from pgrag_dag.store.graph import graph_counts
 from pgrag_dag.store.history import table_exists
+from pgrag_dag.store.relations import graph_counts
 
 
 def _embedded_absent(settings: Settings) -> Path | None:

@@ -35,6 +35,7 @@ from pgrag_dag.pipeline.common import (
 from pgrag_dag.pipeline.composition import compose
 from pgrag_dag.pipeline.relation_delta import relation_delta
 from pgrag_dag.store import documents, graph, locks, staging, work_queue
+from pgrag_dag.store import relations as relation_store
 from pgrag_dag.vocabulary import Vocabulary, off_vocabulary
 
 
@@ -226,7 +227,7 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
             + dormancy.get("rewritten", 0)
         )
         work_queue.finish(conn, realm, space, "resolved_entities", todo, print_, changed=changed)
-        totals = graph.graph_counts(conn, realm, space)
+        totals = relation_store.graph_counts(conn, realm, space)
         version = work_queue.data_version(conn, realm, space, "resolved_entities")
     return StageResult(
         "resolved_entities",
@@ -330,7 +331,7 @@ def stage_relations(engine: Engine, realm: str, space: str, *, full: bool = Fals
                 "relations",
                 {
                     "mode": "unchanged",
-                    **graph.graph_counts(conn, realm, space),
+                    **relation_store.graph_counts(conn, realm, space),
                     **nothing,
                     "seconds": round(time.perf_counter() - t0, 3),
                 },
@@ -356,10 +357,10 @@ def stage_relations(engine: Engine, realm: str, space: str, *, full: bool = Fals
             relations, pairs, chunks = delta.of_pairs(built.relations), delta.pairs, sorted(delta.chunks)
         contracts.validate(contracts.RelationContract, relations)
         superseded = _supersession(engine, relations, vocabulary)
-        counts = graph.write_relations(conn, realm, space, relations, pairs)
-        sup_counts = graph.apply_supersession(conn, realm, space, relations, superseded)
+        counts = relation_store.write_relations(conn, realm, space, relations, pairs)
+        sup_counts = relation_store.apply_supersession(conn, realm, space, relations, superseded)
         staging.replace_resolution_rejections(conn, realm, space, built.self_loops, chunks)
-        totals = graph.graph_counts(conn, realm, space)
+        totals = relation_store.graph_counts(conn, realm, space)
         quality = measure_quality(conn, realm, space, vocabulary)
         changed = (
             counts["inserted"]

@@ -25,7 +25,8 @@ import polars as pl
 import psycopg
 
 from pgrag_dag.gate_rules import identity_key
-from pgrag_dag.store import graph, staging
+from pgrag_dag.store import relations as relation_store
+from pgrag_dag.store import staging
 from pgrag_dag.store.graph import EntityForms
 from pgrag_dag.store.work_queue import Work
 
@@ -67,7 +68,7 @@ def relation_delta(
             for c, s, o in staging.rejection_endpoints(conn, realm, space)
             if identity_key(s) in keys or identity_key(o) in keys
         }
-    stored = graph.edges_touching(
+    stored = relation_store.edges_touching(
         conn, realm, space, chunk_ids=sorted(seeds), entity_ids=sorted(changed_entities | holders)
     )
     pairs = {(s, t) for s, t, _ in stored}
@@ -78,7 +79,7 @@ def relation_delta(
         fresh = sorted(pairs - loaded)
         loaded |= set(fresh)
         chunks |= (
-            {c for _, _, cs in graph.edges_touching(conn, realm, space, pairs=fresh) for c in cs}
+            {c for _, _, cs in relation_store.edges_touching(conn, realm, space, pairs=fresh) for c in cs}
             if fresh
             else set()
         )

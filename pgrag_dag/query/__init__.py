@@ -2,7 +2,8 @@
 synthesis call; :class:`QueryParam` is every knob of a query, :class:`QueryResult` what it returns.
 
 The parameters, modes and their evidence are the leaf :mod:`pgrag_dag.query_param` (re-exported
-here). Modules: :mod:`.run` (retrieval across channels, fusion, assembly, synthesis),
+here). Modules: :mod:`.run` (``query_data``, ``query``, synthesis), :mod:`.retrieve` (the reads of
+one query across channels, in one snapshot),
 :mod:`.keywords` (conditioning), :mod:`.fusion` (RRF, quota, MMR), :mod:`.assembly` (the context
 blocks), :mod:`.citations`, :mod:`.filter_warnings` and :mod:`.telemetry` (what each query touched,
 §6.1).

@@ -8,7 +8,8 @@
 - :mod:`.cache`              the LLM response cache and cassettes (control schema)
 - :mod:`.documents`          chunks (the ``documents`` vertex table)
 - :mod:`.staging`            raw extractions, gate decisions, pending stage rows
-- :mod:`.graph`              entities, relations, doc_mentions
+- :mod:`.graph`              entities, doc_mentions, the entity forms resolution meets
+- :mod:`.relations`          relations: writes, supersession, the edges a batch touches, graph counts
 - :mod:`.vectors`            the embedding columns: pending rows, writes, the audit
 - :mod:`.vector_index`       HNSW indexes and the distance expression of every vector search
 - :mod:`.bulk_index`         first loads: HNSW indexes built after the vectors

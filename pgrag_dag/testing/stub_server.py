@@ -68,7 +68,8 @@ class StubServer:
         """Requests (any route) received and not yet answered."""
         self.peak_in_flight = 0
         """The largest :attr:`in_flight` seen since the server started or :meth:`reset_peak`."""
-        self._lock = threading.Condition()  # notified whenever in_flight changes (wait_in_flight)
+        self._lock = threading.Lock()
+        self._flight = threading.Condition()  # guards in_flight and peak_in_flight; notified when they change
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
@@ -99,27 +100,27 @@ class StubServer:
     def reset_peak(self) -> int:
         """Start counting :attr:`peak_in_flight` afresh (from the requests in flight now); returns the old
         peak."""
-        with self._lock:
+        with self._flight:
             old, self.peak_in_flight = self.peak_in_flight, self.in_flight
             return old
 
     def _enter(self) -> None:
-        with self._lock:
+        with self._flight:
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
-            self._lock.notify_all()
+            self._flight.notify_all()
 
     def _leave(self) -> None:
-        with self._lock:
+        with self._flight:
             self.in_flight -= 1
-            self._lock.notify_all()
+            self._flight.notify_all()
 
     def wait_in_flight(self, count: int, *, timeout_s: float = 5.0) -> bool:
         """Wait until exactly ``count`` requests are in flight; ``False`` after ``timeout_s`` seconds. A
         client has its answer before the server's handler has finished (the counter drops after the
         response is written), so a test waits for the counter rather than reading it at once."""
-        with self._lock:
-            return self._lock.wait_for(lambda: self.in_flight == count, timeout=timeout_s)
+        with self._flight:
+            return self._flight.wait_for(lambda: self.in_flight == count, timeout=timeout_s)
 
     def accept(self) -> None:
         """Stop refusing (:meth:`refuse`): answer every route normally again."""

@@ -121,7 +121,7 @@ class HoldingStub(StubServer):
 
     def __init__(self) -> None:
         super().__init__(self._answer)
-        self._lock = threading.Lock()
+        self._hold_lock = threading.Lock()
         self._open = threading.Event()
         self._open.set()
         self.hold_purpose: str | None = None
@@ -134,20 +134,20 @@ class HoldingStub(StubServer):
         self._httpd.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
 
     def hold(self, *, purpose: str | None = None, allow: int = 0, embeddings: bool = False) -> None:
-        with self._lock:
+        with self._hold_lock:
             self.hold_purpose, self.allow, self.seen, self.held = purpose, allow, 0, 0
             self.hold_embeddings = embeddings
             self.embeddings_held.clear()
             self._open.clear()
 
     def release(self) -> None:
-        with self._lock:
+        with self._hold_lock:
             self.hold_purpose, self.hold_embeddings = None, False
         self._open.set()
 
     def _answer(self, messages: list[dict[str, str]]) -> str:
         purpose = purpose_of(messages)
-        with self._lock:
+        with self._hold_lock:
             wait = False
             if purpose == self.hold_purpose:
                 self.seen += 1

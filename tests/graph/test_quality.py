@@ -18,6 +18,7 @@ from pgrag_dag.graph.resolution import merge_race_loser, resolve_entities
 from pgrag_dag.pipeline import index_documents, stage_relations
 from pgrag_dag.store import db, graph, schema
 from pgrag_dag.store import quality as store_quality
+from pgrag_dag.store import relations as relation_store
 from pgrag_dag.store.identifiers import qualified
 from pgrag_dag.vocabulary import Vocabulary
 from tests.e2e.test_demo_corpus import _engine
@@ -29,7 +30,7 @@ def _both(
     """(measured in SQL, defined over the frames) in one transaction."""
     with conn.transaction():
         measured = measure_quality(conn, realm, space, vocabulary)
-        defined = graph_quality(*graph.quality_frames(conn, realm, space), vocabulary)
+        defined = graph_quality(*relation_store.quality_frames(conn, realm, space), vocabulary)
     return measured, defined
 
 
@@ -163,7 +164,7 @@ def test_the_measurement_equals_the_definition_on_the_demo_graph_with_planted_de
     # the relations stage reports the measurement (its rebuild leaves the planted edges dormant)
     passed, reported = stage_relations(engine, realm, "demo").checks["graph_quality"]
     with db.connect(pg_dsn, autocommit=True) as conn:
-        assert reported == graph_quality(*graph.quality_frames(conn, realm, "demo"), vocabulary)
+        assert reported == graph_quality(*relation_store.quality_frames(conn, realm, "demo"), vocabulary)
     assert not passed and reported["pronoun_entities"] == 4 and reported["duplicate_edge_rows"] >= 4
 
 
