@@ -9,7 +9,6 @@ import inspect
 import json
 import logging
 import sys
-import typing
 from collections.abc import Iterator
 from typing import Annotated, Any, get_args
 
@@ -230,13 +229,12 @@ def _signature() -> inspect.Signature:
         ),
     ]
     helps = field_help()
-    hints = typing.get_type_hints(QueryParam)
     derived = {name: kind for name, (kind, _) in setting_fields().items()}
     derived.update({name: str for name in PER_QUESTION if name != "space"})  # as_of, as_believed_at
     options = [
         _field_option(f.name, derived[f.name], helps.get(f.name, ""))
         for f in dataclasses.fields(QueryParam)
-        if f.name in derived and f.name in hints
+        if f.name in derived
     ]
     return inspect.Signature([*fixed, *options], return_annotation=None)
 
