@@ -32,6 +32,10 @@ CHUNK_CHANNELS: tuple[ChunkChannel, ...] = ("vector", "fulltext")
 """Chunk search channels (§7.3 applied to chunks): ``vector`` — HNSW over chunk embeddings
 (:func:`~pgrag_dag.store.retrieval.chunk_search`); ``fulltext`` — PostgreSQL full-text over title and
 text (:func:`~pgrag_dag.store.retrieval.chunk_fulltext`). Where both run they are fused by RRF."""
+GraphRanking = Literal["ppr", "mentions"]
+WalkEdge = Literal["mentions", "relations", "titles"]
+WALK_EDGES: tuple[WalkEdge, ...] = ("mentions", "relations", "titles")
+"""The edges the personalised-PageRank walk may cross (:data:`pgrag_dag.store.walk_graph.EDGE_KINDS`)."""
 DEFAULT_CHUNK_CHANNELS: tuple[ChunkChannel, ...] = ("vector",)
 """The chunk channels a query runs unless told otherwise (see evaluation/README.md, "Chunk recall")."""
 
@@ -107,6 +111,22 @@ class QueryParam:
             the high-level ones, else (``keywords="off"``) the question's words — the relation lexical
             channel's text; naive mode extracts keywords for it. Empty: no chunk search (mention
             expansion still runs). Stored as a tuple.
+        graph_ranking: how the entity modes (local, mix, hybrid) rank what the graph finds: ``"ppr"`` —
+            personalised PageRank restarting on the question's own names and the dense top chunks ranks the
+            chunks, entities and relations (:mod:`pgrag_dag.query.ppr`; a question naming nothing indexed
+            falls back to ``"mentions"``); ``"mentions"`` — searched chunks first, then chunks mentioning
+            the vector-matched entities, and the k-hop traversal from them.
+        ppr_damping: the walk's probability of following an edge rather than restarting, in [0, 1).
+        ppr_prior_k: how many dense top chunks carry restart mass (the vector channel's search depth).
+        ppr_prior_weight: the dense prior's weight beside the question's names (their min-max-normalised
+            similarity times this).
+        ppr_edges: which edges the walk crosses: ``mentions`` (chunk–entity), ``relations`` (weighted by
+            corroboration), ``titles`` (a chunk and the entity its document is named after). Stored as a
+            tuple.
+        collapse_duplicates: near-duplicate chunks (stored vectors at least ``duplicate_similarity``
+            apart) count once in the chunk ranking; the later ones are listed in the kept row's
+            ``duplicates``.
+        duplicate_similarity: the cosine similarity at which two chunks are near-duplicates, in [0, 1].
         keywords: ``"lexical"`` (default; no model call), ``"model"`` (one call when a client is
             given to :func:`query_data` / :func:`query`, lexical fallback otherwise) or ``"off"``.
         fusion: ``"rrf"`` (default, constant ``rrf_k``) or ``"quota"`` (similarity's share
@@ -148,6 +168,13 @@ class QueryParam:
     relation_types: Sequence[str] | None = None
     relation_channels: Sequence[RelationChannel] = RELATION_CHANNELS
     chunk_channels: Sequence[ChunkChannel] = DEFAULT_CHUNK_CHANNELS
+    graph_ranking: GraphRanking = "mentions"
+    ppr_damping: float = 0.5
+    ppr_prior_k: int = 200
+    ppr_prior_weight: float = 0.05
+    ppr_edges: Sequence[WalkEdge] = WALK_EDGES
+    collapse_duplicates: bool = False
+    duplicate_similarity: float = 0.95
     keywords: KeywordMode = "lexical"
     fusion: Fusion = "rrf"
     rrf_k: int = RRF_K
@@ -176,6 +203,7 @@ class QueryParam:
             "relation_top_k",
             "community_top_k",
             "rrf_k",
+            "ppr_prior_k",
             *_CAP_FIELDS.values(),
         )
         for name in counts:
@@ -195,10 +223,15 @@ class QueryParam:
             "node_distance_rerank",
             "decompose",
             "render_relation_validity",
+            "collapse_duplicates",
         ):
             if not isinstance(getattr(self, name), bool):
                 raise QueryError(f"{name} must be a bool, got {getattr(self, name)!r}")
-        for name, allowed in (("keywords", get_args(KeywordMode)), ("fusion", get_args(Fusion))):
+        for name, allowed in (
+            ("keywords", get_args(KeywordMode)),
+            ("fusion", get_args(Fusion)),
+            ("graph_ranking", get_args(GraphRanking)),
+        ):
             if getattr(self, name) not in allowed:
                 raise QueryError(f"{name} must be one of {', '.join(allowed)}, got {getattr(self, name)!r}")
         for name in (
@@ -207,6 +240,9 @@ class QueryParam:
             "community_w_similarity",
             "community_w_rating",
             "community_w_size",
+            "ppr_damping",
+            "ppr_prior_weight",
+            "duplicate_similarity",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value <= 1.0:
@@ -219,6 +255,12 @@ class QueryParam:
         if not set(chunk_chans) <= set(CHUNK_CHANNELS):
             raise QueryError(f"chunk_channels must be among {', '.join(CHUNK_CHANNELS)}, got {chunk_chans!r}")
         object.__setattr__(self, "chunk_channels", chunk_chans)
+        if self.ppr_damping >= 1.0:
+            raise QueryError(f"ppr_damping must be below 1 (the walk must restart), got {self.ppr_damping!r}")
+        edges = tuple(dict.fromkeys(_as_tuple(self.ppr_edges, "ppr_edges")))
+        if not set(edges) <= set(WALK_EDGES):
+            raise QueryError(f"ppr_edges must be among {', '.join(WALK_EDGES)}, got {edges!r}")
+        object.__setattr__(self, "ppr_edges", edges)
         if self.relation_types is not None:
             types = tuple(t.strip() for t in _as_tuple(self.relation_types, "relation_types"))
             if not types or not all(types):

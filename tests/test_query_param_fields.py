@@ -21,7 +21,7 @@ FIELDS = [f.name for f in dataclasses.fields(QueryParam)]
 
 def test_every_field_but_the_per_question_ones_is_a_retrieval_setting_with_its_help() -> None:
     assert list(RetrievalSettings.model_fields) == [f for f in FIELDS if f not in PER_QUESTION]
-    assert len(RetrievalSettings.model_fields) == 27
+    assert len(RetrievalSettings.model_fields) == 34
     helps = field_help()
     assert set(helps) == set(FIELDS)  # every field is documented in QueryParam's docstring
     assert all(

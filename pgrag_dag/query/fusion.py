@@ -183,6 +183,44 @@ def mmr(
     return [items[i] for i in chosen]
 
 
+def collapse_duplicates(
+    items: Sequence[Row], vectors: Mapping[int, np.ndarray], *, threshold: float, keep: int | None = None
+) -> list[Row]:
+    """``items`` (ranked chunk rows with ``id``, ``doc_key``, ``chunk_index``) with every near-duplicate of
+    an earlier kept row removed (issue 26 item 3): a row whose stored vector (``vectors`` keyed by ``id``)
+    has cosine similarity ≥ ``threshold`` with a kept one's, or whose text is the same, is dropped and named
+    in that row's ``duplicates`` (``[{doc_key, chunk_index}]``, in rank order). A row without a vector is
+    compared by text only. Returns copies, at most ``keep`` of them. Raises :class:`ValueError` outside
+    ``0 <= threshold <= 1``."""
+    if not 0.0 <= threshold <= 1.0:
+        raise ValueError(f"duplicate similarity threshold must lie in [0, 1], got {threshold}")
+    kept: list[Row] = []
+    units: list[np.ndarray | None] = []
+    texts: dict[str, int] = {}
+    for item in items:
+        v = vectors.get(item.get("id"))  # type: ignore[arg-type]
+        norm = float(np.linalg.norm(v)) if v is not None else 0.0
+        unit = np.asarray(v, dtype=np.float64) / norm if v is not None and norm > 0 else None
+        twin = texts.get(str(item.get("text", "")).strip()) if item.get("text") else None
+        if twin is None and unit is not None:
+            for i, other in enumerate(units):
+                if other is not None and float(unit @ other) >= threshold:
+                    twin = i
+                    break
+        if twin is not None:
+            kept[twin]["duplicates"].append(
+                {"doc_key": item.get("doc_key"), "chunk_index": item.get("chunk_index")}
+            )
+            continue
+        if keep is not None and len(kept) >= keep:
+            continue  # still compared above, so a later copy of a kept row is counted as its duplicate
+        if item.get("text"):
+            texts[str(item["text"]).strip()] = len(kept)
+        kept.append({**item, "duplicates": []})
+        units.append(unit)
+    return kept
+
+
 def node_distance_rerank(items: Sequence[Row], distances: Mapping[int, int]) -> list[Row]:
     """Rank relations by graph distance from the matched entities (§7.4), stably.
 
@@ -245,6 +283,7 @@ __all__ = [
     "CHUNK_CHANNELS",
     "MMR_LAMBDA",
     "RRF_K",
+    "collapse_duplicates",
     "dedupe",
     "interleave",
     "mmr",

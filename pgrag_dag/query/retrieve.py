@@ -23,13 +23,14 @@ from pgrag_dag.providers.embedding import Embedder
 from pgrag_dag.providers.llm import ModelClient
 from pgrag_dag.query import fusion as fuse
 from pgrag_dag.query import keywords as kw
+from pgrag_dag.query import walked
 from pgrag_dag.query_param import (
     CHUNK_CHANNELS,
     EVIDENCE,
     QueryParam,
     QueryResult,
 )
-from pgrag_dag.store import db, retrieval
+from pgrag_dag.store import db, retrieval, walk_graph
 from pgrag_dag.store import retrieval_channels as channels
 from pgrag_dag.store.schema import check_embedding
 
@@ -136,6 +137,14 @@ class Found:
     channels: dict[str, int] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     lists: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    seeds: dict[int, float] = field(default_factory=dict)
+    prior: list[dict[str, Any]] = field(default_factory=list)
+
+
+def walks(p: QueryParam) -> bool:
+    """Whether ``p`` ranks the graph's evidence by personalised PageRank (an entity mode with
+    ``graph_ranking = "ppr"``)."""
+    return p.graph_ranking == "ppr" and "entities" in EVIDENCE[p.mode]
 
 
 _ANCHORED = frozenset({"entities", "mentions", "traversal"})
@@ -209,7 +218,13 @@ def retrieve_all(
             anchored = [_anchored(conn, realm, p, probe, vecs) for probe in probes]
         finally:
             beside.wait()  # an error of the anchored reads, if any, wins
-        return [_combine(conn, realm, p, a, i) for a, i in zip(anchored, independent())]
+        out = []
+        for probe, a, i in zip(probes, anchored, independent()):
+            found = _walked(conn, dsn, realm, p, a, i) if a.seeds else None
+            if found is None and a.seeds:  # no seed in the graph read: the dense path after all
+                a = _anchored(conn, realm, p, probe, vecs, link=False)
+            out.append(found or _combine(conn, realm, p, a, i))
+        return out
 
 
 def _independent_all(
@@ -219,11 +234,24 @@ def _independent_all(
 
 
 def _anchored(
-    conn: psycopg.Connection, realm: str, p: QueryParam, probe: Probe, vecs: dict[str, np.ndarray]
+    conn: psycopg.Connection,
+    realm: str,
+    p: QueryParam,
+    probe: Probe,
+    vecs: dict[str, np.ndarray],
+    *,
+    link: bool = True,
 ) -> Found:
-    """Entity seeds, then mention expansion (over-fetched: the vector chunks are excluded later) and
-    traversal (§7.2)."""
+    """Under the graph ranking (:func:`walks`, ``link``): the question's names linked to entities, the walk's
+    restart (:func:`~pgrag_dag.query.walked.link_seeds`) — the walk itself runs once the dense prior is
+    read; when no name links, or otherwise: entity seeds by vector, then mention expansion (over-fetched:
+    the vector chunks are excluded later) and traversal (§7.2)."""
     ev, temporal, out = EVIDENCE[p.mode], p.temporal, Found()
+    if link and walks(p):
+        out.seeds = walked.link_seeds(conn, realm, p, probe.text)
+        out.channels["ppr_seeds"] = len(out.seeds)
+        if out.seeds:
+            return out
     if "entities" in ev:
         seeds = retrieval.entity_search(
             conn, realm, p.space, vecs[probe.entity_text], p.top_k, temporal=temporal
@@ -301,15 +329,24 @@ def _chunks(
     keyed by chunk id and cut to ``chunk_top_k`` (§7.3 applied to chunks). One channel keeps its order."""
     lists: dict[str, list[dict[str, Any]]] = {}
     if "vector" in p.chunk_channels:
-        lists["vector"] = retrieval.chunk_search(
-            conn, realm, p.space, vecs[probe.text], p.chunk_top_k, temporal=p.temporal
-        )
+        depth = max(p.chunk_top_k, p.ppr_prior_k) if walks(p) else p.chunk_top_k
+        if p.collapse_duplicates:
+            depth = max(depth, 3 * p.chunk_top_k)
+        hits = retrieval.chunk_search(conn, realm, p.space, vecs[probe.text], depth, temporal=p.temporal)
+        out.prior = hits if walks(p) else []
+        lists["vector"] = hits[: 3 * p.chunk_top_k if p.collapse_duplicates else p.chunk_top_k]
     if "fulltext" in p.chunk_channels:
         lists["fulltext"] = retrieval.chunk_fulltext(
             conn, realm, p.space, probe.fulltext, p.chunk_top_k, temporal=p.temporal
         )
+        if walks(p):  # the walk's ranking is fused with it when the walk runs
+            out.lists["chunks_fulltext"] = lists["fulltext"]
     cosine = {row["id"]: row["score"] for row in lists.get("vector", [])}
-    fused = fuse.rrf(lists, k=p.rrf_k, key=_by_id)[: p.chunk_top_k]
+    fused = fuse.rrf(lists, k=p.rrf_k, key=_by_id)
+    if p.collapse_duplicates:
+        vectors = walk_graph.chunk_vectors(conn, realm, [r["id"] for r in fused], temporal=p.temporal)
+        fused = fuse.collapse_duplicates(fused, vectors, threshold=p.duplicate_similarity)
+    fused = fused[: p.chunk_top_k]
     out.chunks = [
         {
             **row,
@@ -326,6 +363,43 @@ def _chunks(
 
 def _by_id(row: dict[str, Any]) -> Any:
     return row["id"]
+
+
+def _walked(
+    conn: psycopg.Connection, dsn: str, realm: str, p: QueryParam, anchored: Found, independent: Found
+) -> Found | None:
+    """One probe's evidence ranked by the walk (:func:`~pgrag_dag.query.walked.walk_evidence`), its
+    relations fused with the other channels as in :func:`_combine`; ``None`` when no seed is a vertex."""
+    ev = walked.walk_evidence(
+        conn,
+        dsn,
+        realm,
+        p,
+        anchored.seeds,
+        independent.prior,
+        independent.lists.get("chunks_fulltext"),
+    )
+    if ev is None:
+        return None
+    out = Found(
+        entities=[_entity(e) for e in ev.entities],
+        chunks=ev.chunks,
+        communities=independent.communities,
+        warnings=independent.warnings,
+    )
+    out.channels = {**anchored.channels, **independent.channels, **ev.channels, "entities": len(ev.entities)}
+    out.channels["chunks"] = len(ev.chunks)
+    lists = {
+        name: rows
+        for name in ("similarity", "lexical", "ranked")
+        for rows in [independent.lists.get(name)]
+        if rows is not None
+    }
+    if ev.traversal is not None:
+        lists = {"traversal": ev.traversal, **lists}
+    out.channels.update({name: len(rows) for name, rows in lists.items()})
+    out.relations = _fuse(conn, realm, p, lists, ev.seeds)
+    return out
 
 
 def _combine(
@@ -414,7 +488,10 @@ def _communities(conn: psycopg.Connection, realm: str, p: QueryParam, qvec: np.n
 
 
 def _entity(row: dict[str, Any]) -> dict[str, Any]:
-    return {k: row[k] for k in ("id", "space", "name", "entity_type", "description", "score")}
+    out = {k: row[k] for k in ("id", "space", "name", "entity_type", "description", "score")}
+    if "seed" in row:
+        out["seed"] = row["seed"]
+    return out
 
 
 def _relation(row: dict[str, Any]) -> dict[str, Any]:
@@ -446,6 +523,8 @@ def _relation(row: dict[str, Any]) -> dict[str, Any]:
     )
     if row.get("hop_resolved"):
         out["hop_resolved"] = True
+    if "ppr_score" in row:
+        out["ppr_score"] = row["ppr_score"]
     return out
 
 

@@ -252,7 +252,10 @@ def _assemble(result: QueryResult) -> None:
         "rank",
         "ref",
     )
-    result.chunks = [{k: c[k] for k in chunk_keys} for c in result.chunks]
+    optional = ("ppr_score", "duplicates")  # the walk's mass; near-duplicates collapsed into the chunk
+    result.chunks = [
+        {k: c[k] for k in chunk_keys} | {k: c[k] for k in optional if k in c} for c in result.chunks
+    ]
     built = assemble(
         communities=result.communities,
         chunks=result.chunks,

@@ -59,6 +59,9 @@ partial indexes ``<table>_unembedded`` (documents, entities, relations) hold the
   history and its triggers (:mod:`pgrag_dag.store.history`, schema version 7; ``belief_log.renamed_from``
   for documents re-keyed in place, schema version 17)
 - ``query_events``: coverage telemetry, one row per recorded query (:mod:`pgrag_dag.store.telemetry`)
+- ``graph_versions``: the data version of each space's graph, bumped by triggers on the tables the
+  personalised-PageRank walk reads (:mod:`pgrag_dag.store.graph_version`, schema version 18); a writer
+  locks its space's row at its first graph write and holds it until it commits
 - ``community_lineage`` (view): community → relations inside it → contributing chunks → documents
 """
 
@@ -70,11 +73,11 @@ from psycopg import sql
 
 from pgrag_dag.errors import DatabaseError, SchemaMismatchError
 from pgrag_dag.names import schema_for, validate_realm
-from pgrag_dag.store import history, quality, telemetry, vector_index, vectors, work_queue
+from pgrag_dag.store import graph_version, history, quality, telemetry, vector_index, vectors, work_queue
 from pgrag_dag.store.db import privileged
 
 CONTROL_SCHEMA = "pgrag__control"
-SCHEMA_VERSION = 17
+SCHEMA_VERSION = 18
 """The realm schema's DDL version, recorded per realm in ``pgrag__control.realms.schema_version``."""
 _LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
 
@@ -487,6 +490,7 @@ def init_realm(
         work_queue.create_work(conn, schema)
         vectors.create_text_hashes(conn, schema)
         quality.create_identity_keys(conn, realm)
+        graph_version.create_graph_versions(conn, realm)
         conn.execute(
             "UPDATE pgrag__control.realms SET schema_version = %s WHERE realm = %s", (SCHEMA_VERSION, realm)
         )

@@ -1,0 +1,318 @@
+"""Relevance-ranked graph retrieval: personalised PageRank over the space's graph (issue 26; the paper's
+§9 names it as what would "prune by relevance instead" of a fixed traversal budget; HippoRAG 2,
+Gutiérrez et al. 2025, without its query-time model).
+
+The walk graph (:class:`WalkGraph`) has one vertex per live entity and per chunk of the space, and the
+edges of :data:`~pgrag_dag.store.walk_graph.EDGE_KINDS`: chunk–entity mentions, entity–entity relations
+weighted by corroboration, chunk–entity title edges. A query restarts the walk
+
+- on **the question's own names** (:func:`question_keys`: the offline extractor's phrase finder on the
+  question, and every 1–6-word n-gram of it that is not all stop words) linked to vertices by identity key
+  or alias key (:func:`~pgrag_dag.store.walk_graph.link_keys`) — never by ``name: description`` vectors,
+  the seeding HippoRAG 2 measured worst — each weighted ``1 / (chunks mentioning it)`` (node specificity);
+- plus ``prior_weight ×`` the min-max-normalised dense score of the top ``prior_k`` chunks (the dense
+  index is kept inside the walk, not fused after it);
+
+and ranks chunks, entities and relations by the stationary mass (damping ``d``: the walker follows an
+edge with probability ``d`` and restarts with ``1 − d``). A question with no linkable name is answered by
+the dense path, as HippoRAG falls back when no fact survives.
+
+Graphs are cached per process (:class:`WalkCache`), keyed by database, realm, space, the temporal
+predicates, relation types and edge kinds, and valid for one data version of the space
+(:func:`~pgrag_dag.store.graph_version.read_version`, read in the query's snapshot): a query whose snapshot
+shows another version builds the graph again from that snapshot, so it never walks a graph other than the
+state it reads.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass
+
+import igraph as ig
+import numpy as np
+import psycopg
+
+from pgrag_dag.extract.cooccurrence import CooccurrenceOptions, extract_chunk_cooccurrence
+from pgrag_dag.gate_rules import identity_key
+from pgrag_dag.query.keywords import STOPWORDS
+from pgrag_dag.store import graph_version, walk_graph
+from pgrag_dag.store.walk_graph import WalkEdges
+from pgrag_dag.temporal import Temporal
+
+_WORD = re.compile(r"[\w&][\w'’.\-&]*", re.UNICODE)
+_OPTIONS = CooccurrenceOptions()
+MAX_NGRAM = 6
+"""The longest n-gram of the question looked up as a name (words)."""
+
+
+def question_keys(question: str, *, ngrams: bool = True) -> dict[str, float]:
+    """The identity keys the walk may restart on, each with its link score in (0, 1]: the names (and
+    aliases) the offline extractor finds in ``question`` score 1; with ``ngrams`` every 1–:data:`MAX_NGRAM`
+    -word n-gram of its words not made only of stop words (:data:`~pgrag_dag.query.keywords.STOPWORDS`)
+    scores 1 too — a lowercase question names things the capitalisation rules miss; a key that names no
+    entity links to nothing, so the n-grams cost one indexed read, never a wrong vertex."""
+    keys: dict[str, float] = {}
+    for record in extract_chunk_cooccurrence(question, "", _OPTIONS)["entities"]:
+        for name in [record["name"], *record.get("aliases", [])]:
+            keys[identity_key(name)] = 1.0
+    if ngrams:
+        words = [w.rstrip(".'’-") for w in _WORD.findall(question)]
+        words = [w[:-2] if w.lower().endswith(("'s", "’s")) else w for w in words if w]
+        for n in range(1, MAX_NGRAM + 1):
+            for i in range(len(words) - n + 1):
+                gram = words[i : i + n]
+                if all(w.lower() in STOPWORDS for w in gram):
+                    continue
+                keys.setdefault(identity_key(" ".join(gram)), 1.0)
+    keys.pop("", None)
+    return keys
+
+
+@dataclass
+class Walk:
+    """One walk's result: ``entity_score`` (entity id → stationary mass) and ``chunk_score`` (chunk id →
+    mass), each holding only vertices with mass above zero; ``seeds`` the restart entities (id → weight
+    before normalisation)."""
+
+    entity_score: dict[int, float]
+    chunk_score: dict[int, float]
+    seeds: dict[int, float]
+
+    def top_chunks(self, k: int) -> list[tuple[int, float]]:
+        """The ``k`` chunks of most mass, ties by id."""
+        return sorted(self.chunk_score.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+
+    def top_entities(self, k: int) -> list[tuple[int, float]]:
+        """The ``k`` entities of most mass, ties by id."""
+        return sorted(self.entity_score.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+
+
+class WalkGraph:
+    """One space's walk graph in memory (python-igraph, undirected, weighted).
+
+    Vertices ``0 … m−1`` are the entities of ``entity_ids`` (sorted int64), ``m … m+c−1`` the chunks of
+    ``chunk_ids`` (sorted: every chunk of the space, mentioned or not, so the dense prior reaches chunks
+    without names too). ``chunks_of[i]`` counts the distinct chunks mentioning entity ``i`` (the node
+    specificity's denominator). Build with :meth:`from_edges`.
+    """
+
+    def __init__(self, graph: ig.Graph, entity_ids: np.ndarray, chunk_ids: np.ndarray, chunks_of: np.ndarray):
+        self.graph, self.entity_ids, self.chunk_ids, self.chunks_of = graph, entity_ids, chunk_ids, chunks_of
+
+    @classmethod
+    def from_edges(cls, edges: WalkEdges, chunk_ids: np.ndarray) -> WalkGraph:
+        """The graph of ``edges`` over the chunks ``chunk_ids`` (int64, any order) and every entity an
+        edge names; parallel edges (a pair related by several predicates) add up."""
+        ents = np.unique(
+            np.concatenate([edges.mentions[:, 1], edges.titles[:, 1], edges.relations.ravel()])
+        ).astype(np.int64)
+        chunks = np.unique(
+            np.concatenate([chunk_ids.astype(np.int64), edges.mentions[:, 0], edges.titles[:, 0]])
+        ).astype(np.int64)
+        m = len(ents)
+        mention = np.unique(edges.mentions, axis=0) if len(edges.mentions) else edges.mentions
+        parts = [
+            np.column_stack(
+                [m + np.searchsorted(chunks, mention[:, 0]), np.searchsorted(ents, mention[:, 1])]
+            ),
+            np.column_stack(
+                [m + np.searchsorted(chunks, edges.titles[:, 0]), np.searchsorted(ents, edges.titles[:, 1])]
+            ),
+            np.column_stack(
+                [np.searchsorted(ents, edges.relations[:, 0]), np.searchsorted(ents, edges.relations[:, 1])]
+            ),
+        ]
+        pairs = np.concatenate([p.reshape(-1, 2) for p in parts]).astype(np.int64)
+        weights = np.concatenate(
+            [np.ones(len(mention) + len(edges.titles)), edges.relation_weight.astype(np.float64)]
+        )
+        graph = ig.Graph(n=m + len(chunks), edges=pairs.tolist(), directed=False)
+        graph.es["weight"] = weights.tolist()
+        chunks_of = np.bincount(np.searchsorted(ents, mention[:, 1]), minlength=m).astype(np.float64)
+        return cls(graph, ents, chunks, chunks_of)
+
+    @property
+    def nbytes(self) -> int:
+        """An estimate of the memory it holds, in bytes: the id arrays, and igraph's ~4 machine words per
+        edge and ~2 per vertex plus the weight attribute list (≈ 32 bytes per edge)."""
+        arrays = self.entity_ids.nbytes + self.chunk_ids.nbytes + self.chunks_of.nbytes
+        return arrays + 64 * self.graph.ecount() + 16 * self.graph.vcount()
+
+    def _index(self, ids: np.ndarray, ids_of: np.ndarray) -> np.ndarray:
+        pos = np.searchsorted(ids_of, ids)
+        pos = np.minimum(pos, max(len(ids_of) - 1, 0))
+        found = (len(ids_of) > 0) & (ids_of[pos] == ids) if len(ids_of) else np.zeros(len(ids), dtype=bool)
+        return np.where(found, pos, -1)
+
+    def walk(
+        self,
+        seeds: Mapping[int, float],
+        prior: Mapping[int, float],
+        *,
+        damping: float,
+        prior_weight: float,
+    ) -> Walk | None:
+        """Personalised PageRank with restart on ``seeds`` (entity id → link score in (0, 1], divided here
+        by the chunks mentioning the entity) and ``prior_weight ×`` the min-max-normalised ``prior`` (chunk
+        id → dense score; a single score, or all equal, normalise to 1). Ids not in the graph are ignored.
+        Returns ``None`` when no seed is in the graph (the caller falls back to dense retrieval).
+
+        ``damping`` in [0, 1): the probability of following an edge (HippoRAG 2: 0.5). The stationary
+        vector is computed by igraph's PRPACK solver over the whole graph (undirected, weighted)."""
+        m = len(self.entity_ids)
+        reset = np.zeros(self.graph.vcount(), dtype=np.float64)
+        if seeds:
+            ids = np.fromiter(seeds.keys(), dtype=np.int64, count=len(seeds))
+            at = self._index(ids, self.entity_ids)
+            for i, score in zip(at, seeds.values()):
+                if i >= 0:
+                    reset[i] = max(reset[i], score / max(self.chunks_of[i], 1.0))
+        seeded = {int(self.entity_ids[i]): float(reset[i]) for i in np.flatnonzero(reset[:m])}
+        if not seeded:
+            return None
+        if prior and prior_weight > 0:
+            ids = np.fromiter(prior.keys(), dtype=np.int64, count=len(prior))
+            scores = np.fromiter(prior.values(), dtype=np.float64, count=len(prior))
+            lo, hi = float(scores.min()), float(scores.max())
+            norm = np.ones_like(scores) if hi <= lo else (scores - lo) / (hi - lo)
+            at = self._index(ids, self.chunk_ids)
+            keep = at >= 0
+            reset[m + at[keep]] += prior_weight * norm[keep]
+        mass = np.asarray(
+            self.graph.personalized_pagerank(
+                damping=damping,
+                directed=False,
+                weights="weight",
+                reset=reset.tolist(),
+                implementation="prpack",
+            )
+        )
+        ent, chk = mass[:m], mass[m:]
+        return Walk(
+            entity_score={int(self.entity_ids[i]): float(ent[i]) for i in np.flatnonzero(ent > 0)},
+            chunk_score={int(self.chunk_ids[i]): float(chk[i]) for i in np.flatnonzero(chk > 0)},
+            seeds=seeded,
+        )
+
+    def mentioned(self, chunk_id: int, entity_ids: Sequence[int]) -> list[int]:
+        """Which of ``entity_ids`` the chunk is joined to (mention or title edge), ascending."""
+        at = self._index(np.asarray([chunk_id], dtype=np.int64), self.chunk_ids)[0]
+        if at < 0:
+            return []
+        m = len(self.entity_ids)
+        near = {int(self.entity_ids[v]) for v in self.graph.neighbors(m + int(at)) if v < m}
+        return sorted(near & {int(e) for e in entity_ids})
+
+
+class WalkCache:
+    """Walk graphs by key, each valid for one data version (thread-safe; least recently used first out).
+
+    :meth:`get` returns the cached graph when its version equals the one the caller read, else builds one
+    with the caller's ``build`` (outside the lock, so a slow build never blocks other keys' readers) and
+    keeps it. Bounded by ``max_graphs`` graphs and ``max_bytes`` (estimated, :attr:`WalkGraph.nbytes`): a
+    graph larger than ``max_bytes`` is used and not kept.
+    """
+
+    def __init__(self, max_graphs: int = 8, max_bytes: int = 1 << 30):
+        self.max_graphs, self.max_bytes = max_graphs, max_bytes
+        self._graphs: OrderedDict[Hashable, tuple[Hashable, WalkGraph]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.builds = 0
+
+    def get(self, key: Hashable, version: Hashable, build: Callable[[], WalkGraph]) -> WalkGraph:
+        """The graph for ``key`` at ``version``, built by ``build()`` when not cached at that version."""
+        with self._lock:
+            hit = self._graphs.get(key)
+            if hit is not None and hit[0] == version:
+                self._graphs.move_to_end(key)
+                return hit[1]
+        graph = build()
+        with self._lock:
+            self.builds += 1
+            self._graphs.pop(key, None)
+            if graph.nbytes <= self.max_bytes:
+                self._graphs[key] = (version, graph)
+            while len(self._graphs) > self.max_graphs or self.nbytes > self.max_bytes:
+                self._graphs.popitem(last=False)
+        return graph
+
+    @property
+    def nbytes(self) -> int:
+        """The estimated bytes of the graphs kept."""
+        return sum(g.nbytes for _, g in self._graphs.values())
+
+    def clear(self) -> None:
+        """Forget every graph."""
+        with self._lock:
+            self._graphs.clear()
+
+
+CACHE = WalkCache()
+"""The query process's walk graphs (:class:`WalkCache`)."""
+
+
+def space_graph(
+    conn: psycopg.Connection,
+    dsn: str,
+    realm: str,
+    space: str,
+    *,
+    temporal: Temporal,
+    relation_types: Sequence[str] | None,
+    kinds: Sequence[str],
+    cache: WalkCache = CACHE,
+) -> WalkGraph:
+    """``space``'s walk graph in the state the caller's snapshot (``conn``'s open transaction) reads under
+    ``temporal`` / ``relation_types``, with the edge ``kinds``: from ``cache`` when it holds the version
+    read now, else read (:func:`~pgrag_dag.store.walk_graph.walk_edges`) and kept."""
+    version = graph_version.read_version(conn, realm, space)
+    types = None if relation_types is None else tuple(sorted({t.lower() for t in relation_types}))
+    key = (
+        dsn,
+        realm,
+        space,
+        temporal.as_of,
+        temporal.believed_at,
+        temporal.include_superseded,
+        types,
+        tuple(sorted(kinds)),
+    )
+
+    def build() -> WalkGraph:
+        edges = walk_graph.walk_edges(
+            conn, realm, space, temporal=temporal, relation_types=relation_types, kinds=kinds
+        )
+        return WalkGraph.from_edges(edges, walk_graph.space_chunks(conn, realm, space, temporal=temporal))
+
+    return cache.get(key, version, build)
+
+
+def relation_hops(seeds: Sequence[int], relations: Sequence[Mapping[str, object]]) -> dict[int, int]:
+    """Relation id → its hop from the nearest seed over ``relations`` themselves (rows with ``id``,
+    ``source_id``, ``target_id``): 1 for a relation touching a seed, ``1 + n`` for one whose nearer end is
+    ``n`` relations from a seed; relations not connected to a seed are absent."""
+    adjacency: dict[int, set[int]] = {}
+    for r in relations:
+        a, b = int(r["source_id"]), int(r["target_id"])  # type: ignore[call-overload]
+        adjacency.setdefault(a, set()).add(b)
+        adjacency.setdefault(b, set()).add(a)
+    dist = {int(s): 0 for s in seeds if int(s) in adjacency}
+    frontier = list(dist)
+    while frontier:
+        nxt = []
+        for v in frontier:
+            for w in adjacency[v]:
+                if w not in dist:
+                    dist[w] = dist[v] + 1
+                    nxt.append(w)
+        frontier = nxt
+    out = {}
+    for r in relations:
+        ends = [dist[e] for e in (int(r["source_id"]), int(r["target_id"])) if e in dist]  # type: ignore[call-overload]
+        if ends:
+            out[int(r["id"])] = 1 + min(ends)  # type: ignore[call-overload]
+    return out

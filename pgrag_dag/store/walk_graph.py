@@ -1,0 +1,252 @@
+"""Read SQL of the personalised-PageRank walk (issue 26; paper §7.2 with §9's relevance-pruned
+traversal): the walk graph's edges, the question's names linked to vertices, and the rows the walk ranks.
+
+Every read applies what the k-hop traversal applies (:mod:`pgrag_dag.store.retrieval`): the realm's
+schema, the space (or every space under the wildcard, never another realm), and the query's
+:class:`~pgrag_dag.temporal.Temporal` — a relation not valid at ``as_of``, not believed at
+``as_believed_at`` or superseded (unless ``include_superseded``) is no edge; dormant and archived entities
+are no vertex; at a belief instant the chunks and mentions the system had then are read (removed ones from
+the archive). An edge between spaces cannot exist: every mention and relation joins its endpoints in its
+own space.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg import sql
+
+from pgrag_dag.store.identifiers import qualified
+from pgrag_dag.store.retrieval import (
+    Row,
+    belief_columns,
+    chunks_read,
+    created_by,
+    entity_live,
+    fetch,
+    in_space,
+    mentions_read,
+    relation_filter,
+    scope_params,
+)
+from pgrag_dag.temporal import CURRENT, Temporal
+
+EDGE_KINDS: tuple[str, ...] = ("mentions", "relations", "titles")
+"""The edges a walk graph may hold: ``mentions`` — chunk–entity, weight 1 (``doc_mentions``);
+``relations`` — entity–entity, weight = corroboration (``relations.weight``, at least 1), one edge per live
+relation; ``titles`` — chunk–entity, weight 1, where the chunk's document title is the entity's canonical
+name (identity key; HippoRAG's passage–title edge)."""
+
+
+@dataclass(frozen=True)
+class WalkEdges:
+    """The edges of one space's walk graph, as int64 arrays of shape ``(k, 2)`` (and ``relation_weight``
+    float64 of shape ``(k,)``): ``mentions`` and ``titles`` are ``(chunk_id, entity_id)``, ``relations``
+    ``(source_id, target_id)``. Empty arrays for a kind not read."""
+
+    mentions: np.ndarray
+    relations: np.ndarray
+    relation_weight: np.ndarray
+    titles: np.ndarray
+
+
+def _pairs(rows: Sequence[tuple[Any, ...]]) -> np.ndarray:
+    return np.asarray([(int(a), int(b)) for a, b, *_ in rows], dtype=np.int64).reshape(-1, 2)
+
+
+def walk_edges(
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    *,
+    temporal: Temporal = CURRENT,
+    relation_types: Sequence[str] | None = None,
+    kinds: Sequence[str] = EDGE_KINDS,
+) -> WalkEdges:
+    """The ``kinds`` of edges (:data:`EDGE_KINDS`) of ``space``'s walk graph in the state ``temporal``
+    reads, in the caller's snapshot. ``relation_types`` restricts relation edges to those predicates
+    (case-insensitive). Raises :class:`ValueError` for an unknown kind."""
+    unknown = sorted(set(kinds) - set(EDGE_KINDS))
+    if unknown:
+        raise ValueError(f"unknown walk edge kind(s) {unknown}; expected some of {', '.join(EDGE_KINDS)}")
+    params = {"space": space, **scope_params(temporal, relation_types)}
+    e = qualified(realm, "entities")
+    empty = np.zeros((0, 2), dtype=np.int64)
+    mentions = titles = relations = empty
+    weight = np.zeros(0, dtype=np.float64)
+    if "mentions" in kinds:
+        query = sql.SQL("""
+            SELECT m.chunk_id, m.entity_id
+              FROM {m} AS m JOIN {d} AS d ON d.id = m.chunk_id AND d.space = m.space
+              JOIN {e} AS e ON e.id = m.entity_id AND e.space = m.space
+             WHERE {in_space} AND {known} AND {live}""").format(
+            m=mentions_read(realm, temporal),
+            d=chunks_read(realm, temporal),
+            e=e,
+            in_space=in_space("m", space),
+            known=created_by("d", temporal),
+            live=entity_live("e", temporal, realm=realm),
+        )
+        mentions = _pairs(conn.execute(query, params).fetchall())
+    if "titles" in kinds:
+        query = sql.SQL("""
+            SELECT d.id, k.entity_id
+              FROM {d} AS d JOIN {k} AS k ON k.space = d.space AND k.name_key = lower(btrim(d.title))
+              JOIN {e} AS e ON e.id = k.entity_id AND e.space = k.space
+             WHERE {in_space} AND {known} AND {live} AND d.title <> ''""").format(
+            d=chunks_read(realm, temporal),
+            k=qualified(realm, "entity_keys"),
+            e=e,
+            in_space=in_space("d", space),
+            known=created_by("d", temporal),
+            live=entity_live("e", temporal, realm=realm),
+        )
+        titles = _pairs(conn.execute(query, params).fetchall())
+    if "relations" in kinds:
+        query = sql.SQL("""
+            SELECT r.source_id, r.target_id, greatest(r.weight, 1)
+              FROM {r} AS r
+              JOIN {e} AS a ON a.id = r.source_id AND a.space = r.space
+              JOIN {e} AS b ON b.id = r.target_id AND b.space = r.space
+             WHERE {in_space} AND {edge_ok} AND {a_live} AND {b_live}""").format(
+            r=qualified(realm, "relations"),
+            e=e,
+            in_space=in_space("r", space),
+            edge_ok=relation_filter("r", temporal, typed=relation_types is not None, realm=realm),
+            a_live=entity_live("a", temporal, realm=realm),
+            b_live=entity_live("b", temporal, realm=realm),
+        )
+        rows = conn.execute(query, params).fetchall()
+        relations = _pairs(rows)
+        weight = np.asarray([float(w) for *_, w in rows], dtype=np.float64)
+    return WalkEdges(mentions=mentions, relations=relations, relation_weight=weight, titles=titles)
+
+
+def space_chunks(
+    conn: psycopg.Connection, realm: str, space: str, *, temporal: Temporal = CURRENT
+) -> np.ndarray:
+    """The ids (int64, ascending) of every chunk of ``space`` in the state ``temporal`` reads: the walk
+    graph's chunk vertices, mentioned or not."""
+    query = sql.SQL("SELECT d.id FROM {d} AS d WHERE {in_space} AND {known} ORDER BY d.id").format(
+        d=chunks_read(realm, temporal), in_space=in_space("d", space), known=created_by("d", temporal)
+    )
+    rows = conn.execute(query, {"space": space, **temporal.params()}).fetchall()
+    return np.asarray([int(r[0]) for r in rows], dtype=np.int64)
+
+
+def link_keys(
+    conn: psycopg.Connection, realm: str, space: str, keys: Sequence[str], *, temporal: Temporal = CURRENT
+) -> dict[str, list[int]]:
+    """Each of ``keys`` (identity keys, :func:`~pgrag_dag.gate_rules.identity_key`) that is the canonical
+    name or an alias of live entities of ``space`` → their ids (ascending); keys naming nothing are absent.
+    One indexed read (``entity_keys``: name key, GIN over alias keys; and ``lower(name)`` for entities whose
+    keys are not stored yet)."""
+    if not keys:
+        return {}
+    query = sql.SQL("""
+        SELECT q.key, array_agg(DISTINCT e.id ORDER BY e.id)
+          FROM unnest(%(keys)s::text[]) AS q(key)
+          CROSS JOIN LATERAL (
+                SELECT k.entity_id AS id FROM {k} AS k
+                 WHERE {k_in_space} AND (k.name_key = q.key OR k.alias_keys @> ARRAY[q.key])
+                UNION
+                -- entities whose keys are not stored yet (written since the last quality measurement)
+                SELECT n.id FROM {e} AS n WHERE {n_in_space} AND lower(n.name) = q.key) AS x
+          JOIN {e} AS e ON e.id = x.id
+         WHERE {live}
+         GROUP BY q.key""").format(
+        k=qualified(realm, "entity_keys"),
+        e=qualified(realm, "entities"),
+        k_in_space=in_space("k", space),
+        n_in_space=in_space("n", space),
+        live=entity_live("e", temporal, realm=realm),
+    )
+    rows = conn.execute(query, {"keys": list(dict.fromkeys(keys)), "space": space, **temporal.params()})
+    return {str(key): [int(i) for i in ids] for key, ids in rows.fetchall()}
+
+
+def chunk_rows(
+    conn: psycopg.Connection, realm: str, ids: Sequence[int], *, temporal: Temporal = CURRENT
+) -> dict[int, Row]:
+    """Chunk id → ``id, space, doc_key, title, chunk_index, text, t_created`` for ``ids`` the state read
+    holds (at a belief instant, removed chunks from the archive)."""
+    if not ids:
+        return {}
+    query = sql.SQL("""
+        SELECT d.id, d.space, d.doc_key, d.title, d.chunk_index, d.text, d.t_created
+          FROM {d} AS d WHERE d.id = ANY(%(ids)s) AND {known}""").format(
+        d=chunks_read(realm, temporal), known=created_by("d", temporal)
+    )
+    return {int(r["id"]): r for r in fetch(conn, query, {"ids": list(ids), **temporal.params()})}
+
+
+def chunk_vectors(
+    conn: psycopg.Connection, realm: str, ids: Sequence[int], *, temporal: Temporal = CURRENT
+) -> dict[int, np.ndarray]:
+    """Chunk id → its stored vector (float32, the realm's width) for the embedded ones of ``ids``."""
+    if not ids:
+        return {}
+    query = sql.SQL(
+        "SELECT d.id, d.embedding::real[] FROM {d} AS d WHERE d.id = ANY(%(ids)s) AND d.embedding IS NOT NULL"
+    ).format(d=chunks_read(realm, temporal))
+    rows = conn.execute(query, {"ids": list(ids), **temporal.params()}).fetchall()
+    return {int(i): np.asarray(v, dtype=np.float32) for i, v in rows}
+
+
+def entity_rows(
+    conn: psycopg.Connection, realm: str, ids: Sequence[int], *, temporal: Temporal = CURRENT
+) -> dict[int, Row]:
+    """Entity id → ``id, space, name, entity_type, description`` for the ids of ``ids`` live in the state
+    read."""
+    if not ids:
+        return {}
+    query = sql.SQL("""
+        SELECT e.id, e.space, e.name, e.entity_type, e.description
+          FROM {e} AS e WHERE e.id = ANY(%(ids)s) AND {live}""").format(
+        e=qualified(realm, "entities"), live=entity_live("e", temporal, realm=realm)
+    )
+    return {int(r["id"]): r for r in fetch(conn, query, {"ids": list(ids), **temporal.params()})}
+
+
+def relations_among(
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    ids: Sequence[int],
+    *,
+    temporal: Temporal = CURRENT,
+    relation_types: Sequence[str] | None = None,
+    limit: int = 500,
+) -> list[Row]:
+    """The relations of ``space`` with both endpoints among the entity ``ids`` and readable under
+    ``temporal`` / ``relation_types`` (the predicate every relation read applies), at most ``limit``, the
+    most corroborated first. Rows have the columns of :func:`~pgrag_dag.store.retrieval.traverse` but
+    ``hop`` and ``seeds``: ``id, space, source_id, target_id, subject, object, predicate, description,
+    negated, valid_from, valid_to, weight, confidence, t_created, t_expired, superseded_by, superseded``."""
+    if len(ids) < 2 or limit <= 0:
+        return []
+    query = sql.SQL("""
+        SELECT r.id, r.space, r.source_id, r.target_id, a.name AS subject, b.name AS object, r.predicate,
+               r.description, r.negated, r.valid_from, r.valid_to, r.weight, r.confidence, r.t_created,
+               {belief}
+          FROM {r} AS r
+          JOIN {e} AS a ON a.id = r.source_id AND a.space = r.space
+          JOIN {e} AS b ON b.id = r.target_id AND b.space = r.space
+         WHERE r.source_id = ANY(%(ids)s) AND r.target_id = ANY(%(ids)s) AND {in_space} AND {edge_ok}
+           AND {a_live} AND {b_live}
+         ORDER BY r.weight DESC, r.id
+         LIMIT %(limit)s""").format(
+        r=qualified(realm, "relations"),
+        e=qualified(realm, "entities"),
+        belief=belief_columns("r", temporal, realm=realm),
+        in_space=in_space("r", space),
+        edge_ok=relation_filter("r", temporal, typed=relation_types is not None, realm=realm),
+        a_live=entity_live("a", temporal, realm=realm),
+        b_live=entity_live("b", temporal, realm=realm),
+    )
+    params = {"ids": list(ids), "space": space, "limit": limit, **scope_params(temporal, relation_types)}
+    return fetch(conn, query, params)
