@@ -22,13 +22,17 @@ ENTITY_POOL = 30
 
 def link_seeds(conn: psycopg.Connection, realm: str, p: QueryParam, question: str) -> dict[int, float]:
     """The question's names (:func:`~pgrag_dag.query.ppr.question_keys`) linked to live entities of
-    ``p.space`` by identity or alias key: entity id → link score (the best of its keys)."""
-    keys = ppr.question_keys(question)
-    seeds: dict[int, float] = {}
-    for key, ids in walk_graph.link_keys(conn, realm, p.space, list(keys), temporal=p.temporal).items():
-        for entity_id in ids:
-            seeds[entity_id] = max(seeds.get(entity_id, 0.0), keys[key])
-    return seeds
+    ``p.space`` by identity or alias key: entity id → link score (the best of its keys). The names the
+    offline extractor finds first; only when none links, the question's n-grams (a lowercase question)."""
+    for tier in ({"names": True, "ngrams": False}, {"names": False, "ngrams": True}):
+        keys = ppr.question_keys(question, **tier)
+        seeds: dict[int, float] = {}
+        for key, ids in walk_graph.link_keys(conn, realm, p.space, list(keys), temporal=p.temporal).items():
+            for entity_id in ids:
+                seeds[entity_id] = max(seeds.get(entity_id, 0.0), keys[key])
+        if seeds:
+            return seeds
+    return {}
 
 
 @dataclass
@@ -126,13 +130,14 @@ def walk_evidence(
             conn, realm, p.space, pool, temporal=p.temporal, relation_types=p.relation_types
         )
         hops = ppr.relation_hops(seed_ids, rels)
-        score = walk.entity_score
+        score = dict(best)
         ranked = [
             {
                 **r,
                 "hop": hops[r["id"]],
                 "seeds": [],
-                "ppr_score": score.get(r["source_id"], 0.0) + score.get(r["target_id"], 0.0),
+                "ppr_score": score.get(r["source_id"], walk.entity_score(r["source_id"]))
+                + score.get(r["target_id"], walk.entity_score(r["target_id"])),
             }
             for r in rels
             if r["id"] in hops and hops[r["id"]] <= p.max_hops

@@ -119,20 +119,25 @@ def create_graph_versions(conn: psycopg.Connection, realm: str) -> None:
             )
 
 
-def read_version(conn: psycopg.Connection, realm: str, space: str) -> tuple[tuple[str, int], ...]:
+def read_version(conn: psycopg.Connection, realm: str, space: str) -> tuple[tuple[str, int], ...] | None:
     """The graph version of ``space`` as the caller's snapshot sees it: ``((space, version),)``, version 0
-    for a space never bumped; for the wildcard ``"*"`` every bumped space of the realm, sorted. Compare
-    results for equality only (see the module docstring)."""
+    for a space never bumped; for the wildcard ``"*"`` every bumped space of the realm, sorted. ``None``
+    for a realm whose schema predates the table (schema version < 18, until its next index run upgrades
+    it): nothing can be cached for it. Compare results for equality only (see the module docstring)."""
+    table = qualified(realm, "graph_versions")
     if space == WILDCARD_SPACE:
-        rows = conn.execute(
-            sql.SQL("SELECT space, version FROM {} ORDER BY space").format(qualified(realm, "graph_versions"))
-        ).fetchall()
-        return tuple((str(s), int(v)) for s, v in rows)
-    row = conn.execute(
-        sql.SQL("SELECT version FROM {} WHERE space = %s").format(qualified(realm, "graph_versions")),
-        (space,),
+        query = sql.SQL("SELECT space, version FROM {} ORDER BY space").format(table)
+    else:
+        query = sql.SQL("SELECT space, version FROM {} WHERE space = %(space)s").format(table)
+    present = conn.execute(
+        "SELECT to_regclass(%s) IS NOT NULL", (f"{schema_for(realm)}.graph_versions",)
     ).fetchone()
-    return ((space, 0 if row is None else int(row[0])),)
+    if not (present and present[0]):
+        return None
+    rows = conn.execute(query, {"space": space}).fetchall()
+    if space != WILDCARD_SPACE and not rows:
+        return ((space, 0),)
+    return tuple((str(s), int(v)) for s, v in rows)
 
 
 def bumped_spaces(conn: psycopg.Connection) -> Sequence[str]:

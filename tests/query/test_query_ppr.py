@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from datetime import UTC, datetime
 
+import igraph as ig
 import numpy as np
 import psycopg
 import pytest
@@ -53,18 +54,27 @@ def test_the_walk_equals_a_reference_pagerank_on_a_hand_built_graph() -> None:
     assert walk is not None and walk.seeds == {11: 0.5}  # 1 / (2 chunks mention it)
     reset = np.array([0, 0.5, 0, 0.05 * 1.0, 0, 0.05 * 0.0])  # prior min-max: 100 → 1, 102 → 0
     ref = _reference_ppr(6, [(3, 0, 1), (3, 1, 1), (4, 1, 1), (4, 2, 1), (5, 2, 1), (0, 2, 3.0)], reset, 0.5)
-    got = [walk.entity_score.get(i, 0.0) for i in (10, 11, 12)] + [
-        walk.chunk_score.get(i, 0.0) for i in (100, 101, 102)
-    ]
+    got = [walk.entity_score(i) for i in (10, 11, 12)] + walk.chunk_mass.tolist()
     assert np.allclose(got, ref, atol=1e-6)
+    # and igraph's PRPACK on the same graph, with a vertex without edges (chunk 103: restart only)
+    with_sink = ppr.WalkGraph.from_edges(edges, np.array([100, 101, 102, 103], dtype=np.int64))
+    mine = with_sink.walk({11: 1.0}, {100: 0.9, 102: 0.5, 103: 0.7}, damping=0.5, prior_weight=0.05)
+    assert mine is not None
+    graph = ig.Graph(n=7, edges=[(3, 0), (3, 1), (4, 1), (4, 2), (5, 2), (0, 2)])
+    graph.es["weight"] = [1, 1, 1, 1, 1, 3.0]
+    reset7 = [0, 0.5, 0, 0.05, 0, 0, 0.05 * 0.5]
+    prpack = graph.personalized_pagerank(damping=0.5, directed=False, weights="weight", reset=reset7)
+    assert np.allclose(np.concatenate([mine.entity_mass, mine.chunk_mass]), prpack, atol=1e-6)
     assert [c for c, _ in walk.top_chunks(3)] == [100, 101, 102]
     assert g.walk({999: 1.0}, {100: 1.0}, damping=0.5, prior_weight=0.05) is None  # no seed in the graph
 
 
 def test_question_keys_find_names_and_lowercase_ngrams() -> None:
-    keys = ppr.question_keys("Who founded the company that built the analytical engine with Ada Lovelace?")
-    assert "ada lovelace" in keys and "analytical engine" in keys
-    assert "the" not in keys and "who" not in keys and "with" not in keys
+    q = "Who founded the company that built the analytical engine with Ada Lovelace?"
+    assert set(ppr.question_keys(q)) == {"ada lovelace"}
+    grams = ppr.question_keys(q, names=False, ngrams=True)
+    assert "analytical engine" in grams and "ada lovelace" in grams and "company" in grams
+    assert "the" not in grams and "who" not in grams and "with the" not in grams
 
 
 @pytest.fixture
