@@ -1,43 +1,35 @@
 """Passage recall on the multi-hop benchmarks, offline, for every query mode that returns chunks (issue 17
-item 1; the retrieval half of the paper's §8 that needs no chat model).
+item 1; the retrieval half of the paper's §8 that needs no chat model), and issue 26's PPR graph ranking.
 
-    python -m evaluation.recall                       # the committed table and chart; ~17 min on 2 cores
+    python -m evaluation.recall                       # the committed tables and chart; ~17 min on 2 cores
     python -m evaluation.recall --questions 20 --out /tmp/r   # a quick look
+    python -m evaluation.recall --data-dir D --reuse-index    # a rerun over a kept index: minutes
+    python -m evaluation.recall --data-dir D --reuse-index --tune   # the PPR grid, questions 1–50 only
 
-**Data** (``$PGRAG_SHARED_DIR/corpora``, else ``../shared/corpora``; read by
-``evaluation/embedder_candidates/common.py``): the HippoRAG subsets of MuSiQue (1,890 passages, 100
-questions whose paragraphs carry ``is_supporting``) and HotpotQA (994 passages, 100 questions whose
-``supporting_facts`` name their gold titles). The 2WikiMultiHopQA folder holds 6,119 passages and **no
-questions** (:func:`load_2wiki`), so it cannot be scored; it is not indexed (as a distractor pool it would
-make a different benchmark than the published subsets, and its graph alone would take most of the time
-budget), and the table says so.
+**Data** (:func:`~evaluation.recall_report.load_benchmarks`): the HippoRAG subsets of MuSiQue (1,890
+passages, 100 questions) and HotpotQA (994 passages, 100 questions) of the shared corpora; 2WikiMultiHopQA has
+no question file, so it is neither indexed nor scored, and the table says so.
 
-**Index** (one realm, one space per data set, through the product's six index stages,
-:func:`pgrag_dag.pipeline.index_documents`; the two community stages too with ``--communities``, extractive
-reports — no mode takes chunks from communities): each passage is a JSONL record (``title``, ``text``,
-``id`` = its position in the pool) and one chunk (``chunk_chars`` 8000, no overlap; checked); the
-offline extractor (``extractor: cooccurrence``, no model), the local embedder
-(``local/all-MiniLM-L6-v2``); the chat model is ``replay`` and the run fails if any model is called.
+**Index** (:func:`index`): one realm, one space per data set, the product's six index stages (two more with
+``--communities``), each passage one chunk (checked), the offline extractor and the local embedder; the run
+fails if any model is called. ``--reuse-index`` keeps the realm when it holds every space with one embedded
+chunk per passage (:func:`stored_index`).
 
-**Arms** (:data:`ARMS`): ``query_data`` with the product's query defaults (``chunk_top_k`` 8, vector
-chunk channel, lexical keywords, 2 hops) in each mode, and the entity-anchored modes again with no chunk
-search (``chunk_channels: []``), so that their chunks are mention expansion's alone. A result's chunks are
-ranked in the order the result gives them: the searched chunks (vector rank) first, then the mention
-chunks (by how many matched entities each mentions, then document order; ``query._merge``). So with the
-default channel, recall@k for k ≤ ``chunk_top_k`` of local, mix and hybrid is naive's by construction;
-the "graph only" arms measure what the graph finds. ``global`` returns no chunks (community reports and
-ranked relations only): it is run, its chunk count checked to be zero, and not scored.
+**Arms** (:data:`ARMS`): ``query_data`` in each mode with the product's query defaults and the arm's
+overrides, which name ``graph_ranking`` explicitly so that a change of the product's default does not change
+what an arm means. ``"mentions"`` (today's order): searched chunks first, then mention-expansion chunks, so
+local/mix/hybrid equal naive at k ≤ ``chunk_top_k``; "graph only" (``chunk_channels: []``) is what the graph
+finds alone. ``"ppr"``: personalised PageRank (issue 26). An arm naming a field :class:`QueryParam` lacks is
+skipped with a message, except :data:`~evaluation.recall_report.IMPLICIT` overrides (what a QueryParam
+without the field does). ``global`` returns no chunks: run, checked, not scored.
 
-**Baselines, same run**: BM25 over ``title\\ntext`` (``rank_bm25.BM25Okapi``, k1 1.2, b 0.75, the tokens
-of ``embedder_candidates/baselines.py``; that module's own Okapi code if rank-bm25 is not installed) and
-exact brute-force cosine over the chunk vectors stored in PostgreSQL with the same embedder's question
-vectors.
-
-**Metrics** per question: passage recall@k = |gold ∩ top-k| / |gold| and all-gold@k = 1 when every gold
-passage is in the top k; both averaged over questions, k ∈ {2, 5}.
-
-Writes ``recall_multihop.json`` / ``.md`` / ``.png`` under ``--out`` (default ``evaluation/results``) through
-:mod:`evaluation.harness`. Needs ``pip install -r evaluation/requirements-eval.txt`` (rank-bm25, matplotlib).
+**Baselines, same run**: BM25 over ``title\\ntext``, exact brute-force cosine over the stored chunk vectors.
+**Metrics** (:mod:`evaluation.recall_report`): recall@k and all-gold@k, k ∈ {2, 5}, for the tune split
+(questions 1–50), the held-out split (51–100) and all, with the questions better / worse than exact dense at
+r@5; for :data:`ONTOPIC_ARMS` the on-topic share of the relations returned, by hop and walk rank (§8.13).
+**Tuning** (``--tune``, :func:`run_tuning`): the PPR grid on questions 1–50 only. Writes
+``recall_multihop.json`` / ``.md`` / ``.png`` (``recall_tuning.json`` / ``.md``) under ``--out`` (default
+``evaluation/results``); ``evaluation/README.md`` says more. Needs ``evaluation/requirements-eval.txt``.
 """
 
 from __future__ import annotations
@@ -48,161 +40,55 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from evaluation import plots
-from evaluation.embedder_candidates import baselines, common
+from evaluation import recall_report as report
+from evaluation import recall_tables as tables
 from evaluation.harness import ROOT, RunRecord, Table, progress, timed_run, write_run
+from evaluation.recall_report import (  # noqa: F401  (the names tests and bench_recall import from here)
+    BM25,
+    EXACT,
+    KS,
+    TUNE_QUESTIONS,
+    Benchmark,
+    all_gold,
+    bm25_rankings,
+    exact_dense_rankings,
+    load_2wiki,
+    load_benchmarks,
+    passage_recall,
+    score,
+)
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 RESULTS = ROOT / "evaluation" / "results"
 REALM = "eval_recall"
 LOCAL_MODEL = "local/all-MiniLM-L6-v2"
-KS = (2, 5)
-DEPTH = 10
-"""How deep the baselines rank (every arm is cut at max(KS))."""
-ARMS: dict[str, tuple[str, tuple[str, ...] | None]] = {
-    # arm -> (mode, chunk_channels; None = the product's default)
-    "naive": ("naive", None),
-    "local": ("local", None),
-    "mix": ("mix", None),
-    "hybrid": ("hybrid", None),
-    "global": ("global", None),
-    "local, graph only": ("local", ()),
-    "mix, graph only": ("mix", ()),
-    "hybrid, graph only": ("hybrid", ()),
+Arms = Mapping[str, tuple[str, Mapping[str, Any]]]
+"""Arm name → (mode, QueryParam overrides over the product's defaults)."""
+_MENTIONS: dict[str, Any] = {"graph_ranking": "mentions"}
+_PPR: dict[str, Any] = {"graph_ranking": "ppr"}
+ARMS: dict[str, tuple[str, dict[str, Any]]] = {
+    "naive": ("naive", {}),
+    "local": ("local", _MENTIONS),
+    "mix": ("mix", _MENTIONS),
+    "hybrid": ("hybrid", _MENTIONS),
+    "global": ("global", {}),
+    "local, graph only": ("local", {**_MENTIONS, "chunk_channels": ()}),
+    "mix, graph only": ("mix", {**_MENTIONS, "chunk_channels": ()}),
+    "hybrid, graph only": ("hybrid", {**_MENTIONS, "chunk_channels": ()}),
+    "local, ppr": ("local", _PPR),
+    "mix, ppr": ("mix", _PPR),
+    "hybrid, ppr": ("hybrid", _PPR),
+    "local, ppr, graph only": ("local", {**_PPR, "chunk_channels": ()}),
 }
-BM25, EXACT = "BM25 (baseline)", "exact dense (baseline)"
-
-
-# -- data -----------------------------------------------------------------------------------------
-@dataclass
-class Benchmark:
-    """One data set: its passage pool (``titles``, ``bodies``, pool order) and its questions with their gold
-    supporting passages (``gold``: pool indices). ``note`` says why a set without questions is not scored."""
-
-    name: str
-    titles: list[str]
-    bodies: list[str]
-    questions: list[str] = field(default_factory=list)
-    gold: list[set[int]] = field(default_factory=list)
-    note: str = ""
-
-    @property
-    def texts(self) -> list[str]:
-        """``title\\nbody`` per passage: what BM25 ranks and what a chunk embeds (title with text)."""
-        return [f"{t}\n{b}" for t, b in zip(self.titles, self.bodies)]
-
-    @property
-    def scorable(self) -> bool:
-        """Whether it has questions with gold passages."""
-        return bool(self.questions)
-
-    def head(self, n: int) -> Benchmark:
-        """The same pool with only the first ``n`` questions."""
-        return Benchmark(self.name, self.titles, self.bodies, self.questions[:n], self.gold[:n], self.note)
-
-
-def _split(loader: Callable[..., Any], name: str) -> Benchmark:
-    texts, questions, gold = loader(with_title=True)
-    parts = [t.partition("\n") for t in texts]
-    return Benchmark(name, [p[0] for p in parts], [p[2] for p in parts], list(questions), list(gold))
-
-
-def load_2wiki() -> Benchmark:
-    """The 2WikiMultiHopQA passages of the shared corpora; the folder has no question file, so no gold.
-    Raises :class:`FileNotFoundError` when the corpus is absent."""
-    folder = common.CORPORA / "2wikimultihopqa_hipporag_corpus"
-    pool = json.loads((folder / "2wikimultihopqa_corpus.json").read_text(encoding="utf-8"))
-    files = sorted(p.name for p in folder.iterdir())
-    return Benchmark(
-        "2wikimultihopqa",
-        [p["title"] for p in pool],
-        [p["text"] for p in pool],
-        note=f"{len(pool):,} passages and no questions in the shared folder ({', '.join(files)}): "
-        "no gold, so recall cannot be scored; not indexed",
-    )
-
-
-def load_benchmarks(n_questions: int) -> list[Benchmark]:
-    """MuSiQue and HotpotQA (first ``n_questions`` each) and 2WikiMultiHopQA (passages only)."""
-    return [
-        _split(common.load_musique, "musique").head(n_questions),
-        _split(common.load_hotpot, "hotpotqa").head(n_questions),
-        load_2wiki(),
-    ]
-
-
-# -- metrics and baselines ------------------------------------------------------------------------
-def passage_recall(ranked: Sequence[int], gold: set[int], k: int) -> float:
-    """|gold ∩ top-k of ``ranked``| / |gold|; ``gold`` must not be empty."""
-    return len(set(ranked[:k]) & gold) / len(gold)
-
-
-def all_gold(ranked: Sequence[int], gold: set[int], k: int) -> float:
-    """1.0 when every gold passage is in the top k of ``ranked``, else 0.0."""
-    return float(gold <= set(ranked[:k]))
-
-
-def score(
-    rankings: Sequence[Sequence[int]], gold: Sequence[set[int]], ks: Sequence[int] = KS
-) -> dict[str, float]:
-    """Mean ``r@k`` (:func:`passage_recall`) and ``all@k`` (:func:`all_gold`) over questions, for each k."""
-    out: dict[str, float] = {}
-    for k in ks:
-        out[f"r@{k}"] = float(np.mean([passage_recall(r, g, k) for r, g in zip(rankings, gold)]))
-        out[f"all@{k}"] = float(np.mean([all_gold(r, g, k) for r, g in zip(rankings, gold)]))
-    return out
-
-
-def bm25_rankings(
-    texts: Sequence[str], questions: Sequence[str], depth: int = DEPTH
-) -> tuple[list[list[int]], str]:
-    """The top ``depth`` passage indices per question by Okapi BM25 (k1 1.2, b 0.75) over ``baselines.toks``
-    tokens (lowercase words, a small stop list), ties by pool order; and the implementation used
-    (``rank_bm25.BM25Okapi``, else ``baselines.bm25_scores``)."""
-    try:
-        from rank_bm25 import BM25Okapi
-    except ImportError:
-        scores = baselines.bm25_scores(list(texts), list(questions))
-        return np.argsort(-scores, axis=1, kind="stable")[:, :depth].tolist(), "baselines.bm25_scores"
-    model = BM25Okapi([baselines.toks(t) for t in texts], k1=1.2, b=0.75)
-    return (
-        [np.argsort(-model.get_scores(baselines.toks(q)), kind="stable")[:depth].tolist() for q in questions],
-        "rank_bm25.BM25Okapi",
-    )
-
-
-def exact_dense_rankings(passages: np.ndarray, queries: np.ndarray, depth: int = DEPTH) -> list[list[int]]:
-    """Brute-force cosine: for each row of ``queries`` (q, d) the row indices of ``passages`` (n, d) with the
-    ``depth`` highest cosine similarities, highest first, ties by row order."""
-    p = passages / np.linalg.norm(passages, axis=1, keepdims=True)
-    q = queries / np.linalg.norm(queries, axis=1, keepdims=True)
-    return np.argsort(-(q @ p.T), axis=1, kind="stable")[:, :depth].tolist()
-
-
-def stored_chunk_vectors(dsn: str, realm: str, space: str) -> tuple[list[str], np.ndarray]:
-    """(doc_keys, vectors (n, d) float32) of every embedded chunk of ``realm.space``, by chunk id."""
-    from psycopg import sql
-
-    from pgrag_dag.store import db
-    from pgrag_dag.store.identifiers import qualified
-
-    with db.connect(dsn) as conn:
-        rows = conn.execute(
-            sql.SQL(
-                "SELECT doc_key, embedding::real[] FROM {} WHERE space = %s AND embedding IS NOT NULL "
-                "ORDER BY id"
-            ).format(qualified(realm, "documents")),
-            (space,),
-        ).fetchall()
-    return [k for k, _ in rows], np.asarray([v for _, v in rows], dtype=np.float32)
+ONTOPIC_ARMS = ("local", "local, ppr")
+"""The arms whose returned relations the on-topic table measures (§8.13)."""
 
 
 # -- index ----------------------------------------------------------------------------------------
@@ -266,19 +152,72 @@ def index(engine: Any, benchmarks: Sequence[Benchmark], *, communities: bool = F
     return out
 
 
+def stored_index(
+    dsn: str, benchmarks: Sequence[Benchmark], *, embedding_model: str, dim: int, communities: bool = False
+) -> tuple[dict[str, Any] | None, str]:
+    """What :func:`index` would return, read from realm :data:`REALM` when it already holds every one of
+    ``benchmarks``' spaces, indexed with ``embedding_model`` at width ``dim``: exactly one chunk per passage
+    (as many distinct doc keys), each with a vector, entities and relations (and communities when
+    ``communities``); else ``None``. With the reason either way."""
+    from psycopg import sql
+
+    from pgrag_dag.names import schema_for
+    from pgrag_dag.store import db
+    from pgrag_dag.store.identifiers import qualified
+
+    counts = sql.SQL(
+        "SELECT count(*), count(DISTINCT doc_key), count(embedding), "
+        "(SELECT count(*) FROM {e} WHERE space = %(s)s), (SELECT count(*) FROM {r} WHERE space = %(s)s), "
+        "(SELECT count(*) FROM {c} WHERE space = %(s)s) "
+        "FROM {d} WHERE space = %(s)s"
+    ).format(**{t[0]: qualified(REALM, t) for t in ("documents", "entities", "relations", "communities")})
+    out: dict[str, Any] = {}
+    with db.connect(dsn) as conn:
+        known = conn.execute("SELECT to_regclass('pgrag__control.realms') IS NOT NULL").fetchone()
+        reg = None
+        if known and known[0]:
+            reg = conn.execute(
+                "SELECT embedding_model, embedding_dim FROM pgrag__control.realms WHERE realm = %s "
+                "AND to_regclass(%s) IS NOT NULL",
+                (REALM, f"{schema_for(REALM)}.documents"),
+            ).fetchone()
+        if reg is None:
+            return None, f"realm {REALM} is not in the database"
+        if tuple(reg) != (embedding_model, dim):
+            return None, f"realm {REALM} was indexed with {reg[0]} ({reg[1]}), not {embedding_model} ({dim})"
+        for b in benchmarks:
+            n = len(b.titles)
+            row = conn.execute(counts, {"s": b.name}).fetchone()
+            assert row is not None
+            chunks, keys, embedded, entities, relations, built = row
+            if (chunks, keys, embedded) != (n, n, n):
+                return (
+                    None,
+                    f"{b.name}: {chunks} chunks of {keys} doc keys, {embedded} embedded; expected {n}",
+                )
+            if not entities or not relations or (communities and not built):
+                return None, f"{b.name}: {entities} entities, {relations} relations, {built} communities"
+            out[b.name] = {"passages": n, "entities": entities, "relations": relations, "seconds": None}
+            out[b.name].update(communities=built if communities else None, stage_seconds={}, reused=True)
+    return out, "every space holds one embedded chunk per passage"
+
+
 # -- the arms -------------------------------------------------------------------------------------
-def run_arms(engine: Any, b: Benchmark, arms: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """Every arm on every question of ``b`` (arm order rotated per question); per arm the ranked pool indices
-    (result order, cut at max(KS)), chunks returned, how they came (``via``) and query seconds."""
+def run_arms(engine: Any, b: Benchmark, arms: Arms, relations_of: Collection[str] = ()) -> dict[str, Any]:
+    """Every arm (``{arm: (mode, QueryParam overrides)}``) on every question of ``b`` (arm order rotated per
+    question); per arm the ranked pool indices (result order, cut at max(KS)), chunks returned, how they
+    came (``via``), query seconds and, for the arms in ``relations_of``, per question the relations returned
+    as ``(id, hop, ranks["traversal"])``."""
     from pgrag_dag.query import QueryParam, query_data
 
-    out = {a: {"ranked": [], "returned": [], "via": {}, "seconds": []} for a in arms}
-    for qi, question in enumerate(progress(b.questions, f"{b.name}: {len(arms)} arms")):
-        for arm in [*arms[qi % len(arms) :], *arms[: qi % len(arms)]]:
-            mode, channels = ARMS[arm]
-            param = QueryParam(
-                space=b.name, mode=mode, **({} if channels is None else {"chunk_channels": channels})
-            )
+    names = list(arms)
+    out: dict[str, dict[str, Any]] = {
+        a: {"ranked": [], "returned": [], "via": {}, "seconds": [], "relations": []} for a in names
+    }
+    for qi, question in enumerate(progress(b.questions, f"{b.name}: {len(names)} arms")):
+        for arm in [*names[qi % len(names) :], *names[: qi % len(names)]]:
+            mode, overrides = arms[arm]
+            param = QueryParam(space=b.name, mode=mode, **overrides)  # type: ignore[arg-type]
             t0 = time.perf_counter()
             res = query_data(question, param, dsn=engine.dsn, realm=REALM, embedder=engine.embedder())
             o = out[arm]
@@ -287,7 +226,49 @@ def run_arms(engine: Any, b: Benchmark, arms: Sequence[str]) -> dict[str, dict[s
             o["returned"].append(len(res.chunks))
             for c in res.chunks:
                 o["via"][c["via"]] = o["via"].get(c["via"], 0) + 1
+            if arm in relations_of:
+                o["relations"].append(
+                    [(r["id"], r.get("hop"), (r.get("ranks") or {}).get("traversal")) for r in res.relations]
+                )
     return out
+
+
+def relation_sources(dsn: str, space: str, ids: Collection[int]) -> dict[int, set[int]]:
+    """Relation id → the pool indices (doc keys) of its supporting chunks (``relations.chunk_ids``), for the
+    relations ``ids`` of ``space``."""
+    from psycopg import sql
+
+    from pgrag_dag.store import db
+    from pgrag_dag.store.identifiers import qualified
+
+    with db.connect(dsn) as conn:
+        rows = conn.execute(
+            sql.SQL(
+                "SELECT r.id, array_agg(DISTINCT d.doc_key) FROM {r} r "
+                "CROSS JOIN LATERAL unnest(r.chunk_ids) AS c(id) JOIN {d} d ON d.id = c.id "
+                "WHERE r.space = %s AND r.id = ANY(%s) GROUP BY r.id"
+            ).format(r=qualified(REALM, "relations"), d=qualified(REALM, "documents")),
+            (space, sorted(ids)),
+        ).fetchall()
+    return {rid: {int(k) for k in keys} for rid, keys in rows}
+
+
+def stored_chunk_vectors(dsn: str, realm: str, space: str) -> tuple[list[str], np.ndarray]:
+    """(doc_keys, vectors (n, d) float32) of every embedded chunk of ``realm.space``, by chunk id."""
+    from psycopg import sql
+
+    from pgrag_dag.store import db
+    from pgrag_dag.store.identifiers import qualified
+
+    with db.connect(dsn) as conn:
+        rows = conn.execute(
+            sql.SQL(
+                "SELECT doc_key, embedding::real[] FROM {} WHERE space = %s AND embedding IS NOT NULL "
+                "ORDER BY id"
+            ).format(qualified(realm, "documents")),
+            (space,),
+        ).fetchall()
+    return [k for k, _ in rows], np.asarray([v for _, v in rows], dtype=np.float32)
 
 
 def baseline_rankings(engine: Any, b: Benchmark) -> dict[str, tuple[list[list[int]], str]]:
@@ -305,158 +286,128 @@ def baseline_rankings(engine: Any, b: Benchmark) -> dict[str, tuple[list[list[in
 
 
 def evaluate(
-    engine: Any, benchmarks: Sequence[Benchmark], arms: Sequence[str] = tuple(ARMS)
+    engine: Any,
+    benchmarks: Sequence[Benchmark],
+    arms: Arms | Callable[[Benchmark], Arms],
+    on_topic_arms: Collection[str] = ONTOPIC_ARMS,
 ) -> dict[str, Any]:
-    """Scores per data set: ``arms`` (each :func:`score` plus ``chunks_returned`` mean, ``p50_ms``, ``via``,
-    ``ranked``) and ``baselines``; a data set without questions gets its ``note`` instead. Raises
-    :class:`RuntimeError` when ``global`` returned a chunk (it is reported as returning none)."""
+    """Scores per data set (over ``arms``, or ``arms(benchmark)``): ``arms`` and ``baselines`` (each
+    :func:`score` over all questions, ``splits`` (:func:`~evaluation.recall_report.split_scores` against
+    exact dense), ``ranked``; an arm also ``chunks_returned`` mean, ``p50_ms``, ``via``), ``on_topic`` (arm of
+    ``on_topic_arms`` → split → :func:`~evaluation.recall_report.on_topic_shares`); a data set without
+    questions gets its ``note`` instead. Raises :class:`RuntimeError` when ``global`` returned a chunk (it
+    is reported as returning none)."""
     out: dict[str, Any] = {}
     for b in benchmarks:
         if not b.scorable:
             out[b.name] = {"scored": False, "note": b.note}
             continue
-        per: dict[str, Any] = {}
-        for arm, o in run_arms(engine, b, arms).items():
-            per[arm] = {
+        base_rankings = baseline_rankings(engine, b)
+        exact_ranked = [x[: max(KS)] for x in base_rankings[EXACT][0]]
+        chosen = arms(b) if callable(arms) else arms
+        topical = [a for a in on_topic_arms if a in chosen]
+        runs = run_arms(engine, b, chosen, relations_of=topical)
+        per = {
+            arm: {
                 **score(o["ranked"], b.gold),
+                "splits": report.split_scores(o["ranked"], b.gold, exact_ranked),
                 "chunks_returned": float(np.mean(o["returned"])),
                 "p50_ms": round(1000 * statistics.median(o["seconds"]), 2),
                 "via": o["via"],
                 "ranked": o["ranked"],
             }
+            for arm, o in runs.items()
+        }
         if "global" in per and per["global"]["chunks_returned"]:
             raise RuntimeError(f"{b.name}: global mode returned chunks; the report says it returns none")
         base = {
-            name: {**score(r, b.gold), "implementation": impl, "ranked": [x[: max(KS)] for x in r]}
-            for name, (r, impl) in baseline_rankings(engine, b).items()
+            name: {
+                **score(r, b.gold),
+                "splits": report.split_scores(r, b.gold, exact_ranked),
+                "implementation": impl,
+                "ranked": [x[: max(KS)] for x in r],
+            }
+            for name, (r, impl) in base_rankings.items()
         }
-        naive, exact = per.get("naive"), base[EXACT]
-        hnsw = (
-            None
-            if naive is None
-            else sum(set(a[:5]) == set(e[:5]) for a, e in zip(naive["ranked"], exact["ranked"]))
-        )
+        ids = {r[0] for a in topical for q in runs[a]["relations"] for r in q}
+        sources = relation_sources(engine.dsn, b.name, ids) if ids else {}
+        naive = per.get("naive")
         out[b.name] = {
             "scored": True,
             "questions": len(b.questions),
             "passages": len(b.titles),
+            "splits": {n: report.split_label(n, pos) for n, pos in report.splits(len(b.questions)).items()},
             "arms": per,
             "baselines": base,
-            "naive_top5_equals_exact": hnsw,
+            "on_topic": {a: report.on_topic_by_split(runs[a]["relations"], sources, b.gold) for a in topical},
+            "naive_top5_equals_exact": None
+            if naive is None
+            else sum(set(a[:5]) == set(e[:5]) for a, e in zip(naive["ranked"], exact_ranked)),
         }
     return out
 
 
-# -- report ---------------------------------------------------------------------------------------
-def recall_table(
-    scores: dict[str, Any], indexing: dict[str, Any], embedding_model: str = LOCAL_MODEL
-) -> Table:
-    """One row per data set and arm: r@2, r@5, all-gold@2, all-gold@5, chunks returned, query p50."""
-    rows: list[list[Any]] = []
-    for ds, s in scores.items():
-        if not s["scored"]:
-            rows.append([ds, "(every arm)", *["—"] * 6])
-            continue
-        for arm, v in {**s["arms"], **s["baselines"]}.items():
-            if arm == "global":
-                rows.append([ds, arm, "—", "—", "—", "—", 0.0, v["p50_ms"]])
-                continue
-            rows.append(
-                [
-                    ds,
-                    arm,
-                    v["r@2"],
-                    v["r@5"],
-                    v["all@2"],
-                    v["all@5"],
-                    v.get("chunks_returned"),
-                    v.get("p50_ms"),
-                ]
-            )
-    notes = [f"{ds}: {s['note']}." for ds, s in scores.items() if not s["scored"]]
-    counts = "; ".join(
-        f"{ds} {s['questions']} questions over {s['passages']:,} passages "
-        f"({indexing[ds]['entities']:,} entities, {indexing[ds]['relations']:,} relations, "
-        f"communities {indexing[ds]['communities'] or 'not built'})"
-        for ds, s in scores.items()
-        if s["scored"]
-    )
-    note = (
-        f"{counts}. r@k = |gold ∩ top-k| / |gold|; all@k = share of questions with every gold passage in the "
-        "top k. Chunks are ranked in the order the result gives them: searched chunks (vector rank) first, "
-        "then mention-expansion chunks (most matched entities mentioned, then document order), so "
-        "local/mix/hybrid equal naive at k ≤ chunk_top_k (8) by construction; 'graph only' = chunk_channels "
-        "[] (mention expansion alone). global returns relations (and community reports when built), no "
-        "chunks: not scored (— ; 0 chunks returned). Baselines rank in-process; their p50 is not measured. "
-        + " ".join(notes)
-    )
-    return Table(
-        f"Passage recall on the multi-hop benchmarks (offline extractor, {embedding_model})",
-        ["data set", "arm", "r@2", "r@5", "all-gold@2", "all-gold@5", "chunks returned", "query p50 ms"],
-        rows,
-        note=note,
-    )
+# -- runs -----------------------------------------------------------------------------------------
+def _execute(
+    record: RunRecord,
+    indexed: Sequence[Benchmark],
+    measure: Callable[[Any], dict[str, Any]],
+    present: Callable[[dict[str, Any], dict[str, Any]], tuple[list[Table], list[Path]]],
+    *,
+    out_dir: Path,
+    dsn: str,
+    embedding_model: str,
+    dim: int,
+    communities: bool,
+    reuse_index: bool,
+) -> RunRecord:
+    """Over realm :data:`REALM` of ``dsn`` holding ``indexed`` (kept when ``reuse_index`` and
+    :func:`stored_index` finds it, then brought to the current schema version; else indexed afresh):
+    ``record.results`` = ``measure(engine)`` with the indexing, model calls and machine load, the tables and
+    plots of ``present(results, indexing)``; the run is written under ``out_dir``."""
+    from pgrag_dag.config import EmbeddingSettings, load_settings
+    from pgrag_dag.engine import Engine
 
-
-def index_table(indexing: dict[str, Any]) -> Table:
-    """One row per indexed data set: passages, entities, relations, communities, seconds in total and per
-    stage."""
-    stages = list(dict.fromkeys(s for v in indexing.values() for s in v["stage_seconds"]))
-    rows = [
-        [
-            ds,
-            v["passages"],
-            v["entities"],
-            v["relations"],
-            "not built" if v["communities"] is None else v["communities"],
-            v["seconds"],
-            *[v["stage_seconds"].get(s) for s in stages],
-        ]
-        for ds, v in indexing.items()
-    ]
-    return Table(
-        f"Indexing ({len(stages)} stages, no model call)",
-        [
-            "data set",
-            "passages",
-            "entities",
-            "relations",
-            "communities",
-            "total s",
-            *[f"{s} s" for s in stages],
-        ],
-        rows,
-        digits=1,
-    )
-
-
-def plot(scores: dict[str, Any], path: Path) -> Path | None:
-    """Grouped bars of r@2, r@5 and all-gold@5 per arm, one panel per scored data set (PNG at ``path``);
-    ``None`` (with a message) when matplotlib is not installed."""
-    plt = plots.pyplot()
-    if plt is None:
-        return None
-    scored = {ds: s for ds, s in scores.items() if s["scored"]}
-    fig, axes = plt.subplots(1, len(scored), figsize=(7 * len(scored), 4.8), squeeze=False, sharey=True)
-    metrics = (("r@2", "recall@2"), ("r@5", "recall@5"), ("all@5", "all gold in top 5"))
-    for ax, (ds, s) in zip(axes[0], scored.items()):
-        rows = {a: v for a, v in {**s["arms"], **s["baselines"]}.items() if a != "global"}
-        x = np.arange(len(rows))
-        for i, (key, label) in enumerate(metrics):
-            ax.bar(x + (i - 1) * 0.27, [v[key] for v in rows.values()], 0.27, label=label)
-        ax.set_xticks(
-            x,
-            [a.replace(" (baseline)", "\n(baseline)").replace(", graph only", "\ngraph only") for a in rows],
-            rotation=45,
-            ha="right",
-            fontsize=8,
+    load_start = [round(x, 2) for x in os.getloadavg()]
+    with timed_run(record), tempfile.TemporaryDirectory(prefix="pgrag_eval_recall_") as work:
+        config = write_config(Path(work), indexed, embedding_model=embedding_model, dim=dim)
+        # keyword arguments beat PGRAG_EMBEDDING__MODEL (the tests set it) and the file
+        settings = load_settings(
+            config, database_url=dsn, embedding=EmbeddingSettings(model=embedding_model, dim=dim)
         )
-        ax.set_title(f"{ds} ({s['questions']} questions, {s['passages']:,} passages)")
-        ax.set_ylim(0, 1)
-        ax.grid(axis="y", alpha=0.3)
-    axes[0][0].set_ylabel("share")
-    axes[0][0].legend(loc="upper right", fontsize=8)
-    return plots.save(fig, path, title="Passage recall by query mode (global returns no chunks: not shown)")
+        engine = Engine.from_settings(settings)
+        try:
+            engine.embedder().embed(["warm-up"], "passage")
+            indexing = None
+            if reuse_index:
+                indexing, why = stored_index(
+                    dsn, indexed, embedding_model=embedding_model, dim=dim, communities=communities
+                )
+                print(f"--reuse-index: {'reusing' if indexing else 'indexing afresh'} ({why})", flush=True)
+                if indexing is not None:
+                    engine.init_realm(REALM)  # a realm of an earlier revision: the current DDL (idempotent)
+            if indexing is None:
+                indexing = index(engine, indexed, communities=communities)
+            results = measure(engine)
+        finally:
+            engine.close()
+        record.results = {
+            **results,
+            "indexing": indexing,
+            "index_reused": all(v.get("reused") for v in indexing.values()),
+            "model_calls": engine.usage()["model_calls"],
+            "load_average_start": load_start,
+            "load_average_end": [round(x, 2) for x in os.getloadavg()],
+            "cpus": os.cpu_count(),
+        }
+        record.tables, record.plots = present(record.results, indexing)
+    record.tables.append(tables.machine_table(record.results, record.seconds))
+    write_run(record, out_dir)
+    return record
+
+
+def _models(embedding_model: str) -> dict[str, str]:
+    return {"extraction": "cooccurrence (no model)", "embedding": embedding_model, "chat": "replay"}
 
 
 def run(
@@ -468,16 +419,15 @@ def run(
     dim: int = 384,
     arms: Sequence[str] = tuple(ARMS),
     communities: bool = False,
+    reuse_index: bool = False,
     name: str = "recall_multihop",
 ) -> RunRecord:
-    """Index the scorable ``benchmarks`` in realm :data:`REALM` of ``dsn`` (dropped first; the community
-    stages too with ``communities``), score every arm and both baselines, and write the run (JSON, Markdown,
-    PNG) under ``out_dir``; returns the record."""
-    from pgrag_dag.config import EmbeddingSettings, load_settings
-    from pgrag_dag.engine import Engine
-
-    load_start = [round(x, 2) for x in os.getloadavg()]
+    """Index the scorable ``benchmarks`` in realm :data:`REALM` of ``dsn`` (dropped first unless
+    ``reuse_index`` finds them indexed; the community stages too with ``communities``), score every arm that
+    QueryParam can express and both baselines, and write the run (JSON, Markdown, PNG) under ``out_dir``;
+    returns the record."""
     indexed = [b for b in benchmarks if b.scorable]
+    runnable, arm_config, skipped = report.resolve_arms({a: ARMS[a] for a in arms}, indexed[0].name)
     record = RunRecord(
         name,
         config={
@@ -485,62 +435,121 @@ def run(
                 b.name: {"passages": len(b.titles), "questions": len(b.questions), "indexed": b.scorable}
                 for b in benchmarks
             },
-            "arms": {
-                a: {
-                    "mode": ARMS[a][0],
-                    "chunk_channels": "default [vector]" if ARMS[a][1] is None else list(ARMS[a][1]),
-                }
-                for a in arms
-            },
+            "arms": arm_config,
             "ks": list(KS),
-            "query": "QueryParam defaults (chunk_top_k 8, top_k 10, max_hops 2, keywords lexical)",
+            "splits": f"tune = questions 1–{TUNE_QUESTIONS}, held out = {TUNE_QUESTIONS + 1}–100, all",
+            "query": "QueryParam defaults (chunk_top_k 8, top_k 10, max_hops 2, keywords lexical) "
+            "and each arm's overrides",
+            "on_topic_arms": [a for a in ONTOPIC_ARMS if a in runnable],
             "extractor": "cooccurrence",
             "chunking": {"chunk_chars": 8000, "overlap_chars": 0},
             "communities": "built (extractive reports)"
             if communities
             else "not built (no mode takes chunks from them)",
             "realm": REALM,
+            "reuse_index": reuse_index,
         },
-        models={"extraction": "cooccurrence (no model)", "embedding": embedding_model, "chat": "replay"},
+        models=_models(embedding_model),
     )
-    with timed_run(record), tempfile.TemporaryDirectory(prefix="pgrag_eval_recall_") as work:
-        config = write_config(Path(work), indexed, embedding_model=embedding_model, dim=dim)
-        # keyword arguments beat PGRAG_EMBEDDING__MODEL (the tests set it) and the file
-        settings = load_settings(
-            config, database_url=dsn, embedding=EmbeddingSettings(model=embedding_model, dim=dim)
-        )
-        engine = Engine.from_settings(settings)
-        try:
-            engine.embedder().embed(["warm-up"], "passage")
-            indexing = index(engine, indexed, communities=communities)
-            scores = evaluate(engine, benchmarks, arms)
-        finally:
-            engine.close()
-        record.results = {
-            "scores": scores,
-            "indexing": indexing,
-            "model_calls": engine.usage()["model_calls"],
-            "load_average_start": load_start,
-            "load_average_end": [round(x, 2) for x in os.getloadavg()],
-            "cpus": os.cpu_count(),
+
+    def present(res: dict[str, Any], indexing: dict[str, Any]) -> tuple[list[Table], list[Path]]:
+        scores = res["scores"]
+        out = [
+            tables.recall_table(scores, indexing, embedding_model),
+            tables.split_table(scores),
+            *[tables.on_topic_table(ds, s["on_topic"]) for ds, s in scores.items() if s.get("on_topic")],
+            tables.index_table(indexing),
+        ]
+        if skipped:
+            out.append(Table("Arms skipped", ["arm", "why"], [[a, w] for a, w in skipped.items()]))
+        chart = tables.plot(scores, out_dir / f"{name}.png")
+        return out, [chart] if chart else []
+
+    return _execute(
+        record,
+        indexed,
+        lambda engine: {"scores": evaluate(engine, benchmarks, runnable), "skipped_arms": skipped},
+        present,
+        out_dir=out_dir,
+        dsn=dsn,
+        embedding_model=embedding_model,
+        dim=dim,
+        communities=communities,
+        reuse_index=reuse_index,
+    )
+
+
+def run_tuning(
+    benchmarks: Sequence[Benchmark],
+    *,
+    dsn: str,
+    out_dir: Path,
+    embedding_model: str = LOCAL_MODEL,
+    dim: int = 384,
+    reuse_index: bool = False,
+    grid: Mapping[str, Sequence[Any]] = report.TUNING_GRID,
+    name: str = "recall_tuning",
+) -> RunRecord:
+    """The PPR grid (:func:`~evaluation.recall_report.tuning_variants` of ``grid``) in local mode with
+    ``graph_ranking: "ppr"``, beside the arm "local" (mentions) and the baselines, on the **tune split only**:
+    questions 1–:data:`TUNE_QUESTIONS` of each scorable set, the only ones queried or embedded. Names the best
+    variant by mean r@5 over the sets (:func:`~evaluation.recall_report.tuning_summary`) and writes the run
+    under ``out_dir``. Raises :class:`RuntimeError` when QueryParam lacks a PPR field."""
+    tune = [b.head(TUNE_QUESTIONS) for b in benchmarks if b.scorable]
+    variants = report.tuning_variants(grid)
+    first = ("local", {**_PPR, **report.resolve_variant(next(iter(variants.values())), 1)})
+    local, _, skipped = report.resolve_arms({"local": ARMS["local"], "ppr": first}, tune[0].name)
+    if skipped:
+        raise RuntimeError(f"--tune: {skipped['ppr']}")
+    del local["ppr"]
+
+    def arms(b: Benchmark) -> Arms:
+        assert len(b.questions) <= TUNE_QUESTIONS  # the held-out questions are never queried
+        pool = len(b.titles)
+        return {
+            **local,
+            **{v: ("local", {**_PPR, **report.resolve_variant(g, pool)}) for v, g in variants.items()},
         }
-        record.tables = [recall_table(scores, indexing, embedding_model), index_table(indexing)]
-        chart = plot(scores, out_dir / f"{name}.png")
-        record.plots = [chart] if chart else []
-    load = record.results
-    record.tables.append(
-        Table(
-            "Machine",
-            ["cpus", "load average at start (1/5/15 min)", "at end", "seconds"],
-            [[load["cpus"], load["load_average_start"], load["load_average_end"], round(record.seconds, 1)]],
-        )
+
+    record = RunRecord(
+        name,
+        config={
+            "data_sets": {b.name: {"passages": len(b.titles), "questions": len(b.questions)} for b in tune},
+            "questions": f"1–{TUNE_QUESTIONS} of each set (the tune split); "
+            f"{TUNE_QUESTIONS + 1}–100 are never queried",
+            "mode": "local",
+            "overrides": {**_PPR, "ppr_damping, ppr_prior_weight, ppr_prior_k, ppr_edges": "the variant's"},
+            "grid": report.jsonable(dict(grid)),
+            "selection": "best mean r@5 over the data sets, ties by mean r@2",
+            "realm": REALM,
+            "reuse_index": reuse_index,
+        },
+        models=_models(embedding_model),
     )
-    write_run(record, out_dir)
-    return record
+
+    def measure(engine: Any) -> dict[str, Any]:
+        scores = evaluate(engine, tune, arms, on_topic_arms=())
+        return {
+            "recall_tuning": report.tuning_summary(scores, variants, {b.name: len(b.titles) for b in tune})
+        }
+
+    return _execute(
+        record,
+        tune,
+        measure,
+        lambda res, indexing: ([tables.tuning_table(res["recall_tuning"]), tables.index_table(indexing)], []),
+        out_dir=out_dir,
+        dsn=dsn,
+        embedding_model=embedding_model,
+        dim=dim,
+        communities=False,
+        reuse_index=reuse_index,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The command line: ``python -m evaluation.recall [--questions N] [--out DIR] [--data-dir DIR]``."""
+    """The command line: ``python -m evaluation.recall [--questions N] [--out DIR] [--data-dir DIR]
+    [--reuse-index] [--tune] [--communities]``."""
     from evaluation.bench_index import Database
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -550,6 +559,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--data-dir",
         type=Path,
         help="embedded PostgreSQL data dir (kept); default a temporary one; PGRAG_DATABASE_URL wins",
+    )
+    ap.add_argument(
+        "--reuse-index",
+        action="store_true",
+        help=f"keep realm {REALM} when it holds every data set's space with one embedded chunk per passage "
+        "(counts checked); else index afresh",
+    )
+    ap.add_argument(
+        "--tune",
+        action="store_true",
+        help=f"run the PPR parameter grid on questions 1–{TUNE_QUESTIONS} of each set only (local mode) "
+        "and write recall_tuning.json/.md instead of the recall run",
     )
     ap.add_argument("--embedding-model", default=LOCAL_MODEL, help=f"embedding model (default {LOCAL_MODEL})")
     ap.add_argument("--dim", type=int, default=384, help="its width")
@@ -561,19 +582,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     database = Database(args.data_dir)
+    given = {"dsn": database.dsn, "out_dir": args.out, "embedding_model": args.embedding_model}
+    given.update(dim=args.dim, reuse_index=args.reuse_index)
     try:
-        record = run(
-            load_benchmarks(args.questions),
-            dsn=database.dsn,
-            out_dir=args.out,
-            embedding_model=args.embedding_model,
-            dim=args.dim,
-            communities=args.communities,
-        )
+        if args.tune:
+            record = run_tuning(load_benchmarks(min(args.questions, TUNE_QUESTIONS)), **given)
+        else:
+            record = run(load_benchmarks(args.questions), communities=args.communities, **given)
     finally:
         database.close()
     print(record.markdown())
-    print(f"written under {args.out}: {record.name}.json, .md, .png ({record.seconds:.0f} s)")
+    print(f"written under {args.out}: {record.name}.json, .md ({record.seconds:.0f} s)")
     return 0
 
 

@@ -115,6 +115,19 @@ def test_the_harness_scores_every_mode_and_both_baselines_on_a_musique_slice(
         record = recall.run(
             [part, none], dsn=pg_dsn, out_dir=tmp_path, embedding_model="hashing-sha256", name="r"
         )
+        # --reuse-index: the realm holds one embedded chunk per passage, so nothing is indexed again ...
+        again = recall.run(
+            [part],
+            dsn=pg_dsn,
+            out_dir=tmp_path,
+            embedding_model="hashing-sha256",
+            name="r2",
+            reuse_index=True,
+        )
+        # ... but a pool of another size, or another embedding model, is not the index in place
+        fewer = Benchmark("musique", part.titles[:-1], part.bodies[:-1], part.questions, part.gold)
+        stale, why = recall.stored_index(pg_dsn, [fewer], embedding_model="hashing-sha256", dim=384)
+        other, why_model = recall.stored_index(pg_dsn, [part], embedding_model="local/x", dim=384)
     finally:
         with psycopg.connect(pg_dsn, autocommit=True) as conn:
             conn.execute(
@@ -130,12 +143,27 @@ def test_the_harness_scores_every_mode_and_both_baselines_on_a_musique_slice(
     }
     assert res["indexing"]["musique"]["passages"] == len(keep) and res["indexing"]["musique"]["relations"] > 0
     s = res["scores"]["musique"]
-    assert set(s["arms"]) == set(ARMS) and s["questions"] == 3
+    # every arm ran, or (issue 26's fields absent) was skipped with a message
+    assert set(s["arms"]) | set(res["skipped_arms"]) == set(ARMS) and s["questions"] == 3
+    assert {"naive", "local", "local, graph only", "global"} <= set(s["arms"])
     # the baselines as recorded are the baseline functions' scores
     ranked, _ = bm25_rankings(part.texts, part.questions)
     assert {k: s["baselines"][BM25][k] for k in ("r@2", "r@5", "all@2", "all@5")} == score(ranked, part.gold)
     for _arm, v in s["arms"].items():
         assert {k: v[k] for k in ("r@2", "r@5", "all@2", "all@5")} == score(v["ranked"], part.gold)
+        # 3 questions: all of them are the tune split, none is held out
+        assert {k: v["splits"]["all"][k] for k in ("r@2", "r@5")} == {k: v[k] for k in ("r@2", "r@5")}
+        assert v["splits"]["tune"]["questions"] == 3 and v["splits"]["held out"]["r@5"] is None
+        assert sum(v["splits"]["all"]["vs_exact_r@5"].values()) == 3
+    assert s["splits"] == {"tune": "tune, q 1–3", "held out": "held out, no question", "all": "all, q 1–3"}
+    # the on-topic table of the local arm: every returned relation counted once by hop and once by rank
+    topic = s["on_topic"]["local"]["all"]
+    assert sum(c["relations"] for c in topic["hop"].values()) == topic["all"]["all"]["relations"]
+    assert sum(c["relations"] for c in topic["rank"].values()) == topic["all"]["all"]["relations"]
+    assert res["index_reused"] is False and again.results["index_reused"] is True
+    assert again.results["indexing"]["musique"]["relations"] == res["indexing"]["musique"]["relations"]
+    assert again.results["scores"]["musique"]["arms"]["naive"]["ranked"] == s["arms"]["naive"]["ranked"]
+    assert stale is None and "chunks" in why and other is None and "hashing-sha256" in why_model
     assert s["arms"]["global"]["chunks_returned"] == 0  # global returns no chunks
     # searched chunks come first, so the entity-anchored modes rank naive's top chunk_top_k first
     for mode in ("local", "mix", "hybrid"):
