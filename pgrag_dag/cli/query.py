@@ -10,7 +10,7 @@ import json
 import logging
 import sys
 from collections.abc import Iterator
-from typing import Annotated, Any, get_args
+from typing import TYPE_CHECKING, Annotated, Any, get_args
 
 import typer
 
@@ -24,9 +24,13 @@ from pgrag_dag.query_param import (
     Fusion,
     KeywordMode,
     QueryParam,
+    QueryResult,
     field_help,
     setting_fields,
 )
+
+if TYPE_CHECKING:  # the command imports the query path only when it runs
+    from pgrag_dag.providers.embedding import Embedder
 
 
 def query(
@@ -40,10 +44,12 @@ def query(
     """Answer a question, then list its sources: each passage the context numbered, by its number, with
     doc_key, title, chunk index and an excerpt, marked "cited" when the answer cites it. With --json, print
     what was retrieved instead (no model call). Offline (``llm.models`` only ``replay``) a question never
-    recorded prints its sources alone, with a warning. Warnings (e.g. a filter that matches nothing) go to
-    stderr, once each. Options not given take the
-    ``retrieval:`` defaults of pgrag.yaml, then the built-in ones (mode mix, top_k 10, 2 hops, ...); without
-    --realm and --space it reads the first space the configuration declares."""
+    recorded has no model answer: one warning says so, then what retrieval found is printed instead —
+    community reports, each passage's sentences closest to the question (best match first, by the
+    embedder), and the ranked relations when no passage was found (global mode); exit 0. Warnings (e.g. a
+    filter that matches nothing) go to stderr, once each. Options not given take the ``retrieval:`` defaults
+    of pgrag.yaml, then the built-in ones (mode mix, top_k 10, 2 hops, ...); without --realm and --space it
+    reads the first space the configuration declares."""
     from pgrag_dag.errors import ReplayMissError
     from pgrag_dag.providers.embedding import model_warning
     from pgrag_dag.providers.llm import REPLAY
@@ -52,7 +58,6 @@ def query(
 
     shown = _Shown()
     res = None
-    offline = False
     # the query log's warnings are printed once, below, not logged too; the engine's close closes its pool
     try:
         with (
@@ -111,21 +116,16 @@ def query(
             _warn(
                 res.warnings + ([hashing] if hashing else [])
             )  # before the model is asked: a failed synthesis leaves them said
-            answer = synthesise(
-                question, res, param, engine.client(), on_text=shown.append if stream else None
-            )
-    except ReplayMissError as exc:
-        lines = list(source_lines(sources(res))) if res is not None and offline else []
-        if (
-            lines
-        ):  # offline by configuration (llm.models: [replay]): what retrieval found is the answer we have
-            typer.echo(
-                "warning: no model writes answers offline (llm.models: [replay]) and this question was never "
-                "recorded: the passages retrieval found follow; name a live model in llm.models for answers",
-                err=True,
-            )
-            typer.echo("\n".join(lines))
-            return
+            try:
+                answer = synthesise(
+                    question, res, param, engine.client(), on_text=shown.append if stream else None
+                )
+            except ReplayMissError:
+                # offline by configuration (llm.models: [replay]): what retrieval found is the answer we have
+                if offline and _without_model(res, engine.embedder()):
+                    return
+                raise
+    except ReplayMissError as exc:  # a live model's replay miss, or offline with nothing retrieved to show
         typer.echo(
             f"error: {type(exc).__name__}: {exc} (`pgrag query --json` shows what retrieval found, with no "
             "model)",
@@ -269,6 +269,33 @@ class _Shown(list[str]):
         super().append(text)
         typer.echo(text, nl=False)
         sys.stdout.flush()
+
+
+def _without_model(res: QueryResult, embedder: Embedder) -> bool:
+    """Print what retrieval found in place of a model answer, after one warning saying none is available
+    (:func:`~pgrag_dag.query.extractive.report_lines`, then
+    :func:`~pgrag_dag.query.extractive.extractive_lines` of
+    :func:`~pgrag_dag.query.extractive.extractive_answer`); ``False``, printing nothing, when retrieval found
+    nothing to show."""
+    from pgrag_dag.query.extractive import extractive_answer, extractive_lines, report_lines
+
+    reports = list(report_lines(res))
+    found = list(extractive_lines(extractive_answer(res, embedder)))
+    if not reports and not found:
+        return False
+    shown = ["community reports"] if res.communities else []
+    if found:
+        shown.append("each passage's sentences closest to the question, best match first")
+    elif res.relations:  # report_lines lists the relations only where no passage was found
+        shown.append("the ranked relations")
+    typer.echo(
+        "warning: no model answer is available: no model writes answers offline (llm.models: [replay]) and "
+        f"this question was never recorded; what retrieval found follows ({' and '.join(shown)}) — name a "
+        "live model in llm.models for answers",
+        err=True,
+    )
+    typer.echo("\n".join(reports + ([""] if reports and found else []) + found))
+    return True
 
 
 def _warn(warnings: list[str]) -> None:

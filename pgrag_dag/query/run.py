@@ -205,7 +205,9 @@ def synthesise(
 ) -> str:
     """The answer to ``question`` from ``result`` (what :func:`query_data` retrieved for ``param``): one
     synthesis call (§7.5) with :func:`synthesis_messages`, streamed to ``on_text`` when given. Raises
-    :class:`ModelError` / :class:`ReplayMissError` from the model client."""
+    :class:`ModelError` / :class:`ReplayMissError` from the model client; with no model answer (offline, a
+    question never recorded), :func:`~pgrag_dag.query.extractive.extractive_answer` of the same ``result``
+    shows the sentences closest to the question instead, as ``pgrag query`` does."""
     return client.complete(
         synthesis_messages(question, result.context, param),
         purpose="synthesis",

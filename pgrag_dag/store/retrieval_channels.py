@@ -16,7 +16,7 @@ Channels (§7.3):
   the stored ``rendered_tsv`` = ``to_tsvector('english', rendered)`` (GIN index ``relations_fts_tsv``), ranked
   by ``ts_rank_cd``;
 - :func:`relation_keyword_overlap` — global mode without relation embeddings: keywords matched,
-  then corroboration ``weight``.
+  then corroboration ``weight`` (by ``weight`` alone when no keyword matches).
 
 Every relation row has ``id, space, source_id, target_id, subject, object`` (endpoint names),
 ``predicate, description, negated, valid_from, valid_to, weight, confidence, t_created, t_expired,
@@ -179,36 +179,58 @@ def relation_keyword_overlap(
 ) -> list[Row]:
     """Global-mode ranking without relation embeddings (§7.2): the ``k`` relations whose rendered
     form matches the most ``keywords`` (each an English full-text phrase; ``score`` = number
-    matched), ties broken by corroboration ``weight`` (descending), then id. Relations matching no
-    keyword are not returned.
+    matched), ties broken by corroboration ``weight`` (descending), then id.
+
+    When no relation matches any keyword (or ``keywords`` hold no word), the ``k`` relations of
+    highest ``weight`` (then id) are returned instead, each with ``score`` 0: a global question with
+    no word in common with the graph still gets the space's best-corroborated relations, never an
+    empty list. Both reads apply the same scope, temporal and ``relation_types`` predicates, so the
+    fallback is empty only when no relation passes them. The fallback reads every relation of the
+    space that passes them (no index orders by weight): it runs only after the indexed match found
+    nothing. ``[]`` when ``k <= 0``.
     """
+    if k <= 0:
+        return []
     terms = [t for t in dict.fromkeys(kw.strip() for kw in keywords) if t]
     text = fulltext_query(terms)
-    if k <= 0 or not text:
-        return []
-    query = sql.SQL(
-        """
-        WITH q AS (SELECT websearch_to_tsquery('english', %(text)s) AS q),
-        hits AS MATERIALIZED (
-            SELECT r.id,
-                   (SELECT count(*) FROM unnest(%(terms)s::text[]) AS kw
-                     WHERE r.rendered_tsv @@ phraseto_tsquery('english', kw)) AS score
-              FROM q, {r} AS r"""
+    parts = _parts(realm, space, temporal, relation_types)
+    params = {"k": k, "space": space, **scope_params(temporal, relation_types)}
+    if text:
+        query = sql.SQL(
+            """
+            WITH q AS (SELECT websearch_to_tsquery('english', %(text)s) AS q),
+            hits AS MATERIALIZED (
+                SELECT r.id,
+                       (SELECT count(*) FROM unnest(%(terms)s::text[]) AS kw
+                         WHERE r.rendered_tsv @@ phraseto_tsquery('english', kw)) AS score
+                  FROM q, {r} AS r"""
+            + _ENDPOINTS
+            + """
+                 WHERE numnode(q.q) > 0 AND r.rendered_tsv @@ q.q AND {in_space} AND {ok})
+            """
+            + _RELATION
+            + """, h.score
+              FROM hits AS h JOIN {r} AS r ON r.id = h.id"""
+            + _ENDPOINTS
+            + """
+             WHERE h.score > 0
+             ORDER BY h.score DESC, r.weight DESC, r.id
+             LIMIT %(k)s"""
+        ).format(**parts)
+        matched = fetch(conn, query, {**params, "text": text, "terms": terms})
+        if matched:
+            return matched
+    by_weight = sql.SQL(
+        _RELATION
+        + """, 0 AS score
+          FROM {r} AS r"""
         + _ENDPOINTS
         + """
-             WHERE numnode(q.q) > 0 AND r.rendered_tsv @@ q.q AND {in_space} AND {ok})
-        """
-        + _RELATION
-        + """, h.score
-          FROM hits AS h JOIN {r} AS r ON r.id = h.id"""
-        + _ENDPOINTS
-        + """
-         WHERE h.score > 0
-         ORDER BY h.score DESC, r.weight DESC, r.id
+         WHERE {in_space} AND {ok}
+         ORDER BY r.weight DESC, r.id
          LIMIT %(k)s"""
-    ).format(**_parts(realm, space, temporal, relation_types))
-    params = {"text": text, "terms": terms, "k": k, "space": space, **scope_params(temporal, relation_types)}
-    return fetch(conn, query, params)
+    ).format(**parts)
+    return fetch(conn, by_weight, params)
 
 
 def relation_embeddings(conn: psycopg.Connection, realm: str, ids: Sequence[int]) -> dict[int, np.ndarray]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import psycopg
@@ -271,14 +272,17 @@ def test_query_reads_the_first_declared_space_and_says_its_warnings_before_a_rep
     assert out.exit_code == 0, out.output
     lines = out.stderr.splitlines()
     assert lines[0].startswith("warning: ") and "nonsense" in lines[0]  # said before the model was asked
-    assert lines[-1] == (
-        "warning: no model writes answers offline (llm.models: [replay]) and this question was never "
-        "recorded: the passages retrieval found follow; name a live model in llm.models for answers"
-    )
+    assert lines[-1].startswith("warning: no model answer is available: no model writes answers offline")
     printed = out.stdout.splitlines()  # what retrieval found, numbered as a prompt would have numbered it
-    assert printed[0] == "Sources:" and printed[1].startswith("[1] ") and len(printed) >= 3
-    # no passage to show (global mode returns none): the miss is the error it is
+    assert (
+        printed[0] == "Sources, best match first:" and re.match(r"\[\d+\] ", printed[1]) and len(printed) >= 3
+    )
+    assert printed[1].endswith(" · best match") and printed[2].startswith("    ")
+    # global mode has no passage: its reports and relations are shown instead (tests/cli/test_cli_offline.py)
     out = runner.invoke(app, ["query", "Who worked with Charles Babbage?", "--mode", "global"])
+    assert out.exit_code == 0 and "Relations:" in out.stdout.splitlines(), out.output
+    # nothing retrieved to show (bypass mode retrieves nothing): the miss is the error it is
+    out = runner.invoke(app, ["query", "Who worked with Charles Babbage?", "--mode", "bypass"])
     assert out.exit_code == 2 and out.stdout == ""
     assert out.stderr.splitlines()[-1].startswith("error: ReplayMissError: ") and out.stderr.endswith(
         "(`pgrag query --json` shows what retrieval found, with no model)\n"
