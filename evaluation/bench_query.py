@@ -28,6 +28,18 @@ relations, >= 4x faster than LightRAG (mix, medians), mix p95 growing < 1.5x fro
 
     .venv/bin/python evaluation/bench_query.py --sizes 10000 100000
     .venv/bin/python evaluation/bench_query.py --sizes 10000 --data-dir /tmp/bq   # keep graphs for re-runs
+    .venv/bin/python evaluation/bench_query.py --param graph_ranking=ppr          # QueryParam overrides
+    .venv/bin/python evaluation/bench_query.py --variant mentions --variant ppr graph_ranking=ppr
+
+``--param KEY=VALUE`` (repeatable; the value parsed as JSON when it is JSON, else a string) overrides a
+:class:`~pgrag_dag.query_param.QueryParam` field in every query of ours. ``--variant NAME [KEY=VALUE ...]``
+(repeatable) times our engine once per variant in the same run — a query worker each, interleaved with
+LightRAG's — as the systems ``pgrag (NAME)``, each with ``--param``'s overrides and then its own. With a
+walk variant (``graph_ranking=ppr``, issue 26) the report adds the walk's share of the mix time (the steps
+of :data:`~bench_query_workers.WALK_STEPS`), the walk-graph build (the first ppr query of a worker, in the
+warm-up: its time, steps and RSS growth) and the walk-graph cache's memory (``ppr.CACHE.nbytes`` after the
+warm-up, its graph's vertices and edges, per 100k relations) beside each worker's RSS growth (at start,
+after the warm-up, at the end). Issue 26's target is mix p95 <= 60 ms at 100k with ``ppr``.
 
 This is a benchmark, not a test. The machine is shared and noisy: quote medians and ratios from one
 run (BENCHMARKS.md). Results: Markdown on stdout, JSON in ``evaluation/results/bench_query.json``.
@@ -56,14 +68,20 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import bench_index as bi  # noqa: E402  (stdlib-only at import time: also importable from LightRAG's venv)
-from bench_query_workers import (  # noqa: E402  (the two query workers, run as subprocesses of this script)
+from bench_query_workers import (  # noqa: E402  (the query workers, run as subprocesses of this script)
     DIM,
     MODES,
     SIDE,
     SPACE,
+    WALK_BUILD_STEPS,
+    WALK_NOT_STEPS,
+    WALK_STEPS,
     Worker,
+    engine_source,
     ensure_lightrag_venv,
+    is_walk_step,
     lightrag_worker,
+    parse_param,
     pgrag_worker,
     postgres_pss_mb,
 )
@@ -71,6 +89,9 @@ from bench_query_workers import (  # noqa: E402  (the two query workers, run as 
 SYNTH_VERSION = "dense-1"
 HNSW_TABLES = ("documents", "entities", "relations")
 TARGET_MIX_P95_MS, TARGET_SPEEDUP, TARGET_GROWTH = 50.0, 4.0, 1.5
+TARGET_MIX_P95_MS_PPR = 60.0  # issue 26: mix p95 with graph_ranking = "ppr" at 100k relations
+OURS = "ours"
+"""Our system's key when the engine runs with one parameter set (``--variant`` not given)."""
 ANCHORS = {  # BENCHMARKS.md, LightRAG 1.5.7 on a machine like this one: (p50, p95) ms
     10_000: {
         "mix": (84, 102),
@@ -325,8 +346,11 @@ def index_fresh(
     print(f"  {realm}: HNSW build {seconds['hnsw_build']:.1f} s", flush=True)
     t0 = time.perf_counter()
     with db.connect(dsn, autocommit=True) as conn:
-        for t in ("documents", "entities", "relations", "doc_mentions"):
-            conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(qualified(realm, t)))
+        # entity_keys too: without statistics the walk's seed linking (walk_graph.link_keys) is planned
+        # as a scan of the space's keys per question n-gram (~100 ms at 10k relations instead of ~1 ms)
+        for t in ("documents", "entities", "relations", "doc_mentions", "entity_keys"):
+            if conn.execute("SELECT to_regclass(%s)", (f"{schema.schema_for(realm)}.{t}",)).fetchone()[0]:
+                conn.execute(sql.SQL("VACUUM (ANALYZE) {}").format(qualified(realm, t)))
         indexes = [
             r[0]
             for r in conn.execute(
@@ -479,7 +503,7 @@ def summarise_runs(samples: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[
                     items=items,
                     empty=sum(1 for r in ok if r["items"]["context_chars"] < 100),
                 )
-            if system == "ours" and mode == "mix" and ok:
+            if system != "lightrag" and ok and any(r.get("steps") for r in ok):
                 names = sorted({k for r in ok for k in r["steps"]})
                 entry["steps_mean_ms"] = {
                     k: round(statistics.fmean(r["steps"].get(k, 0.0) for r in ok), 3) for k in names
@@ -487,6 +511,15 @@ def summarise_runs(samples: dict[str, dict[str, list[dict[str, Any]]]]) -> dict[
                 entry["steps_p50_ms"] = {
                     k: round(statistics.median(r["steps"].get(k, 0.0) for r in ok), 3) for k in names
                 }
+                walk = [sum(v for k, v in r["steps"].items() if is_walk_step(k)) for r in ok]
+                if any(walk):
+                    entry["walk"] = {
+                        "mean_ms": round(statistics.fmean(walk), 2),
+                        "p50_ms": pct(walk, 50),
+                        "p95_ms": pct(walk, 95),
+                        "share_of_mean": round(statistics.fmean(walk) / statistics.fmean(ms), 3),
+                        "share_median": round(statistics.median(w / t for w, t in zip(walk, ms)), 3),
+                    }
             out.setdefault(system, {})[mode] = entry
     return out
 
@@ -532,6 +565,7 @@ def run_size(
             keywords=args.keywords,
             rounds=args.rounds,
             warmup=args.warmup,
+            variants=args.variants,
         )
     )
     return result
@@ -550,16 +584,23 @@ def time_queries(
     rounds: int,
     warmup: int,
     modes: tuple[str, ...] = MODES,
+    variants: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Time queries over ``realm``'s live graph (space ``wiki2``): export it under ``root``, load it into
     LightRAG when ``lr_python`` is given (the store is reused while the export is unchanged), then run
     the query workers interleaved — ``warmup`` questions once, then ``rounds`` timed passes over
     ``questions`` questions (sampled with ``seed``) in each of ``modes`` both systems have.
 
+    ``variants`` (system key → :class:`QueryParam` overrides; default ``{"ours": {}}``) starts one query
+    worker of ours per entry; the workers take turns in rotating order.
+
     Returns ``export`` (counts, path, sha256), ``lightrag_build`` (build_s, nodes, edges, peak_rss_mb)
-    and ``lightrag_load_s`` (with LightRAG), ``modes``, ``peak_rss_mb`` per worker (MB, VmHWM),
-    ``postgres_pss_mb`` and ``latency`` (:func:`summarise_runs`: p50/p95 ms per system and mode).
-    Raises ``RuntimeError`` when the LightRAG build or a worker fails."""
+    and ``lightrag_load_s`` (with LightRAG), ``modes``, ``variants``, ``peak_rss_mb`` per worker (MB,
+    VmHWM), ``memory`` per worker of ours (RSS at start, after the warm-up and at the end, the walk-graph
+    cache after the warm-up and at the end), ``graph_builds`` per worker of ours (queries that built a walk
+    graph: warm-up or not, mode, ms, build steps, RSS before/after), ``postgres_pss_mb`` and ``latency``
+    (:func:`summarise_runs`: p50/p95 ms per system and mode). Raises ``RuntimeError`` when the LightRAG
+    build or a worker fails."""
     export = export_graph(database.dsn, realm, root / f"{realm}.export.json", questions, seed)
     asked = export.pop("questions")
     result: dict[str, Any] = {"export": export}
@@ -570,23 +611,32 @@ def time_queries(
     qfile.write_text(json.dumps(asked), encoding="utf-8")
     workers: dict[str, Worker] = {}
     samples: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    variants = variants or {OURS: {}}
+    result["variants"] = variants
+    memory: dict[str, dict[str, Any]] = {}
+    builds: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
     try:
-        workers["ours"] = Worker(
-            [
-                *here,
-                "--worker",
-                "pgrag",
-                "--dsn",
-                database.dsn,
-                "--realm",
-                realm,
-                "--keywords",
-                keywords,
-                "--questions-file",
-                str(qfile),
-            ],
-            logs / f"ours_{size}.log",
-        )
+        for name, overrides in variants.items():
+            slug = re.sub(r"[^\w.-]+", "_", name).strip("_")
+            workers[name] = Worker(
+                [
+                    *here,
+                    "--worker",
+                    "pgrag",
+                    "--dsn",
+                    database.dsn,
+                    "--realm",
+                    realm,
+                    "--keywords",
+                    keywords,
+                    "--questions-file",
+                    str(qfile),
+                    "--query-params",
+                    json.dumps(overrides),
+                ],
+                logs / f"{slug}_{size}.log",
+            )
+            memory[name] = {"rss_start_mb": workers[name].ready.get("rss_mb")}
         if lr_python:
             workdir = root / f"lightrag_{realm}"
             lr_marker = workdir / "bench_export.sha256"
@@ -618,24 +668,70 @@ def time_queries(
             result["lightrag_load_s"] = round(workers["lightrag"].ready["load_s"], 2)
         served = {name: [m for m in modes if m in w.ready["modes"]] for name, w in workers.items()}
         result["modes"] = served
-        result["instrumented"] = workers["ours"].ready["instrumented"]
-        result["our_keyword_setting"] = workers["ours"].ready["keywords"]
+        first = workers[next(iter(variants))].ready
+        result["instrumented"] = first["instrumented"]
+        result["our_keyword_setting"] = first["keywords"]
+        if len(variants) > 1:
+            result["our_keyword_settings"] = {n: workers[n].ready["keywords"] for n in variants}
+        result["effective_params"] = {n: workers[n].ready.get("effective_params") for n in variants}
+        result["engine_source"] = {n: workers[n].ready.get("engine_source") for n in variants}
         samples = {n: defaultdict(list) for n in workers}
         print(f"[{size}] timing {len(asked)} questions x {rounds} rounds, modes {served} ...", flush=True)
         plan = [(-1, q) for q in asked[:warmup]] + [(r, q) for r in range(rounds) for q in asked]
+        names = list(workers)
         for i, (rnd, q) in enumerate(plan):
+            if rnd == 0 and (i == 0 or plan[i - 1][0] < 0):  # the warm-up is over
+                for name in variants:
+                    after = workers[name].call(op="stats")
+                    memory[name].update(
+                        rss_warm_mb=after.get("rss_mb"), walk_cache_warm=after.get("walk_cache")
+                    )
             for j in range(len(modes)):
                 mode = modes[(i + j) % len(modes)]
-                order = list(workers) if (i + j) % 2 == 0 else list(workers)[::-1]
+                k = (i + j) % len(names)  # rotate: each system goes first, middle and last as often
+                order = names[k:] + names[:k] if len(names) > 2 else names if k == 0 else names[::-1]
                 for name in order:
                     if mode in served[name]:
                         answer = workers[name].call(op="query", mode=mode, **q)
+                        if answer.get("graph_build") and name in builds:
+                            builds[name].append(
+                                {
+                                    "warmup": rnd < 0,
+                                    "mode": mode,
+                                    "ms": round(answer["ms"], 1),
+                                    "build_steps_ms": {
+                                        s: answer["steps"][s]
+                                        for s in WALK_BUILD_STEPS
+                                        if s in answer["steps"]
+                                    },
+                                    **answer["graph_build"],
+                                }
+                            )
                         if rnd >= 0:
                             samples[name][mode].append(answer)
     finally:
-        result["peak_rss_mb"] = {n: w.close().get("peak_rss_mb") for n, w in workers.items()}
+        closed = {n: w.close() for n, w in workers.items()}
+        result["peak_rss_mb"] = {n: c.get("peak_rss_mb") for n, c in closed.items()}
+        for name in memory:
+            memory[name].update(
+                rss_end_mb=closed[name].get("rss_mb"),
+                peak_rss_mb=closed[name].get("peak_rss_mb"),
+                walk_cache_end=closed[name].get("walk_cache"),
+            )
+        result["memory"] = memory
+        result["graph_builds"] = builds
     result["postgres_pss_mb"] = postgres_pss_mb(database.data_dir)
     result["latency"] = summarise_runs(samples)
+    result["engine_source_end"] = engine_source()
+    seen = {
+        json.dumps(e, sort_keys=True)
+        for e in [*result["engine_source"].values(), result["engine_source_end"]]
+    }
+    if len(seen) > 1:
+        print(f"[{size}] WARNING: the engine changed during the run: {sorted(seen)}", flush=True)
+    for name, built in builds.items():
+        if len(built) > 1 or any(not b["warmup"] for b in built):
+            print(f"[{size}] note: {name} built its walk graph {len(built)} times", flush=True)
     lr_llm = max((r.get("llm_calls", 0) for r in samples.get("lightrag", {}).get("mix", [])), default=0)
     result["lightrag_llm_calls"] = lr_llm
     return result
@@ -646,110 +742,269 @@ def fmt(v: Any, nd: int = 1) -> str:
     return "–" if v is None else f"{v:.{nd}f}" if isinstance(v, float) else str(v)
 
 
+def ours_of(r: dict[str, Any]) -> list[str]:
+    """The system keys of ours in one size's result, in run order (``["ours"]`` without variants)."""
+    return list(r.get("variants") or {OURS: {}})
+
+
+def p95_target(overrides: dict[str, Any]) -> float:
+    """Mix p95 target at 100k: issue 26's for the walk (``graph_ranking = "ppr"``), else issue 5's."""
+    return TARGET_MIX_P95_MS_PPR if overrides.get("graph_ranking") == "ppr" else TARGET_MIX_P95_MS
+
+
 def report(results: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    systems = list(dict.fromkeys(s for r in results for s in ours_of(r)))
+    several = len(systems) > 1
     lines = [
         "| size | graph (ours: entities / relations / chunks) | LightRAG graph (nodes / edges) | our build "
-        "(stages + HNSW) | LightRAG build | peak RSS ours / LightRAG (MB) | PostgreSQL PSS (MB) |",
+        f"(stages + HNSW) | LightRAG build | peak RSS {' / '.join(systems)} / LightRAG (MB) | "
+        "PostgreSQL PSS (MB) |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in results:
         b, lb = r["build"], r.get("lightrag_build", {})
         stage_s = sum(v for k, v in b["seconds"].items() if k not in ("hnsw_build", "vacuum_analyze"))
+        peaks = " / ".join(fmt(r["peak_rss_mb"].get(s)) for s in [*systems, "lightrag"])
         lines.append(
             f"| {r['size']:,} | {r['export']['entities']:,} / {r['export']['relations']:,} / "
             f"{r['export']['chunks']:,} | {fmt(lb.get('nodes'))} / {fmt(lb.get('edges'))} | {stage_s:.0f} s "
-            f"+ {b['seconds']['hnsw_build']:.0f} s | {fmt(lb.get('build_s'), 0)} s | "
-            f"{fmt(r['peak_rss_mb'].get('ours'))} / {fmt(r['peak_rss_mb'].get('lightrag'))} | "
+            f"+ {b['seconds']['hnsw_build']:.0f} s | {fmt(lb.get('build_s'), 0)} s | {peaks} | "
             f"{fmt(r['postgres_pss_mb'])} |"
         )
+    engines = {
+        json.dumps(e, sort_keys=True) for r in results for e in (r.get("engine_source") or {}).values()
+    }
+    engines |= {
+        json.dumps(r["engine_source_end"], sort_keys=True) for r in results if r.get("engine_source_end")
+    }
+    if engines:
+        lines += [
+            "",
+            "Engine: "
+            + (
+                " ≠ ".join(sorted(engines)) + " — IT CHANGED DURING THE RUN"
+                if len(engines) > 1
+                else engines.pop()
+            ),
+        ]
+    shown = (
+        "graph_ranking",
+        "ppr_damping",
+        "ppr_prior_k",
+        "ppr_prior_weight",
+        "ppr_edges",
+        "collapse_duplicates",
+    )
+    eff = {s: (results[0].get("effective_params") or {}).get(s) or {} for s in systems}
+    if any(eff.values()):
+        lines += [
+            "",
+            "Effective parameters (mix): "
+            + "; ".join(
+                f"`{s}`: " + ", ".join(f"{k}={eff[s].get(k)}" for k in shown if k in eff[s]) for s in systems
+            ),
+        ]
+    if several:
+        lines += [
+            "",
+            "Systems of ours: "
+            + "; ".join(f"`{s}` = {json.dumps(results[0]['variants'].get(s, {})) or '{}'}" for s in systems),
+        ]
+    sys_col = "| system " if several else ""
     lines += [
         "",
-        "| size | mode | ours p50 / p95 ms | LightRAG p50 / p95 ms | ratio p50 / p95 (LightRAG ÷ ours) | "
-        "items ours e/r/c | items LightRAG e/r/c | anchor LightRAG p50 / p95 |",
-        "|---|---|---|---|---|---|---|---|",
+        f"| size | mode {sys_col}| ours p50 / p95 ms | LightRAG p50 / p95 ms | ratio p50 / p95 (LightRAG ÷ "
+        "ours) | items ours e/r/c | items LightRAG e/r/c | anchor LightRAG p50 / p95 |",
+        "|---|---|" + ("---|" if several else "") + "---|---|---|---|---|---|",
     ]
+
+    def items(e: dict[str, Any]) -> str:
+        return (
+            f"{e['items']['entities']:.0f}/{e['items']['relations']:.0f}/{e['items']['chunks']:.0f}"
+            if e.get("items")
+            else "–"
+        )
+
     for r in results:
         lat = r["latency"]
         for mode in MODES:
-            o, t = lat.get("ours", {}).get(mode, {}), lat.get("lightrag", {}).get(mode, {})
-            if not o and not t:
-                continue
-            ratio = (
-                f"{t['p50'] / o['p50']:.1f}× / {t['p95'] / o['p95']:.1f}×"
-                if o.get("p50") and t.get("p50")
-                else "–"
-            )
-
-            def items(e: dict[str, Any]) -> str:
-                return (
-                    f"{e['items']['entities']:.0f}/{e['items']['relations']:.0f}/{e['items']['chunks']:.0f}"
-                    if e.get("items")
+            t = lat.get("lightrag", {}).get(mode, {})
+            for system in ours_of(r):
+                o = lat.get(system, {}).get(mode, {})
+                if not o and not t:
+                    continue
+                ratio = (
+                    f"{t['p50'] / o['p50']:.1f}× / {t['p95'] / o['p95']:.1f}×"
+                    if o.get("p50") and t.get("p50")
                     else "–"
                 )
-
-            anchor = ANCHORS.get(r["size"], {}).get(mode)
-            lines.append(
-                f"| {r['size']:,} | {mode} | {fmt(o.get('p50'))} / {fmt(o.get('p95'))} "
-                f"{'' if o else '(not implemented)'} | {fmt(t.get('p50'))} / {fmt(t.get('p95'))} | {ratio} "
-                f"| {items(o)} | {items(t)} | {f'{anchor[0]} / {anchor[1]}' if anchor else '–'} |"
-            )
+                anchor = ANCHORS.get(r["size"], {}).get(mode)
+                lines.append(
+                    f"| {r['size']:,} | {mode} {f'| {system} ' if several else ''}| {fmt(o.get('p50'))} / "
+                    f"{fmt(o.get('p95'))} {'' if o else '(not implemented)'} | {fmt(t.get('p50'))} / "
+                    f"{fmt(t.get('p95'))} | {ratio} | {items(o)} | {items(t)} "
+                    f"| {f'{anchor[0]} / {anchor[1]}' if anchor else '–'} |"
+                )
     targets: dict[str, Any] = {}
     by_size = {r["size"]: r["latency"] for r in results}
-    big = by_size.get(100_000) or by_size[max(by_size)]
-    mix, lr_mix = big.get("ours", {}).get("mix", {}), big.get("lightrag", {}).get("mix", {})
-    targets["mix_p95_ms"] = {
-        "measured": mix.get("p95"),
-        "target": f"<= {TARGET_MIX_P95_MS}",
-        "met": mix.get("p95") is not None and mix["p95"] <= TARGET_MIX_P95_MS,
-    }
-    if lr_mix.get("p50") and mix.get("p50"):
-        sp50, sp95 = lr_mix["p50"] / mix["p50"], lr_mix["p95"] / mix["p95"]
-        targets["speedup_vs_lightrag_mix"] = {
-            "measured": f"{sp50:.2f}× (p50), {sp95:.2f}× (p95)",
-            "target": f">= {TARGET_SPEEDUP}× (p50)",
-            "met": sp50 >= TARGET_SPEEDUP,
+    big_size = 100_000 if 100_000 in by_size else max(by_size)
+    big = by_size[big_size]
+    overrides_of = {s: o for r in results for s, o in (r.get("variants") or {OURS: {}}).items()}
+    lr_mix = big.get("lightrag", {}).get("mix", {})
+    for system in systems:
+        tag = f"{system}: " if several else ""
+        mix = big.get(system, {}).get("mix", {})
+        limit = p95_target(overrides_of.get(system, {}))
+        targets[f"{tag}mix_p95_ms"] = {
+            "measured": mix.get("p95"),
+            "target": f"<= {limit}",
+            "met": mix.get("p95") is not None and mix["p95"] <= limit,
         }
-    if 10_000 in by_size and 100_000 in by_size:
-        growth = by_size[100_000]["ours"]["mix"]["p95"] / by_size[10_000]["ours"]["mix"]["p95"]
-        lr_growth = (by_size[100_000].get("lightrag", {}).get("mix", {}).get("p95") or 0) / (
-            by_size[10_000].get("lightrag", {}).get("mix", {}).get("p95") or float("inf")
-        )
-        targets["mix_p95_growth_10k_to_100k"] = {
-            "measured": f"{growth:.2f}× (LightRAG {lr_growth:.2f}×)",
-            "target": f"< {TARGET_GROWTH}×",
-            "met": growth < TARGET_GROWTH,
-        }
-    lines += ["", "| target (mix, largest size) | measured | target | met |", "|---|---|---|---|"]
+        if lr_mix.get("p50") and mix.get("p50"):
+            sp50, sp95 = lr_mix["p50"] / mix["p50"], lr_mix["p95"] / mix["p95"]
+            targets[f"{tag}speedup_vs_lightrag_mix"] = {
+                "measured": f"{sp50:.2f}× (p50), {sp95:.2f}× (p95)",
+                "target": f">= {TARGET_SPEEDUP}× (p50)",
+                "met": sp50 >= TARGET_SPEEDUP,
+            }
+        small = by_size.get(10_000, {}).get(system, {}).get("mix", {})
+        if 100_000 in by_size and small.get("p95") and mix.get("p95"):
+            growth = mix["p95"] / small["p95"]
+            lr_growth = (by_size[100_000].get("lightrag", {}).get("mix", {}).get("p95") or 0) / (
+                by_size[10_000].get("lightrag", {}).get("mix", {}).get("p95") or float("inf")
+            )
+            targets[f"{tag}mix_p95_growth_10k_to_100k"] = {
+                "measured": f"{growth:.2f}× (LightRAG {lr_growth:.2f}×)",
+                "target": f"< {TARGET_GROWTH}×",
+                "met": growth < TARGET_GROWTH,
+            }
+    lines += [
+        "",
+        f"| target (mix, {big_size:,} relations) | measured | target | met |",
+        "|---|---|---|---|",
+    ]
     lines += [
         f"| {k} | {v['measured']} | {v['target']} | {'✓' if v['met'] else '✗'} |" for k, v in targets.items()
     ]
-    for r in results:
-        mix = r["latency"].get("ours", {}).get("mix", {})
-        if not mix.get("steps_mean_ms"):
-            continue
-        total = mix["mean"]
+    walks = [
+        (r, s, m, r["latency"].get(s, {}).get(m, {}).get("walk"))
+        for r in results
+        for s in ours_of(r)
+        for m in MODES
+    ]
+    walks = [w for w in walks if w[3]]
+    if walks:
         lines += [
             "",
-            f"Where our mix query's time goes at {r['size']:,} relations (self time per call site; mean "
-            f"{total:.1f} ms, p50 {mix['p50']:.1f} ms):",
+            "The walk's share of our query time (steps `"
+            + "`, `".join(p.rstrip(".") + ("" if p.endswith("_walked") else ".*") for p in WALK_STEPS)
+            + f"`, self time, main thread; not `{'`, `'.join(WALK_NOT_STEPS)}`):",
             "",
-            "| step | mean ms | p50 ms | share of mean |",
-            "|---|---|---|---|",
+            "| size | system | mode | query mean / p50 / p95 ms | walk mean / p50 / p95 ms | walk share of "
+            "mean | median per-query share |",
+            "|---|---|---|---|---|---|---|",
         ]
-        steps = sorted(mix["steps_mean_ms"].items(), key=lambda kv: -kv[1])
-        for name, ms in steps:
-            lines.append(f"| {name} | {ms:.2f} | {mix['steps_p50_ms'][name]:.2f} | {100 * ms / total:.0f}% |")
-        rest = total - sum(ms for name, ms in steps if not name.startswith(SIDE))
-        lines.append(
-            f"| (rest of query_data: Python outside the wrapped calls) | {rest:.2f} | – | "
-            f"{100 * rest / total:.0f}% |"
-        )
-        if any(name.startswith(SIDE) for name, _ in steps):
+        for r, s, m, w in walks:
+            e = r["latency"][s][m]
             lines.append(
-                f"\n{SIDE}= in the second thread, overlapping the main thread's steps "
-                "(`query._retrieve_all` self time includes waiting for it)."
+                f"| {r['size']:,} | {s} | {m} | {e['mean']:.1f} / {e['p50']:.1f} / {e['p95']:.1f} | "
+                f"{w['mean_ms']:.1f} / {w['p50_ms']:.1f} / {w['p95_ms']:.1f} | "
+                f"{100 * w['share_of_mean']:.0f}% | {100 * w['share_median']:.0f}% |"
             )
+    mem = [(r, s, r.get("memory", {}).get(s, {})) for r in results for s in ours_of(r)]
+    if any(m for _, _, m in mem):
+        lines += [
+            "",
+            "Memory of our query workers (RSS MB at start / after the warm-up / at the end, peak) and the "
+            "walk-graph cache after the warm-up (`ppr.CACHE.nbytes`, its own estimate):",
+            "",
+            "| size | system | RSS start / warm / end (MB) | RSS growth warm−start / end−start | peak RSS | "
+            "walk cache (MB) | graph vertices / edges | cache per 100k relations (MB) |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for r, s, m in mem:
+            start, warm, end = m.get("rss_start_mb"), m.get("rss_warm_mb"), m.get("rss_end_mb")
+            grow = f"{warm - start:+.1f} / {end - start:+.1f}" if None not in (start, warm, end) else "–"
+            wc = m.get("walk_cache_warm") or {}
+            per = (
+                f"{wc['nbytes'] / 2**20 * 100_000 / r['export']['relations']:.1f}"
+                if wc.get("nbytes") and r["export"]["relations"]
+                else "–"
+            )
+            lines.append(
+                f"| {r['size']:,} | {s} | {fmt(start)} / {fmt(warm)} / {fmt(end)} | {grow} | "
+                f"{fmt(m.get('peak_rss_mb'))} | {fmt(wc['nbytes'] / 2**20) if wc.get('nbytes') else '–'} | "
+                f"{fmt(wc.get('vertices'))} / {fmt(wc.get('edges'))} | {per} |"
+            )
+    built = [(r, s, b) for r in results for s, bs in r.get("graph_builds", {}).items() for b in bs]
+    if built:
+        lines += [
+            "",
+            "Walk-graph builds (the query that found no graph of the current version cached):",
+            "",
+            "| size | system | warm-up | mode | query ms | build steps ms | RSS before → after (MB) |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for r, s, b in built:
+            steps = ", ".join(f"{k} {v:.0f}" for k, v in b["build_steps_ms"].items())
+            lines.append(
+                f"| {r['size']:,} | {s} | {'yes' if b['warmup'] else 'no'} | {b['mode']} | {b['ms']:.0f} | "
+                f"{steps or '–'} | {fmt(b.get('rss_before_mb'))} → {fmt(b.get('rss_after_mb'))} |"
+            )
+    for r in results:
+        for system in ours_of(r):
+            mix = r["latency"].get(system, {}).get("mix", {})
+            if not mix.get("steps_mean_ms"):
+                continue
+            total = mix["mean"]
+            lines += [
+                "",
+                f"Where {'our' if system == OURS else f'`{system}`'} mix query's time goes at {r['size']:,} "
+                f"relations (self time per call site; mean {total:.1f} ms, p50 {mix['p50']:.1f} ms):",
+                "",
+                "| step | mean ms | p50 ms | share of mean |",
+                "|---|---|---|---|",
+            ]
+            steps = sorted(mix["steps_mean_ms"].items(), key=lambda kv: -kv[1])
+            for name, ms in steps:
+                walk = " (walk)" if is_walk_step(name) else ""
+                lines.append(
+                    f"| {name}{walk} | {ms:.2f} | {mix['steps_p50_ms'][name]:.2f} | {100 * ms / total:.0f}% |"
+                )
+            rest = total - sum(ms for name, ms in steps if not name.startswith(SIDE))
+            lines.append(
+                f"| (rest of query_data: Python outside the wrapped calls) | {rest:.2f} | – | "
+                f"{100 * rest / total:.0f}% |"
+            )
+            if any(name.startswith(SIDE) for name, _ in steps):
+                lines.append(
+                    f"\n{SIDE}= in the second thread, overlapping the main thread's steps "
+                    "(`retrieve.retrieve_all` self time includes waiting for it)."
+                )
     return "\n".join(lines), targets
+
+
+def query_variants(params: list[str], variants: list[list[str]]) -> dict[str, dict[str, Any]]:
+    """System key → QueryParam overrides: ``{"ours": params}`` without ``variants``, else
+    ``{"pgrag (NAME)": params + the variant's}`` per ``[NAME, KEY=VALUE, ...]``. Each set is checked by
+    building a :class:`QueryParam` in every mode (``ValueError`` naming the variant otherwise)."""
+    from pgrag_dag.query import QueryParam
+
+    common = dict(parse_param(p) for p in params)
+    out = (
+        {f"pgrag ({v[0]})": {**common, **dict(parse_param(p) for p in v[1:])} for v in variants}
+        if variants
+        else {OURS: common}
+    )
+    if variants and len(out) < len(variants):
+        raise ValueError("--variant names must be distinct")
+    for name, overrides in out.items():
+        try:
+            for mode in MODES:
+                QueryParam(space=SPACE, mode=mode, **overrides)
+        except Exception as exc:
+            raise ValueError(f"{name}: {exc}") from exc
+    return out
 
 
 def main() -> int:
@@ -783,6 +1038,23 @@ def main() -> int:
         help="our keyword step, where the engine has one: replayed (the keywords LightRAG gets, from "
         "the response cache), or the engine's lexical / off settings",
     )
+    ap.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a QueryParam field for every query of ours (repeatable; VALUE parsed as JSON when it is "
+        "JSON, else a string), e.g. --param graph_ranking=ppr --param ppr_damping=0.5",
+    )
+    ap.add_argument(
+        "--variant",
+        action="append",
+        nargs="+",
+        default=[],
+        metavar=("NAME", "KEY=VALUE"),
+        help="time our engine once more in the same run as system 'pgrag (NAME)', with --param's "
+        "overrides and these (repeatable), e.g. --variant mentions --variant ppr graph_ranking=ppr",
+    )
     ap.add_argument("--out", type=Path, default=bi.RESULTS / "bench_query.json")
     ap.add_argument("--worker", choices=["pgrag", "lightrag"], help=argparse.SUPPRESS)
     ap.add_argument("--dsn", help=argparse.SUPPRESS)
@@ -791,6 +1063,7 @@ def main() -> int:
     ap.add_argument("--workdir", help=argparse.SUPPRESS)
     ap.add_argument("--build", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--questions-file", help=argparse.SUPPRESS)
+    ap.add_argument("--query-params", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker == "pgrag":
         pgrag_worker(args)
@@ -799,6 +1072,10 @@ def main() -> int:
         lightrag_worker(args)
         return 0
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    try:
+        args.variants = query_variants(args.param, args.variant)
+    except ValueError as exc:
+        ap.error(str(exc))
     bi.RESULTS.mkdir(parents=True, exist_ok=True)
     if not bi.WIKI2_CORPUS.is_file():
         print(f"the corpus {bi.WIKI2_CORPUS} does not exist (set PGRAG_SHARED_DIR)")
@@ -841,6 +1118,7 @@ def main() -> int:
             "wall_s": round(time.perf_counter() - t_start, 1),
             "targets": targets,
             "results": results,
+            "variants": args.variants,
             "anchors_lightrag_benchmarks_md": ANCHORS,
             "table_markdown": table,
         },

@@ -1,4 +1,5 @@
-"""The two query workers of ``bench_query.py``: ``query_data`` in this venv, LightRAG in its own.
+"""The query workers of ``bench_query.py``: ``query_data`` in this venv (one per variant of ours), LightRAG
+in its own.
 
 Each is a subprocess speaking one JSON request per stdin line and one JSON answer per line on the
 original stdout (:func:`serve`). Stdlib-only at import time: LightRAG's venv imports this module too.
@@ -51,15 +52,33 @@ def own_peak_rss_mb() -> float:
     return bi.peak_rss_mb()
 
 
-def serve(ready: dict[str, Any], handle: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
+def own_rss_mb() -> float | None:
+    """This process's resident set size now (``VmRSS``), in MB."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    return None
+
+
+def serve(
+    ready: dict[str, Any],
+    handle: Callable[[dict[str, Any]], dict[str, Any]],
+    stats: Callable[[], dict[str, Any]] | None = None,
+) -> None:
+    """Answer requests until ``exit``: ``stats`` → peak and current RSS (MB) and whatever ``stats()``
+    adds; anything else → ``handle(request)``. ``ready`` is sent first, with the RSS at that point."""
     proto = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)  # anything a library prints goes to stderr, never into the protocol
-    proto.write(json.dumps(ready) + "\n")
+    proto.write(json.dumps({**ready, "rss_mb": own_rss_mb()}, default=str) + "\n")
     for line in sys.stdin:
         req = json.loads(line)
         if req["op"] == "exit":
             break
-        answer = {"peak_rss_mb": own_peak_rss_mb()} if req["op"] == "stats" else handle(req)
+        if req["op"] == "stats":
+            answer = {"peak_rss_mb": own_peak_rss_mb(), "rss_mb": own_rss_mb(), **(stats() if stats else {})}
+        else:
+            answer = handle(req)
         proto.write(json.dumps(answer, default=str) + "\n")
 
 
@@ -103,9 +122,12 @@ class StepTimer:
 
 QUERY_STEPS = {
     "query": ("_embed", "_embed_all", "_assemble", "_merge"),
+    "run": ("_assemble",),
+    "retrieve": ("embed_all", "merge_found"),
     "keywords": ("extract", "lexical"),
-    "fusion": ("rrf", "quota", "fuse", "mmr", "node_distance_rerank"),
+    "fusion": ("rrf", "quota", "fuse", "mmr", "node_distance_rerank", "collapse_duplicates"),
     "assembly": ("assemble",),
+    "ppr": ("question_keys", "relation_hops"),
 }
 """Once-per-query steps of the query path timed beside the SQL ones (names that do not exist are ignored)."""
 QUERY_PATH_MODULES = {
@@ -118,6 +140,40 @@ QUERY_PATH_MODULES = {
     "retrieval_channels",
     "cache",
 }
+QUERY_PATH_FULL = {
+    "pgrag_dag.query.run",
+    "pgrag_dag.query.retrieve",
+    "pgrag_dag.query.filter_warnings",
+    "pgrag_dag.store.vectors",
+    # the personalised-PageRank walk (issue 26): graph_ranking = "ppr"
+    "pgrag_dag.query.ppr",
+    "pgrag_dag.query.walked",
+    "pgrag_dag.store.walk_graph",
+    "pgrag_dag.store.graph_version",
+}
+"""Modules wrapped by full name (their short names, e.g. ``run``, are not unique in the package)."""
+QUERY_METHODS = {
+    "pgrag_dag.query.ppr": {"WalkGraph": ("from_edges", "walk", "mentioned"), "WalkCache": ("get",)},
+}
+"""Methods wrapped on their class (label ``<module>.<Class>.<method>``)."""
+WALK_STEPS = ("ppr.", "walked.", "walk_graph.", "graph_version.", "retrieve._walked")
+"""Prefixes of the step labels that belong to the walk (graph ranking ``ppr``): the graph's version read,
+build and cache (``ppr.space_graph``, ``walk_graph.walk_edges`` / ``space_chunks``,
+``ppr.WalkGraph.from_edges``), the seed linking (``walked.link_seeds``, ``ppr.question_keys``,
+``walk_graph.link_keys``), the walk (``ppr.WalkGraph.walk``) and the rows it ranks (``walked.walk_evidence``,
+``walk_graph.chunk_rows`` / ``entity_rows`` / ``relations_among``, ``retrieve._walked``)."""
+WALK_NOT_STEPS = ("walk_graph.chunk_vectors",)
+"""Step labels under :data:`WALK_STEPS`' prefixes that are not the walk: the near-duplicate collapse's vector
+read (``collapse_duplicates``), which the dense path runs too."""
+
+
+def is_walk_step(label: str) -> bool:
+    """Whether the step ``label`` is part of the walk (:data:`WALK_STEPS`, not :data:`WALK_NOT_STEPS`)."""
+    return label.startswith(WALK_STEPS) and label not in WALK_NOT_STEPS
+
+
+WALK_BUILD_STEPS = ("walk_graph.walk_edges", "walk_graph.space_chunks", "ppr.WalkGraph.from_edges")
+"""The steps of a walk-graph build (once per data version and process)."""
 
 
 def instrument(timer: StepTimer) -> list[str]:
@@ -133,10 +189,26 @@ def instrument(timer: StepTimer) -> list[str]:
     ):
         with contextlib.suppress(ImportError):
             importlib.import_module(extra)
+    for extra in QUERY_PATH_FULL:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(extra)
     mods = [m for n, m in sys.modules.items() if n.startswith("pgrag_dag") and m is not None]
     wrapped: dict[int, Callable[..., Any]] = {}
+    methods: list[str] = []
     for mod in mods:
-        if mod.__name__.rsplit(".", 1)[-1] not in QUERY_PATH_MODULES:
+        for cls_name, names in QUERY_METHODS.get(mod.__name__, {}).items():
+            cls = getattr(mod, cls_name, None)
+            for name in names if cls is not None else ():
+                raw = vars(cls).get(name)
+                label = f"{mod.__name__.rsplit('.', 1)[-1]}.{cls_name}.{name}"
+                if isinstance(raw, classmethod):
+                    setattr(cls, name, classmethod(timer.wrap(label, raw.__func__)))
+                elif inspect.isfunction(raw):
+                    setattr(cls, name, timer.wrap(label, raw))
+                else:
+                    continue
+                methods.append(label)
+        if mod.__name__.rsplit(".", 1)[-1] not in QUERY_PATH_MODULES and mod.__name__ not in QUERY_PATH_FULL:
             continue
         short = mod.__name__.rsplit(".", 1)[-1]
         for name, fn in list(vars(mod).items()):
@@ -151,7 +223,72 @@ def instrument(timer: StepTimer) -> list[str]:
         for name, fn in list(vars(mod).items()):
             if id(fn) in wrapped:
                 setattr(mod, name, wrapped[id(fn)])
-    return sorted({w.__wrapped__.__module__.rsplit(".", 1)[-1] + "." + w.__name__ for w in wrapped.values()})
+    return sorted(
+        {w.__wrapped__.__module__.rsplit(".", 1)[-1] + "." + w.__name__ for w in wrapped.values()}
+        | set(methods)
+    )
+
+
+def walk_cache_stats() -> dict[str, Any] | None:
+    """The walk-graph cache of this process (``pgrag_dag.query.ppr.CACHE``): ``nbytes`` (its own estimate,
+    :attr:`~pgrag_dag.query.ppr.WalkCache.nbytes`), ``builds``, ``graphs`` kept, their ``vertices``,
+    ``edges``, ``entities`` and ``chunks``; ``None`` when the engine has no such cache."""
+    ppr = sys.modules.get("pgrag_dag.query.ppr")
+    cache = getattr(ppr, "CACHE", None)
+    if cache is None:
+        return None
+    out: dict[str, Any] = {"nbytes": cache.nbytes, "builds": cache.builds}
+    with contextlib.suppress(Exception):  # the graphs kept: a private mapping, read for the report only
+        graphs = [g for _, g in cache._graphs.values()]
+
+        def vertices(g: Any) -> int:
+            return int(g.n) if hasattr(g, "n") else int(g.graph.vcount())  # numpy arrays, or igraph
+
+        def edges(g: Any) -> int:
+            return int(g.edge_count) if hasattr(g, "edge_count") else int(g.graph.ecount())
+
+        out.update(
+            graphs=len(graphs),
+            vertices=sum(vertices(g) for g in graphs),
+            edges=sum(edges(g) for g in graphs),
+            entities=sum(len(g.entity_ids) for g in graphs),
+            chunks=sum(len(g.chunk_ids) for g in graphs),
+        )
+    return out
+
+
+def engine_source() -> dict[str, Any]:
+    """The engine on disk now: the git commit of the checkout, the files of ``pgrag_dag/`` that differ from
+    it, and a SHA-256 (16 hex) over every ``pgrag_dag/**/*.py`` — equal at two instants only when the engine
+    was not edited in between (it may be, while a benchmark runs)."""
+    root = HERE.parent / "pgrag_dag"
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        with contextlib.suppress(OSError):
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    out: dict[str, Any] = {"source_sha256": digest.hexdigest()[:16]}
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        run = functools.partial(
+            subprocess.run, capture_output=True, text=True, cwd=str(HERE.parent), timeout=10
+        )
+        out["commit"] = run(["git", "rev-parse", "--short", "HEAD"]).stdout.strip()
+        out["dirty"] = sorted(
+            line[3:] for line in run(["git", "status", "--porcelain", "pgrag_dag"]).stdout.splitlines()
+        )
+    return out
+
+
+def parse_param(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` → (key, value): the value parsed as JSON when it is JSON (``3``, ``0.5``, ``true``,
+    ``["mentions", "relations"]``), else the string itself (``graph_ranking=ppr``)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        parsed: Any = json.loads(value)
+    except ValueError:
+        parsed = value
+    return key.strip(), parsed
 
 
 KEYWORD_MODEL = "bench/keywords"
@@ -198,7 +335,11 @@ def pgrag_worker(args: argparse.Namespace) -> None:
 
     Keywords (``--keywords``): ``replayed`` — where the engine has a model keyword step, it runs
     against a replay cache holding the same keywords LightRAG is given; ``lexical`` / ``off`` — the
-    engine's own settings of that name; an engine without a keyword step ignores the option."""
+    engine's own settings of that name; an engine without a keyword step ignores the option.
+    ``--query-params`` (a JSON object) overrides :class:`QueryParam` fields in every query (checked once at
+    start: an unknown field or a bad value stops the worker). A query that built a walk graph
+    (``ppr.CACHE.builds`` moved) also returns ``graph_build``: the RSS before and after it (MB) and the
+    cache's estimate (:func:`walk_cache_stats`)."""
     import dataclasses
 
     from pgrag_dag.providers.embedding import HashingEmbedder
@@ -221,18 +362,44 @@ def pgrag_worker(args: argparse.Namespace) -> None:
                 call_kw["client"] = seed_keyword_replay(args.dsn, questions)
                 keywords = "model"
         extra["keywords"] = keywords
+    overrides = json.loads(getattr(args, "query_params", None) or "{}")
+    unknown = sorted(set(overrides) - fields)
+    if unknown:
+        raise SystemExit(f"unknown QueryParam field(s) {unknown}; fields: {sorted(fields)}")
+    extra.update(overrides)
+    for mode in implemented:  # a bad value fails here, not in the first timed query
+        q.QueryParam(space=SPACE, mode=mode, **extra)
+    if "keywords" in overrides:
+        keywords = str(overrides["keywords"])
+
+    effective = {
+        f.name: getattr(q.QueryParam(space=SPACE, mode="mix", **extra), f.name)
+        for f in dataclasses.fields(q.QueryParam)
+    }
+
+    def builds() -> int:
+        cache = getattr(sys.modules.get("pgrag_dag.query.ppr"), "CACHE", None)
+        return int(getattr(cache, "builds", 0))
 
     def handle(req: dict[str, Any]) -> dict[str, Any]:
         param = q.QueryParam(space=SPACE, mode=req["mode"], **extra)
+        before, rss_before = builds(), own_rss_mb()
         timer.take()
         t0 = time.perf_counter()
         r = query_data(req["question"], param, dsn=args.dsn, realm=args.realm, embedder=embedder, **call_kw)
         ms = (time.perf_counter() - t0) * 1000
+        steps = timer.take()
         used = getattr(r, "keywords", None)
+        built = (
+            {"rss_before_mb": rss_before, "rss_after_mb": own_rss_mb(), "cache": walk_cache_stats()}
+            if builds() != before
+            else None
+        )
         return {
             "ms": ms,
             "ok": True,
-            "steps": timer.take(),
+            **({"graph_build": built} if built else {}),
+            "steps": steps,
             "keyword_source": used.get("source") if isinstance(used, dict) else None,
             "items": {
                 "entities": len(r.entities),
@@ -243,7 +410,18 @@ def pgrag_worker(args: argparse.Namespace) -> None:
             },
         }
 
-    serve({"modes": implemented, "instrumented": steps, "keywords": keywords}, handle)
+    serve(
+        {
+            "modes": implemented,
+            "instrumented": steps,
+            "keywords": keywords,
+            "query_params": overrides,
+            "effective_params": effective,
+            "engine_source": engine_source(),
+        },
+        handle,
+        lambda: {"walk_cache": walk_cache_stats()},
+    )
 
 
 def hashing_vectors(texts: list[str], dim: int) -> Any:

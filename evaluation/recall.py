@@ -71,7 +71,7 @@ REALM = "eval_recall"
 LOCAL_MODEL = "local/all-MiniLM-L6-v2"
 Arms = Mapping[str, tuple[str, Mapping[str, Any]]]
 """Arm name → (mode, QueryParam overrides over the product's defaults)."""
-_MENTIONS: dict[str, Any] = {"graph_ranking": "mentions"}
+_MENTIONS: dict[str, Any] = {"graph_ranking": "mentions", "collapse_duplicates": False}
 _PPR: dict[str, Any] = {"graph_ranking": "ppr"}
 ARMS: dict[str, tuple[str, dict[str, Any]]] = {
     "naive": ("naive", {}),

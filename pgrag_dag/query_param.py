@@ -168,12 +168,12 @@ class QueryParam:
     relation_types: Sequence[str] | None = None
     relation_channels: Sequence[RelationChannel] = RELATION_CHANNELS
     chunk_channels: Sequence[ChunkChannel] = DEFAULT_CHUNK_CHANNELS
-    graph_ranking: GraphRanking = "mentions"
-    ppr_damping: float = 0.5
+    graph_ranking: GraphRanking = "ppr"
+    ppr_damping: float = 0.7
     ppr_prior_k: int = 200
     ppr_prior_weight: float = 0.05
     ppr_edges: Sequence[WalkEdge] = WALK_EDGES
-    collapse_duplicates: bool = False
+    collapse_duplicates: bool = True
     duplicate_similarity: float = 0.95
     keywords: KeywordMode = "lexical"
     fusion: Fusion = "rrf"
@@ -309,27 +309,36 @@ class QueryResult:
         question: the question as asked.
         param: the :class:`QueryParam` used.
         entities: matched entities, nearest first — ``id, space, name, entity_type, description,
-            score`` (cosine similarity), ``rank`` (1-based).
+            score`` (cosine similarity; under the walk, its stationary mass, with ``seed``: whether the
+            question named it), ``rank`` (1-based).
         relations: fused, best first — ``id, space, subject, predicate, object, subject_id,
             object_id, description, negated, valid_from, valid_to, weight, confidence, t_created,
             t_expired, superseded_by`` (the current superseder), ``superseded`` (in the state read),
             ``hop`` (traversal: the walked hop; other channels 1 unless node-distance reranking
-            resolved it — ``None`` when farther than its bound), ``channel`` (the channel that ranked
-            it best), ``ranks`` (``{channel: 1-based rank}``), ``score`` (RRF score; ``None`` under
-            the quota), ``rank``.
+            resolved it — ``None`` when farther than its bound; under the walk, the distance from the
+            question's names over the relations it ranked), ``channel`` (the channel that ranked it best),
+            ``ranks`` (``{channel: 1-based rank}``; under the walk ``traversal`` is its rank by the mass of
+            its two ends, ``ppr_score``), ``score`` (RRF score; ``None`` under the quota), ``rank``.
         chunks: searched chunks (fused, best first), then mention-expanded ones — ``id, space, doc_key,
             title, chunk_index, text, t_created, via`` (the chunk channels that found it, joined by
             ``+`` in :data:`CHUNK_CHANNELS` order: ``"vector"``, ``"fulltext"``,
-            ``"vector+fulltext"``; or ``"mention"``), ``ranks`` (``{channel: 1-based rank}``; ``{}``
-            via mention), ``rrf_score`` (the RRF score over ``ranks``; ``None`` via mention),
+            ``"vector+fulltext"``; or ``"mention"``; under the walk ``"ppr"``, or ``"ppr+fulltext"`` /
+            ``"fulltext"`` when the full-text channel also ran), ``ranks`` (``{channel: 1-based rank}``;
+            ``{}`` via mention; under the walk ``ppr`` and, when the dense prior held it, ``vector``),
+            ``rrf_score`` (the RRF score over ``ranks``; ``None`` via mention or the walk alone),
             ``score`` (cosine similarity when the vector channel found it, else ``None``),
-            ``mentions`` (matched entities mentioned, ``None`` unless via mention), ``rank``,
-            ``ref`` (its ``[n]``).
+            ``ppr_score`` (the walk's stationary mass, under the walk), ``mentions`` (matched entities —
+            under the walk, the question's linked names — mentioned, else ``None``), ``duplicates`` (with
+            ``collapse_duplicates``: ``[{doc_key, chunk_index}]`` of the near-duplicates it stands for),
+            ``rank``, ``ref`` (its ``[n]``).
         communities: ``id, space, level, title, summary, findings, rating, size, report,
             built_at, score`` (similarity), ``rank_score`` (the blend), ``rank``.
         channels: candidates each consulted evidence source returned (keys of :data:`EVIDENCE`;
             ``chunks`` counts the fused chunk list), and per chunk channel that ran,
-            ``chunks_vector`` / ``chunks_fulltext``: candidates it returned before fusion.
+            ``chunks_vector`` / ``chunks_fulltext``: candidates it returned before fusion (the vector
+            channel's over-fetch for the walk's prior and the duplicate collapse included); under the
+            walk ``ppr_seeds`` (entities the question's names linked; 0: the dense path answered) and
+            ``ppr_chunks``.
         keywords: ``low_level``, ``high_level`` and ``source`` (``model``/``lexical``/``off``).
         subqueries: the sub-questions retrieved for, when ``decompose`` split the question.
         warnings: e.g. community reports older than the last graph write, or chunks, entities and

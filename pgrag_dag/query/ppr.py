@@ -36,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import psycopg
+from scipy import sparse
 
 from pgrag_dag.extract.cooccurrence import CooccurrenceOptions, extract_chunk_cooccurrence
 from pgrag_dag.gate_rules import identity_key
@@ -109,31 +110,23 @@ class Walk:
 
 
 class WalkGraph:
-    """One space's walk graph in memory: an undirected weighted graph as numpy arrays.
+    """One space's walk graph in memory: the walker's transition matrix, sparse.
 
     Vertices ``0 … m−1`` are the entities of ``entity_ids`` (sorted int64), ``m … m+c−1`` the chunks of
     ``chunk_ids`` (sorted: every chunk of the space, mentioned or not, so the dense prior reaches chunks
-    without names too). Each undirected edge is stored in both directions, sorted by head: ``tail``,
-    ``head`` (int64, shape ``(2e,)``), ``share`` (float64: the edge's weight over its tail's weighted degree,
-    the probability the walker takes it), ``indptr`` (``head`` offsets per vertex, shape ``(n+1,)``).
-    ``chunks_of[i]`` counts the distinct chunks mentioning entity ``i`` (the node specificity's denominator).
-    Build with :meth:`from_edges`.
+    without names too). ``step`` is the ``n × n`` CSR matrix (scipy, float32) whose entry ``[v, u]`` is the
+    probability that the walker at ``u`` moves to ``v``: the weight of the undirected edge ``u–v`` over
+    ``u``'s weighted degree (parallel edges add up); row ``v`` lists ``v``'s neighbours. ``sink`` holds the
+    vertices without edges. ``chunks_of[i]`` counts the distinct chunks mentioning entity ``i`` (the node
+    specificity's denominator). Build with :meth:`from_edges`.
     """
 
     def __init__(
-        self,
-        entity_ids: np.ndarray,
-        chunk_ids: np.ndarray,
-        tail: np.ndarray,
-        head: np.ndarray,
-        share: np.ndarray,
-        chunks_of: np.ndarray,
+        self, entity_ids: np.ndarray, chunk_ids: np.ndarray, step: sparse.csr_matrix, chunks_of: np.ndarray
     ) -> None:
-        self.entity_ids, self.chunk_ids, self.chunks_of = entity_ids, chunk_ids, chunks_of
-        self.tail, self.head, self.share = tail, head, share
+        self.entity_ids, self.chunk_ids, self.step, self.chunks_of = entity_ids, chunk_ids, step, chunks_of
         self.n = len(entity_ids) + len(chunk_ids)
-        self.indptr = np.searchsorted(head, np.arange(self.n + 1))
-        self.sink = np.flatnonzero(np.diff(self.indptr) == 0)
+        self.sink = np.flatnonzero(np.diff(step.indptr) == 0)
 
     @classmethod
     def from_edges(cls, edges: WalkEdges, chunk_ids: np.ndarray) -> WalkGraph:
@@ -145,7 +138,7 @@ class WalkGraph:
         chunks = np.unique(
             np.concatenate([chunk_ids.astype(np.int64), edges.mentions[:, 0], edges.titles[:, 0]])
         ).astype(np.int64)
-        m = len(ents)
+        m, n = len(ents), len(ents) + len(chunks)
         mention = np.unique(edges.mentions, axis=0) if len(edges.mentions) else edges.mentions
         parts = [
             (m + np.searchsorted(chunks, mention[:, 0]), np.searchsorted(ents, mention[:, 1])),
@@ -158,23 +151,24 @@ class WalkGraph:
             [np.ones(len(mention) + len(edges.titles)), edges.relation_weight.astype(np.float64)]
         )
         tail, head, both = np.concatenate([a, b]), np.concatenate([b, a]), np.concatenate([w, w])
-        order = np.argsort(head, kind="stable")
-        tail, head, both = tail[order], head[order], both[order]
-        degree = np.bincount(tail, weights=both, minlength=m + len(chunks))
-        share = both / np.where(degree[tail] > 0, degree[tail], 1.0)
+        degree = np.bincount(tail, weights=both, minlength=n)
+        share = (both / np.where(degree[tail] > 0, degree[tail], 1.0)).astype(np.float32)
+        step = sparse.csr_matrix((share, (head, tail)), shape=(n, n), dtype=np.float32)
+        step.sum_duplicates()
         chunks_of = np.bincount(np.searchsorted(ents, mention[:, 1]), minlength=m).astype(np.float64)
-        return cls(ents, chunks, tail, head, share, chunks_of)
+        return cls(ents, chunks, step, chunks_of)
 
     @property
     def edge_count(self) -> int:
-        """Undirected edges (parallel ones counted apart)."""
-        return len(self.tail) // 2
+        """Undirected edges (parallel ones merged)."""
+        return int(self.step.nnz) // 2
 
     @property
     def nbytes(self) -> int:
-        """The memory its arrays hold, in bytes (≈ 48 per undirected edge and 24 per vertex)."""
-        arrays = (self.entity_ids, self.chunk_ids, self.chunks_of, self.tail, self.head, self.share)
-        return sum(x.nbytes for x in arrays) + self.indptr.nbytes + self.sink.nbytes
+        """The memory its arrays hold, in bytes (≈ 16 per undirected edge and 24 per vertex)."""
+        arrays = (self.entity_ids, self.chunk_ids, self.chunks_of, self.sink)
+        matrix = self.step.data.nbytes + self.step.indices.nbytes + self.step.indptr.nbytes
+        return sum(x.nbytes for x in arrays) + matrix
 
     def _index(self, ids: np.ndarray, ids_of: np.ndarray) -> np.ndarray:
         if not len(ids_of):
@@ -189,7 +183,7 @@ class WalkGraph:
         *,
         damping: float,
         prior_weight: float,
-        tolerance: float = 1e-9,
+        tolerance: float = 1e-6,
         max_iterations: int = 100,
     ) -> Walk | None:
         """Personalised PageRank with restart on ``seeds`` (entity id → link score in (0, 1], divided here
@@ -199,9 +193,12 @@ class WalkGraph:
 
         ``damping`` in [0, 1): the probability of following an edge (HippoRAG 2: 0.5); the walker restarts
         by the normalised reset vector otherwise, and always from a vertex without edges (as igraph's
-        ``personalized_pagerank`` does). Power iteration until the L1 change is below ``tolerance`` (at
-        damping 0.5 the error halves each step: ~30 steps), in numpy: 3–4× faster than igraph's PRPACK on
-        the benchmark graphs, and O(edges) per step."""
+        ``personalized_pagerank`` does). Power iteration in float32 until the L1 change is below
+        ``tolerance`` (the error shrinks by ``damping`` each step: ~20 steps at 0.5, ~40 at 0.7), one sparse
+        matrix–vector product a step: O(edges), and several times faster than igraph's PRPACK on the
+        benchmark graphs (measured: ~18 ms at 100k relations and damping 0.7, against ~50 ms for a numpy
+        scatter and more for PRPACK). Ranks are stable at this tolerance (the same top 10 chunks on the 50
+        benchmark questions as at 1e-9)."""
         m = len(self.entity_ids)
         reset = np.zeros(self.n, dtype=np.float64)
         if seeds:
@@ -221,12 +218,11 @@ class WalkGraph:
             at = self._index(ids, self.chunk_ids)
             keep = at >= 0
             reset[m + at[keep]] += prior_weight * norm[keep]
-        reset /= reset.sum()
+        reset = (reset / reset.sum()).astype(np.float32)
         mass = reset.copy()
         for _ in range(max_iterations):
-            spread = np.bincount(self.head, weights=mass[self.tail] * self.share, minlength=self.n)
             stuck = float(mass[self.sink].sum()) if len(self.sink) else 0.0
-            nxt = damping * spread + ((1.0 - damping) + damping * stuck) * reset
+            nxt = damping * (self.step @ mass) + np.float32((1.0 - damping) + damping * stuck) * reset
             done = float(np.abs(nxt - mass).sum()) < tolerance
             mass = nxt
             if done:
@@ -238,9 +234,9 @@ class WalkGraph:
         at = int(self._index(np.asarray([chunk_id], dtype=np.int64), self.chunk_ids)[0])
         if at < 0:
             return []
-        v = len(self.entity_ids) + at
-        near = self.tail[self.indptr[v] : self.indptr[v + 1]]
-        return sorted({int(self.entity_ids[u]) for u in near if u < len(self.entity_ids)} & set(entity_ids))
+        v, m = len(self.entity_ids) + at, len(self.entity_ids)
+        near = self.step.indices[self.step.indptr[v] : self.step.indptr[v + 1]]
+        return sorted({int(self.entity_ids[u]) for u in near if u < m} & set(entity_ids))
 
 
 class WalkCache:
@@ -305,7 +301,7 @@ def space_graph(
     """``space``'s walk graph in the state the caller's snapshot (``conn``'s open transaction) reads under
     ``temporal`` / ``relation_types``, with the edge ``kinds``: from ``cache`` when it holds the version
     read now, else read (:func:`~pgrag_dag.store.walk_graph.walk_edges`) and kept — not kept for a realm
-    whose schema has no graph version yet (built before schema version 18: its next index run adds it)."""
+    whose schema has no graph version yet (built before schema version 19: its next index run adds it)."""
     version = graph_version.read_version(conn, realm, space)
     types = None if relation_types is None else tuple(sorted({t.lower() for t in relation_types}))
     key = (

@@ -22,6 +22,12 @@ behind that default is in ``evaluation/README.md``), fused by RRF keyed by chunk
 ``chunk_top_k`` — plus mention expansion wherever entities are matched. An unknown mode raises
 :class:`QueryError` — a query never silently runs in another mode (§7.1).
 
+In the entity modes (mix, local, hybrid) the default ``graph_ranking = "ppr"`` replaces the vector entity
+seeds, mention expansion and k-hop traversal of the table by one personalised-PageRank walk
+(:mod:`pgrag_dag.query.ppr`, :mod:`pgrag_dag.query.walked`): restart on the question's own names linked to
+entities and on the dense top chunks; its mass ranks the chunks, entities and the relations that take the
+traversal channel's place in the fusion. A question naming no indexed entity takes the table's path.
+
 Conditioning (§7.2, :mod:`pgrag_dag.query.keywords`): low-level keywords are appended to the question for
 the entity query vector; high-level keywords to it for the global vector (``ranked`` relations and
 communities); the low-level ones (else the high-level ones, else the question's words) form the

@@ -104,14 +104,16 @@ def walk_evidence(
             }
         )
     if fulltext:
+        fused = fuse.rrf({"ppr": chunks, "fulltext": fulltext}, k=p.rrf_k, key=lambda r: r["id"])
         chunks = [
             {
                 **row,
                 "via": "+".join(c for c in ("ppr", "fulltext") if c in row["ranks"]),
                 "rrf_score": row["score"],
                 "score": cosine.get(int(row["id"])),
+                "mentions": row.get("mentions"),
             }
-            for row in fuse.rrf({"ppr": chunks, "fulltext": fulltext}, k=p.rrf_k, key=lambda r: r["id"])
+            for row in fused
         ]
     if p.collapse_duplicates:
         vectors = walk_graph.chunk_vectors(conn, realm, [c["id"] for c in chunks], temporal=p.temporal)

@@ -1,20 +1,24 @@
 """The data version of each space's graph (issue 26 item 2): DDL, triggers and the read.
 
-``graph_versions (space, version)`` holds, per space, a number that changes whenever a transaction that
-changes what the personalised-PageRank walk reads (:mod:`pgrag_dag.store.walk_graph`) commits: chunks
+``graph_writes (space, xid)`` holds, per space, one row for every committed transaction that changed
+what the personalised-PageRank walk reads (:mod:`pgrag_dag.store.walk_graph`): chunks
 added or removed (``documents``), mention edges (``doc_mentions``), entities added, removed, made dormant
 or archived or renamed (``entities``, ``entity_keys``), relations added, removed, re-weighted (corroboration),
 superseded, made dormant, re-dated or re-typed (``relations``). A query process caches the walk graph it
 built keyed by the version it read in the same snapshot as the edges, so it never serves a graph older than
-the state it reads, whatever other writers do (:mod:`pgrag_dag.query.walk_cache`).
+the state it reads, whatever other writers do (:class:`pgrag_dag.query.ppr.WalkCache`).
 
 How the number is kept: the triggers call ``bump_graph_version(space)`` once per space and transaction
-(a transaction-local setting remembers which spaces it already bumped), which stores the next value of the
-realm's ``graph_version_seq``. Every committed bump is a value no other commit had, and two writers of one
-space serialise on its ``graph_versions`` row until they commit, so one value is one committed state of
-the space's graph: readers compare for equality, never order. INSERT and DELETE are caught by statement
-triggers over their transition tables (one pass over the rows written); UPDATE by row triggers that fire
-only when a column the walk reads changed, so rewriting every vector (the embeddings stage) bumps nothing.
+(a transaction-local setting remembers which spaces it already bumped), which appends one row
+``(space, xid)`` to ``graph_writes``; the version a snapshot reads is how many rows of the space it sees.
+Snapshots only grow — a later one sees every transaction an earlier one saw, and more — so two snapshots
+reading the same count see the same committed writes of the space: one count is one committed state of its
+graph. Appending takes no lock another writer waits for (an in-place counter row would serialise every
+writer of the space until its commit, and could deadlock writers that do not hold the partition lock); the
+cost is one small row per writing transaction and space, counted through an index. INSERT and DELETE are
+caught by statement triggers over their transition tables (one pass over the rows written); UPDATE by row
+triggers that fire only when a column the walk reads changed, so rewriting every vector (the embeddings
+stage) bumps nothing.
 A space never written since the table existed reads version 0.
 
 Not the stages' data version (:func:`pgrag_dag.store.work_queue.data_version`): that one moves when an
@@ -50,10 +54,12 @@ _WATCHED: tuple[tuple[str, str], ...] = (
 )
 
 _DDL: tuple[str, ...] = (
-    """CREATE TABLE IF NOT EXISTS {s}.graph_versions (
-        space text PRIMARY KEY,
-        version bigint NOT NULL)""",
-    "CREATE SEQUENCE IF NOT EXISTS {s}.graph_version_seq",
+    "DROP TABLE IF EXISTS {s}.graph_versions",  # schema version 18's counter row (see the module docstring)
+    "DROP SEQUENCE IF EXISTS {s}.graph_version_seq",
+    """CREATE TABLE IF NOT EXISTS {s}.graph_writes (
+        space text NOT NULL,
+        xid xid8 NOT NULL DEFAULT pg_current_xact_id())""",
+    "CREATE INDEX IF NOT EXISTS graph_writes_space ON {s}.graph_writes (space)",
     """CREATE OR REPLACE FUNCTION {s}.bump_graph_version(p_space text) RETURNS void LANGUAGE plpgsql AS $f$
     DECLARE
         v_done text := coalesce(current_setting('pgrag.graph_bumped', true), '');
@@ -62,9 +68,7 @@ _DDL: tuple[str, ...] = (
         IF position(v_mark IN v_done) > 0 THEN
             RETURN;
         END IF;
-        INSERT INTO {s}.graph_versions AS g (space, version)
-             VALUES (p_space, nextval('{s}.graph_version_seq'))
-        ON CONFLICT (space) DO UPDATE SET version = EXCLUDED.version;
+        INSERT INTO {s}.graph_writes (space) VALUES (p_space);
         PERFORM set_config('pgrag.graph_bumped', v_done || v_mark, true);
     END $f$""",
     """CREATE OR REPLACE FUNCTION {s}.graph_version_new() RETURNS trigger LANGUAGE plpgsql AS $f$
@@ -89,7 +93,7 @@ _DDL: tuple[str, ...] = (
 
 
 def create_graph_versions(conn: psycopg.Connection, realm: str) -> None:
-    """Create ``graph_versions``, its sequence, functions and triggers in ``realm``'s schema, inside the
+    """Create ``graph_writes``, its index, functions and triggers in ``realm``'s schema, inside the
     caller's DDL transaction (:func:`pgrag_dag.store.schema.init_realm`). Idempotent."""
     s = sql.Identifier(schema_for(realm))
     for stmt in _DDL:
@@ -120,24 +124,24 @@ def create_graph_versions(conn: psycopg.Connection, realm: str) -> None:
 
 
 def read_version(conn: psycopg.Connection, realm: str, space: str) -> tuple[tuple[str, int], ...] | None:
-    """The graph version of ``space`` as the caller's snapshot sees it: ``((space, version),)``, version 0
-    for a space never bumped; for the wildcard ``"*"`` every bumped space of the realm, sorted. ``None``
-    for a realm whose schema predates the table (schema version < 18, until its next index run upgrades
-    it): nothing can be cached for it. Compare results for equality only (see the module docstring)."""
-    table = qualified(realm, "graph_versions")
-    if space == WILDCARD_SPACE:
-        query = sql.SQL("SELECT space, version FROM {} ORDER BY space").format(table)
-    else:
-        query = sql.SQL("SELECT space, version FROM {} WHERE space = %(space)s").format(table)
+    """The graph version of ``space`` as the caller's snapshot sees it: ``((space, writes),)`` — 0 for a
+    space never written since the table existed; for the wildcard ``"*"`` every written space of the realm,
+    sorted. ``None`` for a realm whose schema predates the table (schema version < 19, until its next index
+    run upgrades it): nothing can be cached for it. Compare results for equality only (see the module
+    docstring)."""
+    table = qualified(realm, "graph_writes")
     present = conn.execute(
-        "SELECT to_regclass(%s) IS NOT NULL", (f"{schema_for(realm)}.graph_versions",)
+        "SELECT to_regclass(%s) IS NOT NULL", (f"{schema_for(realm)}.graph_writes",)
     ).fetchone()
     if not (present and present[0]):
         return None
-    rows = conn.execute(query, {"space": space}).fetchall()
-    if space != WILDCARD_SPACE and not rows:
-        return ((space, 0),)
-    return tuple((str(s), int(v)) for s, v in rows)
+    if space == WILDCARD_SPACE:
+        rows = conn.execute(
+            sql.SQL("SELECT space, count(*) FROM {} GROUP BY space ORDER BY space").format(table)
+        ).fetchall()
+        return tuple((str(s), int(n)) for s, n in rows)
+    row = conn.execute(sql.SQL("SELECT count(*) FROM {} WHERE space = %s").format(table), (space,)).fetchone()
+    return ((space, int(row[0]) if row else 0),)
 
 
 def bumped_spaces(conn: psycopg.Connection) -> Sequence[str]:

@@ -59,9 +59,9 @@ partial indexes ``<table>_unembedded`` (documents, entities, relations) hold the
   history and its triggers (:mod:`pgrag_dag.store.history`, schema version 7; ``belief_log.renamed_from``
   for documents re-keyed in place, schema version 17)
 - ``query_events``: coverage telemetry, one row per recorded query (:mod:`pgrag_dag.store.telemetry`)
-- ``graph_versions``: the data version of each space's graph, bumped by triggers on the tables the
-  personalised-PageRank walk reads (:mod:`pgrag_dag.store.graph_version`, schema version 18); a writer
-  locks its space's row at its first graph write and holds it until it commits
+- ``graph_writes``: one row per transaction that changed a space's graph, appended by triggers on the
+  tables the personalised-PageRank walk reads; their count is the space's graph data version
+  (:mod:`pgrag_dag.store.graph_version`, schema version 19)
 - ``community_lineage`` (view): community → relations inside it → contributing chunks → documents
 """
 
@@ -77,7 +77,7 @@ from pgrag_dag.store import graph_version, history, quality, telemetry, vector_i
 from pgrag_dag.store.db import privileged
 
 CONTROL_SCHEMA = "pgrag__control"
-SCHEMA_VERSION = 18
+SCHEMA_VERSION = 19
 """The realm schema's DDL version, recorded per realm in ``pgrag__control.realms.schema_version``."""
 _LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
 

@@ -258,7 +258,8 @@ def test_every_arm_names_its_graph_ranking_explicitly() -> None:
     runnable, config, skipped = resolve_arms({"local": ARMS["local"], "naive": ARMS["naive"]}, "musique")
     assert not skipped and runnable["local"][0] == "local"
     assert (
-        config["local"]["overrides"] == {"graph_ranking": "mentions"} and config["naive"]["overrides"] == {}
+        config["local"]["overrides"] == {"graph_ranking": "mentions", "collapse_duplicates": False}
+        and config["naive"]["overrides"] == {}
     )
     assert config["local"]["chunk_channels"] == ["vector"]
     assert rr.jsonable({"a": (1, (2,)), "b": [("x",)]}) == {"a": [1, [2]], "b": [["x"]]}

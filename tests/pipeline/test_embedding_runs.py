@@ -231,6 +231,7 @@ def test_the_hashing_fallback_embeds_what_the_model_refused_apart_and_the_next_r
         mode="mix",
         keywords="lexical",
         chunk_channels=("vector", "fulltext"),
+        graph_ranking="mentions",  # the vector-seeded path: what a fallback vector keeps out of search
     )
     vector_found = {c["id"] for c in result.chunks if "vector" in c["via"]}
     assert vector_found and vector_found <= real["documents"]  # no fallback row in a vector channel

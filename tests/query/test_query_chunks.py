@@ -133,7 +133,9 @@ def test_chunk_channels_toggle_and_are_counted(pg_dsn: str, realm: str, fused: d
     def run(chans: list[str], embedder: Any = EMB) -> Any:
         return query_data(
             FUSED_Q,
-            QueryParam(space="alpha", mode="naive", chunk_top_k=3, chunk_channels=chans),
+            QueryParam(
+                space="alpha", mode="naive", chunk_top_k=3, chunk_channels=chans, collapse_duplicates=False
+            ),
             dsn=pg_dsn,
             realm=realm,
             embedder=embedder,

@@ -223,7 +223,12 @@ class GraphBuilder:
 
 
 def ask(pg_dsn: str, realm: str, question: str, **param: Any) -> QueryResult:
+    """``query_data`` on the hand-built graph. These tests pin the vector-seeded path (mention expansion,
+    the k-hop traversal) and exact chunk counts, so unless told otherwise they ask for it: graph_ranking
+    "mentions" and no near-duplicate collapse (the walk has its own tests: tests/query/test_query_ppr.py)."""
     param.setdefault("space", "alpha")
+    param.setdefault("graph_ranking", "mentions")
+    param.setdefault("collapse_duplicates", False)
     return query_data(question, QueryParam(**param), dsn=pg_dsn, realm=realm, embedder=EMB)
 
 

@@ -295,7 +295,11 @@ def test_near_duplicate_chunks_count_once(conn: psycopg.Connection, pg_dsn: str,
     )
     q = "Who is the chief financial officer of Zarnic Corp?"
     plain = query_data(
-        q, QueryParam(space="alpha", mode="naive", chunk_top_k=3), dsn=pg_dsn, realm=realm, embedder=EMB
+        q,
+        QueryParam(space="alpha", mode="naive", chunk_top_k=3, collapse_duplicates=False),
+        dsn=pg_dsn,
+        realm=realm,
+        embedder=EMB,
     )
     assert [c["text"] for c in plain.chunks].count(boiler) == 2
     res = query_data(

@@ -192,6 +192,9 @@ def graph(conn: psycopg.Connection, realm: str) -> dict[str, int]:
 
 
 def _ask(pg_dsn: str, realm: str, **param: Any) -> QueryResult:
+    # the vector-seeded path these tests pin (the walk has tests/query/test_query_ppr.py)
+    param.setdefault("graph_ranking", "mentions")
+    param.setdefault("collapse_duplicates", False)
     param.setdefault("space", SPACE)
     param.setdefault("top_k", 1)
     param.setdefault("max_hops", 2)
@@ -447,6 +450,11 @@ def test_documents_indexed_after_the_belief_instant_are_not_retrieved(
     assert _ask(pg_dsn, realm, mode="naive", as_believed_at="2009-12-31").chunks == []
     # as_of is valid time: it does not filter passages
     assert len(_ask(pg_dsn, realm, as_of="1625").chunks) == 4
+    # the walk reads the same state: the chunks and mentions the system had at the instant
+    walked = _ask(pg_dsn, realm, graph_ranking="ppr", as_believed_at="2015-01-01")
+    assert walked.channels["ppr_seeds"] == 1
+    assert {(c["doc_key"], c["via"]) for c in walked.chunks} == {("old-notes", "ppr"), ("old-letter", "ppr")}
+    assert len(_ask(pg_dsn, realm, graph_ranking="ppr").chunks) == 4
 
 
 def test_the_fulltext_chunk_channel_reads_only_documents_known_at_the_belief_instant(

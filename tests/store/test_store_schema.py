@@ -154,7 +154,7 @@ def test_concurrent_initialisation_converges(pg_dsn: str) -> None:
     assert (
         n is not None and n[0] == 21
     )  # ten graph tables, stage_pending, the four of the belief history, graph_checked,
-    # query_events, the work queue and stage state of incremental indexing, entity_keys, graph_versions
+    # query_events, the work queue and stage state of incremental indexing, entity_keys, graph_writes
     c.execute("DROP SCHEMA pgrag_tconcurrent CASCADE")
     c.execute("DELETE FROM pgrag__control.realms WHERE realm = 'tconcurrent'")
     c.close()
