@@ -103,6 +103,19 @@ class Walk:
         """The ``k`` entities of most mass (above zero), ties by id."""
         return self._top(self.entity_mass, self.graph.entity_ids, k)
 
+    def relations_among(self, entity_ids: Sequence[int], limit: int) -> list[tuple[int, float]]:
+        """The ``limit`` relations of the graph with both ends among ``entity_ids``, by the mass of their
+        two ends (most first, ties by id): ``(relation id, mass)``."""
+        g = self.graph
+        at = g._index(np.asarray(list(entity_ids), dtype=np.int64), g.entity_ids)
+        pool = np.zeros(len(g.entity_ids), dtype=bool)
+        pool[at[at >= 0]] = True
+        ends = g.relation_ends
+        inside = np.flatnonzero(pool[ends[:, 0]] & pool[ends[:, 1]]) if len(ends) else np.zeros(0, dtype=int)
+        score = self.entity_mass[ends[inside, 0]] + self.entity_mass[ends[inside, 1]]
+        ranked = sorted(zip(g.relation_ids[inside].tolist(), score.tolist()), key=lambda t: (-t[1], t[0]))
+        return [(int(r), float(m)) for r, m in ranked[:limit] if r >= 0]
+
     def entity_score(self, entity_id: int) -> float:
         """The mass of one entity (0 when not a vertex)."""
         at = int(self.graph._index(np.asarray([entity_id], dtype=np.int64), self.graph.entity_ids)[0])
@@ -118,15 +131,25 @@ class WalkGraph:
     probability that the walker at ``u`` moves to ``v``: the weight of the undirected edge ``u–v`` over
     ``u``'s weighted degree (parallel edges add up); row ``v`` lists ``v``'s neighbours. ``sink`` holds the
     vertices without edges. ``chunks_of[i]`` counts the distinct chunks mentioning entity ``i`` (the node
-    specificity's denominator). Build with :meth:`from_edges`.
+    specificity's denominator). ``relation_ids`` (int64, ``(r,)``) and ``relation_ends`` (their endpoints'
+    vertex indices, ``(r, 2)``) let a walk pick the relations among its best entities without a read.
+    Build with :meth:`from_edges`.
     """
 
     def __init__(
-        self, entity_ids: np.ndarray, chunk_ids: np.ndarray, step: sparse.csr_matrix, chunks_of: np.ndarray
+        self,
+        entity_ids: np.ndarray,
+        chunk_ids: np.ndarray,
+        step: sparse.csr_matrix,
+        chunks_of: np.ndarray,
+        relation_ids: np.ndarray | None = None,
+        relation_ends: np.ndarray | None = None,
     ) -> None:
         self.entity_ids, self.chunk_ids, self.step, self.chunks_of = entity_ids, chunk_ids, step, chunks_of
         self.n = len(entity_ids) + len(chunk_ids)
         self.sink = np.flatnonzero(np.diff(step.indptr) == 0)
+        self.relation_ids = np.zeros(0, dtype=np.int64) if relation_ids is None else relation_ids
+        self.relation_ends = np.zeros((0, 2), dtype=np.int64) if relation_ends is None else relation_ends
 
     @classmethod
     def from_edges(cls, edges: WalkEdges, chunk_ids: np.ndarray) -> WalkGraph:
@@ -156,7 +179,9 @@ class WalkGraph:
         step = sparse.csr_matrix((share, (head, tail)), shape=(n, n), dtype=np.float32)
         step.sum_duplicates()
         chunks_of = np.bincount(np.searchsorted(ents, mention[:, 1]), minlength=m).astype(np.float64)
-        return cls(ents, chunks, step, chunks_of)
+        ends = np.column_stack(parts[2]).astype(np.int64).reshape(-1, 2)
+        rel_ids = edges.relation_ids if len(edges.relation_ids) == len(ends) else np.full(len(ends), -1)
+        return cls(ents, chunks, step, chunks_of, rel_ids.astype(np.int64), ends)
 
     @property
     def edge_count(self) -> int:
@@ -166,7 +191,14 @@ class WalkGraph:
     @property
     def nbytes(self) -> int:
         """The memory its arrays hold, in bytes (≈ 16 per undirected edge and 24 per vertex)."""
-        arrays = (self.entity_ids, self.chunk_ids, self.chunks_of, self.sink)
+        arrays = (
+            self.entity_ids,
+            self.chunk_ids,
+            self.chunks_of,
+            self.sink,
+            self.relation_ids,
+            self.relation_ends,
+        )
         matrix = self.step.data.nbytes + self.step.indices.nbytes + self.step.indptr.nbytes
         return sum(x.nbytes for x in arrays) + matrix
 

@@ -139,6 +139,8 @@ class Found:
     lists: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     seeds: dict[int, float] = field(default_factory=dict)
     prior: list[dict[str, Any]] = field(default_factory=list)
+    walk: walked.WalkEvidence | None = None
+    searched: Found | None = None
 
 
 def walks(p: QueryParam) -> bool:
@@ -215,15 +217,17 @@ def retrieve_all(
         beside = _Beside(conn, spare_conns)
         try:
             independent = beside.submit(_independent_all, realm, p, probes, vecs)
-            anchored = [_anchored(conn, realm, p, probe, vecs) for probe in probes]
+            anchored = [_anchored(conn, dsn, realm, p, probe, vecs) for probe in probes]
         finally:
             beside.wait()  # an error of the anchored reads, if any, wins
         out = []
-        for probe, a, i in zip(probes, anchored, independent()):
-            found = _walked(conn, dsn, realm, p, a, i) if a.seeds else None
-            if found is None and a.seeds:  # no seed in the graph read: the dense path after all
-                a = _anchored(conn, realm, p, probe, vecs, link=False)
-            out.append(found or _combine(conn, realm, p, a, i))
+        for a, i in zip(anchored, independent()):
+            if a.searched is not None:  # under the walk, chunk search ran on this connection
+                i.chunks = a.searched.chunks
+                i.channels.update(a.searched.channels)
+            out.append(
+                _walked(conn, realm, p, a, i) if a.walk is not None else _combine(conn, realm, p, a, i)
+            )
         return out
 
 
@@ -235,6 +239,7 @@ def _independent_all(
 
 def _anchored(
     conn: psycopg.Connection,
+    dsn: str,
     realm: str,
     p: QueryParam,
     probe: Probe,
@@ -242,16 +247,33 @@ def _anchored(
     *,
     link: bool = True,
 ) -> Found:
-    """Under the graph ranking (:func:`walks`, ``link``): the question's names linked to entities, the walk's
-    restart (:func:`~pgrag_dag.query.walked.link_seeds`) — the walk itself runs once the dense prior is
-    read; when no name links, or otherwise: entity seeds by vector, then mention expansion (over-fetched:
-    the vector chunks are excluded later) and traversal (§7.2)."""
+    """Under the graph ranking (:func:`walks`, ``link``): the question's names linked to entities
+    (:func:`~pgrag_dag.query.walked.link_seeds`), chunk search (whose top chunks are the walk's dense prior),
+    then the walk itself (:func:`~pgrag_dag.query.walked.walk_evidence`) — all on this connection, while the
+    relation channels run beside it. When no name links, or no linked entity is a vertex of the graph read,
+    or otherwise: entity seeds by vector, then mention expansion (over-fetched: the vector chunks are
+    excluded later) and traversal (§7.2)."""
     ev, temporal, out = EVIDENCE[p.mode], p.temporal, Found()
     if link and walks(p):
-        out.seeds = walked.link_seeds(conn, realm, p, probe.text)
-        out.channels["ppr_seeds"] = len(out.seeds)
-        if out.seeds:
-            return out
+        linked = walked.link_seeds(conn, realm, p, probe.text)
+        searched = Found()
+        if "chunks" in ev:
+            _chunks(conn, realm, p, probe, vecs, searched)
+        ranked = (
+            walked.walk_evidence(
+                conn, dsn, realm, p, linked, searched.prior, searched.lists.get("chunks_fulltext")
+            )
+            if linked
+            else None
+        )
+        out = (
+            Found(seeds=linked, walk=ranked)
+            if ranked is not None
+            else _anchored(conn, dsn, realm, p, probe, vecs, link=False)
+        )
+        out.searched = searched
+        out.channels["ppr_seeds"] = len(linked)
+        return out
     if "entities" in ev:
         seeds = retrieval.entity_search(
             conn, realm, p.space, vecs[probe.entity_text], p.top_k, temporal=temporal
@@ -285,7 +307,7 @@ def _independent(
 ) -> Found:
     """Chunk search, the similarity, lexical and ranked relation channels, communities (§7.1–7.3)."""
     ev, temporal, types, space, out = EVIDENCE[p.mode], p.temporal, p.relation_types, p.space, Found()
-    if "chunks" in ev:
+    if "chunks" in ev and not walks(p):  # under the walk, chunk search runs beside the seeds (_anchored)
         _chunks(conn, realm, p, probe, vecs, out)
     if "similarity" in ev and "similarity" in p.relation_channels:
         out.lists["similarity"] = channels.relation_similarity(
@@ -366,21 +388,12 @@ def _by_id(row: dict[str, Any]) -> Any:
 
 
 def _walked(
-    conn: psycopg.Connection, dsn: str, realm: str, p: QueryParam, anchored: Found, independent: Found
-) -> Found | None:
-    """One probe's evidence ranked by the walk (:func:`~pgrag_dag.query.walked.walk_evidence`), its
-    relations fused with the other channels as in :func:`_combine`; ``None`` when no seed is a vertex."""
-    ev = walked.walk_evidence(
-        conn,
-        dsn,
-        realm,
-        p,
-        anchored.seeds,
-        independent.prior,
-        independent.lists.get("chunks_fulltext"),
-    )
-    if ev is None:
-        return None
+    conn: psycopg.Connection, realm: str, p: QueryParam, anchored: Found, independent: Found
+) -> Found:
+    """One probe's evidence as the walk ranked it (``anchored.walk``), its relations fused with the other
+    relation channels as in :func:`_combine`."""
+    ev = anchored.walk
+    assert ev is not None
     out = Found(
         entities=[_entity(e) for e in ev.entities],
         chunks=ev.chunks,

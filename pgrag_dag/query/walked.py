@@ -128,19 +128,16 @@ def walk_evidence(
     ]
     if "traversal" in p.relation_channels and p.max_hops > 0 and p.max_relation_edges > 0:
         pool = sorted({e for e, _ in best} | set(seed_ids))
-        rels = walk_graph.relations_among(
-            conn, realm, p.space, pool, temporal=p.temporal, relation_types=p.relation_types
+        # over-fetch: some fall beyond max_hops of a seed; the rows are read again under every filter
+        picked = walk.relations_among(pool, 4 * p.max_relation_edges)
+        rows = walk_graph.relation_rows(
+            conn, realm, [r for r, _ in picked], temporal=p.temporal, relation_types=p.relation_types
         )
+        rels = [rows[r] for r, _ in picked if r in rows]
         hops = ppr.relation_hops(seed_ids, rels)
-        score = dict(best)
+        edge_mass = dict(picked)
         ranked = [
-            {
-                **r,
-                "hop": hops[r["id"]],
-                "seeds": [],
-                "ppr_score": score.get(r["source_id"], walk.entity_score(r["source_id"]))
-                + score.get(r["target_id"], walk.entity_score(r["target_id"])),
-            }
+            {**r, "hop": hops[r["id"]], "seeds": [], "ppr_score": edge_mass[r["id"]]}
             for r in rels
             if r["id"] in hops and hops[r["id"]] <= p.max_hops
         ]

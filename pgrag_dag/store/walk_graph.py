@@ -13,7 +13,7 @@ own space.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -45,13 +45,14 @@ name (identity key; HippoRAG's passage–title edge)."""
 @dataclass(frozen=True)
 class WalkEdges:
     """The edges of one space's walk graph, as int64 arrays of shape ``(k, 2)`` (and ``relation_weight``
-    float64 of shape ``(k,)``): ``mentions`` and ``titles`` are ``(chunk_id, entity_id)``, ``relations``
-    ``(source_id, target_id)``. Empty arrays for a kind not read."""
+    float64, ``relation_ids`` int64, of shape ``(k,)``): ``mentions`` and ``titles`` are ``(chunk_id,
+    entity_id)``, ``relations`` ``(source_id, target_id)``. Empty arrays for a kind not read."""
 
     mentions: np.ndarray
     relations: np.ndarray
     relation_weight: np.ndarray
     titles: np.ndarray
+    relation_ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
 def _pairs(rows: Sequence[tuple[Any, ...]]) -> np.ndarray:
@@ -108,7 +109,7 @@ def walk_edges(
         titles = _pairs(conn.execute(query, params).fetchall())
     if "relations" in kinds:
         query = sql.SQL("""
-            SELECT r.source_id, r.target_id, greatest(r.weight, 1)
+            SELECT r.source_id, r.target_id, greatest(r.weight, 1), r.id
               FROM {r} AS r
               JOIN {e} AS a ON a.id = r.source_id AND a.space = r.space
               JOIN {e} AS b ON b.id = r.target_id AND b.space = r.space
@@ -122,7 +123,9 @@ def walk_edges(
         )
         rows = conn.execute(query, params).fetchall()
         relations = _pairs(rows)
-        weight = np.asarray([float(w) for *_, w in rows], dtype=np.float64)
+        weight = np.asarray([float(r[2]) for r in rows], dtype=np.float64)
+        ids = np.asarray([int(r[3]) for r in rows], dtype=np.int64)
+        return WalkEdges(mentions, relations, weight, titles, ids)
     return WalkEdges(mentions=mentions, relations=relations, relation_weight=weight, titles=titles)
 
 
@@ -212,23 +215,21 @@ def entity_rows(
     return {int(r["id"]): r for r in fetch(conn, query, {"ids": list(ids), **temporal.params()})}
 
 
-def relations_among(
+def relation_rows(
     conn: psycopg.Connection,
     realm: str,
-    space: str,
     ids: Sequence[int],
     *,
     temporal: Temporal = CURRENT,
     relation_types: Sequence[str] | None = None,
-    limit: int = 500,
-) -> list[Row]:
-    """The relations of ``space`` with both endpoints among the entity ``ids`` and readable under
-    ``temporal`` / ``relation_types`` (the predicate every relation read applies), at most ``limit``, the
-    most corroborated first. Rows have the columns of :func:`~pgrag_dag.store.retrieval.traverse` but
-    ``hop`` and ``seeds``: ``id, space, source_id, target_id, subject, object, predicate, description,
-    negated, valid_from, valid_to, weight, confidence, t_created, t_expired, superseded_by, superseded``."""
-    if len(ids) < 2 or limit <= 0:
-        return []
+) -> dict[int, Row]:
+    """Relation id → its row for the ``ids`` readable under ``temporal`` / ``relation_types`` (the
+    predicate every relation read applies, checked again on the rows themselves) with both ends live: the
+    columns of :func:`~pgrag_dag.store.retrieval.traverse` but ``hop`` and ``seeds`` — ``id, space,
+    source_id, target_id, subject, object, predicate, description, negated, valid_from, valid_to, weight,
+    confidence, t_created, t_expired, superseded_by, superseded``."""
+    if not ids:
+        return {}
     query = sql.SQL("""
         SELECT r.id, r.space, r.source_id, r.target_id, a.name AS subject, b.name AS object, r.predicate,
                r.description, r.negated, r.valid_from, r.valid_to, r.weight, r.confidence, r.t_created,
@@ -236,17 +237,13 @@ def relations_among(
           FROM {r} AS r
           JOIN {e} AS a ON a.id = r.source_id AND a.space = r.space
           JOIN {e} AS b ON b.id = r.target_id AND b.space = r.space
-         WHERE r.source_id = ANY(%(ids)s) AND r.target_id = ANY(%(ids)s) AND {in_space} AND {edge_ok}
-           AND {a_live} AND {b_live}
-         ORDER BY r.weight DESC, r.id
-         LIMIT %(limit)s""").format(
+         WHERE r.id = ANY(%(ids)s) AND {edge_ok} AND {a_live} AND {b_live}""").format(
         r=qualified(realm, "relations"),
         e=qualified(realm, "entities"),
         belief=belief_columns("r", temporal, realm=realm),
-        in_space=in_space("r", space),
         edge_ok=relation_filter("r", temporal, typed=relation_types is not None, realm=realm),
         a_live=entity_live("a", temporal, realm=realm),
         b_live=entity_live("b", temporal, realm=realm),
     )
-    params = {"ids": list(ids), "space": space, "limit": limit, **scope_params(temporal, relation_types)}
-    return fetch(conn, query, params)
+    params = {"ids": list(ids), **scope_params(temporal, relation_types)}
+    return {int(r["id"]): r for r in fetch(conn, query, params)}
