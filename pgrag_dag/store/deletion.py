@@ -39,6 +39,10 @@ HISTORY_TABLES = ("belief_log", "relation_belief", "entity_belief", "documents_r
 ``belief_log``)."""
 
 
+TRIGGER_APPENDED = ("stage_work", "graph_writes")
+"""Tables the graph's triggers append to while a space's rows are deleted (:func:`delete_space_rows`)."""
+
+
 def space_tables(conn: psycopg.Connection, realm: str) -> list[str]:
     """Every base table of the realm's schema with a ``space`` column, in deletion order: :data:`SPACE_ORDER`,
     then any other (a table added later), then :data:`HISTORY_TABLES`."""
@@ -73,27 +77,26 @@ def count_rows(conn: psycopg.Connection, realm: str, space: str | None) -> dict[
 
 def delete_space_rows(conn: psycopg.Connection, realm: str, space: str) -> dict[str, int]:
     """Delete every row of ``space`` from every table of :func:`space_tables`, in that order, in the caller's
-    forgetting transaction. Returns rows removed per table, ``belief_log`` and ``stage_work`` counting only
-    the rows that were there before (not the tombstones and queued work the graph deletes appended and this
-    removed again)."""
+    forgetting transaction. Returns rows removed per table, ``belief_log`` and :data:`TRIGGER_APPENDED`
+    counting only the rows that were there before (not the tombstones, queued work and graph versions the
+    graph deletes appended and this removed again)."""
     out: dict[str, int] = {}
     tables = space_tables(conn, realm)
-    queued = None
-    if (
-        "stage_work" in tables
-    ):  # the graph deletes below queue work (triggers): removed again, last, not counted
-        tables = [t for t in tables if t != "stage_work"] + ["stage_work"]
+    # the graph deletes below append to these by triggers (queued work, graph data versions): removed again,
+    # last, and reported as the rows that were there before
+    appended = [t for t in TRIGGER_APPENDED if t in tables]
+    tables = [t for t in tables if t not in appended] + appended
+    before = {}
+    for table in appended:
         row = conn.execute(
-            sql.SQL("SELECT count(*) FROM {} WHERE space = %s").format(qualified(realm, "stage_work")),
-            (space,),
+            sql.SQL("SELECT count(*) FROM {} WHERE space = %s").format(qualified(realm, table)), (space,)
         ).fetchone()
-        queued = int(row[0]) if row else 0
+        before[table] = int(row[0]) if row else 0
     for table in tables:
         out[table] = conn.execute(
             sql.SQL("DELETE FROM {} WHERE space = %s").format(qualified(realm, table)), (space,)
         ).rowcount
-    if queued is not None:
-        out["stage_work"] = queued
+    out.update(before)
     if "belief_log" in out:
         out["belief_log"] -= out.get("relations", 0) + out.get("entities", 0)
     return out
