@@ -66,6 +66,9 @@ MAX_HOPS = 4
 """The deepest walk a query may ask for. Paths fan out by up to ``2 × max_relation_edges`` per hop; on
 the 100k-relation benchmark graph a mix query takes ~35 ms at 2 hops, ~0.3 s at 3 and ~8 s at 4."""
 
+MAX_PRIOR_K = 10_000
+"""The most dense top chunks the walk's prior may read (an HNSW search that deep is already slow)."""
+
 _CAP_FIELDS = {
     "communities": "max_community_tokens",
     "passages": "max_passage_tokens",
@@ -255,6 +258,8 @@ class QueryParam:
         if not set(chunk_chans) <= set(CHUNK_CHANNELS):
             raise QueryError(f"chunk_channels must be among {', '.join(CHUNK_CHANNELS)}, got {chunk_chans!r}")
         object.__setattr__(self, "chunk_channels", chunk_chans)
+        if self.ppr_prior_k > MAX_PRIOR_K:
+            raise QueryError(f"ppr_prior_k must be at most {MAX_PRIOR_K}, got {self.ppr_prior_k}")
         if self.ppr_damping >= 1.0:
             raise QueryError(f"ppr_damping must be below 1 (the walk must restart), got {self.ppr_damping!r}")
         edges = tuple(dict.fromkeys(_as_tuple(self.ppr_edges, "ppr_edges")))
@@ -329,7 +334,7 @@ class QueryResult:
             ``score`` (cosine similarity when the vector channel found it, else ``None``),
             ``ppr_score`` (the walk's stationary mass, under the walk), ``mentions`` (matched entities —
             under the walk, the question's linked names — mentioned, else ``None``), ``duplicates`` (with
-            ``collapse_duplicates``: ``[{doc_key, chunk_index}]`` of the near-duplicates it stands for),
+            ``collapse_duplicates``: ``[{id, doc_key, chunk_index}]`` of the near-duplicates it stands for),
             ``rank``, ``ref`` (its ``[n]``).
         communities: ``id, space, level, title, summary, findings, rating, size, report,
             built_at, score`` (similarity), ``rank_score`` (the blend), ``rank``.

@@ -93,6 +93,7 @@ def query(
                             "chunks": res.chunks,
                             "communities": res.communities,
                             "warnings": res.warnings,
+                            "channels": res.channels,
                             "assembly": res.assembly,
                         },
                         default=str,
@@ -124,6 +125,13 @@ def query(
                 # offline by configuration (llm.models: [replay]): what retrieval found is the answer we have
                 if offline and _without_model(res, engine.embedder()):
                     return
+                if offline and param.mode != "bypass":  # nothing retrieved, and no model to ask
+                    typer.echo(
+                        "nothing was retrieved for this question (see the warnings above, if any), and no "
+                        "model writes answers offline (llm.models: [replay])",
+                        err=True,
+                    )
+                    raise typer.Exit(1) from None
                 raise
     except ReplayMissError as exc:  # a live model's replay miss, or offline with nothing retrieved to show
         typer.echo(

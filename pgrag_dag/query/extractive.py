@@ -13,6 +13,7 @@ answer is available; from Python they work on any :class:`~pgrag_dag.query_param
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -32,9 +33,17 @@ MIN_WORDS = 3
 """Pieces of fewer words (a heading line, a caption) are no candidates while the passage has a longer one:
 a bare name scores high against a question naming it, yet answers nothing."""
 
-LIKELY_MARGIN = 0.05
+LIKELY_MARGIN = 0.02
 """Passages whose best sentence is within this much cosine similarity of the best passage's are marked
 ``likely`` with it (the same sentence in two overlapping chunks scores the same)."""
+
+LIKELY_FLOOR = 0.3
+"""No passage is marked ``likely`` when its best sentence is less similar than this to the question (the
+local MiniLM model's cosine; on the earnings-call transcripts a question about nothing in them scored
+0.22): nothing answers closely, and the mark would say it does."""
+
+_SPEAKER = re.compile(r"^[A-Z][A-Z .'’\-]{1,40}:\s+")
+"""A transcript's speaker label (``AMY HOOD: ``), not counted as words of the sentence it opens."""
 
 SENTENCE_CHARS = 400
 """Characters of a sentence as printed (clipped at a word); the full sentence is in the row."""
@@ -66,7 +75,8 @@ def extractive_answer(
     ``{"text", "score", "position"}`` (the sentence with whitespace collapsed, its cosine similarity in
     [-1, 1], its 0-based index among the passage's candidates), best first; ``score`` — the best
     sentence's similarity; ``likely`` — ``True`` for the passages whose score is within ``margin`` of the
-    first row's (always the first). ``[]`` when no passage was placed (global and bypass modes).
+    first row's and at least :data:`LIKELY_FLOOR` (none when nothing scores that close). ``[]`` when no
+    passage was placed (global and bypass modes).
 
     Raises:
         ValueError: ``k`` or ``max_sentences`` below 1, or ``margin`` negative.
@@ -97,7 +107,7 @@ def extractive_answer(
         )
     rows.sort(key=lambda r: (-r["score"], r["ref"]))
     for row in rows:
-        row["likely"] = row["score"] >= rows[0]["score"] - margin
+        row["likely"] = row["score"] >= max(rows[0]["score"] - margin, LIKELY_FLOOR)
     return rows
 
 
@@ -105,7 +115,7 @@ def _candidates(text: str, limit: int) -> list[str]:
     """The passage's candidate sentences (see :func:`extractive_answer`), whitespace collapsed."""
     pieces = [" ".join(s.split()) for s in sentences_of(text)]
     pieces = [p for p in pieces if p]
-    long = [p for p in pieces if len(p.split()) >= MIN_WORDS]
+    long = [p for p in pieces if len(_SPEAKER.sub("", p).split()) >= MIN_WORDS]
     return (long or pieces or [" ".join(text.split())])[:limit]
 
 
@@ -175,6 +185,7 @@ def _findings(raw: Any) -> list[str]:
 
 __all__ = [
     "FINDINGS_SHOWN",
+    "LIKELY_FLOOR",
     "LIKELY_MARGIN",
     "MIN_WORDS",
     "SENTENCES_PER_CHUNK",

@@ -189,7 +189,7 @@ def collapse_duplicates(
     """``items`` (ranked chunk rows with ``id``, ``doc_key``, ``chunk_index``) with every near-duplicate of
     an earlier kept row removed (issue 26 item 3): a row whose stored vector (``vectors`` keyed by ``id``)
     has cosine similarity ≥ ``threshold`` with a kept one's, or whose text is the same, is dropped and named
-    in that row's ``duplicates`` (``[{doc_key, chunk_index}]``, in rank order). A row without a vector is
+    in that row's ``duplicates`` (``[{id, doc_key, chunk_index}]``, in rank order). A row without a vector is
     compared by text only. Returns copies, at most ``keep`` of them. Raises :class:`ValueError` outside
     ``0 <= threshold <= 1``."""
     if not 0.0 <= threshold <= 1.0:
@@ -209,7 +209,7 @@ def collapse_duplicates(
                     break
         if twin is not None:
             kept[twin]["duplicates"].append(
-                {"doc_key": item.get("doc_key"), "chunk_index": item.get("chunk_index")}
+                {"id": item.get("id"), "doc_key": item.get("doc_key"), "chunk_index": item.get("chunk_index")}
             )
             continue
         if keep is not None and len(kept) >= keep:

