@@ -138,7 +138,6 @@ class Found:
     warnings: list[str] = field(default_factory=list)
     lists: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     seeds: dict[int, float] = field(default_factory=dict)
-    prior: list[dict[str, Any]] = field(default_factory=list)
     walk: walked.WalkEvidence | None = None
     searched: Found | None = None
 
@@ -257,16 +256,13 @@ def _anchored(
     ev, temporal, out = EVIDENCE[p.mode], p.temporal, Found()
     if link and walks(p):
         linked = walked.link_seeds(conn, realm, p, probe.text)
-        searched = Found()
-        if "chunks" in ev:
+        searched, ranked = Found(), None
+        if linked:
+            prior, fulltext = _walk_inputs(conn, realm, p, probe, vecs, searched)
+            ranked = walked.walk_evidence(conn, dsn, realm, p, linked, prior, fulltext)
+        if ranked is None and "chunks" in ev:  # the dense path answers (HippoRAG's fallback)
+            searched.channels.clear()
             _chunks(conn, realm, p, probe, vecs, searched)
-        ranked = (
-            walked.walk_evidence(
-                conn, dsn, realm, p, linked, searched.prior, searched.lists.get("chunks_fulltext")
-            )
-            if linked
-            else None
-        )
         out = (
             Found(seeds=linked, walk=ranked)
             if ranked is not None
@@ -346,6 +342,36 @@ def _independent(
     return out
 
 
+def _walk_inputs(
+    conn: psycopg.Connection,
+    realm: str,
+    p: QueryParam,
+    probe: Probe,
+    vecs: dict[str, np.ndarray],
+    out: Found,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]] | None]:
+    """The chunk searches the walk takes in: its dense prior (``id, distance, score`` of the
+    ``max(chunk_top_k, ppr_prior_k)`` nearest chunks, no text: only the walk's own top chunks are read in
+    full) and the full-text channel's rows (``None`` when not asked for), both empty when the mode has no
+    chunk evidence; their counts go to ``out.channels``."""
+    prior: list[dict[str, Any]] = []
+    fulltext: list[dict[str, Any]] | None = None
+    if "chunks" not in EVIDENCE[p.mode]:
+        return prior, fulltext
+    if "vector" in p.chunk_channels:
+        depth = max(p.chunk_top_k, p.ppr_prior_k, 3 * p.chunk_top_k if p.collapse_duplicates else 0)
+        prior = retrieval.chunk_search(
+            conn, realm, p.space, vecs[probe.text], depth, temporal=p.temporal, scores_only=True
+        )
+        out.channels["chunks_vector"] = len(prior)
+    if "fulltext" in p.chunk_channels:
+        fulltext = retrieval.chunk_fulltext(
+            conn, realm, p.space, probe.fulltext, p.chunk_top_k, temporal=p.temporal
+        )
+        out.channels["chunks_fulltext"] = len(fulltext)
+    return prior, fulltext
+
+
 def _chunks(
     conn: psycopg.Connection,
     realm: str,
@@ -359,18 +385,14 @@ def _chunks(
     keyed by chunk id and cut to ``chunk_top_k`` (§7.3 applied to chunks). One channel keeps its order."""
     lists: dict[str, list[dict[str, Any]]] = {}
     if "vector" in p.chunk_channels:
-        depth = max(p.chunk_top_k, p.ppr_prior_k) if walks(p) else p.chunk_top_k
-        if p.collapse_duplicates:
-            depth = max(depth, 3 * p.chunk_top_k)
-        hits = retrieval.chunk_search(conn, realm, p.space, vecs[probe.text], depth, temporal=p.temporal)
-        out.prior = hits if walks(p) else []
-        lists["vector"] = hits[: 3 * p.chunk_top_k if p.collapse_duplicates else p.chunk_top_k]
+        depth = 3 * p.chunk_top_k if p.collapse_duplicates else p.chunk_top_k
+        lists["vector"] = retrieval.chunk_search(
+            conn, realm, p.space, vecs[probe.text], depth, temporal=p.temporal
+        )
     if "fulltext" in p.chunk_channels:
         lists["fulltext"] = retrieval.chunk_fulltext(
             conn, realm, p.space, probe.fulltext, p.chunk_top_k, temporal=p.temporal
         )
-        if walks(p):  # the walk's ranking is fused with it when the walk runs
-            out.lists["chunks_fulltext"] = lists["fulltext"]
     cosine = {row["id"]: row["score"] for row in lists.get("vector", [])}
     fused = fuse.rrf(lists, k=p.rrf_k, key=_by_id)
     if p.collapse_duplicates:
