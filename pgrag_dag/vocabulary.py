@@ -1,7 +1,8 @@
-"""Predicate vocabulary: presets, snapping by stem, explicit aliases, exclusive groups (paper §4.5, §5.2).
+"""Predicate vocabulary: presets, snapping by stem, explicit aliases, exclusive groups and single-valued
+predicates (paper §4.5, §5.2; single-valued predicates go beyond §5.2, issue 27).
 
 A :class:`Vocabulary` is built per realm/space from the configuration (a preset, extra terms, an alias
-map, exclusive groups). Extracted predicates — already normalised by
+map, exclusive groups, single-valued predicates). Extracted predicates — already normalised by
 :func:`pgrag_dag.gate_rules.normalise_predicate` — are mapped by :meth:`Vocabulary.snap`:
 
 1. the explicit alias map (``collaborated_with`` → ``worked_with``), for wordings no rule relates;
@@ -134,6 +135,17 @@ NARRATIVE = (
     "succeeded",
 )
 NARRATIVE_GROUPS = (("friend_of", "enemy_of", "rival_of", "ally_of", "opponent_of"),)
+SIDES = ("subject", "object")
+"""The sides a single-valued predicate can hold one value on."""
+BIOGRAPHY_SINGLE = {"born_in": "object", "died_in": "object"}
+FINANCE_SINGLE = {
+    "headquartered_in": "object",
+    "subsidiary_of": "object",
+    "audited_by": "object",
+    "ceo_of": "subject",
+    "cfo_of": "subject",
+}
+NARRATIVE_SINGLE = {"king_of": "subject", "queen_of": "subject", "captain_of": "subject"}
 ALIASES = {
     "collaborated_with": "worked_with",
     "cooperated_with": "worked_with",
@@ -150,17 +162,21 @@ ALIASES = {
 
 @dataclass(frozen=True)
 class Preset:
-    """A named controlled vocabulary with its exclusive predicate groups and alias map."""
+    """A named controlled vocabulary with its exclusive predicate groups, alias map and single-valued
+    predicates (predicate → the side holding one value at a time, :data:`SIDES`)."""
 
     terms: tuple[str, ...]
     groups: tuple[tuple[str, ...], ...] = ()
     aliases: dict[str, str] = field(default_factory=dict)
+    single_valued: dict[str, str] = field(default_factory=dict)
 
 
 PRESETS: dict[str, Preset] = {
-    "biography": Preset(BIOGRAPHY, (), ALIASES),
-    "finance": Preset(FINANCE, FINANCE_GROUPS, {}),
-    "narrative": Preset(NARRATIVE, NARRATIVE_GROUPS, {"allied_with": "ally_of", "befriended": "friend_of"}),
+    "biography": Preset(BIOGRAPHY, (), ALIASES, BIOGRAPHY_SINGLE),
+    "finance": Preset(FINANCE, FINANCE_GROUPS, {}, FINANCE_SINGLE),
+    "narrative": Preset(
+        NARRATIVE, NARRATIVE_GROUPS, {"allied_with": "ally_of", "befriended": "friend_of"}, NARRATIVE_SINGLE
+    ),
 }
 
 _SUFFIXES = (("ies", "y"), ("ied", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", ""))
@@ -182,11 +198,17 @@ def stems(predicate: str) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class Vocabulary:
     """Controlled vocabulary of one space: ``terms`` (may be empty = free predicates), ``aliases``,
-    exclusive ``groups`` (consumed by supersession)."""
+    exclusive ``groups`` and ``single_valued`` predicates (both consumed by supersession).
+
+    ``single_valued`` maps a predicate to the side that holds one value at a time: ``"object"`` — one
+    object per subject (``headquartered_in``: a company has one headquarters), ``"subject"`` — one subject
+    per object (``cfo_of``: a company has one CFO). A later document's different value on that side
+    supersedes the earlier one by document order (§5.2's rule, with no model call)."""
 
     terms: tuple[str, ...] = ()
     aliases: dict[str, str] = field(default_factory=dict)
     groups: tuple[tuple[str, ...], ...] = ()
+    single_valued: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -196,10 +218,13 @@ class Vocabulary:
         terms: Iterable[str] = (),
         aliases: dict[str, str] | None = None,
         groups: Iterable[Iterable[str]] = (),
+        single_valued: dict[str, str] | None = None,
     ) -> Vocabulary:
-        """Combine a preset (by name) with extra terms, aliases and groups.
+        """Combine a preset (by name) with extra terms, aliases, groups and single-valued predicates (the
+        configuration's entries override the preset's; ``"none"`` takes a preset's predicate out).
 
-        Raises :class:`ConfigurationError` for an unknown preset or a group naming an unknown term.
+        Raises :class:`ConfigurationError` for an unknown preset, a group or single-valued predicate
+        naming a term not in the vocabulary (when it has terms), or a side not in :data:`SIDES`.
         """
         base = Preset(())
         if preset is not None:
@@ -216,7 +241,19 @@ class Vocabulary:
                 raise ConfigurationError(
                     f"exclusive group {list(g)} names predicates not in the vocabulary: {unknown}"
                 )
-        return cls(all_terms, {**base.aliases, **(aliases or {})}, all_groups)
+        single = {**base.single_valued, **(single_valued or {})}
+        for predicate, side in single.items():
+            if side not in (*SIDES, "none"):
+                raise ConfigurationError(
+                    f"single_valued {predicate!r}: {side!r} is no side; use subject (one subject per "
+                    "object), object (one object per subject) or none"
+                )
+            if all_terms and predicate not in all_terms:
+                raise ConfigurationError(
+                    f"single_valued names a predicate not in the vocabulary: {predicate!r}"
+                )
+        single = {p: side for p, side in single.items() if side != "none"}
+        return cls(all_terms, {**base.aliases, **(aliases or {})}, all_groups, single)
 
     @property
     def _by_stems(self) -> dict[tuple[str, ...], str]:

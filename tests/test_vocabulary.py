@@ -80,3 +80,19 @@ def test_a_space_combines_a_preset_with_its_own_terms_aliases_and_groups(tmp_pat
     assert "patron_of" in v.terms and "designed" in v.terms
     assert v.snap("sponsored") == "patron_of" and v.snap("collaborated_with") == "worked_with"
     assert v.groups == (("married", "sibling_of"),)
+
+
+def test_single_valued_predicates_from_presets_and_configuration() -> None:
+    finance = Vocabulary.build(preset="finance")
+    assert (
+        finance.single_valued["headquartered_in"] == "object" and finance.single_valued["cfo_of"] == "subject"
+    )
+    own = Vocabulary.build(preset="finance", single_valued={"cfo_of": "none", "owns": "object"})
+    assert "cfo_of" not in own.single_valued and own.single_valued["owns"] == "object"
+    assert Vocabulary.build(single_valued={"anything_goes": "subject"}).single_valued == {
+        "anything_goes": "subject"
+    }
+    with pytest.raises(ConfigurationError, match="not in the vocabulary"):
+        Vocabulary.build(preset="finance", single_valued={"married": "object"})
+    with pytest.raises(ConfigurationError, match="no side"):
+        Vocabulary.build(single_valued={"owns": "both"})

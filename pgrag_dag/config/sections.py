@@ -78,9 +78,11 @@ class SpaceSpec(BaseModel):
     """A space's document sources, the rule that gives documents their order (§5.2: ``filename`` across
     all sources, ``listed`` = the sources' order, ``metadata`` = a metadata field such as a publication
     date or fiscal year, ``order_field``, ties by file name), and its predicate
-    vocabulary (§4.5): a preset (``biography``, ``finance``, ``narrative``), extra terms, an alias map and
-    exclusive predicate groups. ``allow_empty``: the sources may name no document even when the space
-    holds an index (removing all of it); otherwise that is refused."""
+    vocabulary (§4.5): a preset (``biography``, ``finance``, ``narrative``), extra terms, an alias map,
+    exclusive predicate groups and single-valued predicates (predicate → the side with one value at a
+    time: ``object`` for ``headquartered_in``, ``subject`` for ``cfo_of``; ``none`` takes a preset's
+    out — :class:`~pgrag_dag.vocabulary.Vocabulary`). ``allow_empty``: the sources may name no document
+    even when the space holds an index (removing all of it); otherwise that is refused."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -91,6 +93,7 @@ class SpaceSpec(BaseModel):
     vocabulary: list[str] = Field(default_factory=list)
     predicate_aliases: dict[str, str] = Field(default_factory=dict)
     exclusive_groups: list[list[str]] = Field(default_factory=list)
+    single_valued: dict[str, Literal["subject", "object", "none"]] = Field(default_factory=dict)
     chunker: OperatorSpec | None = None
     extractor: OperatorSpec | None = None
     gates: list[OperatorSpec] = Field(default_factory=list)
@@ -113,6 +116,7 @@ class SpaceSpec(BaseModel):
                 terms=self.vocabulary,
                 aliases=self.predicate_aliases,
                 groups=self.exclusive_groups,
+                single_valued=dict(self.single_valued),
             )
         except ConfigurationError as exc:
             raise ValueError(str(exc)) from None
@@ -125,6 +129,7 @@ class SpaceSpec(BaseModel):
             terms=self.vocabulary,
             aliases=self.predicate_aliases,
             groups=self.exclusive_groups,
+            single_valued=dict(self.single_valued),
         )
 
 

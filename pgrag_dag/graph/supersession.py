@@ -3,10 +3,14 @@
 Input: the space's live ``relations`` frame (see :mod:`pgrag_dag.graph.relations`; rows are identified by
 position) with ``asserted_doc_order`` / ``asserted_chunk_index``, the latest assertion of each edge in
 document order. Output frame ``supersession``: row, superseded_by_row, reason (``group`` |
-``negation`` | ``contradiction``), explanation.
+``single_valued`` | ``negation`` | ``contradiction``), explanation.
 
 - **Exclusive groups**: on one ordered pair, edges whose predicates share a declared group cannot hold
   together; the one asserted latest in document order is current and the others are superseded by it.
+- **Single-valued predicates** (issue 27, beyond §5.2): a predicate declared single-valued on its object
+  (``headquartered_in``) holds one object per subject, on its subject (``cfo_of``) one subject per
+  object; among the asserted edges of one subject (or object) with that predicate, the one asserted latest
+  in document order is current and those with another object (subject) are superseded by it.
 - **Negation**: a later denial of the same (subject, predicate, object) supersedes the assertion, and
   a later assertion supersedes the denial.
 - **Contradiction** (off by default): for the residue only — current edges with the same subject and
@@ -43,9 +47,16 @@ def _when(r: dict[str, Any]) -> tuple[int, int]:
     return (int(r["asserted_doc_order"]), int(r["asserted_chunk_index"]))
 
 
-def supersede(relations: pl.DataFrame, groups: tuple[tuple[str, ...], ...]) -> pl.DataFrame:
-    """The declarative pass: exclusive groups and negation flips on each ordered pair → ``supersession``."""
+def supersede(
+    relations: pl.DataFrame,
+    groups: tuple[tuple[str, ...], ...],
+    single_valued: dict[str, str] | None = None,
+) -> pl.DataFrame:
+    """The declarative pass → ``supersession``: exclusive groups and negation flips on each ordered pair,
+    and the ``single_valued`` predicates (predicate → ``"object"`` | ``"subject"``, the side holding one
+    value) on each subject or object. An edge superseded for two reasons keeps the latest superseder."""
     rows = list(relations.iter_rows(named=True))
+    single = single_valued or {}
     group_of = {p: i for i, g in enumerate(groups) for p in g}
     out: dict[int, tuple[int, str]] = {}
 
@@ -57,14 +68,22 @@ def supersede(relations: pl.DataFrame, groups: tuple[tuple[str, ...], ...]) -> p
 
     by_group: dict[tuple[int, int, int], list[int]] = defaultdict(list)
     by_triple: dict[tuple[int, str, int], list[int]] = defaultdict(list)
+    by_end: dict[tuple[str, int], list[int]] = defaultdict(list)  # (predicate, the end with many values)
     for i, r in enumerate(rows):
         if not r["negated"] and r["predicate"] in group_of:
             by_group[(r["source_id"], r["target_id"], group_of[r["predicate"]])].append(i)
+        if not r["negated"] and r["predicate"] in single:
+            end = r["source_id"] if single[r["predicate"]] == "object" else r["target_id"]
+            by_end[(r["predicate"], end)].append(i)
         by_triple[(r["source_id"], r["predicate"], r["target_id"])].append(i)
     for members in by_group.values():
         latest = max(members, key=lambda i: _when(rows[i]))
         for i in members:
             mark(i, latest, "group")
+    for members in by_end.values():
+        latest = max(members, key=lambda i: _when(rows[i]))
+        for i in members:
+            mark(i, latest, "single_valued")
     for members in by_triple.values():
         if len(members) == 2:  # the assertion and its denial
             a, b = members
@@ -78,11 +97,17 @@ def supersede(relations: pl.DataFrame, groups: tuple[tuple[str, ...], ...]) -> p
 
 
 def contradiction_candidates(
-    relations: pl.DataFrame, superseded: set[int], groups: tuple[tuple[str, ...], ...], *, max_pairs: int
+    relations: pl.DataFrame,
+    superseded: set[int],
+    groups: tuple[tuple[str, ...], ...],
+    *,
+    max_pairs: int,
+    single_valued: dict[str, str] | None = None,
 ) -> list[tuple[int, int]]:
     """The residue (§7.4): pairs of current, asserted edges with one subject and predicate, another
-    object, the predicate in no exclusive group; earlier row first; at most ``max_pairs``."""
-    grouped = {p for g in groups for p in g}
+    object, the predicate in no exclusive group and not single-valued (those the declarative pass
+    decided); earlier row first; at most ``max_pairs``."""
+    grouped = {p for g in groups for p in g} | set(single_valued or {})
     by_sp: dict[tuple[int, str], list[int]] = defaultdict(list)
     for i, r in enumerate(relations.iter_rows(named=True)):
         if i not in superseded and not r["negated"] and r["predicate"] not in grouped:
@@ -104,6 +129,7 @@ def detect_contradictions(
     client: ModelClient,
     *,
     max_pairs: int = 200,
+    single_valued: dict[str, str] | None = None,
 ) -> pl.DataFrame:
     """Ask the model about the residue the declarative pass left (one call per pair, cached).
 
@@ -113,7 +139,10 @@ def detect_contradictions(
     rows = list(relations.iter_rows(named=True))
     superseded = set(declarative["row"].to_list())
     found: list[dict[str, Any]] = []
-    for a, b in contradiction_candidates(relations, superseded, groups, max_pairs=max_pairs):
+    candidates = contradiction_candidates(
+        relations, superseded, groups, max_pairs=max_pairs, single_valued=single_valued
+    )
+    for a, b in candidates:
         if a in {f["row"] for f in found}:
             continue
         messages = [

@@ -321,14 +321,16 @@ class RelationContract(pa.DataFrameModel):
 
 class SupersessionContract(pa.DataFrameModel):
     """``supersession`` audit frame: every superseded edge is superseded by a *later* assertion; by a
-    group or a negation flip only on the same ordered pair, and by a group only within one group."""
+    group or a negation flip only on the same ordered pair, by a group only within one group, and by a
+    single-valued predicate only by the same predicate on the same single-valued end (issue 27)."""
 
     row: int
     superseded_by_row: int
-    reason: str = pa.Field(isin=["group", "negation", "contradiction"])
+    reason: str = pa.Field(isin=["group", "single_valued", "negation", "contradiction"])
     later: bool = pa.Field(isin=[True])
     same_pair: bool
     same_group: bool
+    same_single_end: bool
 
     class Config:
         unique = ["row"]
@@ -336,10 +338,11 @@ class SupersessionContract(pa.DataFrameModel):
     @pa.dataframe_check
     @classmethod
     def declared_reasons_hold(cls, data: PolarsData) -> pl.LazyFrame:
-        """group → same pair and same group; negation → same pair."""
+        """group → same pair and same group; negation → same pair; single_valued → same single end."""
         return data.lazyframe.select(
             ((pl.col("reason") != "group") | (pl.col("same_pair") & pl.col("same_group")))
             & ((pl.col("reason") != "negation") | pl.col("same_pair"))
+            & ((pl.col("reason") != "single_valued") | pl.col("same_single_end"))
         )
 
 

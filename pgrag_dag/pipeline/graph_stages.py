@@ -277,12 +277,14 @@ def _mentions(
 
 def relations_fingerprint(engine: Engine, realm: str, space: str) -> str:
     """What the stored edges of ``realm.space`` depend on besides triples and entities: the vocabulary's
-    exclusive groups and the temporal settings (contradiction detection). A change rebuilds the space."""
+    exclusive groups, single-valued predicates and the temporal settings (contradiction detection). A change
+    rebuilds the space."""
     vocabulary = engine.settings.space_spec(realm, space).vocabulary_model()
     return work_queue.fingerprint(
         {
             "groups": vocabulary.groups,
             "terms": vocabulary.terms,
+            **({"single_valued": vocabulary.single_valued} if vocabulary.single_valued else {}),
             "temporal": engine.settings.temporal.model_dump(mode="json"),
         }
     )
@@ -347,7 +349,7 @@ def stage_relations(engine: Engine, realm: str, space: str, *, full: bool = Fals
             )
             relations, pairs, chunks = built.relations, None, None
         else:
-            delta = relation_delta(conn, realm, space, todo, forms)
+            delta = relation_delta(conn, realm, space, todo, forms, vocabulary.single_valued)
             built = build_relations(
                 delta.triples,
                 forms.lookup,
@@ -403,7 +405,7 @@ def stage_relations(engine: Engine, realm: str, space: str, *, full: bool = Fals
 
 def _supersession(engine: Engine, relations: pl.DataFrame, vocabulary: Vocabulary) -> pl.DataFrame:
     """Declarative supersession, then (when enabled) contradiction detection over the residue; validated."""
-    declarative = supersede(relations, vocabulary.groups)
+    declarative = supersede(relations, vocabulary.groups, vocabulary.single_valued)
     frames = [declarative]
     temporal = engine.settings.temporal
     if temporal.contradiction_detection:
@@ -414,24 +416,37 @@ def _supersession(engine: Engine, relations: pl.DataFrame, vocabulary: Vocabular
                 vocabulary.groups,
                 engine.client(),
                 max_pairs=temporal.contradiction_max_pairs,
+                single_valued=vocabulary.single_valued,
             )
         )
     result = pl.concat(frames)
     contracts.validate(
-        contracts.SupersessionContract, supersession_audit(relations, result, vocabulary.groups)
+        contracts.SupersessionContract,
+        supersession_audit(relations, result, vocabulary.groups, vocabulary.single_valued),
     )
     return result
 
 
 def supersession_audit(
-    relations: pl.DataFrame, supersession: pl.DataFrame, groups: tuple[tuple[str, ...], ...]
+    relations: pl.DataFrame,
+    supersession: pl.DataFrame,
+    groups: tuple[tuple[str, ...], ...],
+    single_valued: dict[str, str] | None = None,
 ) -> pl.DataFrame:
     """The ``supersession`` frame (row, superseded_by_row, reason, explanation; rows address ``relations``
     by position) with what :class:`~pgrag_dag.operators.contracts.SupersessionContract` checks, set-based (two
     joins, no per-row Python): ``later`` — the superseding edge's latest assertion comes later in document
-    order (doc_order, then chunk_index) — ``same_pair`` (source and target) and ``same_group`` (both
-    predicates in one exclusive group; an ungrouped predicate is in none). §5.2."""
+    order (doc_order, then chunk_index) — ``same_pair`` (source and target), ``same_group`` (both
+    predicates in one exclusive group; an ungrouped predicate is in none) and ``same_single_end`` (one
+    predicate, single-valued in ``single_valued``, and the same subject when it holds one object, the same
+    object when it holds one subject). §5.2, issue 27."""
     group_of = {p: i for i, g in enumerate(groups) for p in g}
+    single = single_valued or {}
+
+    def side(default: str) -> pl.Expr:
+        if not single:
+            return pl.lit(default, pl.String)
+        return pl.col("predicate").replace_strict(single, default=default, return_dtype=pl.String)
 
     def group(default: int) -> pl.Expr:
         if not group_of:
@@ -443,8 +458,8 @@ def supersession_audit(
         .with_row_index("row")
         .with_columns(pl.col("row").cast(pl.Int64))
     )
-    loser = edges.with_columns(group=group(-1)).drop("predicate")
-    winner = edges.with_columns(group=group(-2)).drop("predicate").rename(lambda c: f"w_{c}")
+    loser = edges.with_columns(group=group(-1), side=side(""))
+    winner = edges.with_columns(group=group(-2)).rename(lambda c: f"w_{c}")
     joined = supersession.join(loser, on="row", how="left").join(
         winner, left_on="superseded_by_row", right_on="w_row", how="left"
     )
@@ -458,4 +473,9 @@ def supersession_audit(
         same_pair=(pl.col("source_id") == pl.col("w_source_id"))
         & (pl.col("target_id") == pl.col("w_target_id")),
         same_group=pl.col("group") == pl.col("w_group"),
+        same_single_end=(pl.col("predicate") == pl.col("w_predicate"))
+        & (
+            ((pl.col("side") == "object") & (pl.col("source_id") == pl.col("w_source_id")))
+            | ((pl.col("side") == "subject") & (pl.col("target_id") == pl.col("w_target_id")))
+        ),
     )

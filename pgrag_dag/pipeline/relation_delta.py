@@ -8,7 +8,11 @@ other pair is left as stored. A pair is affected when
   supported one of its stored edges, or now states a triple that resolves to it;
 - one of its endpoints is an entity whose forms changed (inserted, renamed, a new alias), or holds a form
   such an entity now holds (a triple endpoint with that form may resolve elsewhere now) — the edges of
-  both are rebuilt, and the chunks of self-loop rejections naming that form are read again.
+  both are rebuilt, and the chunks of self-loop rejections naming that form are read again;
+- it holds a stored edge with a single-valued predicate (issue 27) on the subject (object) of an affected
+  pair whose side of one value is the object (subject): single-valued supersession spans pairs, so the
+  rivals of an affected pair are rebuilt with it
+  (:func:`~pgrag_dag.store.relations.single_valued_rivals`).
 
 The triples read are those of the changed chunks and of every chunk supporting a stored edge of an affected
 pair, so each rebuilt edge has its complete support. A triple read that is new (a changed chunk's) or names a
@@ -51,11 +55,16 @@ class RelationDelta:
 
 
 def relation_delta(
-    conn: psycopg.Connection, realm: str, space: str, todo: Work, forms: EntityForms
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    todo: Work,
+    forms: EntityForms,
+    single_valued: dict[str, str] | None = None,
 ) -> RelationDelta:
     """The :class:`RelationDelta` of the queued work ``todo`` (chunks and entities) — see the module
-    docstring. ``forms`` (the space's entity forms, read as needed) ends up holding every endpoint of the
-    triples read."""
+    docstring; ``single_valued`` is the space's vocabulary's (predicate → side of one value). ``forms``
+    (the space's entity forms, read as needed) ends up holding every endpoint of the triples read."""
     forms.load_ids(todo.entities)
     changed_entities = {e for e in todo.entities if e in forms.names}
     keys = forms.keys_of(changed_entities)
@@ -85,7 +94,7 @@ def relation_delta(
         )
         batch = sorted(chunks - read)
         read |= set(batch)
-        found = set()
+        found = relation_store.single_valued_rivals(conn, realm, space, fresh, single_valued or {})
         if batch:
             rows = staging.load_decisions(conn, realm, space, chunk_ids=batch).filter(
                 pl.col("kind") == "triple"

@@ -61,6 +61,39 @@ def edges_touching(
     return [(s, t, list(c)) for s, t, c in conn.execute(sql.SQL(" UNION ALL ").join(parts), args).fetchall()]
 
 
+def single_valued_rivals(
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    pairs: Sequence[tuple[int, int]],
+    single_valued: dict[str, str],
+) -> set[tuple[int, int]]:
+    """The (source_id, target_id) pairs of the space's stored edges (any state) that compete with an edge
+    of ``pairs`` under a single-valued predicate (``single_valued``: predicate → ``"object"`` | ``"subject"``,
+    :class:`~pgrag_dag.vocabulary.Vocabulary`): a predicate holding one object per subject whose edge
+    starts at a source of ``pairs``, or one subject per object whose edge ends at a target of ``pairs``.
+    Empty when nothing is single-valued or ``pairs`` is empty."""
+    by_source = sorted(p for p, side in single_valued.items() if side == "object")
+    by_target = sorted(p for p, side in single_valued.items() if side == "subject")
+    if not pairs or not (by_source or by_target):
+        return set()
+    query = sql.SQL("""SELECT source_id, target_id FROM {r}
+                        WHERE space = %(space)s AND predicate = ANY(%(by_source)s)
+                          AND source_id = ANY(%(sources)s)
+                       UNION
+                       SELECT source_id, target_id FROM {r}
+                        WHERE space = %(space)s AND predicate = ANY(%(by_target)s)
+                          AND target_id = ANY(%(targets)s)""").format(r=qualified(realm, "relations"))
+    args = {
+        "space": space,
+        "by_source": by_source,
+        "by_target": by_target,
+        "sources": sorted({s for s, _ in pairs}),
+        "targets": sorted({t for _, t in pairs}),
+    }
+    return {(s, t) for s, t in conn.execute(query, args).fetchall()}
+
+
 def write_relations(
     conn: psycopg.Connection,
     realm: str,

@@ -34,6 +34,9 @@ FACTS = {
     "Aramis serves Richelieu.": ("Aramis", "serves", "Richelieu", False),
     "Porthos lives in Paris.": ("Porthos", "lives_in", "Paris", False),
     "Porthos lives in Pierrefonds.": ("Porthos", "lives_in", "Pierrefonds", False),
+    "Treville is the captain of the Musketeers.": ("Treville", "captain_of", "Musketeers", False),
+    "Athos is the captain of the Musketeers.": ("Athos", "captain_of", "Musketeers", False),
+    "Athos is the captain of the Guards.": ("Athos", "captain_of", "Guards", False),
 }
 
 
@@ -307,3 +310,90 @@ def test_as_believed_at_reconstructs_what_the_graph_believed_before_a_later_docu
     )
     assert all("02_book" not in c["doc_key"] for c in res.chunks)  # nor did it know the second book
     assert believed(include_superseded=True) == {("enemy_of", False), ("taught", False), ("ally_of", True)}
+
+
+def test_single_valued_predicates_supersede_on_either_side_incrementally_and_restore_on_delete(
+    novel, realm
+) -> None:  # type: ignore[no-untyped-def]
+    """captain_of holds one subject per object (the narrative preset), lives_in one object per subject
+    (declared here): a later document's other value supersedes the earlier across entity pairs, with no
+    model call, on the incremental path; deleting the later document restores the earlier value."""
+    root, engine, server = novel
+    cfg = yaml.safe_load((root / "pgrag.yaml").read_text())
+    cfg["realms"][realm]["spaces"]["books"]["single_valued"] = {"lives_in": "object"}
+    (root / "pgrag.yaml").write_text(yaml.safe_dump(cfg))
+    engine = Engine.from_settings(load_settings(root / "pgrag.yaml"))
+    _write(root, "01_book.txt", "Treville is the captain of the Musketeers.", "Porthos lives in Paris.")
+    index_documents(engine, realm, "books", communities=False)
+    _write(
+        root,
+        "02_book.txt",
+        "Athos is the captain of the Musketeers.",
+        "Athos is the captain of the Guards.",
+        "Porthos lives in Pierrefonds.",
+    )
+    meta = {r.stage: r.metadata for r in index_documents(engine, realm, "books", communities=False)}
+    assert meta["relations"]["mode"] == "incremental"
+    assert meta["relations"]["supersessions_by_reason"] == {"single_valued": 2}
+    assert not [r for r in server.requests if "decide whether" in r["body"]["messages"][0]["content"]]
+    edges = _edges(engine, realm)
+    assert edges[("Treville", "captain_of", "Musketeers", False)] == ("captain_of", True, False)
+    assert edges[("Athos", "captain_of", "Musketeers", False)] == (None, False, False)
+    assert edges[("Athos", "captain_of", "Guards", False)] == (None, False, False)  # one subject per object
+    assert edges[("Porthos", "lives_in", "Paris", False)] == ("lives_in", True, False)
+    assert edges[("Porthos", "lives_in", "Pierrefonds", False)] == (None, False, False)
+    with engine.connect() as conn:
+        reasons = conn.execute(
+            sql.SQL(
+                "SELECT payload->'supersession'->>'reason' FROM {} WHERE superseded_by IS NOT NULL"
+            ).format(qualified(realm, "relations"))
+        ).fetchall()
+    assert reasons == [("single_valued",), ("single_valued",)]
+    delete_document(engine, realm, "books", "02_book.txt")
+    edges = _edges(engine, realm)
+    assert edges[("Treville", "captain_of", "Musketeers", False)] == (None, False, False)
+    assert edges[("Porthos", "lives_in", "Paris", False)] == (None, False, False)
+    assert edges[("Porthos", "lives_in", "Pierrefonds", False)] == (None, False, True)
+
+
+def test_single_valued_supersession_on_frames_and_its_audit() -> None:
+    from pgrag_dag.errors import ContractError
+    from pgrag_dag.operators import contracts
+    from pgrag_dag.pipeline import supersession_audit
+
+    single = {"headquartered_in": "object", "cfo_of": "subject"}
+    rel = pl.DataFrame(
+        {  # 0-1: one company's headquarters; 2-3: one company's CFO; 4: another company's; 5: a denial
+            "source_id": [1, 1, 10, 11, 11, 1],
+            "target_id": [2, 3, 1, 1, 4, 5],
+            "predicate": [
+                "headquartered_in",
+                "headquartered_in",
+                "cfo_of",
+                "cfo_of",
+                "cfo_of",
+                "headquartered_in",
+            ],
+            "negated": [False, False, False, False, False, True],
+            "asserted_doc_order": [0, 1, 0, 2, 1, 3],
+            "asserted_chunk_index": [0, 0, 0, 0, 0, 0],
+            "rendered": list("abcdef"),
+            "source_name": ["x"] * 6,
+        }
+    )
+    out = supersede(rel, (), single)
+    assert out.select("row", "superseded_by_row", "reason").rows() == [
+        (0, 1, "single_valued"),
+        (2, 3, "single_valued"),
+    ]
+    assert supersede(rel, ()).height == 0  # nothing declared, nothing superseded
+    audit = supersession_audit(rel, out, (), single)
+    assert audit["same_single_end"].to_list() == [True, True]
+    contracts.validate(contracts.SupersessionContract, audit)
+    for bad in [(2, 4), (0, 3), (4, 3)]:  # another object; another predicate; cfo_of of another company
+        frame = pl.DataFrame(
+            [{"row": bad[0], "superseded_by_row": bad[1], "reason": "single_valued", "explanation": None}],
+            schema=out.schema,
+        )
+        with pytest.raises(ContractError):
+            contracts.validate(contracts.SupersessionContract, supersession_audit(rel, frame, (), single))
