@@ -137,7 +137,6 @@ NARRATIVE = (
 NARRATIVE_GROUPS = (("friend_of", "enemy_of", "rival_of", "ally_of", "opponent_of"),)
 SIDES = ("subject", "object")
 """The sides a single-valued predicate can hold one value on."""
-BIOGRAPHY_SINGLE = {"born_in": "object", "died_in": "object"}
 FINANCE_SINGLE = {
     "headquartered_in": "object",
     "subsidiary_of": "object",
@@ -172,7 +171,9 @@ class Preset:
 
 
 PRESETS: dict[str, Preset] = {
-    "biography": Preset(BIOGRAPHY, (), ALIASES, BIOGRAPHY_SINGLE),
+    # born_in / died_in are left out: extraction names a place at several granularities that are all true
+    # (London, England), and a single value would supersede the coarser by document order
+    "biography": Preset(BIOGRAPHY, (), ALIASES),
     "finance": Preset(FINANCE, FINANCE_GROUPS, {}, FINANCE_SINGLE),
     "narrative": Preset(
         NARRATIVE, NARRATIVE_GROUPS, {"allied_with": "ally_of", "befriended": "friend_of"}, NARRATIVE_SINGLE
