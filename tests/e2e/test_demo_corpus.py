@@ -153,7 +153,7 @@ def test_the_disney_filings_supersede_by_fiscal_year_and_answer_as_of_a_date(pg_
     engine.import_cassettes()
     meta = {r.stage: r.metadata for r in index_documents(engine, realm, "disney")}
     assert engine.usage()["model_calls"] == 0
-    # FY2017's decreases are superseded by FY2018's increases on the same pairs (group {increased, decreased});
+    # FY2017's decreases are superseded by FY2018's increases on the same pairs (group increased/decreased);
     # one CFO at a time (cfo_of is single-valued in the finance preset): each later filing's CFO supersedes
     by_reason = meta["relations"]["supersessions_by_reason"]
     assert by_reason["group"] == 4 and by_reason["single_valued"] >= 2

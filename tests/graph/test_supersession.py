@@ -352,7 +352,8 @@ def test_single_valued_predicates_supersede_on_either_side_incrementally_and_res
     # a third book names the current captain again: the earlier one stays superseded (by the latest)
     _write(root, "03_book.txt", "Athos is the captain of the Musketeers.")
     index_documents(engine, realm, "books", communities=False)
-    assert _edges(engine, realm)[("Treville", "captain_of", "Musketeers", False)] == ("captain_of", True, False)
+    treville = _edges(engine, realm)[("Treville", "captain_of", "Musketeers", False)]
+    assert treville == ("captain_of", True, False)
     (root / "docs" / "03_book.txt").unlink()
     index_documents(engine, realm, "books", communities=False)
     delete_document(engine, realm, "books", "02_book.txt")
