@@ -1,8 +1,10 @@
 #!/usr/bin/env python
-"""Offline extraction benchmark: noun-phrase entities and sentence co-occurrence, no model (paper §4.1, §4.3).
+"""Offline extraction benchmark: the extractors without a model (paper §4.1, §4.3; issue 27).
 
-Times :func:`pgrag_dag.extract.cooccurrence.extract_cooccurrence` on real text, chunked as the pipeline
-does (``--chunk-chars`` 2,000, ``--overlap-chars`` 200, :func:`pgrag_dag.ingest.splitting.chunk_documents`):
+Times ``--extractor`` — :func:`pgrag_dag.extract.cooccurrence.extract_cooccurrence` (noun-phrase entities,
+sentence co-occurrence; the default) or :func:`pgrag_dag.extract.nlp.extract_nlp` (the spaCy pipeline,
+loaded once before the timed runs) — on real text, chunked as the pipeline does (``--chunk-chars`` 2,000,
+``--overlap-chars`` 200, :func:`pgrag_dag.ingest.splitting.chunk_documents`):
 
 (a) the Wikipedia articles of the demo corpus (``../shared/corpora/wikipedia_babbage_lovelace``: Ada
     Lovelace, Analytical Engine, Charles Babbage and the four articles in ``related/``);
@@ -18,6 +20,7 @@ The JSON report is printed and written to ``evaluation/results/bench_offline_ext
 (gitignored) by ``bench_index.write_results``. The machine is shared and noisy: quote medians.
 
     .venv/bin/python evaluation/bench_offline_extraction.py [--passages 6119] [--repeat 3]
+    .venv/bin/python evaluation/bench_offline_extraction.py --extractor nlp --chunk-chars 1000 --passages 500
 """
 
 from __future__ import annotations
@@ -86,6 +89,8 @@ def bench(corpus: str, items: list[tuple[str, str, str]], args: argparse.Namespa
     from pgrag_dag.config import GateSettings
     from pgrag_dag.extract.cooccurrence import CooccurrenceOptions, extract_cooccurrence
     from pgrag_dag.extract.gates import apply_gates
+    from pgrag_dag.extract.nlp import extract_nlp
+    from pgrag_dag.extract.nlp_pipeline import NlpOptions, load_pipeline
     from pgrag_dag.ingest.splitting import chunk_documents
     from pgrag_dag.vocabulary import Vocabulary
 
@@ -93,16 +98,27 @@ def bench(corpus: str, items: list[tuple[str, str, str]], args: argparse.Namespa
         _documents(items), chunk_chars=args.chunk_chars, overlap_chars=args.overlap_chars
     )
     chunks = chunks.with_row_index("chunk_id").with_columns(pl.col("chunk_id").cast(pl.Int64))
-    options = CooccurrenceOptions()
+    vocabulary = Vocabulary.build(preset="biography")
+    if args.extractor == "nlp":
+        nlp_options = NlpOptions(batch_size=args.batch_size)
+        load_pipeline(nlp_options.model)  # once per process, as in the pipeline: not timed
+
+        def run() -> Any:
+            return extract_nlp(chunks, nlp_options, version="offline-bench", vocabulary=vocabulary)
+    else:
+
+        def run() -> Any:
+            return extract_cooccurrence(chunks, CooccurrenceOptions(), version="offline-bench")
+
     seconds, raw, first = [], None, None
     for _ in range(args.repeat):
         t0 = time.perf_counter()
-        raw = extract_cooccurrence(chunks, options, version="offline-bench")
+        raw = run()
         seconds.append(time.perf_counter() - t0)
         first = raw if first is None else first
         assert raw.equals(first), "extraction is not deterministic"
     t0 = time.perf_counter()
-    decisions = apply_gates(raw, GateSettings(), Vocabulary.build(preset="biography"))
+    decisions = apply_gates(raw, GateSettings(), vocabulary)
     gate_s = time.perf_counter() - t0
     parsed = [json.loads(p) for p in raw["parsed"]]
     n_ent = sum(len(p["entities"]) for p in parsed)
@@ -138,6 +154,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--passages", type=int, default=None, help="2Wiki passages to extract (default: all)")
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per corpus; the median is reported")
+    ap.add_argument("--extractor", choices=("cooccurrence", "nlp"), default="cooccurrence")
+    ap.add_argument("--batch-size", type=int, default=32, help="texts per spaCy batch (nlp)")
     ap.add_argument("--chunk-chars", type=int, default=2000)
     ap.add_argument("--overlap-chars", type=int, default=200)
     ap.add_argument("--out", type=Path, default=RESULTS / "bench_offline_extraction.json")
@@ -158,11 +176,12 @@ def main() -> int:
         print("nothing was benchmarked", file=sys.stderr)
         return 1
     fields = {
-        "extractor": "offline-cooccurrence",
+        "extractor": f"offline-{args.extractor}",
         "options": {
             "chunk_chars": args.chunk_chars,
             "overlap_chars": args.overlap_chars,
             "vocabulary": "biography",
+            **({"batch_size": args.batch_size} if args.extractor == "nlp" else {}),
         },
         "results": results,
     }

@@ -5,6 +5,7 @@ item 1; the retrieval half of the paper's §8 that needs no chat model), and iss
     python -m evaluation.recall --questions 20 --out /tmp/r   # a quick look
     python -m evaluation.recall --data-dir D --reuse-index    # a rerun over a kept index: minutes
     python -m evaluation.recall --data-dir D --reuse-index --tune   # the PPR grid, questions 1–50 only
+    python -m evaluation.recall --extractor nlp --data-dir D2       # the graph arms over the nlp graph
 
 **Data** (:func:`~evaluation.recall_report.load_benchmarks`): the HippoRAG subsets of MuSiQue (1,890
 passages, 100 questions) and HotpotQA (994 passages, 100 questions) of the shared corpora; 2WikiMultiHopQA has
@@ -92,9 +93,16 @@ ONTOPIC_ARMS = ("local", "local, ppr")
 
 
 # -- index ----------------------------------------------------------------------------------------
-def write_config(work: Path, benchmarks: Sequence[Benchmark], *, embedding_model: str, dim: int) -> Path:
+def write_config(
+    work: Path,
+    benchmarks: Sequence[Benchmark],
+    *,
+    embedding_model: str,
+    dim: int,
+    extractor: str = "cooccurrence",
+) -> Path:
     """One JSONL source per data set under ``work`` and the ``pgrag.yaml`` naming them (one space each,
-    the offline extractor); returns the configuration's path."""
+    the offline ``extractor``: ``cooccurrence`` or ``nlp``); returns the configuration's path."""
     import yaml
 
     for b in benchmarks:
@@ -103,7 +111,7 @@ def write_config(work: Path, benchmarks: Sequence[Benchmark], *, embedding_model
                 f.write(json.dumps({"id": str(i), "title": title, "text": body}) + "\n")
     spaces = {
         b.name: {
-            "extractor": {"name": "cooccurrence"},
+            "extractor": {"name": extractor},
             "sources": [{"path": f"{b.name}.jsonl", "format": "jsonl", "key_field": "id"}],
         }
         for b in benchmarks
@@ -153,12 +161,19 @@ def index(engine: Any, benchmarks: Sequence[Benchmark], *, communities: bool = F
 
 
 def stored_index(
-    dsn: str, benchmarks: Sequence[Benchmark], *, embedding_model: str, dim: int, communities: bool = False
+    dsn: str,
+    benchmarks: Sequence[Benchmark],
+    *,
+    embedding_model: str,
+    dim: int,
+    communities: bool = False,
+    extractor: str = "cooccurrence",
 ) -> tuple[dict[str, Any] | None, str]:
     """What :func:`index` would return, read from realm :data:`REALM` when it already holds every one of
-    ``benchmarks``' spaces, indexed with ``embedding_model`` at width ``dim``: exactly one chunk per passage
-    (as many distinct doc keys), each with a vector, entities and relations (and communities when
-    ``communities``); else ``None``. With the reason either way."""
+    ``benchmarks``' spaces, indexed with ``embedding_model`` at width ``dim`` and by ``extractor`` (its
+    extractions' model is ``offline-<extractor>``): exactly one chunk per passage (as many distinct doc
+    keys), each with a vector, entities and relations (and communities when ``communities``); else
+    ``None``. With the reason either way."""
     from psycopg import sql
 
     from pgrag_dag.names import schema_for
@@ -197,6 +212,14 @@ def stored_index(
                 )
             if not entities or not relations or (communities and not built):
                 return None, f"{b.name}: {entities} entities, {relations} relations, {built} communities"
+            models = conn.execute(
+                sql.SQL(
+                    "SELECT DISTINCT x.model FROM {x} x JOIN {d} d ON d.id = x.chunk_id WHERE d.space = %s"
+                ).format(x=qualified(REALM, "raw_extractions"), d=qualified(REALM, "documents")),
+                (b.name,),
+            ).fetchall()
+            if [m for (m,) in models] != [f"offline-{extractor}"]:
+                return None, f"{b.name}: extracted by {sorted(m for (m,) in models)}, not offline-{extractor}"
             out[b.name] = {"passages": n, "entities": entities, "relations": relations, "seconds": None}
             out[b.name].update(communities=built if communities else None, stage_seconds={}, reused=True)
     return out, "every space holds one embedded chunk per passage"
@@ -360,9 +383,11 @@ def _execute(
     dim: int,
     communities: bool,
     reuse_index: bool,
+    extractor: str = "cooccurrence",
 ) -> RunRecord:
-    """Over realm :data:`REALM` of ``dsn`` holding ``indexed`` (kept when ``reuse_index`` and
-    :func:`stored_index` finds it, then brought to the current schema version; else indexed afresh):
+    """Over realm :data:`REALM` of ``dsn`` holding ``indexed``, built by the offline ``extractor`` (kept when
+    ``reuse_index`` and :func:`stored_index` finds it, then brought to the current schema version; else
+    indexed afresh):
     ``record.results`` = ``measure(engine)`` with the indexing, model calls and machine load, the tables and
     plots of ``present(results, indexing)``; the run is written under ``out_dir``."""
     from pgrag_dag.config import EmbeddingSettings, load_settings
@@ -370,7 +395,9 @@ def _execute(
 
     load_start = [round(x, 2) for x in os.getloadavg()]
     with timed_run(record), tempfile.TemporaryDirectory(prefix="pgrag_eval_recall_") as work:
-        config = write_config(Path(work), indexed, embedding_model=embedding_model, dim=dim)
+        config = write_config(
+            Path(work), indexed, embedding_model=embedding_model, dim=dim, extractor=extractor
+        )
         # keyword arguments beat PGRAG_EMBEDDING__MODEL (the tests set it) and the file
         settings = load_settings(
             config, database_url=dsn, embedding=EmbeddingSettings(model=embedding_model, dim=dim)
@@ -381,7 +408,12 @@ def _execute(
             indexing = None
             if reuse_index:
                 indexing, why = stored_index(
-                    dsn, indexed, embedding_model=embedding_model, dim=dim, communities=communities
+                    dsn,
+                    indexed,
+                    embedding_model=embedding_model,
+                    dim=dim,
+                    communities=communities,
+                    extractor=extractor,
                 )
                 print(f"--reuse-index: {'reusing' if indexing else 'indexing afresh'} ({why})", flush=True)
                 if indexing is not None:
@@ -406,8 +438,8 @@ def _execute(
     return record
 
 
-def _models(embedding_model: str) -> dict[str, str]:
-    return {"extraction": "cooccurrence (no model)", "embedding": embedding_model, "chat": "replay"}
+def _models(embedding_model: str, extractor: str = "cooccurrence") -> dict[str, str]:
+    return {"extraction": f"{extractor} (no model)", "embedding": embedding_model, "chat": "replay"}
 
 
 def run(
@@ -421,6 +453,7 @@ def run(
     communities: bool = False,
     reuse_index: bool = False,
     name: str = "recall_multihop",
+    extractor: str = "cooccurrence",
 ) -> RunRecord:
     """Index the scorable ``benchmarks`` in realm :data:`REALM` of ``dsn`` (dropped first unless
     ``reuse_index`` finds them indexed; the community stages too with ``communities``), score every arm that
@@ -441,7 +474,7 @@ def run(
             "query": "QueryParam defaults (chunk_top_k 8, top_k 10, max_hops 2, keywords lexical) "
             "and each arm's overrides",
             "on_topic_arms": [a for a in ONTOPIC_ARMS if a in runnable],
-            "extractor": "cooccurrence",
+            "extractor": extractor,
             "chunking": {"chunk_chars": 8000, "overlap_chars": 0},
             "communities": "built (extractive reports)"
             if communities
@@ -449,7 +482,7 @@ def run(
             "realm": REALM,
             "reuse_index": reuse_index,
         },
-        models=_models(embedding_model),
+        models=_models(embedding_model, extractor),
     )
 
     def present(res: dict[str, Any], indexing: dict[str, Any]) -> tuple[list[Table], list[Path]]:
@@ -476,6 +509,7 @@ def run(
         dim=dim,
         communities=communities,
         reuse_index=reuse_index,
+        extractor=extractor,
     )
 
 
@@ -572,6 +606,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"run the PPR parameter grid on questions 1–{TUNE_QUESTIONS} of each set only (local mode) "
         "and write recall_tuning.json/.md instead of the recall run",
     )
+    ap.add_argument(
+        "--extractor",
+        choices=("cooccurrence", "nlp"),
+        default="cooccurrence",
+        help="the offline extractor that builds the graph (issue 27: nlp); a realm another one built is "
+        "indexed afresh (keep each in its own --data-dir)",
+    )
     ap.add_argument("--embedding-model", default=LOCAL_MODEL, help=f"embedding model (default {LOCAL_MODEL})")
     ap.add_argument("--dim", type=int, default=384, help="its width")
     ap.add_argument(
@@ -588,7 +629,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.tune:
             record = run_tuning(load_benchmarks(min(args.questions, TUNE_QUESTIONS)), **given)
         else:
-            record = run(load_benchmarks(args.questions), communities=args.communities, **given)
+            record = run(
+                load_benchmarks(args.questions),
+                communities=args.communities,
+                extractor=args.extractor,
+                name="recall_multihop"
+                if args.extractor == "cooccurrence"
+                else f"recall_multihop_{args.extractor}",
+                **given,
+            )
     finally:
         database.close()
     print(record.markdown())

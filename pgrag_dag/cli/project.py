@@ -73,7 +73,7 @@ def init(
         f"appended .pgrag/ to {w.gitignore}" if w.gitignore else ".gitignore already leaves out .pgrag/"
     )
     lines += [
-        "models: offline (extractor cooccurrence, local embedder, llm replay); for a live model see the "
+        "models: offline (extractor nlp, local embedder, llm replay); for a live model see the "
         "comments in the file (e.g. openai/gpt-4o-mini with OPENAI_API_KEY)"
     ]
     typer.echo("\n".join(lines + _next(w.config, w.realm, w.space)))

@@ -308,7 +308,8 @@ def _entity_type(words: list[str]) -> str:
     return "Concept"
 
 
-def _clip(text: str, limit: int) -> str:
+def clip_text(text: str, limit: int) -> str:
+    """``text`` with its whitespace collapsed, cut to at most ``limit`` characters at a space."""
     text = " ".join(text.split())
     if len(text) <= limit:
         return text
@@ -393,7 +394,7 @@ def _chunk_names(text: str, title: str, options: CooccurrenceOptions) -> _ChunkN
                 found.entities[key] = {
                     "name": name,
                     "type": _entity_type(words),
-                    "description": _clip(sentence, options.description_chars),
+                    "description": clip_text(sentence, options.description_chars),
                     "aliases": [],
                 }
                 found.words_of[key] = words
@@ -468,7 +469,7 @@ def _chunk_extraction(
             "predicate": options.predicate,
             "object": entities[b]["name"],
             "confidence": min(1.0, 0.5 + 0.25 * (n - 1)),
-            "description": _clip(first, options.description_chars),
+            "description": clip_text(first, options.description_chars),
             "negated": False,
             "valid_from": None,
             "valid_to": None,
@@ -532,22 +533,28 @@ def extract_cooccurrence(chunks: pl.DataFrame, options: CooccurrenceOptions, *, 
             positions, extract_document_cooccurrence([items[i][1:] for i in positions], options)
         ):
             parsed[i] = out
-    rows = []
-    for i, (chunk_id, _text, _title) in enumerate(items):
-        body = json.dumps(parsed[i], ensure_ascii=False)
-        rows.append(
-            {
-                "chunk_id": int(chunk_id),
-                "pass": 0,
-                "model": MODEL,
-                "prompt_version": version,
-                "raw_text": body,
-                "parsed": body,
-                "parse_status": "ok",
-                "error": None,
-                "prompt_tokens": 0,
-                "completion_tokens": 0,
-                "cache_hit": False,
-            }
-        )
+    bodies = [json.dumps(parsed[i], ensure_ascii=False) for i in range(len(items))]
+    return offline_frame([int(chunk_id) for chunk_id, _, _ in items], bodies, MODEL, version)
+
+
+def offline_frame(chunk_ids: list[int], bodies: list[str], model: str, version: str) -> pl.DataFrame:
+    """The ``raw_extractions`` frame (``RAW_SCHEMA``) of an extractor without a model call: one row per
+    chunk id with its extraction JSON ``body`` as raw_text and parsed — pass 0, ``model``, prompt_version
+    ``version``, parse_status ``ok``, no error, 0 tokens, no cache hit."""
+    rows = [
+        {
+            "chunk_id": int(chunk_id),
+            "pass": 0,
+            "model": model,
+            "prompt_version": version,
+            "raw_text": body,
+            "parsed": body,
+            "parse_status": "ok",
+            "error": None,
+            "prompt_tokens": 0,
+            "completion_tokens": 0,
+            "cache_hit": False,
+        }
+        for chunk_id, body in zip(chunk_ids, bodies)
+    ]
     return pl.DataFrame(rows, schema=RAW_SCHEMA)

@@ -1,7 +1,7 @@
 """Scaffolding a configuration for a folder of documents (issue 16 item 1): ``pgrag init`` and ``pgrag add``.
 
 :func:`init_project` writes a commented ``pgrag.yaml`` (one realm, one space, the sources' globs chosen from
-what the folder holds) that indexes offline as written — the ``cooccurrence`` extractor, the local
+what the folder holds) that indexes offline as written — the ``nlp`` extractor, the local
 all-MiniLM-L6-v2 embedder, ``llm.models: [replay]`` — with the switch to a live litellm model spelled out
 in comments, and ``.gitignore`` lines for the data directory. :func:`add_source` registers a source in an
 existing configuration through a round-trip YAML edit (ruamel.yaml), so the file keeps its comments and
@@ -111,14 +111,16 @@ _TEMPLATE = """\
 data_dir: {data_dir}
 
 # Models. As written, everything runs offline, with no model and no API key:
-#   - extraction: the space's `extractor: cooccurrence` (proper-noun entities, one edge per pair named in
-#     one sentence) — no model;
+#   - extraction: the space's `extractor: nlp` — spaCy's English pipeline, installed with pgrag: typed
+#     entities (people, organisations, places …) and relations read from each sentence's grammar, with
+#     negation and dates — no model. `extractor: cooccurrence` is lighter still (names and one untyped
+#     edge per pair named in one sentence);
 #   - embeddings: the local all-MiniLM-L6-v2 model, installed with pgrag and run in-process;
 #   - llm.models [replay] serves recorded responses only, so community reports are extractive.
 # To extract with a live model through litellm instead:
 #   1. export OPENAI_API_KEY=sk-...          (the key of the provider you choose)
 #   2. below, replace `models: [replay]` by `models: [openai/gpt-4o-mini]`
-#   3. delete the `extractor: cooccurrence` line of the space (the default extractor asks llm.models)
+#   3. delete the `extractor: nlp` line of the space (the default extractor asks llm.models)
 # Any litellm model works, e.g. anthropic/claude-3-5-haiku-latest (ANTHROPIC_API_KEY) or ollama/llama3.1.
 llm:
   models: [replay]
@@ -134,7 +136,7 @@ realms:
   {realm}:                      # realm: lowercase letters, digits and _ (one PostgreSQL schema)
     spaces:
       {space}:
-        extractor: cooccurrence     # offline: no model. Delete this line to extract with llm.models
+        extractor: nlp              # offline: spaCy, no model. Delete this line to extract with llm.models
         # Each file's doc_key is its path relative to the source's `path` (e.g. notes/a.md), so moving this
         # file or the folder re-keys nothing. `pgrag add PATH --space {partition}` adds a source.
         sources:
@@ -244,7 +246,7 @@ def add_source(
     are new, keeping the file's comments and layout. The path is written relative to the configuration's
     directory when it lies under it. A directory's ``glob`` defaults to :func:`choose_globs` (one source per
     kind of document). A new space in a configuration whose only model is ``replay`` gets
-    ``extractor: cooccurrence`` (it indexes offline).
+    ``extractor: nlp`` (it indexes offline).
 
     Raises :class:`ConfigurationError` when ``config`` does not exist or does not load, ``path`` does not
     exist, the space has this path (and glob) as a source already, or the new source's files would have
@@ -343,8 +345,10 @@ def _insert(doc: Any, realm: str, space: str, entries: list[dict[str, Any]], *, 
     if space not in spaces or spaces[space] is None:
         spaces[space] = CommentedMap()
         if offline:
-            spaces[space]["extractor"] = "cooccurrence"
-            spaces[space].yaml_add_eol_comment("offline: no model (llm.models is [replay])", "extractor")
+            spaces[space]["extractor"] = "nlp"
+            spaces[space].yaml_add_eol_comment(
+                "offline: spaCy, no model (llm.models is [replay])", "extractor"
+            )
     target = spaces[space]
     if target.get("sources") is None:
         target["sources"] = CommentedSeq()

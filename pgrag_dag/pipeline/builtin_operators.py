@@ -13,6 +13,8 @@ name                    slot       what it does
 ``llm``                 extractor  model extraction with gleaning and document context (§4.1–4.2;
                                    the default, options from ``extraction:``)
 ``cooccurrence``        extractor  no model: proper-noun-phrase entities, sentence co-occurrence edges
+``nlp``                 extractor  no model: a shipped spaCy pipeline's typed entities, and relations from
+                                   its dependency parse (predicates, negation, validity)
 ``name_stoplist``       gate       refuses entities (and triples) named in ``names``
 ``type_map``            enricher   renames entity types (``mapping``: from → to, case-insensitive)
 ======================  =========  ==============================================================
@@ -20,6 +22,7 @@ name                    slot       what it does
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, cast
 
 import polars as pl
@@ -28,6 +31,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from pgrag_dag.config.sections import ChunkingSettings, ExtractionSettings
 from pgrag_dag.extract.cooccurrence import CooccurrenceOptions, extract_cooccurrence
 from pgrag_dag.extract.model_extraction import extract_chunks, reparse_extraction
+from pgrag_dag.extract.nlp import extract_nlp
+from pgrag_dag.extract.nlp_pipeline import NlpOptions, model_version
 from pgrag_dag.gate_rules import identity_key
 from pgrag_dag.ingest.chunkers import (
     MarkdownHeadingOptions,
@@ -84,6 +89,20 @@ def _llm(chunks: pl.DataFrame, options: LLMExtractionOptions, ctx: OperatorConte
 
 def _cooccurrence(chunks: pl.DataFrame, options: CooccurrenceOptions, ctx: OperatorContext) -> pl.DataFrame:
     return extract_cooccurrence(chunks, options, version=ctx.state["identity"])
+
+
+def _nlp(chunks: pl.DataFrame, options: NlpOptions, ctx: OperatorContext) -> pl.DataFrame:
+    return extract_nlp(chunks, options, version=ctx.state["identity"], vocabulary=ctx.vocabulary)
+
+
+def _nlp_identity(options: BaseModel) -> str:
+    # the pipeline's version is part of what was extracted: another model release re-extracts once
+    opts = cast(NlpOptions, options)
+    digest = hashlib.sha256(opts.model_dump_json().encode()).hexdigest()[:12]
+    return f"nlp@{NLP_VERSION}:{model_version(opts.model)}:{digest}"
+
+
+NLP_VERSION = "1"
 
 
 class StoplistOptions(BaseModel):
@@ -173,6 +192,16 @@ BUILTINS: dict[str, Operator] = {
             "by the chunks it occurs in.",
             version="2",
         ),  # 2: modal verbs, interjections, "Well", "See" opening a sentence; a double-hyphen dash
+        Operator(
+            "nlp",
+            "extractor",
+            _nlp,
+            NlpOptions,
+            "No model: a shipped spaCy pipeline's typed entities, and relations from its dependency parse "
+            "(verb and role patterns, negation, dates as validity).",
+            version=NLP_VERSION,
+            identity=_nlp_identity,
+        ),
         Operator(
             "name_stoplist",
             "gate",

@@ -87,7 +87,7 @@ def test_a_new_user_inits_indexes_inspects_asks_exports_and_views_a_folder(
     text = config.read_text()
     assert (
         "OPENAI_API_KEY" in text
-        and "extractor: cooccurrence" in text
+        and "extractor: nlp" in text
         and ".pgrag/" in (folder / ".gitignore").read_text()
     )
     assert f"pgrag index {realm}.notes" in out.output
@@ -96,7 +96,7 @@ def test_a_new_user_inits_indexes_inspects_asks_exports_and_views_a_folder(
         "  models: [replay]\n",
         f"  models: [openai/notes-model]\n  api_base: {stub.base_url}\n  api_key: x\n  max_retries: 0\n",
     )
-    live = re.sub(r"\n *extractor: cooccurrence[^\n]*", "", live)
+    live = re.sub(r"\n *extractor: nlp[^\n]*", "", live)
     config.write_text(live)
     monkeypatch.setenv("PGRAG_CONFIG", str(config))
     from pgrag_dag.config import load_settings

@@ -54,9 +54,7 @@ def test_init_writes_a_commented_configuration_that_loads_and_refuses_to_overwri
     done = init_project(folder)
     assert (done.realm, done.space) == ("lovelace_papers", "lovelace_papers")
     text = done.config.read_text(encoding="utf-8")
-    assert (
-        "extractor: cooccurrence" in text and "models: [replay]" in text and "local/all-MiniLM-L6-v2" in text
-    )
+    assert "extractor: nlp" in text and "models: [replay]" in text and "local/all-MiniLM-L6-v2" in text
     assert (
         "# models: [openai/gpt-4o-mini]" in text and "OPENAI_API_KEY" in text
     )  # the live model, spelled out
@@ -66,11 +64,7 @@ def test_init_writes_a_commented_configuration_that_loads_and_refuses_to_overwri
         ("**/*.md", [".pgrag/**", ".venv/**"]),
         ("**/*.txt", [".pgrag/**", ".venv/**"]),
     ]
-    assert (
-        settings.llm.models == ["replay"]
-        and spec.extractor is not None
-        and spec.extractor.name == "cooccurrence"
-    )
+    assert settings.llm.models == ["replay"] and spec.extractor is not None and spec.extractor.name == "nlp"
     assert [n for _, _, n in done.sources] == [2, 1]  # .venv/lib/LICENSE.txt is no document
     assert (
         (folder / ".gitignore").read_text()
@@ -128,9 +122,7 @@ def test_add_registers_sources_keeping_comments_and_refuses_what_it_cannot_add(
         (str(tmp_path / "handbook"), ""),
         ("extra", "extra/"),
     ]
-    assert (
-        hb.extractor is not None and hb.extractor.name == "cooccurrence"
-    )  # offline, as the configuration is
+    assert hb.extractor is not None and hb.extractor.name == "nlp"  # offline, as the configuration is
     assert [str(s.path) for s in settings.space_spec("letters", "main").sources] == ["somerville.txt"]
     from pgrag_dag.ingest.sources import load_documents
 
@@ -171,7 +163,7 @@ def test_a_folder_initialised_and_indexed_offline_keys_documents_relative_to_it(
             sql.SQL("SELECT DISTINCT model FROM {}.raw_extractions").format(sql.Identifier(schema_for(realm)))
         ).fetchall()
     assert rows == [(k, k) for k in ["ada.md", "note.md", "somerville.txt", "sub/engine.md"]]
-    assert extractors == [("offline-cooccurrence",)]  # no model
+    assert extractors == [("offline-nlp",)]  # no model
     out = runner.invoke(
         app, ["query", "Who worked with Charles Babbage?", "--realm", realm, "--space", "papers", "--json"]
     )

@@ -49,6 +49,7 @@ def test_the_registry_holds_the_built_ins_under_stable_names() -> None:
         "paragraph": "chunker",
         "llm": "extractor",
         "cooccurrence": "extractor",
+        "nlp": "extractor",
         "name_stoplist": "gate",
         "type_map": "enricher",
     }

@@ -1,0 +1,313 @@
+"""Names for the ``nlp`` extractor (issue 27; §4.1, §4.6): the entities of one parsed chunk, and what is
+settled over a whole document — short forms, names the NER missed, the document's organisation, and
+personal pronouns.
+
+Entities are NER spans whose label ``type_map`` maps (:data:`~pgrag_dag.extract.nlp_pipeline.DEFAULT_TYPES`;
+dates, times, money, percentages and counts are never entities) and, with ``proper_nouns``, runs of proper
+nouns the NER left out (type ``Concept``; not runs made only of titles). A name loses leading words without a
+capital (an article, a verb the NER took in), a trailing possessive and any punctuation at its ends, and
+an officer's title before "of" ("CFO of Disney" → Disney); a leading honorific or title (:data:`HONORIFICS`:
+Mr, Mrs, Dr, Sir, Lord, M., Monsieur …, also just before the NER's span) and a nobiliary particle after it
+move into the aliases, so "Monsieur de Treville" is ``Treville`` with aliases "Monsieur de Treville" and
+"de Treville". Names with markup, brackets or quotes inside are parse debris and dropped.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from pgrag_dag.extract.cooccurrence import clip_text
+from pgrag_dag.extract.nlp_pipeline import NlpOptions
+from pgrag_dag.gate_rules import PRONOUNS, identity_key
+
+HONORIFICS = frozenset(
+    """
+mr mr. mrs mrs. ms ms. miss mx dr dr. sir dame lord lady madame mme mme. mlle mlle. mademoiselle monsieur
+m. messrs messrs. prof prof. professor rev rev. reverend hon hon. captain capt capt. general gen. colonel
+col. king queen prince princess emperor empress duke duchess count countess baron baroness cardinal
+""".split()
+)
+"""Leading words of a name that are honorifics or titles: stripped into the aliases."""
+
+TITLES = frozenset(
+    "sir dame lord lady king queen prince princess emperor empress duke duchess count countess baron "
+    "baroness cardinal captain general colonel".split()
+)
+"""Honorifics that name a title rather than address a person: a name met with one is no short form."""
+
+PARTICLES = frozenset({"de", "du", "des", "von", "van", "der", "la", "le"})
+"""Nobiliary particles dropped after a stripped honorific ("M. de Treville" → "Treville")."""
+
+PERSONAL = frozenset({"he", "she", "him", "her", "his"})
+"""Pronouns that stand for a person (:func:`resolve_pronouns`)."""
+
+GENERIC = frozenset({"company", "corporation", "registrant"})
+"""Capitalised common nouns a filing uses for itself ("the Company"): its organisation, no name."""
+
+ROLE_WORDS = frozenset(
+    "ceo cfo coo cto cao cmo chief executive financial operating technology accounting marketing officer "
+    "officers president vice senior chairman chairwoman chair director directors head treasurer secretary "
+    "executives".split()
+)
+"""Words of an officer's title: a NER span "CFO of Disney" names Disney."""
+
+
+def _clean_span(tokens: Sequence[Any]) -> tuple[list[Any], list[Any]]:
+    """(name tokens, stripped leading honorific tokens) of a span: no leading word without a capital (an
+    article, a verb the NER took in), no possessive or punctuation at the ends, no leading officer's title
+    ("CFO of Disney" → Disney), a leading honorific and a particle after it split off."""
+    toks = list(tokens)
+    while toks and not any(c.isupper() for c in toks[0].text):  # "murmured M. de Treville": no name's part
+        toks = toks[1:]
+    of = next((i for i, t in enumerate(toks) if t.lower_ == "of"), None)
+    if of and all(t.lower_ in ROLE_WORDS or t.lower_ in ("the", "a", "an") for t in toks[:of]):
+        toks = toks[of + 1 :]
+    while toks and (toks[-1].is_punct or toks[-1].tag_ == "POS" or toks[-1].is_space):
+        toks = toks[:-1]
+    stripped: list[Any] = []
+    while len(toks) > 1 and toks[0].lower_ in HONORIFICS:
+        stripped.append(toks[0])
+        toks = toks[1:]
+        if stripped and len(toks) > 1 and toks[0].lower_ in PARTICLES:
+            stripped.append(toks[0])
+            toks = toks[1:]
+    return toks, stripped
+
+
+_NAME = re.compile(r"^[^\W_](?:[\w .,'’&\-]*[^\W_])?\.?$")
+"""What a name may look like: word characters, spaces and ``. , ' ’ & -`` inside (no markup, brackets or
+quotes: "Childhood===" and 'Annabella" Milbanke' are parse debris)."""
+
+
+def _titles_only(tokens: Sequence[Any]) -> bool:
+    """Whether a run of proper nouns is only titles and honorifics ("Senior Executive Vice President",
+    "Chief Financial Officer"), or holds a token that is no word ("Officer(1"): no name of its own."""
+    return all(
+        t.lower_ in ROLE_WORDS or t.lower_ in HONORIFICS or t.lower_ in GENERIC for t in tokens
+    ) or any(
+        not t.text.replace("'", "")
+        .replace("’", "")
+        .replace("-", "")
+        .replace(".", "")
+        .replace("&", "")
+        .isalnum()
+        for t in tokens
+    )
+
+
+def _text(tokens: Sequence[Any]) -> str:
+    if not tokens:
+        return ""
+    doc = tokens[0].doc
+    return doc[tokens[0].i : tokens[-1].i + 1].text.strip(" \t\n\"'“”‘’()[]{}.,;:!?")
+
+
+class ChunkNames:
+    """One parsed chunk (a spaCy ``Doc``): ``entities`` — its entity records by identity key (``name, type,
+    description, aliases``, the JSON of an extraction) — and ``key_of``, each token index naming an entity
+    → that entity's key. Built from the chunk's NER spans and proper-noun runs (see the module)."""
+
+    def __init__(self, doc: Any, options: NlpOptions) -> None:
+        self.doc = doc
+        self.entities: dict[str, dict[str, Any]] = {}
+        self.key_of: dict[int, str] = {}  # token index -> entity key
+        self.options = options
+        taken: set[int] = set()
+        for ent in doc.ents:
+            kind = options.type_map.get(ent.label_)
+            if kind is not None:
+                start = ent.start
+                while start > ent.sent.start and doc[start - 1].lower_ in HONORIFICS:  # "Ms." + "McCarthy"
+                    start -= 1
+                self._add(list(doc[start : ent.end]), kind, ent.sent.text)
+                taken |= set(range(start, ent.end))
+        if options.proper_nouns:
+            run: list[Any] = []
+            for tok in [*doc, None]:
+                if tok is not None and tok.pos_ == "PROPN" and tok.i not in taken and not tok.is_punct:
+                    run.append(tok)
+                    continue
+                if run and not any(t.ent_type_ for t in run) and not _titles_only(run):
+                    self._add(run, "Concept", run[0].sent.text)  # else the NER judged it (a date, a number)
+                run = []
+
+    def _add(self, span: list[Any], kind: str, sentence: str) -> None:
+        toks, stripped = _clean_span(span)
+        name = _text(toks)
+        words = name.split()
+        if (
+            not name
+            or not any(c.isalpha() for c in name)
+            or not _NAME.match(name)
+            or (kind == "Concept" and not name[:1].isupper())
+            or name.lower() in PRONOUNS
+            or len(words) > self.options.max_name_words
+            or (len(words) == 1 and name.lower() in HONORIFICS)
+        ):
+            return
+        key = identity_key(name)
+        record = self.entities.setdefault(
+            key,
+            {
+                "name": name,
+                "type": kind,
+                "description": clip_text(sentence, self.options.description_chars),
+                "aliases": [],
+            },
+        )
+        if stripped:
+            for form in (_text([*stripped, *toks]), _text([*stripped[1:], *toks])):
+                if form and identity_key(form) != key and form not in record["aliases"]:
+                    record["aliases"].append(form)
+        for tok in toks:
+            self.key_of.setdefault(tok.i, key)
+
+
+def settle_short_forms(chunks: list[ChunkNames]) -> None:
+    """A one-word name (of any type: the NER types a lone surname unreliably) equal to the first or last
+    word of exactly one longer person name of the document becomes that person's alias, in every chunk
+    (its mentions count as the person's); a word two persons share stays a name of its own, and so does a
+    name met with a title of nobility or office (:data:`TITLES`: "Lord Byron" is not Anne Isabella Byron)."""
+    persons = {k: r for c in chunks for k, r in c.entities.items() if r["type"] == "Person"}
+    ends: dict[str, list[str]] = {}
+    for key, record in persons.items():
+        words = record["name"].split()
+        if len(words) > 1:
+            for word in dict.fromkeys((identity_key(words[0]), identity_key(words[-1]))):
+                ends.setdefault(word, []).append(key)
+    singles = {
+        k
+        for c in chunks
+        for k, r in c.entities.items()
+        if len(r["name"].split()) == 1 and not any(a.split()[0].lower() in TITLES for a in r["aliases"])
+    }
+    short = {k: ends[k][0] for k in singles if len(ends.get(k, [])) == 1}
+    for chunk in chunks:
+        for s, long in short.items():
+            if s not in chunk.entities:
+                continue
+            record = chunk.entities.pop(s)
+            target = chunk.entities.setdefault(
+                long, {**persons[long], "aliases": list(persons[long]["aliases"])}
+            )
+            for form in (record["name"], *record["aliases"]):
+                if form not in target["aliases"]:
+                    target["aliases"].append(form)
+            chunk.key_of = {i: (long if k == s else k) for i, k in chunk.key_of.items()}
+
+
+def link_known(chunks: list[ChunkNames]) -> None:
+    """Capitalised words naming an entity the document has found elsewhere (its name, an alias or a
+    settled short form, up to three words) count as mentions of it where the NER missed them ("Babbage
+    worked with ...", parsed as a common noun at a sentence start)."""
+    known: dict[str, tuple[str, dict[str, Any]]] = {}
+    surnames: dict[str, set[str]] = {}
+    for chunk in chunks:
+        for key, record in chunk.entities.items():
+            for form in [record["name"], *record["aliases"]]:
+                known.setdefault(identity_key(form), (key, record))
+            words = record["name"].split()
+            if record["type"] == "Person" and len(words) > 1:
+                surnames.setdefault(identity_key(words[-1]), set()).add(key)
+    for surname, keys in surnames.items():  # a surname two persons share names neither
+        if len(keys) == 1 and surname not in known:
+            key = next(iter(keys))
+            known[surname] = next((key, c.entities[key]) for c in chunks if key in c.entities)
+    for chunk in chunks:
+        doc, i = chunk.doc, 0
+        while i < len(doc):
+            hit = None
+            if doc[i].i not in chunk.key_of and doc[i].text[:1].isupper():
+                for n in (3, 2, 1):
+                    span = doc[i : i + n]
+                    if len(span) == n and not any(t.i in chunk.key_of for t in span):
+                        if (found := known.get(identity_key(span.text))) is not None:
+                            hit = (n, found)
+                            break
+            if hit is None:
+                i += 1
+                continue
+            n, (key, record) = hit
+            chunk.entities.setdefault(
+                key,
+                {
+                    **record,
+                    "aliases": list(record["aliases"]),
+                    "description": clip_text(doc[i].sent.text, chunk.options.description_chars),
+                },
+            )
+            for j in range(i, i + n):
+                chunk.key_of[j] = key
+            i += n
+
+
+def document_subject(chunks: list[ChunkNames]) -> tuple[str, dict[str, Any]] | None:
+    """The document's organisation: of its Organization entities (not a generic word of :data:`GENERIC`),
+    the one scoring most — a point per mention, one per mention of a longer organisation name it begins
+    ("Microsoft" in "Microsoft Cloud"), two for being the first organisation named (a filing's or a call's
+    heading); ties to the first named. ``None`` when it names none. "the Company" in its text names it
+    too (the generic entity is dropped)."""
+    mentions: list[str] = []
+    for chunk in chunks:
+        last = None
+        for i in sorted(chunk.key_of):
+            key = chunk.key_of[i]
+            if (
+                key != last
+                and key not in GENERIC
+                and chunk.entities.get(key, {}).get("type") == "Organization"
+            ):
+                mentions.append(key)
+            last = key
+    if not mentions:
+        return None
+    names = list(dict.fromkeys(mentions))
+    score = {
+        k: mentions.count(k) + sum(mentions.count(o) for o in names if o.startswith(f"{k} ")) for k in names
+    }
+    score[names[0]] += 2
+    subject = max(names, key=lambda k: score[k])  # max keeps the first of equals
+    record = next(c.entities[subject] for c in chunks if subject in c.entities)
+    for chunk in chunks:
+        for tok in chunk.doc:
+            if (
+                tok.lower_ in GENERIC
+                and tok.text[:1].isupper()
+                and tok.i > 0
+                and tok.nbor(-1).lower_ == "the"
+            ):
+                chunk.key_of[tok.i] = subject
+        chunk.key_of = {i: subject if k in GENERIC else k for i, k in chunk.key_of.items()}
+        dropped = [chunk.entities.pop(k, None) for k in GENERIC]
+        if any(dropped) or subject in chunk.key_of.values():
+            chunk.entities.setdefault(subject, {**record, "aliases": list(record["aliases"])})
+    return subject, record
+
+
+def resolve_pronouns(chunks: list[ChunkNames]) -> None:
+    """A personal pronoun (:data:`PERSONAL`) stands for the person last named as a subject before it in
+    the chunk, or, before any, for the document's person (the Person named in most of its chunks and in at
+    least half of them: the subject of a biography) — a heuristic, not coreference resolution: "She
+    translated Menabrea's article" in Ada Lovelace's article is hers."""
+    counts: dict[str, int] = {}
+    for chunk in chunks:
+        for name, entity in chunk.entities.items():
+            if entity["type"] == "Person":
+                counts[name] = counts.get(name, 0) + 1
+    main = max(counts, key=lambda k: counts[k]) if counts else None
+    if main is not None and counts[main] * 2 < len(chunks):
+        main = None
+    main_record = next((c.entities[main] for c in chunks if main in c.entities), None) if main else None
+    for chunk in chunks:
+        last: str | None = main
+        last_record: dict[str, Any] | None = main_record
+        for tok in chunk.doc:
+            key = chunk.key_of.get(tok.i)
+            record = chunk.entities.get(key or "")
+            if record is not None and record["type"] == "Person" and tok.dep_ in ("nsubj", "nsubjpass"):
+                last, last_record = key, record
+            elif key is None and tok.lower_ in PERSONAL and last is not None and last_record is not None:
+                chunk.key_of[tok.i] = last
+                chunk.entities.setdefault(last, {**last_record, "aliases": list(last_record["aliases"])})

