@@ -100,7 +100,7 @@ def bench(corpus: str, items: list[tuple[str, str, str]], args: argparse.Namespa
     chunks = chunks.with_row_index("chunk_id").with_columns(pl.col("chunk_id").cast(pl.Int64))
     vocabulary = Vocabulary.build(preset="biography")
     if args.extractor == "nlp":
-        nlp_options = NlpOptions(batch_size=args.batch_size)
+        nlp_options = NlpOptions(batch_size=args.batch_size, n_process=args.n_process)
         load_pipeline(nlp_options.model)  # once per process, as in the pipeline: not timed
 
         def run() -> Any:
@@ -156,6 +156,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3, help="timed runs per corpus; the median is reported")
     ap.add_argument("--extractor", choices=("cooccurrence", "nlp"), default="cooccurrence")
     ap.add_argument("--batch-size", type=int, default=32, help="texts per spaCy batch (nlp)")
+    ap.add_argument("--n-process", type=int, default=1, help="spaCy worker processes (nlp)")
     ap.add_argument("--chunk-chars", type=int, default=2000)
     ap.add_argument("--overlap-chars", type=int, default=200)
     ap.add_argument("--out", type=Path, default=RESULTS / "bench_offline_extraction.json")
@@ -181,7 +182,11 @@ def main() -> int:
             "chunk_chars": args.chunk_chars,
             "overlap_chars": args.overlap_chars,
             "vocabulary": "biography",
-            **({"batch_size": args.batch_size} if args.extractor == "nlp" else {}),
+            **(
+                {"batch_size": args.batch_size, "n_process": args.n_process}
+                if args.extractor == "nlp"
+                else {}
+            ),
         },
         "results": results,
     }

@@ -91,7 +91,7 @@ def _graph(engine: Any, space: str) -> dict[str, Any]:
 
 def _measure(engine: Any, space: str) -> dict[str, Any]:
     from pgrag_dag import index_documents
-    from pgrag_dag.extract.nlp import HONORIFICS
+    from pgrag_dag.extract.nlp_names import HONORIFICS
 
     t0 = time.perf_counter()
     results = {r.stage: r for r in index_documents(engine, REALM, space, communities=False)}

@@ -398,7 +398,7 @@ def extract_documents(
     (``{"entities", "triples"}`` per chunk). Raises :class:`ModelError` when the pipeline is missing."""
     nlp = load_pipeline(options.model)
     flat = [text or "" for texts in documents for text in texts]
-    docs = iter(nlp.pipe(flat, batch_size=options.batch_size))
+    docs = iter(nlp.pipe(flat, batch_size=options.batch_size, n_process=options.n_process))
     out = []
     for texts in documents:
         chunks = [ChunkNames(next(docs), options) for _ in texts]

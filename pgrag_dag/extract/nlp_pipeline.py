@@ -52,7 +52,8 @@ class NlpOptions(BaseModel):
     :data:`DEFAULT_TYPES`; labels not listed are no entities). ``proper_nouns`` — runs of proper nouns the
     NER left out become ``Concept`` entities. ``max_name_words`` — longer names are dropped.
     ``description_chars`` — descriptions cut to this many characters. ``batch_size`` — texts per
-    ``nlp.pipe`` batch."""
+    ``nlp.pipe`` batch; ``n_process`` — worker processes parsing (each loads its own copy of the model,
+    ~150 MB); neither changes what is extracted, so neither is part of the extractor's identity."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -62,6 +63,7 @@ class NlpOptions(BaseModel):
     max_name_words: int = Field(default=6, ge=1)
     description_chars: int = Field(default=300, ge=20)
     batch_size: int = Field(default=32, ge=1)
+    n_process: int = Field(default=1, ge=1)
 
     @field_validator("model")
     @classmethod

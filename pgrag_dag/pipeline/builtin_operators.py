@@ -98,7 +98,8 @@ def _nlp(chunks: pl.DataFrame, options: NlpOptions, ctx: OperatorContext) -> pl.
 def _nlp_identity(options: BaseModel) -> str:
     # the pipeline's version is part of what was extracted: another model release re-extracts once
     opts = cast(NlpOptions, options)
-    digest = hashlib.sha256(opts.model_dump_json().encode()).hexdigest()[:12]
+    what = opts.model_dump_json(exclude={"batch_size", "n_process"})  # how fast, not what is extracted
+    digest = hashlib.sha256(what.encode()).hexdigest()[:12]
     return f"nlp@{NLP_VERSION}:{model_version(opts.model)}:{digest}"
 
 
