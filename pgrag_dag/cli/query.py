@@ -283,17 +283,30 @@ def _without_model(res: QueryResult, embedder: Embedder) -> bool:
     """Print what retrieval found in place of a model answer, after one warning saying none is available
     (:func:`~pgrag_dag.query.extractive.report_lines`, then
     :func:`~pgrag_dag.query.extractive.extractive_lines` of
-    :func:`~pgrag_dag.query.extractive.extractive_answer`); ``False``, printing nothing, when retrieval found
-    nothing to show."""
-    from pgrag_dag.query.extractive import extractive_answer, extractive_lines, report_lines
+    :func:`~pgrag_dag.query.extractive.extractive_answer`, then the top
+    :data:`~pgrag_dag.query.extractive.RELATIONS_SHOWN` relations); ``False``, printing nothing, when
+    retrieval found nothing to show."""
+    from pgrag_dag.query.extractive import (
+        RELATIONS_SHOWN,
+        extractive_answer,
+        extractive_lines,
+        relation_lines,
+        report_lines,
+    )
 
     reports = list(report_lines(res))
     found = list(extractive_lines(extractive_answer(res, embedder)))
     if not reports and not found:
         return False
     shown = ["community reports"] if res.communities else []
+    facts: list[str] = []
     if found:
         shown.append("each passage's sentences closest to the question, best match first")
+        if res.relations:
+            n = min(RELATIONS_SHOWN, len(res.relations))
+            facts = ["", f"Relations, best first ({n} of {len(res.relations)}; --json has all):"]
+            facts += relation_lines(res, RELATIONS_SHOWN)
+            shown.append("the top relations")
     elif res.relations:  # report_lines lists the relations only where no passage was found
         shown.append("the ranked relations")
     typer.echo(
@@ -302,7 +315,7 @@ def _without_model(res: QueryResult, embedder: Embedder) -> bool:
         "live model in llm.models for answers",
         err=True,
     )
-    typer.echo("\n".join(reports + ([""] if reports and found else []) + found))
+    typer.echo("\n".join(reports + ([""] if reports and found else []) + found + facts))
     return True
 
 

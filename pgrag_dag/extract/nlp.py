@@ -282,6 +282,8 @@ class _Relations:
         if not subjects and verb.dep_ in ("conj", "xcomp") and verb.head.pos_ in ("VERB", "AUX"):
             subjects = [c for c in verb.head.children if c.dep_ == "nsubj"]  # "X joined Y and led Z"
         lemma = verb.lemma_.lower()
+        if len(lemma) < 2 or not lemma.isalpha():  # "'m", "'s", a tagger's slip: no predicate
+            return
         particle = "_".join(c.lower_ for c in children if c.dep_ == "prt")
         base = f"{lemma}_{particle}" if particle else lemma
         surface = f"{verb.lower_}_{particle}" if particle else verb.lower_

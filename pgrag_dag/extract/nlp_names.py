@@ -40,6 +40,12 @@ TITLES = frozenset(
 PARTICLES = frozenset({"de", "du", "des", "von", "van", "der", "la", "le"})
 """Nobiliary particles dropped after a stripped honorific ("M. de Treville" → "Treville")."""
 
+INTERJECTIONS = frozenset(
+    "thanks thank great yeah yes okay ok congrats congratulations hi hello sure right well good perfect "
+    "exactly absolutely wow sorry please operator alright awesome fantastic terrific".split()
+)
+"""One-word "names" that open spoken turns ("Thanks", "Great"): never entities."""
+
 PERSONAL = frozenset({"he", "she", "him", "her", "his"})
 """Pronouns that stand for a person (:func:`resolve_pronouns`)."""
 
@@ -144,7 +150,7 @@ class ChunkNames:
             or (kind == "Concept" and not name[:1].isupper())
             or name.lower() in PRONOUNS
             or len(words) > self.options.max_name_words
-            or (len(words) == 1 and name.lower() in HONORIFICS)
+            or (len(words) == 1 and name.lower() in HONORIFICS | INTERJECTIONS)
         ):
             return
         key = identity_key(name)
@@ -166,24 +172,38 @@ class ChunkNames:
 
 
 def settle_short_forms(chunks: list[ChunkNames]) -> None:
-    """A one-word name (of any type: the NER types a lone surname unreliably) equal to the first or last
-    word of exactly one longer person name of the document becomes that person's alias, in every chunk
-    (its mentions count as the person's); a word two persons share stays a name of its own, and so does a
-    name met with a title of nobility or office (:data:`TITLES`: "Lord Byron" is not Anne Isabella Byron)."""
-    persons = {k: r for c in chunks for k, r in c.entities.items() if r["type"] == "Person"}
-    ends: dict[str, list[str]] = {}
+    """A one-word name equal to the last word (a surname: of any type, the NER types a lone surname
+    unreliably) or the first word (a given name: only a Person or Concept) of exactly one person-like name
+    of the document — a Person of 2–4 capitalised words, not all in capitals — becomes that person's
+    alias, in every chunk (its mentions count as the person's). A word two persons share stays a name of
+    its own, and so does a name met with a title of nobility or office (:data:`TITLES`: "Lord Byron" is not
+    Anne Isabella Byron); an organisation's first word never joins a name the NER took for a person
+    ("Microsoft" is not "Microsoft Cloud")."""
+    persons = {
+        k: r
+        for c in chunks
+        for k, r in c.entities.items()
+        if r["type"] == "Person" and _person_like(r["name"])
+    }
+    first: dict[str, list[str]] = {}
+    last: dict[str, list[str]] = {}
     for key, record in persons.items():
         words = record["name"].split()
-        if len(words) > 1:
-            for word in dict.fromkeys((identity_key(words[0]), identity_key(words[-1]))):
-                ends.setdefault(word, []).append(key)
+        first.setdefault(identity_key(words[0]), []).append(key)
+        last.setdefault(identity_key(words[-1]), []).append(key)
     singles = {
-        k
+        k: r
         for c in chunks
         for k, r in c.entities.items()
         if len(r["name"].split()) == 1 and not any(a.split()[0].lower() in TITLES for a in r["aliases"])
     }
-    short = {k: ends[k][0] for k in singles if len(ends.get(k, [])) == 1}
+    short = {}
+    for k, record in singles.items():
+        holders = set(last.get(k, []))
+        if record["type"] in ("Person", "Concept"):
+            holders |= set(first.get(k, []))
+        if len(holders) == 1:
+            short[k] = holders.pop()
     for chunk in chunks:
         for s, long in short.items():
             if s not in chunk.entities:
@@ -196,6 +216,15 @@ def settle_short_forms(chunks: list[ChunkNames]) -> None:
                 if form not in target["aliases"]:
                     target["aliases"].append(form)
             chunk.key_of = {i: (long if k == s else k) for i, k in chunk.key_of.items()}
+
+
+def _person_like(name: str) -> bool:
+    words = name.split()
+    return (
+        2 <= len(words) <= 4
+        and all(w[:1].isupper() and not any(c.isdigit() for c in w) for w in words)
+        and (not name.isupper())
+    )
 
 
 def link_known(chunks: list[ChunkNames]) -> None:
@@ -244,13 +273,17 @@ def link_known(chunks: list[ChunkNames]) -> None:
 
 
 def document_subject(chunks: list[ChunkNames]) -> tuple[str, dict[str, Any]] | None:
-    """The document's organisation: of its Organization entities (not a generic word of :data:`GENERIC`),
-    the one scoring most — a point per mention, one per mention of a longer organisation name it begins
-    ("Microsoft" in "Microsoft Cloud"), two for being the first organisation named (a filing's or a call's
-    heading); ties to the first named. ``None`` when it names none. "the Company" in its text names it
-    too (the generic entity is dropped)."""
+    """The document's organisation. When its heading (the first line of its first chunk) names an
+    organisation, that one — or the shortest organisation of the document whose name begins it ("Microsoft"
+    for "Microsoft Earnings Conference Call"): a filing's or a call's heading says whose it is. Otherwise
+    the Organization entity scoring most: a point per mention, one per mention of a longer organisation
+    name it begins ("Microsoft" in "Microsoft Cloud"); ties to the first named. Generic words
+    (:data:`GENERIC`) are never the subject. ``None`` when the document names no organisation. "the
+    Company" in its text names the subject too (the generic entity is dropped)."""
     mentions: list[str] = []
-    for chunk in chunks:
+    heading: list[str] = []
+    for n, chunk in enumerate(chunks):
+        first_line = chunk.doc.text.split("\n", 1)[0]
         last = None
         for i in sorted(chunk.key_of):
             key = chunk.key_of[i]
@@ -260,15 +293,21 @@ def document_subject(chunks: list[ChunkNames]) -> tuple[str, dict[str, Any]] | N
                 and chunk.entities.get(key, {}).get("type") == "Organization"
             ):
                 mentions.append(key)
+                if n == 0 and chunk.doc[i].idx < len(first_line):
+                    heading.append(key)
             last = key
     if not mentions:
         return None
     names = list(dict.fromkeys(mentions))
-    score = {
-        k: mentions.count(k) + sum(mentions.count(o) for o in names if o.startswith(f"{k} ")) for k in names
-    }
-    score[names[0]] += 2
-    subject = max(names, key=lambda k: score[k])  # max keeps the first of equals
+    if heading:
+        named = heading[0]
+        subject = min((k for k in names if named == k or named.startswith(f"{k} ")), key=len)
+    else:
+        score = {
+            k: mentions.count(k) + sum(mentions.count(o) for o in names if o.startswith(f"{k} "))
+            for k in names
+        }
+        subject = max(names, key=lambda k: score[k])  # max keeps the first of equals
     record = next(c.entities[subject] for c in chunks if subject in c.entities)
     for chunk in chunks:
         for tok in chunk.doc:

@@ -49,6 +49,8 @@ SENTENCE_CHARS = 400
 """Characters of a sentence as printed (clipped at a word); the full sentence is in the row."""
 
 FINDINGS_SHOWN = 3
+RELATIONS_SHOWN = 5
+"""Relations listed after the passages when a query found both (the rest are in ``--json``)."""
 """Findings of a community report :func:`report_lines` prints under its summary."""
 
 
@@ -162,9 +164,16 @@ def report_lines(result: QueryResult) -> Iterator[str]:
                 yield f"    - {clip(finding, SENTENCE_CHARS)}"
     if result.relations and not sources(result):
         yield "Relations:"
-        validity = result.param.render_relation_validity
-        for i, rel in enumerate(result.relations, 1):
-            yield f"{i:>3}. {render_relation(rel, validity=validity)} · weight {rel.get('weight')}"
+        yield from relation_lines(result, len(result.relations))
+
+
+def relation_lines(result: QueryResult, limit: int) -> Iterator[str]:
+    """The first ``limit`` of ``result.relations`` in rank order, one numbered
+    :func:`~pgrag_dag.query.assembly.render_relation` line each with its corroboration ``weight`` — a fact
+    the graph holds ("(Amy Hood) --[cfo_of]--> (Microsoft)") that no passage may state as plainly."""
+    validity = result.param.render_relation_validity
+    for i, rel in enumerate(result.relations[:limit], 1):
+        yield f"{i:>3}. {render_relation(rel, validity=validity)} · weight {rel.get('weight')}"
 
 
 def _findings(raw: Any) -> list[str]:

@@ -40,15 +40,26 @@ def _json(realm: str, *args: str) -> dict:
 def test_offline_query_prints_the_answering_sentences_with_their_source(
     offline: SmallCorpus, realm: str
 ) -> None:
-    chunks = {c["ref"]: c for c in _json(realm)["chunks"]}
+    data = _json(realm)
+    chunks = {c["ref"]: c for c in data["chunks"]}
     out = runner.invoke(app, ["query", QUESTION, "--realm", realm, "--space", "main"])
     assert out.exit_code == 0, out.output
     assert out.stderr.splitlines()[-1] == (
         "warning: no model answer is available: no model writes answers offline (llm.models: [replay]) and "
         "this question was never recorded; what retrieval found follows (each passage's sentences closest "
-        "to the question, best match first) — name a live model in llm.models for answers"
+        "to the question, best match first and the top relations) — name a live model in llm.models for "
+        "answers"
     )
     lines = out.stdout.splitlines()
+    # after the passages, the graph's best relations (what no passage may state as plainly)
+    at = lines.index(
+        f"Relations, best first ({min(5, len(data['relations']))} of {len(data['relations'])}; "
+        "--json has all):"
+    )
+    assert lines[at - 1] == "" and lines[at + 1 :] == [
+        f"{i:>3}. {render_relation(r)} · weight {r['weight']}" for i, r in enumerate(data["relations"][:5], 1)
+    ]
+    lines = lines[: at - 1]
     assert lines[0] == "Sources, best match first:"
     first = HEAD.match(lines[1])
     assert first and first.group(2) == "02_lovelace.txt" and first.group(6) == " · best match"
