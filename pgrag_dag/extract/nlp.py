@@ -31,13 +31,15 @@ Relations — from the dependency parse of each sentence (confidence by pattern,
   (its surface or past tense), snapped by the vocabulary (§4.5) so exclusive groups, single-valued
   predicates and ``predicate_aliases`` apply; light verbs (``be``, ``have``, ``do`` …) alone assert
   nothing;
+- **event nouns** (:data:`NOMINALS`): "Microsoft's acquisition of LinkedIn" → ``acquired``; "our
+  acquisition of Nuance" in a call → the document's organisation ``acquired`` Nuance;
 - **negated** when the verb carries a negation (``not``, ``n't``, ``never``, ``no longer``);
 - **validity** from a DATE entity attached to the verb by a preposition (``in``, ``on``, ``since``,
   ``from`` → ``valid_from``; ``until``, ``till``, ``through`` → ``valid_to``) or by "effective",
   normalised as in §5.1 (:func:`pgrag_dag.temporal.normalise_date`; vague dates are discarded).
 
 What it cannot find: relations across sentences, through coreference other than the pronoun heuristic,
-stated by nouns alone ("Microsoft's acquisition of LinkedIn"), or spread over a table; a name the NER does
+stated by nouns other than the event nouns of :data:`NOMINALS`, or spread over a table; a name the NER does
 not find and that is not a proper noun (a capitalised common noun opening a sentence); the types of names
 the NER does not know.
 """
@@ -131,9 +133,23 @@ OFFICER_ROLES = frozenset(
 FROM_PREPS = frozenset({"in", "on", "since", "from", "as", "effective", "starting"})
 TO_PREPS = frozenset({"until", "till", "through", "to"})
 RELATIVE = frozenset({"who", "which", "that", "whom"})
-CONFIDENCE = {"verb": 0.8, "preposition": 0.7, "role": 0.85, "path": 0.6}
+CONFIDENCE = {"verb": 0.8, "preposition": 0.7, "role": 0.85, "path": 0.6, "noun": 0.7}
 """Confidence by pattern: a verb's direct object or attribute, a prepositional object, a role, a name
-deeper in the verb's clause (:meth:`_Relations.reach`)."""
+deeper in the verb's clause (:meth:`_Relations.reach`), an event noun (:data:`NOMINALS`)."""
+NOMINALS = {
+    "acquisition": ("acquired", ("of",)),
+    "purchase": ("acquired", ("of",)),
+    "takeover": ("acquired", ("of",)),
+    "divestiture": ("divested", ("of",)),
+    "sale": ("sold", ("of",)),
+    "investment": ("invested_in", ("in",)),
+    "stake": ("invested_in", ("in",)),
+    "partnership": ("partnered_with", ("with",)),
+    "merger": ("merged_with", ("with",)),
+}
+"""Nouns that state an event between two names → (predicate, the prepositions introducing the object):
+"Microsoft's acquisition of LinkedIn" → ``acquired``; without a named possessor ("our acquisition of
+Nuance" in an earnings call) the holder is the document's organisation."""
 PATH_DEPS = frozenset({"dobj", "attr", "oprd", "prep", "pobj", "appos", "conj", "poss", "npadvmod", "dative"})
 MAX_HOPS = 4
 
@@ -252,9 +268,9 @@ class _Relations:
     def add(
         self, subj: Any, pred: str | None, obj: Any, verb: Any, pattern: str, *, dated: bool = True
     ) -> None:
-        """The triple (``subj``'s entity, ``pred``, ``obj``'s entity) — tokens, or an entity key for
-        ``obj`` — negated and dated by ``verb`` (its dates only when ``dated``)."""
-        s = self.entity(subj)
+        """The triple (``subj``'s entity, ``pred``, ``obj``'s entity) — tokens, or entity keys — negated
+        and dated by ``verb`` (its dates only when ``dated``)."""
+        s = subj if isinstance(subj, str) else self.entity(subj)
         o = obj if isinstance(obj, str) else self.entity(obj)
         if pred is None or s is None or o is None or s == o or o not in self.chunk.entities:
             return
@@ -378,10 +394,38 @@ class _Relations:
                 for o in objects:
                     self.add(h, pred, o, title if apposed else verb, "role", dated=not apposed)
 
+    def nominal(self, noun: Any) -> None:
+        """An event noun (:data:`NOMINALS`) with its object ("acquisition of LinkedIn") and its holder: a
+        named possessor ("Microsoft's"), else — possessed by "our", "its", "their" or nobody — the
+        document's organisation; dated by the noun's own prepositions ("in 2016")."""
+        stem, preps = NOMINALS[noun.lemma_.lower()]
+        pred = self.predicate(stem)
+        objects = [
+            o
+            for prep in noun.children
+            if prep.dep_ == "prep" and prep.lower_ in preps
+            for obj in prep.children
+            if obj.dep_ == "pobj"
+            for o in _conjuncts(obj)
+        ]
+        owners = [c for c in noun.children if c.dep_ == "poss"]
+        holders: list[Any] = [o for o in owners if self.entity(o) is not None]
+        if not holders and all(o.lower_ in ("our", "its", "their") for o in owners) and self.subject:
+            holders = [self.subject]
+            if self.subject_record is not None:
+                self.chunk.entities.setdefault(
+                    self.subject, {**self.subject_record, "aliases": list(self.subject_record["aliases"])}
+                )
+        for h in holders:
+            for o in objects:
+                self.add(h, pred, o, noun, "noun")
+
     def read(self) -> list[dict[str, Any]]:
         for tok in self.chunk.doc:
             if tok.pos_ in ("VERB", "AUX") and tok.dep_ != "aux" and tok.dep_ != "auxpass":
                 self.verb(tok)
+            elif tok.pos_ == "NOUN" and tok.lemma_.lower() in NOMINALS:
+                self.nominal(tok)
             elif tok.dep_ == "appos" and (tok.pos_ == "NOUN" or tok.lower_ in ROLES):
                 self.role([tok.head], tok, tok.head, apposed=True)
             elif (

@@ -202,3 +202,13 @@ def test_a_missing_or_altered_model_is_refused_by_name(monkeypatch: pytest.Monke
     finally:
         monkeypatch.undo()
         nlp_pipeline.load_pipeline.cache_clear()
+
+
+def test_event_nouns_name_an_acquisition_and_its_holder() -> None:
+    """An earnings call says "we announced the acquisition of FieldOne" and means its own company's (the
+    heading names it); a possessor names the holder itself."""
+    call = SHARED_CORPORA / "msft_earnings_calls_graphrag" / "transcripts" / "TranscriptFY15Q4.txt"
+    line = _sentence(call, "announced the acquisition of FieldOne")
+    heading = call.read_text(encoding="utf-8").split("\n", 1)[0]
+    facts = _facts([f"{heading}\n{line}", "Microsoft's acquisition of LinkedIn closed."], FINANCE)
+    assert {("Microsoft", "acquired", "FieldOne"), ("Microsoft", "acquired", "LinkedIn")} <= facts
