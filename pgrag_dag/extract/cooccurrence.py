@@ -516,7 +516,23 @@ def extract_cooccurrence(chunks: pl.DataFrame, options: CooccurrenceOptions, *, 
     error null, 0 tokens, cache_hit false. Gate it with :func:`pgrag_dag.extract.gates.apply_gates` (§4.3).
     Raises :class:`ExtractionError` when a column is missing, a chunk_id is null or repeated.
     """
-    missing = [c for c in ("chunk_id", "text", "title") if c not in chunks.columns]
+    groups = chunks_by_document(chunks, ("chunk_id", "text", "title"))
+    items = list(chunks.select("chunk_id", "text", "title").iter_rows())
+    parsed: dict[int, dict[str, Any]] = {}
+    for positions in groups:
+        for i, out in zip(
+            positions, extract_document_cooccurrence([items[i][1:] for i in positions], options)
+        ):
+            parsed[i] = out
+    bodies = [json.dumps(parsed[i], ensure_ascii=False) for i in range(len(items))]
+    return offline_frame([int(chunk_id) for chunk_id, _, _ in items], bodies, MODEL, version)
+
+
+def chunks_by_document(chunks: pl.DataFrame, columns: tuple[str, ...]) -> list[list[int]]:
+    """The row positions of ``chunks`` grouped by ``doc_key`` (first-seen order; without the column each
+    row is a document of its own), for an extractor that reads a document's chunks together. Raises
+    :class:`ExtractionError` when one of ``columns`` is missing or a chunk_id is null or repeated."""
+    missing = [c for c in columns if c not in chunks.columns]
     if missing:
         raise ExtractionError(f"the chunks frame lacks column(s) {missing}")
     ids = chunks["chunk_id"]
@@ -526,15 +542,7 @@ def extract_cooccurrence(chunks: pl.DataFrame, options: CooccurrenceOptions, *, 
     by_doc: dict[Any, list[int]] = {}
     for i, key in enumerate(keys):
         by_doc.setdefault(key, []).append(i)
-    items = list(chunks.select("chunk_id", "text", "title").iter_rows())
-    parsed: dict[int, dict[str, Any]] = {}
-    for positions in by_doc.values():
-        for i, out in zip(
-            positions, extract_document_cooccurrence([items[i][1:] for i in positions], options)
-        ):
-            parsed[i] = out
-    bodies = [json.dumps(parsed[i], ensure_ascii=False) for i in range(len(items))]
-    return offline_frame([int(chunk_id) for chunk_id, _, _ in items], bodies, MODEL, version)
+    return list(by_doc.values())
 
 
 def offline_frame(chunk_ids: list[int], bodies: list[str], model: str, version: str) -> pl.DataFrame:

@@ -52,8 +52,7 @@ from typing import Any
 
 import polars as pl
 
-from pgrag_dag.errors import ExtractionError
-from pgrag_dag.extract.cooccurrence import clip_text, offline_frame
+from pgrag_dag.extract.cooccurrence import chunks_by_document, clip_text, offline_frame
 from pgrag_dag.extract.nlp_names import (
     ChunkNames,
     document_subject,
@@ -387,9 +386,7 @@ class _Relations:
                             objects.append(o)
             if not objects and stem in OFFICER_ROLES and self.subject and self.subject_record:
                 objects = [self.subject]
-                self.chunk.entities.setdefault(
-                    self.subject, {**self.subject_record, "aliases": list(self.subject_record["aliases"])}
-                )
+                self.chunk.adopt(self.subject, self.subject_record)
             for h in people:
                 for o in objects:
                     self.add(h, pred, o, title if apposed else verb, "role", dated=not apposed)
@@ -410,12 +407,10 @@ class _Relations:
         ]
         owners = [c for c in noun.children if c.dep_ == "poss"]
         holders: list[Any] = [o for o in owners if self.entity(o) is not None]
-        if not holders and all(o.lower_ in ("our", "its", "their") for o in owners) and self.subject:
-            holders = [self.subject]
-            if self.subject_record is not None:
-                self.chunk.entities.setdefault(
-                    self.subject, {**self.subject_record, "aliases": list(self.subject_record["aliases"])}
-                )
+        if not holders and all(o.lower_ in ("our", "its", "their") for o in owners):
+            if self.subject and self.subject_record:
+                holders = [self.subject]
+                self.chunk.adopt(self.subject, self.subject_record)
         for h in holders:
             for o in objects:
                 self.add(h, pred, o, noun, "noun")
@@ -471,22 +466,12 @@ def extract_nlp(
     input's order — pass 0, model :data:`MODEL`, prompt_version ``version``, raw_text and parsed the same
     JSON. Raises :class:`ExtractionError` when a column is missing or a chunk_id is null or repeated, and
     :class:`ModelError` when the pipeline is not installed or its files differ."""
-    missing = [c for c in ("chunk_id", "text") if c not in chunks.columns]
-    if missing:
-        raise ExtractionError(f"the chunks frame lacks column(s) {missing}")
-    ids = chunks["chunk_id"]
-    if ids.null_count() or ids.n_unique() != chunks.height:
-        raise ExtractionError("chunk_id must be non-null and unique for offline extraction")
-    keys = chunks["doc_key"].to_list() if "doc_key" in chunks.columns else list(range(chunks.height))
+    groups = chunks_by_document(chunks, ("chunk_id", "text"))
     texts = chunks["text"].to_list()
-    by_doc: dict[Any, list[int]] = {}
-    for i, key in enumerate(keys):
-        by_doc.setdefault(key, []).append(i)
-    groups = list(by_doc.values())
     parsed: dict[int, dict[str, Any]] = {}
     for positions, result in zip(
         groups, extract_documents([[texts[i] for i in g] for g in groups], options, vocabulary)
     ):
         parsed.update(zip(positions, result))
     bodies = [json.dumps(parsed[i], ensure_ascii=False) for i in range(chunks.height)]
-    return offline_frame(ids.to_list(), bodies, MODEL, version)
+    return offline_frame(chunks["chunk_id"].to_list(), bodies, MODEL, version)

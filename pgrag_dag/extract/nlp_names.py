@@ -139,6 +139,11 @@ class ChunkNames:
                     self._add(run, "Concept", run[0].sent.text)  # else the NER judged it (a date, a number)
                 run = []
 
+    def adopt(self, key: str, record: dict[str, Any], **changes: Any) -> dict[str, Any]:
+        """The chunk's record of entity ``key``, made from ``record`` (an entity found elsewhere in the
+        document; its own copy of the aliases, ``changes`` applied) when the chunk has none yet."""
+        return self.entities.setdefault(key, {**record, "aliases": list(record["aliases"]), **changes})
+
     def _add(self, span: list[Any], kind: str, sentence: str) -> None:
         toks, stripped = _clean_span(span)
         name = _text(toks)
@@ -209,9 +214,7 @@ def settle_short_forms(chunks: list[ChunkNames]) -> None:
             if s not in chunk.entities:
                 continue
             record = chunk.entities.pop(s)
-            target = chunk.entities.setdefault(
-                long, {**persons[long], "aliases": list(persons[long]["aliases"])}
-            )
+            target = chunk.adopt(long, persons[long])
             for form in (record["name"], *record["aliases"]):
                 if form not in target["aliases"]:
                     target["aliases"].append(form)
@@ -259,14 +262,7 @@ def link_known(chunks: list[ChunkNames]) -> None:
                 i += 1
                 continue
             n, (key, record) = hit
-            chunk.entities.setdefault(
-                key,
-                {
-                    **record,
-                    "aliases": list(record["aliases"]),
-                    "description": clip_text(doc[i].sent.text, chunk.options.description_chars),
-                },
-            )
+            chunk.adopt(key, record, description=clip_text(doc[i].sent.text, chunk.options.description_chars))
             for j in range(i, i + n):
                 chunk.key_of[j] = key
             i += n
@@ -321,7 +317,7 @@ def document_subject(chunks: list[ChunkNames]) -> tuple[str, dict[str, Any]] | N
         chunk.key_of = {i: subject if k in GENERIC else k for i, k in chunk.key_of.items()}
         dropped = [chunk.entities.pop(k, None) for k in GENERIC]
         if any(dropped) or subject in chunk.key_of.values():
-            chunk.entities.setdefault(subject, {**record, "aliases": list(record["aliases"])})
+            chunk.adopt(subject, record)
     return subject, record
 
 
@@ -349,4 +345,4 @@ def resolve_pronouns(chunks: list[ChunkNames]) -> None:
                 last, last_record = key, record
             elif key is None and tok.lower_ in PERSONAL and last is not None and last_record is not None:
                 chunk.key_of[tok.i] = last
-                chunk.entities.setdefault(last, {**last_record, "aliases": list(last_record["aliases"])})
+                chunk.adopt(last, last_record)
