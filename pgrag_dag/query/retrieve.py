@@ -365,11 +365,16 @@ def _walk_inputs(
         )
         out.channels["chunks_vector"] = len(prior)
     if "fulltext" in p.chunk_channels:
-        fulltext = retrieval.chunk_fulltext(
-            conn, realm, p.space, probe.fulltext, p.chunk_top_k, temporal=p.temporal
-        )
+        fulltext = _chunk_fulltext(conn, realm, p, probe)
         out.channels["chunks_fulltext"] = len(fulltext)
     return prior, fulltext
+
+
+def _chunk_fulltext(
+    conn: psycopg.Connection, realm: str, p: QueryParam, probe: Probe
+) -> list[dict[str, Any]]:
+    """The full-text chunk channel: up to ``chunk_top_k`` chunks best matching :attr:`Probe.fulltext`."""
+    return retrieval.chunk_fulltext(conn, realm, p.space, probe.fulltext, p.chunk_top_k, temporal=p.temporal)
 
 
 def _chunks(
@@ -390,9 +395,7 @@ def _chunks(
             conn, realm, p.space, vecs[probe.text], depth, temporal=p.temporal
         )
     if "fulltext" in p.chunk_channels:
-        lists["fulltext"] = retrieval.chunk_fulltext(
-            conn, realm, p.space, probe.fulltext, p.chunk_top_k, temporal=p.temporal
-        )
+        lists["fulltext"] = _chunk_fulltext(conn, realm, p, probe)
     cosine = {row["id"]: row["score"] for row in lists.get("vector", [])}
     fused = fuse.rrf(lists, k=p.rrf_k, key=_by_id)
     if p.collapse_duplicates:

@@ -52,6 +52,11 @@ def filings(tmp_path: Path) -> Path:
     return tmp_path
 
 
+def _index(engine: Engine, realm: str) -> dict[str, dict[str, Any]]:
+    """Index the space (no communities): each stage's metadata by stage."""
+    return {r.stage: r.metadata for r in index_documents(engine, realm, "filings", communities=False)}
+
+
 def _cfos(engine: Engine, realm: str, **param: Any) -> set[str]:
     res = query_data(
         "Who was the chief financial officer of The Walt Disney Company?",
@@ -68,7 +73,7 @@ def test_a_later_filings_cfo_supersedes_the_earlier_with_no_model_and_as_of_answ
 ) -> None:
     engine = _configure(filings, pg_dsn, realm, "nlp")
     try:
-        meta = {r.stage: r.metadata for r in index_documents(engine, realm, "filings", communities=False)}
+        meta = _index(engine, realm)
         assert engine.usage()["model_calls"] == 0
         assert meta["relations"]["supersessions_by_reason"].get("single_valued") == 1
         with engine.connect() as conn:
@@ -95,17 +100,17 @@ def test_the_extractor_identity_decides_what_is_extracted_again(
 ) -> None:
     engine = _configure(filings, pg_dsn, realm, "nlp")
     try:
-        first = {r.stage: r.metadata for r in index_documents(engine, realm, "filings", communities=False)}
+        first = _index(engine, realm)
         assert first["raw_extractions"]["chunks_extracted"] == first["chunks"]["chunks"] > 0
-        again = {r.stage: r.metadata for r in index_documents(engine, realm, "filings", communities=False)}
+        again = _index(engine, realm)
         assert again["raw_extractions"]["chunks_extracted"] == 0  # same identity: nothing extracted
     finally:
         engine.close()
     engine = _configure(filings, pg_dsn, realm, {"name": "nlp", "options": {"proper_nouns": False}})
     try:
-        other = {r.stage: r.metadata for r in index_documents(engine, realm, "filings", communities=False)}
+        other = _index(engine, realm)
         assert other["raw_extractions"]["chunks_extracted"] == first["chunks"]["chunks"]  # options changed
-        once = {r.stage: r.metadata for r in index_documents(engine, realm, "filings", communities=False)}
+        once = _index(engine, realm)
         assert once["raw_extractions"]["chunks_extracted"] == 0
         assert engine.usage()["model_calls"] == 0
     finally:
