@@ -8,10 +8,13 @@ files checked by SHA-256 before use). Its output is the ``raw_extractions`` fram
 and supersession (§5.2) apply downstream.
 
 Entities (:mod:`pgrag_dag.extract.nlp_names`) — typed NER spans and proper-noun runs, honorifics moved
-into aliases; settled per document: a one-word name that is the first or last word of exactly one
-person's name is that person's alias; capitalised words naming an entity found elsewhere in the document
-are its mentions; "the Company" is the document's organisation; a personal pronoun stands for the person
-last named as a subject (or the document's person) — heuristics, not coreference resolution.
+into aliases, and phrases of common nouns the document repeats ("punched cards") as ``Concept``s; settled
+per document: a one-word name that is the first or last word of exactly one person's name — or of the
+person the document's lead names, when that surname is its most frequent — is that person's alias;
+capitalised words naming an entity found elsewhere in the document are its mentions; "the Company" is the
+document's organisation; a personal pronoun stands for the person last named as a subject (or the
+document's person) — heuristics, not coreference resolution. A full stop glued to the next sentence
+(:data:`GLUED`) gets its space back before parsing.
 
 Relations — from the dependency parse of each sentence (confidence by pattern, :data:`CONFIDENCE`):
 
@@ -19,7 +22,8 @@ Relations — from the dependency parse of each sentence (confidence by pattern,
   prepositional object of the same verb, conjuncts shared ("Babbage designed the Engine" → ``designed``
   with the biography vocabulary; "X worked with Y" → ``work_with``; "Ada was born in London" →
   ``born_in``, the passive's participle kept before its preposition; a relative pronoun stands for the
-  noun its clause qualifies, a common noun for the name in apposition to it);
+  noun its clause qualifies, a common noun for the name in apposition to it; a verb without a subject of
+  its own takes its clause's: "X worked on Y, publishing Z", "X was its public face, backed by Y");
 - **path**: a name deeper in the verb's own clause, down objects, prepositions, appositions and
   possessors (:data:`MAX_HOPS` edges, never into another clause), with the last preposition on the way;
 - **role**: an apposition, a copular attribute or an appointment naming a role of something ("Amy Hood,
@@ -47,6 +51,7 @@ the NER does not know.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -56,9 +61,11 @@ from pgrag_dag.extract.cooccurrence import chunks_by_document, clip_text, offlin
 from pgrag_dag.extract.nlp_names import (
     ChunkNames,
     document_subject,
+    lead_person,
     link_known,
     resolve_pronouns,
     settle_short_forms,
+    settle_terms,
 )
 from pgrag_dag.extract.nlp_pipeline import NlpOptions, load_pipeline
 from pgrag_dag.gate_rules import VAGUE_PREDICATES, normalise_predicate
@@ -151,6 +158,9 @@ NOMINALS = {
 Nuance" in an earnings call) the holder is the document's organisation."""
 PATH_DEPS = frozenset({"dobj", "attr", "oprd", "prep", "pobj", "appos", "conj", "poss", "npadvmod", "dative"})
 MAX_HOPS = 4
+GLUED = re.compile(r"(?<=[a-z0-9)\]])\.(?=[A-Z][a-z])")
+"""A full stop with no space before a capitalised word ("publishing in 1825.With Herschel"): paragraphs
+joined by text export; parsed as one token, it merges two sentences — a space is put after it."""
 
 
 def _conjuncts(tok: Any) -> list[Any]:
@@ -186,6 +196,23 @@ def _dates(verb: Any) -> tuple[str | None, str | None]:
             elif prep.lower_ in TO_PREPS and end is None:
                 end = value
     return start, end
+
+
+def _controlled(verb: Any) -> tuple[list[Any], list[Any]]:
+    """(subjects, passive subjects) a verb without a subject of its own takes from what it hangs on: a
+    conjoined, complement or adverbial verb shares its head's subject ("X joined Y and led Z", "X worked on
+    Y, publishing in 1825"); a past participle hanging on a clause or a name is said of that subject or
+    name ("X was its public face, backed by Y"; "the Engine, designed by X")."""
+    head = verb.head
+    if verb.dep_ == "acl" and verb.tag_ == "VBN" and head.pos_ in ("PROPN", "NOUN"):
+        return [], [head]
+    if verb.dep_ not in ("conj", "xcomp", "advcl") or head.pos_ not in ("VERB", "AUX"):
+        return [], []
+    active = [c for c in head.children if c.dep_ == "nsubj"]
+    passive = [c for c in head.children if c.dep_ == "nsubjpass"]
+    if verb.tag_ == "VBN" and (verb.dep_ == "advcl" or (verb.dep_ == "conj" and passive)):
+        return [], active + passive
+    return active, []
 
 
 def past_tense(lemma: str) -> str:
@@ -294,8 +321,8 @@ class _Relations:
         subjects = [c for c in children if c.dep_ in ("nsubj", "csubj")]
         passive = [c for c in children if c.dep_ == "nsubjpass"]
         agents = [p for c in children if c.dep_ == "agent" for p in c.children if p.dep_ == "pobj"]
-        if not subjects and verb.dep_ in ("conj", "xcomp") and verb.head.pos_ in ("VERB", "AUX"):
-            subjects = [c for c in verb.head.children if c.dep_ == "nsubj"]  # "X joined Y and led Z"
+        if not subjects and not passive:
+            subjects, passive = _controlled(verb)
         lemma = verb.lemma_.lower()
         if len(lemma) < 2 or not lemma.isalpha():  # "'m", "'s", a tagger's slip: no predicate
             return
@@ -438,15 +465,17 @@ def extract_documents(
     """The extractions of each document's chunk texts, in order, in the JSON shape of an LLM extraction
     (``{"entities", "triples"}`` per chunk). Raises :class:`ModelError` when the pipeline is missing."""
     nlp = load_pipeline(options.model)
-    flat = [text or "" for texts in documents for text in texts]
+    flat = [GLUED.sub(". ", text or "") for texts in documents for text in texts]
     docs = iter(nlp.pipe(flat, batch_size=options.batch_size, n_process=options.n_process))
     out = []
     for texts in documents:
         chunks = [ChunkNames(next(docs), options) for _ in texts]
-        settle_short_forms(chunks)
+        lead = lead_person(chunks)
+        settle_short_forms(chunks, lead)
         link_known(chunks)
+        settle_terms(chunks)
         subject = document_subject(chunks)
-        resolve_pronouns(chunks)
+        resolve_pronouns(chunks, lead)
         out.append(
             [
                 {"entities": list(c.entities.values()), "triples": _Relations(c, vocabulary, subject).read()}

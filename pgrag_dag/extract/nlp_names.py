@@ -103,6 +103,67 @@ def _titles_only(tokens: Sequence[Any]) -> bool:
     )
 
 
+VAGUE_MODIFIERS = frozenset(
+    "other many such first second third new several same own various much more most last great further "
+    "certain early late later little few whole main small large big good modern recent current next "
+    "previous following particular general similar different major key important significant".split()
+)
+"""Modifiers that make no term of a noun ("several parts", "the main characters")."""
+
+
+def _term(chunk: Any, taken: set[int]) -> list[Any]:
+    """The tokens of a term in a noun chunk — its common-noun head with the adjacent compounds and
+    adjectives before it ("punched cards", "political economy"), 2–4 words — or none (a head that is no
+    lowercase noun, a vague modifier, a word of a name)."""
+    root = chunk.root
+    if root.pos_ != "NOUN" or not root.is_alpha or not root.is_lower:
+        return []
+    toks = [root]
+    for tok in reversed(list(chunk[: root.i - chunk.start])):
+        if tok.dep_ not in ("compound", "amod") or not tok.is_alpha or not tok.is_lower:
+            break
+        if tok.pos_ not in ("NOUN", "ADJ", "VERB") or tok.lower_ in VAGUE_MODIFIERS:
+            break
+        toks.insert(0, tok)
+    if not 2 <= len(toks) <= 4 or any(t.i in taken for t in toks):
+        return []
+    return toks
+
+
+def settle_terms(chunks: list[ChunkNames]) -> None:
+    """The candidate terms of a document (:func:`_term`) mentioned at least ``term_mentions`` times in it,
+    counted by lemmas ("punched card" = "punched cards"), become ``Concept`` entities named by their most
+    frequent form; the others are dropped. A term's words that already name an entity stay that entity's."""
+    if not chunks or not chunks[0].options.term_mentions:
+        return
+    counts: dict[str, dict[str, int]] = {}
+    for chunk in chunks:
+        for key, toks in chunk.terms:
+            forms = counts.setdefault(key, {})
+            forms[_text(toks)] = forms.get(_text(toks), 0) + 1
+    kept = {
+        key: max(forms, key=lambda f: forms[f])
+        for key, forms in counts.items()
+        if sum(forms.values()) >= chunks[0].options.term_mentions
+    }
+    for chunk in chunks:
+        for key, toks in chunk.terms:
+            if key in kept and not any(t.i in chunk.key_of for t in toks):
+                name = kept[key]
+                ident = identity_key(name)
+                chunk.adopt(
+                    ident,
+                    {
+                        "name": name,
+                        "type": "Concept",
+                        "description": clip_text(toks[0].sent.text, chunk.options.description_chars),
+                        "aliases": [],
+                    },
+                )
+                for t in toks:
+                    chunk.key_of[t.i] = ident
+
+
 def _text(tokens: Sequence[Any]) -> str:
     if not tokens:
         return ""
@@ -129,6 +190,12 @@ class ChunkNames:
                     start -= 1
                 self._add(list(doc[start : ent.end]), kind, ent.sent.text)
                 taken |= set(range(start, ent.end))
+        self.terms: list[tuple[str, list[Any]]] = []  # (lemma key, tokens) of candidate terms
+        if options.term_mentions:
+            for chunk in doc.noun_chunks:
+                toks = _term(chunk, taken)
+                if toks:
+                    self.terms.append((" ".join(t.lemma_.lower() for t in toks), toks))
         if options.proper_nouns:
             run: list[Any] = []
             for tok in [*doc, None]:
@@ -176,14 +243,55 @@ class ChunkNames:
             self.key_of.setdefault(tok.i, key)
 
 
-def settle_short_forms(chunks: list[ChunkNames]) -> None:
+LEAD_CHARS = 400
+"""How far into a document its lead reaches (:func:`lead_person`)."""
+
+
+def lead_person(chunks: list[ChunkNames]) -> str | None:
+    """The key of the document's person: the first person-like name (see :func:`settle_short_forms`)
+    named in its lead — the first :data:`LEAD_CHARS` characters of its first chunk, the heading line
+    excepted — when that name's last word is the most frequent surname of the document's persons (a
+    biography's subject: "Charles Babbage (26 December 1791 – …) was an English polymath", then
+    "Babbage" throughout). ``None`` when the lead names no person or another surname is more frequent."""
+    if not chunks:
+        return None
+    doc = chunks[0].doc
+    heading_end = doc.text.find("\n")
+    lead = None
+    for i in sorted(chunks[0].key_of):
+        if doc[i].idx >= LEAD_CHARS:
+            break
+        key = chunks[0].key_of[i]
+        record = chunks[0].entities.get(key)
+        if (
+            doc[i].idx > heading_end
+            and record
+            and record["type"] == "Person"
+            and _person_like(record["name"])
+        ):
+            lead = key, record["name"].split()[-1]
+            break
+    if lead is None:
+        return None
+    counts: dict[str, int] = {}
+    persons = {k: r for c in chunks for k, r in c.entities.items() if r["type"] == "Person"}
+    surnames = {r["name"].split()[-1] for r in persons.values() if _person_like(r["name"])}
+    for chunk in chunks:
+        for tok in chunk.doc:
+            if tok.text in surnames:
+                counts[tok.text] = counts.get(tok.text, 0) + 1
+    return lead[0] if counts and max(counts, key=lambda w: counts[w]) == lead[1] else None
+
+
+def settle_short_forms(chunks: list[ChunkNames], lead: str | None = None) -> None:
     """A one-word name equal to the last word (a surname: of any type, the NER types a lone surname
     unreliably) or the first word (a given name: only a Person or Concept) of exactly one person-like name
     of the document — a Person of 2–4 capitalised words, not all in capitals — becomes that person's
     alias, in every chunk (its mentions count as the person's). A word two persons share stays a name of
-    its own, and so does a name met with a title of nobility or office (:data:`TITLES`: "Lord Byron" is not
-    Anne Isabella Byron); an organisation's first word never joins a name the NER took for a person
-    ("Microsoft" is not "Microsoft Cloud")."""
+    its own — unless one of them is the document's person (``lead``, :func:`lead_person`): "Babbage" in
+    Charles Babbage's biography is he, not one of his sons — and so does a name met with a title of
+    nobility or office (:data:`TITLES`: "Lord Byron" is not Anne Isabella Byron); an organisation's first
+    word never joins a name the NER took for a person ("Microsoft" is not "Microsoft Cloud")."""
     persons = {
         k: r
         for c in chunks
@@ -207,6 +315,8 @@ def settle_short_forms(chunks: list[ChunkNames]) -> None:
         holders = set(last.get(k, []))
         if record["type"] in ("Person", "Concept"):
             holders |= set(first.get(k, []))
+        if len(holders) > 1 and lead in holders:
+            holders = {lead}
         if len(holders) == 1:
             short[k] = holders.pop()
     for chunk in chunks:
@@ -321,17 +431,18 @@ def document_subject(chunks: list[ChunkNames]) -> tuple[str, dict[str, Any]] | N
     return subject, record
 
 
-def resolve_pronouns(chunks: list[ChunkNames]) -> None:
+def resolve_pronouns(chunks: list[ChunkNames], lead: str | None = None) -> None:
     """A personal pronoun (:data:`PERSONAL`) stands for the person last named as a subject before it in
-    the chunk, or, before any, for the document's person (the Person named in most of its chunks and in at
-    least half of them: the subject of a biography) — a heuristic, not coreference resolution: "She
-    translated Menabrea's article" in Ada Lovelace's article is hers."""
+    the chunk, or, before any, for the document's person (``lead`` when given, else the Person named in
+    most of its chunks; either only when named in at least half of them: the subject of a biography) — a
+    heuristic, not coreference resolution: "She translated Menabrea's article" in Ada Lovelace's article
+    is hers."""
     counts: dict[str, int] = {}
     for chunk in chunks:
         for name, entity in chunk.entities.items():
             if entity["type"] == "Person":
                 counts[name] = counts.get(name, 0) + 1
-    main = max(counts, key=lambda k: counts[k]) if counts else None
+    main = lead if lead in counts else max(counts, key=lambda k: counts[k]) if counts else None
     if main is not None and counts[main] * 2 < len(chunks):
         main = None
     main_record = next((c.entities[main] for c in chunks if main in c.entities), None) if main else None

@@ -50,7 +50,9 @@ class NlpOptions(BaseModel):
 
     ``model`` — a pipeline of :data:`PIPELINES`. ``type_map`` — spaCy NER label → entity type (replaces
     :data:`DEFAULT_TYPES`; labels not listed are no entities). ``proper_nouns`` — runs of proper nouns the
-    NER left out become ``Concept`` entities. ``max_name_words`` — longer names are dropped.
+    NER left out become ``Concept`` entities. ``term_mentions`` — a phrase of common nouns with its
+    modifiers ("punched cards", "political economy") mentioned at least this often in one document is a
+    ``Concept`` entity (0: none). ``max_name_words`` — longer names are dropped.
     ``description_chars`` — descriptions cut to this many characters. ``batch_size`` — texts per
     ``nlp.pipe`` batch; ``n_process`` — worker processes parsing (each loads its own copy of the model,
     ~150 MB); neither changes what is extracted, so neither is part of the extractor's identity."""
@@ -60,6 +62,7 @@ class NlpOptions(BaseModel):
     model: str = "en_core_web_sm"
     type_map: dict[str, str] = Field(default_factory=lambda: dict(DEFAULT_TYPES))
     proper_nouns: bool = True
+    term_mentions: int = Field(default=2, ge=0)
     max_name_words: int = Field(default=6, ge=1)
     description_chars: int = Field(default=300, ge=20)
     batch_size: int = Field(default=32, ge=1)

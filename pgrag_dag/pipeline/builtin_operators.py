@@ -103,7 +103,7 @@ def _nlp_identity(options: BaseModel) -> str:
     return f"nlp@{NLP_VERSION}:{model_version(opts.model)}:{digest}"
 
 
-NLP_VERSION = "1"
+NLP_VERSION = "2"
 
 
 class StoplistOptions(BaseModel):

@@ -221,3 +221,44 @@ def test_event_nouns_name_an_acquisition_and_its_holder() -> None:
     heading = call.read_text(encoding="utf-8").split("\n", 1)[0]
     facts = _facts([f"{heading}\n{line}", "Microsoft's acquisition of LinkedIn closed."], FINANCE)
     assert {("Microsoft", "acquired", "FieldOne"), ("Microsoft", "acquired", "LinkedIn")} <= facts
+
+
+def test_a_biography_subject_takes_its_surname_pronouns_and_controlled_clauses() -> None:
+    """In Charles Babbage's article "Babbage" is he, though his sons share the surname (the lead names him
+    and his surname is the article's most frequent); "he" before any other subject is he; a participle
+    hanging on his clause is said of him (its agent backs him); a full stop glued to the next sentence
+    still ends one."""
+    article = _shared("wikipedia_babbage_lovelace/Charles_Babbage.txt")
+    text = article.read_text(encoding="utf-8")
+    lead = text[: text.index("Babbage is considered")]
+    sons = _sentence(article, "His eldest son, Benjamin Herschel Babbage")
+    face = _sentence(article, "public face, backed by Richard Jones")
+    out = extract_documents(
+        [[lead, f"{sons}{face}", "He had read in Robert Woodhouse.Babbage met Gaspard Monge in Paris."]],
+        NlpOptions(),
+        BIOGRAPHY,
+    )[0]
+    names = {e["name"] for chunk in out for e in chunk["entities"]}
+    assert "Babbage" not in names and {"Charles Babbage", "Benjamin Herschel Babbage"} <= names
+    facts = {(t["subject"], t["predicate"], t["object"]) for chunk in out for t in chunk["triples"]}
+    assert {
+        ("Richard Jones", "back", "Charles Babbage"),  # the participle's agent is its subject
+        ("Robert Malthus", "back", "Charles Babbage"),
+        ("Charles Babbage", "read_in", "Robert Woodhouse"),
+        ("Charles Babbage", "met", "Gaspard Monge"),
+    } <= facts
+    assert not {f for f in facts if f[0] == "Benjamin Herschel Babbage" and f[2] == "Gaspard Monge"}
+
+
+def test_terms_a_document_repeats_are_concepts() -> None:
+    """A phrase of common nouns said twice in one document is a ``Concept`` ("punched cards"); one said once,
+    or made with a vague modifier ("several parts"), is not; ``term_mentions: 0`` turns terms off."""
+    texts = [
+        "The Analytical Engine read punched cards. Several parts were built.",
+        "Jacquard used punched cards in his loom. The engine had a small part for carry.",
+    ]
+    entities = {e["name"]: e for c in extract_documents([texts], NlpOptions())[0] for e in c["entities"]}
+    assert entities["punched cards"]["type"] == "Concept"
+    assert not {n for n in entities if n.lower().startswith(("several", "small"))}
+    off = extract_documents([texts], NlpOptions(term_mentions=0))[0]
+    assert "punched cards" not in {e["name"] for c in off for e in c["entities"]}
