@@ -13,7 +13,7 @@
 - :mod:`.vectors`            the embedding columns: pending rows, writes, the audit
 - :mod:`.vector_index`       HNSW indexes and the distance expression of every vector search
 - :mod:`.bulk_index`         first loads: HNSW indexes built after the vectors
-- :mod:`.communities`        communities, community_members, community_children
+- :mod:`.communities`        communities, community_members, community_sources, community_children
 - :mod:`.retrieval`          read SQL of the query path: temporal predicates, traversal, chunk search
 - :mod:`.retrieval_channels` read SQL of the relation channels, communities and graph distance
 - :mod:`.walk_graph`         read SQL of the personalised-PageRank walk: its edges, name links, ranked rows

@@ -45,6 +45,19 @@ SELECT r.id, r.source_id, r.target_id, r.predicate, r.description, r.weight, r.n
  WHERE r.space = %s AND r.dormant_since IS NULL AND r.superseded_by IS NULL
  ORDER BY r.id"""
 
+_SOURCES = """
+INSERT INTO {s}.community_sources (space, community_id, relation_id, chunk_id)
+SELECT %s, m.community_id, r.id, cid.chunk_id
+  FROM {s}.community_members m
+  JOIN {s}.relations r ON r.space = %s AND r.source_id = m.entity_id AND r.dormant_since IS NULL
+                      AND r.superseded_by IS NULL
+  JOIN {s}.community_members m2 ON m2.community_id = m.community_id AND m2.entity_id = r.target_id
+  CROSS JOIN LATERAL unnest(r.chunk_ids) AS cid(chunk_id)
+ WHERE m.community_id = ANY(%s)
+ON CONFLICT DO NOTHING"""
+"""A report's sources (issue 28): the relations inside its cluster as the build's transaction sees them —
+live, not superseded, both ends members (what :data:`_RELATIONS` gave the build) — with their chunks then."""
+
 _INSERT_COMMUNITY = """
 INSERT INTO {s}.communities (space, level, title, summary, findings, rating, size, report,
                              graph_fingerprint, embedding)
@@ -167,7 +180,8 @@ def _insert_base(
     reports: pl.DataFrame,
     members: pl.DataFrame,
 ) -> tuple[dict[int, int], int]:
-    """Insert level-0 report rows and their members; (local id → ``communities.id``, members inserted)."""
+    """Insert level-0 report rows, their members and their sources (``community_sources``: what each was
+    built from); (local id → ``communities.id``, members inserted)."""
     ids = _insert(conn, s, space, fingerprint, reports.sort("cluster"), "cluster", level=None)
     member_rows = [
         (space, ids[int(c)], int(e))
@@ -181,6 +195,8 @@ def _insert_base(
         ).format(s=s),
         member_rows,
     )
+    if ids:
+        conn.execute(sql.SQL(_SOURCES).format(s=s), (space, space, list(ids.values())))
     return ids, len(member_rows)
 
 

@@ -22,6 +22,7 @@ from pgrag_dag.store.identifiers import qualified
 SPACE_ORDER = (
     "stage_pending",
     "community_children",
+    "community_sources",
     "community_members",
     "communities",
     "doc_mentions",

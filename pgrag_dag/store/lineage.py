@@ -1,5 +1,6 @@
-"""What a community report derives from (issue 6): its member entities, the relations inside the cluster,
-their contributing chunks and the documents those came from — read from the ``community_lineage`` view.
+"""What a community report derives from (issues 6, 28): its member entities, the relations it was built
+from (its snapshot, ``community_sources``: the relations inside the cluster when it was built, not today's),
+their chunks then and the documents those came from — read from the ``community_lineage`` view.
 """
 
 from __future__ import annotations
@@ -30,16 +31,10 @@ def lineage(conn: psycopg.Connection, realm: str, community_id: int) -> dict[str
         rows = cur.execute(
             sql.SQL(
                 """SELECT l.relation_id, s.name AS subject, l.predicate, o.name AS object, l.negated,
-                      l.chunk_id,
-                      l.doc_key, l.document_title, d.chunk_index
+                      l.chunk_id, l.doc_key, l.document_title, l.chunk_index
                  FROM {lin} l JOIN {e} s ON s.id = l.source_id JOIN {e} o ON o.id = l.target_id
-                 JOIN {d} d ON d.id = l.chunk_id
-                WHERE l.community_id = %s ORDER BY l.doc_key, d.chunk_index, l.relation_id"""
-            ).format(
-                lin=qualified(realm, "community_lineage"),
-                e=qualified(realm, "entities"),
-                d=qualified(realm, "documents"),
-            ),
+                WHERE l.community_id = %s ORDER BY l.doc_key, l.chunk_index, l.relation_id"""
+            ).format(lin=qualified(realm, "community_lineage"), e=qualified(realm, "entities")),
             (community_id,),
         ).fetchall()
         members = cur.execute(
@@ -88,14 +83,12 @@ def lineage(conn: psycopg.Connection, realm: str, community_id: int) -> dict[str
 
 
 _LEVEL0 = """
-WITH m AS (SELECT mm.community_id, mm.entity_id FROM {members} mm JOIN {c} c ON c.id = mm.community_id
-            WHERE mm.space = %(space)s AND c.space = %(space)s AND c.level = 0),
-     l AS (SELECT m.community_id, r.id AS relation_id, d.id AS chunk_id, d.doc_key
-             FROM m JOIN {rel} r ON r.space = %(space)s AND r.source_id = m.entity_id
-                 AND r.dormant_since IS NULL
-             JOIN m m2 ON m2.community_id = m.community_id AND m2.entity_id = r.target_id
-             CROSS JOIN LATERAL unnest(r.chunk_ids) AS cid(chunk_id)
-             JOIN {docs} d ON d.id = cid.chunk_id)
+WITH l AS (SELECT cs.community_id, cs.relation_id, cs.chunk_id, coalesce(d.doc_key, dr.doc_key) AS doc_key
+             FROM {sources} cs JOIN {c} c ON c.id = cs.community_id
+             LEFT JOIN {docs} d ON d.id = cs.chunk_id
+             LEFT JOIN {removed} dr ON dr.id = cs.chunk_id
+            WHERE cs.space = %(space)s AND c.space = %(space)s AND c.level = 0
+              AND (d.id IS NOT NULL OR dr.id IS NOT NULL))
 """
 
 
@@ -108,12 +101,12 @@ def lineage_summary(conn: psycopg.Connection, realm: str, space: str, *, sample:
     first: their rows were usually written a moment ago, and a plan made on the statistics of before (an
     empty table) took minutes on a graph of 300 communities and 17,600 relations instead of 85 ms."""
     tables = {
-        "members": qualified(realm, "community_members"),
+        "sources": qualified(realm, "community_sources"),
         "c": qualified(realm, "communities"),
-        "rel": qualified(realm, "relations"),
         "docs": qualified(realm, "documents"),
+        "removed": qualified(realm, "documents_removed"),
     }
-    conn.execute(sql.SQL("ANALYZE {members}, {c}").format(**tables))
+    conn.execute(sql.SQL("ANALYZE {sources}, {c}").format(**tables))
     level0 = sql.SQL(_LEVEL0).format(**tables)
     rows = conn.execute(
         level0

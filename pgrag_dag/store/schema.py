@@ -15,9 +15,9 @@ conflict with routine writes. Every writing stage takes, in this order: the stag
 its write transaction the partition's transaction-level advisory lock
 (:func:`pgrag_dag.store.locks.lock_partition`), then row locks on its own space's rows, table by table in
 the order documents → raw_extractions → gate_decisions → resolution_rejections → entities →
-entity_keys → doc_mentions → relations → communities → community_members → community_children →
-stage_pending (the relations stage's quality measurement stores, last, the keys of entities written without
-them — under the partition lock, so no writer of the space waits on it). Two spaces of one realm share
+entity_keys → doc_mentions → relations → communities → community_members → community_sources →
+community_children → stage_pending (the relations stage's quality measurement stores, last, the keys of
+entities written without them — under the partition lock, so no writer of the space waits on it). Two spaces of one realm share
 tables but never rows (every key carries ``space``), so their writers do not wait on each other. ``pgrag
 reembed`` (:mod:`pgrag_dag.operate.reembed`) takes the stage locks of every space of the realm (in sorted
 space order, held for the whole command), then in its one write transaction the schema lock
@@ -47,6 +47,8 @@ Realm schema ``pgrag_<realm>`` tables (every one carries ``space``):
 - ``communities``   report vertices: level, title, summary, findings, rating, size, built_at,
   graph_fingerprint, parent_id, embedding vector(d)
 - ``community_members``, ``community_children``
+- ``community_sources``  what each level-0 report was built from: (community, relation, chunk) as they were
+  when it was built (schema version 20; filled for older realms' reports from their members' relations)
 - ``stage_pending``  work a stage owes its space (failed community reports), retried by its next run
 
 Every embedded table also has ``embed_hash`` (SHA-256 of the text its vector embeds), and, for rows the
@@ -62,7 +64,7 @@ partial indexes ``<table>_unembedded`` (documents, entities, relations) hold the
 - ``graph_writes``: one row per transaction that changed a space's graph, appended by triggers on the
   tables the personalised-PageRank walk reads; their count is the space's graph data version
   (:mod:`pgrag_dag.store.graph_version`, schema version 19)
-- ``community_lineage`` (view): community → relations inside it → contributing chunks → documents
+- ``community_lineage`` (view): community → the relations it was built from → their chunks → documents
 """
 
 from __future__ import annotations
@@ -77,7 +79,7 @@ from pgrag_dag.store import graph_version, history, quality, telemetry, vector_i
 from pgrag_dag.store.db import privileged
 
 CONTROL_SCHEMA = "pgrag__control"
-SCHEMA_VERSION = 19
+SCHEMA_VERSION = 20
 """The realm schema's DDL version, recorded per realm in ``pgrag__control.realms.schema_version``."""
 _LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
 
@@ -332,6 +334,16 @@ CREATE TABLE IF NOT EXISTS {s}.community_members (
     entity_id bigint NOT NULL REFERENCES {s}.entities(id),
     PRIMARY KEY (community_id, entity_id)
 );
+-- issue 28: what each level-0 report was built from — the relations inside its cluster when it was built
+-- and their chunks at that moment — so lineage names its inputs, not today's relations among its members
+CREATE TABLE IF NOT EXISTS {s}.community_sources (
+    space text NOT NULL,
+    community_id bigint NOT NULL REFERENCES {s}.communities(id) ON DELETE CASCADE,
+    relation_id bigint NOT NULL,
+    chunk_id bigint NOT NULL,
+    PRIMARY KEY (community_id, relation_id, chunk_id)
+);
+CREATE INDEX IF NOT EXISTS community_sources_relation ON {s}.community_sources (relation_id);
 CREATE TABLE IF NOT EXISTS {s}.community_children (
     space text NOT NULL,
     parent_id bigint NOT NULL REFERENCES {s}.communities(id) ON DELETE CASCADE,
@@ -367,26 +379,44 @@ CREATE TABLE IF NOT EXISTS {s}.stage_pending (
 );
 """
 
-# Lineage of community reports (issue 6): report → member entity → relation inside the cluster →
-# contributing chunk → document. Parent communities reach their entities through community_children.
-_LINEAGE_DDL = """
-CREATE OR REPLACE VIEW {s}.community_lineage AS
+# Lineage of community reports (issues 6, 28): report → the relations it was built from (community_sources,
+# written with the build) → their chunks then → documents (a chunk removed since is read from
+# documents_removed). Parent communities reach their sources through community_children.
+_LINEAGE_DDL = (
+    "DROP VIEW IF EXISTS {s}.community_lineage",
+    """CREATE VIEW {s}.community_lineage AS
 WITH RECURSIVE under(root, community_id) AS (
     SELECT id, id FROM {s}.communities
     UNION ALL
     SELECT u.root, ch.child_id FROM under u JOIN {s}.community_children ch ON ch.parent_id = u.community_id
-), members AS (
-    SELECT DISTINCT u.root AS community_id, m.entity_id FROM under u
-      JOIN {s}.community_members m ON m.community_id = u.community_id
+), sources AS (
+    SELECT DISTINCT u.root AS community_id, cs.relation_id, cs.chunk_id FROM under u
+      JOIN {s}.community_sources cs ON cs.community_id = u.community_id
 )
 SELECT c.space, c.id AS community_id, c.level, c.title, r.id AS relation_id, r.source_id, r.target_id,
-       r.predicate, r.negated, chunk.id AS chunk_id, chunk.doc_key, chunk.title AS document_title
+       r.predicate, r.negated, src.chunk_id, coalesce(d.doc_key, dr.doc_key) AS doc_key,
+       coalesce(d.title, dr.title) AS document_title, coalesce(d.chunk_index, dr.chunk_index) AS chunk_index
   FROM {s}.communities c
-  JOIN members ms ON ms.community_id = c.id
-  JOIN {s}.relations r ON r.space = c.space AND r.source_id = ms.entity_id AND r.dormant_since IS NULL
-                      AND r.target_id IN (SELECT entity_id FROM members m2 WHERE m2.community_id = c.id)
+  JOIN sources src ON src.community_id = c.id
+  JOIN {s}.relations r ON r.id = src.relation_id
+  LEFT JOIN {s}.documents d ON d.id = src.chunk_id
+  LEFT JOIN {s}.documents_removed dr ON dr.id = src.chunk_id
+ WHERE d.id IS NOT NULL OR dr.id IS NOT NULL""",
+)
+
+# Realms built before issue 28 gain the sources of their current reports: the relations inside each cluster
+# now (what the old view showed), once, when the schema is upgraded.
+_SOURCES_BACKFILL = """
+INSERT INTO {s}.community_sources (space, community_id, relation_id, chunk_id)
+SELECT c.space, c.id, r.id, cid.chunk_id
+  FROM {s}.communities c
+  JOIN {s}.community_members m ON m.community_id = c.id
+  JOIN {s}.relations r ON r.space = c.space AND r.source_id = m.entity_id AND r.dormant_since IS NULL
+                      AND r.superseded_by IS NULL
+  JOIN {s}.community_members m2 ON m2.community_id = c.id AND m2.entity_id = r.target_id
   CROSS JOIN LATERAL unnest(r.chunk_ids) AS cid(chunk_id)
-  JOIN {s}.documents chunk ON chunk.id = cid.chunk_id
+ WHERE c.level = 0 AND NOT EXISTS (SELECT 1 FROM {s}.community_sources x WHERE x.community_id = c.id)
+ON CONFLICT DO NOTHING
 """
 
 EMBEDDED_TABLES = ("documents", "entities", "relations", "communities")
@@ -484,8 +514,9 @@ def init_realm(
             conn.execute(sql.SQL(stmt).format(s=sql.Identifier(schema), v=vector_type))
         verify_embedding_columns(conn, realm, dim)
         create_embedding_indexes(conn, realm)
-        conn.execute(sql.SQL(_LINEAGE_DDL).format(s=sql.Identifier(schema)))
         history.create_history(conn, schema, vector_type)
+        for stmt in (*_LINEAGE_DDL, _SOURCES_BACKFILL):
+            conn.execute(sql.SQL(stmt).format(s=sql.Identifier(schema)))
         telemetry.create_telemetry(conn, schema)
         work_queue.create_work(conn, schema)
         vectors.create_text_hashes(conn, schema)
