@@ -17,9 +17,9 @@ its write transaction the partition's transaction-level advisory lock
 the order documents → raw_extractions → gate_decisions → resolution_rejections → entities →
 entity_keys → doc_mentions → relations → communities → community_members → community_sources →
 community_children → stage_pending (the relations stage's quality measurement stores, last, the keys of
-entities written without them — under the partition lock, so no writer of the space waits on it). Two spaces of one realm share
-tables but never rows (every key carries ``space``), so their writers do not wait on each other. ``pgrag
-reembed`` (:mod:`pgrag_dag.operate.reembed`) takes the stage locks of every space of the realm (in sorted
+entities written without them — under the partition lock, so no writer of the space waits on it). Two
+spaces of one realm share tables but never rows (every key carries ``space``), so their writers do not
+wait on each other. ``pgrag reembed`` (:mod:`pgrag_dag.operate.reembed`) takes the stage locks of every space of the realm (in sorted
 space order, held for the whole command), then in its one write transaction the schema lock
 (:func:`lock_ddl`), the partition locks of every space (sorted), the registry row and the four embedded tables
 (``ACCESS EXCLUSIVE``: queries of the realm wait for its commit).

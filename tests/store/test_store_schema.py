@@ -153,7 +153,8 @@ def test_concurrent_initialisation_converges(pg_dsn: str) -> None:
     n = c.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'pgrag_tconcurrent'").fetchone()
     assert (
         n is not None and n[0] == 22
-    )  # eleven graph tables (community_sources among them), stage_pending, the four of the belief history, graph_checked,
+    )  # eleven graph tables (community_sources among them), stage_pending, the four of the belief history,
+    # graph_checked,
     # query_events, the work queue and stage state of incremental indexing, entity_keys, graph_writes
     c.execute("DROP SCHEMA pgrag_tconcurrent CASCADE")
     c.execute("DELETE FROM pgrag__control.realms WHERE realm = 'tconcurrent'")
