@@ -10,19 +10,19 @@ schema was built at, and :func:`init_realm` only reads the registry and the cata
 and deadlock with, live queries) on a routine run. Bump :data:`SCHEMA_VERSION` with every DDL change.
 
 Lock order (issue 11). Queries only read (``ACCESS SHARE``, in one repeatable-read snapshot) and never
-conflict with routine writes. Every writing stage takes, in this order: the stage lock of its partition
-(a session-level advisory lock held for the stage, :func:`pgrag_dag.store.locks.stage_lock`), then in
-its write transaction the partition's transaction-level advisory lock
-(:func:`pgrag_dag.store.locks.lock_partition`), then row locks on its own space's rows, table by table in
-the order documents → raw_extractions → gate_decisions → resolution_rejections → entities →
-entity_keys → doc_mentions → relations → communities → community_members → community_sources →
-community_children → stage_pending (the relations stage's quality measurement stores, last, the keys of
-entities written without them — under the partition lock, so no writer of the space waits on it). Two
-spaces of one realm share tables but never rows (every key carries ``space``), so their writers do not
-wait on each other. ``pgrag reembed`` (:mod:`pgrag_dag.operate.reembed`) takes the stage locks of every space of the realm (in sorted
-space order, held for the whole command), then in its one write transaction the schema lock
-(:func:`lock_ddl`), the partition locks of every space (sorted), the registry row and the four embedded tables
-(``ACCESS EXCLUSIVE``: queries of the realm wait for its commit).
+conflict with routine writes. Every writing stage takes, in this order: the stage lock of its partition (a
+session-level advisory lock held for the stage, :func:`pgrag_dag.store.locks.stage_lock`), then in its write
+transaction the partition's transaction-level advisory lock (:func:`pgrag_dag.store.locks.lock_partition`),
+then row locks on its own space's rows, table by table in the order documents → raw_extractions →
+gate_decisions → resolution_rejections → entities → entity_keys → doc_mentions → relations → communities →
+community_members → community_sources → community_children → stage_pending (the relations stage's quality
+measurement stores, last, the keys of entities written without them — under the partition lock, so no writer
+of the space waits on it). Two spaces of one realm share tables but never rows (every key carries
+``space``), so their writers do not wait on each other. ``pgrag reembed`` (:mod:`pgrag_dag.operate.reembed`)
+takes the stage locks of every space of the realm (in sorted space order, held for the whole command), then
+in its one write transaction the schema lock (:func:`lock_ddl`), the partition locks of every space
+(sorted), the registry row and the four embedded tables (``ACCESS EXCLUSIVE``: queries of the realm wait for
+its commit).
 
 Realm schema ``pgrag_<realm>`` tables (every one carries ``space``):
 
