@@ -1,7 +1,8 @@
 """Community store (paper §6, §6.1): read the graph snapshot, replace a space's communities.
 
 The realm schema is always a ``psycopg.sql.Identifier``; every value is a parameter.
-A build replaces the space's communities — derived data is rebuilt, never accumulated: its first
+A build replaces the space's communities — derived data is rebuilt, never accumulated (the replaced reports
+are kept apart, in ``communities_expired``, for queries ``as_believed_at`` an earlier instant): its first
 batch replaces the previous build (:func:`replace_communities`) and later batches of the same build
 are added to it (:func:`append_communities`), largest clusters first, each in one transaction, so a
 build cut short still holds its largest clusters. Every row of one batch carries the same
@@ -57,6 +58,16 @@ SELECT %s, m.community_id, r.id, cid.chunk_id
 ON CONFLICT DO NOTHING"""
 """A report's sources (issue 28): the relations inside its cluster as the build's transaction sees them —
 live, not superseded, both ends members (what :data:`_RELATIONS` gave the build) — with their chunks then."""
+
+_EXPIRE = """
+INSERT INTO {s}.communities_expired (id, space, level, title, summary, findings, rating, size, report,
+                                     built_at, graph_fingerprint, embedding, embed_hash)
+SELECT id, space, level, title, summary, findings, rating, size, report, built_at, graph_fingerprint,
+       embedding, embed_hash
+  FROM {s}.communities WHERE space = %s AND level >= %s
+ON CONFLICT (id) DO NOTHING"""
+"""Reports about to be replaced, kept with ``t_expired`` = the rebuild's transaction time (issue 28): a
+global query ``as_believed_at`` an instant before the rebuild reads them."""
 
 _INSERT_COMMUNITY = """
 INSERT INTO {s}.communities (space, level, title, summary, findings, rating, size, report,
@@ -120,7 +131,8 @@ def replace_communities(
         parents: ``parent``, ``level`` (default 1), then the report columns as above.
         children: ``parent``, ``cluster`` (a base cluster or a lower-level parent, local ids).
 
-    Deletes the space's communities (members and children cascade), inserts level-0 communities
+    Moves the space's communities into ``communities_expired`` (kept for belief-time queries) and deletes
+    them (members, sources and children cascade), inserts level-0 communities
     and ``community_members``, then parents level by level with ``community_children`` and each
     child's ``parent_id``. Returns counts: ``deleted``, ``communities``, ``members``, ``parents``,
     ``children``. Raises :class:`ValueError` when a child edge names an unknown community, and
@@ -135,6 +147,7 @@ def replace_communities(
     if "level" not in parents.columns:
         parents = parents.with_columns(pl.lit(1, dtype=pl.Int64).alias("level"))
     with conn.transaction():
+        conn.execute(sql.SQL(_EXPIRE).format(s=s), (space, 0))
         deleted = conn.execute(
             sql.SQL("DELETE FROM {s}.communities WHERE space = %s").format(s=s), (space,)
         ).rowcount
@@ -311,6 +324,7 @@ def replace_parents(
     if "level" not in parents.columns:
         parents = parents.with_columns(pl.lit(1, dtype=pl.Int64).alias("level"))
     with conn.transaction():
+        conn.execute(sql.SQL(_EXPIRE).format(s=s), (space, 1))
         conn.execute(
             sql.SQL("UPDATE {s}.communities SET parent_id = NULL WHERE space = %s").format(s=s), (space,)
         )

@@ -299,27 +299,35 @@ def community_search(
 ) -> list[Row]:
     """The ``k`` community reports (any level) nearest ``qvec`` in ``space`` (§6, §7.1 global).
 
-    With ``temporal.believed_at`` only reports built at or before it are read. Rows: ``id, space,
-    level, title, summary, findings, rating, size, report, built_at, distance, score`` (cosine
-    similarity), nearest first.
+    With ``temporal.believed_at`` the reports believed then are read: those built at or before it and
+    still current, and those a later rebuild replaced (``communities_expired``, built at or before it and
+    replaced after it; issue 28). Rows: ``id, space, level, title, summary, findings, rating, size, report,
+    built_at, distance, score`` (cosine similarity), nearest first.
     """
     if k <= 0:
         return []
-    known = sql.SQL("TRUE") if temporal.believed_at is None else sql.SQL("c.built_at <= %(believed_at)s")
-    query = sql.SQL("""
-        WITH hits AS MATERIALIZED (
-            SELECT c.id, c.space, c.level, c.title, c.summary, c.findings, c.rating, c.size, c.report,
-                   c.built_at, {dist} AS distance
-              FROM {c} AS c
+    dist = distance("c", len(qvec))
+    part = sql.SQL("""(SELECT c.id, c.space, c.level, c.title, c.summary, c.findings, c.rating, c.size,
+                   c.report, c.built_at, {dist} AS distance FROM {c} AS c
              WHERE {in_space} AND c.embedding IS NOT NULL AND {known}
-             ORDER BY {dist}
-             LIMIT %(k)s)
-        SELECT *, 1 - distance AS score FROM hits ORDER BY distance, id""").format(
+             ORDER BY {dist} LIMIT %(k)s)""")
+    current = part.format(
+        dist=dist,
         c=qualified(realm, "communities"),
         in_space=in_space("c", space),
-        known=known,
-        dist=distance("c", len(qvec)),
+        known=sql.SQL("TRUE") if temporal.believed_at is None else sql.SQL("c.built_at <= %(believed_at)s"),
     )
+    if temporal.believed_at is not None:
+        replaced = part.format(
+            dist=dist,
+            c=qualified(realm, "communities_expired"),
+            in_space=in_space("c", space),
+            known=sql.SQL("c.built_at <= %(believed_at)s AND c.t_expired > %(believed_at)s"),
+        )
+        current = sql.SQL("{} UNION ALL {}").format(current, replaced)
+    query = sql.SQL("""
+        WITH hits AS MATERIALIZED ({parts})
+        SELECT *, 1 - distance AS score FROM hits ORDER BY distance, id LIMIT %(k)s""").format(parts=current)
     return fetch(conn, query, {"q": qvec, "k": k, "space": space, **temporal.params()}, vector=True)
 
 

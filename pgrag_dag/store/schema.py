@@ -46,6 +46,8 @@ Realm schema ``pgrag_<realm>`` tables (every one carries ``space``):
   version 15)
 - ``communities``   report vertices: level, title, summary, findings, rating, size, built_at,
   graph_fingerprint, parent_id, embedding vector(d)
+- ``communities_expired``  reports a rebuild replaced, with ``t_expired`` (schema version 20): what a
+  global query ``as_believed_at`` an earlier instant reads
 - ``community_members``, ``community_children``
 - ``community_sources``  what each level-0 report was built from: (community, relation, chunk) as they were
   when it was built (schema version 20; filled for older realms' reports from their members' relations)
@@ -310,6 +312,26 @@ CREATE TABLE IF NOT EXISTS {s}.communities (
     embed_hash text
 );
 CREATE INDEX IF NOT EXISTS communities_space ON {s}.communities (space, level);
+-- issue 28: reports a rebuild replaced, kept for belief-time queries (built_at ≤ T < t_expired)
+CREATE TABLE IF NOT EXISTS {s}.communities_expired (
+    id bigint PRIMARY KEY,
+    space text NOT NULL,
+    level integer NOT NULL,
+    title text NOT NULL,
+    summary text NOT NULL,
+    findings jsonb NOT NULL DEFAULT '[]',
+    rating double precision NOT NULL DEFAULT 0,
+    size integer NOT NULL,
+    report text NOT NULL,
+    built_at timestamptz NOT NULL,
+    graph_fingerprint text NOT NULL,
+    embedding {v},
+    embed_hash text,
+    embed_fallback text,
+    fallback_embedding vector,
+    t_expired timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS communities_expired_space ON {s}.communities_expired (space, built_at);
 -- realms created before stale-embedding tracking gain its column
 ALTER TABLE {s}.documents ADD COLUMN IF NOT EXISTS embed_hash text;
 ALTER TABLE {s}.entities ADD COLUMN IF NOT EXISTS embed_hash text;
@@ -420,9 +442,10 @@ ON CONFLICT DO NOTHING
 """
 
 EMBEDDED_TABLES = ("documents", "entities", "relations", "communities")
-ARCHIVE_TABLES = ("documents_removed",)
-"""Tables holding the realm's vectors without an HNSW index (chunks removed since they were indexed, read
-only by belief-time queries): retyped and re-embedded with :data:`EMBEDDED_TABLES` by ``pgrag reembed``."""
+ARCHIVE_TABLES = ("documents_removed", "communities_expired")
+"""Tables holding the realm's vectors without an HNSW index (chunks removed and reports replaced since they
+were indexed, read only by belief-time queries): retyped and re-embedded with :data:`EMBEDDED_TABLES` by
+``pgrag reembed``."""
 
 
 _CONTROL_PRESENT = """

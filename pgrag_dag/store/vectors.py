@@ -28,9 +28,12 @@ EMBED_TEXT = {
     "relations": sql.SQL("rendered"),
     "communities": sql.SQL("report"),
 }
-ARCHIVE_TEXT = {"documents_removed": EMBED_TEXT["documents"]}
-"""The text of the archived chunks (issue 14), embedded only by ``pgrag reembed`` (never audited or pending:
-a chunk removed before it was embedded stays without a vector)."""
+ARCHIVE_TEXT = {
+    "documents_removed": EMBED_TEXT["documents"],
+    "communities_expired": EMBED_TEXT["communities"],
+}
+"""The text of the archived chunks (issue 14) and replaced reports (issue 28), embedded only by ``pgrag
+reembed`` (never audited or pending: a row archived before it was embedded stays without a vector)."""
 
 
 def _texts(realm: str, table: str, where: sql.Composable) -> sql.Composed:

@@ -16,7 +16,7 @@ from pgrag_dag.pipeline import index_documents, stage_embeddings
 from pgrag_dag.providers.embedding import HashingEmbedder
 from pgrag_dag.query import QueryParam, query_data
 from pgrag_dag.store import db, locks, schema, vectors
-from pgrag_dag.store.schema import EMBEDDED_TABLES, schema_for
+from pgrag_dag.store.schema import ARCHIVE_TABLES, EMBEDDED_TABLES, schema_for
 from pgrag_dag.store.vectors import EMBED_TEXT
 from tests.fix_corpus import SmallCorpus
 
@@ -137,14 +137,18 @@ def test_reembed_switches_every_vector_column_and_index_to_the_new_width(
         and result["from"] == "hashing-sha256 (384)"
         and result["to"] == "hashing-sha256 (64)"
     )
-    # nothing was removed from the space, so the archive of removed chunks has no row to re-embed
-    assert result["rows"] == {**{t: len(before[t]) for t in EMBEDDED_TABLES}, "documents_removed": 0}
+    # nothing was removed from the space and no report replaced, so the archives have no row to re-embed
+    assert result["rows"] == {
+        **{t: len(before[t]) for t in EMBEDDED_TABLES},
+        "documents_removed": 0,
+        "communities_expired": 0,
+    }
     assert result["spaces"] == ["main"]
     total = result["texts"]
     assert seen[0] == (0, total) and seen[-1] == (total, total) and len(seen) == 1 + -(-total // 5)
     assert _registry(dsn, realm) == ("hashing-sha256", 64, "symmetric")
     snap = _snapshot(dsn, realm)
-    assert snap["columns"] == [(t, "vector(64)") for t in sorted((*EMBEDDED_TABLES, "documents_removed"))]
+    assert snap["columns"] == [(t, "vector(64)") for t in sorted((*EMBEDDED_TABLES, *ARCHIVE_TABLES))]
     assert [name for name, _ in snap["indexes"]] == sorted(f"{t}_embedding_hnsw" for t in EMBEDDED_TABLES)
     assert all(f"{t}_embedding_hnsw" in plan for t, plan in _hnsw_plans(dsn, realm, 64).items())
     reference = HashingEmbedder(64)

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
+import polars as pl
 import psycopg
 import pytest
 from psycopg import sql
@@ -31,6 +32,7 @@ from pgrag_dag.query import (
 )
 from pgrag_dag.store import db, retrieval
 from pgrag_dag.store import retrieval_channels as channels
+from pgrag_dag.store.communities import replace_communities
 from pgrag_dag.store.identifiers import qualified
 
 EMB = HashingEmbedder(384)
@@ -853,3 +855,38 @@ def test_read_pool_settings_come_from_the_environment_and_fail_closed(
     else:
         with pytest.raises(ConfigurationError, match="PGRAG_READ_POOL_MAX"):
             db.read_pool_settings()
+
+
+def test_a_global_query_believed_before_a_rebuild_reads_the_report_then_current(
+    pg_dsn: str, realm: str, conn: psycopg.Connection
+) -> None:
+    """A rebuild keeps the reports it replaces (``communities_expired``): ``as_believed_at`` an instant
+    before it returns the report then current, and after it the new one (issue 28, §5.4 on reports)."""
+    b = GraphBuilder(conn, realm)
+    b.rel("Mill", "grinds", "Corn", year=2010)
+    b.chunk("mill", "The mill grinds grain.")
+    b.community("Mills", "mill grinding corn", built_at=_at(2015))
+    replace_communities(
+        conn,
+        realm,
+        "alpha",
+        fingerprint="rebuilt",
+        reports=pl.DataFrame(
+            {
+                "cluster": [1],
+                "title": ["Mills rebuilt"],
+                "summary": ["s"],
+                "findings": ["[]"],
+                "rating": [5.0],
+                "size": [3],
+                "report": ["mill grinding corn and wheat"],
+                "embedding": [EMB.embed_one("mill grinding corn and wheat")],
+            }
+        ),
+        members=pl.DataFrame(schema={"cluster": pl.Int64, "entity_id": pl.Int64}),
+    )
+    then = ask(pg_dsn, realm, "mill", mode="global", as_believed_at="2020-01-01")
+    assert [c["title"] for c in then.communities] == ["Mills"]
+    now = ask(pg_dsn, realm, "mill", mode="global")
+    assert [c["title"] for c in now.communities] == ["Mills rebuilt"]
+    assert ask(pg_dsn, realm, "mill", mode="global", as_believed_at="2014-01-01").communities == []

@@ -46,7 +46,7 @@ def test_a_realm_from_an_older_version_is_upgraded_in_place(conn: psycopg.Connec
         "AND column_name = 'embed_hash' ORDER BY 1",
         (schema.schema_for(realm),),
     ).fetchall()
-    assert [c[0] for c in cols] == sorted((*schema.EMBEDDED_TABLES, "documents_removed"))
+    assert [c[0] for c in cols] == sorted((*schema.EMBEDDED_TABLES, *schema.ARCHIVE_TABLES))
     fks = conn.execute(
         "SELECT conname FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'f' "
         "AND conname LIKE '%%in_space' ORDER BY 1",
@@ -152,10 +152,10 @@ def test_concurrent_initialisation_converges(pg_dsn: str) -> None:
     c = db.connect(pg_dsn, autocommit=True)
     n = c.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'pgrag_tconcurrent'").fetchone()
     assert (
-        n is not None and n[0] == 22
-    )  # eleven graph tables (community_sources among them), stage_pending, the four of the belief history,
-    # graph_checked,
-    # query_events, the work queue and stage state of incremental indexing, entity_keys, graph_writes
+        n is not None and n[0] == 23
+    )  # twelve graph tables (community_sources, communities_expired among them), stage_pending, the four
+    # of the belief history, graph_checked, query_events, the work queue and stage state of incremental
+    # indexing, entity_keys, graph_writes
     c.execute("DROP SCHEMA pgrag_tconcurrent CASCADE")
     c.execute("DELETE FROM pgrag__control.realms WHERE realm = 'tconcurrent'")
     c.close()
