@@ -25,8 +25,10 @@ from pgrag_dag.resources.engine import PgragResource
 COMMUNITY_LAG_CHECK = "communities_current"
 COMMUNITY_LAG_DESCRIPTION = (
     "Relation events (asserted, superseded, restored, dormant, revived) of the space after its latest "
-    "level-0 community build: changed_relations_since_communities. WARN while > 0 or while relations exist "
-    "without communities; evaluated after relations and after communities materialise (§6.1). Non-blocking."
+    "level-0 community build: changed_relations_since_communities; graph writes (archival, dormancy, merges, "
+    "changed descriptions or types as well) after the data version it read: graph_writes_since_communities. "
+    "WARN while either is > 0 or while relations exist without communities; evaluated after relations and "
+    "after communities materialise (§6.1). Non-blocking."
 )
 TAG_PREFIX = "pgrag/"
 """Tags of a change run: ``pgrag/partition``, ``pgrag/since``, ``pgrag/watermark``, ``pgrag/events`` and
@@ -59,13 +61,14 @@ def build_community_lag_check() -> dg.AssetChecksDefinition:
                 metadata={
                     "partition": context.partition_key,
                     "changed_relations_since_communities": lag.changed_relations_since_communities,
+                    "graph_writes_since_communities": lag.graph_writes_since_communities,
                     "communities_built_at": lag.communities_built_at or "never",
                 },
                 description=context.partition_key
                 + ": "
                 + (
-                    f"{lag.changed_relations_since_communities} relation change(s) since the "
-                    "communities were built"
+                    f"{lag.changed_relations_since_communities} relation change(s), "
+                    f"{lag.graph_writes_since_communities} graph write(s) since the communities were built"
                     if lag.communities_stale
                     else "communities are current"
                 ),

@@ -66,7 +66,10 @@ class ChangeSet:
     ``changed_relations_since_communities``: relation events of the space after its latest level-0
     community ``built_at``, or after the communities stage last found the graph unchanged (or without a
     cluster large enough), whichever is later — every relation event when the stage never ran;
-    ``communities_stale`` when that is > 0 or relations exist and the stage never read them;
+    ``graph_writes_since_communities``: transactions that wrote the space's graph after the data version
+    the communities stage last read — relations, and also archival, dormancy, revival, merges and changed
+    descriptions or types, which feed the reports too (issue 28); ``communities_stale`` when either is > 0
+    or relations exist and the stage never read them;
     ``communities_built_at`` that build's ISO-8601
     time (``None``: no community) — read in the same snapshot, whatever the window.
     ``watermark``: pass it as the next call's ``watermark``.
@@ -94,6 +97,7 @@ class ChangeSet:
     documents_renamed: tuple[dict[str, Any], ...] = ()
     communities_stale: bool = False
     changed_relations_since_communities: int = 0
+    graph_writes_since_communities: int = 0
     communities_built_at: str | None = None
 
     def counts(self) -> dict[str, int]:
@@ -129,7 +133,8 @@ class ChangeSet:
                 shown = "; ".join(_label(e) for e in getattr(self, f)[:examples])
                 lines.append(f"  {f.replace('_', ' ')}: {n}  ({shown}{'; …' if n > examples else ''})")
         stale = (
-            f"stale: {self.changed_relations_since_communities} relation change(s) since they were built"
+            f"stale: {self.changed_relations_since_communities} relation change(s), "
+            f"{self.graph_writes_since_communities} graph write(s) since they were built"
             if self.communities_stale
             else "current"
         )
@@ -229,12 +234,14 @@ class CommunityLag:
 
     communities_stale: bool
     changed_relations_since_communities: int
+    graph_writes_since_communities: int
     communities_built_at: str | None
 
 
 def community_lag(engine_or_dsn: Engine | str, realm: str, space: str) -> CommunityLag:
     """The community lag of ``realm``/``space`` alone (no event read): relation events after the latest
-    level-0 community ``built_at`` (paper §6.1). Raises as :func:`changes_since`."""
+    level-0 community ``built_at`` and graph writes after the data version it read (paper §6.1; issue 28).
+    Raises as :func:`changes_since`."""
     validate_realm(realm)
     validate_space(space)
     dsn = engine_or_dsn.dsn if isinstance(engine_or_dsn, Engine) else engine_or_dsn
@@ -245,10 +252,11 @@ def community_lag(engine_or_dsn: Engine | str, realm: str, space: str) -> Commun
             return _lag(*store.community_lag(conn, realm, space))
 
 
-def _lag(built_at: Any, lag: int, never_checked: bool) -> CommunityLag:
+def _lag(built_at: Any, lag: int, never_checked: bool, writes: int) -> CommunityLag:
     return CommunityLag(
-        communities_stale=lag > 0 or never_checked,
+        communities_stale=lag > 0 or writes > 0 or never_checked,
         changed_relations_since_communities=lag,
+        graph_writes_since_communities=writes,
         communities_built_at=built_at.isoformat() if built_at is not None else None,
     )
 

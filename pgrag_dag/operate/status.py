@@ -40,8 +40,9 @@ def store_status(settings: Settings) -> dict[str, Any]:
       and ``spaces`` (stored and configured, by name): ``space``, ``configured``, ``indexed`` (it holds a
       chunk), ``documents``, ``chunks``, ``entities`` (``live``, ``dormant``), ``relations`` (``live`` — not
       dormant —, of them ``current``, ``superseded`` and ``negated``; ``dormant``), ``communities``
-      (``levels``: level → reports, ``total``, ``built_at``, ``stale``, ``relation_changes_since`` — relation
-      events since the communities stage last read the graph, as ``pgrag changes`` counts them),
+      (``levels``: level → reports, ``total``, ``built_at``, ``stale``, ``relation_changes_since`` and
+      ``graph_writes_since`` — relation events and graph writes since the communities stage last read the
+      graph, as ``pgrag changes`` counts them),
       ``stages`` (each stage's last run, in pipeline order: ``stage``, ``updated_at``, ``version``,
       ``rows_changed``), ``without_vector`` (table → rows no vector search finds yet: an embeddings stage
       that failed, was interrupted or has not run since they were written);
@@ -117,8 +118,8 @@ def store_status(settings: Settings) -> dict[str, Any]:
 def _space(conn: Any, realm: str, space: str) -> dict[str, Any]:
     g = graph_counts(conn, realm, space)
     levels = inventory.community_levels(conn, realm, space)
-    built_at, changes, never_checked = (
-        community_lag(conn, realm, space) if table_exists(conn, realm, "belief_log") else (None, 0, False)
+    built_at, changes, never_checked, writes = (
+        community_lag(conn, realm, space) if table_exists(conn, realm, "belief_log") else (None, 0, False, 0)
     )
     chunks = count_chunks(conn, realm, space)
     return {
@@ -137,8 +138,9 @@ def _space(conn: Any, realm: str, space: str) -> dict[str, Any]:
             "levels": levels,
             "total": sum(levels.values()),
             "built_at": built_at,
-            "stale": changes > 0 or never_checked,
+            "stale": changes > 0 or writes > 0 or never_checked,
             "relation_changes_since": changes,
+            "graph_writes_since": writes,
         },
         "stages": sorted(work_queue.stage_runs(conn, realm, space), key=_stage_order),
         "without_vector": {t: c["missing"] for t, c in vectors.unembedded(conn, realm, space).items()},
@@ -201,7 +203,8 @@ def summary_lines(status: dict[str, Any]) -> list[str]:
             if c["total"]:
                 per = ", ".join(f"level {lv}: {n}" for lv, n in c["levels"].items())
                 state = (
-                    f"stale ({c['relation_changes_since']} relation changes since)"
+                    f"stale ({c['relation_changes_since']} relation changes, "
+                    f"{c['graph_writes_since']} graph writes since)"
                     if c["stale"]
                     else "current"
                 )

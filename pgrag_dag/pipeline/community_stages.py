@@ -32,7 +32,7 @@ from pgrag_dag.operators import contracts
 from pgrag_dag.pipeline.common import PENDING_CHECK, StageResult, usage_delta, writing_stage
 from pgrag_dag.pipeline.composition import compose
 from pgrag_dag.store import communities as store
-from pgrag_dag.store import db, history, locks, staging, vectors
+from pgrag_dag.store import db, graph_version, history, locks, staging, vectors
 from pgrag_dag.store import telemetry as telemetry_store
 from pgrag_dag.store.lineage import lineage_summary
 
@@ -82,7 +82,12 @@ def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
     before = engine.usage()
     cs = engine.settings.communities
     with engine.connect() as conn:
-        read_at = history.graph_clock(conn)  # the lag check counts changes after this read (issue 14)
+        # one snapshot for the clock, the data version and the graph: the lag check counts what changed
+        # after this read (issues 14, 28), and a write committing while it runs is after it, not lost
+        conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+        read_at = history.graph_clock(conn)
+        version = graph_version.read_version(conn, realm, space)
+        read_version = version[0][1] if version else None
         entities, relations = store.load_graph(conn, realm, space)
         stored = store.current_fingerprint(conn, realm, space)
         owed = staging.load_pending(conn, realm, space, "communities")
@@ -91,7 +96,7 @@ def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
     if stored == fp and not owed:
         with engine.connect() as conn:
             with conn.transaction():
-                history.mark_checked(conn, realm, space, "communities", read_at)
+                history.mark_checked(conn, realm, space, "communities", read_at, read_version)
             members, reports, _ = store.load_base(conn, realm, space)
             lineage = lineage_summary(conn, realm, space)
             attention = coverage_metadata(conn, realm, space, engine.settings.telemetry)
@@ -147,7 +152,7 @@ def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
                 conn, realm, space, fingerprint=fp, reports=ReportBatch().frame(), members=clusters
             )
         staging.record_pending(conn, realm, space, "communities", failures)
-        history.mark_checked(conn, realm, space, "communities", read_at)
+        history.mark_checked(conn, realm, space, "communities", read_at, read_version)
         lineage = lineage_summary(conn, realm, space)
     with engine.connect() as conn:
         attention = coverage_metadata(conn, realm, space, engine.settings.telemetry)

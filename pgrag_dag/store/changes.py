@@ -51,6 +51,10 @@ SELECT (SELECT at FROM built),
            AND ((SELECT at FROM checked) IS NULL OR l.at > (SELECT at FROM checked))),
        EXISTS (SELECT 1 FROM {s}.relations WHERE space = %(space)s) AND (SELECT at FROM checked) IS NULL"""
 
+_WRITES_SINCE = """
+SELECT (SELECT count(*) FROM {s}.graph_writes WHERE space = %(space)s)
+       - (SELECT graph_version FROM {s}.graph_checked WHERE space = %(space)s AND stage = 'communities')"""
+
 
 def space_known(conn: psycopg.Connection, realm: str, space: str) -> bool:
     """Whether ``space`` of ``realm`` has any history or chunk (a space never indexed, mistyped or deleted
@@ -85,13 +89,24 @@ def events_since(conn: psycopg.Connection, realm: str, space: str, old: str | No
         return list(cur.execute(query, {"space": space, "old": old}).fetchall())
 
 
-def community_lag(conn: psycopg.Connection, realm: str, space: str) -> tuple[Any, int, bool]:
-    """``(built_at, relation_events, never_checked)``: the latest level-0 community ``built_at`` of ``space``
-    (``None`` without communities); how many relation events of the space the belief log holds after the
-    communities stage last read the graph — the later of that ``built_at`` and its ``graph_checked`` stamp,
-    which a run that found the graph unchanged (or too small for a community) also records — all of them
-    when it never did; and whether the space has relations but the stage never read them."""
-    query = sql.SQL(_STALENESS).format(s=sql.Identifier(schema_for(realm)))
-    row = conn.execute(query, {"space": space}).fetchone()
+def community_lag(conn: psycopg.Connection, realm: str, space: str) -> tuple[Any, int, bool, int]:
+    """``(built_at, relation_events, never_checked, graph_writes)``: the latest level-0 community ``built_at``
+    of ``space`` (``None`` without communities); how many relation events of the space the belief log holds
+    after the communities stage last read the graph — the later of that ``built_at`` and its
+    ``graph_checked`` stamp, which a run that found the graph unchanged (or too small for a community) also
+    records — all of them when it never did; whether the space has relations but the stage never read them;
+    and how many transactions wrote the space's graph after the data version the stage read
+    (:mod:`pgrag_dag.store.graph_version`: archival, dormancy, merges, attribute changes as well as
+    relations; counted in the stage's own snapshot, so no write is missed by a clock; 0 when no version was
+    recorded yet)."""
+    s = sql.Identifier(schema_for(realm))
+    row = conn.execute(sql.SQL(_STALENESS).format(s=s), {"space": space}).fetchone()
     assert row is not None
-    return row[0], int(row[1]), bool(row[2])
+    versioned = conn.execute(
+        "SELECT to_regclass(%s) IS NOT NULL", (f'"{schema_for(realm)}".graph_writes',)
+    ).fetchone()
+    writes = None
+    if versioned and versioned[0]:  # a realm from before schema version 19 has no data version yet
+        found = conn.execute(sql.SQL(_WRITES_SINCE).format(s=s), {"space": space}).fetchone()
+        writes = found[0] if found else None
+    return row[0], int(row[1]), bool(row[2]), max(0, int(writes or 0))

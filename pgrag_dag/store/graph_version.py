@@ -1,10 +1,13 @@
 """The data version of each space's graph (issue 26 item 2): DDL, triggers and the read.
 
 ``graph_writes (space, xid)`` holds, per space, one row for every committed transaction that changed
-what the personalised-PageRank walk reads (:mod:`pgrag_dag.store.walk_graph`): chunks
-added or removed (``documents``), mention edges (``doc_mentions``), entities added, removed, made dormant
-or archived or renamed (``entities``, ``entity_keys``), relations added, removed, re-weighted (corroboration),
-superseded, made dormant, re-dated or re-typed (``relations``). A query process caches the walk graph it
+what the personalised-PageRank walk reads (:mod:`pgrag_dag.store.walk_graph`) or a community report is
+built from: chunks added or removed (``documents``), mention edges (``doc_mentions``), entities added,
+removed, made dormant or archived or renamed or re-typed or re-described (``entities``, ``entity_keys``),
+relations added, removed, re-weighted (corroboration), superseded, made dormant, re-dated, re-typed or
+re-described (``relations``). The communities stage records the version it read
+(:func:`pgrag_dag.store.history.mark_checked`), so the community lag counts every write after it (issue
+28: archival, dormancy, merges and attribute changes too). A query process caches the walk graph it
 built keyed by the version it read in the same snapshot as the edges, so it never serves a graph older than
 the state it reads, whatever other writers do (:class:`pgrag_dag.query.ppr.WalkCache`).
 
@@ -44,12 +47,12 @@ holds a control character)."""
 _WATCHED: tuple[tuple[str, str], ...] = (
     ("documents", "title"),
     ("doc_mentions", "chunk_id, entity_id"),
-    ("entities", "name, aliases, dormant_since, archived_at"),
+    ("entities", "name, aliases, dormant_since, archived_at, entity_type, description"),
     ("entity_keys", "name_key, alias_keys"),
     (
         "relations",
         "source_id, target_id, predicate, weight, negated, payload, superseded_by, dormant_since, t_created, "
-        "t_expired",
+        "t_expired, description",
     ),
 )
 

@@ -202,6 +202,9 @@ HISTORY_DDL: tuple[str, ...] = (
         checked_at timestamptz NOT NULL,
         PRIMARY KEY (space, stage)
     )""",
+    # issue 28: the graph data version (pgrag_dag.store.graph_version) the stage read, in the snapshot it
+    # read the graph in: the lag counts every graph write after it, with no clock race
+    "ALTER TABLE {s}.graph_checked ADD COLUMN IF NOT EXISTS graph_version bigint",
     """CREATE INDEX IF NOT EXISTS documents_removed_belief ON {s}.documents_removed (space, t_created,
        t_removed)""",
     """CREATE INDEX IF NOT EXISTS documents_removed_entities ON {s}.documents_removed
@@ -511,16 +514,28 @@ def graph_clock(conn: psycopg.Connection) -> datetime:
     return row[0]
 
 
-def mark_checked(conn: psycopg.Connection, realm: str, space: str, stage: str, at: datetime) -> None:
-    """Record that ``stage`` of ``space`` read the whole graph at ``at`` (:func:`graph_clock`) and is up to
-    date with it — built from it, or found it unchanged — in the caller's transaction."""
+def mark_checked(
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    stage: str,
+    at: datetime,
+    graph_version: int | None = None,
+) -> None:
+    """Record that ``stage`` of ``space`` read the whole graph at ``at`` (:func:`graph_clock`) — at graph
+    data version ``graph_version`` (:func:`pgrag_dag.store.graph_version.read_version`, read in the same
+    snapshot as the graph) — and is up to date with it: built from it, or found it unchanged. In the
+    caller's transaction; a later stamp or version never moves back."""
     conn.execute(
-        sql.SQL("""INSERT INTO {} (space, stage, checked_at) VALUES (%s, %s, %s)
+        sql.SQL("""INSERT INTO {} (space, stage, checked_at, graph_version) VALUES (%s, %s, %s, %s)
                             ON CONFLICT (space, stage) DO UPDATE SET checked_at = greatest({}.checked_at,
-                                EXCLUDED.checked_at)""").format(
-            qualified(realm, "graph_checked"), sql.Identifier("graph_checked")
+                                EXCLUDED.checked_at),
+                                graph_version = greatest({}.graph_version, EXCLUDED.graph_version)""").format(
+            qualified(realm, "graph_checked"),
+            sql.Identifier("graph_checked"),
+            sql.Identifier("graph_checked"),
         ),
-        (space, stage, at),
+        (space, stage, at, graph_version),
     )
 
 

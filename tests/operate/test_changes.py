@@ -366,3 +366,52 @@ def test_a_poller_sees_every_event_exactly_once_while_writers_commit_out_of_orde
         f"\nchange feed concurrency: {WRITERS} writers x {TRANSACTIONS_PER_WRITER} transactions, "
         f"{polls} polls ({nonempty} non-empty), {len(written)} events, each seen once"
     )
+
+
+def test_archival_and_a_write_during_the_communities_read_make_the_communities_stale(
+    novel: Novel, realm: str
+) -> None:
+    """Archiving an entity writes no relation event, yet it changes what the reports are built from: the
+    lag counts it as a graph write (issue 28); so does a relation written by a transaction that began before
+    the communities stage read the graph and committed after it — which the clock alone missed."""
+    from pgrag_dag.pipeline.community_stages import stage_communities
+    from pgrag_dag.store import retention
+
+    root, engine, server = novel
+    server.answer = _with_reports
+    _write(root, "01_book.txt", "Rochefort serves Richelieu.", "Aramis serves Richelieu.")
+    index_documents(engine, realm, "books")
+    built = changes_since(engine, realm, "books", None)
+    assert not built.communities_stale and built.graph_writes_since_communities == 0
+    ent = qualified(realm, "entities")
+    with engine.connect() as conn, conn.transaction():
+        aramis = conn.execute(sql.SQL("SELECT id FROM {} WHERE name = 'Aramis'").format(ent)).fetchone()[0]  # type: ignore[index]
+        retention.archive(conn, realm, "books", [aramis])
+    archived = changes_since(engine, realm, "books", built.watermark)
+    assert archived.entities_archived and archived.changed_relations_since_communities == 0
+    assert archived.communities_stale and archived.graph_writes_since_communities == 1
+    stage_communities(engine, realm, "books")  # rebuilt without Aramis: current again
+    rebuilt = changes_since(engine, realm, "books", archived.watermark)
+    assert not rebuilt.communities_stale and rebuilt.graph_writes_since_communities == 0
+
+    rel = qualified(realm, "relations")
+    writer = db.connect(engine.dsn)  # begins before the communities read, commits after it
+    try:
+        ids = writer.execute(
+            sql.SQL("SELECT source_id, target_id, chunk_ids FROM {} LIMIT 1").format(rel)
+        ).fetchone()
+        writer.execute(
+            sql.SQL(
+                """INSERT INTO {} (space, source_id, target_id, predicate, description, chunk_ids)
+                   VALUES ('books', %s, %s, 'distrusts', 'a late claim', %s)"""
+            ).format(rel),
+            ids,
+        )
+        stage_communities(engine, realm, "books")
+        writer.commit()
+    finally:
+        writer.close()
+    late = changes_since(engine, realm, "books", rebuilt.watermark)
+    assert late.relations_added and late.communities_stale
+    assert late.graph_writes_since_communities == 1
+    assert late.changed_relations_since_communities == 0  # stamped before the read: the clock misses it

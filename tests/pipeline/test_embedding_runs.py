@@ -290,7 +290,7 @@ def test_a_realm_of_schema_version_4_gains_the_fallback_columns_in_place(
     ).fetchall()
     assert cols == [
         (t, c, d)
-        for t in sorted((*schema.EMBEDDED_TABLES, "documents_removed"))
+        for t in sorted((*schema.EMBEDDED_TABLES, *schema.ARCHIVE_TABLES))
         for c, d in (("embed_fallback", "text"), ("fallback_embedding", "USER-DEFINED"))
     ]
     indexes = conn.execute(
