@@ -1,6 +1,7 @@
 """The Dagster code location: the eight assets (made from the configured operator composition), their checks,
 the community lag check, the source sensor, the automation sensor, the nightly refresh schedule, the
-``retention`` job (§6.1, dry run by default), and the resources.
+``retention`` job (§6.1, dry run by default) with the sensor rebuilding communities after it archived (and
+its ``communities_rebuild`` job), and the resources.
 
 Loaded by ``workspace.yaml`` (``dg dev -w workspace.yaml``, what ``pgrag ui`` runs). Partitions are dynamic;
 ``pgrag demo`` and ``pgrag partitions sync`` add one per realm/space declared in the configuration.
@@ -15,7 +16,7 @@ import dagster as dg
 
 from pgrag_dag.assets.automation import build_automation_sensor, build_nightly_refresh, build_source_sensor
 from pgrag_dag.assets.changes import COMMUNITY_CHECKS
-from pgrag_dag.assets.retention import retention_job
+from pgrag_dag.assets.retention import build_rebuild_after_retention, communities_rebuild, retention_job
 from pgrag_dag.assets.stages import build_assets
 from pgrag_dag.resources.engine import PgragResource
 from pgrag_dag.resources.query import QueryResource
@@ -45,9 +46,13 @@ def build_defs(
     return dg.Definitions(
         assets=assets,
         asset_checks=COMMUNITY_CHECKS,
-        sensors=[build_source_sensor(settings, assets), build_automation_sensor(settings)],
+        sensors=[
+            build_source_sensor(settings, assets),
+            build_automation_sensor(settings),
+            build_rebuild_after_retention(settings),
+        ],
         schedules=[build_nightly_refresh(settings, roots)],
-        jobs=[retention_job, *jobs],
+        jobs=[retention_job, communities_rebuild, *jobs],
         executor=executor,
         resources={
             "pgrag": pgrag,

@@ -2,8 +2,11 @@
 UI or a schedule of your own. Config ``dry_run`` (default ``True``): list what would be archived, change
 nothing; ``False`` archives (:func:`pgrag_dag.operate.retention.apply`; reversible with ``pgrag unarchive``).
 
-A job, not an asset: it derives no data, it demotes rows of the graph; the next ``communities``
-materialisation sees the change (its fingerprint moves) and leaves the archived entities out.
+A job, not an asset: it derives no data, it demotes rows of the graph. Archiving writes no relation, so no
+upstream data version moves for automation to follow; :func:`build_rebuild_after_retention` (a run-status
+sensor) requests the ``communities_rebuild`` job — ``communities`` and ``community_hierarchy`` — for the
+partition of every retention run that archived (not a dry run), and that materialisation sees the change
+(its fingerprint moves), leaves the archived entities out and clears the community lag (issue 28).
 """
 
 from typing import Any  # no `from __future__ import annotations`: Dagster reads the config annotation
@@ -11,6 +14,7 @@ from typing import Any  # no `from __future__ import annotations`: Dagster reads
 import dagster as dg
 
 from pgrag_dag.assets.partitions import SPACES
+from pgrag_dag.config.sections import Settings
 from pgrag_dag.errors import PgragError
 from pgrag_dag.names import split_partition_key
 from pgrag_dag.operate import retention
@@ -74,3 +78,46 @@ def retention_op(
 def retention_job() -> None:
     """The one-op retention job."""
     retention_op()
+
+
+communities_rebuild = dg.define_asset_job(
+    "communities_rebuild",
+    selection=dg.AssetSelection.assets("communities", "community_hierarchy"),
+    partitions_def=SPACES,
+    description="Rebuild one partition's communities and topic hierarchy (after retention archived).",
+)
+
+
+def rebuild_request(run: dg.DagsterRun) -> dg.RunRequest | None:
+    """The ``communities_rebuild`` request a finished ``retention`` run calls for: one for its partition
+    when it archived (``dry_run: false``), keyed by the run so each is requested once; ``None`` for a dry
+    run (it changed nothing) or a run without a partition."""
+    partition = run.tags.get("dagster/partition")
+    op_config = run.run_config.get("ops", {}).get("retention_op", {}).get("config", {})
+    if partition is None or op_config.get("dry_run", True):
+        return None
+    return dg.RunRequest(partition_key=partition, run_key=f"after-retention:{run.run_id}")
+
+
+def build_rebuild_after_retention(settings: Settings) -> dg.SensorDefinition:
+    """The run-status sensor following every successful ``retention`` run with :func:`rebuild_request`
+    (running by default when ``dagster.sensors`` is on, every ``dagster.sensor_interval_s``, like the other
+    sensors)."""
+
+    @dg.run_status_sensor(
+        name="communities_after_retention",
+        run_status=dg.DagsterRunStatus.SUCCESS,
+        monitored_jobs=[retention_job],
+        request_job=communities_rebuild,
+        minimum_interval_seconds=settings.dagster.sensor_interval_s,
+        default_status=dg.DefaultSensorStatus.RUNNING
+        if settings.dagster.sensors
+        else dg.DefaultSensorStatus.STOPPED,
+    )
+    def communities_after_retention(context: dg.RunStatusSensorContext):  # type: ignore[no-untyped-def]
+        request = rebuild_request(context.dagster_run)
+        if request is None:
+            return dg.SkipReason(f"retention run {context.dagster_run.run_id} archived nothing (dry run)")
+        return request
+
+    return communities_after_retention

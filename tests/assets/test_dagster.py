@@ -141,7 +141,10 @@ def test_code_location_loads() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     ).stdout
     assert out.splitlines()[0] == str(sorted(STAGES))
-    assert out.splitlines()[1] == "['pgrag_automation', 'source_sensor'] ['nightly_refresh']"
+    assert (
+        out.splitlines()[1]
+        == "['communities_after_retention', 'pgrag_automation', 'source_sensor'] ['nightly_refresh']"
+    )
 
 
 def test_changing_the_vocabulary_rematerialises_gated_triples_and_downstream_without_a_model_call(

@@ -75,15 +75,45 @@ def test_the_sensor_interval_and_the_executor_come_from_settings(
         assert {s.name: s.minimum_interval_seconds for s in default.sensors} == {
             "source_sensor": 30,
             "pgrag_automation": 30,
+            "communities_after_retention": 30,
         }
         assert (
             default.resolve_job_def("retention").executor_def.name == "multi_or_in_process_executor"
         )  # Dagster's
+        rebuild = default.resolve_job_def(
+            "communities_rebuild"
+        )  # what a retention run that archived asks for
+        assert sorted(k.to_user_string() for k in rebuild.asset_layer.selected_asset_keys) == [
+            "communities",
+            "community_hierarchy",
+        ]
         monkeypatch.setenv("PGRAG_DAGSTER__SENSOR_INTERVAL_S", "5")
         monkeypatch.setenv("PGRAG_DAGSTER__EXECUTOR", "in_process")
         tuned = defs()
         assert {s.name: s.minimum_interval_seconds for s in tuned.sensors} == {
             "source_sensor": 5,
             "pgrag_automation": 5,
+            "communities_after_retention": 5,
         }
         assert tuned.resolve_job_def("retention").executor_def.name == "in_process"
+
+
+def test_a_retention_run_that_archived_requests_its_partition_s_community_rebuild() -> None:
+    """Archiving moves no upstream data version, so a run-status sensor follows each retention run that
+    archived with a ``communities_rebuild`` run of its partition (issue 28); a dry run requests nothing."""
+    from pgrag_dag.assets.retention import rebuild_request
+
+    def run(dry_run: bool | None, partition: str | None = "books.main") -> dg.DagsterRun:
+        config = {} if dry_run is None else {"ops": {"retention_op": {"config": {"dry_run": dry_run}}}}
+        tags = {"dagster/partition": partition} if partition else {}
+        return dg.DagsterRun(
+            job_name="retention", run_id=f"r-{dry_run}-{partition}", run_config=config, tags=tags
+        )
+
+    request = rebuild_request(run(False))
+    assert request is not None and request.partition_key == "books.main"
+    assert request.run_key == "after-retention:r-False-books.main"
+    assert (
+        rebuild_request(run(True)) is None and rebuild_request(run(None)) is None
+    )  # the default is a dry run
+    assert rebuild_request(run(False, None)) is None
