@@ -37,7 +37,8 @@ YIELD_CHECK = "yield"
 YIELD_DESCRIPTION = (
     "The stage produced something: some chunk yielded an entity or a triple (raw_extractions), some "
     "candidate passed the gates (gated_triples). Red with the counts per gate when a whole space "
-    "came to nothing. Non-blocking."
+    "came to nothing. Non-blocking; a run whose own chunks yield nothing fails the step instead, unless "
+    "the space sets extraction.allow_empty_runs."
 )
 
 
@@ -134,6 +135,11 @@ def logged(
     return check
 
 
+def _short(text: str, limit: int = 80) -> str:
+    # an offending value may be a whole over-long name: the message stays one readable line
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 OPT_OUT = (
     "set extraction.allow_empty_runs: true (or allow_empty_runs: true on the space) for a corpus where "
     "that is expected"
@@ -171,7 +177,8 @@ def require_yield(check: tuple[bool, dict[str, Any]], *, stage: str, where: str,
         what = (
             f"no candidate of the {meta['chunks']} chunk(s) this run gated survived the gates: "
             f"{meta['candidates']} candidate(s), 0 entities and 0 triples accepted; refused per gate: "
-            f"{gates} (e.g. {'; '.join(meta['examples'])}): check the gate settings and extra gates"
+            f"{gates} (e.g. {'; '.join(map(_short, meta['examples']))}): check the gate settings and "
+            "extra gates"
         )
     else:
         what = (

@@ -22,7 +22,7 @@ from pgrag_dag.assets.partitions import add_partitions
 from pgrag_dag.assets.stages import ASSETS
 from pgrag_dag.cli import app
 from pgrag_dag.errors import ExtractionError
-from pgrag_dag.pipeline import index_documents
+from pgrag_dag.pipeline import index_documents, stage_chunks, stage_gated_triples, stage_raw_extractions
 from pgrag_dag.pipeline.checks import YIELD_CHECK
 from pgrag_dag.resources.engine import PgragResource
 from pgrag_dag.store import db
@@ -131,6 +131,26 @@ def test_a_run_whose_every_candidate_was_refused_raises_with_the_count_per_gate(
     with pytest.raises(ExtractionError, match=f"refused per gate: pronominal_name {2 * n},"):
         index_documents(small_corpus.engine(), realm, "main", communities=False)
     assert len(small_corpus.chat_requests()) == calls
+
+
+def test_gating_chunks_that_hold_no_candidate_raises_too(small_corpus: SmallCorpus, realm: str) -> None:
+    """Empty extractions stored while the space allowed empty runs (or before this rule) are judged again
+    when gated under settings that do not: the gate stage fails closed on them and they stay queued."""
+    small_corpus.server.answer = lambda messages: EMPTY
+    allowing = small_corpus.engine(extraction={"concurrency": 2, "allow_empty_runs": True})
+    stage_chunks(allowing, realm, "main")
+    stage_raw_extractions(allowing, realm, "main")
+    n = _chunks(small_corpus, realm)
+    for _ in range(2):
+        with pytest.raises(ExtractionError) as info:
+            stage_gated_triples(small_corpus.engine(), realm, "main")
+        assert str(info.value) == (
+            f"run of {realm}.main: the {n} chunk(s) this run gated hold no entity and no triple, so no "
+            "candidate reached the gates: check the extractor's model, prompt and the documents; nothing was "
+            f"written by gated_triples — or {OPT_OUT}"
+        )
+    result = stage_gated_triples(allowing, realm, "main")
+    assert result.metadata["chunks_gated"] == n and result.checks[YIELD_CHECK][0] is False
 
 
 def test_a_run_is_judged_on_its_own_chunks_not_on_the_graph_the_space_already_holds(
