@@ -15,7 +15,7 @@
     │   ├── ModelAccessError      a model refused its configuration (key, access, name): not retried
     │   ├── StreamInterruptedError  a streamed answer broke after text was shown: not retried
     │   └── EmbeddingIncompleteError  the embedding model failed; rows are left without a vector
-    ├── ExtractionError           every chunk of a run failed extraction or was refused by the gates
+    ├── ExtractionError           every chunk of a run failed, came back empty or was refused by the gates
     ├── ContractError             a stage frame broke its Pandera contract
     ├── OperatorError             a composed operator raised (its name and space in the message)
     ├── DeletionRefusedError      an explicit deletion the next run would silently undo
@@ -184,7 +184,10 @@ class StreamInterruptedError(ModelError):
 
 
 class ExtractionError(PgragError):
-    """Every chunk of a run failed extraction or was refused by the gates (§3.5)."""
+    """A run extracted nothing usable (§3.5): every chunk it extracted failed or came back with no entity
+    and no triple, or the gates refused every candidate of the chunks it gated — judged on the run's own
+    chunks, not the space's; the message names the counts (per gate) and the opt-out
+    (``extraction.allow_empty_runs``). Also an offline extractor's malformed chunks frame."""
 
 
 class ContractError(PgragError):

@@ -82,7 +82,9 @@ class SpaceSpec(BaseModel):
     exclusive predicate groups and single-valued predicates (predicate → the side with one value at a
     time: ``object`` for ``headquartered_in``, ``subject`` for ``cfo_of``; ``none`` takes a preset's
     out — :class:`~pgrag_dag.vocabulary.Vocabulary`). ``allow_empty``: the sources may name no document
-    even when the space holds an index (removing all of it); otherwise that is refused."""
+    even when the space holds an index (removing all of it); otherwise that is refused.
+    ``allow_empty_runs``: a run of this space may extract nothing or have every candidate refused
+    (:class:`ExtractionSettings`' ``allow_empty_runs``, for this space only)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -100,6 +102,7 @@ class SpaceSpec(BaseModel):
     enrichers: list[OperatorSpec] = Field(default_factory=list)
     reports: Literal["auto", "model", "extractive"] = "auto"
     allow_empty: bool = False
+    allow_empty_runs: bool = False
 
     @field_validator("gates", "enrichers", mode="before")
     @classmethod
@@ -212,16 +215,30 @@ class ChunkingSettings(StrictModel):
         return self
 
 
-class ExtractionSettings(StrictModel):
-    """Extraction (§3.4, §4.1–4.2): gleaning passes, document-context cap (names), concurrency (model
-    calls in flight) and batch size (chunks whose calls run together; each batch sees the names found
-    by earlier batches of its document; 1 = strictly sequential)."""
+class ModelExtractionSettings(StrictModel):
+    """What the ``llm`` extractor reads (§3.4, §4.1–4.2): gleaning passes, document-context cap (names),
+    concurrency (model calls in flight) and batch size (chunks whose calls run together; each batch sees the
+    names found by earlier batches of its document; 1 = strictly sequential), the prompt's version. Its
+    options — and so its identity: a change re-extracts — are exactly these fields."""
 
     gleaning_passes: int = Field(default=1, ge=0)
     context_names_cap: int = Field(default=40, ge=0)
     concurrency: int = Field(default=4, ge=1)
     batch_size: int = Field(default=8, ge=1)
     prompt_version: str = "extract-v2"
+
+
+class ExtractionSettings(ModelExtractionSettings):
+    """The ``extraction:`` section: the ``llm`` extractor's settings (:class:`ModelExtractionSettings`) and
+    how a run that yields nothing is judged.
+
+    ``allow_empty_runs`` (§3.5): a run whose chunks all came back with no entity and no triple, or whose
+    every candidate a gate refused, raises :class:`~pgrag_dag.errors.ExtractionError` and writes nothing
+    of that stage (judged on the chunks the run extracted or gated, not on the space); ``true`` lets such
+    a run complete, its ``yield`` checks red — for corpora where that is expected. Per space:
+    ``allow_empty_runs: true`` on the space. Not an extractor option: it changes no extraction."""
+
+    allow_empty_runs: bool = False
 
 
 class GateSettings(StrictModel):

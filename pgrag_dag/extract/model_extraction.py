@@ -22,7 +22,7 @@ from typing import Any
 import polars as pl
 
 from pgrag_dag import progress
-from pgrag_dag.config.sections import ExtractionSettings, GateSettings
+from pgrag_dag.config.sections import GateSettings, ModelExtractionSettings
 from pgrag_dag.errors import ExtractionError, ModelAccessError, ModelError
 from pgrag_dag.frames import RAW_SCHEMA
 from pgrag_dag.gate_rules import UNENCODABLE, clean_name, identity_key, name_gate
@@ -170,7 +170,7 @@ def chunk_label(chunk: dict[str, Any]) -> str:
     return f"{chunk['doc_key']}#{chunk['chunk_index']}"
 
 
-def _row(chunk_id: int, p: int, settings: ExtractionSettings, **kw: Any) -> dict[str, Any]:
+def _row(chunk_id: int, p: int, settings: ModelExtractionSettings, **kw: Any) -> dict[str, Any]:
     row = dict.fromkeys(RAW_SCHEMA)
     row.update(
         chunk_id=chunk_id,
@@ -188,7 +188,7 @@ def _row(chunk_id: int, p: int, settings: ExtractionSettings, **kw: Any) -> dict
 def extract_chunk(
     chunk: dict[str, Any],
     client: ModelClient,
-    settings: ExtractionSettings,
+    settings: ModelExtractionSettings,
     *,
     vocabulary: Vocabulary | None = None,
     names: list[str] | None = None,
@@ -249,7 +249,7 @@ def extract_chunk(
 def _glean(
     chunk: dict[str, Any],
     client: ModelClient,
-    settings: ExtractionSettings,
+    settings: ModelExtractionSettings,
     merged: dict[str, Any],
     start: int,
     *,
@@ -308,7 +308,7 @@ def _glean(
 def extract_chunks(
     chunks: pl.DataFrame,
     client: ModelClient,
-    settings: ExtractionSettings,
+    settings: ModelExtractionSettings,
     *,
     vocabulary: Vocabulary | None = None,
     context: DocumentContext | None = None,

@@ -28,7 +28,7 @@ from typing import Any, cast
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field
 
-from pgrag_dag.config.sections import ChunkingSettings, ExtractionSettings
+from pgrag_dag.config.sections import ChunkingSettings, ModelExtractionSettings
 from pgrag_dag.extract.cooccurrence import CooccurrenceOptions, extract_cooccurrence
 from pgrag_dag.extract.model_extraction import extract_chunks, reparse_extraction
 from pgrag_dag.extract.nlp import extract_nlp
@@ -68,7 +68,7 @@ def _plain(fn: Any) -> Any:
     return call
 
 
-class LLMExtractionOptions(ExtractionSettings):
+class LLMExtractionOptions(ModelExtractionSettings):
     """``llm`` extractor options — the global ``extraction:`` section's fields (gleaning_passes,
     context_names_cap, concurrency, batch_size, prompt_version), overridable per space."""
 
@@ -180,7 +180,7 @@ BUILTINS: dict[str, Operator] = {
             LLMExtractionOptions,
             "Model extraction with gleaning, the document's names threaded through its chunks (§4.1–4.2).",
             calls_model=True,
-            defaults=lambda s: s.extraction.model_dump(),
+            defaults=lambda s: s.extraction.model_dump(include=set(ModelExtractionSettings.model_fields)),
             identity=lambda o: cast(LLMExtractionOptions, o).prompt_version,
             reparse=reparse_extraction,
         ),

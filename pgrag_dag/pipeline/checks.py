@@ -1,16 +1,21 @@
-"""The ``yield`` check: a run that produced nothing is loud (issue 13 item 4; paper §3.5, §4.3).
+"""The ``yield`` check and the run's fail-closed judgement: a run that produced nothing is loud (issue 13
+item 4) and raises (issue 28 item 3; paper §3.5, §4.3).
 
-Two measurements over what a space holds after a stage, each ``(passed, metadata)`` as
-:attr:`~pgrag_dag.pipeline.StageResult.checks` carries them (the Dagster assets report them as a
-non-blocking asset check of severity ERROR):
+Two measurements, each ``(passed, metadata)`` as :attr:`~pgrag_dag.pipeline.StageResult.checks` carries
+them (the Dagster assets report them as a non-blocking asset check of severity ERROR):
 
-- :func:`extraction_yield` on ``raw_extractions``: fails when the space has chunks but no successful
-  pass of any of them holds an entity or a triple — the model, prompt or extractor found nothing;
+- :func:`extraction_yield` on ``raw_extractions``: fails when there are chunks but no successful pass
+  of any of them holds an entity or a triple — the model, prompt or extractor found nothing;
 - :func:`gate_yield` on ``gated_triples``: fails when something was extracted but no entity and no
   triple was accepted — every candidate was refused, with the count per gate.
 
-A space without chunks passes both (there was nothing to extract). Failed first passes are the
-``pending_work`` check's business; every first pass failing is already an :class:`ExtractionError`.
+Measured on what one run extracted or gated, a failure is fatal: :func:`require_yield` raises
+:class:`~pgrag_dag.errors.ExtractionError` before the stage writes anything, unless the space opts out
+(``extraction.allow_empty_runs``, or ``allow_empty_runs`` on the space). A run with nothing to do (no
+chunk changed) passes. The ``yield`` check a stage reports is judged on the whole space
+(:func:`~pgrag_dag.pipeline.common.space_yield`). A space without chunks passes both (there was nothing to
+extract). Failed first passes are the ``pending_work`` check's business; every first pass failing is
+already an :class:`~pgrag_dag.errors.ExtractionError`.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ from typing import Any
 
 import polars as pl
 
+from pgrag_dag.errors import ExtractionError
+
 log = logging.getLogger(__name__)
 
 YIELD_CHECK = "yield"
@@ -30,7 +37,8 @@ YIELD_CHECK = "yield"
 YIELD_DESCRIPTION = (
     "The stage produced something: some chunk yielded an entity or a triple (raw_extractions), some "
     "candidate passed the gates (gated_triples). Red with the counts per gate when a whole space "
-    "came to nothing. Non-blocking."
+    "came to nothing. Non-blocking; a run whose own chunks yield nothing fails the step instead, unless "
+    "the space sets extraction.allow_empty_runs."
 )
 
 
@@ -43,7 +51,7 @@ def extraction_yield(raw: pl.DataFrame) -> tuple[bool, dict[str, Any]]:
     """Whether the space's extractions yielded anything.
 
     Args:
-        raw: the space's stored ``raw_extractions`` frame (every chunk, every pass).
+        raw: a ``raw_extractions`` frame (every pass of the chunks one run extracted, or of the space).
 
     Returns:
         ``(passed, metadata)``: metadata ``chunks``, ``chunks_with_output`` (some ``ok`` pass holds an
@@ -86,19 +94,20 @@ def gate_yield(raw: pl.DataFrame, decisions: pl.DataFrame) -> tuple[bool, dict[s
     """Whether any extracted candidate passed the gates.
 
     Args:
-        raw: the space's stored ``raw_extractions`` frame.
-        decisions: the space's ``gate_decisions`` frame (accepted and refused rows).
+        raw: a ``raw_extractions`` frame: the chunks one run gated (or every chunk of the space).
+        decisions: their ``gate_decisions`` frame (accepted and refused rows).
 
     Returns:
-        ``(passed, metadata)``: metadata ``candidates``, ``entities_accepted``, ``triples_accepted``,
-        ``rejections_per_gate`` (gate → refused rows), up to five ``examples`` (``gate: offending
-        value``), and when failed a one-line ``reason``. Passed when the space has no extraction at
-        all or something was accepted.
+        ``(passed, metadata)``: metadata ``chunks`` (in ``raw``), ``candidates``, ``entities_accepted``,
+        ``triples_accepted``, ``rejections_per_gate`` (gate → refused rows), up to five ``examples``
+        (``gate: offending value``), and when failed a one-line ``reason``. Passed when ``raw`` holds no
+        extraction at all or something was accepted.
     """
     accepted = decisions.filter(pl.col("accepted"))
     refused = decisions.filter(~pl.col("accepted"))
     per_gate = dict(Counter(refused["gate"].to_list()).most_common())
     meta: dict[str, Any] = {
+        "chunks": raw["chunk_id"].n_unique(),
         "candidates": decisions.height,
         "entities_accepted": accepted.filter(pl.col("kind") == "entity").height,
         "triples_accepted": accepted.filter(pl.col("kind") == "triple").height,
@@ -124,3 +133,56 @@ def logged(
     if not check[0]:
         log.warning("%s %s.%s: check %s failed: %s", stage, realm, space, YIELD_CHECK, check[1].get("reason"))
     return check
+
+
+def _short(text: str, limit: int = 80) -> str:
+    # an offending value may be a whole over-long name: the message stays one readable line
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+OPT_OUT = (
+    "set extraction.allow_empty_runs: true (or allow_empty_runs: true on the space) for a corpus where "
+    "that is expected"
+)
+"""How a space opts out of :func:`require_yield`, as its error says."""
+
+
+def require_yield(check: tuple[bool, dict[str, Any]], *, stage: str, where: str, allowed: bool) -> None:
+    """Fail closed on one run's own yield (§3.5): raise unless the run produced something usable.
+
+    Args:
+        check: :func:`extraction_yield` of the rows this run extracted (``stage`` ``raw_extractions``)
+            or :func:`gate_yield` of the chunks and decisions this run gated (``gated_triples``) — the
+            run's batch, never the space's totals.
+        stage: ``raw_extractions`` or ``gated_triples``: which metadata ``check`` holds.
+        where: the partition (``realm.space``), for the message.
+        allowed: the space opted out (``extraction.allow_empty_runs`` or the space's ``allow_empty_runs``).
+
+    Raises:
+        ExtractionError: ``check`` failed and ``allowed`` is false. The message names the counts — chunks
+            empty and without a usable first pass, or candidates and the refusals per gate with examples —
+            and how to opt out; the caller has written nothing of the stage yet.
+    """
+    passed, meta = check
+    if passed or allowed:
+        return
+    if stage == "raw_extractions":
+        what = (
+            f"every one of {meta['chunks']} chunk(s) this run extracted came back with no entity and no "
+            f"triple ({meta['chunks_empty']} empty, {meta['chunks_failed']} without a usable first pass), "
+            "so no candidate reached the gates: check the extractor's model, prompt and the documents"
+        )
+    elif meta["candidates"]:
+        gates = ", ".join(f"{g} {n}" for g, n in meta["rejections_per_gate"].items())
+        what = (
+            f"no candidate of the {meta['chunks']} chunk(s) this run gated survived the gates: "
+            f"{meta['candidates']} candidate(s), 0 entities and 0 triples accepted; refused per gate: "
+            f"{gates} (e.g. {'; '.join(map(_short, meta['examples']))}): check the gate settings and "
+            "extra gates"
+        )
+    else:
+        what = (
+            f"the {meta['chunks']} chunk(s) this run gated hold no entity and no triple, so no candidate "
+            "reached the gates: check the extractor's model, prompt and the documents"
+        )
+    raise ExtractionError(f"run of {where}: {what}; nothing was written by {stage} — or {OPT_OUT}")

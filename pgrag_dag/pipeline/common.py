@@ -1,7 +1,7 @@
 """What every indexing stage shares (:mod:`pgrag_dag.pipeline`, :mod:`pgrag_dag.pipeline.graph_stages`,
 :mod:`pgrag_dag.pipeline.community_stages`): the :class:`StageResult` it returns, the :func:`writing_stage`
 wrapper (partition lock, one-line database errors), its operators' context and checks, and the ``yield``
-judgement of an incremental run."""
+judgement of an incremental run and whether a space may have runs that yield nothing."""
 
 from __future__ import annotations
 
@@ -129,3 +129,11 @@ def space_yield(batch: tuple[bool, dict[str, Any]], passed: bool, reason: str) -
     else:
         meta.setdefault("reason", reason)
     return passed, meta
+
+
+def empty_runs_allowed(engine: Engine, realm: str, space: str) -> bool:
+    """Whether ``realm.space`` opted out of failing a run that yields nothing (§3.5): the ``extraction``
+    section's ``allow_empty_runs``, or the space's own. Raises :class:`ConfigurationError` when the space
+    is not declared."""
+    spec = engine.settings.space_spec(realm, space)
+    return engine.settings.extraction.allow_empty_runs or spec.allow_empty_runs

@@ -14,10 +14,11 @@ from pgrag_dag.errors import ContractError, ExtractionError
 from pgrag_dag.extract.model_extraction import DocumentContext
 from pgrag_dag.frames import RAW_SCHEMA
 from pgrag_dag.operators.core import BoundOperator
-from pgrag_dag.pipeline.checks import YIELD_CHECK, extraction_yield, logged
+from pgrag_dag.pipeline.checks import YIELD_CHECK, extraction_yield, logged, require_yield
 from pgrag_dag.pipeline.common import (
     PENDING_CHECK,
     StageResult,
+    empty_runs_allowed,
     operator_checks,
     operator_context,
     space_yield,
@@ -40,7 +41,9 @@ def stage_raw_extractions(engine: Engine, realm: str, space: str) -> StageResult
     non-blocking ``pending_work`` check; the non-blocking ``yield`` check fails when no chunk of the
     space yielded an entity or a triple.
 
-    Raises :class:`ExtractionError` when there were chunks and every first pass failed, and
+    Raises :class:`ExtractionError` when there were chunks and every first pass failed, or when no chunk
+    this run extracted yielded an entity or a triple (§3.5, :func:`~pgrag_dag.pipeline.checks.require_yield`;
+    unless the space allows empty runs — a run with no chunk to extract never raises), and
     :class:`ContractError` when the extractor's frame breaks its contract or names a chunk it was
     not given — nothing is written then.
     """
@@ -75,6 +78,13 @@ def stage_raw_extractions(engine: Engine, realm: str, space: str) -> StageResult
         raw = extractor.run(todo, operator_context(engine, realm, space, extractor, **state))
         raw = _complete_raw(raw, extractor)
         _check_extraction(extractor, todo, raw)
+        # judged on this run's chunks (§3.5): a space's earlier graph does not make an empty run green
+        require_yield(
+            extraction_yield(raw),
+            stage="raw_extractions",
+            where=f"{realm}.{space}",
+            allowed=empty_runs_allowed(engine, realm, space),
+        )
     with engine.connect() as conn, conn.transaction():
         locks.lock_partition(conn, realm, space)
         written = staging.write_raw(conn, realm, space, raw)

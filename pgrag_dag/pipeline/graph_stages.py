@@ -23,9 +23,10 @@ from pgrag_dag.graph.resolution import apply_enrichers, merge_race_loser, resolv
 from pgrag_dag.graph.supersession import detect_contradictions, supersede
 from pgrag_dag.operators import contracts
 from pgrag_dag.operators.core import BoundOperator
-from pgrag_dag.pipeline.checks import YIELD_CHECK, gate_yield, logged
+from pgrag_dag.pipeline.checks import YIELD_CHECK, gate_yield, logged, require_yield
 from pgrag_dag.pipeline.common import (
     StageResult,
+    empty_runs_allowed,
     frame_hash,
     operator_checks,
     operator_context,
@@ -62,6 +63,11 @@ def stage_gated_triples(engine: Engine, realm: str, space: str, *, full: bool = 
     gated again (the ``stage_work`` queue); the whole space when ``full``, on the first run, or when the
     gate settings, the vocabulary or the extra gates changed (:func:`gate_fingerprint`). Table 2's gates
     decide each extraction on its own; an extra gate sees the accepted rows of the chunks being gated.
+
+    Raises :class:`~pgrag_dag.errors.ExtractionError` when the chunks this run gated hold candidates and a
+    gate refused every one, or hold none (§3.5, :func:`~pgrag_dag.pipeline.checks.require_yield`), unless
+    the space allows empty runs — nothing is written and the chunks stay queued; a run with nothing to
+    gate never raises. :class:`~pgrag_dag.errors.ContractError` when the decisions break their contract.
     """
     t0 = time.perf_counter()
     vocabulary = engine.settings.space_spec(realm, space).vocabulary_model()
@@ -79,6 +85,15 @@ def stage_gated_triples(engine: Engine, realm: str, space: str, *, full: bool = 
     for g in gates:
         decisions = apply_extra_gates(decisions, [g], operator_context(engine, realm, space, g))
     contracts.validate(contracts.gate_contract(engine.settings.gates), decisions)
+    batch = gate_yield(raw, decisions)
+    # judged on the chunks this run gated (§3.5); raising before the write leaves them queued, so the
+    # next run judges them again until the settings change or the space opts out
+    require_yield(
+        batch,
+        stage="gated_triples",
+        where=f"{realm}.{space}",
+        allowed=empty_runs_allowed(engine, realm, space),
+    )
     with engine.connect() as conn, conn.transaction():
         locks.lock_partition(conn, realm, space)
         changed = 0
@@ -92,7 +107,7 @@ def stage_gated_triples(engine: Engine, realm: str, space: str, *, full: bool = 
     rejected = decisions.filter(~pl.col("accepted"))
     per_gate = dict(Counter(rejected["gate"].to_list()))
     check = space_yield(
-        gate_yield(raw, decisions),
+        batch,
         held["accepted"] or not held["raw"],
         "no candidate of the space passed the gates",
     )

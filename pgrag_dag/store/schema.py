@@ -578,18 +578,27 @@ def describe_embedding(identity: tuple[str, int, str]) -> str:
 
 def check_embedding(realm: str, registered: tuple[str, int, str], configured: tuple[str, int, str]) -> None:
     """Raise :class:`SchemaMismatchError` unless the configured ``(model, dim, convention)`` is the one
-    the realm is registered with (§3.5); the message names both and the command that switches."""
-    if registered != configured:
-        raise SchemaMismatchError(
-            f"realm {realm!r} embedding",
-            describe_embedding(registered),
-            describe_embedding(configured),
-            f"configure the realm's model again, or switch every vector deliberately: pgrag reembed {realm}",
-            message=f"realm {realm!r} is embedded with {describe_embedding(registered)}"
-            " but the configuration says "
-            f"{describe_embedding(configured)}: configure the realm's model again, or switch every vector "
-            f"deliberately with `pgrag reembed {realm}`",
-        )
+    the realm is registered with (§3.5); the message names both and the command that switches. When the
+    widths differ it also names the embedding columns that hold the stored width
+    (``pgrag_<realm>.entities.embedding`` and the other :data:`EMBEDDED_TABLES`' — §3.5's check is about
+    those columns), and the error's ``table`` is ``pgrag_<realm>.entities.embedding``."""
+    if registered == configured:
+        return
+    table, columns = f"realm {realm!r} embedding", ""
+    if registered[1] != configured[1]:
+        schema = schema_for(realm)
+        table = f"{schema}.entities.embedding"
+        others = [f"{schema}.{t}.embedding" for t in EMBEDDED_TABLES if t != "entities"]
+        columns = f"; its columns {', '.join([table, *others])} hold vector({registered[1]})"
+    raise SchemaMismatchError(
+        table,
+        describe_embedding(registered),
+        describe_embedding(configured),
+        f"configure the realm's model again, or switch every vector deliberately: pgrag reembed {realm}",
+        message=f"realm {realm!r} is embedded with {describe_embedding(registered)} but the configuration "
+        f"says {describe_embedding(configured)}{columns}: configure the realm's model again, or switch "
+        f"every vector deliberately with `pgrag reembed {realm}`",
+    )
 
 
 def verify_embedding_columns(conn: psycopg.Connection, realm: str, dim: int) -> None:

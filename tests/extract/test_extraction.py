@@ -329,14 +329,22 @@ def test_concurrency_is_bounded_and_rows_keep_chunk_order(
     stub_llm: StubServer, make_client: Factory, concurrency: int
 ) -> None:
     lock = threading.Lock()
-    in_flight = peak = 0
+    in_flight = peak = arrived = 0
+    # the first `concurrency` calls wait for one another (bounded), so the peak reaches the limit however
+    # slowly the calls start when the machine is busy — a sleep would only make the overlap likely; a
+    # client that never had them in flight at once breaks the barrier and fails the call
+    first = threading.Barrier(concurrency, timeout=10)
 
     def answer(messages: list[dict[str, str]]) -> str:
-        nonlocal in_flight, peak
+        nonlocal in_flight, peak, arrived
         n = int(re.search(r"Chunk number (\d+)", _chunk_text(messages)).group(1))  # type: ignore[union-attr]
         with lock:
             in_flight += 1
             peak = max(peak, in_flight)
+            arrived += 1
+            meet = arrived <= concurrency
+        if meet:
+            first.wait()
         time.sleep(0.05 + 0.03 * (6 - n))  # earlier chunks answer later
         with lock:
             in_flight -= 1
@@ -345,7 +353,9 @@ def test_concurrency_is_bounded_and_rows_keep_chunk_order(
     stub_llm.answer = answer
     chunks = _chunks(*[f"Chunk number {i}." for i in range(6)])
     raw = extract_chunks(
-        chunks, make_client(stub_llm), ExtractionSettings(gleaning_passes=0, concurrency=concurrency)
+        chunks,
+        make_client(stub_llm, deadline_s=15),  # the barrier's wait is within the call's deadline
+        ExtractionSettings(gleaning_passes=0, concurrency=concurrency),
     )
     assert peak == concurrency
     assert raw["chunk_id"].to_list() == chunks["chunk_id"].to_list()

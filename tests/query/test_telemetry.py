@@ -133,11 +133,18 @@ def test_a_full_queue_drops_events_with_a_warning_and_never_blocks(
             )
         )
         assert writer.submit(realm, event)
+        # wait (bounded) until the writer waits on the table lock: its batch is then the one event, so the
+        # next two fill the queue — an empty queue alone would not say so (the writer drains what follows
+        # into its batch until it starts writing)
+        table = f"{schema_for(realm)}.query_events"
         deadline = time.monotonic() + 10
-        while (
-            writer._queue.qsize() and time.monotonic() < deadline
-        ):  # the writer took it and waits on the lock
-            time.sleep(0.01)
+        with psycopg.connect(pg_dsn, autocommit=True) as watcher:
+            while not watcher.execute(
+                "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE relation = %s::regclass AND NOT granted)",
+                (table,),
+            ).fetchone()[0]:  # type: ignore[index]
+                assert time.monotonic() < deadline, "the writer never waited on the locked table"
+                time.sleep(0.01)
         assert writer.submit(realm, event) and writer.submit(realm, event)  # the queue holds 2
         with caplog.at_level(logging.WARNING, logger="pgrag_dag.query.telemetry"):
             assert not writer.submit(realm, event)
