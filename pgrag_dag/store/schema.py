@@ -73,7 +73,16 @@ from psycopg import sql
 
 from pgrag_dag.errors import DatabaseError, SchemaMismatchError
 from pgrag_dag.names import schema_for, validate_realm
-from pgrag_dag.store import graph_version, history, quality, telemetry, vector_index, vectors, work_queue
+from pgrag_dag.store import (
+    graph_version,
+    history,
+    purge,
+    quality,
+    telemetry,
+    vector_index,
+    vectors,
+    work_queue,
+)
 from pgrag_dag.store.db import privileged
 
 CONTROL_SCHEMA = "pgrag__control"
@@ -399,6 +408,7 @@ _CONTROL_PRESENT = """
 SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector')
    AND to_regclass('pgrag__control.llm_cache') IS NOT NULL
    AND to_regclass('pgrag__control.llm_evicted') IS NOT NULL
+   AND to_regclass('pgrag__control.purges') IS NOT NULL
    AND EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass('pgrag__control.realms')
                                             AND attname = 'embedding_convention' AND NOT attisdropped)
 """
@@ -428,6 +438,7 @@ def init_control(conn: psycopg.Connection) -> None:
         try:
             for stmt in _statements(_CONTROL_DDL):
                 conn.execute(sql.SQL(stmt))
+            conn.execute(sql.SQL(purge.PURGE_DDL))
         except psycopg.errors.FeatureNotSupported as exc:
             raise DatabaseError(f"pgvector is not available on this server: {exc}") from exc
         except psycopg.errors.UndefinedFile as exc:
