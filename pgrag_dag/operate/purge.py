@@ -30,6 +30,7 @@ import psycopg
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import ConfigurationError
 from pgrag_dag.graph.rederive import rederive_attributes
+from pgrag_dag.ingest.splitting import split_sentences
 from pgrag_dag.names import validate_realm, validate_space
 from pgrag_dag.store import cache, db, deletion, history, locks, purge, telemetry
 
@@ -86,6 +87,7 @@ def purge_document(
             passages, names = purge.quoted_texts(conn, realm, space, live, archived)
             gone_rels, kept_rels, gone_ents, kept_ents = purge.supported_graph(conn, realm, space, chunks)
             communities = purge.communities_of(conn, realm, space, gone_ents + kept_ents)
+            old = purge.descriptions(conn, realm, space, gone_ents + kept_ents, gone_rels + kept_rels)
             with history.forgetting(conn):
                 removed = purge.delete_document_rows(
                     conn,
@@ -101,9 +103,10 @@ def purge_document(
                 rederived = rederive_attributes(
                     conn, realm, space, entity_ids=kept_ents, relation_ids=kept_rels, without_chunks=chunks
                 )
-                evicted = cache.evict_quoting(
-                    conn, purge.json_forms([p for p in passages if len(p) >= MIN_QUOTE])
-                )
+                # what the document gave the graph and is gone from it now: its reports' prompts quoted that
+                new = purge.descriptions(conn, realm, space, kept_ents, kept_rels)
+                lost = [d for key, d in old.items() if new.get(key) != d]
+                evicted = cache.evict_quoting(conn, purge.json_forms(quotes([*passages, *lost])))
                 removed["pgrag__control.llm_cache"] = len(evicted)
                 removed["query_events.entity_ids"] = telemetry.forget_entities(conn, realm, gone_ents)
                 removed["query_events.community_ids"] = telemetry.forget_communities(conn, realm, communities)
@@ -156,9 +159,7 @@ def purge_space(engine: Engine, realm: str, space: str, *, dry_run: bool = True)
             passages = purge.space_passages(conn, realm, space)
             with history.forgetting(conn):
                 removed = deletion.delete_space_rows(conn, realm, space)
-                evicted = cache.evict_quoting(
-                    conn, purge.json_forms([p for p in passages if len(p) >= MIN_QUOTE])
-                )
+                evicted = cache.evict_quoting(conn, purge.json_forms(quotes(passages)))
             removed["pgrag__control.llm_cache"] = len(evicted)
             counts = {k: n for k, n in removed.items() if n}
             purge.record_purge(conn, realm, space, "space", None, counts)
@@ -173,6 +174,18 @@ def purge_space(engine: Engine, realm: str, space: str, *, dry_run: bool = True)
         "unreachable": list(UNREACHABLE),
         "dry_run": dry_run,
     }
+
+
+def quotes(passages: list[str]) -> list[str]:
+    """What a cached prompt or answer may copy of ``passages``: each passage and each of its sentences (a
+    description, a report or an answer quotes a sentence, seldom a whole chunk), those of at least
+    :data:`MIN_QUOTE` characters, distinct, longest first. A response quoting one is evicted even where
+    another document holds the same sentence: a cache entry costs a model call, a surviving quote a breach."""
+    found = {p.strip() for p in passages}
+    for p in passages:
+        for line in p.splitlines():
+            found.update(s.strip() for s in split_sentences(line))
+    return sorted((q for q in found if len(q) >= MIN_QUOTE), key=lambda q: (-len(q), q))
 
 
 def _embed(engine: Engine, realm: str, space: str) -> dict[str, Any] | None:

@@ -170,6 +170,24 @@ def quoted_texts(
     return distinct(passages), distinct(names)
 
 
+def descriptions(
+    conn: psycopg.Connection, realm: str, space: str, entity_ids: Sequence[int], relation_ids: Sequence[int]
+) -> dict[tuple[str, int], str]:
+    """``(kind, id)`` → description of the entities (``"entity"``) and relations (``"relation"``) given,
+    where it is not empty: read before a purge changes them, so that what a removed document gave them can
+    be matched where it was copied (reports, their cached prompts)."""
+    rows = conn.execute(
+        sql.SQL("""SELECT 'entity', id, description FROM {e} WHERE space = %(space)s AND id = ANY(%(ents)s)
+                   UNION ALL
+                   SELECT 'relation', id, description FROM {r} WHERE space = %(space)s
+                                                                AND id = ANY(%(rels)s)""").format(
+            e=qualified(realm, "entities"), r=qualified(realm, "relations")
+        ),
+        {"space": space, "ents": list(entity_ids), "rels": list(relation_ids)},
+    ).fetchall()
+    return {(str(k), int(i)): str(d) for k, i, d in rows if d}
+
+
 def supported_graph(
     conn: psycopg.Connection, realm: str, space: str, chunks: Sequence[int]
 ) -> tuple[list[int], list[int], list[int], list[int]]:

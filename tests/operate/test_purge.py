@@ -29,7 +29,7 @@ from psycopg import sql
 from pgrag_dag import purge_document, purge_space
 from pgrag_dag.config import load_settings
 from pgrag_dag.engine import Engine
-from pgrag_dag.errors import ConfigurationError
+from pgrag_dag.errors import ConfigurationError, DatabaseError
 from pgrag_dag.extract.cooccurrence import CooccurrenceOptions, extract_chunk_cooccurrence
 from pgrag_dag.pipeline import index_documents
 from pgrag_dag.query import QueryParam, query, query_data
@@ -238,4 +238,50 @@ def test_purging_a_space_leaves_no_row_of_it(corpus: Engine, realm: str, pg_dsn:
         ).fetchone()
         assert n == (0,), t
     assert CANARY not in dump_all(pg_dsn)
+    conn.close()
+
+
+def test_a_purge_reaches_earlier_versions_and_a_failure_changes_nothing(
+    corpus: Engine, realm: str, pg_dsn: str, tmp_path: Path
+) -> None:
+    engine = corpus
+    # an edit archives the version holding the canary (pgrag delete and edits keep history; a purge must not)
+    (tmp_path / "docs" / SECRET).write_text(
+        "Elena Vostrikova met Charles Babbage in London.", encoding="utf-8"
+    )
+    index_documents(engine, realm, "main")
+    conn = db.connect(pg_dsn, autocommit=True)
+    archived = conn.execute(
+        sql.SQL("SELECT count(*) FROM {} WHERE doc_key = %s AND strpos(text, %s) > 0").format(
+            qualified(realm, "documents_removed")
+        ),
+        (SECRET, CANARY),
+    ).fetchone()
+    assert archived == (1,)
+    before = data_rows(conn, realm)
+    # a real failure at the purge's last statement (a trigger refusing its log row): all of it rolls back
+    fail = sql.Identifier(f"refuse_{realm}")
+    conn.execute(
+        sql.SQL("""CREATE FUNCTION {f}() RETURNS trigger LANGUAGE plpgsql AS $$
+                   BEGIN IF NEW.realm = {r} THEN RAISE EXCEPTION 'refused for the test'; END IF;
+                   RETURN NEW; END $$""").format(f=fail, r=sql.Literal(realm))
+    )
+    conn.execute(
+        sql.SQL(
+            "CREATE TRIGGER {f} BEFORE INSERT ON pgrag__control.purges FOR EACH ROW EXECUTE FUNCTION {f}()"
+        ).format(f=fail)
+    )
+    try:
+        with pytest.raises(DatabaseError, match="refused for the test"):
+            purge_document(engine, realm, "main", SECRET, dry_run=False)
+    finally:
+        conn.execute(sql.SQL("DROP TRIGGER {} ON pgrag__control.purges").format(fail))
+        conn.execute(sql.SQL("DROP FUNCTION {}()").format(fail))
+    assert data_rows(conn, realm) == before
+    assert CANARY in dump_all(pg_dsn)
+
+    done = purge_document(engine, realm, "main", SECRET, dry_run=False)
+    assert done["removed"]["documents_removed"] == 1 and done["removed"]["documents"] == 1
+    dump = dump_all(pg_dsn)
+    assert CANARY not in dump
     conn.close()
