@@ -40,7 +40,8 @@ Realm schema ``pgrag_<realm>`` tables (every one carries ``space``):
   comparison as valid_from_key — YYYY → YYYY-01-01 — and valid_to_key — YYYY → YYYY-12-31, YYYY-MM →
   YYYY-MM-31 — which order lexically), superseded_by, t_created/t_expired (belief time, database clock),
   dormant_since, rendered text (full-text through the stored ``rendered_tsv`` column and its GIN index),
-  embedding vector(d)
+  embedding vector(d); the partial index ``relations_superseded_by`` serves the ``superseded_by`` foreign key
+  when relations are deleted (schema version 20)
 - ``doc_mentions``  chunk → entity
 - ``entity_keys``  identity keys of each entity's name and aliases (:mod:`pgrag_dag.store.quality`, schema
   version 15)
@@ -86,7 +87,7 @@ from pgrag_dag.store import (
 from pgrag_dag.store.db import privileged
 
 CONTROL_SCHEMA = "pgrag__control"
-SCHEMA_VERSION = 19
+SCHEMA_VERSION = 20
 """The realm schema's DDL version, recorded per realm in ``pgrag__control.realms.schema_version``."""
 _LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
 
@@ -288,6 +289,11 @@ CREATE INDEX IF NOT EXISTS relations_walk_in ON {s}.relations (space, target_id,
     INCLUDE (source_id) WHERE dormant_since IS NULL AND superseded_by IS NULL;
 CREATE INDEX IF NOT EXISTS relations_validity ON {s}.relations (space, valid_from_key, valid_to_key);
 CREATE INDEX IF NOT EXISTS relations_belief ON {s}.relations (space, t_created, t_expired);
+-- deleting a relation checks the superseded_by foreign key of every other row: without this index each
+-- deleted row scans the table (0.75 s for the 36 relations of one document purged from 100k, issue 28); few
+-- rows are superseded, so the partial index stays small
+CREATE INDEX IF NOT EXISTS relations_superseded_by ON {s}.relations (superseded_by)
+    WHERE superseded_by IS NOT NULL;
 ALTER TABLE {s}.relations ADD COLUMN IF NOT EXISTS rendered_tsv tsvector
     GENERATED ALWAYS AS (to_tsvector('english', rendered)) STORED;
 DROP INDEX IF EXISTS {s}.relations_fts;
