@@ -61,9 +61,7 @@ def rederive_entity(current: Mapping[str, Any], records: Sequence[Mapping[str, A
         seen = {identity_key(f) for f in forms}
         longest = max(forms, key=lambda f: (len(f), f), default=current["name"])
         name = current["name"] if name_key in seen else longest
-        aliases = [
-            a for a in current["aliases"] or [] if identity_key(a) in seen and identity_key(a) != name_key
-        ]
+        aliases = [a for a in current["aliases"] or [] if identity_key(a) in seen - {identity_key(name)}]
         v = Vertex(current["id"], name, current["entity_type"] or GENERIC_TYPE, "", aliases)
     v.changed = (v.name, v.entity_type, v.description, list(v.aliases)) != (
         current["name"],
@@ -148,8 +146,9 @@ def rederive_attributes(
     rows lose their vectors until the embeddings stage runs), in the caller's transaction — which holds the
     partition lock. Run it after the removed support's rows are gone or with them in ``without_chunks``.
 
-    A renamed entity keeps its name where the new one is another entity's canonical name (the unique index
-    allows a name once; merging them is resolution's job). Returns ``{"entities": changed, "relations":
+    Where the derived canonical name is another entity's canonical name (the unique index allows a name once;
+    merging them is resolution's job), the longest remaining form no other entity holds is canonical instead;
+    with none, the entity keeps its name. Returns ``{"entities": changed, "relations":
     changed}``."""
     without = set(without_chunks)
     ents = support.entities(conn, realm, space, entity_ids)
@@ -157,11 +156,17 @@ def rederive_attributes(
     for r in support.entity_decisions(conn, realm, space, entity_ids, sorted(without)):
         records.setdefault(int(r["entity_id"]), []).append(r)
     derived = [rederive_entity(e, records.get(int(e["id"]), [])) for e in ents]
-    taken = support.taken_names(conn, realm, space, [v.name for v in derived])
+    taken = support.taken_names(conn, realm, space, [f for v in derived for f in (v.name, *v.aliases)])
     renamed: list[int] = []
     rows = []
     for e, v in zip(ents, derived):
-        if taken.get(v.name.lower(), e["id"]) != e["id"]:
+        # the longest of its remaining forms no other entity holds as its canonical name
+        free = [f for f in (v.name, *sorted(v.aliases, key=len, reverse=True))
+                if taken.get(f.lower(), e["id"]) == e["id"]]  # fmt: skip
+        if free and free[0] != v.name:
+            v.aliases = [a for a in v.aliases if a != free[0]] + [v.name]
+            v.name = free[0]
+        elif not free:
             v.name = e["name"]
         if v.name != e["name"]:
             renamed.append(int(e["id"]))

@@ -313,7 +313,7 @@ def delete_document_rows(
         "belief_log",
         """DELETE FROM {t} WHERE space = %(space)s
              AND ((kind = 'document' AND (doc_key = ANY(%(keys)s) OR renamed_from = ANY(%(keys)s)))
-               OR (kind = 'relation' AND (object_id = ANY(%(rels)s) OR superseded_by = ANY(%(rels)s)))
+               OR (kind = 'relation' AND object_id = ANY(%(rels)s))
                OR (kind = 'entity' AND object_id = ANY(%(ents)s)))""",
     )
     run(
