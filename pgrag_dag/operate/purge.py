@@ -58,10 +58,13 @@ def purge_document(
     """Erase document ``doc_key`` of ``realm.space`` (see the module docstring), or with ``dry_run`` (the
     default) report what that removes and change nothing.
 
-    Returns ``{"target": "document", "realm", "space", "doc_key_sha256", "removed": {table: rows},
-    "rederived": {"entities": n, "relations": n}, "cache": entries evicted, "seconds", "unreachable",
-    "dry_run"}`` and, after a real purge, ``"embeddings"``: the embeddings stage's metadata (it re-embeds
-    the re-derived rows; ``None`` when it failed — the next run embeds them).
+    Returns ``{"target": "document", "realm", "space", "doc_key_sha256", "removed": {table: rows, tables
+    without a row left out; ``pgrag__control.llm_cache``: responses evicted; ``*.entity_ids`` /
+    ``*.community_ids``: rows an id was taken out of}, "rederived": {"entities": n, "relations": n} (rows
+    whose attributes changed), "communities_to_rebuild", "seconds", "unreachable" (:data:`UNREACHABLE`),
+    "dry_run"}`` and, after a real purge that re-derived rows, ``"embeddings"``: the embeddings stage's
+    metadata (it re-embeds them; ``None`` when it failed — the next run embeds them). The stage lock is the
+    partition's (every stage takes it): no stage of the space runs during the purge.
 
     Raises:
         ConfigurationError: the space holds no such document (no chunk, archived version or event).

@@ -285,3 +285,22 @@ def test_a_purge_reaches_earlier_versions_and_a_failure_changes_nothing(
     dump = dump_all(pg_dsn)
     assert CANARY not in dump
     conn.close()
+
+
+def test_a_document_deleted_earlier_can_still_be_purged(corpus: Engine, realm: str, pg_dsn: str) -> None:
+    from pgrag_dag.operate.deletion import delete_document
+
+    engine = corpus
+    delete_document(engine, realm, "main", SECRET)  # history kept: archived chunks, dormant graph rows
+    conn = db.connect(pg_dsn, autocommit=True)
+    dormant = conn.execute(
+        sql.SQL("SELECT count(*) FROM {} WHERE space = 'main' AND dormant_since IS NOT NULL").format(
+            qualified(realm, "relations")
+        )
+    ).fetchone()
+    assert dormant is not None and dormant[0] >= 1 and CANARY in dump_all(pg_dsn)
+    done = purge_document(engine, realm, "main", SECRET, dry_run=False)
+    assert done["removed"]["documents_removed"] == 1 and "documents" not in done["removed"]
+    assert done["removed"]["relations"] == dormant[0]  # the dormant edges only it supported, hard-deleted
+    assert CANARY not in dump_all(pg_dsn)
+    conn.close()
