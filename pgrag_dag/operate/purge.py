@@ -87,10 +87,11 @@ def purge_document(
             if not live and not archived and not purge.document_events(conn, realm, space, keys):
                 raise ConfigurationError(f"space {realm}.{space} has no document {doc_key!r}")
             chunks = live + archived
-            passages, names = purge.quoted_texts(conn, realm, space, live, archived)
+            passages, outputs, names = purge.quoted_texts(conn, realm, space, live, archived)
             gone_rels, kept_rels, gone_ents, kept_ents = purge.supported_graph(conn, realm, space, chunks)
             communities = purge.communities_of(conn, realm, space, gone_ents + kept_ents)
             old = purge.descriptions(conn, realm, space, gone_ents + kept_ents, gone_rels + kept_rels)
+            reports = purge.report_summaries(conn, realm, space, communities)
             with history.forgetting(conn):
                 removed = purge.delete_document_rows(
                     conn,
@@ -109,12 +110,16 @@ def purge_document(
                 # what the document gave the graph and is gone from it now: its reports' prompts quoted that
                 new = purge.descriptions(conn, realm, space, kept_ents, kept_rels)
                 lost = [d for key, d in old.items() if new.get(key) != d]
-                evicted = cache.evict_quoting(conn, purge.json_forms(quotes([*passages, *lost])))
+                # model outputs and report summaries whole, not by sentence: those quote other documents too
+                needles = quotes([*passages, *lost]) + [
+                    t for t in [*outputs, *reports] if len(t) >= MIN_QUOTE
+                ]
+                evicted = cache.evict_quoting(conn, purge.json_forms(needles))
                 removed["pgrag__control.llm_cache"] = len(evicted)
                 removed["query_events.entity_ids"] = telemetry.forget_entities(conn, realm, gone_ents)
                 removed["query_events.community_ids"] = telemetry.forget_communities(conn, realm, communities)
                 removed["stage records quoting it"] = purge.scrub_stage_records(
-                    conn, realm, space, [*passages, *names, *keys]
+                    conn, realm, space, [*passages, *outputs, *names, *keys]
                 )
             sha = hashlib.sha256(doc_key.encode()).hexdigest()
             counts = {k: n for k, n in removed.items() if n}

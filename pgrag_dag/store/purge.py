@@ -97,15 +97,22 @@ def document_events(conn: psycopg.Connection, realm: str, space: str, keys: Sequ
 
 
 def space_passages(conn: psycopg.Connection, realm: str, space: str) -> list[str]:
-    """Every chunk text of ``space`` (live and archived) and its gate decisions' descriptions: what the
-    model cache may quote of it (:func:`quoted_texts`' passages, for a whole space)."""
+    """Every chunk text of ``space`` (live and archived), its gate decisions' and graph rows' descriptions and
+    its community reports' summaries: what the model cache may quote of it (:func:`quoted_texts`' passages,
+    for a whole space)."""
     rows = conn.execute(
         sql.SQL("""SELECT text FROM {d} WHERE space = %(space)s
                    UNION SELECT text FROM {a} WHERE space = %(space)s
-                   UNION SELECT description FROM {g} WHERE space = %(space)s""").format(
+                   UNION SELECT description FROM {g} WHERE space = %(space)s
+                   UNION SELECT description FROM {e} WHERE space = %(space)s
+                   UNION SELECT description FROM {r} WHERE space = %(space)s
+                   UNION SELECT summary FROM {c} WHERE space = %(space)s""").format(
             d=qualified(realm, "documents"),
             a=qualified(realm, "documents_removed"),
             g=qualified(realm, "gate_decisions"),
+            e=qualified(realm, "entities"),
+            r=qualified(realm, "relations"),
+            c=qualified(realm, "communities"),
         ),
         {"space": space},
     ).fetchall()
@@ -133,13 +140,14 @@ def document_chunks(
 
 def quoted_texts(
     conn: psycopg.Connection, realm: str, space: str, live: Sequence[int], archived: Sequence[int]
-) -> tuple[list[str], list[str]]:
-    """``(passages, names)``: the texts a removed document can be quoted by. ``passages``: its chunks'
-    texts (live and archived), the descriptions its live chunks' gate decisions carry and the model's raw
-    extraction text — what model prompts, responses and reports copy from it; ``names``: the entity names,
-    aliases and offending values of those decisions (short: matched only where a record of its own stages
-    may quote them, never against the model cache, where other documents' prompts hold the same names).
-    Each distinct, longest first."""
+) -> tuple[list[str], list[str], list[str]]:
+    """``(passages, outputs, names)``: the texts a removed document can be quoted by. ``passages``: its
+    chunks' texts (live and archived) and the descriptions its live chunks' gate decisions carry — what model
+    prompts, reports and answers copy from it, sentence by sentence; ``outputs``: the model's raw extraction
+    text of its live chunks (a cached response verbatim: matched whole, as its JSON skeleton is every
+    response's); ``names``: the entity names, aliases and offending values of those decisions (short: matched
+    only where a record of its own stages may quote them, never against the model cache, where other
+    documents' prompts hold the same names). Each distinct, longest first."""
     args = {"space": space, "live": list(live), "archived": list(archived)}
     d, a, g, r = (
         qualified(realm, t) for t in ("documents", "documents_removed", "gate_decisions", "raw_extractions")
@@ -147,11 +155,12 @@ def quoted_texts(
     passages = conn.execute(
         sql.SQL("""SELECT text FROM {d} WHERE space = %(space)s AND id = ANY(%(live)s)
                    UNION SELECT text FROM {a} WHERE space = %(space)s AND id = ANY(%(archived)s)
-                   UNION SELECT description FROM {g} WHERE space = %(space)s AND chunk_id = ANY(%(live)s)
-                   UNION SELECT raw_text FROM {r} WHERE space = %(space)s
-                                                    AND chunk_id = ANY(%(live)s)""").format(
-            d=d, a=a, g=g, r=r
-        ),
+                   UNION SELECT description FROM {g} WHERE space = %(space)s
+                                                       AND chunk_id = ANY(%(live)s)""").format(d=d, a=a, g=g),
+        args,
+    ).fetchall()
+    outputs = conn.execute(
+        sql.SQL("SELECT raw_text FROM {r} WHERE space = %(space)s AND chunk_id = ANY(%(live)s)").format(r=r),
         args,
     ).fetchall()
     names = conn.execute(
@@ -167,7 +176,7 @@ def quoted_texts(
     def distinct(rows: list[Any]) -> list[str]:
         return sorted({x[0] for x in rows if x[0]}, key=lambda t: (-len(t), t))
 
-    return distinct(passages), distinct(names)
+    return distinct(passages), distinct(outputs), distinct(names)
 
 
 def descriptions(
@@ -186,6 +195,18 @@ def descriptions(
         {"space": space, "ents": list(entity_ids), "rels": list(relation_ids)},
     ).fetchall()
     return {(str(k), int(i)): str(d) for k, i, d in rows if d}
+
+
+def report_summaries(conn: psycopg.Connection, realm: str, space: str, ids: Sequence[int]) -> list[str]:
+    """The summaries of community reports ``ids``: a report's cached model response holds its summary, and
+    a parent's prompt its children's."""
+    rows = conn.execute(
+        sql.SQL("SELECT summary FROM {} WHERE space = %s AND id = ANY(%s)").format(
+            qualified(realm, "communities")
+        ),
+        (space, list(ids)),
+    ).fetchall()
+    return [str(r[0]) for r in rows if r[0]]
 
 
 def supported_graph(

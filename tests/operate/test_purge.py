@@ -167,6 +167,12 @@ def test_purging_a_document_leaves_no_trace_of_its_text_and_keeps_the_others(
     assert dump.count(CANARY) >= 5  # chunk, extraction, decisions, entity, reports, cache, answer
 
     rows_before = data_rows(conn, realm)
+    others = (
+        "SELECT count(*) FROM pgrag__control.llm_cache"
+        " WHERE purpose = 'extract' AND strpos(request::text, %s) > 0"
+    )
+    kept_extractions = [conn.execute(others, (DOCS[k],)).fetchone() for k in DOCS if k != SECRET]
+    assert kept_extractions == [(1,), (1,)]
     dry = purge_document(engine, realm, "main", SECRET)
     assert dry["dry_run"] and data_rows(conn, realm) == rows_before  # nothing changed
     assert dry["removed"]["documents"] == 1 and dry["removed"]["pgrag__control.llm_cache"] >= 2
@@ -180,6 +186,8 @@ def test_purging_a_document_leaves_no_trace_of_its_text_and_keeps_the_others(
 
     dump = dump_all(pg_dsn)
     assert CANARY not in dump
+    # the other documents' cached extractions stay (a re-index replays them)
+    assert [conn.execute(others, (DOCS[k],)).fetchone() for k in DOCS if k != SECRET] == kept_extractions
     for only_secret in ("Elena Vostrikova", "Zanzibar", SECRET):
         assert only_secret not in dump, only_secret
     # the shared entity stays, described from what the other documents say of it
