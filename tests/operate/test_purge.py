@@ -147,7 +147,7 @@ def _ask(engine: Engine, realm: str, question: str) -> tuple[str, Any]:
 
 
 def test_purging_a_document_leaves_no_trace_of_its_text_and_keeps_the_others(
-    corpus: Engine, realm: str, pg_dsn: str
+    corpus: Engine, realm: str, pg_dsn: str, tmp_path: Path
 ) -> None:
     engine = corpus
     conn = db.connect(pg_dsn, autocommit=True)
@@ -220,6 +220,14 @@ def test_purging_a_document_leaves_no_trace_of_its_text_and_keeps_the_others(
     assert log["removed"] == done["removed"] and SECRET not in json.dumps(log, default=str)
     with pytest.raises(ConfigurationError, match="has no document"):
         purge_document(engine, realm, "main", SECRET)
+    # the reports built on it went; the next run (its file removed from the sources) builds them again
+    assert done["communities_to_rebuild"] >= 1
+    (tmp_path / "docs" / SECRET).unlink()
+    index_documents(engine, realm, "main")
+    reports = conn.execute(
+        sql.SQL("SELECT count(*) FROM {} WHERE space = 'main'").format(qualified(realm, "communities"))
+    ).fetchone()
+    assert reports is not None and reports[0] >= 1 and CANARY not in dump_all(pg_dsn)
     conn.close()
 
 
