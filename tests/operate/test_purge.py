@@ -33,7 +33,7 @@ from pgrag_dag.errors import ConfigurationError, DatabaseError
 from pgrag_dag.extract.cooccurrence import CooccurrenceOptions, extract_chunk_cooccurrence
 from pgrag_dag.pipeline import index_documents
 from pgrag_dag.query import QueryParam, query, query_data
-from pgrag_dag.store import db
+from pgrag_dag.store import cache, db
 from pgrag_dag.store.identifiers import qualified
 from pgrag_dag.store.purge import purges
 from pgrag_dag.testing.stub_server import StubServer
@@ -166,6 +166,9 @@ def test_purging_a_document_leaves_no_trace_of_its_text_and_keeps_the_others(
     dump = dump_all(pg_dsn)
     assert dump.count(CANARY) >= 5  # chunk, extraction, decisions, entity, reports, cache, answer
 
+    cassette = tmp_path / "before.jsonl"  # a cassette exported before the purge still holds the text
+    cache.export_cassette(conn, cassette)
+    assert CANARY in cassette.read_text(encoding="utf-8")
     rows_before = data_rows(conn, realm)
     others = (
         "SELECT count(*) FROM pgrag__control.llm_cache"
@@ -186,6 +189,8 @@ def test_purging_a_document_leaves_no_trace_of_its_text_and_keeps_the_others(
 
     dump = dump_all(pg_dsn)
     assert CANARY not in dump
+    # re-importing that cassette brings none of the evicted responses back (llm_evicted remembers them)
+    assert cache.import_cassette(conn, cassette) > 0 and CANARY not in dump_all(pg_dsn)
     # the other documents' cached extractions stay (a re-index replays them)
     assert [conn.execute(others, (DOCS[k],)).fetchone() for k in DOCS if k != SECRET] == kept_extractions
     for only_secret in ("Elena Vostrikova", "Zanzibar", SECRET):
