@@ -56,3 +56,11 @@ def test_purge_space_dry_run_then_yes(cli_env: Engine, realm: str) -> None:
     assert out.stdout.splitlines()[-1].startswith("recorded in pgrag__control.purges")
     out = runner.invoke(app, ["purge", "space", f"{realm}.main", "--yes"])
     assert out.exit_code == 2 and "holds nothing to purge" in out.stderr
+
+
+def test_the_purge_help_reads_as_a_users_text() -> None:
+    for command in (["purge"], ["purge", "document"], ["purge", "space"]):
+        out = runner.invoke(app, [*command, "--help"], terminal_width=200)
+        assert out.exit_code == 0 and "``" not in out.output and ":func:" not in out.output, command
+    top = runner.invoke(app, ["--help"]).output
+    assert "│ purge      Erase a document (its text and everything derived from it," in top
