@@ -307,9 +307,10 @@ def delete_document_rows(
     communities: Sequence[int],
 ) -> dict[str, int]:
     """Delete, in the caller's forgetting transaction, the document's rows and what only it supported:
-    ``communities`` (members and children cascade), the ``relations`` and ``entities`` given with their
-    belief history, the document's events in ``belief_log`` (under any of ``keys``), its ``live`` chunks
-    (their raw extractions, gate decisions, rejections and mentions cascade) and ``archived`` chunk versions.
+    ``communities`` (members and children cascade; the space's other reports are marked stale), the
+    ``relations`` and ``entities`` given with their belief history, the document's events in ``belief_log``
+    (under any of ``keys``), its ``live`` chunks (their raw extractions, gate decisions, rejections and
+    mentions cascade) and ``archived`` chunk versions.
     A relation that one of ``relations`` superseded is current again (its superseding evidence is gone).
     Returns rows removed per table (``*.entity_ids`` / ``*.community_ids``: rows an id was taken out of);
     ``belief_log`` counts the rows removed, not the ``deleted`` tombstones the graph deletes append."""
@@ -329,6 +330,14 @@ def delete_document_rows(
         out[key] = out.get(key, 0) + n
 
     run("communities", "communities", "DELETE FROM {t} WHERE space = %(space)s AND id = ANY(%(comms)s)")
+    # the reports left were built from the same graph: a fingerprint no graph has makes the next communities
+    # run rebuild every level (an unchanged-looking graph would otherwise keep the removed reports missing)
+    run(
+        "communities (marked stale)",
+        "communities",
+        """UPDATE {t} SET graph_fingerprint = 'stale: reports removed by a purge'
+            WHERE space = %(space)s AND cardinality(%(comms)s::bigint[]) > 0""",
+    )
     run(
         "belief_log",
         "belief_log",

@@ -325,3 +325,31 @@ def test_a_document_deleted_earlier_can_still_be_purged(corpus: Engine, realm: s
     assert done["removed"]["relations"] == dormant[0]  # the dormant edges only it supported, hard-deleted
     assert CANARY not in dump_all(pg_dsn)
     conn.close()
+
+
+def test_the_reports_a_purge_leaves_are_marked_stale_and_rebuilt(
+    corpus: Engine, realm: str, pg_dsn: str, tmp_path: Path
+) -> None:
+    engine = corpus
+    # a second, unconnected component: its community holds nothing of the purged document
+    (tmp_path / "docs" / "d_tesla.txt").write_text(
+        "Nikola Tesla worked with George Westinghouse in Pittsburgh. George Westinghouse paid Nikola Tesla.",
+        encoding="utf-8",
+    )
+    index_documents(engine, realm, "main")
+    conn = db.connect(pg_dsn, autocommit=True)
+    reports = sql.SQL("SELECT id, graph_fingerprint FROM {} WHERE space = 'main' AND level = 0").format(
+        qualified(realm, "communities")
+    )
+    before = dict(conn.execute(reports).fetchall())
+    assert len(before) >= 2
+    done = purge_document(engine, realm, "main", SECRET, dry_run=False)
+    left = dict(conn.execute(reports).fetchall())
+    assert left and set(left) < set(before) and done["communities_to_rebuild"] == len(before) - len(left)
+    assert set(left.values()) == {"stale: reports removed by a purge"}
+    (tmp_path / "docs" / SECRET).unlink()
+    index_documents(engine, realm, "main")
+    rebuilt = dict(conn.execute(reports).fetchall())
+    assert len(rebuilt) >= len(left) and "stale: reports removed by a purge" not in rebuilt.values()
+    assert CANARY not in dump_all(pg_dsn)
+    conn.close()
