@@ -44,7 +44,7 @@ occurs in prompts of other documents, whose cached answers must stay."""
 UNREACHABLE = (
     "Dagster's event log and run records (dagster.storage_database, or the SQLite files under "
     "<data_dir>/dagster) may quote chunk text in step failures and asset metadata: not scrubbed",
-    "files outside the database are untouched: the source file itself, cassettes (pgrag cache export), "
+    "files outside the database are untouched: the source file itself, cassettes (pgrag cassette export), "
     "model-response spools, exports, graph views, logs",
     "PostgreSQL keeps removed rows' bytes until VACUUM reuses their space, and in its WAL, base backups and "
     "replicas; run VACUUM (FULL) on the realm's tables to rewrite them",
