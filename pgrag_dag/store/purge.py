@@ -39,6 +39,10 @@ CREATE TABLE IF NOT EXISTS pgrag__control.purges (
 """The purge log (control schema; created by :func:`pgrag_dag.store.schema.init_control`)."""
 
 
+MIN_NAME = 3
+"""Shortest text :func:`scrub_stage_records` looks for."""
+
+
 def record_purge(
     conn: psycopg.Connection,
     realm: str,
@@ -401,8 +405,9 @@ def scrub_stage_records(conn: psycopg.Connection, realm: str, space: str, needle
     """Clear what the space's stage records quote of ``needles`` (texts, in the JSON-escaped form
     :func:`json_forms` gives too): a ``stage_state.report`` quoting one is dropped (the stage's next run
     writes it anew), a ``stage_pending`` failure line quoting one is replaced by ``(removed by purge)``.
-    Returns rows changed."""
-    forms = json_forms(needles)
+    Returns rows changed. Needles under :data:`MIN_NAME` characters are left out (a two-letter name, or a
+    pronoun a gate refused, is in every report)."""
+    forms = json_forms([n for n in needles if len(n) >= MIN_NAME])
     if not forms:
         return 0
     quoting = sql.SQL("EXISTS (SELECT 1 FROM unnest(%(forms)s::text[]) n WHERE strpos({col}::text, n) > 0)")

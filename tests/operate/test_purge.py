@@ -33,7 +33,7 @@ from pgrag_dag.errors import ConfigurationError, DatabaseError
 from pgrag_dag.extract.cooccurrence import CooccurrenceOptions, extract_chunk_cooccurrence
 from pgrag_dag.pipeline import index_documents
 from pgrag_dag.query import QueryParam, query, query_data
-from pgrag_dag.store import cache, db
+from pgrag_dag.store import cache, db, staging
 from pgrag_dag.store.identifiers import qualified
 from pgrag_dag.store.purge import purges
 from pgrag_dag.testing.stub_server import StubServer
@@ -166,6 +166,9 @@ def test_purging_a_document_leaves_no_trace_of_its_text_and_keeps_the_others(
     dump = dump_all(pg_dsn)
     assert dump.count(CANARY) >= 5  # chunk, extraction, decisions, entity, reports, cache, answer
 
+    # a stage record quoting it: a failure line kept for the next run
+    secret_sentence = DOCS[SECRET].split(" Elena Vostrikova kept")[0]
+    staging.record_pending(conn, realm, "main", "communities", [f"community 9: refused '{secret_sentence}'"])
     cassette = tmp_path / "before.jsonl"  # a cassette exported before the purge still holds the text
     cache.export_cassette(conn, cassette)
     assert CANARY in cassette.read_text(encoding="utf-8")
@@ -189,6 +192,7 @@ def test_purging_a_document_leaves_no_trace_of_its_text_and_keeps_the_others(
 
     dump = dump_all(pg_dsn)
     assert CANARY not in dump
+    assert staging.load_pending(conn, realm, "main", "communities") == ["(removed by purge)"]
     # re-importing that cassette brings none of the evicted responses back (llm_evicted remembers them)
     assert cache.import_cassette(conn, cassette) > 0 and CANARY not in dump_all(pg_dsn)
     # the other documents' cached extractions stay (a re-index replays them)
