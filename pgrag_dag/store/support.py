@@ -40,7 +40,7 @@ def entity_decisions(
 ) -> list[dict[str, Any]]:
     """The accepted decisions (``kind`` entity and triple) of the live chunks that mention one of the
     entities ``ids``, chunks ``without`` left out: ``entity_id, chunk_id, kind, name, entity_type,
-    description, aliases, subject, object``, in (entity, document order, chunk, pass, decision) order — the
+    description, aliases, subject, object``, in (entity, document order, pass, decision) order — the
     order resolution reads records in."""
     with conn.cursor(row_factory=dict_row) as cur:
         return cur.execute(
@@ -50,7 +50,7 @@ def entity_decisions(
                          FROM {m} m JOIN {d} d ON d.id = m.chunk_id
                          JOIN {g} g ON g.chunk_id = m.chunk_id AND g.accepted
                         WHERE m.space = %s AND m.entity_id = ANY(%s) AND NOT m.chunk_id = ANY(%s)
-                        ORDER BY m.entity_id, d.doc_order, d.chunk_index, g.chunk_id, g.pass, g.id""").format(
+                        ORDER BY m.entity_id, d.doc_order, d.doc_key, d.chunk_index, g.pass, g.id""").format(
                 m=qualified(realm, "doc_mentions"),
                 d=qualified(realm, "documents"),
                 g=qualified(realm, "gate_decisions"),
@@ -98,7 +98,7 @@ def triple_decisions(
                               g.confidence, g.valid_from, g.valid_to
                          FROM {g} g JOIN {d} d ON d.id = g.chunk_id
                         WHERE g.space = %s AND g.chunk_id = ANY(%s) AND g.kind = 'triple' AND g.accepted
-                        ORDER BY d.doc_order, d.chunk_index, g.chunk_id, g.pass, g.id""").format(
+                        ORDER BY d.doc_order, d.doc_key, d.chunk_index, g.pass, g.id""").format(
                 g=qualified(realm, "gate_decisions"), d=qualified(realm, "documents")
             ),
             (space, list(chunks)),

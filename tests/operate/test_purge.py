@@ -357,3 +357,48 @@ def test_the_reports_a_purge_leaves_are_marked_stale_and_rebuilt(
     assert len(rebuilt) >= len(left) and "stale: reports removed by a purge" not in rebuilt.values()
     assert CANARY not in dump_all(pg_dsn)
     conn.close()
+
+
+def _graph(conn: psycopg.Connection, realm: str) -> tuple[dict[str, Any], dict[tuple[Any, ...], Any]]:
+    """The live graph of ``realm.main`` by name: entities → (type, description, aliases); relations (subject,
+    predicate, object, negated) → (description, weight, payload)."""
+    e, r = qualified(realm, "entities"), qualified(realm, "relations")
+    ents = conn.execute(
+        sql.SQL("SELECT name, entity_type, description, aliases FROM {} WHERE dormant_since IS NULL").format(
+            e
+        )
+    ).fetchall()
+    rels = conn.execute(
+        sql.SQL("""SELECT s.name, r.predicate, o.name, r.negated, r.description, r.weight, r.payload
+                     FROM {r} r JOIN {e} s ON s.id = r.source_id JOIN {e} o ON o.id = r.target_id
+                    WHERE r.dormant_since IS NULL""").format(r=r, e=e)
+    ).fetchall()
+    return (
+        {n: (t, d, sorted(a)) for n, t, d, a in ents},
+        {(s, p, o, neg): (d, w, pay) for s, p, o, neg, d, w, pay in rels},
+    )
+
+
+def test_a_purge_leaves_the_graph_indexing_the_other_documents_alone_builds(
+    corpus: Engine, realm: str, pg_dsn: str, tmp_path: Path
+) -> None:
+    from tests.fix_pg import drop_realm
+
+    purge_document(corpus, realm, "main", SECRET, dry_run=False)
+    conn = db.connect(pg_dsn, autocommit=True)
+    alone = f"{realm}a"
+    (tmp_path / "docs2").mkdir()
+    for name, text in DOCS.items():
+        if name != SECRET:
+            (tmp_path / "docs2" / name).write_text(text, encoding="utf-8")
+    cfg = yaml.safe_load((tmp_path / "pgrag.yaml").read_text(encoding="utf-8"))
+    cfg["realms"][alone] = {"spaces": {"main": {"sources": [{"path": "docs2", "glob": "*.txt"}]}}}
+    (tmp_path / "alone.yaml").write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    engine = Engine.from_settings(load_settings(tmp_path / "alone.yaml"))
+    try:
+        index_documents(engine, alone, "main", communities=False)
+        assert _graph(conn, realm) == _graph(conn, alone)
+    finally:
+        engine.close()
+        drop_realm(conn, alone)
+        conn.close()
