@@ -189,17 +189,25 @@ def rederive_attributes(
     triples = support.triple_decisions(
         conn, realm, space, sorted({c for cs in remaining.values() for c in cs})
     )
+    by_chunk: dict[int, list[tuple[int, dict[str, Any]]]] = {}
+    for i, t in enumerate(triples):
+        by_chunk.setdefault(int(t["chunk_id"]), []).append((i, t))
+    # a remaining triple may still name an endpoint by a form re-derivation just dropped: both sets resolve
+    before = {int(e["id"]): entity_keys(e["name"], e["aliases"] or []) for e in ents}
+
+    def forms(e: dict[str, Any]) -> set[str]:
+        return entity_keys(e["name"], e["aliases"] or []) | before.get(int(e["id"]), set())
+
     out = []
     for r in rels:
         src, dst = by_id[r["source_id"]], by_id[r["target_id"]]
-        own = set(remaining[int(r["id"])])
-        mine = [t for t in triples if t["chunk_id"] in own]  # document order kept
+        mine = sorted((x for c in remaining[int(r["id"])] for x in by_chunk.get(c, [])), key=lambda x: x[0])
         out.append(
             rederive_relation(
                 r,
                 remaining[int(r["id"])],
-                mine,
-                (entity_keys(src["name"], src["aliases"]), entity_keys(dst["name"], dst["aliases"])),
+                [t for _, t in mine],  # document order, as the relations stage reads them
+                (forms(src), forms(dst)),
                 (src["name"], dst["name"]),
             )
         )
