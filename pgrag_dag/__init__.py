@@ -6,6 +6,7 @@ Public surface::
 
     from pgrag_dag import Engine, load_settings, index_documents, query_data, query, QueryParam, reembed_realm
     from pgrag_dag import changes_since, ChangeSet   # the change feed (§6.1 "Change")
+    from pgrag_dag import purge_document, purge_space   # erasure (issue 28): dry run unless dry_run=False
 """
 
 from pgrag_dag.config.load import load_settings
@@ -25,6 +26,7 @@ from pgrag_dag.errors import (
     SourceError,
 )
 from pgrag_dag.operate.changes import ChangeSet, changes_since
+from pgrag_dag.operate.purge import purge_document, purge_space
 from pgrag_dag.operate.reembed import reembed_realm
 from pgrag_dag.pipeline.common import StageResult
 from pgrag_dag.pipeline.run import delete_document, index_documents
@@ -53,6 +55,8 @@ __all__ = [
     "delete_document",
     "index_documents",
     "load_settings",
+    "purge_document",
+    "purge_space",
     "query",
     "query_data",
     "reembed_realm",

@@ -90,3 +90,28 @@ class QueryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         next watermark; see :func:`pgrag_dag.operate.changes.changes_since` (paper §6.1 "Change"). Raises
         ``QueryError`` for a malformed watermark or an unknown realm."""
         return read_changes(self.engine(), self.realm, space, watermark)
+
+    def purge_document(self, space: str, doc_key: str, *, dry_run: bool = True) -> dict[str, Any]:
+        """Erase document ``doc_key`` of ``space`` in this realm — its text and everything derived from it,
+        history included — or, with ``dry_run`` (the default), report what that removes; see
+        :func:`pgrag_dag.operate.purge.purge_document` (issue 28). An admin operation: it takes the
+        partition's locks and waits for a running stage. Raises ``ConfigurationError`` for an unknown
+        document, ``PartitionBusyError`` when a stage keeps the partition past ``operations.lock_wait_s``."""
+        from pgrag_dag.operate.purge import purge_document
+
+        engine = self.engine()
+        try:
+            return purge_document(engine, self.realm, space, doc_key, dry_run=dry_run)
+        finally:
+            engine.close()
+
+    def purge_space(self, space: str, *, dry_run: bool = True) -> dict[str, Any]:
+        """Erase every row of ``space`` in this realm and the cached model responses quoting it, or with
+        ``dry_run`` (the default) report it; see :func:`pgrag_dag.operate.purge.purge_space`."""
+        from pgrag_dag.operate.purge import purge_space
+
+        engine = self.engine()
+        try:
+            return purge_space(engine, self.realm, space, dry_run=dry_run)
+        finally:
+            engine.close()

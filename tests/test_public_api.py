@@ -14,7 +14,8 @@ PUBLIC = [
     "ChangeSet", "ConfigurationError", "ContractError", "DatabaseError", "Engine", "ExtractionError",
     "InvalidNameError", "ModelError", "PgragError", "QueryError", "QueryParam", "QueryResult",
     "ReplayMissError", "SchemaMismatchError", "Settings", "SourceError", "StageResult", "changes_since",
-    "delete_document", "index_documents", "load_settings", "query", "query_data", "reembed_realm",
+    "delete_document", "index_documents", "load_settings", "purge_document", "purge_space", "query",
+    "query_data", "reembed_realm",
 ]  # fmt: skip
 
 

@@ -24,6 +24,8 @@
 - :mod:`.quality`            the graph-quality measurement and ``entity_keys``
 - :mod:`.retention`          archiving and unarchiving entities
 - :mod:`.deletion`           explicit deletion of an entity, a space or a realm
+- :mod:`.purge`              erasure: the rows a document's text reached, their removal, the purge log
+- :mod:`.support`            the support an entity or relation has left, and its re-derived attributes
 - :mod:`.export`             read-only SQL of a space's whole graph, for export and the view
 - :mod:`.changes`            the change feed between two snapshots
 - :mod:`.telemetry`          ``query_events``: what each query touched

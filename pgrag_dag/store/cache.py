@@ -243,3 +243,22 @@ def cache_size(conn: psycopg.Connection) -> tuple[int, int]:
         return 0, 0
     count = conn.execute("SELECT count(*) FROM pgrag__control.llm_cache").fetchone()
     return int(count[0]) if count else 0, int(row[0])
+
+
+def evict_quoting(conn: psycopg.Connection, needles: list[str]) -> list[dict[str, Any]]:
+    """Evict every cached response (any model, any purpose) whose request or response contains one of
+    ``needles`` (compared as given: pass each text in every form it may be stored in — the request is
+    JSON, so as a JSON string's content too; :func:`pgrag_dag.store.purge.json_forms`). Erasure (issue 28):
+    the prompts that carried a removed document's text, and the answers built on them. Like
+    :func:`evict_responses`, each is remembered in ``llm_evicted`` (key and SHA-256 only), so re-importing a
+    cassette never brings it back. Returns what was removed (:data:`EVICTED_FIELDS`)."""
+    if not needles:
+        return []
+    query = _EVICT.format(
+        using=sql.SQL(""),
+        where=sql.SQL(
+            "EXISTS (SELECT 1 FROM unnest(%s::text[]) AS n(t)"
+            " WHERE strpos(c.request::text, n.t) > 0 OR strpos(c.response, n.t) > 0)"
+        ),
+    )
+    return [dict(zip(EVICTED_FIELDS, r)) for r in conn.execute(query, (needles,)).fetchall()]

@@ -156,3 +156,15 @@ def forget_entities(conn: psycopg.Connection, realm: str, entity_ids: Sequence[i
         ),
         {"ids": list(entity_ids)},
     ).rowcount
+
+
+def forget_communities(conn: psycopg.Connection, realm: str, community_ids: Sequence[int]) -> int:
+    """Remove ``community_ids`` from every event that names them (erasure); returns events changed."""
+    if not community_ids:
+        return 0
+    return conn.execute(
+        sql.SQL("""UPDATE {q} SET community_ids = ARRAY(SELECT x FROM unnest(community_ids) AS x
+                                                         WHERE x <> ALL (%(ids)s::bigint[]))
+                    WHERE community_ids && %(ids)s::bigint[]""").format(q=qualified(realm, "query_events")),
+        {"ids": list(community_ids)},
+    ).rowcount
