@@ -311,7 +311,9 @@ def delete_document_rows(
     communities: Sequence[int],
 ) -> dict[str, int]:
     """Delete, in the caller's forgetting transaction, the document's rows and what only it supported:
-    ``communities`` (members and children cascade; the space's other reports are marked stale), the
+    ``communities`` (members, sources and children cascade; the space's other reports are marked stale, the
+    sources they record lose the removed chunks and relations, and the reports earlier rebuilds replaced —
+    ``communities_expired`` — are all removed: which of them quote the document can no longer be told), the
     ``relations`` and ``entities`` given with their belief history, the document's events in ``belief_log``
     (under any of ``keys``), its ``live`` chunks (their raw extractions, gate decisions, rejections and
     mentions cascade) and ``archived`` chunk versions.
@@ -334,6 +336,16 @@ def delete_document_rows(
         out[key] = out.get(key, 0) + n
 
     run("communities", "communities", "DELETE FROM {t} WHERE space = %(space)s AND id = ANY(%(comms)s)")
+    # reports earlier rebuilds replaced (kept for belief-time queries) may quote the document, and which do
+    # can no longer be told (their sources went with them): the space's are all removed
+    run("communities_expired", "communities_expired", "DELETE FROM {t} WHERE space = %(space)s")
+    # the sources the remaining reports record name removed chunks and relations by id: forget those
+    run(
+        "community_sources",
+        "community_sources",
+        """DELETE FROM {t} WHERE space = %(space)s
+             AND (relation_id = ANY(%(rels)s) OR chunk_id = ANY(%(live)s || %(archived)s))""",
+    )
     # the reports left were built from the same graph: a fingerprint no graph has makes the next communities
     # run rebuild every level (an unchanged-looking graph would otherwise keep the removed reports missing)
     run(
