@@ -18,6 +18,7 @@ from pgrag_dag.extract.gates import apply_extra_gates, apply_gates
 from pgrag_dag.frames import RAW_SCHEMA, Resolution
 from pgrag_dag.gate_rules import identity_key, normalise_predicate
 from pgrag_dag.graph.quality import measure_quality, quality_passed
+from pgrag_dag.graph.rederive import rederive_attributes
 from pgrag_dag.graph.relations import build_relations
 from pgrag_dag.graph.resolution import apply_enrichers, merge_race_loser, resolve_entities
 from pgrag_dag.graph.supersession import detect_contradictions, supersede
@@ -160,6 +161,14 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
     what a full pass decides), their mentions rewritten, and dormancy decided for the entities that gained
     or lost a mention or were (un)archived. The whole space when ``full``, on the first run, or when the
     space's enrichers changed; the enrichers see the vertices resolution touched.
+
+    Attributes follow support (issue 28, §4.6): merging only ever grows a vertex (a longer description
+    wins), so every live entity whose support shrank — a mention this run did not write again, or one lost
+    to a chunk removed since the last run; the same in a full run — has its name, type, description and
+    aliases derived again from the records that remain
+    (:func:`pgrag_dag.graph.rederive.rederive_attributes`), and the relations of a renamed one re-rendered:
+    no text of a removed or replaced document stays in a live entity. A re-derived entity loses what an
+    enricher had stored for it until the enrichers next see it.
     """
     t0 = time.perf_counter()
     enrichers = compose(engine.settings, realm, space).enrichers
@@ -228,18 +237,27 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
             forms = graph.EntityForms(conn, realm, space)
             forms.load({identity_key(n) for n in _mentioned_names(accepted)})
             mentions = _mentions(accepted, lambda n: forms.resolve(identity_key(n)), None)
+        # entities whose support may have shrunk — a mention of theirs not rewritten now, or lost to a chunk
+        # removed since the last run (its cascade named them) — are derived again from what remains
+        redone = None if todo.full else only or []
+        before = graph.mention_pairs(conn, realm, space, redone)
         if todo.full:
             dormancy = graph.replace_mentions(conn, realm, space, mentions)
         else:
             dormancy = graph.replace_chunk_mentions(
                 conn, realm, space, only or [], mentions, also=sorted(todo.entities)
             )
+        kept = set(mentions.select("chunk_id", "entity_id").iter_rows())
+        shrunk = sorted(set(todo.entities) | {e for c, e in before if (c, e) not in kept})
+        live = graph.live_among(conn, realm, space, shrunk) if shrunk else []
+        rederived = rederive_attributes(conn, realm, space, entity_ids=live, relation_ids=[]) if live else {}
         changed = (
             counts["inserted"]
             + counts["updated"]
             + dormancy["dormant"]
             + dormancy["revived"]
             + dormancy.get("rewritten", 0)
+            + rederived.get("entities", 0)
         )
         work_queue.finish(conn, realm, space, "resolved_entities", todo, print_, changed=changed)
         totals = relation_store.graph_counts(conn, realm, space)
@@ -254,6 +272,7 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
             "entities_updated": counts["updated"],
             "records_resolved": records.height,
             **dormancy,
+            "entities_rederived": rederived.get("entities", 0),
             "rows_changed": changed,
             "entities_enriched": enriched,
             "operators": {"enrichers": [e.describe() for e in enrichers]},

@@ -233,6 +233,38 @@ def replace_chunk_mentions(
     return {"mentions": len(wanted), "rewritten": rewritten, **dormancy}
 
 
+def mention_pairs(
+    conn: psycopg.Connection, realm: str, space: str, chunk_ids: Sequence[int] | None
+) -> list[tuple[int, int]]:
+    """The (chunk_id, entity_id) mentions of ``chunk_ids`` (``None``: of the whole space)."""
+    if chunk_ids is not None and not chunk_ids:
+        return []
+    only = sql.SQL("") if chunk_ids is None else sql.SQL(" AND chunk_id = ANY(%s)")
+    args = (space,) if chunk_ids is None else (space, list(chunk_ids))
+    return [
+        (int(c), int(e))
+        for c, e in conn.execute(
+            sql.SQL("SELECT chunk_id, entity_id FROM {} WHERE space = %s{}").format(
+                qualified(realm, "doc_mentions"), only
+            ),
+            args,
+        ).fetchall()
+    ]
+
+
+def live_among(conn: psycopg.Connection, realm: str, space: str, entity_ids: Sequence[int]) -> list[int]:
+    """The entities of ``entity_ids`` not dormant, ascending."""
+    return [
+        r[0]
+        for r in conn.execute(
+            sql.SQL(
+                "SELECT id FROM {} WHERE space = %s AND id = ANY(%s) AND dormant_since IS NULL ORDER BY id"
+            ).format(qualified(realm, "entities")),
+            (space, list(entity_ids)),
+        ).fetchall()
+    ]
+
+
 def chunks_mentioning(
     conn: psycopg.Connection, realm: str, space: str, entity_ids: Sequence[int]
 ) -> list[int]:
