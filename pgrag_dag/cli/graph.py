@@ -33,17 +33,30 @@ def export(
             "default <data_dir>/exports/<realm>.<space>/",
         ),
     ] = None,
+    include_dormant: Annotated[
+        bool,
+        typer.Option(
+            "--include-dormant",
+            help="add the dormant entities and relations (history of removed documents), marked dormant",
+        ),
+    ] = False,
     as_json: AsJson = False,
 ) -> None:
     """Write one space's entities, relations (validity, supersession, denials), communities and mentions for
-    Gephi, NetworkX or a notebook: GraphML (one graph file) or Parquet / CSV (one file per table)."""
+    Gephi, NetworkX or a notebook: GraphML (one graph file) or Parquet / CSV (one file per table). Dormant
+    rows are left out unless --include-dormant."""
     from pgrag_dag.graph.export import export_graph
 
     try:
         with contextlib.closing(open_engine()) as engine:
             realm, space = resolve_partition(engine, partition)
             result = export_graph(
-                engine, realm, space, formats=fmt or engine.settings.export.formats, out=out
+                engine,
+                realm,
+                space,
+                formats=fmt or engine.settings.export.formats,
+                out=out,
+                include_dormant=include_dormant,
             )
     except PgragError as exc:
         fail(exc)

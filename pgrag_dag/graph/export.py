@@ -3,10 +3,12 @@
 igraph and notebooks. ``pgrag export`` and the optional Dagster asset ``graph_export`` call
 :func:`export_graph`.
 
-Everything the space holds is exported — dormant and archived entities, superseded and dormant relations,
-every community level — each row with its state (the columns of :mod:`pgrag_dag.store.export`), so a reader
-filters as it likes (the current graph: relations with ``superseded`` and ``dormant`` false). The four
-tables are read in one repeatable-read snapshot.
+What the space holds now is exported — live entities (archived ones are dormant), live relations superseded
+or not, every community level — each row with its state (the columns of :mod:`pgrag_dag.store.export`), so a
+reader filters as it likes (the current graph: relations with ``superseded`` false). Dormant rows — what a
+removed document alone supported, kept as history — are left out unless ``include_dormant`` (``pgrag export
+--include-dormant``) adds them, marked ``dormant`` (issue 28: an export is handed on; history stays in the
+database). The four tables are read in one repeatable-read snapshot.
 
 Files, under the target directory:
 
@@ -283,6 +285,21 @@ def write_export(tables: GraphTables, directory: Path, formats: Sequence[str]) -
     return result
 
 
+def live_only(tables: GraphTables) -> GraphTables:
+    """``tables`` without dormant rows: entities not dormant (nor archived), relations not dormant between
+    two of them, their mentions, and community member lists naming only them."""
+    entities = tables.entities.filter(~pl.col("dormant"))
+    ids = entities["id"].implode()
+    relations = tables.relations.filter(
+        ~pl.col("dormant") & pl.col("source_id").is_in(ids) & pl.col("target_id").is_in(ids)
+    )
+    communities = tables.communities.with_columns(
+        pl.col("member_entity_ids").list.set_intersection(ids.first()).list.sort()
+    )
+    mentions = tables.mentions.filter(pl.col("entity_id").is_in(ids))
+    return GraphTables(tables.realm, tables.space, entities, relations, communities, mentions)
+
+
 def export_graph(
     engine: Engine,
     realm: str,
@@ -290,8 +307,10 @@ def export_graph(
     *,
     formats: Sequence[str] = ("graphml", "parquet"),
     out: str | Path | None = None,
+    include_dormant: bool = False,
 ) -> ExportResult:
-    """Export one space (:func:`read_tables`) in ``formats`` into ``out`` or :func:`export_dir`.
+    """Export one space (:func:`read_tables`; without dormant rows — :func:`live_only` — unless
+    ``include_dormant``) in ``formats`` into ``out`` or :func:`export_dir`.
 
     Raises :class:`ExportError` (unknown format; ``out``'s parent missing; not writable),
     :class:`UnknownSpaceError`, :class:`InvalidNameError`, :class:`DatabaseError`.
@@ -300,4 +319,4 @@ def export_graph(
     default = export_dir(engine.settings, realm, space)
     check_target(out)  # a bad --out fails before the read
     tables = read_tables(engine, realm, space)
-    return write_export(tables, target_dir(out, default), formats)
+    return write_export(tables if include_dormant else live_only(tables), target_dir(out, default), formats)

@@ -63,8 +63,15 @@ def _db_relations(engine: Engine, realm: str) -> list[tuple[Any, ...]]:
     )
 
 
+def _live(ents: list[tuple[Any, ...]], rels: list[tuple[Any, ...]]) -> tuple[list[Any], list[Any]]:
+    """The entity and relation rows an export without dormant rows holds: entities not dormant, relations
+    not dormant between two of them."""
+    names = {e[1] for e in ents if not e[4]}
+    return [e for e in ents if not e[4]], [r for r in rels if not r[11] and {r[1], r[2]} <= names]
+
+
 def test_graphml_parquet_and_csv_hold_what_the_database_holds(saga: Engine, realm: str) -> None:
-    result = export_graph(saga, realm, SPACE, formats=["graphml", "parquet", "csv"])
+    result = export_graph(saga, realm, SPACE, formats=["graphml", "parquet", "csv"], include_dormant=True)
     assert result.directory == saga.settings.resolve(saga.settings.data_dir) / "exports" / f"{realm}.{SPACE}"
     ents, rels = _db_entities(saga, realm), _db_relations(saga, realm)
     by_name = {e[1]: e for e in ents}
@@ -212,10 +219,8 @@ def test_pgrag_export_writes_the_files_and_refuses_a_missing_parent_in_one_line(
         "mentions.csv",
         "relations.csv",
     ]
-    assert (
-        f"{len(_db_entities(saga, realm))} entities" in out.output
-        and str(target / "relations.csv") in out.output
-    )
+    live, _ = _live(_db_entities(saga, realm), _db_relations(saga, realm))
+    assert f"{len(live)} entities" in out.output and str(target / "relations.csv") in out.output
     missing = tmp_path / "no" / "such"
     out = runner.invoke(app, ["export", f"{realm}.{SPACE}", "--out", str(missing)])
     assert out.exit_code == 2 and len(out.output.strip().splitlines()) == 1
@@ -268,7 +273,7 @@ def test_the_graph_export_asset_writes_the_files_and_communities_link_the_view(
             "file:parquet:mentions",
             "file:parquet:relations",
         ]
-        ents, rels = _db_entities(engine, realm), _db_relations(engine, realm)
+        ents, rels = _live(_db_entities(engine, realm), _db_relations(engine, realm))  # dormant rows left out
         assert meta["rows:entities"].value == len(ents) and meta["rows:relations"].value == len(rels)
         graph = ig.Graph.Read_GraphML(meta["file:graphml"].value)
         assert (graph.vcount(), graph.ecount()) == (len(ents), len(rels))
@@ -303,3 +308,23 @@ def test_export_and_view_take_out_as_text_as_well_as_a_path(saga: Engine, realm:
     assert {p.parent for p in done.files.values()} == {tmp_path / "csv"}
     page = write_view(saga, realm, SPACE, out=str(tmp_path / "view.html"))
     assert page.path == tmp_path / "view.html" and page.path.read_text(encoding="utf-8").startswith("<!")
+
+
+def test_an_export_leaves_dormant_rows_out_unless_asked(saga: Engine, realm: str, tmp_path: Path) -> None:
+    """Dormant rows — history of removed documents — stay in the database, not in a file handed on (issue
+    28); ``include_dormant`` adds them, marked."""
+    ents, rels = _db_entities(saga, realm), _db_relations(saga, realm)
+    live_ents, live_rels = _live(ents, rels)
+    live = {e[0] for e in live_ents}
+    assert live and len(live) < len(ents)
+    done = export_graph(saga, realm, SPACE, formats=["parquet"], out=str(tmp_path / "live"))
+    exported = pl.read_parquet(done.files["parquet:entities"])
+    assert set(exported["id"]) == live and not exported["dormant"].any()
+    assert set(pl.read_parquet(done.files["parquet:relations"])["id"]) == {r[0] for r in live_rels}
+    members = pl.read_parquet(done.files["parquet:communities"])["member_entity_ids"].explode().drop_nulls()
+    assert set(members) <= live
+    assert set(pl.read_parquet(done.files["parquet:mentions"])["entity_id"]) <= live
+    everything = export_graph(
+        saga, realm, SPACE, formats=["parquet"], out=str(tmp_path / "all"), include_dormant=True
+    )
+    assert pl.read_parquet(everything.files["parquet:entities"])["dormant"].sum() == len(ents) - len(live)
