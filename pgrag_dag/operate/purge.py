@@ -25,6 +25,7 @@ import hashlib
 import time
 from typing import Any
 
+import polars as pl
 import psycopg
 
 from pgrag_dag.engine import Engine
@@ -32,7 +33,7 @@ from pgrag_dag.errors import ConfigurationError
 from pgrag_dag.graph.rederive import rederive_attributes
 from pgrag_dag.ingest.splitting import split_sentences
 from pgrag_dag.names import validate_realm, validate_space
-from pgrag_dag.store import cache, db, deletion, history, locks, purge, telemetry
+from pgrag_dag.store import cache, db, deletion, graph, history, locks, purge, telemetry
 
 STAGE = "purge"
 """The stage name a purge's stage lock carries."""
@@ -50,6 +51,10 @@ UNREACHABLE = (
     "replicas; run VACUUM (FULL) on the realm's tables to rewrite them",
 )
 """What erasure cannot reach (printed with every purge report and listed in the README)."""
+
+
+MENTIONS = {"chunk_id": pl.Int64, "entity_id": pl.Int64}
+"""The schema of a mentions frame (no mention is written by a purge: only dormancy is decided again)."""
 
 
 def purge_document(
@@ -107,6 +112,12 @@ def purge_document(
                 rederived = rederive_attributes(
                     conn, realm, space, entity_ids=kept_ents, relation_ids=kept_rels, without_chunks=chunks
                 )
+                # an entity kept only by history (archived chunks, dormant edges) has no mention left: dormant
+                # now, as the next index run would make it
+                dormancy = graph.replace_chunk_mentions(
+                    conn, realm, space, [], pl.DataFrame(schema=MENTIONS), also=kept_ents
+                )
+                removed["entities (made dormant)"] = dormancy["dormant"]
                 # what the document gave the graph and is gone from it now: its reports' prompts quoted that
                 new = purge.descriptions(conn, realm, space, kept_ents, kept_rels)
                 lost = [d for key, d in old.items() if new.get(key) != d]
