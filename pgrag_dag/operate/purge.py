@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import polars as pl
@@ -57,6 +59,22 @@ MENTIONS = {"chunk_id": pl.Int64, "entity_id": pl.Int64}
 """The schema of a mentions frame (no mention is written by a purge: only dormancy is decided again)."""
 
 
+@contextmanager
+def _purging(engine: Engine, realm: str, space: str) -> Iterator[tuple[psycopg.Connection, Any]]:
+    """The purge's one transaction: the partition's stage lock (waiting ``operations.lock_wait_s``), then a
+    connection in a transaction holding the partition lock, in a realm that exists — yields (connection,
+    transaction) for a dry run to roll back. Raises :class:`ConfigurationError` for a realm never indexed."""
+    with (
+        db.database_errors(engine.dsn),
+        locks.stage_lock(engine.dsn, realm, space, STAGE, wait_s=engine.settings.operations.lock_wait_s),
+    ):
+        with engine.connect() as conn, conn.transaction() as tx:
+            locks.lock_partition(conn, realm, space)
+            if not history.table_exists(conn, realm, "belief_log"):
+                raise ConfigurationError(f"realm {realm!r} does not exist (it has never been indexed)")
+            yield conn, tx
+
+
 def purge_document(
     engine: Engine, realm: str, space: str, doc_key: str, *, dry_run: bool = True
 ) -> dict[str, Any]:
@@ -79,64 +97,55 @@ def purge_document(
     validate_realm(realm)
     validate_space(space)
     started = time.monotonic()
-    with (
-        db.database_errors(engine.dsn),
-        locks.stage_lock(engine.dsn, realm, space, STAGE, wait_s=engine.settings.operations.lock_wait_s),
-    ):
-        with engine.connect() as conn, conn.transaction() as tx:
-            locks.lock_partition(conn, realm, space)
-            if not history.table_exists(conn, realm, "belief_log"):
-                raise ConfigurationError(f"realm {realm!r} does not exist (it has never been indexed)")
-            keys = purge.document_keys(conn, realm, space, doc_key)
-            live, archived = purge.document_chunks(conn, realm, space, keys)
-            if not live and not archived and not purge.document_events(conn, realm, space, keys):
-                raise ConfigurationError(f"space {realm}.{space} has no document {doc_key!r}")
-            chunks = live + archived
-            passages, outputs, names = purge.quoted_texts(conn, realm, space, live, archived)
-            gone_rels, kept_rels, gone_ents, kept_ents = purge.supported_graph(conn, realm, space, chunks)
-            communities = purge.communities_of(conn, realm, space, gone_ents + kept_ents)
-            old = purge.descriptions(conn, realm, space, gone_ents + kept_ents, gone_rels + kept_rels)
-            reports = purge.report_summaries(conn, realm, space, communities)
-            with history.forgetting(conn):
-                removed = purge.delete_document_rows(
-                    conn,
-                    realm,
-                    space,
-                    keys=keys,
-                    live=live,
-                    archived=archived,
-                    relations=gone_rels,
-                    entities=gone_ents,
-                    communities=communities,
-                )
-                rederived = rederive_attributes(
-                    conn, realm, space, entity_ids=kept_ents, relation_ids=kept_rels, without_chunks=chunks
-                )
-                # an entity kept only by history (archived chunks, dormant edges) has no mention left: dormant
-                # now, as the next index run would make it
-                dormancy = graph.replace_chunk_mentions(
-                    conn, realm, space, [], pl.DataFrame(schema=MENTIONS), also=kept_ents
-                )
-                removed["entities (made dormant)"] = dormancy["dormant"]
-                # what the document gave the graph and is gone from it now: its reports' prompts quoted that
-                new = purge.descriptions(conn, realm, space, kept_ents, kept_rels)
-                lost = [d for key, d in old.items() if new.get(key) != d]
-                # model outputs and report summaries whole, not by sentence: those quote other documents too
-                needles = quotes([*passages, *lost]) + [
-                    t for t in [*outputs, *reports] if len(t) >= MIN_QUOTE
-                ]
-                evicted = cache.evict_quoting(conn, purge.json_forms(needles))
-                removed["pgrag__control.llm_cache"] = len(evicted)
-                removed["query_events.entity_ids"] = telemetry.forget_entities(conn, realm, gone_ents)
-                removed["query_events.community_ids"] = telemetry.forget_communities(conn, realm, communities)
-                removed["stage records quoting it"] = purge.scrub_stage_records(
-                    conn, realm, space, [*passages, *outputs, *names, *keys]
-                )
-            sha = hashlib.sha256(doc_key.encode()).hexdigest()
-            counts = {k: n for k, n in removed.items() if n}
-            purge.record_purge(conn, realm, space, "document", sha, counts)
-            if dry_run:
-                raise psycopg.Rollback(tx)
+    with _purging(engine, realm, space) as (conn, tx):
+        keys = purge.document_keys(conn, realm, space, doc_key)
+        live, archived = purge.document_chunks(conn, realm, space, keys)
+        if not live and not archived and not purge.document_events(conn, realm, space, keys):
+            raise ConfigurationError(f"space {realm}.{space} has no document {doc_key!r}")
+        chunks = live + archived
+        passages, outputs, names = purge.quoted_texts(conn, realm, space, live, archived)
+        gone_rels, kept_rels, gone_ents, kept_ents = purge.supported_graph(conn, realm, space, chunks)
+        communities = purge.communities_of(conn, realm, space, gone_ents + kept_ents)
+        old = purge.descriptions(conn, realm, space, gone_ents + kept_ents, gone_rels + kept_rels)
+        reports = purge.report_summaries(conn, realm, space, communities)
+        with history.forgetting(conn):
+            removed = purge.delete_document_rows(
+                conn,
+                realm,
+                space,
+                keys=keys,
+                live=live,
+                archived=archived,
+                relations=gone_rels,
+                entities=gone_ents,
+                communities=communities,
+            )
+            rederived = rederive_attributes(
+                conn, realm, space, entity_ids=kept_ents, relation_ids=kept_rels, without_chunks=chunks
+            )
+            # an entity kept only by history (archived chunks, dormant edges) has no mention left: dormant
+            # now, as the next index run would make it
+            dormancy = graph.replace_chunk_mentions(
+                conn, realm, space, [], pl.DataFrame(schema=MENTIONS), also=kept_ents
+            )
+            removed["entities (made dormant)"] = dormancy["dormant"]
+            # what the document gave the graph and is gone from it now: its reports' prompts quoted that
+            new = purge.descriptions(conn, realm, space, kept_ents, kept_rels)
+            lost = [d for key, d in old.items() if new.get(key) != d]
+            # model outputs and report summaries whole, not by sentence: those quote other documents too
+            needles = quotes([*passages, *lost]) + [t for t in [*outputs, *reports] if len(t) >= MIN_QUOTE]
+            evicted = cache.evict_quoting(conn, purge.json_forms(needles))
+            removed["pgrag__control.llm_cache"] = len(evicted)
+            removed["query_events.entity_ids"] = telemetry.forget_entities(conn, realm, gone_ents)
+            removed["query_events.community_ids"] = telemetry.forget_communities(conn, realm, communities)
+            removed["stage records quoting it"] = purge.scrub_stage_records(
+                conn, realm, space, [*passages, *outputs, *names, *keys]
+            )
+        sha = hashlib.sha256(doc_key.encode()).hexdigest()
+        counts = {k: n for k, n in removed.items() if n}
+        purge.record_purge(conn, realm, space, "document", sha, counts)
+        if dry_run:
+            raise psycopg.Rollback(tx)
     result: dict[str, Any] = {
         "target": "document",
         "realm": realm,
@@ -165,25 +174,18 @@ def purge_space(engine: Engine, realm: str, space: str, *, dry_run: bool = True)
     validate_realm(realm)
     validate_space(space)
     started = time.monotonic()
-    with (
-        db.database_errors(engine.dsn),
-        locks.stage_lock(engine.dsn, realm, space, STAGE, wait_s=engine.settings.operations.lock_wait_s),
-    ):
-        with engine.connect() as conn, conn.transaction() as tx:
-            locks.lock_partition(conn, realm, space)
-            if not history.table_exists(conn, realm, "belief_log"):
-                raise ConfigurationError(f"realm {realm!r} does not exist (it has never been indexed)")
-            if not any(deletion.count_rows(conn, realm, space).values()):
-                raise ConfigurationError(f"space {space!r} of realm {realm!r} holds nothing to purge")
-            passages = purge.space_passages(conn, realm, space)
-            with history.forgetting(conn):
-                removed = deletion.delete_space_rows(conn, realm, space)
-                evicted = cache.evict_quoting(conn, purge.json_forms(quotes(passages)))
-            removed["pgrag__control.llm_cache"] = len(evicted)
-            counts = {k: n for k, n in removed.items() if n}
-            purge.record_purge(conn, realm, space, "space", None, counts)
-            if dry_run:
-                raise psycopg.Rollback(tx)
+    with _purging(engine, realm, space) as (conn, tx):
+        if not any(deletion.count_rows(conn, realm, space).values()):
+            raise ConfigurationError(f"space {space!r} of realm {realm!r} holds nothing to purge")
+        passages = purge.space_passages(conn, realm, space)
+        with history.forgetting(conn):
+            removed = deletion.delete_space_rows(conn, realm, space)
+            evicted = cache.evict_quoting(conn, purge.json_forms(quotes(passages)))
+        removed["pgrag__control.llm_cache"] = len(evicted)
+        counts = {k: n for k, n in removed.items() if n}
+        purge.record_purge(conn, realm, space, "space", None, counts)
+        if dry_run:
+            raise psycopg.Rollback(tx)
     return {
         "target": "space",
         "realm": realm,
