@@ -70,6 +70,9 @@ class Vertex:
     """What resolution decided, when an enricher stored another type (else ``None``)."""
     resolved_description: str | None = None
     """What resolution decided, when an enricher stored another description (else ``None``)."""
+    merged_into: int | None = None
+    """The index (in its :class:`Resolution`) of the vertex this one was merged into, when another vertex
+    gained its canonical name as an alias (§4.6, issue 28); a merged vertex is no longer resolved to."""
 
 
 @dataclass
@@ -88,9 +91,29 @@ class Resolution:
         return self.lookup.get(identity_key(name))
 
     def touched(self) -> Resolution:
-        """The vertices this resolution created or changed (the same :class:`Vertex` objects, so ids a
-        write fills in show in both), without a lookup: what an incremental run writes and enriches."""
-        return Resolution([v for v in self.vertices if v.changed or v.id is None])
+        """The vertices this resolution created or changed and did not merge away (the same
+        :class:`Vertex` objects, so ids a write fills in show in both), without a lookup: what an
+        incremental run writes and enriches."""
+        return Resolution([v for v in self.vertices if (v.changed or v.id is None) and v.merged_into is None])
+
+    def standing(self) -> Resolution:
+        """Every vertex not merged into another (the same objects), without a lookup: what a full run
+        writes and enriches."""
+        return Resolution([v for v in self.vertices if v.merged_into is None])
+
+    def merges(self) -> list[tuple[Vertex, Vertex]]:
+        """(fragment, survivor) for every stored vertex merged into another in this resolution (§4.6);
+        a merged vertex that was new is simply never written. The survivor is followed to the end of a
+        chain of merges."""
+        out = []
+        for v in self.vertices:
+            if v.merged_into is None or v.id is None:
+                continue
+            s = self.vertices[v.merged_into]
+            while s.merged_into is not None:
+                s = self.vertices[s.merged_into]
+            out.append((v, s))
+        return out
 
     def entities(self) -> pl.DataFrame:
         """The ``entities`` frame (schema ``ENTITY_SCHEMA``)."""

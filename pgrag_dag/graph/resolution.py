@@ -66,6 +66,8 @@ def resolve_entities(existing: pl.DataFrame, decisions: pl.DataFrame) -> Resolut
 
     Lookup order for each record: its name against canonical names, then its name against aliases,
     then its aliases against canonical names (never alias against alias). A miss creates a new vertex.
+    A vertex that gains, as an alias, another vertex's canonical name is merged with it
+    (:func:`_absorb`): ``existing`` holds no vertex merged earlier.
     """
     res = Resolution()
     for row in existing.iter_rows(named=True):
@@ -92,7 +94,42 @@ def resolve_entities(existing: pl.DataFrame, decisions: pl.DataFrame) -> Resolut
         v = res.vertices[idx]
         merge_into(v, name, row["entity_type"] or GENERIC_TYPE, row["description"] or "", aliases)
         _claim(res, idx)
+        _absorb(res, idx)
     return res
+
+
+def _absorb(res: Resolution, idx: int) -> None:
+    """One name is one vertex (§4.6, issue 28): while the vertex ``idx`` holds, as an alias, the canonical
+    name of another vertex, the two are merged — into the one with the longer canonical name (the record's
+    vertex on a tie), so the survivor keeps a name no other row holds — and the other's forms point at the
+    survivor (recorded in ``res.moved``: its mentions elsewhere resolve anew). The merged vertex keeps its
+    row as history (:meth:`Resolution.merges`); an alias another vertex merely shares as an alias merges
+    nothing ("Ada" may be two people)."""
+    while True:
+        v = res.vertices[idx]
+        other = next(
+            (
+                j
+                for a in v.aliases
+                if (j := res.lookup.get(key := identity_key(a))) is not None
+                and j != idx
+                and identity_key(res.vertices[j].name) == key
+            ),
+            None,
+        )
+        if other is None:
+            return
+        keep, gone = (idx, other) if len(v.name) >= len(res.vertices[other].name) else (other, idx)
+        g = res.vertices[gone]
+        merge_into(res.vertices[keep], g.name, g.entity_type, g.description, g.aliases)
+        g.merged_into = keep
+        for form in (g.name, *g.aliases):
+            key = identity_key(form)
+            if res.lookup.get(key) == gone:
+                res.moved.setdefault(key, gone)
+                res.lookup[key] = keep
+        _claim(res, keep)
+        idx = keep
 
 
 def _claim(res: Resolution, idx: int) -> None:

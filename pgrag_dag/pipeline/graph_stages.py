@@ -169,6 +169,11 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
     (:func:`pgrag_dag.graph.rederive.rederive_attributes`), and the relations of a renamed one re-rendered:
     no text of a removed or replaced document stays in a live entity. A re-derived entity loses what an
     enricher had stored for it until the enrichers next see it.
+
+    One name is one vertex (§4.6, issue 28): a vertex that gains, as an alias, another's canonical name is
+    merged with it (:func:`pgrag_dag.graph.resolution.resolve_entities`) — the fragment's row records
+    ``merged_into``, its mentions resolve anew to the survivor and it goes dormant; the relations stage
+    moves its edges (``entities_merged`` counts the merges).
     """
     t0 = time.perf_counter()
     enrichers = compose(engine.settings, realm, space).enrichers
@@ -203,9 +208,9 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
             else None
         )
         res = resolve_entities(existing, records) if existing is not None else None
-        enriched, counts = 0, {"inserted": 0, "updated": 0}
+        enriched, counts, merged = 0, {"inserted": 0, "updated": 0}, 0
         if res is not None:
-            touched = res if todo.full else res.touched()
+            touched = res.standing() if todo.full else res.touched()
             enriched = apply_enrichers(touched, enrichers, contexts)
             if todo.full:  # what the enrichers store may differ from what is stored (an enricher changed)
                 as_stored = {
@@ -214,7 +219,7 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
                     .select("id", "entity_type", "description")
                     .iter_rows()
                 }
-                for v in res.vertices:
+                for v in touched.vertices:
                     if v.id is not None and as_stored.get(v.id) != (v.entity_type, v.description):
                         v.changed = True
             contracts.validate(
@@ -222,6 +227,9 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
                 touched.entities().with_row_index("row").with_columns(id=pl.col("row").cast(pl.Int64)),
             )
             counts = graph.write_entities(conn, realm, space, touched, merge=merge_race_loser)
+            merged = graph.write_merges(
+                conn, realm, space, [(f.id, v.id) for f, v in res.merges() if f.id and v.id]
+            )
         if (
             not todo.full and res is not None and res.moved
         ):  # a form now resolves elsewhere: its mentions move too
@@ -258,6 +266,7 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
             + dormancy["revived"]
             + dormancy.get("rewritten", 0)
             + rederived.get("entities", 0)
+            + merged
         )
         work_queue.finish(conn, realm, space, "resolved_entities", todo, print_, changed=changed)
         totals = relation_store.graph_counts(conn, realm, space)
@@ -273,6 +282,7 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
             "records_resolved": records.height,
             **dormancy,
             "entities_rederived": rederived.get("entities", 0),
+            "entities_merged": merged,
             "rows_changed": changed,
             "entities_enriched": enriched,
             "operators": {"enrichers": [e.describe() for e in enrichers]},

@@ -27,10 +27,11 @@ def load_entities(
     resolved: bool = False,
     holding: Iterable[str] | None = None,
 ) -> pl.DataFrame:
-    """The space's entities (dormant included), by id: id, name, entity_type, description, aliases — as
-    stored, or with ``resolved`` the type and description resolution decided (before the space's enrichers).
-    With ``holding`` (identity keys), only the entities holding one of them as name or alias (through
-    ``entity_keys``: an incremental resolution reads the vertices its records can meet, issue 15)."""
+    """The space's vertices (dormant included, merged fragments not: §4.6), by id: id, name, entity_type,
+    description, aliases — as stored, or with ``resolved`` the type and description resolution decided
+    (before the space's enrichers). With ``holding`` (identity keys), only the entities holding one of them
+    as name or alias (through ``entity_keys``: an incremental resolution reads the vertices its records can
+    meet, issue 15)."""
     cols = (
         "coalesce(resolved_type, entity_type), coalesce(resolved_description, description)"
         if resolved
@@ -47,9 +48,9 @@ def load_entities(
         )
         args += [space, keys, keys]
     rows = conn.execute(
-        sql.SQL("SELECT id, name, {}, aliases FROM {} WHERE space = %s{} ORDER BY id").format(
-            sql.SQL(cols), qualified(realm, "entities"), where
-        ),
+        sql.SQL(
+            "SELECT id, name, {}, aliases FROM {} WHERE space = %s AND merged_into IS NULL{} ORDER BY id"
+        ).format(sql.SQL(cols), qualified(realm, "entities"), where),
         args,
     ).fetchall()
     schema = {k: v for k, v in ENTITY_SCHEMA.items() if k != "changed"}
@@ -73,13 +74,32 @@ def write_entities(
         return counts
 
 
+def write_merges(conn: psycopg.Connection, realm: str, space: str, merges: Sequence[tuple[int, int]]) -> int:
+    """Record ``merges`` — (fragment id, survivor id) pairs, from
+    :meth:`pgrag_dag.frames.Resolution.merges` after the survivors are written — as ``merged_into``: the
+    fragment's row stays (its history, its edges until the relations stage rebuilds them) but no form
+    resolves to it any more (§4.6, issue 28). Returns how many rows changed."""
+    if not merges:
+        return 0
+    with conn.cursor() as cur:
+        cur.executemany(
+            sql.SQL(
+                "UPDATE {} SET merged_into = %s, t_updated = now() WHERE space = %s AND id = %s"
+                " AND merged_into IS DISTINCT FROM %s"
+            ).format(qualified(realm, "entities")),
+            [(survivor, space, fragment, survivor) for fragment, survivor in merges],
+        )
+        return max(cur.rowcount, 0)
+
+
 def _write_entities(
     conn: psycopg.Connection, realm: str, space: str, res: Resolution, merge: Merge
 ) -> dict[str, int]:
     """Apply a :class:`Resolution`: update changed vertices, insert new ones, fill in their ids.
 
     A new vertex whose name another writer inserted meanwhile loses the unique-index race and is
-    merged into the winner by ``merge`` (§4.6). Returns counts ``inserted``, ``updated``.
+    merged into the winner by ``merge`` (§4.6); so is one whose name a merged fragment's row holds, which
+    stands again. Returns counts ``inserted``, ``updated``.
     """
     table = qualified(realm, "entities")
     updated = 0
@@ -133,7 +153,9 @@ def _write_entities(
         v.id = ids.get(v.name)
         if v.id is None:
             losers.append(v)
-    for v in losers:  # another writer inserted this name meanwhile: merge into the winner (§4.6)
+    # another writer inserted this name meanwhile, or a fragment merged earlier holds it (its survivor no
+    # longer does): merge into that row, which is a vertex again (§4.6)
+    for v in losers:
         winner = conn.execute(
             sql.SQL(
                 "SELECT id, name, entity_type, description, aliases FROM {}"
@@ -146,8 +168,8 @@ def _write_entities(
         merge(w, v)
         conn.execute(
             sql.SQL(
-                "UPDATE {} SET entity_type = %s, description = %s, aliases = %s, t_updated = now()"
-                " WHERE id = %s"
+                "UPDATE {} SET entity_type = %s, description = %s, aliases = %s, merged_into = NULL,"
+                " t_updated = now() WHERE id = %s"
             ).format(table),
             (w.entity_type, w.description, w.aliases, w.id),
         )
@@ -313,7 +335,8 @@ class EntityForms:
     written) as far as they are asked for: :meth:`load` reads every entity holding one of some identity keys,
     so for those keys ``lookup`` (key → the entity a triple endpoint with it resolves to: a canonical name
     first, then the lowest-id entity holding it as an alias) and ``holders`` (key → every entity holding it)
-    are exact; ``names`` (id → canonical name) and ``forms`` (id → its keys) cover every entity read.
+    are exact; ``names`` (id → canonical name) and ``forms`` (id → its keys) cover every entity read, and
+    ``merged`` the fragments among them merged into another vertex (§4.6): held, never resolved to.
     ``everything`` reads the whole space at once (a full recompute)."""
 
     def __init__(self, conn: psycopg.Connection, realm: str, space: str, *, everything: bool = False) -> None:
@@ -322,6 +345,7 @@ class EntityForms:
         self.names: dict[int, str] = {}
         self.forms: dict[int, tuple[str, list[str]]] = {}
         self.holders: dict[str, set[int]] = {}
+        self.merged: set[int] = set()
         self._complete: set[str] = set()
         self.everything = everything
         if everything:
@@ -329,17 +353,19 @@ class EntityForms:
 
     def _read(self, where: sql.Composable, args: Sequence[object]) -> None:
         rows = self._conn.execute(
-            sql.SQL("""SELECT e.id, e.name, k.name_key, k.alias_keys FROM {k} k
+            sql.SQL("""SELECT e.id, e.name, k.name_key, k.alias_keys, e.merged_into IS NOT NULL FROM {k} k
                                                JOIN {e} e ON e.space = k.space AND e.id = k.entity_id
                                               WHERE k.space = %s{w}""").format(
                 k=qualified(self._realm, "entity_keys"), e=qualified(self._realm, "entities"), w=where
             ),
             (self._space, *args),
         ).fetchall()
-        for i, name, name_key, alias_keys in rows:
+        for i, name, name_key, alias_keys, merged in rows:
             if i in self.names:
                 continue
             self.names[i], self.forms[i] = name, (name_key, list(alias_keys))
+            if merged:
+                self.merged.add(i)
             for key in (name_key, *alias_keys):
                 self.holders.setdefault(key, set()).add(i)
 
@@ -360,7 +386,7 @@ class EntityForms:
     def resolve(self, key: str) -> int | None:
         """The entity a triple endpoint with identity key ``key`` resolves to, or ``None`` (call :meth:`load`
         with the key first)."""
-        held = self.holders.get(key)
+        held = self.holders.get(key, set()) - self.merged
         if not held:
             return None
         canonical = [i for i in held if self.forms[i][0] == key]

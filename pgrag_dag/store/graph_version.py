@@ -47,7 +47,7 @@ holds a control character)."""
 _WATCHED: tuple[tuple[str, str], ...] = (
     ("documents", "title"),
     ("doc_mentions", "chunk_id, entity_id"),
-    ("entities", "name, aliases, dormant_since, archived_at, entity_type, description"),
+    ("entities", "name, aliases, dormant_since, archived_at, entity_type, description, merged_into"),
     ("entity_keys", "name_key, alias_keys"),
     (
         "relations",

@@ -34,7 +34,9 @@ Realm schema ``pgrag_<realm>`` tables (every one carries ``space``):
 - ``gate_decisions``   staging: every extracted entity/triple, accepted or rejected with its gate
 - ``resolution_rejections``  staging: triples refused only after resolution (self-loops)
 - ``entities``   canonical name, type, description, aliases, resolved_type / resolved_description (what
-  resolution decided where an enricher stored another value, else null), dormant_since, embedding vector(d)
+  resolution decided where an enricher stored another value, else null), dormant_since, merged_into (the
+  vertex a fragment was merged into, schema version 21; a merged row is history, never resolved to),
+  embedding vector(d)
 - ``relations``  subject→object edges: predicate, description, chunk_ids (provenance), weight,
   negated, confidence, payload (valid_from/valid_to, promoted to generated columns, and padded for
   comparison as valid_from_key — YYYY → YYYY-01-01 — and valid_to_key — YYYY → YYYY-12-31, YYYY-MM →
@@ -91,7 +93,7 @@ from pgrag_dag.store import (
 from pgrag_dag.store.db import privileged
 
 CONTROL_SCHEMA = "pgrag__control"
-SCHEMA_VERSION = 20
+SCHEMA_VERSION = 21
 """The realm schema's DDL version, recorded per realm in ``pgrag__control.realms.schema_version``."""
 _LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
 
@@ -230,6 +232,10 @@ CREATE TABLE IF NOT EXISTS {s}.entities (
 -- realms created before enrichers: what resolution decided where an enricher stored something else
 ALTER TABLE {s}.entities ADD COLUMN IF NOT EXISTS resolved_type text;
 ALTER TABLE {s}.entities ADD COLUMN IF NOT EXISTS resolved_description text;
+-- a fragment merged into the vertex that gained its canonical name as an alias (§4.6, schema version 21)
+ALTER TABLE {s}.entities ADD COLUMN IF NOT EXISTS merged_into bigint REFERENCES {s}.entities(id)
+    ON DELETE SET NULL;
+CREATE INDEX IF NOT EXISTS entities_merged_into ON {s}.entities (merged_into) WHERE merged_into IS NOT NULL;
 CREATE UNIQUE INDEX IF NOT EXISTS entities_space_lower_name ON {s}.entities (space, lower(name));
 CREATE INDEX IF NOT EXISTS entities_aliases ON {s}.entities USING gin (aliases);
 CREATE UNIQUE INDEX IF NOT EXISTS entities_space_id ON {s}.entities (space, id);

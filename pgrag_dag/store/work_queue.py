@@ -15,7 +15,8 @@ Two tables in every realm schema:
   doc_mentions deleted (not by the     ``resolved_entities`` (their entities: dormancy)
   resolution stage itself)
   entities archived / unarchived       ``resolved_entities`` (dormancy)
-  entities inserted, renamed, aliased  ``relations`` (their entities: triple endpoints resolve anew)
+  entities inserted, renamed, aliased, ``relations`` (their entities: triple endpoints resolve anew)
+  merged into another
   documents re-ordered (doc_order)     ``relations`` (their chunks: supersession compares order),
                                        unless only shifted (relative order kept)
   ===================================  =========================================================
@@ -123,7 +124,8 @@ WORK_FUNCTIONS: tuple[str, ...] = (
     END $f$""",
     """CREATE OR REPLACE FUNCTION {s}.work_entities_changed() RETURNS trigger LANGUAGE plpgsql AS $f$
     BEGIN
-        IF OLD.name IS DISTINCT FROM NEW.name OR OLD.aliases IS DISTINCT FROM NEW.aliases THEN
+        IF OLD.name IS DISTINCT FROM NEW.name OR OLD.aliases IS DISTINCT FROM NEW.aliases
+           OR OLD.merged_into IS DISTINCT FROM NEW.merged_into THEN
             INSERT INTO {s}.stage_work (space, stage, kind, item) VALUES (NEW.space, 'relations', 'entity',
                 NEW.id);
         END IF;
@@ -186,9 +188,10 @@ WORK_TRIGGERS: tuple[tuple[str, str, str, str], ...] = (
     (
         "entities_work_upd",
         "entities",
-        "AFTER UPDATE OF name, aliases, archived_at",
+        "AFTER UPDATE OF name, aliases, archived_at, merged_into",
         "FOR EACH ROW WHEN (OLD.name IS DISTINCT FROM NEW.name OR OLD.aliases IS DISTINCT FROM NEW.aliases "
-        "OR OLD.archived_at IS DISTINCT FROM NEW.archived_at) EXECUTE FUNCTION {s}.work_entities_changed()",
+        "OR OLD.archived_at IS DISTINCT FROM NEW.archived_at "
+        "OR OLD.merged_into IS DISTINCT FROM NEW.merged_into) EXECUTE FUNCTION {s}.work_entities_changed()",
     ),
     (
         "documents_work_order",

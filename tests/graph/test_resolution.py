@@ -224,3 +224,90 @@ def test_a_concept_stub_arriving_after_a_rich_record_strips_nothing() -> None:
     )
     res = resolve_entities(NONE, _decisions(rich, ("Babbage", "Concept", "", [])))
     assert _vertices(res.entities()) == [rich]
+
+
+def test_a_vertex_gaining_another_vertexs_canonical_name_as_an_alias_absorbs_it() -> None:
+    # two stored vertices; a later record joins them: "Babbage" becomes an alias of Charles Babbage
+    existing = _existing(
+        (3, "Charles Babbage", "Person", "", []),
+        (5, "Babbage", "Concept", "Designer of the Analytical Engine", ["C. B."]),
+    )
+    res = resolve_entities(existing, _decisions(("Charles Babbage", "Person", "", ["Babbage"])))
+    survivor, fragment = res.vertices
+    assert fragment.merged_into == 0 and survivor.merged_into is None
+    assert (survivor.name, survivor.entity_type, survivor.description, survivor.aliases) == (
+        "Charles Babbage",
+        "Person",
+        "Designer of the Analytical Engine",  # the fragment's longer description is kept
+        ["Babbage", "C. B."],
+    )
+    assert res.index_of("Babbage") == res.index_of("c. b.") == 0  # the fragment's forms resolve anew
+    assert res.moved == {"babbage": 1, "c. b.": 1}
+    assert [(f.id, s.id) for f, s in res.merges()] == [(5, 3)]
+    assert [v.id for v in res.touched().vertices] == [3] and [v.id for v in res.standing().vertices] == [3]
+
+
+def test_the_survivor_is_the_vertex_with_the_longer_canonical_name() -> None:
+    # the record hits "IBM" by name and names the longer vertex as an alias: IBM is the fragment, so
+    # the survivor keeps a name no other row holds
+    existing = _existing(
+        (1, "IBM", "Organization", "", []), (2, "International Business Machines", "Concept", "", [])
+    )
+    res = resolve_entities(
+        existing, _decisions(("IBM", "Organization", "", ["International Business Machines"]))
+    )
+    assert [(f.id, s.id) for f, s in res.merges()] == [(1, 2)]
+    (standing,) = res.standing().vertices
+    assert (standing.name, standing.entity_type, standing.aliases) == (
+        "International Business Machines",
+        "Organization",
+        ["IBM"],
+    )
+    assert res.index_of("ibm") == 1
+
+
+def test_merges_chain_and_a_new_fragment_is_never_written() -> None:
+    res = resolve_entities(
+        NONE,
+        _decisions(
+            ("Babbage", "Person", "", []),
+            ("C. Babbage", "Person", "", []),
+            ("Charles Babbage", "Person", "", []),
+            ("Charles Babbage", "Person", "", ["Babbage", "C. Babbage"]),
+            ("Babbage", "Person", "Inventor", []),  # resolves to the survivor now
+        ),
+    )
+    assert _vertices(res.standing().entities()) == [
+        ("Charles Babbage", "Person", "Inventor", ["Babbage", "C. Babbage"])
+    ]
+    assert res.merges() == []  # both fragments were new: nothing stored to mark
+    assert {res.index_of(n) for n in ("Babbage", "C. Babbage", "Charles Babbage")} == {2}
+
+
+def test_write_merges_marks_the_fragment_and_load_entities_no_longer_reads_it(
+    conn: psycopg.Connection, realm: str
+) -> None:
+    from pgrag_dag.store.graph import EntityForms, write_merges
+
+    first = resolve_entities(
+        load_entities(conn, realm, "s1"),
+        _decisions(("Charles Babbage", "Person", "", []), ("Babbage", "Concept", "", [])),
+    )
+    write_entities(conn, realm, "s1", first, merge=merge_race_loser)
+    a, b = (v.id for v in first.vertices)
+    res = resolve_entities(
+        load_entities(conn, realm, "s1"), _decisions(("Charles Babbage", "Person", "", ["Babbage"]))
+    )
+    write_entities(conn, realm, "s1", res.touched(), merge=merge_race_loser)
+    assert write_merges(conn, realm, "s1", [(f.id, s.id) for f, s in res.merges()]) == 1
+    assert write_merges(conn, realm, "s1", [(b, a)]) == 0  # already recorded
+    assert load_entities(conn, realm, "s1")["id"].to_list() == [a]
+    forms = EntityForms(conn, realm, "s1", everything=True)
+    assert forms.merged == {b} and forms.resolve("babbage") == a and b in forms.holders["babbage"]
+
+    # the survivor loses the alias; a new record of the name makes the fragment's row a vertex again
+    conn.execute(sql.SQL("UPDATE {} SET aliases = '{{}}' WHERE id = %s").format(_table(realm)), (a,))
+    again = resolve_entities(load_entities(conn, realm, "s1"), _decisions(("Babbage", "Person", "", [])))
+    write_entities(conn, realm, "s1", again, merge=merge_race_loser)
+    assert again.vertices[-1].id == b
+    assert load_entities(conn, realm, "s1")["id"].to_list() == [a, b]

@@ -74,6 +74,9 @@ SCRIPT = {
         "triples": [_tri("Milady", "enemy_of", "d'Artagnan")],
     },
     "Anne de Breuil was Milady all along.": {"entities": [_ent("Anne de Breuil", "Milady")], "triples": []},
+    # and the merge (§4.6, issue 28): two stored vertices, one gaining the other's canonical name as an alias
+    "The Comte de La Fère kept a secret.": {"entities": [_ent("Comte de La Fère")], "triples": []},
+    "Athos was the Comte de La Fère.": {"entities": [_ent("Comte de La Fère", "Athos")], "triples": []},
 }
 
 
@@ -183,8 +186,8 @@ DUMP = {
                            g.subject, g.predicate, g.object, g.negated, g.valid_from, g.accepted, g.gate,
                            g.offending_value
                       FROM {s}.gate_decisions g JOIN {s}.documents d ON d.id = g.chunk_id""",
-    "entities": """SELECT name, entity_type, description, aliases, dormant_since IS NOT NULL
-                      FROM {s}.entities""",
+    "entities": """SELECT e.name, e.entity_type, e.description, e.aliases, e.dormant_since IS NOT NULL,
+                          m.name FROM {s}.entities e LEFT JOIN {s}.entities m ON m.id = e.merged_into""",
     "mentions": """SELECT d.doc_key, d.chunk_index, e.name FROM {s}.doc_mentions m
                       JOIN {s}.documents d ON d.id = m.chunk_id JOIN {s}.entities e ON e.id = m.entity_id""",
     "relations": """SELECT s.name, r.predicate, o.name, r.negated, r.description, r.weight, r.confidence,
@@ -245,7 +248,7 @@ def test_incremental_indexing_gives_the_full_recompute_graph_over_adds_changes_a
     root, engines, realms = twins
     paras = _paragraphs()
     docs = {f"{i + 10:02d}_chapter.txt": "\n\n".join(paras[3 * i : 3 * i + 3]) for i in range(6)}
-    docs["01_berry.txt"], docs["02_winter.txt"] = list(SCRIPT)[:2]
+    docs["01_berry.txt"], docs["02_winter.txt"], docs["03_count.txt"] = list(SCRIPT)[:2] + list(SCRIPT)[3:4]
     for name, text in docs.items():
         (root / "docs" / name).write_text(text)
     first = _step(engines, realms)["inc"]
@@ -266,6 +269,30 @@ def test_incremental_indexing_gives_the_full_recompute_graph_over_adds_changes_a
             )
         ).fetchall()
     assert owner == [("Anne de Breuil",)]
+
+    (root / "docs" / "18_athos.txt").write_text(list(SCRIPT)[4])  # "Athos" merges into the Comte de La Fère
+    merged = _step(engines, realms)
+    assert {k: merged[k]["resolved_entities"].metadata["entities_merged"] for k in merged} == {
+        "inc": 1,
+        "full": 1,
+    }
+    with engines["inc"].connect() as conn:
+        s = sql.Identifier(schema.schema_for(realms["inc"]))
+        fragment = conn.execute(
+            sql.SQL("""SELECT m.name, e.dormant_since IS NOT NULL,
+                              (SELECT count(*) FROM {s}.doc_mentions d WHERE d.entity_id = e.id),
+                              (SELECT count(*) FROM {s}.relations r WHERE r.dormant_since IS NULL
+                                  AND e.id IN (r.source_id, r.target_id))
+                         FROM {s}.entities e JOIN {s}.entities m ON m.id = e.merged_into
+                        WHERE e.name = 'Athos'""").format(s=s)
+        ).fetchall()
+        met = conn.execute(
+            sql.SQL("""SELECT o.name FROM {s}.relations r JOIN {s}.entities o ON o.id = r.target_id
+                        WHERE r.predicate = 'met' AND r.dormant_since IS NULL
+                          AND r.rendered LIKE 'Anne de Breuil met %%'""").format(s=s)
+        ).fetchall()
+    assert fragment == [("Comte de La Fère", True, 0, 0)]  # history only: no mention, no live edge
+    assert met == [("Comte de La Fère",)]  # its edges moved to the survivor
     assert added["gated_triples"].metadata["mode"] == added["relations"].metadata["mode"] == "incremental"
     assert 0 < added["relations"].metadata["pairs_rebuilt"] < added["relations"].metadata["relations"]
     assert added["gated_triples"].metadata["chunks_gated"] < first["gated_triples"].metadata["chunks_gated"]
