@@ -12,6 +12,7 @@ import pytest
 from psycopg import sql
 from typer.testing import CliRunner
 
+from pgrag_dag.assets.definitions import build_defs
 from pgrag_dag.assets.partitions import SPACES
 from pgrag_dag.assets.retention import retention_job
 from pgrag_dag.cli import app
@@ -19,6 +20,7 @@ from pgrag_dag.config import TelemetrySettings
 from pgrag_dag.errors import ConfigurationError, DeletionRefusedError
 from pgrag_dag.names import partition_key
 from pgrag_dag.operate import deletion, retention
+from pgrag_dag.operate.changes import community_lag
 from pgrag_dag.pipeline import index_documents, stage_resolved_entities
 from pgrag_dag.pipeline.community_stages import stage_communities
 from pgrag_dag.query import QueryParam, query_data
@@ -217,6 +219,32 @@ def test_the_retention_job_dry_runs_by_default_and_archives_when_told(
             run_config={"ops": {"retention_op": {"config": {"dry_run": False}}}},
         )
         assert real.success and real.output_for_node("retention_op")["archived"] == len(out["archive"])
+        # archiving moved no relation, yet the communities are stale (issue 28 item 4) ...
+        lag = community_lag(indexed.engine(), realm, "main")
+        assert lag.communities_stale and lag.graph_writes_since_communities >= 1
+        assert lag.changed_relations_since_communities == 0
+        # ... and automation rebuilds them: the run-status sensor, evaluated on the run that archived,
+        # requests the partition's communities_rebuild, which clears the lag
+        defs = build_defs(pgrag=resources["pgrag"])
+        sensor = next(s for s in defs.sensors if s.name == "communities_after_retention")
+        success = next(
+            e
+            for e in instance.all_logs(real.run_id)
+            if e.dagster_event is not None and e.dagster_event.event_type == dg.DagsterEventType.RUN_SUCCESS
+        )
+        context = dg.build_run_status_sensor_context(
+            sensor_name=sensor.name,
+            dagster_event=success.dagster_event,
+            dagster_instance=instance,
+            dagster_run=real.dagster_run,
+        )
+        request = sensor(context)  # type: ignore[operator]
+        assert isinstance(request, dg.RunRequest) and request.partition_key == key
+        rebuilt = defs.resolve_job_def("communities_rebuild").execute_in_process(
+            instance=instance, partition_key=request.partition_key
+        )
+        assert rebuilt.success
+        assert not community_lag(indexed.engine(), realm, "main").communities_stale
     assert _rows(
         indexed.engine().dsn, realm, "SELECT count(*) FROM {s}.entities WHERE archived_at IS NOT NULL"
     ) == [(len(out["archive"]),)]
