@@ -20,6 +20,72 @@ from psycopg import sql
 
 from pgrag_dag.names import schema_for, validate_space
 
+COMMUNITY_DDL = """
+CREATE TABLE IF NOT EXISTS {s}.communities (
+    id bigserial PRIMARY KEY,
+    space text NOT NULL,
+    level integer NOT NULL DEFAULT 0,
+    title text NOT NULL,
+    summary text NOT NULL,
+    findings jsonb NOT NULL DEFAULT '[]',
+    rating double precision NOT NULL DEFAULT 0,
+    size integer NOT NULL,
+    report text NOT NULL,
+    built_at timestamptz NOT NULL DEFAULT now(),
+    graph_fingerprint text NOT NULL,
+    parent_id bigint REFERENCES {s}.communities(id) ON DELETE SET NULL,
+    embedding {v},
+    embed_hash text
+);
+CREATE INDEX IF NOT EXISTS communities_space ON {s}.communities (space, level);
+-- issue 28: reports a rebuild replaced, kept for belief-time queries (built_at ≤ T < t_expired)
+CREATE TABLE IF NOT EXISTS {s}.communities_expired (
+    id bigint PRIMARY KEY,
+    space text NOT NULL,
+    level integer NOT NULL,
+    title text NOT NULL,
+    summary text NOT NULL,
+    findings jsonb NOT NULL DEFAULT '[]',
+    rating double precision NOT NULL DEFAULT 0,
+    size integer NOT NULL,
+    report text NOT NULL,
+    built_at timestamptz NOT NULL,
+    graph_fingerprint text NOT NULL,
+    embedding {v},
+    embed_hash text,
+    embed_fallback text,
+    fallback_embedding vector,
+    t_expired timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS communities_expired_space ON {s}.communities_expired (space, built_at);
+CREATE TABLE IF NOT EXISTS {s}.community_members (
+    space text NOT NULL,
+    community_id bigint NOT NULL REFERENCES {s}.communities(id) ON DELETE CASCADE,
+    entity_id bigint NOT NULL REFERENCES {s}.entities(id),
+    PRIMARY KEY (community_id, entity_id)
+);
+-- issue 28: what each level-0 report was built from — the relations inside its cluster when it was built
+-- and their chunks at that moment — so lineage names its inputs, not today's relations among its members
+CREATE TABLE IF NOT EXISTS {s}.community_sources (
+    space text NOT NULL,
+    community_id bigint NOT NULL REFERENCES {s}.communities(id) ON DELETE CASCADE,
+    relation_id bigint NOT NULL,
+    chunk_id bigint NOT NULL,
+    PRIMARY KEY (community_id, relation_id, chunk_id)
+);
+CREATE INDEX IF NOT EXISTS community_sources_relation ON {s}.community_sources (relation_id);
+CREATE TABLE IF NOT EXISTS {s}.community_children (
+    space text NOT NULL,
+    parent_id bigint NOT NULL REFERENCES {s}.communities(id) ON DELETE CASCADE,
+    child_id bigint NOT NULL REFERENCES {s}.communities(id) ON DELETE CASCADE,
+    PRIMARY KEY (parent_id, child_id)
+);
+"""
+"""The community tables of a realm schema (``{s}`` the schema, ``{v}`` its vector type), run in order inside
+:data:`pgrag_dag.store.schema`'s realm DDL: ``communities`` (report vertices), ``communities_expired``
+(reports a rebuild replaced, issue 28), ``community_members``, ``community_sources`` (what each level-0
+report was built from) and ``community_children``."""
+
 ENTITY_SCHEMA = {"id": pl.Int64, "name": pl.String, "entity_type": pl.String, "description": pl.String}
 RELATION_SCHEMA = {
     "id": pl.Int64,

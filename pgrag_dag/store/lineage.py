@@ -14,6 +14,54 @@ from psycopg.rows import dict_row
 from pgrag_dag.errors import QueryError
 from pgrag_dag.store.identifiers import qualified
 
+# Lineage of community reports (issues 6, 28): report → the relations it was built from (community_sources,
+# written with the build) → their chunks then → documents (a chunk removed since is read from
+# documents_removed). Parent communities reach their sources through community_children.
+LINEAGE_DDL = (
+    "DROP VIEW IF EXISTS {s}.community_lineage",
+    """CREATE VIEW {s}.community_lineage AS
+WITH RECURSIVE under(root, community_id) AS (
+    SELECT id, id FROM {s}.communities
+    UNION ALL
+    SELECT u.root, ch.child_id FROM under u JOIN {s}.community_children ch ON ch.parent_id = u.community_id
+), sources AS (
+    SELECT DISTINCT u.root AS community_id, cs.relation_id, cs.chunk_id FROM under u
+      JOIN {s}.community_sources cs ON cs.community_id = u.community_id
+)
+SELECT c.space, c.id AS community_id, c.level, c.title, r.id AS relation_id, r.source_id, r.target_id,
+       r.predicate, r.negated, src.chunk_id, coalesce(d.doc_key, dr.doc_key) AS doc_key,
+       coalesce(d.title, dr.title) AS document_title, coalesce(d.chunk_index, dr.chunk_index) AS chunk_index
+  FROM {s}.communities c
+  JOIN sources src ON src.community_id = c.id
+  JOIN {s}.relations r ON r.id = src.relation_id
+  LEFT JOIN {s}.documents d ON d.id = src.chunk_id
+  LEFT JOIN {s}.documents_removed dr ON dr.id = src.chunk_id
+ WHERE d.id IS NOT NULL OR dr.id IS NOT NULL""",
+)
+
+# Realms built before issue 28 gain the sources of their current reports: the relations inside each cluster
+# now (what the old view showed), once, when the schema is upgraded.
+SOURCES_BACKFILL = """
+INSERT INTO {s}.community_sources (space, community_id, relation_id, chunk_id)
+SELECT c.space, c.id, r.id, cid.chunk_id
+  FROM {s}.communities c
+  JOIN {s}.community_members m ON m.community_id = c.id
+  JOIN {s}.relations r ON r.space = c.space AND r.source_id = m.entity_id AND r.dormant_since IS NULL
+                      AND r.superseded_by IS NULL
+  JOIN {s}.community_members m2 ON m2.community_id = c.id AND m2.entity_id = r.target_id
+  CROSS JOIN LATERAL unnest(r.chunk_ids) AS cid(chunk_id)
+ WHERE c.level = 0 AND NOT EXISTS (SELECT 1 FROM {s}.community_sources x WHERE x.community_id = c.id)
+ON CONFLICT DO NOTHING
+"""
+
+
+def create_lineage(conn: psycopg.Connection, schema: str) -> None:
+    """(Re)create the ``community_lineage`` view of realm schema ``schema`` and fill ``community_sources``
+    for reports built before it existed; inside the caller's DDL transaction
+    (:func:`pgrag_dag.store.schema.init_realm`). Idempotent."""
+    for stmt in (*LINEAGE_DDL, SOURCES_BACKFILL):
+        conn.execute(sql.SQL(stmt).format(s=sql.Identifier(schema)))
+
 
 def lineage(conn: psycopg.Connection, realm: str, community_id: int) -> dict[str, Any]:
     """The report's lineage: ``community`` (id, space, level, title, built_at), ``entities`` (id, name),

@@ -81,8 +81,10 @@ from psycopg import sql
 from pgrag_dag.errors import DatabaseError, SchemaMismatchError
 from pgrag_dag.names import schema_for, validate_realm
 from pgrag_dag.store import (
+    communities,
     graph_version,
     history,
+    lineage,
     purge,
     quality,
     telemetry,
@@ -133,7 +135,8 @@ CREATE TABLE IF NOT EXISTS pgrag__control.llm_evicted (
 """
 
 # {s} is the realm schema, {v} the vector type with its width.
-_REALM_DDL = """
+_REALM_DDL = (
+    """
 CREATE SCHEMA IF NOT EXISTS {s};
 CREATE TABLE IF NOT EXISTS {s}.documents (
     id bigserial PRIMARY KEY,
@@ -316,44 +319,9 @@ CREATE TABLE IF NOT EXISTS {s}.doc_mentions (
     PRIMARY KEY (chunk_id, entity_id)
 );
 CREATE INDEX IF NOT EXISTS doc_mentions_entity ON {s}.doc_mentions (space, entity_id);
-CREATE TABLE IF NOT EXISTS {s}.communities (
-    id bigserial PRIMARY KEY,
-    space text NOT NULL,
-    level integer NOT NULL DEFAULT 0,
-    title text NOT NULL,
-    summary text NOT NULL,
-    findings jsonb NOT NULL DEFAULT '[]',
-    rating double precision NOT NULL DEFAULT 0,
-    size integer NOT NULL,
-    report text NOT NULL,
-    built_at timestamptz NOT NULL DEFAULT now(),
-    graph_fingerprint text NOT NULL,
-    parent_id bigint REFERENCES {s}.communities(id) ON DELETE SET NULL,
-    embedding {v},
-    embed_hash text
-);
-CREATE INDEX IF NOT EXISTS communities_space ON {s}.communities (space, level);
--- issue 28: reports a rebuild replaced, kept for belief-time queries (built_at ≤ T < t_expired)
-CREATE TABLE IF NOT EXISTS {s}.communities_expired (
-    id bigint PRIMARY KEY,
-    space text NOT NULL,
-    level integer NOT NULL,
-    title text NOT NULL,
-    summary text NOT NULL,
-    findings jsonb NOT NULL DEFAULT '[]',
-    rating double precision NOT NULL DEFAULT 0,
-    size integer NOT NULL,
-    report text NOT NULL,
-    built_at timestamptz NOT NULL,
-    graph_fingerprint text NOT NULL,
-    embedding {v},
-    embed_hash text,
-    embed_fallback text,
-    fallback_embedding vector,
-    t_expired timestamptz NOT NULL DEFAULT now()
-);
-CREATE INDEX IF NOT EXISTS communities_expired_space ON {s}.communities_expired (space, built_at);
--- realms created before stale-embedding tracking gain its column
+"""
+    + communities.COMMUNITY_DDL
+    + """-- realms created before stale-embedding tracking gain its column
 ALTER TABLE {s}.documents ADD COLUMN IF NOT EXISTS embed_hash text;
 ALTER TABLE {s}.entities ADD COLUMN IF NOT EXISTS embed_hash text;
 ALTER TABLE {s}.relations ADD COLUMN IF NOT EXISTS embed_hash text;
@@ -371,28 +339,6 @@ ALTER TABLE {s}.communities ADD COLUMN IF NOT EXISTS fallback_embedding vector;
 CREATE INDEX IF NOT EXISTS documents_unembedded ON {s}.documents (space) WHERE embedding IS NULL;
 CREATE INDEX IF NOT EXISTS entities_unembedded ON {s}.entities (space) WHERE embedding IS NULL;
 CREATE INDEX IF NOT EXISTS relations_unembedded ON {s}.relations (space) WHERE embedding IS NULL;
-CREATE TABLE IF NOT EXISTS {s}.community_members (
-    space text NOT NULL,
-    community_id bigint NOT NULL REFERENCES {s}.communities(id) ON DELETE CASCADE,
-    entity_id bigint NOT NULL REFERENCES {s}.entities(id),
-    PRIMARY KEY (community_id, entity_id)
-);
--- issue 28: what each level-0 report was built from — the relations inside its cluster when it was built
--- and their chunks at that moment — so lineage names its inputs, not today's relations among its members
-CREATE TABLE IF NOT EXISTS {s}.community_sources (
-    space text NOT NULL,
-    community_id bigint NOT NULL REFERENCES {s}.communities(id) ON DELETE CASCADE,
-    relation_id bigint NOT NULL,
-    chunk_id bigint NOT NULL,
-    PRIMARY KEY (community_id, relation_id, chunk_id)
-);
-CREATE INDEX IF NOT EXISTS community_sources_relation ON {s}.community_sources (relation_id);
-CREATE TABLE IF NOT EXISTS {s}.community_children (
-    space text NOT NULL,
-    parent_id bigint NOT NULL REFERENCES {s}.communities(id) ON DELETE CASCADE,
-    child_id bigint NOT NULL REFERENCES {s}.communities(id) ON DELETE CASCADE,
-    PRIMARY KEY (parent_id, child_id)
-);
 -- issue 15: the identity keys of each entity's canonical name and aliases (store.quality), in a narrow table
 -- of their own: filling them never rewrites an entity row (nor its HNSW entry); relations whose predicate is
 -- not lowercase ASCII (the duplicate-edge check: normally none); the live relations' predicates (the quality
@@ -421,46 +367,7 @@ CREATE TABLE IF NOT EXISTS {s}.stage_pending (
     PRIMARY KEY (space, stage)
 );
 """
-
-# Lineage of community reports (issues 6, 28): report → the relations it was built from (community_sources,
-# written with the build) → their chunks then → documents (a chunk removed since is read from
-# documents_removed). Parent communities reach their sources through community_children.
-_LINEAGE_DDL = (
-    "DROP VIEW IF EXISTS {s}.community_lineage",
-    """CREATE VIEW {s}.community_lineage AS
-WITH RECURSIVE under(root, community_id) AS (
-    SELECT id, id FROM {s}.communities
-    UNION ALL
-    SELECT u.root, ch.child_id FROM under u JOIN {s}.community_children ch ON ch.parent_id = u.community_id
-), sources AS (
-    SELECT DISTINCT u.root AS community_id, cs.relation_id, cs.chunk_id FROM under u
-      JOIN {s}.community_sources cs ON cs.community_id = u.community_id
 )
-SELECT c.space, c.id AS community_id, c.level, c.title, r.id AS relation_id, r.source_id, r.target_id,
-       r.predicate, r.negated, src.chunk_id, coalesce(d.doc_key, dr.doc_key) AS doc_key,
-       coalesce(d.title, dr.title) AS document_title, coalesce(d.chunk_index, dr.chunk_index) AS chunk_index
-  FROM {s}.communities c
-  JOIN sources src ON src.community_id = c.id
-  JOIN {s}.relations r ON r.id = src.relation_id
-  LEFT JOIN {s}.documents d ON d.id = src.chunk_id
-  LEFT JOIN {s}.documents_removed dr ON dr.id = src.chunk_id
- WHERE d.id IS NOT NULL OR dr.id IS NOT NULL""",
-)
-
-# Realms built before issue 28 gain the sources of their current reports: the relations inside each cluster
-# now (what the old view showed), once, when the schema is upgraded.
-_SOURCES_BACKFILL = """
-INSERT INTO {s}.community_sources (space, community_id, relation_id, chunk_id)
-SELECT c.space, c.id, r.id, cid.chunk_id
-  FROM {s}.communities c
-  JOIN {s}.community_members m ON m.community_id = c.id
-  JOIN {s}.relations r ON r.space = c.space AND r.source_id = m.entity_id AND r.dormant_since IS NULL
-                      AND r.superseded_by IS NULL
-  JOIN {s}.community_members m2 ON m2.community_id = c.id AND m2.entity_id = r.target_id
-  CROSS JOIN LATERAL unnest(r.chunk_ids) AS cid(chunk_id)
- WHERE c.level = 0 AND NOT EXISTS (SELECT 1 FROM {s}.community_sources x WHERE x.community_id = c.id)
-ON CONFLICT DO NOTHING
-"""
 
 EMBEDDED_TABLES = ("documents", "entities", "relations", "communities")
 ARCHIVE_TABLES = ("documents_removed", "communities_expired")
@@ -561,8 +468,7 @@ def init_realm(
         verify_embedding_columns(conn, realm, dim)
         create_embedding_indexes(conn, realm)
         history.create_history(conn, schema, vector_type)
-        for stmt in (*_LINEAGE_DDL, _SOURCES_BACKFILL):
-            conn.execute(sql.SQL(stmt).format(s=sql.Identifier(schema)))
+        lineage.create_lineage(conn, schema)
         telemetry.create_telemetry(conn, schema)
         work_queue.create_work(conn, schema)
         vectors.create_text_hashes(conn, schema)
