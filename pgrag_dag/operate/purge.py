@@ -50,7 +50,9 @@ UNREACHABLE = (
     "files outside the database are untouched: the source file itself, cassettes (pgrag cassette export), "
     "model-response spools, exports, graph views, logs",
     "PostgreSQL keeps removed rows' bytes until VACUUM reuses their space, and in its WAL, base backups and "
-    "replicas; run VACUUM (FULL) on the realm's tables to rewrite them",
+    "replicas; run VACUUM (FULL) on the realm's tables to rewrite them. The purge re-analysed the realm's "
+    "tables, so the planner statistics (pg_stats) no longer quote it, but the replaced statistics rows stay "
+    "on disk until a superuser runs VACUUM (FULL) pg_catalog.pg_statistic",
 )
 """What erasure cannot reach (printed with every purge report and listed in the README)."""
 
@@ -86,7 +88,8 @@ def purge_document(
     ``*.community_ids``: rows an id was taken out of}, "rederived": {"entities": n, "relations": n} (rows
     whose attributes changed), "communities_to_rebuild", "seconds", "unreachable" (:data:`UNREACHABLE`),
     "dry_run"}`` and, after a real purge that re-derived rows, ``"embeddings"``: the embeddings stage's
-    metadata (it re-embeds them; ``None`` when it failed — the next run embeds them). The stage lock is the
+    metadata (it re-embeds them; ``None`` when it failed — the next run embeds them), and after any real purge
+    ``"statistics_refreshed"``: the tables re-analysed (:func:`_refresh_statistics`). The stage lock is the
     partition's (every stage takes it): no stage of the space runs during the purge.
 
     Raises:
@@ -158,8 +161,10 @@ def purge_document(
         "unreachable": list(UNREACHABLE),
         "dry_run": dry_run,
     }
-    if not dry_run and any(rederived.values()):
-        result["embeddings"] = _embed(engine, realm, space)
+    if not dry_run:
+        result["statistics_refreshed"] = _refresh_statistics(engine, realm)
+        if any(rederived.values()):
+            result["embeddings"] = _embed(engine, realm, space)
     return result
 
 
@@ -169,7 +174,7 @@ def purge_space(engine: Engine, realm: str, space: str, *, dry_run: bool = True)
     its chunks, in one transaction under the partition lock; or with ``dry_run`` (the default) report it.
 
     Returns ``{"target": "space", "realm", "space", "removed": {table: rows}, "seconds", "unreachable",
-    "dry_run"}``. Raises :class:`ConfigurationError` when the space holds no row; as
+    "dry_run"}`` and, after a real purge, ``"statistics_refreshed"``. Raises :class:`ConfigurationError` when the space holds no row; as
     :func:`purge_document`."""
     validate_realm(realm)
     validate_space(space)
@@ -194,7 +199,15 @@ def purge_space(engine: Engine, realm: str, space: str, *, dry_run: bool = True)
         "seconds": round(time.monotonic() - started, 3),
         "unreachable": list(UNREACHABLE),
         "dry_run": dry_run,
+        **({} if dry_run else {"statistics_refreshed": _refresh_statistics(engine, realm)}),
     }
+
+
+def _refresh_statistics(engine: Engine, realm: str) -> int:
+    """Analyse the realm's tables once the purge committed (planner statistics sample column values:
+    :func:`pgrag_dag.store.purge.refresh_statistics`); returns how many tables."""
+    with db.database_errors(engine.dsn), db.connect(engine.dsn, autocommit=True) as conn:
+        return len(purge.refresh_statistics(conn, realm))
 
 
 def quotes(passages: list[str]) -> list[str]:
@@ -249,5 +262,11 @@ def summary_lines(result: dict[str, Any]) -> list[str]:
     if result["dry_run"]:
         lines.append("nothing changed; add --yes to purge")
     else:
-        lines.append("recorded in pgrag__control.purges (the doc_key's SHA-256, the time and these counts)")
+        if result.get("statistics_refreshed"):
+            lines.append(
+                f"  planner statistics refreshed: {result['statistics_refreshed']} tables analysed (pg_stats "
+                "samples column values)"
+            )
+        key = "the doc_key's SHA-256, " if result["target"] == "document" else "the space, "
+        lines.append(f"recorded in pgrag__control.purges ({key}the time and these counts)")
     return lines

@@ -24,6 +24,7 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
+from pgrag_dag.names import schema_for
 from pgrag_dag.store.identifiers import qualified
 
 PURGE_DDL = """
@@ -454,3 +455,20 @@ def json_forms(texts: Sequence[str]) -> list[str]:
         out[t] = None
         out[json.dumps(t, ensure_ascii=False)[1:-1]] = None
     return list(out)
+
+
+def refresh_statistics(conn: psycopg.Connection, realm: str) -> list[str]:
+    """``ANALYZE`` every table of realm ``realm``'s schema and the control schema's model cache, on an
+    autocommit connection after the purge committed: PostgreSQL's planner statistics (``pg_statistic``,
+    read through ``pg_stats``) keep sampled column values — most common values, histogram bounds — which
+    quote the purged text until the table is analysed again. Returns the tables analysed (schema-qualified).
+    The catalogue's superseded statistics rows stay on disk until ``pg_statistic`` is vacuumed (said in
+    :data:`pgrag_dag.operate.purge.UNREACHABLE`)."""
+    rows = conn.execute(
+        "SELECT schemaname, tablename FROM pg_tables WHERE schemaname = %s"
+        " OR (schemaname = 'pgrag__control' AND tablename = 'llm_cache') ORDER BY 1, 2",
+        (schema_for(realm),),
+    ).fetchall()
+    for schema, table in rows:
+        conn.execute(sql.SQL("ANALYZE {}.{}").format(sql.Identifier(schema), sql.Identifier(table)))
+    return [f"{schema}.{table}" for schema, table in rows]

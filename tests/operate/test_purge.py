@@ -146,6 +146,16 @@ def _ask(engine: Engine, realm: str, question: str) -> tuple[str, Any]:
     )
 
 
+def _stats_quoting(conn: psycopg.Connection, text: str) -> list[tuple[str, str, str]]:
+    """The (schema, table, column) whose planner statistics (most common values, histogram bounds) quote
+    ``text``."""
+    return conn.execute(
+        "SELECT schemaname, tablename, attname FROM pg_stats WHERE strpos(most_common_vals::text, %s) > 0"
+        " OR strpos(histogram_bounds::text, %s) > 0",
+        (text, text),
+    ).fetchall()
+
+
 def test_purging_a_document_leaves_no_trace_of_its_text_and_keeps_the_others(
     corpus: Engine, realm: str, pg_dsn: str, tmp_path: Path
 ) -> None:
@@ -184,6 +194,9 @@ def test_purging_a_document_leaves_no_trace_of_its_text_and_keeps_the_others(
     assert dry["removed"]["documents"] == 1 and dry["removed"]["pgrag__control.llm_cache"] >= 2
     assert dry["rederived"]["entities"] >= 1  # Charles Babbage, London
 
+    # the planner's statistics sample column values: analysed now, they quote the canary
+    conn.execute(sql.SQL("ANALYZE {}").format(qualified(realm, "documents")))
+    assert _stats_quoting(conn, CANARY)
     started = time.monotonic()
     done = purge_document(engine, realm, "main", SECRET, dry_run=False)
     took = time.monotonic() - started
@@ -192,6 +205,7 @@ def test_purging_a_document_leaves_no_trace_of_its_text_and_keeps_the_others(
 
     dump = dump_all(pg_dsn)
     assert CANARY not in dump
+    assert done["statistics_refreshed"] >= 20 and not _stats_quoting(conn, CANARY)
     assert staging.load_pending(conn, realm, "main", "communities") == ["(removed by purge)"]
     # re-importing that cassette brings none of the evicted responses back (llm_evicted remembers them)
     assert cache.import_cassette(conn, cassette) > 0 and CANARY not in dump_all(pg_dsn)
