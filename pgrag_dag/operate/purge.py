@@ -174,7 +174,8 @@ def purge_space(engine: Engine, realm: str, space: str, *, dry_run: bool = True)
     its chunks, in one transaction under the partition lock; or with ``dry_run`` (the default) report it.
 
     Returns ``{"target": "space", "realm", "space", "removed": {table: rows}, "seconds", "unreachable",
-    "dry_run"}`` and, after a real purge, ``"statistics_refreshed"``. Raises :class:`ConfigurationError` when the space holds no row; as
+    "dry_run"}`` and, after a real purge, ``"statistics_refreshed"``.
+    Raises :class:`ConfigurationError` when the space holds no row; as
     :func:`purge_document`."""
     validate_realm(realm)
     validate_space(space)
