@@ -250,7 +250,7 @@ class _Build:
 
     def atom(self, tree: Tree[Any], kind: str, kids: list[Tree[Any]]) -> s.Expr:
         if kind == "property":
-            return s.Property(var=_name(kids[0].children[0]), key=_name(kids[1]), pos=_pos(kids[1]))
+            return s.Property(var=_name(kids[0].children[0]), key=_name(kids[1]), pos=_pos(tree))
         if kind == "ref":
             return s.Ref(var=_name(kids[0].children[0]), pos=_pos(tree))
         if kind == "param":
