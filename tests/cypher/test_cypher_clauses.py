@@ -241,3 +241,16 @@ def test_the_statement_timeout_cancels_a_long_read(realms: Realms) -> None:
 def test_an_empty_result_keeps_its_columns(realms: Realms) -> None:
     frame = ask(realms, "MATCH (n {name: 'Nobody'}) RETURN n.name AS name, count(*) AS n")
     assert frame.columns == ["name", "n"] and frame.height == 0
+
+
+def test_an_optional_variable_length_relationship(realms: Realms) -> None:
+    # into the Analytical Engine: Ada and Babbage in one hop, Ada through Babbage in two; into the
+    # Difference Engine: Babbage, then Ada through him
+    frame = ask(
+        realms,
+        "MATCH (x:Artifact) OPTIONAL MATCH (x)<-[p*1..2]-(s:Person) "
+        "RETURN x.name AS x, count(p) AS n ORDER BY x",
+    )
+    assert rows(frame) == [("Analytical Engine", 3), ("Difference Engine", 2)]
+    none = ask(realms, "MATCH (c {name: 'Paris'}) OPTIONAL MATCH (c)-[p*1..2]->(x) RETURN c.name AS c, p")
+    assert rows(none) == [("Paris", None)]
