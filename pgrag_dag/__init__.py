@@ -7,10 +7,12 @@ Public surface::
     from pgrag_dag import Engine, load_settings, index_documents, query_data, query, QueryParam, reembed_realm
     from pgrag_dag import changes_since, ChangeSet   # the change feed (§6.1 "Change")
     from pgrag_dag import purge_document, purge_space   # erasure (issue 28): dry run unless dry_run=False
+    from pgrag_dag import cypher   # the read-only openCypher surface (issue 29): a query → a polars frame
 """
 
 from pgrag_dag.config.load import load_settings
 from pgrag_dag.config.sections import Settings
+from pgrag_dag.cypher.run import cypher
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import (
     ConfigurationError,
@@ -52,6 +54,7 @@ __all__ = [
     "SourceError",
     "StageResult",
     "changes_since",
+    "cypher",
     "delete_document",
     "index_documents",
     "load_settings",

@@ -21,6 +21,7 @@
     ├── DeletionRefusedError      an explicit deletion the next run would silently undo
     ├── RunFailedError            a Dagster run of a partition failed (its steps and causes)
     └── QueryError                an invalid query (unknown mode, wildcard space on write, ...)
+        └── CypherError           a Cypher text refused before any SQL ran (clause, line:column)
 """
 
 from __future__ import annotations
@@ -238,3 +239,20 @@ class QueryError(PgragError):
 
 class UnknownSpaceError(QueryError):
     """A space of a realm with neither history nor chunks: never indexed, mistyped, or deleted."""
+
+
+class CypherError(QueryError):
+    """A Cypher text the read-only subset refuses (:mod:`pgrag_dag.cypher`, issue 29), before any SQL ran:
+    a writing or procedural clause, a syntax error, an unknown property key or function, an unbounded or
+    too long variable-length relationship, a missing parameter.
+
+    Attributes:
+        clause: what was refused (``"CREATE"``, ``"DETACH DELETE"``, ``"unbounded *"``, ``"syntax"``, …).
+        line: 1-based line of the refused text (0 when it has no position, e.g. a missing parameter).
+        column: 1-based column.
+    """
+
+    def __init__(self, clause: str, reason: str, line: int = 0, column: int = 0) -> None:
+        self.clause, self.line, self.column = clause, line, column
+        where = f" at {line}:{column}" if line else ""
+        super().__init__(f"Cypher {reason}{where}")

@@ -7,11 +7,12 @@ an :class:`~pgrag_dag.engine.Engine`, and calls :func:`pgrag_dag.query.query_dat
 
     rag = QueryResource(realm="wiki")
     answer, result = rag.query("Who designed the Analytical Engine?", space="demo", max_hops=2)
+    frame = rag.cypher("MATCH (p:Person)-[r]->(o) RETURN p.name, type(r), o.name LIMIT 5", space="demo")
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
@@ -23,6 +24,9 @@ from pgrag_dag.operate.changes import changes_since as read_changes
 from pgrag_dag.query.run import query as run_query
 from pgrag_dag.query.run import query_data as run_query_data
 from pgrag_dag.query_param import QueryParam, QueryResult
+
+if TYPE_CHECKING:
+    import polars as pl
 
 
 class QueryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
@@ -77,6 +81,34 @@ class QueryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         if "space" not in param_fields:
             raise QueryError("space is required: a space of the realm, or '*' to read every space")
         return QueryParam.from_settings(engine.settings.retrieval, **param_fields)
+
+    def cypher(
+        self,
+        text: str,
+        params: dict[str, Any] | None = None,
+        *,
+        space: str,
+        as_of: str | None = None,
+        as_believed_at: str | None = None,
+        include_superseded: bool = False,
+        **limits: Any,
+    ) -> pl.DataFrame:
+        """A read-only openCypher query over ``space`` of this realm (``"*"``: every space of it) as a polars
+        frame; see :func:`pgrag_dag.cypher` (issue 29) — ``limits`` are its ``max_hops``, ``max_rows`` and
+        ``timeout_s``. Raises ``CypherError`` (a ``QueryError``) for a refused text, before any SQL runs."""
+        from pgrag_dag.cypher.run import cypher
+
+        return cypher(
+            text,
+            params,
+            dsn=self.engine().dsn,
+            realm=self.realm,
+            space=space,
+            as_of=as_of,
+            as_believed_at=as_believed_at,
+            include_superseded=include_superseded,
+            **limits,
+        )
 
     def lineage(self, community_id: int) -> dict[str, Any]:
         """What a community report derives from: entities, relations, chunks, documents (issue 6)."""

@@ -14,7 +14,7 @@ PUBLIC = [
     "ChangeSet", "ConfigurationError", "ContractError", "DatabaseError", "Engine", "ExtractionError",
     "InvalidNameError", "ModelError", "PgragError", "QueryError", "QueryParam", "QueryResult",
     "ReplayMissError", "SchemaMismatchError", "Settings", "SourceError", "StageResult", "changes_since",
-    "delete_document", "index_documents", "load_settings", "purge_document", "purge_space", "query",
+    "cypher", "delete_document", "index_documents", "load_settings", "purge_document", "purge_space", "query",
     "query_data", "reembed_realm",
 ]  # fmt: skip
 
@@ -35,6 +35,10 @@ def test_the_packages_that_kept_their_path_export_their_names() -> None:
         QueryParam is pgrag_dag.QueryParam and query_data is pgrag_dag.query_data and query is pgrag_dag.query
     )
     assert index_documents is pgrag_dag.index_documents and delete_document is pgrag_dag.delete_document
+    # the package name is the function, as pgrag_dag.query is (issue 29): its modules import by `from`
+    from pgrag_dag.cypher.run import cypher, explain
+
+    assert cypher is pgrag_dag.cypher and callable(explain)
     assert INDEX_STAGES[0] == "chunks" and stage_chunks.__name__ == "stage_chunks"
     assert {GateSettings, LLMSettings, RetrievalSettings, NoOptions, Operator, OperatorContext, QueryResult}
     assert callable(operator)

@@ -1,8 +1,8 @@
 """pgrag, the command line: ``pgrag_dag.cli:main`` is the console script.
 
 The commands live in modules that each import :mod:`.common` (the Typer app and shared helpers) and
-register on import: :mod:`.indexing` (demo, index), :mod:`.query`, :mod:`.operations` (changes,
-reembed, coverage, retention, unarchive, ui, slots, stop-db, cassette, cache), :mod:`.inspect`
+register on import: :mod:`.indexing` (demo, index), :mod:`.query`, :mod:`.cypher`, :mod:`.operations`
+(changes, reembed, coverage, retention, unarchive, ui, slots, stop-db, cassette, cache), :mod:`.inspect`
 (status, list, lineage), :mod:`.graph` (export, view), :mod:`.project` (init, add), :mod:`.delete` and
 :mod:`.purge`.
 The order of the imports below is the order ``pgrag --help`` lists them.
@@ -16,7 +16,7 @@ from pgrag_dag.cli.common import app, short_helps
 
 # isort: off
 # importing a command module registers its commands; this order is the order `pgrag --help` lists them
-from pgrag_dag.cli import indexing, query, operations, inspect, graph, project, delete, purge  # noqa: F401
+from pgrag_dag.cli import indexing, query, cypher, operations, inspect, graph, project, delete, purge  # noqa: F401
 # isort: on
 
 __all__ = ["app", "main"]

@@ -1,0 +1,121 @@
+"""The three faces of the Cypher surface (issue 29 item 3): ``pgrag_dag.cypher``, ``QueryResource.cypher``
+and ``pgrag cypher`` (table, ``--json``, ``--csv``, ``--explain``, refusals as one ``error:`` line, exit 2).
+Graph: :mod:`tests.cypher.graph`."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+import pgrag_dag
+from pgrag_dag.cli import app
+from pgrag_dag.resources.query import QueryResource
+from tests.cypher.graph import Realms, realms  # noqa: F401  (the fixture)
+
+runner = CliRunner()
+DESIGNED = "MATCH (b {name: $who})-[r:designed]->(x) RETURN x.name AS made, r.weight AS w ORDER BY made"
+
+
+@pytest.fixture
+def cli_env(realms: Realms, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Realms:
+    (tmp_path / "pgrag.yaml").write_text("{}\n")  # declares nothing
+    monkeypatch.setenv("PGRAG_CONFIG", str(tmp_path / "pgrag.yaml"))
+    monkeypatch.setenv("PGRAG_DATABASE_URL", realms.dsn)
+    return realms
+
+
+def test_the_package_function_and_the_resource_answer_alike(realms: Realms, tmp_path: Path) -> None:
+    expected = [("Analytical Engine", 2), ("Difference Engine", 1)]
+    frame = pgrag_dag.cypher(
+        DESIGNED, {"who": "Charles Babbage"}, dsn=realms.dsn, realm=realms.realm, space="work"
+    )
+    assert [tuple(r) for r in frame.rows()] == expected
+    (tmp_path / "pgrag.yaml").write_text("{}\n")
+    rag = QueryResource(realm=realms.realm, config_path=str(tmp_path / "pgrag.yaml"), database_url=realms.dsn)
+    same = rag.cypher(DESIGNED, {"who": "Charles Babbage"}, space="work")
+    assert same.equals(frame)
+    then = rag.cypher(
+        "MATCH (a {name: 'Ada Lovelace'})-[r]->(x:Artifact) RETURN type(r) AS t",
+        space="work",
+        as_believed_at="2012-01-01",
+    )
+    assert then["t"].to_list() == ["described"]
+
+
+def test_the_command_prints_a_table_json_and_csv(cli_env: Realms) -> None:
+    where = ["--space", f"{cli_env.realm}.work", "--param", "who=Charles Babbage"]
+    out = runner.invoke(app, ["cypher", DESIGNED, *where])
+    assert out.exit_code == 0, out.output
+    assert "Analytical Engine" in out.stdout and out.stdout.rstrip().endswith("(2 rows)")
+    out = runner.invoke(app, ["cypher", DESIGNED, *where, "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout) == [
+        {"made": "Analytical Engine", "w": 2},
+        {"made": "Difference Engine", "w": 1},
+    ]
+    out = runner.invoke(
+        app, ["cypher", "MATCH (a {name: 'Ada Lovelace'}) RETURN a.name AS n, a", *where, "--csv"]
+    )
+    assert out.exit_code == 0, out.output
+    (header, row) = list(csv.reader(io.StringIO(out.stdout)))
+    assert header == ["n", "a"] and row[0] == "Ada Lovelace"
+    assert json.loads(row[1])["aliases"] == ["Countess of Lovelace"]
+
+
+def test_a_parameter_value_is_read_as_json_when_it_is_json(cli_env: Realms) -> None:
+    text = "MATCH (n) WHERE n.name IN $names RETURN n.name AS n ORDER BY n LIMIT $k"
+    args = [
+        "--space",
+        f"{cli_env.realm}.*",
+        "--param",
+        'names=["Paris", "London", "Rival Corp"]',
+        "--param",
+        "k=2",
+    ]
+    out = runner.invoke(app, ["cypher", text, *args, "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout) == [{"n": "London"}, {"n": "Paris"}]
+
+
+def test_explain_prints_the_sql_and_its_parameters_without_a_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PGRAG_DATABASE_URL", "postgresql://nobody@127.0.0.1:1/none")
+    out = runner.invoke(
+        app,
+        [
+            "cypher",
+            "MATCH (p:Person {name: $n})-[r]->(o) RETURN o.name",
+            "--space",
+            "demo.wiki",
+            "--param",
+            "n=Ada",
+        ]
+        + ["--as-of", "2016", "--explain"],
+    )
+    assert out.exit_code == 0, out.output
+    sql_text, _, params = out.stdout.partition("\n{")
+    assert sql_text.startswith('SELECT "n1"."name" AS "c0" FROM "pgrag_demo"."entities" AS "n0"')
+    assert "Ada" not in sql_text and "valid_from_key" in sql_text
+    bound = json.loads("{" + params)
+    assert bound["space"] == "wiki" and "Ada" in bound.values() and bound["as_of_lo"] == "2016-01-01"
+
+
+def test_a_refused_query_is_one_error_line_and_exit_2(cli_env: Realms) -> None:
+    out = runner.invoke(app, ["cypher", "MATCH (n)\nDETACH DELETE n", "--space", f"{cli_env.realm}.work"])
+    assert out.exit_code == 2
+    assert out.stderr == (
+        "error: CypherError: Cypher DETACH DELETE is not supported: the Cypher surface is read-only "
+        "(MATCH … RETURN) at 2:1\n"
+    )
+    out = runner.invoke(app, ["cypher", "MATCH (n) RETURN n", "--space", "nodot"])
+    assert out.exit_code == 2 and "--space takes <realm>.<space>" in out.stderr
+    out = runner.invoke(
+        app, ["cypher", "MATCH (n) RETURN n", "--space", f"{cli_env.realm}.work", "--json", "--csv"]
+    )
+    assert out.exit_code == 2 and "not both" in out.stderr
