@@ -21,8 +21,8 @@ import psycopg
 from pgrag_dag.frames import Vertex
 from pgrag_dag.gate_rules import identity_key
 from pgrag_dag.graph.relations import build_relations, render_relation
-from pgrag_dag.graph.resolution import GENERIC_TYPE, merge_into
-from pgrag_dag.store import support
+from pgrag_dag.graph.resolution import GENERIC_TYPE, merge_into, support_groups
+from pgrag_dag.store import graph, support
 
 
 def entity_keys(name: str, aliases: Iterable[str]) -> set[str]:
@@ -212,3 +212,63 @@ def rederive_attributes(
             )
         )
     return {"entities": changed_entities, "relations": support.write_relations(conn, realm, space, out)}
+
+
+def split_unsupported(
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    *,
+    candidates: Sequence[int] | None,
+    pending: Sequence[Mapping[str, Any]] = (),
+) -> list[int]:
+    """One vertex per name, and no more than the support says (§4.6, issue 28): a vertex whose aliases
+    link forms that no remaining record links — the document that said "De Treville, called Treville"
+    removed — splits, as a fresh index of what remains would. Of ``candidates`` (entity ids; every vertex of
+    the space with ``None``) holding an alias, each whose remaining entity records (those of the chunks
+    mentioning it plus ``pending``, the accepted decisions of chunks about to be resolved) form several
+    vertices (:func:`pgrag_dag.graph.resolution.support_groups`) keeps the forms of the group holding its
+    canonical name (else of the largest group) and loses, as aliases, those of its forms another group
+    holds (a form no remaining record names is re-derivation's to drop); a fragment merged into it
+    under a lost form is a vertex again (``merged_into`` null). Run it in the resolution stage's transaction
+    before resolving: the caller re-resolves the chunks mentioning the returned entity ids (the split
+    vertices and un-merged fragments), which sends the lost forms' records to their own vertices — or merges
+    them again where a chain of remaining records links them — and derives the returned entities again."""
+    ents = graph.aliased_entities(conn, realm, space, candidates)
+    if not ents:
+        return []
+    records: dict[int, list[Mapping[str, Any]]] = {}
+    for r in support.entity_decisions(conn, realm, space, [int(e["id"]) for e in ents]):
+        records.setdefault(int(r["entity_id"]), []).append(r)
+    by_key: dict[str, list[int]] = {}  # pending records by the forms they name: one pass, not one per entity
+    for i, p in enumerate(pending):
+        for key in entity_keys(p["name"] or "", p["aliases"] or []):
+            by_key.setdefault(key, []).append(i)
+    rows, lost = [], {}
+    for e in ents:
+        mine = sorted({i for k in entity_keys(e["name"], e["aliases"]) for i in by_key.get(k, [])})
+        groups = support_groups(
+            e["name"], e["aliases"], [*records.get(int(e["id"]), []), *(pending[i] for i in mine)]
+        )
+        if len(groups) < 2:
+            continue
+        name_key = identity_key(e["name"])
+        keep = next((g for g in groups if name_key in g), max(groups, key=len))
+        # its forms another group took (a group merely sharing an alias — "Milady" of two people — takes none)
+        gone = (entity_keys(e["name"], e["aliases"]) - keep) & set().union(
+            *(g for g in groups if g is not keep)
+        )
+        if not gone:
+            continue
+        lost[int(e["id"])] = gone
+        rows.append({**e, "aliases": [a for a in e["aliases"] if identity_key(a) not in gone]})
+    if not rows:
+        return []
+    support.write_entities(conn, realm, space, rows)
+    fragments = [
+        f
+        for f, name, s in graph.merged_fragments(conn, realm, space, sorted(lost))
+        if identity_key(name) in lost[s]
+    ]
+    graph.clear_merges(conn, realm, space, fragments)
+    return sorted({*lost, *fragments})

@@ -14,8 +14,8 @@ description, aliases, changed: bool) and ``lookup`` (identity key of every surfa
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -79,7 +79,37 @@ def resolve_entities(existing: pl.DataFrame, decisions: pl.DataFrame) -> Resolut
             list(row["aliases"] or []),
         )
         _register(res, v)
-    for row in decisions.iter_rows(named=True):
+    _resolve_records(res, decisions.iter_rows(named=True))
+    return res
+
+
+def support_groups(name: str, aliases: Sequence[str], records: Iterable[Mapping[str, Any]]) -> list[set[str]]:
+    """What the support left of one vertex (``name``, ``aliases``) makes of it: the entity records of
+    ``records`` (``kind, name, entity_type, description, aliases``) that name one of its forms, resolved
+    from nothing in their order, as the identity-key sets of the vertices they form (§4.6, issue 28).
+
+    One set: the records still make one vertex. Several: a form the vertex holds came only from support
+    that is gone (a linking document removed) — a fresh index of what remains would give that many vertices,
+    so the vertex must split (:func:`pgrag_dag.graph.rederive.split_unsupported`). No set: no record names
+    it."""
+    keys = {identity_key(name), *(identity_key(a) for a in aliases)}
+    res = Resolution()
+    _resolve_records(
+        res,
+        (
+            r
+            for r in records
+            if r.get("kind", "entity") == "entity"
+            and keys & {identity_key(r["name"] or ""), *(identity_key(a) for a in r["aliases"] or [])}
+        ),
+    )
+    return [{identity_key(f) for f in (v.name, *v.aliases)} for v in res.standing().vertices]
+
+
+def _resolve_records(res: Resolution, rows: Iterable[Mapping[str, Any]]) -> None:
+    """Resolve entity records (``name, entity_type, description, aliases``) into ``res``, in order: see
+    :func:`resolve_entities`."""
+    for row in rows:
         name = row["name"]
         aliases = list(row["aliases"] or [])
         idx = _find(res, name, aliases)
@@ -95,7 +125,6 @@ def resolve_entities(existing: pl.DataFrame, decisions: pl.DataFrame) -> Resolut
         merge_into(v, name, row["entity_type"] or GENERIC_TYPE, row["description"] or "", aliases)
         _claim(res, idx)
         _absorb(res, idx)
-    return res
 
 
 def _absorb(res: Resolution, idx: int) -> None:

@@ -18,7 +18,7 @@ from pgrag_dag.extract.gates import apply_extra_gates, apply_gates
 from pgrag_dag.frames import RAW_SCHEMA, Resolution
 from pgrag_dag.gate_rules import identity_key, normalise_predicate
 from pgrag_dag.graph.quality import measure_quality, quality_passed
-from pgrag_dag.graph.rederive import rederive_attributes
+from pgrag_dag.graph.rederive import rederive_attributes, split_unsupported
 from pgrag_dag.graph.relations import build_relations
 from pgrag_dag.graph.resolution import apply_enrichers, merge_race_loser, resolve_entities
 from pgrag_dag.graph.supersession import detect_contradictions, supersede
@@ -173,7 +173,11 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
     One name is one vertex (§4.6, issue 28): a vertex that gains, as an alias, another's canonical name is
     merged with it (:func:`pgrag_dag.graph.resolution.resolve_entities`) — the fragment's row records
     ``merged_into``, its mentions resolve anew to the survivor and it goes dormant; the relations stage
-    moves its edges (``entities_merged`` counts the merges).
+    moves its edges (``entities_merged`` counts the merges). A merge follows its support: a vertex whose
+    remaining records no longer link its forms (a linking document removed or changed) splits before
+    resolving, an un-merged fragment is a vertex again, and their chunks resolve anew
+    (:func:`pgrag_dag.graph.rederive.split_unsupported`; ``entities_split`` counts the vertices split and
+    un-merged), so the graph is the one a fresh index of the remaining documents builds.
     """
     t0 = time.perf_counter()
     enrichers = compose(engine.settings, realm, space).enrichers
@@ -189,6 +193,30 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
             if todo.full or only
             else pl.DataFrame(schema=staging.DECISION_SCHEMA)
         )
+        # a vertex whose support no longer links its forms splits before resolving (issue 28)
+        candidates = (
+            None
+            if todo.full
+            else sorted(set(todo.entities) | {e for _, e in graph.mention_pairs(conn, realm, space, only)})
+        )
+        split = (
+            split_unsupported(
+                conn,
+                realm,
+                space,
+                candidates=candidates,
+                # a full run's chunks all have their mentions: the records come with them
+                pending=[]
+                if todo.full
+                else list(accepted.filter(pl.col("kind") == "entity").iter_rows(named=True)),
+            )
+            if candidates is None or candidates
+            else []
+        )
+        if split and only is not None:  # the split vertices' records resolve anew
+            extra = sorted(set(graph.chunks_mentioning(conn, realm, space, split)) - set(only))
+            only = sorted(set(only) | set(extra))
+            accepted = pl.concat([accepted, staging.load_decisions(conn, realm, space, chunk_ids=extra)])
         records = accepted.filter(pl.col("kind") == "entity")
         holding = (
             None
@@ -256,7 +284,7 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
                 conn, realm, space, only or [], mentions, also=sorted(todo.entities)
             )
         kept = set(mentions.select("chunk_id", "entity_id").iter_rows())
-        shrunk = sorted(set(todo.entities) | {e for c, e in before if (c, e) not in kept})
+        shrunk = sorted(set(todo.entities) | {e for c, e in before if (c, e) not in kept} | set(split))
         live = graph.live_among(conn, realm, space, shrunk) if shrunk else []
         rederived = rederive_attributes(conn, realm, space, entity_ids=live, relation_ids=[]) if live else {}
         changed = (
@@ -267,6 +295,7 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
             + dormancy.get("rewritten", 0)
             + rederived.get("entities", 0)
             + merged
+            + len(split)
         )
         work_queue.finish(conn, realm, space, "resolved_entities", todo, print_, changed=changed)
         totals = relation_store.graph_counts(conn, realm, space)
@@ -283,6 +312,7 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
             **dormancy,
             "entities_rederived": rederived.get("entities", 0),
             "entities_merged": merged,
+            "entities_split": len(split),
             "rows_changed": changed,
             "entities_enriched": enriched,
             "operators": {"enrichers": [e.describe() for e in enrichers]},

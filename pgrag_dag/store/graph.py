@@ -13,6 +13,7 @@ from typing import Any
 import polars as pl
 import psycopg
 from psycopg import sql
+from psycopg.rows import dict_row
 
 from pgrag_dag.frames import ENTITY_SCHEMA, Resolution, Vertex
 from pgrag_dag.store.identifiers import qualified
@@ -90,6 +91,56 @@ def write_merges(conn: psycopg.Connection, realm: str, space: str, merges: Seque
             [(survivor, space, fragment, survivor) for fragment, survivor in merges],
         )
         return max(cur.rowcount, 0)
+
+
+def merged_fragments(
+    conn: psycopg.Connection, realm: str, space: str, survivors: Sequence[int]
+) -> list[tuple[int, str, int]]:
+    """(fragment id, fragment name, survivor id) of the merges into one of ``survivors``, by fragment id."""
+    if not survivors:
+        return []
+    return [
+        (int(f), str(n), int(s))
+        for f, n, s in conn.execute(
+            sql.SQL(
+                "SELECT id, name, merged_into FROM {} WHERE space = %s AND merged_into = ANY(%s) ORDER BY id"
+            ).format(qualified(realm, "entities")),
+            (space, list(survivors)),
+        ).fetchall()
+    ]
+
+
+def aliased_entities(
+    conn: psycopg.Connection, realm: str, space: str, ids: Sequence[int] | None
+) -> list[dict[str, Any]]:
+    """``id, name, entity_type, description, aliases`` of the vertices of ``space`` (of ``ids``; every one
+    with ``None``) that hold an alias and are not merged into another, by id."""
+    if ids is not None and not ids:
+        return []
+    only = sql.SQL("") if ids is None else sql.SQL(" AND id = ANY(%s)")
+    args: list[Any] = [space] if ids is None else [space, list(ids)]
+    with conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(
+            sql.SQL("""SELECT id, name, entity_type, description, aliases FROM {} WHERE space = %s
+                          AND merged_into IS NULL AND cardinality(aliases) > 0{} ORDER BY id""").format(
+                qualified(realm, "entities"), only
+            ),
+            args,
+        ).fetchall()
+
+
+def clear_merges(conn: psycopg.Connection, realm: str, space: str, fragment_ids: Sequence[int]) -> int:
+    """Undo the merges of ``fragment_ids`` (``merged_into`` back to null: the row is a vertex again, which
+    queues its relations through the work-queue trigger). Returns how many rows changed."""
+    if not fragment_ids:
+        return 0
+    return conn.execute(
+        sql.SQL(
+            "UPDATE {} SET merged_into = NULL, t_updated = now()"
+            " WHERE space = %s AND id = ANY(%s) AND merged_into IS NOT NULL"
+        ).format(qualified(realm, "entities")),
+        (space, list(fragment_ids)),
+    ).rowcount
 
 
 def _write_entities(

@@ -11,7 +11,7 @@ import psycopg
 from psycopg import sql
 
 from pgrag_dag.frames import ENTITY_SCHEMA
-from pgrag_dag.graph.resolution import merge_race_loser, resolve_entities
+from pgrag_dag.graph.resolution import merge_race_loser, resolve_entities, support_groups
 from pgrag_dag.names import schema_for
 from pgrag_dag.store.graph import load_entities, write_entities
 
@@ -311,3 +311,31 @@ def test_write_merges_marks_the_fragment_and_load_entities_no_longer_reads_it(
     write_entities(conn, realm, "s1", again, merge=merge_race_loser)
     assert again.vertices[-1].id == b
     assert load_entities(conn, realm, "s1")["id"].to_list() == [a, b]
+
+
+def _record(name: str, *aliases: str) -> dict[str, Any]:
+    return {
+        "kind": "entity",
+        "name": name,
+        "entity_type": "Person",
+        "description": "",
+        "aliases": list(aliases),
+    }
+
+
+def test_support_groups_say_whether_the_remaining_records_still_make_one_vertex() -> None:
+    vertex = ("De Treville", ["Treville"])  # merged once through "De Treville, called Treville"
+    linked = [_record("Treville"), _record("De Treville", "Treville"), _record("De Treville")]
+    assert support_groups(*vertex, linked) == [{"de treville", "treville"}]
+    # the linking record gone: what remains makes two vertices, as a fresh index of it would
+    assert support_groups(*vertex, [linked[0], linked[2]]) == [{"treville"}, {"de treville"}]
+    # records of other vertices are not its support, nor are triples
+    other = [_record("Athos"), {"kind": "triple", "name": None, "aliases": None}]
+    assert support_groups(*vertex, [linked[2], *other]) == [{"de treville"}]
+    assert support_groups(*vertex, other) == []
+    # a group merely sharing an alias is another vertex holding it: split_unsupported takes no form from it
+    shared = [_record("Lady de Winter", "Milady"), _record("Anne de Breuil", "Milady")]
+    assert support_groups("Anne de Breuil", ["Milady"], shared) == [
+        {"lady de winter", "milady"},
+        {"anne de breuil", "milady"},
+    ]

@@ -293,6 +293,26 @@ def test_incremental_indexing_gives_the_full_recompute_graph_over_adds_changes_a
         ).fetchall()
     assert fragment == [("Comte de La Fère", True, 0, 0)]  # history only: no mention, no live edge
     assert met == [("Comte de La Fère",)]  # its edges moved to the survivor
+
+    (root / "docs" / "18_athos.txt").unlink()  # the merge's only evidence leaves: two vertices again
+    unmerged = _step(engines, realms)
+    assert {k: unmerged[k]["resolved_entities"].metadata["entities_split"] for k in unmerged} == {
+        "inc": 2,
+        "full": 2,
+    }
+    with engines["inc"].connect() as conn:
+        athos = conn.execute(
+            sql.SQL("""SELECT e.merged_into, e.dormant_since IS NULL, c.aliases
+                         FROM {s}.entities e, {s}.entities c
+                        WHERE e.name = 'Athos' AND c.name = 'Comte de La Fère'""").format(s=s)
+        ).fetchall()
+        met = conn.execute(
+            sql.SQL("""SELECT o.name FROM {s}.relations r JOIN {s}.entities o ON o.id = r.target_id
+                        WHERE r.predicate = 'met' AND r.dormant_since IS NULL
+                          AND r.rendered LIKE 'Anne de Breuil met %%'""").format(s=s)
+        ).fetchall()
+    assert athos == [(None, True, [])]  # a vertex again, live; the survivor holds no form of it
+    assert met == [("Athos",)]  # and its edge is back
     assert added["gated_triples"].metadata["mode"] == added["relations"].metadata["mode"] == "incremental"
     assert 0 < added["relations"].metadata["pairs_rebuilt"] < added["relations"].metadata["relations"]
     assert added["gated_triples"].metadata["chunks_gated"] < first["gated_triples"].metadata["chunks_gated"]
