@@ -73,13 +73,20 @@ def _clean_span(tokens: Sequence[Any]) -> tuple[list[Any], list[Any]]:
     while toks and (toks[-1].is_punct or toks[-1].tag_ == "POS" or toks[-1].is_space):
         toks = toks[:-1]
     stripped: list[Any] = []
-    while len(toks) > 1 and toks[0].lower_ in HONORIFICS:
+    while len(toks) > 1 and _honorific(toks):
         stripped.append(toks[0])
         toks = toks[1:]
         if stripped and len(toks) > 1 and toks[0].lower_ in PARTICLES:
             stripped.append(toks[0])
             toks = toks[1:]
     return toks, stripped
+
+
+def _honorific(toks: Sequence[Any]) -> bool:
+    """Whether the first of ``toks`` is an honorific: one of :data:`HONORIFICS`, or a bare "M" before a
+    particle ("M de Treville", French without the period — a lone "M" elsewhere may be an initial)."""
+    first = toks[0]
+    return first.lower_ in HONORIFICS or (first.text == "M" and len(toks) > 2 and toks[1].lower_ in PARTICLES)
 
 
 _NAME = re.compile(r"^[^\W_](?:[\w .,'’&\-]*[^\W_])?\.?$")
@@ -186,7 +193,7 @@ class ChunkNames:
             kind = options.type_map.get(ent.label_)
             if kind is not None:
                 start = ent.start
-                while start > ent.sent.start and doc[start - 1].lower_ in HONORIFICS:  # "Ms." + "McCarthy"
+                while start > ent.sent.start and _honorific(doc[start - 1 : ent.end]):  # "Ms." + "McCarthy"
                     start -= 1
                 self._add(list(doc[start : ent.end]), kind, ent.sent.text)
                 taken |= set(range(start, ent.end))

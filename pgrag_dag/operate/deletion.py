@@ -27,7 +27,7 @@ import psycopg
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import ConfigurationError, DeletionRefusedError
 from pgrag_dag.names import validate_realm, validate_space
-from pgrag_dag.store import db, deletion, history, locks, schema, vectors
+from pgrag_dag.store import db, deletion, history, inventory, locks, schema, vectors
 from pgrag_dag.store.retrieval import realm_embedding
 
 STAGE = "delete"
@@ -111,8 +111,8 @@ def delete_document(
     if dry_run:
         with db.database_errors(engine.dsn), engine.connect() as conn, conn.transaction():
             removed = deletion.document_counts(conn, realm, space, doc_key)
-        if not removed["documents"]:
-            raise ConfigurationError(f"space {realm}.{space} has no document {doc_key!r}")
+            if not removed["documents"]:
+                raise inventory.no_such_document(conn, realm, space, doc_key)
         return {
             "target": "document",
             "realm": realm,

@@ -35,7 +35,7 @@ from pgrag_dag.errors import ConfigurationError
 from pgrag_dag.graph.rederive import rederive_attributes
 from pgrag_dag.ingest.splitting import split_sentences
 from pgrag_dag.names import validate_realm, validate_space
-from pgrag_dag.store import cache, db, deletion, graph, history, locks, purge, telemetry
+from pgrag_dag.store import cache, db, deletion, graph, history, inventory, locks, purge, telemetry
 
 STAGE = "purge"
 """The stage name a purge's stage lock carries."""
@@ -104,7 +104,7 @@ def purge_document(
         keys = purge.document_keys(conn, realm, space, doc_key)
         live, archived = purge.document_chunks(conn, realm, space, keys)
         if not live and not archived and not purge.document_events(conn, realm, space, keys):
-            raise ConfigurationError(f"space {realm}.{space} has no document {doc_key!r}")
+            raise inventory.no_such_document(conn, realm, space, doc_key)
         chunks = live + archived
         passages, outputs, names = purge.quoted_texts(conn, realm, space, live, archived)
         gone_rels, kept_rels, gone_ents, kept_ents = purge.supported_graph(conn, realm, space, chunks)

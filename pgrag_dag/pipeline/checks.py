@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 import polars as pl
@@ -147,7 +148,15 @@ OPT_OUT = (
 """How a space opts out of :func:`require_yield`, as its error says."""
 
 
-def require_yield(check: tuple[bool, dict[str, Any]], *, stage: str, where: str, allowed: bool) -> None:
+def require_yield(
+    check: tuple[bool, dict[str, Any]],
+    *,
+    stage: str,
+    where: str,
+    allowed: bool,
+    documents: Sequence[str] = (),
+    offline: bool = False,
+) -> None:
     """Fail closed on one run's own yield (§3.5): raise unless the run produced something usable.
 
     Args:
@@ -157,6 +166,9 @@ def require_yield(check: tuple[bool, dict[str, Any]], *, stage: str, where: str,
         stage: ``raw_extractions`` or ``gated_triples``: which metadata ``check`` holds.
         where: the partition (``realm.space``), for the message.
         allowed: the space opted out (``extraction.allow_empty_runs`` or the space's ``allow_empty_runs``).
+        documents: the doc_keys of the chunks ``check`` measured, named in the message (the first five).
+        offline: the extractor calls no model (``nlp``, ``cooccurrence``): the advice is about the
+            documents' text, not a model or a prompt.
 
     Raises:
         ExtractionError: ``check`` failed and ``allowed`` is false. The message names the counts — chunks
@@ -166,11 +178,22 @@ def require_yield(check: tuple[bool, dict[str, Any]], *, stage: str, where: str,
     passed, meta = check
     if passed or allowed:
         return
+    named = ""
+    if documents:
+        shown = sorted(set(documents))
+        more = f" and {len(shown) - 5} more" if len(shown) > 5 else ""
+        named = f" (documents {', '.join(shown[:5])}{more})"
+    advice = (
+        "the offline extractor found no name in them: check that they hold prose (not empty, not a scan or "
+        "markup only)"
+        if offline
+        else "check the extractor's model, prompt and the documents"
+    )
     if stage == "raw_extractions":
         what = (
-            f"every one of {meta['chunks']} chunk(s) this run extracted came back with no entity and no "
-            f"triple ({meta['chunks_empty']} empty, {meta['chunks_failed']} without a usable first pass), "
-            "so no candidate reached the gates: check the extractor's model, prompt and the documents"
+            f"every one of {meta['chunks']} chunk(s) this run extracted{named} came back with no entity and "
+            f"no triple ({meta['chunks_empty']} empty, {meta['chunks_failed']} without a usable first pass), "
+            f"so no candidate reached the gates: {advice}"
         )
     elif meta["candidates"]:
         gates = ", ".join(f"{g} {n}" for g, n in meta["rejections_per_gate"].items())

@@ -84,6 +84,8 @@ def stage_raw_extractions(engine: Engine, realm: str, space: str) -> StageResult
             stage="raw_extractions",
             where=f"{realm}.{space}",
             allowed=empty_runs_allowed(engine, realm, space),
+            documents=todo["doc_key"].to_list(),
+            offline=not extractor.op.calls_model,
         )
     with engine.connect() as conn, conn.transaction():
         locks.lock_partition(conn, realm, space)

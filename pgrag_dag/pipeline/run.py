@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 
 from pgrag_dag.engine import Engine
-from pgrag_dag.errors import ConfigurationError
 from pgrag_dag.names import validate_realm, validate_space
 from pgrag_dag.pipeline.chunks import stage_chunks
 from pgrag_dag.pipeline.common import (
@@ -20,7 +19,7 @@ from pgrag_dag.pipeline.graph_stages import (
     stage_relations,
     stage_resolved_entities,
 )
-from pgrag_dag.store import db, deletion, documents, history, locks
+from pgrag_dag.store import db, deletion, documents, history, inventory, locks
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +87,7 @@ def delete_document(engine: Engine, realm: str, space: str, doc_key: str) -> lis
             locks.lock_partition(conn, realm, space)
             removed = deletion.document_counts(conn, realm, space, doc_key)
             if documents.delete_document_chunks(conn, realm, space, doc_key) == 0:
-                raise ConfigurationError(f"space {realm}.{space} has no document {doc_key!r}")
+                raise inventory.no_such_document(conn, realm, space, doc_key)
             logged = history.log_documents(conn, realm, space, [(doc_key, "removed")])
     done = StageResult(
         "delete_document",

@@ -128,13 +128,18 @@ def _unit(vectors: Sequence[np.ndarray]) -> np.ndarray:
     return np.divide(m, norms, out=np.zeros_like(m), where=norms > 0)
 
 
+SOURCES_HEADER = "Sources, closest sentence first ([n]: the passage's number in the context):"
+"""The first line of :func:`extractive_lines`: the rows are ordered by their best sentence's similarity, so
+the context numbers ``[n]`` (retrieval's order) need not ascend."""
+
+
 def extractive_lines(rows: Sequence[Mapping[str, Any]]) -> Iterator[str]:
-    """``Sources, best match first:`` then per row of :func:`extractive_answer` a line
+    """:data:`SOURCES_HEADER` then per row of :func:`extractive_answer` a line
     ``[n] doc_key · title · chunk i · similarity 0.71`` (``· best match`` when ``likely``) and each of its
     sentences on an indented line (:data:`SENTENCE_CHARS` at most); nothing for no rows."""
     if not rows:
         return
-    yield "Sources, best match first:"
+    yield SOURCES_HEADER
     for row in rows:
         title = f" · {row['title']}" if row["title"] and row["title"] != row["doc_key"] else ""
         mark = " · best match" if row["likely"] else ""

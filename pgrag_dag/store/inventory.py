@@ -9,6 +9,7 @@ the ``rows`` of one page (``limit``/``offset``) in a stable order (each order en
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -18,6 +19,7 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
+from pgrag_dag.errors import ConfigurationError
 from pgrag_dag.store.history import table_exists
 from pgrag_dag.store.identifiers import qualified
 from pgrag_dag.store.retrieval import in_space
@@ -328,3 +330,22 @@ __all__ = [
     "registered_realms",
     "unknown_predicates",
 ]
+
+
+def no_such_document(conn: psycopg.Connection, realm: str, space: str, doc_key: str) -> ConfigurationError:
+    """The error for a ``doc_key`` the space holds no chunk of, naming up to three doc_keys of the space
+    that are close to it (:func:`difflib.get_close_matches` over the space's doc_keys, case-insensitive):
+    a user types a path relative to the wrong folder, or a name with another case or extension."""
+    keys = [
+        str(k)
+        for (k,) in conn.execute(
+            sql.SQL("SELECT DISTINCT doc_key FROM {} WHERE space = %s").format(qualified(realm, "documents")),
+            (space,),
+        ).fetchall()
+    ]
+    by_lower = {k.lower(): k for k in keys}
+    close = difflib.get_close_matches(doc_key.lower(), list(by_lower), n=3, cutoff=0.75)
+    # a bare file name matches the doc_key of that file in a sub-folder too
+    close += [k.lower() for k in keys if k.lower().endswith("/" + doc_key.lower()) and k.lower() not in close]
+    hint = f"; did you mean {', '.join(repr(by_lower[c]) for c in close[:3])}?" if close else ""
+    return ConfigurationError(f"space {realm}.{space} has no document {doc_key!r}{hint}")

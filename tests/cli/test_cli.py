@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pgrag_dag.cli import app
+from pgrag_dag.query.extractive import SOURCES_HEADER
 from pgrag_dag.store.schema import schema_for
 from tests.fix_corpus import SmallCorpus
 
@@ -275,9 +276,7 @@ def test_query_reads_the_first_declared_space_and_says_its_warnings_before_a_rep
     assert lines[0].startswith("warning: ") and "nonsense" in lines[0]  # said before the model was asked
     assert lines[-1].startswith("warning: no model answer is available: no model writes answers offline")
     printed = out.stdout.splitlines()  # what retrieval found, numbered as a prompt would have numbered it
-    assert (
-        printed[0] == "Sources, best match first:" and re.match(r"\[\d+\] ", printed[1]) and len(printed) >= 3
-    )
+    assert printed[0] == SOURCES_HEADER and re.match(r"\[\d+\] ", printed[1]) and len(printed) >= 3
     assert printed[1].endswith(" · best match") and printed[2].startswith("    ")
     # global mode has no passage: its reports and relations are shown instead (tests/cli/test_cli_offline.py)
     out = runner.invoke(app, ["query", "Who worked with Charles Babbage?", "--mode", "global"])

@@ -14,6 +14,7 @@ from pgrag_dag.cli import app
 from pgrag_dag.extract.cooccurrence import sentences_of
 from pgrag_dag.query.assembly import clip, render_relation
 from pgrag_dag.query.citations import EXCERPT_CHARS
+from pgrag_dag.query.extractive import SOURCES_HEADER
 from tests.fix_corpus import SmallCorpus
 from tests.query.test_extractive import ANSWER, QUESTION, index_with_local_embedder
 
@@ -60,7 +61,7 @@ def test_offline_query_prints_the_answering_sentences_with_their_source(
         f"{i:>3}. {render_relation(r)} · weight {r['weight']}" for i, r in enumerate(data["relations"][:5], 1)
     ]
     lines = lines[: at - 1]
-    assert lines[0] == "Sources, best match first:"
+    assert lines[0] == SOURCES_HEADER
     first = HEAD.match(lines[1])
     assert first and first.group(2) == "02_lovelace.txt" and first.group(6) == " · best match"
     assert lines[2] == f"    {ANSWER}"  # the sentence that answers, first

@@ -241,8 +241,13 @@ def test_purging_a_document_leaves_no_trace_of_its_text_and_keeps_the_others(
     (log,) = purges(conn, realm)
     assert log["target"] == "document" and log["doc_key_sha256"] == done["doc_key_sha256"]
     assert log["removed"] == done["removed"] and SECRET not in json.dumps(log, default=str)
-    with pytest.raises(ConfigurationError, match="has no document"):
+    with pytest.raises(ConfigurationError, match="has no document") as info:
         purge_document(engine, realm, "main", SECRET)
+    assert "did you mean" not in str(info.value)  # nothing left is close to it
+    with pytest.raises(
+        ConfigurationError, match=r"no document 'A_Engine.txt'; did you mean 'a_engines.txt'\?"
+    ):
+        purge_document(engine, realm, "main", "A_Engine.txt")
     # the reports built on it went; the next run (its file removed from the sources) builds them again
     assert done["communities_to_rebuild"] >= 1
     (tmp_path / "docs" / SECRET).unlink()

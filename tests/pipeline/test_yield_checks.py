@@ -23,7 +23,7 @@ from pgrag_dag.assets.stages import ASSETS
 from pgrag_dag.cli import app
 from pgrag_dag.errors import ExtractionError
 from pgrag_dag.pipeline import index_documents, stage_chunks, stage_gated_triples, stage_raw_extractions
-from pgrag_dag.pipeline.checks import YIELD_CHECK
+from pgrag_dag.pipeline.checks import YIELD_CHECK, require_yield
 from pgrag_dag.resources.engine import PgragResource
 from pgrag_dag.store import db
 from pgrag_dag.store.schema import schema_for
@@ -99,7 +99,8 @@ def test_a_run_whose_chunks_all_came_back_empty_raises_and_writes_no_extraction(
     n = _chunks(small_corpus, realm)
     assert n > 0
     assert str(info.value) == (
-        f"run of {realm}.main: every one of {n} chunk(s) this run extracted came back with no entity and "
+        f"run of {realm}.main: every one of {n} chunk(s) this run extracted (documents 01_babbage.txt, "
+        "02_lovelace.txt) came back with no entity and "
         f"no triple ({n} empty, 0 without a usable first pass), so no candidate reached the gates: check the "
         f"extractor's model, prompt and the documents; nothing was written by raw_extractions — or {OPT_OUT}"
     )
@@ -167,7 +168,9 @@ def test_a_run_is_judged_on_its_own_chunks_not_on_the_graph_the_space_already_ho
     assert again["gated_triples"].metadata["mode"] == "unchanged"  # type: ignore[attr-defined]
     (small_corpus.root / "docs" / "03_notes.txt").write_text("Notes kept by a clerk.\n", encoding="utf-8")
     with pytest.raises(
-        ExtractionError, match=r"every one of 1 chunk\(s\) this run extracted came back with no entity"
+        ExtractionError,
+        match=r"every one of 1 chunk\(s\) this run extracted \(documents 03_notes.txt\) came back with no "
+        r"entity.*check the extractor.s model",
     ):
         index_documents(small_corpus.engine(), realm, "main", communities=False)
     assert _count(small_corpus, realm, "entities") == entities
@@ -283,3 +286,15 @@ def test_the_dagster_step_fails_with_the_message(small_corpus: SmallCorpus, real
         description = failures[0].step_failure_data.user_failure_data.description  # type: ignore[union-attr]
         assert description.startswith(f"raw_extractions {key}: ExtractionError: run of {key}: every one of ")
         assert "came back with no entity and no triple" in description and "allow_empty_runs" in description
+
+
+def test_an_empty_offline_run_names_its_documents_and_blames_their_text_not_a_model() -> None:
+    empty = {"chunks": 7, "chunks_empty": 7, "chunks_failed": 0}
+    keys = ["scan.pdf", *(f"n{i}.txt" for i in range(6)), "scan.pdf"]
+    with pytest.raises(ExtractionError) as info:
+        require_yield((False, empty), stage="raw_extractions", where="r.s", allowed=False, documents=keys,
+                      offline=True)  # fmt: skip
+    message = str(info.value)
+    assert "(documents n0.txt, n1.txt, n2.txt, n3.txt, n4.txt and 2 more)" in message
+    assert "the offline extractor found no name in them" in message and "prompt" not in message
+    require_yield((False, empty), stage="raw_extractions", where="r.s", allowed=True, offline=True)

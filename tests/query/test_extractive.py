@@ -14,7 +14,7 @@ from pgrag_dag.pipeline import index_documents
 from pgrag_dag.providers.embedding import Embedder, InputKind
 from pgrag_dag.query import QueryParam, QueryResult, extractive_answer, query_data
 from pgrag_dag.query.citations import sources
-from pgrag_dag.query.extractive import LIKELY_MARGIN, SENTENCES_PER_CHUNK, extractive_lines
+from pgrag_dag.query.extractive import LIKELY_MARGIN, SENTENCES_PER_CHUNK, SOURCES_HEADER, extractive_lines
 from tests.fix_corpus import SmallCorpus
 
 QUESTION = "In which year did Ada Lovelace write her notes on the Analytical Engine?"
@@ -100,7 +100,7 @@ def test_k_bounds_the_sentences_and_the_lines_show_them(local: Engine, realm: st
     rows = extractive_answer(res, local.embedder(), k=1)
     assert all(len(r["sentences"]) == 1 for r in rows) and rows[0]["sentences"][0]["text"] == ANSWER
     lines = list(extractive_lines(rows))
-    assert lines[0] == "Sources, best match first:"
+    assert lines[0] == SOURCES_HEADER
     assert lines[1] == (
         f"[{rows[0]['ref']}] 02_lovelace.txt · {rows[0]['title']} · chunk {rows[0]['chunk_index']} · "
         f"similarity {rows[0]['score']:.2f} · best match"
