@@ -184,7 +184,7 @@ def require_yield(
         more = f" and {len(shown) - 5} more" if len(shown) > 5 else ""
         named = f" (documents {', '.join(shown[:5])}{more})"
     advice = (
-        "the offline extractor found no name in them: check that they hold prose (not empty, not a scan or "
+        "the offline extractor found no name in them — check that they hold prose (not empty, not a scan or "
         "markup only)"
         if offline
         else "check the extractor's model, prompt and the documents"
