@@ -48,8 +48,16 @@ def index(
         bool,
         typer.Option(
             "--full",
-            help="recompute the gate decisions, entities, relations and "
-            "vector audit over the whole space, not only what changed (same result)",
+            help="read and hash every source file and recompute the gate decisions, entities, relations "
+            "and vector audit over the whole space, not only what changed (same result)",
+        ),
+    ] = False,
+    verify: Annotated[
+        bool,
+        typer.Option(
+            "--verify",
+            help="read and hash every source file, even those whose size, modification time and inode "
+            "are unchanged since the last run (which are otherwise trusted unread)",
         ),
     ] = False,
     as_json: Annotated[
@@ -62,8 +70,9 @@ def index(
 ) -> None:
     """Run the eight stages for one partition as a plain pipeline (no Dagster), with a progress bar per
     stage on stderr, then print the summary. Each stage works on what changed since its last run; ``--full``
-    recomputes the whole space. A failed stage is one line on stderr (exit 2), its stack trace in
-    ``<data_dir>/logs/pgrag-errors.log``."""
+    recomputes the whole space; ``--verify`` reads every source file (an edit that kept a file's size,
+    modification time and inode is otherwise not seen). A failed stage is one line on stderr (exit 2), its
+    stack trace in ``<data_dir>/logs/pgrag-errors.log``."""
     import os
 
     from rich.console import Console
@@ -92,7 +101,7 @@ def index(
                 once.say(warning)
             engine.import_cassettes()
             try:
-                results = index_documents(engine, realm, space, full=full)
+                results = index_documents(engine, realm, space, full=full, verify=verify)
             except KeyboardInterrupt:  # Ctrl-C: said, not silent
                 console.print(
                     "interrupted: the stages that had finished are kept; "

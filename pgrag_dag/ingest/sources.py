@@ -21,8 +21,9 @@ import codecs
 import glob
 import hashlib
 import json
+import time
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,7 @@ import polars as pl
 from pgrag_dag.config.sections import Settings, SourceSpec, SpaceSpec
 from pgrag_dag.errors import ConfigurationError, SourceError
 from pgrag_dag.storable import clean_json, clean_key, clean_text
+from pgrag_dag.store.source_files import FileStat
 
 DOCUMENT_COLUMNS = ["doc_key", "title", "source", "doc_order", "text", "doc_hash", "metadata"]
 MAX_TITLE_CHARS = 1_000
@@ -82,6 +84,12 @@ class Sources:
     empty_sources: list[str] = field(default_factory=list)
     """One line per source whose glob matches no file while other sources of the space name documents (its
     last file deleted: its documents leave the index like any deleted document's)."""
+    files: dict[str, FileStat] = field(default_factory=dict)
+    """path → :class:`~pgrag_dag.store.source_files.FileStat` of every text file read or trusted this run
+    whose stat can be trusted next time (not modified within :data:`RACY_NS` of being read)."""
+    unread: dict[str, Path] = field(default_factory=dict)
+    """doc_key → file of the documents whose text was not read, their stat matching ``known``
+    (:func:`read_sources`): their ``text`` is null until :func:`read_unread` fills it."""
 
 
 def _named(settings: Settings, src: SourceSpec, *, allow_empty: bool = False) -> list[tuple[Path, str]]:
@@ -219,9 +227,18 @@ def config_relative_key(settings: Settings, path: Path) -> str:
         return clean_key(str(path))
 
 
-def _text_document(settings: Settings, src: SourceSpec, path: Path, rel: str) -> dict[str, Any]:
-    """One text file as a found entry (see :func:`read_sources`); refused with its reason when bad."""
-    entry = {
+RACY_NS = 2_000_000_000
+"""A file modified less than this long (ns, 2 s) before it was read may be written again within the same
+modification time and size: its stat is not recorded, so the next run reads it again."""
+
+
+def _text_document(
+    settings: Settings, src: SourceSpec, path: Path, rel: str, known: Mapping[str, FileStat] | None
+) -> dict[str, Any]:
+    """One text file as a found entry (see :func:`read_sources`); refused with its reason when bad. With
+    ``known``, a file whose size, modification time and inode equal its recorded ones is not read: the entry
+    has no text and the recorded hash."""
+    entry: dict[str, Any] = {
         "key": clean_key(src.key_prefix + rel),
         "title": title_for(path),
         "metadata": {"file_name": clean_key(path.name)},
@@ -231,9 +248,40 @@ def _text_document(settings: Settings, src: SourceSpec, path: Path, rel: str) ->
         "earlier": [config_relative_key(settings, path), clean_key(rel)],
     }
     try:
-        return entry | {"text": read_document(path)}
+        st = path.stat()
+    except OSError:
+        st = None  # a broken link or a file gone: reading it names the reason
+    key = str(path)
+    if st is not None and known is not None and (seen := known.get(key)) is not None:
+        if (seen.size, seen.mtime_ns, seen.inode) == (st.st_size, st.st_mtime_ns, st.st_ino):
+            return entry | {"text": None, "hash": seen.doc_hash, "stat": seen._replace(doc_key=entry["key"])}
+    try:
+        text = read_document(path)
     except SourceError as exc:
         return entry | {"skipped": exc.reason}
+    digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    trusted = st is not None and time.time_ns() - st.st_mtime_ns >= RACY_NS
+    stat = FileStat(entry["key"], st.st_size, st.st_mtime_ns, st.st_ino, digest) if trusted and st else None
+    return entry | {"text": text, "hash": digest, "stat": stat}
+
+
+def read_unread(read: Sources, docs: pl.DataFrame) -> pl.DataFrame:
+    """``docs`` (rows of ``read.documents``) with the text of those :func:`read_sources` trusted unread
+    (:attr:`Sources.unread`) read now and their ``doc_hash`` taken from it — a file changed without its
+    size, modification time or inode changing gets its real hash here — and ``read.files`` updated to
+    match. Raises :class:`SourceError` for a file that can no longer be read."""
+    missing = [k for k in docs.filter(pl.col("text").is_null())["doc_key"].to_list() if k in read.unread]
+    if not missing:
+        return docs
+    texts = {k: read_document(read.unread[k]) for k in missing}
+    hashes = {k: hashlib.sha256(t.encode("utf-8")).hexdigest() for k, t in texts.items()}
+    for key, stat in list(read.files.items()):
+        if stat.doc_key in hashes:
+            read.files[key] = stat._replace(doc_hash=hashes[stat.doc_key])
+    return docs.with_columns(
+        text=pl.coalesce(pl.col("text"), pl.col("doc_key").replace_strict(texts, default=None)),
+        doc_hash=pl.col("doc_key").replace_strict(hashes, default=pl.col("doc_hash")),
+    )
 
 
 def _storable(value: Any, what: str, notes: list[str]) -> Any:
@@ -329,9 +377,21 @@ def _jsonl_documents(settings: Settings, src: SourceSpec, path: Path, rel: str) 
     return docs
 
 
-def read_sources(settings: Settings, realm: str, space: str, *, allow_empty: bool = False) -> Sources:
+def read_sources(
+    settings: Settings,
+    realm: str,
+    space: str,
+    *,
+    allow_empty: bool = False,
+    known: Mapping[str, FileStat] | None = None,
+) -> Sources:
     """Read every document of ``realm``/``space``: the ``documents`` frame (columns above) of those that
     could be read, and the ones skipped (with their reasons) or cleaned. Nothing is written.
+
+    Sources read by change (issue 30): with ``known`` (path → :class:`FileStat` recorded by an earlier run,
+    :func:`pgrag_dag.store.source_files.load_stats`), a text file whose size, modification time and inode are
+    unchanged is not read — its row has a null ``text`` and the recorded ``doc_hash``, listed in
+    :attr:`Sources.unread` (:func:`read_unread` reads them where needed). JSONL files are always read.
 
     Skipped documents keep their place in the order (``order`` ``filename`` or ``listed``), so the
     others' ``doc_order`` does not shift. With ``allow_empty`` a source whose path is missing or whose
@@ -369,7 +429,7 @@ def read_sources(settings: Settings, realm: str, space: str, *, allow_empty: boo
             if _is_jsonl(src, path):
                 entries = _jsonl_documents(settings, src, path, rel)
             else:
-                entries = [_text_document(settings, src, path, rel)]
+                entries = [_text_document(settings, src, path, rel, known)]
             found += [e | {"src": number} for e in entries]
     if spec.order == "filename":
         found.sort(key=lambda d: (d["file"].name, str(d["file"]), d["metadata"].get("line", 0)))
@@ -398,7 +458,7 @@ def read_sources(settings: Settings, realm: str, space: str, *, allow_empty: boo
             "source": d["key"],
             "doc_order": order,
             "text": d["text"],
-            "doc_hash": hashlib.sha256(d["text"].encode("utf-8")).hexdigest(),
+            "doc_hash": d.get("hash") or hashlib.sha256(d["text"].encode("utf-8")).hexdigest(),
             "metadata": json.dumps(d["metadata"], default=str),
         }
         for order, d in good
@@ -417,6 +477,8 @@ def read_sources(settings: Settings, realm: str, space: str, *, allow_empty: boo
         [CleanedDocument(d["key"], d["where"], "; ".join(d["cleaned"])) for _, d in good if d["cleaned"]],
         {k: v for k, v in earlier.items() if v},
         empty,
+        {str(d["file"]): d["stat"] for _, d in good if d.get("stat") is not None},
+        {d["key"]: d["file"] for _, d in good if d["text"] is None},
     )
 
 

@@ -11,7 +11,7 @@ import polars as pl
 
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import ConfigurationError, SourceError
-from pgrag_dag.ingest.sources import read_sources, source_report
+from pgrag_dag.ingest.sources import read_sources, read_unread, source_report
 from pgrag_dag.ingest.splitting import CHUNK_SCHEMA, assemble_chunks
 from pgrag_dag.operators import contracts
 from pgrag_dag.pipeline import doc_keys
@@ -23,14 +23,19 @@ from pgrag_dag.pipeline.common import (
     writing_stage,
 )
 from pgrag_dag.pipeline.composition import compose
-from pgrag_dag.store import documents, locks, work_queue
+from pgrag_dag.store import documents, locks, source_files, work_queue
 
 log = logging.getLogger(__name__)
 
 
 @writing_stage("chunks")
-def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
+def stage_chunks(engine: Engine, realm: str, space: str, *, full: bool = False) -> StageResult:
     """Read sources, run the space's chunker, and replace changed documents' chunks (§4.1, §5.5).
+
+    Sources are read by change (issue 30): a text file whose size, modification time and inode equal what
+    the last run recorded (``source_files``) is not read unless its document must be chunked again;
+    ``full`` (``pgrag index --verify`` or ``--full``) reads and hashes every file — the way to catch an edit
+    that kept all three. ``documents_read`` and ``documents_trusted`` count both kinds.
 
     A document that cannot be read (empty, binary, undecodable, unreadable, a bad JSONL line) is
     skipped and reported in the metadata and the non-blocking ``skipped_documents`` check, with its
@@ -53,7 +58,9 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
     allow_empty = (
         engine.settings.operations.allow_empty or engine.settings.space_spec(realm, space).allow_empty
     )
-    read = read_sources(engine.settings, realm, space, allow_empty=allow_empty)
+    with engine.connect() as conn:
+        known = source_files.load_stats(conn, realm, space)
+    read = read_sources(engine.settings, realm, space, allow_empty=allow_empty, known=None if full else known)
     docs = read.documents
     if read.skipped and docs.height == 0:  # §3.5: a run in which every document fails raises
         first = read.skipped[0]
@@ -84,7 +91,9 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
         if old_print is not None:
             stored_prints[r.new] = r.new_print if old_print == r.old_print else old_print
     same = {k for k, p in prints.items() if stored_prints.get(k) == p}
-    todo = docs.filter(~pl.col("doc_key").is_in(sorted(same))) if same else docs
+    todo = read_unread(read, docs.filter(~pl.col("doc_key").is_in(sorted(same))) if same else docs)
+    prints.update(doc_keys.document_prints(todo, chunker_print))  # a trusted file read now may differ
+    trusted = len(set(read.unread) - set(todo["doc_key"].to_list()))
     pieces = chunker.run(todo, operator_context(engine, realm, space, chunker)) if todo.height else None
     chunks = (
         assemble_chunks(todo, pieces, operator=chunker.op.name)
@@ -119,6 +128,7 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
             orders=dict(zip(docs["doc_key"].to_list(), docs["doc_order"].to_list())),
         )
         changed = len(renamed) + len(sync.added) + len(sync.replaced) + len(sync.removed) + sync.restamped
+        source_files.write_stats(conn, realm, space, read.files, before=known)
         work_queue.finish(
             conn, realm, space, "chunks", work_queue.Work(full=False), chunker_print, changed=changed
         )
@@ -136,6 +146,8 @@ def stage_chunks(engine: Engine, realm: str, space: str) -> StageResult:
             "documents_removed": len(sync.removed),
             "documents_unchanged": len(sync.unchanged),
             "documents_renamed": len(renamed),
+            "documents_read": docs.height - trusted,
+            "documents_trusted": trusted,
             "chunks_inserted": sync.chunks_inserted,
             **skipped,
             "rows_changed": changed,

@@ -27,18 +27,26 @@ log = logging.getLogger(__name__)
 INDEX_STAGES = ("chunks", "raw_extractions", "gated_triples", "resolved_entities", "relations", "embeddings")
 
 
-FULL_STAGES = ("gated_triples", "resolved_entities", "relations", "embeddings")
+FULL_STAGES = ("chunks", "gated_triples", "resolved_entities", "relations", "embeddings")
 """The stages that work on what changed and can be asked to recompute the whole space (``full``, issue 15)."""
 
 
 def index_documents(
-    engine: Engine, realm: str, space: str, *, communities: bool = True, full: bool = False
+    engine: Engine,
+    realm: str,
+    space: str,
+    *,
+    communities: bool = True,
+    full: bool = False,
+    verify: bool = False,
 ) -> list[StageResult]:
     """Run every stage for one realm/space in order, outside Dagster (notebooks, tests, benchmarks).
 
     Each stage works on what changed since its last run; ``full`` recomputes the whole space in the
     stages of :data:`FULL_STAGES` (the result is the same — ``tests/pipeline/test_incremental.py`` — it only
-    costs more). Returns one :class:`StageResult` per stage. Raises the first stage's error unchanged.
+    costs more); ``verify`` only makes ``chunks`` read and hash every source file (issue 30: an unchanged
+    size, modification time and inode is otherwise trusted). Returns one :class:`StageResult` per stage.
+    Raises the first stage's error unchanged.
     """
     stages = [
         stage_chunks,
@@ -56,7 +64,12 @@ def index_documents(
             engine,
             realm,
             space,
-            **({"full": True} if full and stage.__name__.removeprefix("stage_") in FULL_STAGES else {}),
+            **(
+                {"full": True}
+                if (full and stage.__name__.removeprefix("stage_") in FULL_STAGES)
+                or (verify and stage is stage_chunks)
+                else {}
+            ),
         )
         log.info("%s %s.%s: %s", result.stage, realm, space, result.metadata)
         results.append(result)

@@ -380,6 +380,7 @@ def delete_document_rows(
             WHERE space = %(space)s AND superseded_by = ANY(%(rels)s) AND NOT id = ANY(%(rels)s)""",
     )
     run("documents", "documents", "DELETE FROM {t} WHERE space = %(space)s AND id = ANY(%(live)s)")
+    run("source_files", "source_files", "DELETE FROM {t} WHERE space = %(space)s AND doc_key = ANY(%(keys)s)")
     run(
         "documents_removed",
         "documents_removed",

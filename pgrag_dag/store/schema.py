@@ -55,6 +55,8 @@ Realm schema ``pgrag_<realm>`` tables (every one carries ``space``):
 - ``community_sources``  what each level-0 report was built from: (community, relation, chunk) as they were
   when it was built (schema version 20; filled for older realms' reports from their members' relations)
 - ``stage_pending``  work a stage owes its space (failed community reports), retried by its next run
+- ``source_files``  each text file's size, modification time, inode and hash when last read
+  (:mod:`pgrag_dag.store.source_files`, schema version 22): an unchanged file is not read again
 
 Every embedded table also has ``embed_hash`` (SHA-256 of the text its vector embeds), and, for rows the
 model refused under ``embedding.fallback: hashing`` (issue 13), ``embed_fallback`` (the fallback
@@ -87,6 +89,7 @@ from pgrag_dag.store import (
     lineage,
     purge,
     quality,
+    source_files,
     telemetry,
     vector_index,
     vectors,
@@ -95,7 +98,7 @@ from pgrag_dag.store import (
 from pgrag_dag.store.db import privileged
 
 CONTROL_SCHEMA = "pgrag__control"
-SCHEMA_VERSION = 21
+SCHEMA_VERSION = 22
 """The realm schema's DDL version, recorded per realm in ``pgrag__control.realms.schema_version``."""
 _LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
 
@@ -472,6 +475,7 @@ def init_realm(
         telemetry.create_telemetry(conn, schema)
         work_queue.create_work(conn, schema)
         vectors.create_text_hashes(conn, schema)
+        source_files.create_source_files(conn, schema)
         quality.create_identity_keys(conn, realm)
         graph_version.create_graph_versions(conn, realm)
         conn.execute(

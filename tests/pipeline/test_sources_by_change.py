@@ -1,0 +1,111 @@
+"""Sources read by change (issue 30 item 2): the chunks stage trusts a text file whose size, modification
+time and inode are what it recorded, reads only candidates, and ``full`` (``pgrag index --verify``) reads
+every file — the only way to see an edit that kept all three."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from psycopg import sql
+
+from pgrag_dag.pipeline import stage_chunks
+from pgrag_dag.store import db
+from pgrag_dag.store.schema import schema_for
+from tests.fix_corpus import SmallCorpus
+
+HOUR_NS = 3_600 * 10**9
+
+
+def _age(path: Path, ns: int) -> None:
+    """Set the file's modification time ``ns`` nanoseconds into the past: older than the racy window."""
+    then = time.time_ns() - ns
+    os.utime(path, ns=(then, then))
+
+
+def _files(corpus: SmallCorpus, realm: str) -> dict[str, tuple[int, str]]:
+    with db.connect(corpus.engine().dsn) as conn:
+        rows = conn.execute(
+            sql.SQL("SELECT doc_key, size, doc_hash FROM {}.source_files WHERE space = 'main'").format(
+                sql.Identifier(schema_for(realm))
+            )
+        ).fetchall()
+    return {k: (s, h) for k, s, h in rows}
+
+
+def _chunk_texts(corpus: SmallCorpus, realm: str, doc_key: str) -> list[str]:
+    with db.connect(corpus.engine().dsn) as conn:
+        rows = conn.execute(
+            sql.SQL(
+                "SELECT text FROM {}.documents WHERE space = 'main' AND doc_key = %s ORDER BY chunk_index"
+            ).format(sql.Identifier(schema_for(realm))),
+            (doc_key,),
+        ).fetchall()
+    return [r[0] for r in rows]
+
+
+def test_unchanged_files_are_trusted_unread_and_verify_sees_an_edit_that_kept_size_and_mtime(
+    small_corpus: SmallCorpus, realm: str
+) -> None:
+    engine = small_corpus.engine()
+    docs = sorted(p for p in (small_corpus.root / "docs").iterdir() if p.is_file())
+    assert len(docs) >= 2
+    for p in docs:
+        _age(p, HOUR_NS)
+    first = stage_chunks(engine, realm, "main").metadata
+    assert (first["documents_read"], first["documents_trusted"]) == (len(docs), 0)
+    recorded = _files(small_corpus, realm)
+    assert {k: s for k, (s, _) in recorded.items()} == {p.name: p.stat().st_size for p in docs}
+
+    again = stage_chunks(engine, realm, "main").metadata
+    assert (again["documents_read"], again["documents_trusted"]) == (0, len(docs))
+    assert again["documents_unchanged"] == len(docs) and again["rows_changed"] == 0
+
+    edited = docs[0]  # an edit that changes the size: read, re-chunked, recorded anew
+    edited.write_text(
+        edited.read_text(encoding="utf-8") + "\nCharles Babbage kept a ledger.\n", encoding="utf-8"
+    )
+    _age(edited, HOUR_NS // 2)
+    changed = stage_chunks(engine, realm, "main").metadata
+    assert (changed["documents_read"], changed["documents_trusted"]) == (1, len(docs) - 1)
+    assert changed["documents_replaced"] == 1
+    assert _files(small_corpus, realm)[edited.name][0] == edited.stat().st_size
+
+    # the same size and modification time, other bytes: trusted (documented), until --verify reads it
+    st = edited.stat()
+    text = edited.read_text(encoding="utf-8")
+    swapped = text.replace("ledger", "LEDGER")
+    assert len(swapped) == len(text) and swapped != text
+    with edited.open("r+", encoding="utf-8") as f:  # in place: the inode stays
+        f.write(swapped)
+    os.utime(edited, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (edited.stat().st_size, edited.stat().st_mtime_ns, edited.stat().st_ino) == (
+        st.st_size,
+        st.st_mtime_ns,
+        st.st_ino,
+    )
+    missed = stage_chunks(engine, realm, "main").metadata
+    assert missed["documents_replaced"] == 0 and missed["documents_trusted"] == len(docs)
+    assert not any("LEDGER" in t for t in _chunk_texts(small_corpus, realm, edited.name))
+    verified = stage_chunks(engine, realm, "main", full=True).metadata
+    assert (verified["documents_read"], verified["documents_trusted"]) == (len(docs), 0)
+    assert verified["documents_replaced"] == 1
+    assert any("LEDGER" in t for t in _chunk_texts(small_corpus, realm, edited.name))
+
+
+def test_a_file_written_within_the_racy_window_is_not_trusted_and_a_removed_file_is_forgotten(
+    small_corpus: SmallCorpus, realm: str
+) -> None:
+    engine = small_corpus.engine()
+    docs = sorted(p for p in (small_corpus.root / "docs").iterdir() if p.is_file())
+    for p in docs[1:]:
+        _age(p, HOUR_NS)
+    os.utime(docs[0])  # modified just now: it may change again within the same mtime and size
+    stage_chunks(engine, realm, "main")
+    assert sorted(_files(small_corpus, realm)) == sorted(p.name for p in docs[1:])
+    again = stage_chunks(engine, realm, "main").metadata
+    assert again["documents_read"] == 1  # read again: nothing was recorded for it
+    docs[-1].unlink()
+    gone = stage_chunks(engine, realm, "main").metadata
+    assert gone["documents_removed"] == 1 and docs[-1].name not in _files(small_corpus, realm)
