@@ -111,7 +111,7 @@ class _Compiler:
         self.names = itertools.count()
         self.values = itertools.count()
         self.user = user
-        self.x = Expressions(self.bindings, user, self.bind)
+        self.x = Expressions(self.bindings, user, self.bind, temporal=temporal, realm=realm)
 
     def bind(self, value: Any) -> sql.Composable:
         name = f"v{next(self.values)}"
@@ -242,7 +242,13 @@ class _Compiler:
         if not props:
             return []
         # "" is a variable no query can name: the pattern's own row, whatever its variable is bound to
-        own = Expressions({"": Binding(kind, alias)}, self.user, self.bind)  # type: ignore[arg-type]
+        own = Expressions(
+            {"": Binding(kind, alias)},  # type: ignore[arg-type]
+            self.user,
+            self.bind,
+            temporal=self.temporal,
+            realm=self.realm,
+        )
         return [own.condition(s.Binary("=", s.Property("", key, pos), value)) for key, value, pos in props]
 
     def rel(self, scope: _Scope, rel: s.RelPattern, a: str, b: str) -> str:
