@@ -96,7 +96,7 @@ class QueryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         """A read-only openCypher query over ``space`` of this realm (``"*"``: every space of it) as a polars
         frame; see :func:`pgrag_dag.cypher` (issue 29) — ``limits`` are its ``max_hops``, ``max_rows`` and
         ``timeout_s``. Raises ``CypherError`` (a ``QueryError``) for a refused text, before any SQL runs."""
-        from pgrag_dag.cypher.run import cypher
+        from pgrag_dag.cypher import cypher
 
         return cypher(
             text,

@@ -94,33 +94,33 @@ def cypher(
     The query sees what retrieval sees: the space, live rows, and --as-of / --as-believed-at /
     --include-superseded inside every hop. Example: pgrag cypher "MATCH (p:Person)-[r]->(o) RETURN p.name,
     type(r), o.name LIMIT 5" --space wiki.demo"""
-    from pgrag_dag.cypher.run import cypher as run_cypher
-    from pgrag_dag.cypher.run import explain as explain_sql
+    from pgrag_dag.cypher import CypherOptions, answer
+    from pgrag_dag.cypher import explain as explain_sql
+    from pgrag_dag.temporal import Temporal, belief_instant
 
     if as_json and as_csv:
         fail(ConfigurationError("pass --json or --csv, not both"))
     try:
         realm, name = _scope(space)
-        options: dict[str, Any] = {
-            "as_of": as_of,
-            "as_believed_at": as_believed_at,
-            "include_superseded": include_superseded,
-            "max_rows": max_rows,
-            "max_hops": max_hops,
-        }
+        believed = None if as_believed_at is None else belief_instant(as_believed_at)
+        temporal = Temporal(as_of=as_of, believed_at=believed, include_superseded=include_superseded)
+
+        def options(realm: str, space: str) -> CypherOptions:
+            return CypherOptions(realm, space, temporal, max_hops=max_hops, max_rows=max_rows)
+
         values = _params(param or [])
         if realm is not None and name is not None:  # refused, or explained, before the configuration is read
-            text, bound = explain_sql(query, values, realm=realm, space=name, **options)
+            text, bound = explain_sql(query, values, options(realm, name))
             if explain:
                 typer.echo(text + "\n" + json.dumps(bound, default=str, indent=2))
                 return
         with contextlib.closing(open_engine()) as engine:
             realm, name = query_target(engine.settings, realm, name)
             if explain:
-                text, bound = explain_sql(query, values, realm=realm, space=name, **options)
+                text, bound = explain_sql(query, values, options(realm, name))
                 typer.echo(text + "\n" + json.dumps(bound, default=str, indent=2))
                 return
-            frame = run_cypher(query, values, dsn=engine.dsn, realm=realm, space=name, **options)
+            frame = answer(query, values, options(realm, name), dsn=engine.dsn)
     except PgragError as exc:
         fail(exc)
     if as_json:

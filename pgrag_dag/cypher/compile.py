@@ -51,6 +51,28 @@ MAX_HOPS = 5
 MAX_ROWS = 10_000
 """The row cap: a result longer than this is refused unless the caller raises it (or adds LIMIT)."""
 
+TIMEOUT_S = 10.0
+"""The statement timeout of one Cypher read, seconds (``SET LOCAL``: its transaction only)."""
+
+
+@dataclass(frozen=True)
+class CypherOptions:
+    """Where, when and within which bounds one Cypher query reads (issue 29) — one value passed from the
+    interfaces through compilation to the read.
+
+    ``realm`` / ``space``: the realm's space (``"*"``: every space of the realm, never another realm);
+    ``temporal``: the state read (§5.4: ``as_of``, ``believed_at``, ``include_superseded``), inside every
+    hop; ``max_hops``: the longest variable-length relationship (``*lo..hi`` with ``hi`` above it is
+    refused); ``max_rows``: a longer result is refused; ``timeout_s``: the read's statement timeout,
+    seconds."""
+
+    realm: str
+    space: str
+    temporal: Temporal = CURRENT
+    max_hops: int = MAX_HOPS
+    max_rows: int = MAX_ROWS
+    timeout_s: float = TIMEOUT_S
+
 
 @dataclass(frozen=True)
 class Compiled:
@@ -82,36 +104,26 @@ class _Scope:
         return sql.SQL(" WHERE ") + sql.SQL(" AND ").join(self.conditions)
 
 
-def compile_query(
-    query: s.Query,
-    params: Mapping[str, Any] | None = None,
-    *,
-    realm: str,
-    space: str,
-    temporal: Temporal = CURRENT,
-    max_hops: int = MAX_HOPS,
-    max_rows: int = MAX_ROWS,
-) -> Compiled:
-    """``query`` as SQL over realm ``realm``'s tables, scoped to ``space`` (``"*"``: every space of the
-    realm) and read in the state ``temporal`` selects; at most ``max_rows + 1`` rows are ever returned
-    (the caller refuses the ``+ 1``). Raises :class:`CypherError` (see the module docstring) and
-    :class:`~pgrag_dag.errors.InvalidNameError` for an invalid realm or space name."""
-    validate_realm(realm)
-    validate_space(space, for_write=False)
-    return _Compiler(realm, space, temporal, dict(params or {}), max_hops).build(query, max_rows)
+def compile_query(query: s.Query, params: Mapping[str, Any] | None, options: CypherOptions) -> Compiled:
+    """``query`` as SQL over ``options.realm``'s tables, scoped to ``options.space`` (``"*"``: every space of
+    the realm) and read in the state ``options.temporal`` selects; at most ``options.max_rows + 1`` rows are
+    ever returned (the caller refuses the ``+ 1``). Raises :class:`CypherError` (see the module docstring)
+    and :class:`~pgrag_dag.errors.InvalidNameError` for an invalid realm or space name."""
+    validate_realm(options.realm)
+    validate_space(options.space, for_write=False)
+    return _Compiler(options, dict(params or {})).build(query, options.max_rows)
 
 
 class _Compiler:
-    def __init__(
-        self, realm: str, space: str, temporal: Temporal, user: dict[str, Any], max_hops: int
-    ) -> None:
-        self.realm, self.space, self.temporal, self.max_hops = realm, space, temporal, max_hops
-        self.params: dict[str, Any] = {"space": space, **temporal.params()}
+    def __init__(self, options: CypherOptions, user: dict[str, Any]) -> None:
+        self.realm, self.space, self.temporal = options.realm, options.space, options.temporal
+        self.max_hops = options.max_hops
+        self.params: dict[str, Any] = {"space": self.space, **self.temporal.params()}
         self.bindings: dict[str, Binding] = {}
         self.names = itertools.count()
         self.values = itertools.count()
         self.user = user
-        self.x = Expressions(self.bindings, user, self.bind, temporal=temporal, realm=realm)
+        self.x = Expressions(self.bindings, user, self.bind, temporal=self.temporal, realm=self.realm)
 
     def bind(self, value: Any) -> sql.Composable:
         name = f"v{next(self.values)}"
@@ -399,4 +411,4 @@ class _Compiler:
         return raw
 
 
-__all__ = ["MAX_HOPS", "MAX_ROWS", "Compiled", "check_value", "compile_query"]
+__all__ = ["MAX_HOPS", "MAX_ROWS", "TIMEOUT_S", "Compiled", "CypherOptions", "check_value", "compile_query"]

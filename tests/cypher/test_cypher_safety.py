@@ -13,9 +13,10 @@ import pytest
 from psycopg import sql
 
 from pgrag_dag.cypher import cypher
-from pgrag_dag.cypher.compile import Compiled
+from pgrag_dag.cypher.compile import Compiled, CypherOptions
 from pgrag_dag.cypher.run import compile_text, run
 from pgrag_dag.store import db
+from pgrag_dag.temporal import Temporal
 from tests.cypher.graph import Realms, realms  # noqa: F401  (the fixture)
 
 HOSTILE = [
@@ -88,7 +89,7 @@ def test_a_compiled_query_runs_in_a_read_only_transaction(realms: Realms) -> Non
 def plan(r: Realms, text: str, params: dict[str, Any] | None = None, **kw: Any) -> str:
     """EXPLAIN of the compiled query with sequential scans priced out: what matters is that an index
     *can* answer each hot filter (a tiny table would be scanned anyway)."""
-    compiled = compile_text(text, params, realm=r.realm, space="work", **kw)
+    compiled = compile_text(text, params, CypherOptions(r.realm, "work", Temporal(**kw)))
     conn = db.connect(r.dsn)
     try:
         for table in ("entities", "relations"):  # the statistics autovacuum would have gathered
