@@ -37,6 +37,7 @@ from typing import Any
 
 from psycopg import sql
 
+from pgrag_dag.config.sections import CypherSettings
 from pgrag_dag.cypher import syntax as s
 from pgrag_dag.cypher.expressions import Binding, Expressions, check_value, is_aggregate
 from pgrag_dag.errors import CypherError
@@ -45,14 +46,17 @@ from pgrag_dag.store.identifiers import qualified
 from pgrag_dag.store.retrieval import entity_live, in_space, relation_filter
 from pgrag_dag.temporal import CURRENT, Temporal
 
-MAX_HOPS = 5
-"""The longest variable-length relationship compiled unless the caller says otherwise (``*1..5``)."""
+_LIMITS = CypherSettings()
 
-MAX_ROWS = 10_000
-"""The row cap: a result longer than this is refused unless the caller raises it (or adds LIMIT)."""
+MAX_HOPS = _LIMITS.max_hops
+"""The longest variable-length relationship compiled unless configured otherwise (``cypher.max_hops``)."""
 
-TIMEOUT_S = 10.0
-"""The statement timeout of one Cypher read, seconds (``SET LOCAL``: its transaction only)."""
+MAX_ROWS = _LIMITS.max_rows
+"""The row cap: a longer result is refused unless configured otherwise (``cypher.max_rows``) or LIMITed."""
+
+TIMEOUT_S = _LIMITS.timeout_s
+"""The statement timeout of one Cypher read, seconds (``cypher.timeout_s``; ``SET LOCAL``: its transaction
+only)."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +68,8 @@ class CypherOptions:
     ``temporal``: the state read (§5.4: ``as_of``, ``believed_at``, ``include_superseded``), inside every
     hop; ``max_hops``: the longest variable-length relationship (``*lo..hi`` with ``hi`` above it is
     refused); ``max_rows``: a longer result is refused; ``timeout_s``: the read's statement timeout,
-    seconds."""
+    seconds — by default the :class:`~pgrag_dag.config.sections.CypherSettings` defaults; the CLI and the
+    query resource pass the configured ones (:meth:`bounded`)."""
 
     realm: str
     space: str
@@ -72,6 +77,15 @@ class CypherOptions:
     max_hops: int = MAX_HOPS
     max_rows: int = MAX_ROWS
     timeout_s: float = TIMEOUT_S
+
+    @classmethod
+    def bounded(
+        cls, realm: str, space: str, temporal: Temporal, limits: CypherSettings, **overrides: Any
+    ) -> CypherOptions:
+        """Options bounded by ``limits`` (the ``cypher:`` settings), each of ``overrides`` (``max_hops``,
+        ``max_rows``, ``timeout_s``) that is not ``None`` winning over its setting."""
+        chosen = {**limits.model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
+        return cls(realm, space, temporal, **chosen)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ from typing import Any
 import polars as pl
 import psycopg
 
-from pgrag_dag.cypher.compile import MAX_HOPS, MAX_ROWS, TIMEOUT_S, Compiled, CypherOptions, compile_query
+from pgrag_dag.config.sections import CypherSettings
+from pgrag_dag.cypher.compile import TIMEOUT_S, Compiled, CypherOptions, compile_query
 from pgrag_dag.cypher.parse import parse
 from pgrag_dag.errors import QueryError, UnknownSpaceError
 from pgrag_dag.store import db
@@ -49,9 +50,10 @@ def cypher(
     as_of: str | None = None,
     as_believed_at: str | datetime | None = None,
     include_superseded: bool = False,
-    max_hops: int = MAX_HOPS,
-    max_rows: int = MAX_ROWS,
-    timeout_s: float = TIMEOUT_S,
+    limits: CypherSettings | None = None,
+    max_hops: int | None = None,
+    max_rows: int | None = None,
+    timeout_s: float | None = None,
 ) -> pl.DataFrame:
     """Answer a read-only openCypher query over ``realm``'s graph in ``space`` (``"*"``: every space of
     the realm, never another realm) as a polars frame, one column per RETURN item (named by its alias,
@@ -69,7 +71,10 @@ def cypher(
 
     The read runs in one ``READ ONLY`` repeatable-read transaction on a pooled reader with
     ``statement_timeout = timeout_s``; a result longer than ``max_rows`` is refused (add ``LIMIT``). The
-    keywords make one :class:`~pgrag_dag.cypher.compile.CypherOptions` for :func:`answer`.
+    three limits come from ``limits`` — the ``cypher:`` settings (``engine.settings.cypher``;
+    :class:`~pgrag_dag.config.sections.CypherSettings`, whose defaults apply when it is ``None``: 5 hops,
+    10,000 rows, 10 s) — unless given here. The keywords make one
+    :class:`~pgrag_dag.cypher.compile.CypherOptions` for :func:`answer`.
 
     Raises:
         CypherError: the text is refused (a writing clause, a syntax error, an unknown property or
@@ -81,7 +86,15 @@ def cypher(
     """
     believed = None if as_believed_at is None else belief_instant(as_believed_at)
     temporal = Temporal(as_of=as_of, believed_at=believed, include_superseded=include_superseded)
-    options = CypherOptions(realm, space, temporal, max_hops=max_hops, max_rows=max_rows, timeout_s=timeout_s)
+    options = CypherOptions.bounded(
+        realm,
+        space,
+        temporal,
+        limits or CypherSettings(),
+        max_hops=max_hops,
+        max_rows=max_rows,
+        timeout_s=timeout_s,
+    )
     return answer(text, params, options, dsn=dsn)
 
 
