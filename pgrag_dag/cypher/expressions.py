@@ -152,6 +152,25 @@ class Expressions:
             return self.rel_column(b.alias, columns[key])
         return sql.Identifier(b.alias, columns[key])
 
+    def has_labels(self, test: s.HasLabels) -> sql.Composable:
+        """``var:A:B``: a node's entity type equals each label, as a pattern's ``(n:A)`` (an entity has one
+        type, so two different labels never hold); a relationship's predicate equals each, case-insensitive
+        as its pattern's types. ``NULL`` for a node or relationship an OPTIONAL MATCH left unbound."""
+        b = self.binding(test.var, test.pos)
+        if b.kind == "path":
+            raise CypherError(
+                "label", f"{test.var} is a variable-length relationship: it has no type to test", *test.pos
+            )
+        if b.kind == "node":
+            column: sql.Composable = sql.Identifier(b.alias, "entity_type")
+            labels = list(test.labels)
+        else:
+            column = sql.SQL("lower({})").format(sql.Identifier(b.alias, "predicate"))
+            labels = [label.strip().lower() for label in test.labels]
+        return sql.SQL("({})").format(
+            sql.SQL(" AND ").join(sql.SQL("{} = {}").format(column, self.bind(label)) for label in labels)
+        )
+
     def param(self, p: s.Param) -> Any:
         if p.name not in self.params:
             raise CypherError("parameter", f"parameter ${p.name} is not given", *p.pos)
@@ -172,6 +191,8 @@ class Expressions:
             return sql.SQL("NULL") if value is None else self.bind(value)
         if isinstance(expr, s.Property):
             return self.column(expr.var, expr.key, expr.pos)
+        if isinstance(expr, s.HasLabels):
+            return self.has_labels(expr)
         if isinstance(expr, s.Ref):
             return self.value(expr)
         if isinstance(expr, s.Call):

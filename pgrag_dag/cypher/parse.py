@@ -253,6 +253,9 @@ class _Build:
             return s.Property(var=_name(kids[0].children[0]), key=_name(kids[1]), pos=_pos(tree))
         if kind == "ref":
             return s.Ref(var=_name(kids[0].children[0]), pos=_pos(tree))
+        if kind == "has_labels":
+            labels = tuple(_name(label.children[0]) for label in kids[1:])
+            return s.HasLabels(var=_name(kids[0].children[0]), labels=labels, pos=_pos(tree))
         if kind == "param":
             return s.Param(name=_name(kids[0]), pos=_pos(tree))
         if kind == "call":

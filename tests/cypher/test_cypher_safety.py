@@ -62,6 +62,8 @@ def test_a_hostile_parameter_is_a_value_that_matches_nothing(realms: Realms, val
         "MATCH (n:`Person`)-[r:`works_at') OR TRUE OR ('`]->(o) RETURN n.name",
         "MATCH (n) WHERE n.name = 'Ada Lovelace\\' OR \\'1\\'=\\'1' RETURN n.name",
         'MATCH (n) WHERE n.name = "x\\"; DROP TABLE relations; --" RETURN n.name',
+        "MATCH (n) WHERE n:`Person' OR '1'='1` RETURN n.name",
+        "MATCH ()-[r]->(n) WHERE r:`works_at' OR TRUE; DROP TABLE relations; --` RETURN n.name",
     ],
 )
 def test_hostile_labels_types_and_literals_are_bound_values(realms: Realms, text: str) -> None:
