@@ -187,6 +187,10 @@ class _Compiler:
             sql.SQL("{} AS {}").format(self.identity(v), sql.Identifier(v_alias))
             for v, v_alias in self._new(inner)
         ]
+        if (
+            not main.items
+        ):  # a query opening with OPTIONAL MATCH: one row to join to (one result row, or NULLs)
+            main.items.append(sql.SQL("(VALUES (TRUE)) AS {}").format(sql.Identifier(self.alias("u"))))
         main.items.append(
             sql.SQL(" LEFT JOIN LATERAL (SELECT {cols}{frm}{where} LIMIT ALL) AS {o} ON TRUE").format(
                 cols=sql.SQL(", ").join(picked) if picked else sql.SQL("TRUE"),

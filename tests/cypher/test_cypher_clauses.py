@@ -146,6 +146,14 @@ def test_a_label_test_in_where_is_the_entity_type_or_the_predicate(realms: Realm
         ask(realms, "MATCH (n) WHERE m:Person RETURN n.name")
 
 
+def test_a_query_may_open_with_optional_match(realms: Realms) -> None:
+    # one row of NULLs when nothing matches (found by the TCK's Match7 [1])
+    assert rows(ask(realms, "OPTIONAL MATCH (n {name: 'Nobody'}) RETURN n.name AS n")) == [(None,)]
+    frame = ask(realms, "OPTIONAL MATCH (n:Place) RETURN n.name AS n, (n:Place) ORDER BY n")
+    assert frame.columns == ["n", "(n:Place)"]  # an unaliased item is named as written
+    assert rows(frame) == [("London", True), ("Paris", True)]
+
+
 def test_return_a_node_and_a_relationship_as_structs(realms: Realms) -> None:
     frame = ask(
         realms,
