@@ -311,9 +311,10 @@ class _Compiler:
 
     def walk(self, scope: _Scope, rel: s.RelPattern, a: str, b: str) -> None:
         """A ``*lo..hi`` relationship: a recursive walk from ``a`` applying, at every hop, the scope and
-        temporal predicates of a single relationship and the liveness of the vertex reached."""
+        temporal predicates of a single relationship and the liveness of the vertex reached. An empty range
+        (``*2..1``) matches nothing, as openCypher says (no walk reaches ``hop >= lo`` stopping at ``hi``)."""
         lo, hi = rel.hops or (1, 1)
-        if hi > self.max_hops or lo > hi:
+        if hi > self.max_hops:
             raise CypherError(
                 "variable length",
                 f"variable-length relationship *{lo}..{hi} is outside 0..{self.max_hops} (max_hops)",

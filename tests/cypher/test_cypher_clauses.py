@@ -257,6 +257,13 @@ def test_a_longer_path_than_max_hops_is_refused_before_sql(realms: Realms) -> No
     assert ask(realms, "MATCH (a)-[p*1..6]->(b) RETURN count(*) AS n", max_hops=6)["n"].to_list() == [16]
 
 
+def test_an_empty_range_matches_nothing(realms: Realms) -> None:
+    # openCypher's *1..0 and *2..1 (TCK Match4, Match5): no path, not an error
+    for hops in ("1..0", "2..1"):
+        assert ask(realms, f"MATCH (a)-[p*{hops}]->(b) RETURN count(*) AS n")["n"].to_list() == [0]
+    assert ask(realms, "MATCH (a)-[p*1..1]->(b) RETURN count(*) AS n")["n"].to_list() == [10]
+
+
 def test_the_row_cap_refuses_a_longer_result(realms: Realms) -> None:
     with pytest.raises(QueryError, match="more than 3 rows"):
         ask(realms, "MATCH (n) RETURN n.name", max_rows=3)
