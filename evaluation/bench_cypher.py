@@ -47,10 +47,11 @@ from typing import Any
 
 from psycopg import sql
 
-from pgrag_dag.cypher import cypher
+from pgrag_dag.cypher import CypherOptions, cypher
 from pgrag_dag.cypher.parse import parse
 from pgrag_dag.cypher.run import compile_text, run
 from pgrag_dag.store import db, schema
+from pgrag_dag.temporal import Temporal
 
 TWO_HOP = "MATCH (a {name: $a})-[r1]->(m)-[r2]->(c) RETURN m.name, type(r2), c.name"
 PATH = "MATCH (a {name: $a})-[p*1..3]-(b {name: $b}) RETURN size(p) AS hops"
@@ -152,9 +153,10 @@ def measure(
     dsn: str, realm: str, text: str, args: list[dict[str, Any]], warmup: int, **kw: Any
 ) -> dict[str, Any]:
     compile_s, read_s, total_s, rows = [], [], [], []
+    options = CypherOptions(realm, "bench", Temporal(**kw))
     for i, params in enumerate(args[:warmup] + args):
-        compiled = compile_text(text, params, realm=realm, space="bench", **kw)
-        c = timed(lambda: compile_text(text, params, realm=realm, space="bench", **kw))  # noqa: B023
+        compiled = compile_text(text, params, options)
+        c = timed(lambda: compile_text(text, params, options))  # noqa: B023
         with db.read_connection(dsn) as conn:
             r = timed(lambda: run(conn, compiled))  # noqa: B023
         frame: list[Any] = []

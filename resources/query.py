@@ -94,14 +94,17 @@ class QueryResource(dg.ConfigurableResource):  # type: ignore[type-arg]
         **limits: Any,
     ) -> pl.DataFrame:
         """A read-only openCypher query over ``space`` of this realm (``"*"``: every space of it) as a polars
-        frame; see :func:`pgrag_dag.cypher` (issue 29) — ``limits`` are its ``max_hops``, ``max_rows`` and
-        ``timeout_s``. Raises ``CypherError`` (a ``QueryError``) for a refused text, before any SQL runs."""
-        from pgrag_dag.cypher.run import cypher
+        frame; see :func:`pgrag_dag.cypher` (issue 29) — bounded by the settings' ``cypher:`` limits, each of
+        ``limits`` (``max_hops``, ``max_rows``, ``timeout_s``) winning over its setting. Raises
+        ``CypherError`` (a ``QueryError``) for a refused text, before any SQL runs."""
+        from pgrag_dag.cypher import cypher
 
+        engine = self.engine()
         return cypher(
             text,
             params,
-            dsn=self.engine().dsn,
+            dsn=engine.dsn,
+            limits=engine.settings.cypher,
             realm=self.realm,
             space=space,
             as_of=as_of,

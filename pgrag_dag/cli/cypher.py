@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from pgrag_dag.cli.common import app, fail, open_engine, query_target
+from pgrag_dag.cli.common import app, fail, query_target
 from pgrag_dag.errors import ConfigurationError, PgragError
 
 if TYPE_CHECKING:  # polars is imported when the command runs
@@ -79,8 +79,17 @@ def cypher(
         str | None, typer.Option(help="belief time: the graph as the system believed it at this ISO instant")
     ] = None,
     include_superseded: Annotated[bool, typer.Option(help="also traverse superseded relations")] = False,
-    max_rows: Annotated[int, typer.Option(help="refuse a longer result (add LIMIT)")] = 10_000,
-    max_hops: Annotated[int, typer.Option(help="the longest variable-length relationship, *1..N")] = 5,
+    max_rows: Annotated[
+        int | None, typer.Option(min=1, help="refuse a longer result (add LIMIT); default: cypher.max_rows")
+    ] = None,
+    max_hops: Annotated[
+        int | None,
+        typer.Option(min=0, help="the longest variable-length relationship, *1..N; default: cypher.max_hops"),
+    ] = None,
+    timeout_s: Annotated[
+        float | None,
+        typer.Option(min=0.001, help="the read's statement timeout, s; default: cypher.timeout_s"),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the rows as JSON objects")] = False,
     as_csv: Annotated[bool, typer.Option("--csv", help="print the rows as CSV")] = False,
     explain: Annotated[
@@ -90,37 +99,42 @@ def cypher(
     """Run a read-only openCypher query: nodes are entities (a label is the entity type; properties
     name, type, description, aliases, space), relationships are relations (a type is the predicate;
     properties predicate, description, weight, negated, confidence, valid_from, valid_to, t_created,
-    t_expired, space). Writing clauses (CREATE, MERGE, SET, DELETE, …) are refused with their position.
-    The query sees what retrieval sees: the space, live rows, and --as-of / --as-believed-at /
-    --include-superseded inside every hop. Example: pgrag cypher "MATCH (p:Person)-[r]->(o) RETURN p.name,
-    type(r), o.name LIMIT 5" --space wiki.demo"""
-    from pgrag_dag.cypher.run import cypher as run_cypher
-    from pgrag_dag.cypher.run import explain as explain_sql
+    t_expired, superseded_by, superseded, space). Writing clauses (CREATE, MERGE, SET, DELETE, …) are
+    refused with their position. The query sees what retrieval sees: the space, live rows, and --as-of /
+    --as-believed-at / --include-superseded inside every hop. The limits default to the configuration's
+    cypher: section. Example: pgrag cypher "MATCH (p:Person)-[r]->(o) RETURN p.name, type(r), o.name
+    LIMIT 5" --space wiki.demo"""
+    from pgrag_dag.config.load import load_settings
+    from pgrag_dag.cypher import CypherOptions, answer
+    from pgrag_dag.cypher import explain as explain_sql
+    from pgrag_dag.engine import Engine
+    from pgrag_dag.temporal import Temporal, belief_instant
 
     if as_json and as_csv:
         fail(ConfigurationError("pass --json or --csv, not both"))
     try:
         realm, name = _scope(space)
-        options: dict[str, Any] = {
-            "as_of": as_of,
-            "as_believed_at": as_believed_at,
-            "include_superseded": include_superseded,
-            "max_rows": max_rows,
-            "max_hops": max_hops,
-        }
+        believed = None if as_believed_at is None else belief_instant(as_believed_at)
+        temporal = Temporal(as_of=as_of, believed_at=believed, include_superseded=include_superseded)
+        settings = load_settings()
+        bounds = {"max_hops": max_hops, "max_rows": max_rows, "timeout_s": timeout_s}
+
+        def options(realm: str, space: str) -> CypherOptions:
+            return CypherOptions.bounded(realm, space, temporal, settings.cypher, **bounds)
+
         values = _params(param or [])
-        if realm is not None and name is not None:  # refused, or explained, before the configuration is read
-            text, bound = explain_sql(query, values, realm=realm, space=name, **options)
+        if realm is not None and name is not None:  # refused, or explained, before a database is opened
+            text, bound = explain_sql(query, values, options(realm, name))
             if explain:
                 typer.echo(text + "\n" + json.dumps(bound, default=str, indent=2))
                 return
-        with contextlib.closing(open_engine()) as engine:
+        with contextlib.closing(Engine.from_settings(settings)) as engine:
             realm, name = query_target(engine.settings, realm, name)
             if explain:
-                text, bound = explain_sql(query, values, realm=realm, space=name, **options)
+                text, bound = explain_sql(query, values, options(realm, name))
                 typer.echo(text + "\n" + json.dumps(bound, default=str, indent=2))
                 return
-            frame = run_cypher(query, values, dsn=engine.dsn, realm=realm, space=name, **options)
+            frame = answer(query, values, options(realm, name), dsn=engine.dsn)
     except PgragError as exc:
         fail(exc)
     if as_json:

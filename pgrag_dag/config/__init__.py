@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from pgrag_dag.config.sections import (
     ChunkingSettings,
     CommunitySettings,
+    CypherSettings,
     DagsterSettings,
     EmbeddingSettings,
     ExportSettings,
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ChunkingSettings",
     "CommunitySettings",
+    "CypherSettings",
     "DagsterSettings",
     "EmbeddingSettings",
     "ExportSettings",

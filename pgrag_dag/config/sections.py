@@ -323,6 +323,20 @@ class TelemetrySettings(StrictModel):
     queue_size: int = Field(default=1000, ge=1)
 
 
+class CypherSettings(StrictModel):
+    """The bounds of every openCypher read (paper §2; issue 29; :mod:`pgrag_dag.cypher`) — ``cypher:`` in
+    ``pgrag.yaml`` or ``PGRAG_CYPHER__<FIELD>``; ``pgrag cypher`` and ``QueryResource.cypher`` read them, and
+    what a caller passes wins. ``max_hops``: the longest variable-length relationship compiled (``*1..N``; a
+    longer one is refused before any SQL runs); ``max_rows``: the most rows one result may have (a longer
+    one is refused: add ``LIMIT``); ``timeout_s``: the statement timeout of one read, seconds."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_hops: int = Field(default=5, ge=0, le=20)
+    max_rows: int = Field(default=10_000, ge=1)
+    timeout_s: float = Field(default=10.0, gt=0)
+
+
 def _default_export_formats() -> list[Literal["graphml", "parquet", "csv"]]:
     return ["graphml", "parquet"]
 
@@ -437,6 +451,7 @@ class Settings(BaseSettings):
     telemetry: TelemetrySettings = Field(default_factory=TelemetrySettings)
     retention: RetentionSettings = Field(default_factory=RetentionSettings)
     export: ExportSettings = Field(default_factory=ExportSettings)
+    cypher: CypherSettings = Field(default_factory=CypherSettings)
     realms: dict[str, RealmSpec] = Field(default_factory=dict)
     cassettes: list[Path] = Field(default_factory=list)
 

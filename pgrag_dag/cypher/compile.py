@@ -37,6 +37,7 @@ from typing import Any
 
 from psycopg import sql
 
+from pgrag_dag.config.sections import CypherSettings
 from pgrag_dag.cypher import syntax as s
 from pgrag_dag.cypher.expressions import Binding, Expressions, check_value, is_aggregate
 from pgrag_dag.errors import CypherError
@@ -45,11 +46,46 @@ from pgrag_dag.store.identifiers import qualified
 from pgrag_dag.store.retrieval import entity_live, in_space, relation_filter
 from pgrag_dag.temporal import CURRENT, Temporal
 
-MAX_HOPS = 5
-"""The longest variable-length relationship compiled unless the caller says otherwise (``*1..5``)."""
+_LIMITS = CypherSettings()
 
-MAX_ROWS = 10_000
-"""The row cap: a result longer than this is refused unless the caller raises it (or adds LIMIT)."""
+MAX_HOPS = _LIMITS.max_hops
+"""The longest variable-length relationship compiled unless configured otherwise (``cypher.max_hops``)."""
+
+MAX_ROWS = _LIMITS.max_rows
+"""The row cap: a longer result is refused unless configured otherwise (``cypher.max_rows``) or LIMITed."""
+
+TIMEOUT_S = _LIMITS.timeout_s
+"""The statement timeout of one Cypher read, seconds (``cypher.timeout_s``; ``SET LOCAL``: its transaction
+only)."""
+
+
+@dataclass(frozen=True)
+class CypherOptions:
+    """Where, when and within which bounds one Cypher query reads (issue 29) — one value passed from the
+    interfaces through compilation to the read.
+
+    ``realm`` / ``space``: the realm's space (``"*"``: every space of the realm, never another realm);
+    ``temporal``: the state read (§5.4: ``as_of``, ``believed_at``, ``include_superseded``), inside every
+    hop; ``max_hops``: the longest variable-length relationship (``*lo..hi`` with ``hi`` above it is
+    refused); ``max_rows``: a longer result is refused; ``timeout_s``: the read's statement timeout,
+    seconds — by default the :class:`~pgrag_dag.config.sections.CypherSettings` defaults; the CLI and the
+    query resource pass the configured ones (:meth:`bounded`)."""
+
+    realm: str
+    space: str
+    temporal: Temporal = CURRENT
+    max_hops: int = MAX_HOPS
+    max_rows: int = MAX_ROWS
+    timeout_s: float = TIMEOUT_S
+
+    @classmethod
+    def bounded(
+        cls, realm: str, space: str, temporal: Temporal, limits: CypherSettings, **overrides: Any
+    ) -> CypherOptions:
+        """Options bounded by ``limits`` (the ``cypher:`` settings), each of ``overrides`` (``max_hops``,
+        ``max_rows``, ``timeout_s``) that is not ``None`` winning over its setting."""
+        chosen = {**limits.model_dump(), **{k: v for k, v in overrides.items() if v is not None}}
+        return cls(realm, space, temporal, **chosen)
 
 
 @dataclass(frozen=True)
@@ -82,36 +118,26 @@ class _Scope:
         return sql.SQL(" WHERE ") + sql.SQL(" AND ").join(self.conditions)
 
 
-def compile_query(
-    query: s.Query,
-    params: Mapping[str, Any] | None = None,
-    *,
-    realm: str,
-    space: str,
-    temporal: Temporal = CURRENT,
-    max_hops: int = MAX_HOPS,
-    max_rows: int = MAX_ROWS,
-) -> Compiled:
-    """``query`` as SQL over realm ``realm``'s tables, scoped to ``space`` (``"*"``: every space of the
-    realm) and read in the state ``temporal`` selects; at most ``max_rows + 1`` rows are ever returned
-    (the caller refuses the ``+ 1``). Raises :class:`CypherError` (see the module docstring) and
-    :class:`~pgrag_dag.errors.InvalidNameError` for an invalid realm or space name."""
-    validate_realm(realm)
-    validate_space(space, for_write=False)
-    return _Compiler(realm, space, temporal, dict(params or {}), max_hops).build(query, max_rows)
+def compile_query(query: s.Query, params: Mapping[str, Any] | None, options: CypherOptions) -> Compiled:
+    """``query`` as SQL over ``options.realm``'s tables, scoped to ``options.space`` (``"*"``: every space of
+    the realm) and read in the state ``options.temporal`` selects; at most ``options.max_rows + 1`` rows are
+    ever returned (the caller refuses the ``+ 1``). Raises :class:`CypherError` (see the module docstring)
+    and :class:`~pgrag_dag.errors.InvalidNameError` for an invalid realm or space name."""
+    validate_realm(options.realm)
+    validate_space(options.space, for_write=False)
+    return _Compiler(options, dict(params or {})).build(query, options.max_rows)
 
 
 class _Compiler:
-    def __init__(
-        self, realm: str, space: str, temporal: Temporal, user: dict[str, Any], max_hops: int
-    ) -> None:
-        self.realm, self.space, self.temporal, self.max_hops = realm, space, temporal, max_hops
-        self.params: dict[str, Any] = {"space": space, **temporal.params()}
+    def __init__(self, options: CypherOptions, user: dict[str, Any]) -> None:
+        self.realm, self.space, self.temporal = options.realm, options.space, options.temporal
+        self.max_hops = options.max_hops
+        self.params: dict[str, Any] = {"space": self.space, **self.temporal.params()}
         self.bindings: dict[str, Binding] = {}
         self.names = itertools.count()
         self.values = itertools.count()
         self.user = user
-        self.x = Expressions(self.bindings, user, self.bind)
+        self.x = Expressions(self.bindings, user, self.bind, temporal=self.temporal, realm=self.realm)
 
     def bind(self, value: Any) -> sql.Composable:
         name = f"v{next(self.values)}"
@@ -161,6 +187,10 @@ class _Compiler:
             sql.SQL("{} AS {}").format(self.identity(v), sql.Identifier(v_alias))
             for v, v_alias in self._new(inner)
         ]
+        if (
+            not main.items
+        ):  # a query opening with OPTIONAL MATCH: one row to join to (one result row, or NULLs)
+            main.items.append(sql.SQL("(VALUES (TRUE)) AS {}").format(sql.Identifier(self.alias("u"))))
         main.items.append(
             sql.SQL(" LEFT JOIN LATERAL (SELECT {cols}{frm}{where} LIMIT ALL) AS {o} ON TRUE").format(
                 cols=sql.SQL(", ").join(picked) if picked else sql.SQL("TRUE"),
@@ -242,7 +272,13 @@ class _Compiler:
         if not props:
             return []
         # "" is a variable no query can name: the pattern's own row, whatever its variable is bound to
-        own = Expressions({"": Binding(kind, alias)}, self.user, self.bind)  # type: ignore[arg-type]
+        own = Expressions(
+            {"": Binding(kind, alias)},  # type: ignore[arg-type]
+            self.user,
+            self.bind,
+            temporal=self.temporal,
+            realm=self.realm,
+        )
         return [own.condition(s.Binary("=", s.Property("", key, pos), value)) for key, value, pos in props]
 
     def rel(self, scope: _Scope, rel: s.RelPattern, a: str, b: str) -> str:
@@ -275,9 +311,10 @@ class _Compiler:
 
     def walk(self, scope: _Scope, rel: s.RelPattern, a: str, b: str) -> None:
         """A ``*lo..hi`` relationship: a recursive walk from ``a`` applying, at every hop, the scope and
-        temporal predicates of a single relationship and the liveness of the vertex reached."""
+        temporal predicates of a single relationship and the liveness of the vertex reached. An empty range
+        (``*2..1``) matches nothing, as openCypher says (no walk reaches ``hop >= lo`` stopping at ``hi``)."""
         lo, hi = rel.hops or (1, 1)
-        if hi > self.max_hops or lo > hi:
+        if hi > self.max_hops:
             raise CypherError(
                 "variable length",
                 f"variable-length relationship *{lo}..{hi} is outside 0..{self.max_hops} (max_hops)",
@@ -393,4 +430,4 @@ class _Compiler:
         return raw
 
 
-__all__ = ["MAX_HOPS", "MAX_ROWS", "Compiled", "check_value", "compile_query"]
+__all__ = ["MAX_HOPS", "MAX_ROWS", "TIMEOUT_S", "Compiled", "CypherOptions", "check_value", "compile_query"]

@@ -21,6 +21,8 @@ from psycopg import sql
 
 from pgrag_dag.cypher import syntax as s
 from pgrag_dag.errors import CypherError
+from pgrag_dag.store.retrieval import BELIEF_COLUMNS, belief_column
+from pgrag_dag.temporal import CURRENT, Temporal
 
 NODE_COLUMNS: dict[str, str] = {
     "name": "name",
@@ -43,10 +45,14 @@ RELATION_COLUMNS: dict[str, str] = {
     "valid_to": "valid_to",
     "t_created": "t_created",
     "t_expired": "t_expired",
+    "superseded_by": "superseded_by",
+    "superseded": "superseded",
     "space": "space",
 }
 """Relationship property key → ``relations`` column. ``valid_from`` / ``valid_to`` are the generated
-columns (``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD`` text); ``t_expired`` is the row's own (retraction now)."""
+columns (``YYYY``, ``YYYY-MM`` or ``YYYY-MM-DD`` text). The belief columns ``t_expired``, ``superseded_by``
+and ``superseded`` are read in the state the query reads (:func:`~pgrag_dag.store.retrieval.belief_column`):
+the row's own now, the belief history's at ``as_believed_at`` — as the retrieval path reports them."""
 
 _NODE_VALUE: tuple[tuple[str, str], ...] = (
     ("id", "id"),
@@ -101,15 +107,26 @@ def check_value(name: str, value: Any, pos: s.Pos) -> Any:
 
 class Expressions:
     """Compiles expressions against ``bindings`` (variable → :class:`Binding`), binding every value
-    through ``bind`` (value → placeholder) and reading ``$parameters`` from ``params``."""
+    through ``bind`` (value → placeholder) and reading ``$parameters`` from ``params``; a belief column is
+    read in the state ``temporal`` selects (realm ``realm``'s history at ``believed_at``)."""
 
     def __init__(
         self,
         bindings: Mapping[str, Binding],
         params: Mapping[str, Any],
         bind: Callable[[Any], sql.Composable],
+        *,
+        temporal: Temporal = CURRENT,
+        realm: str | None = None,
     ) -> None:
         self.bindings, self.params, self.bind = bindings, params, bind
+        self.temporal, self.realm = temporal, realm
+
+    def rel_column(self, alias: str, column: str) -> sql.Composable:
+        """``alias.column`` of a relation, a belief column in the state read."""
+        if column in BELIEF_COLUMNS:
+            return belief_column(alias, column, self.temporal, realm=self.realm)
+        return sql.Identifier(alias, column)
 
     def binding(self, var: str, pos: s.Pos) -> Binding:
         if var not in self.bindings:
@@ -131,7 +148,28 @@ class Expressions:
                 f"unknown {what} property {key!r} (one of {', '.join(sorted(columns))})",
                 *pos,
             )
+        if b.kind == "rel":
+            return self.rel_column(b.alias, columns[key])
         return sql.Identifier(b.alias, columns[key])
+
+    def has_labels(self, test: s.HasLabels) -> sql.Composable:
+        """``var:A:B``: a node's entity type equals each label, as a pattern's ``(n:A)`` (an entity has one
+        type, so two different labels never hold); a relationship's predicate equals each, case-insensitive
+        as its pattern's types. ``NULL`` for a node or relationship an OPTIONAL MATCH left unbound."""
+        b = self.binding(test.var, test.pos)
+        if b.kind == "path":
+            raise CypherError(
+                "label", f"{test.var} is a variable-length relationship: it has no type to test", *test.pos
+            )
+        if b.kind == "node":
+            column: sql.Composable = sql.Identifier(b.alias, "entity_type")
+            labels = list(test.labels)
+        else:
+            column = sql.SQL("lower({})").format(sql.Identifier(b.alias, "predicate"))
+            labels = [label.strip().lower() for label in test.labels]
+        return sql.SQL("({})").format(
+            sql.SQL(" AND ").join(sql.SQL("{} = {}").format(column, self.bind(label)) for label in labels)
+        )
 
     def param(self, p: s.Param) -> Any:
         if p.name not in self.params:
@@ -153,6 +191,8 @@ class Expressions:
             return sql.SQL("NULL") if value is None else self.bind(value)
         if isinstance(expr, s.Property):
             return self.column(expr.var, expr.key, expr.pos)
+        if isinstance(expr, s.HasLabels):
+            return self.has_labels(expr)
         if isinstance(expr, s.Ref):
             return self.value(expr)
         if isinstance(expr, s.Call):
@@ -216,7 +256,13 @@ class Expressions:
         if b.kind == "path":
             return self.identity(ref)
         keys = _NODE_VALUE if b.kind == "node" else _RELATION_VALUE
-        pairs = [sql.SQL("{}, {}").format(sql.Literal(k), sql.Identifier(b.alias, c)) for k, c in keys]
+        pairs = [
+            sql.SQL("{}, {}").format(
+                sql.Literal(k),
+                sql.Identifier(b.alias, c) if b.kind == "node" else self.rel_column(b.alias, c),
+            )
+            for k, c in keys
+        ]
         return sql.SQL("CASE WHEN {a}.id IS NULL THEN NULL ELSE jsonb_build_object({p}) END").format(
             a=sql.Identifier(b.alias), p=sql.SQL(", ").join(pairs)
         )

@@ -216,10 +216,8 @@ class _Build:
         alias = [c for c in tree.children[1:] if isinstance(c, Tree) and c.data == "name"]
         if alias:
             name = _name(alias[0])
-        elif isinstance(expr_tree, Tree):
-            name = self.text[expr_tree.meta.start_pos : expr_tree.meta.end_pos]
-        else:
-            name = str(expr_tree)
+        else:  # the item as written, parentheses included: "RETURN (n:Foo)" is column "(n:Foo)"
+            name = self.text[tree.meta.start_pos : tree.meta.end_pos]
         return s.ReturnItem(expr=self.expr(expr_tree), name=name)
 
     def sort(self, tree: Tree[Any]) -> s.SortItem:
@@ -253,6 +251,9 @@ class _Build:
             return s.Property(var=_name(kids[0].children[0]), key=_name(kids[1]), pos=_pos(tree))
         if kind == "ref":
             return s.Ref(var=_name(kids[0].children[0]), pos=_pos(tree))
+        if kind == "has_labels":
+            labels = tuple(_name(label.children[0]) for label in kids[1:])
+            return s.HasLabels(var=_name(kids[0].children[0]), labels=labels, pos=_pos(tree))
         if kind == "param":
             return s.Param(name=_name(kids[0]), pos=_pos(tree))
         if kind == "call":

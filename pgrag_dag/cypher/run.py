@@ -15,68 +15,28 @@ from typing import Any
 import polars as pl
 import psycopg
 
-from pgrag_dag.cypher.compile import MAX_HOPS, MAX_ROWS, Compiled, compile_query
+from pgrag_dag.config.sections import CypherSettings
+from pgrag_dag.cypher.compile import TIMEOUT_S, Compiled, CypherOptions, compile_query
 from pgrag_dag.cypher.parse import parse
 from pgrag_dag.errors import QueryError, UnknownSpaceError
 from pgrag_dag.store import db
 from pgrag_dag.store.retrieval import read_scope
-from pgrag_dag.temporal import Temporal
-
-TIMEOUT_S = 10.0
-"""The statement timeout of one Cypher read, seconds (``SET LOCAL``: its transaction only)."""
+from pgrag_dag.temporal import Temporal, belief_instant
 
 
-def compile_text(
-    text: str,
-    params: Mapping[str, Any] | None = None,
-    *,
-    realm: str,
-    space: str,
-    as_of: str | None = None,
-    as_believed_at: str | datetime | None = None,
-    include_superseded: bool = False,
-    max_hops: int = MAX_HOPS,
-    max_rows: int = MAX_ROWS,
-) -> Compiled:
-    """``text`` parsed and compiled for ``realm`` / ``space`` under the temporal filters (§5.4):
+def compile_text(text: str, params: Mapping[str, Any] | None, options: CypherOptions) -> Compiled:
+    """``text`` parsed and compiled for ``options`` (realm, space, temporal filters §5.4, limits):
     :func:`~pgrag_dag.cypher.compile.compile_query` of :func:`~pgrag_dag.cypher.parse.parse`. No
-    database is touched. Raises :class:`~pgrag_dag.errors.CypherError` for a refused text,
-    :class:`QueryError` for a malformed ``as_of`` / ``as_believed_at``."""
-    temporal = Temporal(
-        as_of=as_of,
-        believed_at=as_believed_at,  # type: ignore[arg-type]  # Temporal normalises an ISO string
-        include_superseded=include_superseded,
-    )
-    return compile_query(
-        parse(text), params, realm=realm, space=space, temporal=temporal, max_hops=max_hops, max_rows=max_rows
-    )
+    database is touched. Raises :class:`~pgrag_dag.errors.CypherError` for a refused text."""
+    return compile_query(parse(text), params, options)
 
 
 def explain(
-    text: str,
-    params: Mapping[str, Any] | None = None,
-    *,
-    realm: str,
-    space: str,
-    as_of: str | None = None,
-    as_believed_at: str | datetime | None = None,
-    include_superseded: bool = False,
-    max_hops: int = MAX_HOPS,
-    max_rows: int = MAX_ROWS,
+    text: str, params: Mapping[str, Any] | None, options: CypherOptions
 ) -> tuple[str, dict[str, Any]]:
-    """``(SQL text, parameters)`` :func:`cypher` would run — the SQL with ``%(name)s`` placeholders, the
+    """``(SQL text, parameters)`` :func:`answer` would run — the SQL with ``%(name)s`` placeholders, the
     values beside it, never inlined. Raises as :func:`compile_text`."""
-    compiled = compile_text(
-        text,
-        params,
-        realm=realm,
-        space=space,
-        as_of=as_of,
-        as_believed_at=as_believed_at,
-        include_superseded=include_superseded,
-        max_hops=max_hops,
-        max_rows=max_rows,
-    )
+    compiled = compile_text(text, params, options)
     return compiled.query.as_string(None), dict(compiled.params)
 
 
@@ -90,9 +50,10 @@ def cypher(
     as_of: str | None = None,
     as_believed_at: str | datetime | None = None,
     include_superseded: bool = False,
-    max_hops: int = MAX_HOPS,
-    max_rows: int = MAX_ROWS,
-    timeout_s: float = TIMEOUT_S,
+    limits: CypherSettings | None = None,
+    max_hops: int | None = None,
+    max_rows: int | None = None,
+    timeout_s: float | None = None,
 ) -> pl.DataFrame:
     """Answer a read-only openCypher query over ``realm``'s graph in ``space`` (``"*"``: every space of
     the realm, never another realm) as a polars frame, one column per RETURN item (named by its alias,
@@ -103,12 +64,17 @@ def cypher(
     (an ISO-8601 instant: belief time) and ``include_superseded`` apply inside every hop exactly as in the
     retrieval walk (§5.4). A node is an entity (labels: its type; properties: ``name, type, description,
     aliases, space``), a relationship a relation (type: its predicate; properties: ``predicate,
-    description, weight, negated, confidence, valid_from, valid_to, t_created, t_expired, space``);
-    ``RETURN n`` gives a struct of those and the id. A variable-length relationship ``*lo..hi`` is at most
-    ``max_hops`` long and binds its relation ids (a list, path order).
+    description, weight, negated, confidence, valid_from, valid_to, t_created, t_expired, superseded_by,
+    superseded, space``, the last three as believed at ``as_believed_at``); ``RETURN n`` gives a struct of
+    those and the id. A variable-length relationship ``*lo..hi`` is at most ``max_hops`` long and binds its
+    relation ids (a list, path order).
 
     The read runs in one ``READ ONLY`` repeatable-read transaction on a pooled reader with
-    ``statement_timeout = timeout_s``; a result longer than ``max_rows`` is refused (add ``LIMIT``).
+    ``statement_timeout = timeout_s``; a result longer than ``max_rows`` is refused (add ``LIMIT``). The
+    three limits come from ``limits`` — the ``cypher:`` settings (``engine.settings.cypher``;
+    :class:`~pgrag_dag.config.sections.CypherSettings`, whose defaults apply when it is ``None``: 5 hops,
+    10,000 rows, 10 s) — unless given here. The keywords make one
+    :class:`~pgrag_dag.cypher.compile.CypherOptions` for :func:`answer`.
 
     Raises:
         CypherError: the text is refused (a writing clause, a syntax error, an unknown property or
@@ -118,18 +84,26 @@ def cypher(
         InvalidNameError: an invalid realm or space name.
         DatabaseError: PostgreSQL unreachable, or it refused the read (e.g. comparing text with a number).
     """
-    compiled = compile_text(
-        text,
-        params,
-        realm=realm,
-        space=space,
-        as_of=as_of,
-        as_believed_at=as_believed_at,
-        include_superseded=include_superseded,
+    believed = None if as_believed_at is None else belief_instant(as_believed_at)
+    temporal = Temporal(as_of=as_of, believed_at=believed, include_superseded=include_superseded)
+    options = CypherOptions.bounded(
+        realm,
+        space,
+        temporal,
+        limits or CypherSettings(),
         max_hops=max_hops,
         max_rows=max_rows,
+        timeout_s=timeout_s,
     )
-    with _read_errors(dsn, timeout_s), db.read_connection(dsn) as conn:
+    return answer(text, params, options, dsn=dsn)
+
+
+def answer(text: str, params: Mapping[str, Any] | None, options: CypherOptions, *, dsn: str) -> pl.DataFrame:
+    """:func:`cypher` for ``options`` on the database ``dsn``: compiled (and refused, if it must be) before
+    a connection is taken, then read. Raises as :func:`cypher`."""
+    compiled = compile_text(text, params, options)
+    realm, space = options.realm, options.space
+    with _read_errors(dsn, options.timeout_s), db.read_connection(dsn) as conn:
         registered, found = read_scope(conn, realm, space)
         if registered is None:
             raise QueryError(f"realm {realm!r} does not exist (it has never been indexed)")
@@ -137,9 +111,11 @@ def cypher(
             raise UnknownSpaceError(
                 f"space {space!r} does not exist in realm {realm!r} (nothing was indexed into it)"
             )
-        rows = run(conn, compiled, timeout_s=timeout_s)
-    if len(rows) > max_rows:
-        raise QueryError(f"the result has more than {max_rows} rows (max_rows): add LIMIT or raise max_rows")
+        rows = run(conn, compiled, timeout_s=options.timeout_s)
+    if len(rows) > options.max_rows:
+        raise QueryError(
+            f"the result has more than {options.max_rows} rows (max_rows): add LIMIT or raise max_rows"
+        )
     return frame(rows, compiled.columns)
 
 

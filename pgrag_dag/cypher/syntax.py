@@ -9,7 +9,7 @@ variable, a parameter) carries its ``pos``: the 1-based ``(line, column)`` of it
     Query ── matches: [Match] ── patterns: [Pattern] ── nodes: [NodePattern], rels: [RelPattern]
          │                    └─ where: Expr | None
          └── ret: Return ── items: [ReturnItem], order: [SortItem], skip, limit
-    Expr = Literal | Param | Property | Ref | Call | ListExpr | Binary | Not | IsNull
+    Expr = Literal | Param | Property | HasLabels | Ref | Call | ListExpr | Binary | Not | IsNull
 """
 
 from __future__ import annotations
@@ -37,6 +37,16 @@ class Param:
 class Property:
     var: str
     key: str
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class HasLabels:
+    """``var:Label1:Label2`` in an expression: a label test, true when ``var`` has every label (a node's
+    entity type; a relationship's type)."""
+
+    var: str
+    labels: tuple[str, ...]
     pos: Pos
 
 
@@ -83,7 +93,7 @@ class IsNull:
     negated: bool = False
 
 
-Expr = Literal | Param | Property | Ref | Call | ListExpr | Binary | Not | IsNull
+Expr = Literal | Param | Property | HasLabels | Ref | Call | ListExpr | Binary | Not | IsNull
 
 PropertyMap = tuple[tuple[str, Expr, Pos], ...]
 """``{key: value, …}`` of a node or relationship pattern: ``(key, value, position of key)``."""

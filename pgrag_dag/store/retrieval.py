@@ -113,20 +113,38 @@ def superseded_expr(alias: str, temporal: Temporal = CURRENT, *, realm: str | No
     return sql.SQL("({r}.superseded_by IS NOT NULL)").format(r=sql.Identifier(alias))
 
 
-def belief_columns(alias: str, temporal: Temporal = CURRENT, *, realm: str | None = None) -> sql.Composable:
-    """``t_expired, superseded_by, superseded`` of relation ``alias`` in the state being read: the row's
-    own now; at ``believed_at`` the history's — ``superseded_by`` of the superseded interval covering T,
-    ``t_expired`` its start (when belief in the edge had been retracted), both ``NULL`` for an edge
-    current at T (even if superseded now)."""
-    r = sql.Identifier(alias)
+BELIEF_COLUMNS = ("t_expired", "superseded_by", "superseded")
+"""The relation columns whose value depends on the belief time read (:func:`belief_column`)."""
+
+
+def belief_column(
+    alias: str, column: str, temporal: Temporal = CURRENT, *, realm: str | None = None
+) -> sql.Composable:
+    """Column ``column`` (one of :data:`BELIEF_COLUMNS`) of relation ``alias`` in the state being read: the
+    row's own now; at ``believed_at`` the history's — ``superseded_by`` of the superseded interval covering
+    T, ``t_expired`` its start (when belief in the edge had been retracted), both ``NULL`` for an edge current
+    at T (even if superseded now); ``superseded`` as :func:`superseded_expr`. ``realm`` is required for a
+    belief-time read.
+
+    Raises:
+        QueryError: ``column`` is not a belief column; ``believed_at`` set without ``realm``.
+    """
+    if column not in BELIEF_COLUMNS:
+        raise QueryError(f"{column!r} is not a belief column (one of {', '.join(BELIEF_COLUMNS)})")
+    if column == "superseded":
+        return superseded_expr(alias, temporal, realm=realm)
     if temporal.believed_at is None:
-        return sql.SQL("{r}.t_expired, {r}.superseded_by, {sup} AS superseded").format(
-            r=r, sup=superseded_expr(alias, temporal)
-        )
-    return sql.SQL("({t}) AS t_expired, ({by}) AS superseded_by, {sup} AS superseded").format(
-        t=_belief_interval(alias, temporal, realm, "b.believed_from", state="superseded"),
-        by=_belief_interval(alias, temporal, realm, "b.superseded_by", state="superseded"),
-        sup=superseded_expr(alias, temporal, realm=realm),
+        return sql.Identifier(alias, column)
+    what = "b.believed_from" if column == "t_expired" else "b.superseded_by"
+    return sql.SQL("({})").format(_belief_interval(alias, temporal, realm, what, state="superseded"))
+
+
+def belief_columns(alias: str, temporal: Temporal = CURRENT, *, realm: str | None = None) -> sql.Composable:
+    """``t_expired, superseded_by, superseded`` of relation ``alias`` in the state being read
+    (:func:`belief_column` of each, named as the columns)."""
+    return sql.SQL(", ").join(
+        sql.SQL("{} AS {}").format(belief_column(alias, c, temporal, realm=realm), sql.Identifier(c))
+        for c in BELIEF_COLUMNS
     )
 
 

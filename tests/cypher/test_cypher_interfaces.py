@@ -14,6 +14,8 @@ from typer.testing import CliRunner
 
 import pgrag_dag
 from pgrag_dag.cli import app
+from pgrag_dag.config import load_settings
+from pgrag_dag.errors import ConfigurationError, CypherError, QueryError
 from pgrag_dag.resources.query import QueryResource
 from tests.cypher.graph import Realms, realms  # noqa: F401  (the fixture)
 
@@ -119,3 +121,44 @@ def test_a_refused_query_is_one_error_line_and_exit_2(cli_env: Realms) -> None:
         app, ["cypher", "MATCH (n) RETURN n", "--space", f"{cli_env.realm}.work", "--json", "--csv"]
     )
     assert out.exit_code == 2 and "not both" in out.stderr
+
+
+def test_the_configured_limits_bound_the_command_and_the_resource(
+    cli_env: Realms, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "limits.yaml"
+    config.write_text("cypher:\n  max_hops: 2\n  max_rows: 3\n")
+    monkeypatch.setenv("PGRAG_CONFIG", str(config))
+    where = ["--space", f"{cli_env.realm}.work"]
+    path = (
+        "MATCH (a {name: 'Ada Lovelace'})-[p*1..3]->(b {name: 'London'}) RETURN size(p) AS hops ORDER BY hops"
+    )
+    out = runner.invoke(app, ["cypher", path, *where])
+    assert out.exit_code == 2 and "*1..3 is outside 0..2 (max_hops)" in out.stderr
+    out = runner.invoke(app, ["cypher", path, *where, "--max-hops", "3", "--json"])  # the caller's wins
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout) == [{"hops": 1}, {"hops": 2}, {"hops": 3}]
+    every = "MATCH (n) RETURN n.name"
+    out = runner.invoke(app, ["cypher", every, *where])
+    assert out.exit_code == 2 and "more than 3 rows (max_rows)" in out.stderr
+    assert runner.invoke(app, ["cypher", every, *where, "--max-rows", "100"]).exit_code == 0
+    monkeypatch.setenv("PGRAG_CYPHER__MAX_ROWS", "4")  # the environment over the file
+    out = runner.invoke(app, ["cypher", every, *where])
+    assert out.exit_code == 2 and "more than 4 rows (max_rows)" in out.stderr
+    monkeypatch.setenv("PGRAG_CYPHER__TIMEOUT_S", "0.001")
+    heavy = "MATCH (a), (b), (c), (d), (e), (f) RETURN count(*) AS n"
+    out = runner.invoke(app, ["cypher", heavy, *where, "--as-believed-at", "2030-01-01"])
+    assert out.exit_code == 2 and "ran past its timeout (0.001 s)" in out.stderr
+    monkeypatch.delenv("PGRAG_CYPHER__MAX_ROWS")
+    monkeypatch.delenv("PGRAG_CYPHER__TIMEOUT_S")
+    rag = QueryResource(realm=cli_env.realm, config_path=str(config), database_url=cli_env.dsn)
+    with pytest.raises(QueryError, match="more than 3 rows"):
+        rag.cypher(every, space="work")
+    assert (
+        rag.cypher(every, space="work", max_rows=100).height == 9
+    )  # work: 10 entities, Ghost Worker dormant
+    with pytest.raises(CypherError, match=r"outside 0\.\.2"):
+        rag.cypher(path, space="work")
+    config.write_text("cypher:\n  max_hops: -1\n")
+    with pytest.raises(ConfigurationError, match="max_hops"):
+        load_settings(config)

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from pgrag_dag.cypher import cypher, explain
+from pgrag_dag.cypher import CypherOptions, cypher, explain
 from pgrag_dag.cypher.parse import MAX_QUERY_CHARS, parse
 from pgrag_dag.errors import CypherError, QueryError
+from pgrag_dag.temporal import Temporal
+
+DEMO = CypherOptions("demo", "wiki")
 
 NO_SERVER = "postgresql://nobody@127.0.0.1:1/none?connect_timeout=1"
 
@@ -69,12 +72,12 @@ def test_a_clause_outside_the_subset_is_refused_with_its_position_before_any_sql
 )
 def test_what_the_compiler_refuses_is_named_with_its_position(text: str, message: str) -> None:
     with pytest.raises(CypherError, match=message):
-        explain(text, realm="demo", space="wiki")
+        explain(text, None, DEMO)
 
 
 def test_a_parameter_of_an_unbindable_type_is_refused() -> None:
     with pytest.raises(CypherError, match=r"parameter \$name must be a string.*got dict at 1:17"):
-        explain("MATCH (n {name: $name}) RETURN n", {"name": {"$ne": None}}, realm="demo", space="wiki")
+        explain("MATCH (n {name: $name}) RETURN n", {"name": {"$ne": None}}, DEMO)
 
 
 def test_an_empty_or_oversized_text_is_refused() -> None:
@@ -98,9 +101,7 @@ def test_explain_binds_every_value_and_names_no_user_text() -> None:
         "MATCH (p:`Secret Label`)-[r:SECRET_TYPE]->(o) WHERE o.name = $who "
         "AND r.description CONTAINS 'SECRET LITERAL' RETURN p.name AS secret_alias",
         {"who": "SECRET VALUE'; DROP TABLE x; --"},
-        realm="demo",
-        space="wiki",
-        as_of="2016",
+        CypherOptions("demo", "wiki", Temporal(as_of="2016")),
     )
     assert "secret" not in sql_text.lower() and "DROP" not in sql_text
     values = [tuple(v) if isinstance(v, list) else v for v in params.values()]

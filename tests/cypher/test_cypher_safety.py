@@ -13,9 +13,10 @@ import pytest
 from psycopg import sql
 
 from pgrag_dag.cypher import cypher
-from pgrag_dag.cypher.compile import Compiled
+from pgrag_dag.cypher.compile import Compiled, CypherOptions
 from pgrag_dag.cypher.run import compile_text, run
 from pgrag_dag.store import db
+from pgrag_dag.temporal import Temporal
 from tests.cypher.graph import Realms, realms  # noqa: F401  (the fixture)
 
 HOSTILE = [
@@ -61,6 +62,8 @@ def test_a_hostile_parameter_is_a_value_that_matches_nothing(realms: Realms, val
         "MATCH (n:`Person`)-[r:`works_at') OR TRUE OR ('`]->(o) RETURN n.name",
         "MATCH (n) WHERE n.name = 'Ada Lovelace\\' OR \\'1\\'=\\'1' RETURN n.name",
         'MATCH (n) WHERE n.name = "x\\"; DROP TABLE relations; --" RETURN n.name',
+        "MATCH (n) WHERE n:`Person' OR '1'='1` RETURN n.name",
+        "MATCH ()-[r]->(n) WHERE r:`works_at' OR TRUE; DROP TABLE relations; --` RETURN n.name",
     ],
 )
 def test_hostile_labels_types_and_literals_are_bound_values(realms: Realms, text: str) -> None:
@@ -88,7 +91,7 @@ def test_a_compiled_query_runs_in_a_read_only_transaction(realms: Realms) -> Non
 def plan(r: Realms, text: str, params: dict[str, Any] | None = None, **kw: Any) -> str:
     """EXPLAIN of the compiled query with sequential scans priced out: what matters is that an index
     *can* answer each hot filter (a tiny table would be scanned anyway)."""
-    compiled = compile_text(text, params, realm=r.realm, space="work", **kw)
+    compiled = compile_text(text, params, CypherOptions(r.realm, "work", Temporal(**kw)))
     conn = db.connect(r.dsn)
     try:
         for table in ("entities", "relations"):  # the statistics autovacuum would have gathered

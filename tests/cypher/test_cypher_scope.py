@@ -10,7 +10,7 @@ import pytest
 
 from pgrag_dag.cypher import cypher
 from pgrag_dag.errors import InvalidNameError, QueryError, UnknownSpaceError
-from tests.cypher.graph import Realms, realms  # noqa: F401  (the fixture)
+from tests.cypher.graph import Realms, realms, utc  # noqa: F401  (the fixture)
 
 TWO_HOPS = (
     "MATCH (a {name: 'Ada Lovelace'})-[r1]->(m)-[r2]->(c) RETURN m.name AS m, c.name AS c ORDER BY m, c"
@@ -66,6 +66,50 @@ def test_as_believed_at_reads_each_hop_as_the_system_believed_it_then(realms: Re
     engine = "MATCH (a {name: 'Ada Lovelace'})-[r]->(x:Artifact) RETURN type(r) AS t"
     assert names(realms, engine, "t", as_believed_at="2012-01-01T00:00:00Z") == ["described"]
     assert names(realms, engine, "t") == ["wrote_notes_on"]
+
+
+def test_belief_columns_are_read_as_believed_at_the_instant_not_as_the_row_says_now(realms: Realms) -> None:
+    # described and funded_by Old Patron were superseded on 2016-01-01 (by wrote_notes_on and funded_by New
+    # Patron, both created then): believed at 2012 neither was retracted yet, though both rows say so now
+    text = (
+        "MATCH (a {name: 'Ada Lovelace'})-[r:described|funded_by]->(x) "
+        "RETURN x.name AS x, r.t_expired AS expired, r.superseded AS sup, r.superseded_by AS by, r ORDER BY x"
+    )
+    by_name = {
+        row[0]: row[1]
+        for row in cypher(
+            "MATCH ()-[r:wrote_notes_on|funded_by]->(x) RETURN x.name, id(r)",
+            dsn=realms.dsn,
+            realm=realms.realm,
+            space="work",
+        ).rows()
+    }
+
+    def read(**kw: Any) -> list[tuple[Any, ...]]:
+        frame = cypher(text, dsn=realms.dsn, realm=realms.realm, space="work", include_superseded=True, **kw)
+        for row in frame.iter_rows(
+            named=True
+        ):  # the relationship's value (JSON) says what its properties say
+            expired = None if row["expired"] is None else row["expired"].isoformat()
+            assert (row["r"]["t_expired"], row["r"]["superseded"]) == (expired, row["sup"])
+        return [tuple(r) for r in frame.select("x", "expired", "sup", "by").rows()]
+
+    retracted = utc("2016-01-01")
+    after = [
+        ("Analytical Engine", retracted, True, by_name["Analytical Engine"]),
+        ("New Patron", None, False, None),
+        ("Old Patron", retracted, True, by_name["New Patron"]),
+    ]
+    assert read() == after
+    assert read(as_believed_at="2017-01-01") == after
+    assert read(as_believed_at="2012-01-01") == [
+        ("Analytical Engine", None, False, None),
+        ("Old Patron", None, False, None),
+    ]  # New Patron's edge was not believed yet
+    # a filter on a belief column reads the same state
+    current_then = "MATCH (a {name: 'Ada Lovelace'})-[r]->(x) WHERE r.t_expired IS NULL RETURN count(*) AS n"
+    assert names(realms, current_then, "n", include_superseded=True) == [5]
+    assert names(realms, current_then, "n", include_superseded=True, as_believed_at="2012-01-01") == [4]
 
 
 def test_as_believed_at_before_an_edge_existed_does_not_return_it(realms: Realms) -> None:
