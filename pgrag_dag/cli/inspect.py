@@ -235,7 +235,7 @@ def list_documents(
         as_json,
         read,
         lambda d: (
-            f"{d['doc_order']:>7}  {d['doc_key']}"
+            f"{d['position']:>7}  {d['doc_key']}"
             + (f" · {d['title']}" if d["title"] != d["doc_key"] else "")
             + f", {counted(d['chunks'], 'chunk')}, {counted(d['chars'], 'character')}"
         ),

@@ -70,6 +70,12 @@ def _purging(engine: Engine, realm: str, space: str) -> Iterator[tuple[psycopg.C
         db.database_errors(engine.dsn),
         locks.stage_lock(engine.dsn, realm, space, STAGE, wait_s=engine.settings.operations.lock_wait_s),
     ):
+        with engine.connect() as conn:
+            indexed = history.table_exists(conn, realm, "belief_log")
+        if (
+            indexed
+        ):  # a realm indexed by an earlier release gains the tables a purge clears (no-op when current)
+            engine.init_realm(realm)
         with engine.connect() as conn, conn.transaction() as tx:
             locks.lock_partition(conn, realm, space)
             if not history.table_exists(conn, realm, "belief_log"):

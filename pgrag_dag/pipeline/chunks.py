@@ -77,6 +77,7 @@ def stage_chunks(engine: Engine, realm: str, space: str, *, full: bool = False) 
     prints = doc_keys.document_prints(docs, chunker_print)
     with engine.connect() as conn:  # a document read as it was chunked before is not chunked again (issue 15)
         stored_prints = cast("dict[str, str | None]", documents.document_fingerprints(conn, realm, space))
+        orders = documents.stored_orders(conn, realm, space)
         renames = doc_keys.plan_renames(
             conn,
             realm,
@@ -90,6 +91,12 @@ def stage_chunks(engine: Engine, realm: str, space: str, *, full: bool = False) 
         old_print = stored_prints.pop(r.old, None)
         if old_print is not None:
             stored_prints[r.new] = r.new_print if old_print == r.old_print else old_print
+        if r.old in orders:
+            orders[r.new] = orders.pop(r.old)
+    # sparse order keys (issue 30): a document added or removed early in the order moves no other's key
+    ranked = docs.sort("doc_order")["doc_key"].to_list()
+    orders = documents.sparse_orders(ranked, orders)
+    docs = docs.with_columns(doc_order=pl.col("doc_key").replace_strict(orders, return_dtype=pl.Int64))
     same = {k for k, p in prints.items() if stored_prints.get(k) == p}
     todo = read_unread(read, docs.filter(~pl.col("doc_key").is_in(sorted(same))) if same else docs)
     prints.update(doc_keys.document_prints(todo, chunker_print))  # a trusted file read now may differ
@@ -125,7 +132,7 @@ def stage_chunks(engine: Engine, realm: str, space: str, *, full: bool = False) 
             keep_all=any(s.doc_key is None for s in read.skipped),
             fingerprints=prints,
             unchanged_docs=same,
-            orders=dict(zip(docs["doc_key"].to_list(), docs["doc_order"].to_list())),
+            orders=orders,
         )
         changed = len(renamed) + len(sync.added) + len(sync.replaced) + len(sync.removed) + sync.restamped
         source_files.write_stats(conn, realm, space, read.files, before=known)

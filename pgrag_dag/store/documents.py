@@ -8,8 +8,9 @@ each document added, replaced or removed is logged in the belief history (issue 
 
 from __future__ import annotations
 
+import bisect
 import hashlib
-from collections.abc import Collection
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -182,6 +183,75 @@ def _restamp(
     ).rowcount
 
 
+ORDER_SPACING = 1024
+"""The gap between consecutive ``doc_order`` keys when they are (re)numbered: ten halvings' room for
+documents inserted at one place before the space is renumbered."""
+ORDER_MAX = 2**31 - 1  # doc_order is a PostgreSQL integer
+
+
+def sparse_orders(ranked: Sequence[str], stored: Mapping[str, int]) -> dict[str, int]:
+    """doc_key → ``doc_order`` key for the documents ``ranked`` (in the space's order), so that adding,
+    changing or deleting one document writes O(that document) rows wherever it sits (issue 30 item 1): keys
+    are sparse and only compared, so the stored keys of the longest run of documents whose stored keys
+    already ascend in ``ranked`` order stay as they are, and every other document — new, or moved — takes a
+    key in the gap between its kept neighbours. Where a gap is too narrow for what must go in it, every
+    document is renumbered :data:`ORDER_SPACING` apart (or as far apart as :data:`ORDER_MAX` allows): the
+    one case that rewrites the space, as the first run after an upgrade from dense keys does."""
+    n = len(ranked)
+    spacing = max(1, min(ORDER_SPACING, ORDER_MAX // (n + 1)))
+    kept = _ascending_run([(i, stored[k]) for i, k in enumerate(ranked) if k in stored])
+    out = {ranked[i]: stored[ranked[i]] for i in kept}
+    anchors = [-1, *sorted(kept), n]
+    for lo_i, hi_i in zip(anchors, anchors[1:]):
+        gap = range(lo_i + 1, hi_i)
+        if not gap:
+            continue
+        lo = stored[ranked[lo_i]] if lo_i >= 0 else None
+        hi = stored[ranked[hi_i]] if hi_i < n else None
+        lo = lo if lo is not None else 0 if hi is None else hi - (len(gap) + 1) * spacing
+        hi = hi if hi is not None else lo + (len(gap) + 1) * spacing
+        if hi - lo - 1 < len(gap) or lo < -ORDER_MAX or hi > ORDER_MAX:
+            return {k: (i + 1) * spacing for i, k in enumerate(ranked)}
+        for j, i in enumerate(gap, start=1):
+            out[ranked[i]] = lo + j * (hi - lo) // (len(gap) + 1)
+    return out
+
+
+def _ascending_run(keys: Sequence[tuple[int, int]]) -> list[int]:
+    """The positions of a longest strictly ascending subsequence of ``keys`` ((position, key) in position
+    order), O(n log n) (patience sorting): the documents whose stored order keys can stay."""
+    tail_keys: list[int] = []  # the smallest last key of an ascending run of each length
+    tails: list[int] = []  # its index into ``keys``
+    prev = [-1] * len(keys)
+    for j, (_, key) in enumerate(keys):
+        at = bisect.bisect_left(tail_keys, key)
+        if at > 0:
+            prev[j] = tails[at - 1]
+        if at == len(tails):
+            tail_keys.append(key)
+            tails.append(j)
+        else:
+            tail_keys[at], tails[at] = key, j
+    run, j = [], tails[-1] if tails else -1
+    while j >= 0:
+        run.append(keys[j][0])
+        j = prev[j]
+    return run[::-1]
+
+
+def stored_orders(conn: psycopg.Connection, realm: str, space: str) -> dict[str, int]:
+    """doc_key → stored ``doc_order`` of every document of the space."""
+    return {
+        str(k): int(o)
+        for k, o in conn.execute(
+            sql.SQL(
+                "SELECT DISTINCT ON (doc_key) doc_key, doc_order FROM {} WHERE space = %s ORDER BY doc_key"
+            ).format(qualified(realm, "documents")),
+            (space,),
+        ).fetchall()
+    }
+
+
 def _reorder(conn: psycopg.Connection, realm: str, space: str, orders: dict[str, int]) -> int:
     """Give stored documents the ``doc_order`` of ``orders`` (doc_key → doc_order) where it moved: one
     set-based UPDATE. When the stored documents keep their order relative to one another (a document added or
@@ -191,14 +261,7 @@ def _reorder(conn: psycopg.Connection, realm: str, space: str, orders: dict[str,
     if not orders:
         return 0
     table = qualified(realm, "documents")
-    stored: dict[str, int] = dict(
-        conn.execute(
-            sql.SQL(
-                "SELECT DISTINCT ON (doc_key) doc_key, doc_order FROM {} WHERE space = %s ORDER BY doc_key"
-            ).format(table),
-            (space,),
-        ).fetchall()
-    )
+    stored = stored_orders(conn, realm, space)
     moved = {k: o for k, o in orders.items() if k in stored and stored[k] != o}
     if not moved:
         return 0

@@ -236,14 +236,16 @@ def list_documents(
     limit: int = 50,
     offset: int = 0,
 ) -> Page:
-    """Documents of ``space`` in document order (then doc_key): ``doc_key, title, source, doc_order, chunks,
-    chars`` (characters over its chunks, overlaps counted), ``indexed_at`` (its first chunk's ``t_created``).
+    """Documents of ``space`` in document order (then doc_key): ``doc_key, title, source, doc_order`` (its
+    sparse order key, only compared), ``position`` (1-based, in that order among the documents ``name``
+    matches), ``chunks, chars`` (characters over its chunks, overlaps counted), ``indexed_at`` (its first
+    chunk's ``t_created``).
     ``name``: a case-insensitive substring of the doc_key or the title."""
     where: list[sql.Composable] = [sql.SQL("d.space = %(space)s")]
     if name:
         where.append(sql.SQL("(d.doc_key ILIKE %(name)s OR d.title ILIKE %(name)s)"))
     select = sql.SQL("""d.doc_key, min(d.title) AS title, min(d.source) AS source, min(d.doc_order)
-                        AS doc_order,
+                        AS doc_order, row_number() OVER (ORDER BY min(d.doc_order), d.doc_key) AS position,
                         count(*) AS chunks, sum(length(d.text)) AS chars, min(d.t_created) AS indexed_at""")
     return _page(
         conn,
