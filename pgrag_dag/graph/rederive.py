@@ -238,7 +238,7 @@ def split_unsupported(
     if not ents:
         return []
     records: dict[int, list[Mapping[str, Any]]] = {}
-    for r in support.entity_decisions(conn, realm, space, [int(e["id"]) for e in ents]):
+    for r in support.entity_decisions(conn, realm, space, [int(e["id"]) for e in ents], entities_only=True):
         records.setdefault(int(r["entity_id"]), []).append(r)
     by_key: dict[str, list[int]] = {}  # pending records by the forms they name: one pass, not one per entity
     for i, p in enumerate(pending):

@@ -36,12 +36,19 @@ def entities(conn: psycopg.Connection, realm: str, space: str, ids: Sequence[int
 
 
 def entity_decisions(
-    conn: psycopg.Connection, realm: str, space: str, ids: Sequence[int], without: Sequence[int] = ()
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    ids: Sequence[int],
+    without: Sequence[int] = (),
+    *,
+    entities_only: bool = False,
 ) -> list[dict[str, Any]]:
-    """The accepted decisions (``kind`` entity and triple) of the live chunks that mention one of the
-    entities ``ids``, chunks ``without`` left out: ``entity_id, chunk_id, kind, name, entity_type,
-    description, aliases, subject, object``, in (entity, document order, pass, decision) order — the
-    order resolution reads records in."""
+    """The accepted decisions (``kind`` entity and triple; entity only with ``entities_only``) of the live
+    chunks that mention one of the entities ``ids``, chunks ``without`` left out: ``entity_id, chunk_id,
+    kind, name, entity_type, description, aliases, subject, object``, in (entity, document order, pass,
+    decision) order — the order resolution reads records in."""
+    kinds = ["entity"] if entities_only else ["entity", "triple"]
     with conn.cursor(row_factory=dict_row) as cur:
         return cur.execute(
             sql.SQL("""SELECT m.entity_id, g.chunk_id, g.kind, g.name, g.entity_type, g.description,
@@ -50,12 +57,13 @@ def entity_decisions(
                          FROM {m} m JOIN {d} d ON d.id = m.chunk_id
                          JOIN {g} g ON g.chunk_id = m.chunk_id AND g.accepted
                         WHERE m.space = %s AND m.entity_id = ANY(%s) AND NOT m.chunk_id = ANY(%s)
+                          AND g.kind = ANY(%s)
                         ORDER BY m.entity_id, d.doc_order, d.doc_key, d.chunk_index, g.pass, g.id""").format(
                 m=qualified(realm, "doc_mentions"),
                 d=qualified(realm, "documents"),
                 g=qualified(realm, "gate_decisions"),
             ),
-            (space, list(ids), list(without)),
+            (space, list(ids), list(without), kinds),
         ).fetchall()
 
 
