@@ -1,10 +1,13 @@
 """The graph view (issue 16 item 8): one self-contained page per space — nothing loaded from a network —
 checked in Debian's headless Chromium: opened on ``#q=<entity>``, the DOM lists the entity and its
 neighbours with predicates, denial and supersession marks and validity, as the database holds them; a
-screenshot is kept under ``test-artifacts/view/``."""
+screenshot is kept under ``test-artifacts/view/``. The demo's graph (issue 31 item 4): an overview of its
+communities that opens into one, at the same coordinates on every load, labelled; screenshots
+``demo-overview.png`` and ``demo-community.png`` beside it."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from datetime import UTC
@@ -21,6 +24,7 @@ from pgrag_dag.engine import Engine
 from pgrag_dag.graph.export import read_tables
 from pgrag_dag.graph.view import render_view, write_view
 from pgrag_dag.store.identifiers import qualified
+from tests.demo_graph import build_demo_graph, demo_engine
 from tests.fix_browser import chromium_dom, needs_chromium
 from tests.graph_corpus import SPACE, indexed_saga
 
@@ -35,7 +39,8 @@ def saga(tmp_path: Path, pg_dsn: str, realm: str) -> Iterator[Engine]:
 
 
 class _Elements(HTMLParser):
-    """Every start tag of a page as (tag, attributes), and the text under each ``<h3>`` and ``<li>``."""
+    """Every start tag of a page as (tag, attributes), and the text under each ``<h3>``, ``<li>``, ``<p>``
+    and SVG ``<text>`` (its lines' ``<tspan>`` run together)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -45,7 +50,7 @@ class _Elements(HTMLParser):
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.append((tag, dict(attrs)))
-        if tag in ("h3", "li", "p"):
+        if tag in ("h3", "li", "p", "text"):
             self._open.append((tag, dict(attrs), []))
 
     def handle_endtag(self, tag: str) -> None:
@@ -92,7 +97,8 @@ def test_the_page_is_self_contained_and_caps_big_graphs(saga: Engine, realm: str
     # nothing is fetched: no external script, stylesheet, image, frame or import; the CSP forbids any
     assert not [a for t, a in page.tags if t in ("script", "img", "iframe") and a.get("src")]
     assert not [a for t, a in page.tags if t == "link"]
-    assert not re.search(r"@import|url\((?!\s*[\"']?data:)", html)
+    # url() only names the page's own arrow markers (#arrow-…) or data: — nothing outside the page
+    assert not re.search(r"@import|url\((?!\s*[\"']?(?:data:|#))", html)
     assert not re.search(r"""(?:src|href)\s*=\s*["']?(?:https?:)?//""", html, flags=re.I)
     csp = next(
         a["content"] for t, a in page.tags if t == "meta" and a.get("http-equiv") == "Content-Security-Policy"
@@ -101,15 +107,16 @@ def test_the_page_is_self_contained_and_caps_big_graphs(saga: Engine, realm: str
     live = tables.entities.filter(~tables.entities["dormant"]).height
     assert counts["entities_drawn"] == counts["entities_live"] == live and counts["communities"] >= 1
     assert "Porthos" not in re.sub(r"<script>.*?</script>", "", html, flags=re.S)  # dormant: not drawn
-    # capped: the two best-connected entities, said on the page
+    # capped: two circles per drawing — at most two communities, two members each — said on the page
     small, capped = render_view(tables, max_nodes=2)
     cap = next(a for t, a in _parse(small).tags if a.get("id") == "cap")
-    assert (cap["data-capped"], cap["data-entities-drawn"], cap["data-entities-live"]) == (
-        "true",
-        "2",
-        str(live),
-    )
-    assert capped["entities_drawn"] == 2 and "best-connected of" in small
+    assert (cap["data-capped"], cap["data-max-nodes"], cap["data-entities-live"]) == ("true", "2", str(live))
+    assert int(str(cap["data-entities-drawn"])) == capped["entities_drawn"] < live
+    said = " ".join(small.split())
+    assert "Cap: 2 circles per drawing" in said
+    assert f"The page holds {capped['entities_drawn']} of {live} live entities (capped)" in said
+    data = json.loads(re.search(r"const PAGE = (.*);\n", small).group(1))  # type: ignore[union-attr]
+    assert data["communities"] and all(len(c["members"]) <= 2 for c in data["communities"])
 
 
 def test_hostile_names_stay_text_in_the_page() -> None:
@@ -169,7 +176,7 @@ def test_hostile_names_stay_text_in_the_page() -> None:
     assert (
         "alert(1)" in html and evil not in html and "<img src=x" not in html and 'onclick="alert' not in html
     )
-    assert html.count("</script") == 2  # the ends of vis-network and of the page's own script: none injected
+    assert html.count("</script") == 1  # the end of the page's own script: none injected
 
 
 @needs_chromium
@@ -233,7 +240,8 @@ def test_pgrag_view_writes_the_page_and_prints_its_path(
     out = runner.invoke(
         app, ["view", f"{realm}.{SPACE}", "--no-open", "--out", str(target), "--max-nodes", "3"]
     )
-    assert out.exit_code == 0 and target.is_file() and out.output.startswith(f"{target}  (3 of ")
+    assert out.exit_code == 0 and target.is_file() and out.output.startswith(f"{target}  (")
+    assert 'data-max-nodes="3"' in target.read_text() and " communities, " in out.output
     out = runner.invoke(
         app, ["view", f"{realm}.{SPACE}", "--no-open", "--out", str(tmp_path / "no" / "v.html")]
     )
@@ -258,3 +266,78 @@ def test_pgrag_view_says_so_when_no_browser_opens_the_page(
     monkeypatch.setattr(webbrowser, "_tryorder", None)
     out = CliRunner().invoke(app, ["view", f"{realm}.{SPACE}"])
     assert out.exit_code == 0 and "no web browser" not in out.output, out.output
+
+
+def _live_communities(engine: Engine, realm: str, space: str) -> dict[int, tuple[str, set[int]]]:
+    """Level-0 community id → (title, its live members' ids), for the communities with a live member."""
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sql.SQL(
+                """SELECT c.id, c.title, array_agg(m.entity_id) FROM {c} c
+                     JOIN {m} m ON m.community_id = c.id JOIN {e} e ON e.id = m.entity_id
+                    WHERE c.space = %s AND c.level = 0 AND e.dormant_since IS NULL GROUP BY c.id, c.title"""
+            ).format(
+                c=qualified(realm, "communities"),
+                m=qualified(realm, "community_members"),
+                e=qualified(realm, "entities"),
+            ),
+            (space,),
+        ).fetchall()
+    return {int(i): (t, set(ms)) for i, t, ms in rows}
+
+
+def _drawing(dom: str) -> tuple[list[dict[str, str | None]], list[tuple[str, ...]], list[str]]:
+    """(the attributes of every community or entity circle group, every circle's (cx, cy, r), the text of
+    every label shown) in a dumped page."""
+    page = _parse(dom)
+    groups = [a for t, a in page.tags if t == "g" and a.get("class") in ("community-node", "entity-node")]
+    circles = [(str(a["cx"]), str(a["cy"]), str(a["r"])) for t, a in page.tags if t == "circle"]
+    shown = [
+        " ".join(x).strip()  # one data part per <tspan> line
+        for t, a, x in page.texts
+        if t == "text" and "shown" in str(a.get("class")).split() and a.get("visibility") == "visible"
+    ]
+    return groups, circles, shown
+
+
+@needs_chromium
+def test_chromium_draws_the_demo_as_communities_that_open_into_their_members(
+    pg_dsn: str, realm: str, tmp_path: Path
+) -> None:
+    engine = demo_engine(pg_dsn, realm)
+    build_demo_graph(engine, realm)
+    truth = _live_communities(engine, realm, "demo")
+    view = write_view(engine, realm, "demo", out=tmp_path / "demo.html")
+    # the layout is computed when the page is written: the same graph writes the same bytes
+    again = write_view(engine, realm, "demo", out=tmp_path / "again.html")
+    assert view.path.read_bytes() == again.path.read_bytes()
+    assert view.communities == view.communities_total == len(truth) == 30 and not view.capped
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    overview, community = ARTIFACTS / "demo-overview.png", ARTIFACTS / "demo-community.png"
+    for shot in (overview, community):
+        shot.unlink(missing_ok=True)
+    dom = chromium_dom(view.path.as_uri(), tmp_path / "profile-1", screenshot=overview)
+    assert overview.is_file() and overview.stat().st_size > 30_000
+    groups, circles, shown = _drawing(dom)
+    # the overview: one circle per community with a live member, as the database holds them
+    assert sorted(int(str(a["data-community-id"])) for a in groups) == sorted(truth)
+    assert {int(str(a["data-community-id"])): int(str(a["data-members"])) for a in groups} == {
+        i: len(ms) for i, (_, ms) in truth.items()
+    }
+    # labelled by report title (two lines at most, cut with an ellipsis), the largest communities first
+    titles = {i: " ".join(t.split()) for i, (t, _) in truth.items()}
+    largest = sorted(truth, key=lambda i: (-len(truth[i][1]), i))
+    for text in shown:
+        assert any(titles[i].startswith(text.replace(" …", "").rstrip("…")) for i in truth), text
+    assert len(shown) >= 20 and titles[largest[0]].startswith(shown[0].rstrip("…"))
+    # the same coordinates on a second load (a fresh browser profile)
+    groups2, circles2, shown2 = _drawing(chromium_dom(view.path.as_uri(), tmp_path / "profile-2"))
+    assert [(a["data-x"], a["data-y"]) for a in groups] == [(a["data-x"], a["data-y"]) for a in groups2]
+    assert circles == circles2 and shown == shown2 and len(set(circles)) == len(circles)
+    # the largest community opens into its live members, labelled, its hub among them
+    dom = chromium_dom(view.path.as_uri() + f"#c={largest[0]}", tmp_path / "profile-1", screenshot=community)
+    assert community.is_file() and community.stat().st_size > 30_000
+    members, _, labels = _drawing(dom)
+    assert {int(str(a["data-entity-id"])) for a in members} == truth[largest[0]][1]
+    assert len(members) == len(truth[largest[0]][1]) == 123
+    assert "Charles Babbage" in labels and len(labels) >= 30
