@@ -69,6 +69,9 @@ SUPERSEDED = "#9e9e9e"
 CURRENT = "#5a6b7b"
 EDGES_PER_NODE = 4
 """The page holds at most this many relations per entity it holds (a hub-dense graph stays drawable)."""
+LINKS_PER_COMMUNITY = 3
+"""The overview joins each community to at most this many others, those its members have the most
+relations with."""
 PAGE_NODES = 20
 """The page holds at most this many times ``max_nodes`` entities in all (its size stays a few MB)."""
 COMMUNITY_SPAN = 4.5
@@ -276,13 +279,29 @@ def _place(items: list[dict[str, Any]], links: list[tuple[int, int, float]], spa
         item["x"], item["y"] = x, y
 
 
+def _strongest_links(between: dict[tuple[int, int], int]) -> list[tuple[tuple[int, int], int]]:
+    """Of the community pairs and the relations between their members, each community's
+    :data:`LINKS_PER_COMMUNITY` strongest (more relations, then the other's position): every community
+    shows its main neighbours and a big space's overview is no mesh; strongest first."""
+    mine: dict[int, list[tuple[int, tuple[int, int]]]] = defaultdict(list)
+    for pair, n in between.items():
+        for c in pair:
+            mine[c].append((n, pair))
+    kept = {
+        pair
+        for links in mine.values()
+        for _, pair in sorted(links, key=lambda x: (-x[0], x[1]))[:LINKS_PER_COMMUNITY]
+    }
+    return sorted(((p, between[p]) for p in kept), key=lambda kv: (-kv[1], kv[0]))
+
+
 def build_page(tables: GraphTables, *, max_nodes: int) -> tuple[dict[str, Any], dict[str, int]]:
     """The page's data — ``communities`` (the overview's circles and the loose group, each with ``x``,
-    ``y``, ``r``, ``members``), ``links`` (community pairs and the relations between their members),
-    ``nodes`` (the entities held, each with ``x``, ``y``, ``r`` in its group's drawing), ``edges`` (the
-    relations held) — and the counts ``entities_drawn``, ``entities_live``, ``relations_drawn``,
-    ``relations_among``, ``relations_live``, ``communities``, ``communities_total``, ``communities_empty``
-    (as :class:`ViewResult`)."""
+    ``y``, ``r``, ``members``), ``links`` (community pairs and the relations between their members, each
+    community's :data:`LINKS_PER_COMMUNITY` strongest), ``nodes`` (the entities held, each with ``x``,
+    ``y``, ``r`` in its group's drawing), ``edges`` (the relations held) — and the counts
+    ``entities_drawn``, ``entities_live``, ``relations_drawn``, ``relations_among``, ``relations_live``,
+    ``communities``, ``communities_total``, ``communities_empty`` (as :class:`ViewResult`)."""
     ranked, rels = _live(tables)
     groups, empty, of = _groups(tables, ranked, max_nodes)
     held = {e for g in groups for e in g["members"]}
@@ -325,7 +344,7 @@ def build_page(tables: GraphTables, *, max_nodes: int) -> tuple[dict[str, Any], 
         a, b = position.get(of.get(int(r[0]), -1)), position.get(of.get(int(r[1]), -1))
         if a is not None and b is not None and a != b:
             between[(min(a, b), max(a, b))] += 1
-    strongest = sorted(between.items(), key=lambda kv: (-kv[1], kv[0]))[: EDGES_PER_NODE * len(overview)]
+    strongest = _strongest_links(between)
     for g in groups:
         g["r"] = community_radius(g["live"])
     _place(overview, [(a, b, math.log2(1 + n)) for (a, b), n in sorted(strongest)], COMMUNITY_SPAN)

@@ -11,6 +11,7 @@ const GROUPS = new Map(PAGE.communities.map((c) => [String(c.id), c]));
 const LIST_MAX = 60;  // relations listed per entity found
 const FONT = "system-ui, -apple-system, 'Segoe UI', sans-serif";
 const LINE = 28;  // characters per line of a community's label (two lines at most)
+const TOP = 12;   // labels of the first this many by rank may cover other circles
 
 const svg = document.getElementById("graph");
 const layers = {};
@@ -258,12 +259,14 @@ function placeLabels(near) {
     const nx = Math.max(b.x0, Math.min(cx, b.x1)), ny = Math.max(b.y0, Math.min(cy, b.y1));
     return (nx - cx) ** 2 + (ny - cy) ** 2 < r * r;
   });
-  const free = (b, self) => b.x0 > 0 && b.x1 < W && b.y0 > 0 && b.y1 < H
-    && !boxes.some((o) => b.x0 < o.x1 && o.x0 < b.x1 && b.y0 < o.y1 && o.y0 < b.y1) && !hitsCircle(b, self);
+  const clear = (b) => b.x0 > 0 && b.x1 < W && b.y0 > 0 && b.y1 < H
+    && !boxes.some((o) => b.x0 < o.x1 && o.x0 < b.x1 && b.y0 < o.y1 && o.y0 < b.y1);
+  const free = (b, self) => clear(b) && !hitsCircle(b, self);
   const pinned = (i) => (hovered === i ? 3 : String(selected) === i.key ? 2 : near.has(i.key) ? 1 : 0);
   const order = items.sort((p, q) => pinned(q) - pinned(p) || q.rank - p.rank || p.key.localeCompare(q.key));
-  let shown = 0;
+  let shown = 0, placed = 0;
   const place = (i) => {
+    placed++;
     const lab = i.label, x = sx(i), y = sy(i), r = sr(i), w = lab.width + 4, h = lab.lines * lab.size * 1.15 + 4;
     const d = r * 0.71;  // the diagonal spots touch the circle at 45°
     // inside a circle wide enough to hold it (a hub is ringed by its neighbours), else below, above, right,
@@ -277,6 +280,8 @@ function placeLabels(near) {
       for (const [x0, y0] of spots) {
         if (free({x0, y0, x1: x0 + w, y1: y0 + h}, i)) { at = [x0, y0]; break; }
       }
+      // the first few by rank may cover circles (not labels): the biggest are labelled even where crowded
+      if (!at && placed <= TOP) at = spots.find(([x0, y0]) => clear({x0, y0, x1: x0 + w, y1: y0 + h})) || null;
       if (!at && pinned(i) >= 2) at = spots[0];
     }
     if (at) {
