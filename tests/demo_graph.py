@@ -45,7 +45,8 @@ def demo_engine(pg_dsn: str, realm: str, root: Path = ROOT) -> Engine:
     return engine
 
 
-def build_demo_graph(engine: Engine, realm: str) -> None:
-    """Index the demo's space up to its communities and their hierarchy (:data:`GRAPH_STAGES`)."""
+def build_graph(engine: Engine, realm: str, space: str = "demo") -> None:
+    """Index ``space`` (by default the demo's) up to its communities and their hierarchy
+    (:data:`GRAPH_STAGES`)."""
     for stage in GRAPH_STAGES:
-        stage(engine, realm, "demo")
+        stage(engine, realm, space)

@@ -88,7 +88,7 @@ def _separate(xy: np.ndarray, radii: np.ndarray, rounds: int = 300) -> np.ndarra
 def _pack(blocks: list[tuple[np.ndarray, np.ndarray]]) -> list[np.ndarray]:
     """Translate each block (its circles' centres, centred on the origin, and radii; largest first): the
     first stays where it is, the others follow in centred rows below it, left to right, each row as wide
-    as the first block (or as the square the others' areas would fill), with a block's width of room
+    as the first block (or as the square the others would fill), with two and a half blocks' widths of room
     beside each block and below each row for the labels — the unconnected pieces in a tidy band under the
     main one."""
     if not blocks:
@@ -96,8 +96,9 @@ def _pack(blocks: list[tuple[np.ndarray, np.ndarray]]) -> list[np.ndarray]:
     lo = [(xy - r[:, None]).min(axis=0) for xy, r in blocks]
     hi = [(xy + r[:, None]).max(axis=0) for xy, r in blocks]
     size = [h - low for low, h in zip(lo, hi, strict=True)]
-    room = [1.5 * float(max(s.max(), 4 * GAP)) for s in size]
-    width = max(float(size[0][0]), math.sqrt(sum((float(s.max()) + r) ** 2 for s, r in zip(size, room))))
+    room = [2.5 * float(max(s.max(), 4 * GAP)) for s in size]
+    rest = zip(size[1:], room[1:], strict=True)
+    width = max(float(size[0][0]), math.sqrt(sum((float(s.max()) + r) ** 2 for s, r in rest)))
     rows: list[list[int]] = []
     used = math.inf
     for k in range(1, len(blocks)):

@@ -11,7 +11,7 @@ const GROUPS = new Map(PAGE.communities.map((c) => [String(c.id), c]));
 const LIST_MAX = 60;  // relations listed per entity found
 const FONT = "system-ui, -apple-system, 'Segoe UI', sans-serif";
 const LINE = 28;  // characters per line of a community's label (two lines at most)
-const TOP = 12;   // labels of the first this many by rank may cover other circles
+const TOP = 12;   // labels of the first this many by rank (if bigger than the median) may cover other circles
 
 const svg = document.getElementById("graph");
 const layers = {};
@@ -152,6 +152,8 @@ function open(key) {
   selected = null;
   hovered = null;
   view = group ? buildGroup(group) : buildOverview();
+  const radii = [...view.items.values()].map((i) => i.r).sort((a, b) => a - b);
+  view.medianR = radii.length ? radii[Math.floor(radii.length / 2)] : 0;
   svg.dataset.view = view.key;
   crumb.replaceChildren();
   const home = el("button", "home", "Overview");
@@ -280,8 +282,9 @@ function placeLabels(near) {
       for (const [x0, y0] of spots) {
         if (free({x0, y0, x1: x0 + w, y1: y0 + h}, i)) { at = [x0, y0]; break; }
       }
-      // the first few by rank may cover circles (not labels): the biggest are labelled even where crowded
-      if (!at && placed <= TOP) at = spots.find(([x0, y0]) => clear({x0, y0, x1: x0 + w, y1: y0 + h})) || null;
+      // the first few by rank, if bigger than the median, may cover circles (not labels): the biggest are
+      // labelled even where crowded
+      if (!at && placed <= TOP && i.r >= view.medianR) at = spots.find(([x0, y0]) => clear({x0, y0, x1: x0 + w, y1: y0 + h})) || null;
       if (!at && pinned(i) >= 2) at = spots[0];
     }
     if (at) {

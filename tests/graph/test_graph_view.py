@@ -3,7 +3,8 @@ checked in Debian's headless Chromium: opened on ``#q=<entity>``, the DOM lists 
 neighbours with predicates, denial and supersession marks and validity, as the database holds them; a
 screenshot is kept under ``test-artifacts/view/``. The demo's graph (issue 31 item 4): an overview of its
 communities that opens into one, at the same coordinates on every load, labelled; screenshots
-``demo-overview.png`` and ``demo-community.png`` beside it."""
+``demo-overview.png`` and ``demo-community.png`` beside it; and the same on four Microsoft earnings calls
+indexed by the offline ``nlp`` extractor (slow: ``msft-*.png``)."""
 
 from __future__ import annotations
 
@@ -16,16 +17,19 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+import yaml
 from psycopg import sql
 from typer.testing import CliRunner
 
 from pgrag_dag.cli import app
+from pgrag_dag.config import load_settings
 from pgrag_dag.engine import Engine
 from pgrag_dag.graph.export import read_tables
 from pgrag_dag.graph.view import render_view, write_view
 from pgrag_dag.store.identifiers import qualified
-from tests.demo_graph import build_demo_graph, demo_engine
+from tests.demo_graph import build_graph, demo_engine
 from tests.fix_browser import chromium_dom, needs_chromium
+from tests.fix_corpus import SHARED_CORPORA
 from tests.graph_corpus import SPACE, indexed_saga
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -305,7 +309,7 @@ def test_chromium_draws_the_demo_as_communities_that_open_into_their_members(
     pg_dsn: str, realm: str, tmp_path: Path
 ) -> None:
     engine = demo_engine(pg_dsn, realm)
-    build_demo_graph(engine, realm)
+    build_graph(engine, realm)
     truth = _live_communities(engine, realm, "demo")
     view = write_view(engine, realm, "demo", out=tmp_path / "demo.html")
     # the layout is computed when the page is written: the same graph writes the same bytes
@@ -341,3 +345,75 @@ def test_chromium_draws_the_demo_as_communities_that_open_into_their_members(
     assert {int(str(a["data-entity-id"])) for a in members} == truth[largest[0]][1]
     assert len(members) == len(truth[largest[0]][1]) == 123
     assert "Charles Babbage" in labels and len(labels) >= 30
+
+
+def _loose(engine: Engine, realm: str, space: str) -> int:
+    """Live entities of ``space`` in no level-0 community."""
+    with engine.connect() as conn:
+        row = conn.execute(
+            sql.SQL(
+                """SELECT count(*) FROM {e} e WHERE e.space = %s AND e.dormant_since IS NULL
+                   AND NOT EXISTS (SELECT 1 FROM {m} m JOIN {c} c ON c.id = m.community_id
+                                    WHERE m.entity_id = e.id AND c.level = 0)"""
+            ).format(
+                e=qualified(realm, "entities"),
+                m=qualified(realm, "community_members"),
+                c=qualified(realm, "communities"),
+            ),
+            (space,),
+        ).fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_chromium_draws_earnings_calls_indexed_offline(pg_dsn: str, realm: str, tmp_path: Path) -> None:
+    calls = SHARED_CORPORA / "msft_earnings_calls_graphrag" / "transcripts"
+    if not calls.is_dir():
+        pytest.skip(f"{calls} is not here (../shared/corpora or PGRAG_SHARED_DIR)")
+    (tmp_path / "calls").mkdir()
+    for quarter in ("FY24Q1", "FY24Q2", "FY24Q3", "FY24Q4"):
+        name = f"Transcript{quarter}.txt"
+        (tmp_path / "calls" / name).write_text((calls / name).read_text(encoding="utf-8"), encoding="utf-8")
+    spaces = {"calls": {"extractor": "nlp", "sources": [{"path": "calls", "glob": "*.txt"}]}}
+    config = {"database_url": pg_dsn, "data_dir": str(tmp_path / "data"), "llm": {"models": ["replay"]}}
+    (tmp_path / "pgrag.yaml").write_text(yaml.safe_dump({**config, "realms": {realm: {"spaces": spaces}}}))
+    engine = Engine.from_settings(load_settings(tmp_path / "pgrag.yaml"))
+    build_graph(engine, realm, "calls")
+    truth, loose = _live_communities(engine, realm, "calls"), _loose(engine, realm, "calls")
+    view = write_view(engine, realm, "calls")
+    assert view.communities == len(truth) >= 10 and loose > 0
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shots = {k: ARTIFACTS / f"msft-{k}.png" for k in ("overview", "loose", "search")}
+    for shot in shots.values():
+        shot.unlink(missing_ok=True)
+    groups, _, shown = _drawing(
+        chromium_dom(view.path.as_uri(), tmp_path / "profile", screenshot=shots["overview"])
+    )
+    assert sorted(int(str(a["data-community-id"])) for a in groups) == sorted(truth)
+    assert len(shown) >= len(truth) / 2
+    # the entities in no community open as their own group, capped at the page's max_nodes
+    members, _, _ = _drawing(
+        chromium_dom(view.path.as_uri() + "#c=loose", tmp_path / "profile", screenshot=shots["loose"])
+    )
+    assert len(members) == min(loose, 400)
+    # a search opens the community of the entity found, selected, with its relations' predicates shown
+    dom = chromium_dom(
+        view.path.as_uri() + "#q=" + quote("Amy Hood"), tmp_path / "profile", screenshot=shots["search"]
+    )
+    page = _parse(dom)
+    assert [" ".join(x).strip() for t, a, x in page.texts if t == "h3"] == ["Amy Hood"]
+    svg = next(a for t, a in page.tags if t == "svg" and a.get("id") == "graph")
+    hood = next(i for i, (_, ms) in truth.items() if any(m in ms for m in _ids(engine, realm, "Amy Hood")))
+    assert svg["data-view"] == str(hood)
+    assert any("selected" in str(a.get("class")) for t, a in page.tags if t == "g")
+    assert all(shot.is_file() and shot.stat().st_size > 20_000 for shot in shots.values())
+
+
+def _ids(engine: Engine, realm: str, name: str) -> set[int]:
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sql.SQL("SELECT id FROM {} WHERE name = %s").format(qualified(realm, "entities")), (name,)
+        ).fetchall()
+    return {int(r[0]) for r in rows}
