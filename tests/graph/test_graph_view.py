@@ -111,6 +111,9 @@ def test_the_page_is_self_contained_and_caps_big_graphs(saga: Engine, realm: str
     live = tables.entities.filter(~tables.entities["dormant"]).height
     assert counts["entities_drawn"] == counts["entities_live"] == live and counts["communities"] >= 1
     assert "Porthos" not in re.sub(r"<script>.*?</script>", "", html, flags=re.S)  # dormant: not drawn
+    # Pierrefonds' community lost its only live member with Porthos' document: no empty circle, said so
+    assert counts["communities_empty"] == 1 and "Pierrefonds" not in html
+    assert "(not drawn: 1 with no live member left)" in " ".join(html.split())
     # capped: two circles per drawing — at most two communities, two members each — said on the page
     small, capped = render_view(tables, max_nodes=2)
     cap = next(a for t, a in _parse(small).tags if a.get("id") == "cap")
