@@ -191,7 +191,7 @@ function frame(items, maxK) {
   render();
 }
 
-function fit() { frame([...view.items.values()], 3); }
+function fit() { frame([...view.items.values()], 3); view.fitK = tf.k; }
 
 function zoom(factor, cx, cy) {
   const W = svg.clientWidth, H = svg.clientHeight;
@@ -209,7 +209,12 @@ function schedule() {
 
 const sx = (i) => i.x * tf.k + tf.x;
 const sy = (i) => i.y * tf.k + tf.y;
-const sr = (i) => Math.max(i.r * tf.k, 2);
+// zoomed in past the fitted view, circles grow as the square root of the zoom while the distances between
+// them grow with it: the room that opens between them is where more labels go
+const sr = (i) => {
+  const base = view.fitK || tf.k;
+  return Math.max(tf.k <= base ? i.r * tf.k : i.r * base * Math.sqrt(tf.k / base), 2);
+};
 
 function neighbours() {
   const near = new Set();
@@ -394,6 +399,9 @@ function fromHash() {
     return;
   }
   if (!(c && open(decodeURIComponent(c[1])))) open("overview");
+  // #…&z=<factor>: that many times the fitted zoom, about the centre (an address to share a closer look)
+  const z = /(?:^#|&)z=([0-9.]+)/.exec(location.hash);
+  if (z && parseFloat(z[1]) > 0) { fit(); zoom(parseFloat(z[1])); render(); }
 }
 
 // pan by dragging, zoom with the wheel (around the pointer) or the buttons

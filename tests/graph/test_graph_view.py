@@ -348,6 +348,22 @@ def test_chromium_draws_the_demo_as_communities_that_open_into_their_members(
     assert {int(str(a["data-entity-id"])) for a in members} == truth[largest[0]][1]
     assert len(members) == len(truth[largest[0]][1]) == 123
     assert "Charles Babbage" in labels and len(labels) >= 30
+    # zoomed in four times (#…&z=4) nearly every circle on screen is labelled
+    page = _parse(chromium_dom(view.path.as_uri() + f"#c={largest[0]}&z=4", tmp_path / "profile-1"))
+    shown_for = {
+        str(a["data-for"])
+        for t, a in page.tags
+        if t == "text" and "shown" in str(a.get("class")).split() and a.get("visibility") == "visible"
+    }
+    at: dict[str, tuple[float, float]] = {}
+    for (t, a), (t2, c) in zip(page.tags, page.tags[1:], strict=False):
+        if t == "g" and a.get("class") == "entity-node" and t2 == "circle":
+            at[str(a["data-entity-id"])] = (float(str(c["cx"])), float(str(c["cy"])))
+    # well inside the drawing (1500 × 950 less the 380-pixel side panel): room for a label on every side
+    inside = {k for k, (x, y) in at.items() if 130 < x < 1120 - 130 and 100 < y < 950 - 100}
+    # at the fitted zoom only the best-connected half is labelled; zoomed in, nearly all on screen
+    assert len(labels) < 0.7 * len(members) and len(inside) >= 12
+    assert len(inside & shown_for) >= 0.9 * len(inside), sorted(inside - shown_for)
 
 
 def _loose(engine: Engine, realm: str, space: str) -> int:
