@@ -346,7 +346,7 @@ function relationItem(e, node) {
   if (v) li.append(el("span", "validity", v));
   if (other.community !== node.community) {
     const there = GROUPS.get(String(other.community));
-    if (there) li.append(el("span", "elsewhere", `in ${there.title}`));
+    if (there) li.append(el("span", "elsewhere", there.id === LOOSE ? "in no community" : `in ${there.title}`));
   }
   return li;
 }
