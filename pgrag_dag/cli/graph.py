@@ -83,16 +83,18 @@ def view(
     max_nodes: Annotated[
         int | None,
         typer.Option(
-            help="draw at most this many entities, the best connected (default export.view_max_nodes, 400)"
+            help="circles per drawing: the largest communities in the overview, the best-connected members "
+            "in a community (default export.view_max_nodes, 400)"
         ),
     ] = None,
     no_open: Annotated[
         bool, typer.Option("--no-open", help="write the page and print its path only")
     ] = False,
 ) -> None:
-    """Write the space's graph as one self-contained HTML page (no network needed: open it offline) —
-    entities coloured by community, denied and superseded relations drawn apart, search by name (also as
-    ``#q=<name>`` in the address) — print its path and open it in the browser."""
+    """Write the space's graph as one self-contained HTML page (no network needed: open it offline) — an
+    overview of the communities that opens into one (also ``#c=<id>`` in the address), the same layout on
+    every load, denied and superseded relations drawn apart, search by name (also ``#q=<name>``) — print
+    its path and open it in the browser."""
     import webbrowser
 
     from pgrag_dag.graph.view import write_view

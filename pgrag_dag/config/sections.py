@@ -347,8 +347,8 @@ class ExportSettings(StrictModel):
     community assets, writing ``formats`` (``graphml``, ``parquet``, ``csv``) under
     ``<data_dir>/exports/<partition>/``. ``view``: write the browser view
     ``<data_dir>/views/<partition>.html`` at every ``communities`` materialisation and link it from its
-    metadata; ``view_max_nodes``: the view draws at most this many entities (the best connected; the page says
-    so)."""
+    metadata; ``view_max_nodes``: the view draws at most this many circles per drawing — the largest
+    communities in its overview, the best-connected members in a community (the page says so)."""
 
     asset: bool = False
     formats: list[Literal["graphml", "parquet", "csv"]] = Field(

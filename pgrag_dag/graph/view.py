@@ -1,24 +1,32 @@
-"""A graph view in the browser (issue 16 item 8): one self-contained HTML page per space — no CDN, no
-network: vis-network (the copy inside the ``pyvis`` wheel) and the data are inlined, and the page's
-Content-Security-Policy forbids loading anything else, so it opens offline and from a file.
+"""A graph view in the browser (issue 16 item 8, made readable by issue 31 item 4): one self-contained HTML
+page per space — no CDN, no network: the drawing is the page's own SVG and script (no library), the data
+and the coordinates are inlined, and the page's Content-Security-Policy forbids loading anything else, so it
+opens offline and from a file.
 
-What it shows: the live entities (neither dormant nor archived) as vertices coloured by their level-0
-community (§6), sized by degree; the non-dormant relations among them as arrows subject → object labelled
-with the predicate and its stated validity (§5.1) — a denial (``negated``) red and dashed, a superseded
-relation (§5.2–5.3) grey and dotted, current assertions solid. A search box (also ``#q=<name>`` in the
-address, so ``view.html#q=Ada%20Lovelace`` opens on it) lists the matching entity and every relation it
-has on the page as DOM — names, predicate, denied/superseded marks, validity — and selects them in the
-drawing; the community list says each community's title, rating, size and summary.
+Two levels. The overview draws the space's level-0 communities (§6) as circles sized by their member count,
+labelled by their report title, joined by the number of relations between their members. A community opens
+(a click, or ``#c=<id>`` in the address) into its members as circles sized by degree and the non-dormant
+relations among them as arrows subject → object — a denial (``negated``) red and dashed, a superseded
+relation (§5.2–5.3) grey and dotted, current assertions solid; a selected entity's relations are labelled
+with their predicate. The coordinates of both levels are computed here, by
+:func:`pgrag_dag.graph.view_layout.layout` (seeded), so a page shows the same picture on every load. The
+page labels the circles on screen by rank (a community's size, an entity's degree) as long as the labels do
+not collide: the biggest at the overall zoom, all as one zooms in. A search box (also ``#q=<name>`` in the
+address, so ``view.html#q=Ada%20Lovelace`` opens on it) lists the matching entity and every relation it has
+in the page as DOM — names, predicate, denied/superseded marks, validity — opens its community and selects
+them; the community list says each community's title, rating, size and summary.
 
-Big spaces are capped: at most ``max_nodes`` entities are drawn (default ``export.view_max_nodes``), the best
-connected (degree over non-dormant relations, then name), with the relations among them — at most
-:data:`EDGES_PER_NODE` per entity drawn, current before superseded, the best corroborated first; the page
-says how many of how many, and search covers what is drawn (``pgrag export`` has everything).
+Big spaces are capped, and the page says by how much: the overview draws at most ``max_nodes``
+communities (the largest; default ``export.view_max_nodes``), a community at most ``max_nodes`` members
+(the best connected: degree over non-dormant relations, then name), the page holds at most
+:data:`PAGE_NODES` × ``max_nodes`` entities in all and at most :data:`EDGES_PER_NODE` relations per entity
+— current before superseded, the best corroborated first; search covers what the page holds (``pgrag
+export`` has everything). Entities in no community (their cluster was under ``communities.min_size``) open
+as one more group from the side panel.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -32,6 +40,7 @@ from pgrag_dag.config.sections import Settings
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import ExportError
 from pgrag_dag.graph.export import GraphTables, check_target, read_tables
+from pgrag_dag.graph.view_layout import SEED, layout
 from pgrag_dag.names import partition_key
 
 PALETTE = (
@@ -59,14 +68,37 @@ DENIED = "#d62728"
 SUPERSEDED = "#9e9e9e"
 CURRENT = "#5a6b7b"
 EDGES_PER_NODE = 4
-"""The view draws at most this many relations per entity drawn (a hub-dense top of a big graph stays
-usable)."""
-_VIS = "templates/lib/vis-9.1.2"  # inside the pyvis package
+"""The page holds at most this many relations per entity it holds (a hub-dense graph stays drawable)."""
+LINKS_PER_COMMUNITY = 3
+"""The overview joins each community to at most this many others, those its members have the most
+relations with."""
+PAGE_NODES = 20
+"""The page holds at most this many times ``max_nodes`` entities in all (its size stays a few MB)."""
+COMMUNITY_SPAN = 4.5
+"""In the overview an edge is about this many times its ends' radii long: a community's label is two lines
+of a title, wider than its circle."""
+ENTITY_SPAN = 3.0
+"""In a community an edge is about this many times its ends' radii long."""
+LOOSE = "loose"
+"""The key of the group of entities in no community (``#c=loose``)."""
+
+
+def community_radius(size: int) -> float:
+    """A community's circle in the overview: its area grows with its member count (layout units)."""
+    return round(8 + 5 * math.sqrt(max(size, 1)), 1)
+
+
+def entity_radius(degree: int) -> float:
+    """An entity's circle in its community: its area grows with its degree (layout units)."""
+    return round(5 + 2.5 * math.sqrt(max(degree, 0)), 1)
 
 
 @dataclass(frozen=True)
 class ViewResult:
-    """What :func:`write_view` wrote: ``path`` and the counts drawn out of the space's live graph."""
+    """What :func:`write_view` wrote: ``path`` and the counts it holds out of the space's live graph —
+    ``entities_drawn`` (entities in the page), ``relations_drawn``, ``relations_among`` (the relations among
+    the entities in the page), ``communities`` (circles of the overview) of ``communities_total`` (the
+    level-0 communities with a live member; ``communities_empty`` have none and are not drawn)."""
 
     path: Path
     entities_drawn: int
@@ -75,17 +107,19 @@ class ViewResult:
     relations_among: int
     relations_live: int
     communities: int
+    communities_total: int
+    communities_empty: int
 
     @property
     def capped(self) -> bool:
-        """Whether fewer entities are drawn than the space holds live."""
-        return self.entities_drawn < self.entities_live
+        """Whether the page holds fewer entities or communities than the space."""
+        return self.entities_drawn < self.entities_live or self.communities < self.communities_total
 
     def summary(self) -> str:
         """One line: what is drawn of what."""
         return (
-            f"{self.entities_drawn} of {self.entities_live} live entities, {self.relations_drawn} of "
-            f"{self.relations_live} relations, {self.communities} communities"
+            f"{self.communities} of {self.communities_total} communities, {self.entities_drawn} of "
+            f"{self.entities_live} live entities, {self.relations_drawn} of {self.relations_live} relations"
         )
 
 
@@ -99,11 +133,8 @@ def _validity(valid_from: str | None, valid_to: str | None) -> str:
     return "" if not (valid_from or valid_to) else f"{valid_from or ''}–{valid_to or ''}"
 
 
-def _select(tables: GraphTables, max_nodes: int) -> tuple[pl.DataFrame, pl.DataFrame, int, int, int]:
-    """(entities drawn with ``degree``, relations drawn, relations among the drawn entities, live entities,
-    live relations): the live entities, the best connected first, at most ``max_nodes``, and the non-dormant
-    relations among them — at most :data:`EDGES_PER_NODE` × ``max_nodes``, current before superseded, then
-    the best corroborated."""
+def _live(tables: GraphTables) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(live entities with ``degree``, best connected first; the non-dormant relations between them)."""
     ents = tables.entities.filter(~pl.col("dormant"))
     live_ids = ents["id"].implode()
     rels = tables.relations.filter(
@@ -118,91 +149,92 @@ def _select(tables: GraphTables, max_nodes: int) -> tuple[pl.DataFrame, pl.DataF
         .with_columns(pl.col("degree").fill_null(0))
         .sort(["degree", "name", "id"], descending=[True, False, False])
     )
-    drawn = ranked.head(max_nodes)
-    ids = drawn["id"].implode()
-    among = rels.filter(pl.col("source_id").is_in(ids) & pl.col("target_id").is_in(ids))
-    kept = (
-        among.sort(["superseded", "weight", "id"], descending=[False, True, False])
-        .head(EDGES_PER_NODE * max_nodes)
-        .sort("id")
-    )
-    return drawn, kept, among.height, ents.height, rels.height
+    return ranked, rels
 
 
-def _communities(
-    tables: GraphTables, drawn_ids: set[int]
-) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]]]:
-    """The level-0 communities with a drawn member, largest first, each with its colour; and entity id →
-    its community."""
-    base = tables.communities.filter(pl.col("level") == 0).sort(["size", "id"], descending=[True, False])
-    out: list[dict[str, Any]] = []
-    of: dict[int, dict[str, Any]] = {}
+def _groups(
+    tables: GraphTables, ranked: pl.DataFrame, max_nodes: int
+) -> tuple[list[dict[str, Any]], int, dict[int, Any]]:
+    """The level-0 communities drawn (of those with a live member, the ``max_nodes`` largest by live
+    members, largest first) and the group of entities in none (key :data:`LOOSE`, last) — each with
+    ``members``: its live entities, best connected first, at most ``max_nodes``, and the page's budget of
+    :data:`PAGE_NODES` × ``max_nodes`` shared by rank; the number of level-0 communities whose members are
+    all dormant (not drawn); and entity id → its group's key."""
+    base = tables.communities.filter(pl.col("level") == 0).sort("id")
+    order = {int(e): k for k, e in enumerate(ranked["id"].to_list())}
+    of: dict[int, Any] = {}
+    found: list[tuple[dict[str, Any], list[int]]] = []
     for row in base.iter_rows(named=True):
-        members = [int(e) for e in row["member_entity_ids"] if int(e) in drawn_ids]
-        if not members:
-            continue
-        c = {
+        live = sorted((int(e) for e in row["member_entity_ids"] if int(e) in order), key=order.__getitem__)
+        live = [e for e in live if e not in of]  # a level-0 community owns an entity once
+        for e in live:
+            of[e] = int(row["id"])
+        if live:
+            found.append((row, live))
+    found.sort(key=lambda f: (-len(f[1]), f[0]["id"]))
+    groups: list[dict[str, Any]] = [
+        {
             "id": int(row["id"]),
             "title": row["title"],
             "rating": row["rating"],
             "size": int(row["size"]),
             "summary": row["summary"],
-            "color": PALETTE[len(out) % len(PALETTE)],
-            "members": members,
+            "color": PALETTE[k % len(PALETTE)],
+            "live": len(live),
+            "members": live[:max_nodes],
         }
-        out.append(c)
-        for e in members:
-            of.setdefault(e, c)
-    return out, of
+        for k, (row, live) in enumerate(found[:max_nodes])
+    ]
+    loose = [e for e in ranked["id"].to_list() if int(e) not in of]
+    for e in loose:
+        of[int(e)] = LOOSE
+    if loose:
+        groups.append(
+            {
+                "id": LOOSE,
+                "title": "Entities in no community",
+                "rating": None,
+                "size": len(loose),
+                "summary": "clusters smaller than communities.min_size, and entities with no relation",
+                "color": NO_COMMUNITY,
+                "live": len(loose),
+                "members": [int(e) for e in loose[:max_nodes]],
+            }
+        )
+    budget = PAGE_NODES * max_nodes
+    kept = set(sorted((e for g in groups for e in g["members"]), key=order.__getitem__)[:budget])
+    for g in groups:
+        g["members"] = [e for e in g["members"] if e in kept]
+    return groups, base.height - len(found), of
 
 
-def build_network(tables: GraphTables, *, max_nodes: int) -> tuple[Any, list[dict[str, Any]], dict[str, int]]:
-    """The drawn graph as a ``pyvis.network.Network`` (vertex and edge fields as the page reads them), the
-    drawn communities, and the counts ``entities_drawn``, ``entities_live``, ``relations_drawn``,
-    ``relations_among`` (the drawn entities'), ``relations_live``."""
-    from pyvis.network import Network
-
-    drawn, rels, among, live_e, live_r = _select(tables, max_nodes)
-    communities, of = _communities(tables, set(drawn["id"].to_list()))
-    net = Network(directed=True, cdn_resources="in_line")
-    for e in drawn.iter_rows(named=True):
-        c = of.get(int(e["id"]))
-        tip = "\n".join(
+def _edges(rels: pl.DataFrame, held: set[int], names: dict[int, str]) -> tuple[list[dict[str, Any]], int]:
+    """The relations the page holds (both ends held; at most :data:`EDGES_PER_NODE` per entity held, current
+    before superseded, then the best corroborated; by id) as the page reads them, and how many relations
+    join two held entities."""
+    ids = pl.Series(sorted(held), dtype=pl.Int64).implode()
+    among = rels.filter(pl.col("source_id").is_in(ids) & pl.col("target_id").is_in(ids))
+    kept = (
+        among.sort(["superseded", "weight", "id"], descending=[False, True, False])
+        .head(EDGES_PER_NODE * len(held))
+        .sort("id")
+    )
+    out: list[dict[str, Any]] = []
+    pairs: dict[tuple[int, int], int] = defaultdict(int)
+    for r in kept.iter_rows(named=True):
+        pair = (min(r["source_id"], r["target_id"]), max(r["source_id"], r["target_id"]))
+        k = pairs[pair]
+        pairs[pair] += 1
+        validity = _validity(r["valid_from"], r["valid_to"])
+        superseded_by = names.get(r["superseded_by"], r["superseded_by"]) if r["superseded"] else None
+        state = ", ".join(
             x
             for x in (
-                f"{e['name']} ({e['entity_type']})",
-                e["description"],
-                f"community: {c['title']}" if c else "",
+                "denied" if r["negated"] else "",
+                f"superseded by {superseded_by}" if superseded_by else "",
             )
             if x
         )
-        net.add_node(
-            int(e["id"]),
-            label=e["name"],
-            title=tip,
-            color=c["color"] if c else NO_COMMUNITY,
-            value=max(1, int(e["degree"])),
-            entity_type=e["entity_type"],
-            description=e["description"],
-            aliases=list(e["aliases"] or []),
-            degree=int(e["degree"]),
-            community=c["id"] if c else None,
-            community_title=c["title"] if c else None,
-        )
-    names = dict(zip(tables.relations["id"].to_list(), tables.relations["predicate"].to_list()))
-    pairs: dict[tuple[int, int], int] = defaultdict(int)
-    for r in rels.iter_rows(named=True):
-        pair = (min(r["source_id"], r["target_id"]), max(r["source_id"], r["target_id"]))
-        k, pairs[pair] = (
-            pairs[pair],
-            pairs[pair] + 1,
-        )  # the k-th edge of a pair bends further, so none hides another
-        validity = _validity(r["valid_from"], r["valid_to"])
-        state = "denied" if r["negated"] else ""
-        if r["superseded"]:
-            state = ", ".join(
-                x for x in (state, f"superseded by {names.get(r['superseded_by'], r['superseded_by'])}") if x
-            )
         tip = "\n".join(
             x
             for x in (
@@ -214,79 +246,149 @@ def build_network(tables: GraphTables, *, max_nodes: int) -> tuple[Any, list[dic
             )
             if x
         )
-        net.add_edge(
-            int(r["source_id"]),
-            int(r["target_id"]),
-            id=int(r["id"]),
-            label=r["predicate"] + (f" ({validity})" if validity else ""),
-            title=tip,
-            color=DENIED if r["negated"] else SUPERSEDED if r["superseded"] else CURRENT,
-            dashes=[2, 6] if r["superseded"] else r["negated"],
-            width=1 + math.log2(max(1, r["weight"])),
-            smooth={
-                "enabled": True,
-                "type": "curvedCW" if k % 2 == 0 else "curvedCCW",
-                "roundness": 0.08 + 0.12 * (k // 2 + k % 2),
-            },
-            predicate=r["predicate"],
-            subject=r["subject"],
-            object=r["object"],
-            negated=bool(r["negated"]),
-            superseded=bool(r["superseded"]),
-            superseded_by=names.get(r["superseded_by"]) if r["superseded"] else None,
-            valid_from=r["valid_from"],
-            valid_to=r["valid_to"],
-            weight=int(r["weight"]),
-        )
-    net.set_options(
-        json.dumps(
+        # the k-th relation of a pair bends further, alternately to either side, so none hides another
+        bend = 0 if k == 0 else (1 if k % 2 else -1) * ((k + 1) // 2)
+        out.append(
             {
-                "nodes": {"shape": "dot", "scaling": {"min": 8, "max": 36}, "font": {"size": 14}},
-                "edges": {
-                    "font": {"size": 10, "align": "middle"},
-                    "arrows": {"to": {"enabled": True, "scaleFactor": 0.5}},
-                },
-                "physics": {"solver": "forceAtlas2Based", "stabilization": {"iterations": 150, "fit": True}},
-                "interaction": {"hover": True, "tooltipDelay": 150},
+                "id": int(r["id"]),
+                "from": int(r["source_id"]),
+                "to": int(r["target_id"]),
+                "bend": bend * (1 if r["source_id"] <= r["target_id"] else -1),
+                "title": tip,
+                "predicate": r["predicate"],
+                "subject": r["subject"],
+                "object": r["object"],
+                "negated": bool(r["negated"]),
+                "superseded": bool(r["superseded"]),
+                "superseded_by": superseded_by,
+                "valid_from": r["valid_from"],
+                "valid_to": r["valid_to"],
+                "weight": int(r["weight"]),
             }
         )
+    return out, among.height
+
+
+def _place(items: list[dict[str, Any]], links: list[tuple[int, int, float]], span: float) -> None:
+    """Set ``x`` and ``y`` of ``items`` (each with ``r``) by :func:`~pgrag_dag.graph.view_layout.layout`
+    over ``links`` (item index pairs, weight), an edge about ``span`` times its ends' radii long."""
+    coords = layout(
+        [i["r"] for i in items], [(a, b) for a, b, _ in links], [w for _, _, w in links], span=span
     )
-    counts = {
-        "entities_drawn": drawn.height,
-        "entities_live": live_e,
-        "relations_drawn": rels.height,
-        "relations_among": among,
-        "relations_live": live_r,
+    for item, (x, y) in zip(items, coords, strict=True):
+        item["x"], item["y"] = x, y
+
+
+def _strongest_links(between: dict[tuple[int, int], int]) -> list[tuple[tuple[int, int], int]]:
+    """Of the community pairs and the relations between their members, each community's
+    :data:`LINKS_PER_COMMUNITY` strongest (more relations, then the other's position): every community
+    shows its main neighbours and a big space's overview is no mesh; strongest first."""
+    mine: dict[int, list[tuple[int, tuple[int, int]]]] = defaultdict(list)
+    for pair, n in between.items():
+        for c in pair:
+            mine[c].append((n, pair))
+    kept = {
+        pair
+        for links in mine.values()
+        for _, pair in sorted(links, key=lambda x: (-x[0], x[1]))[:LINKS_PER_COMMUNITY]
     }
-    return net, communities, counts
+    return sorted(((p, between[p]) for p in kept), key=lambda kv: (-kv[1], kv[0]))
+
+
+def build_page(tables: GraphTables, *, max_nodes: int) -> tuple[dict[str, Any], dict[str, int]]:
+    """The page's data — ``communities`` (the overview's circles and the loose group, each with ``x``,
+    ``y``, ``r``, ``members``), ``links`` (community pairs and the relations between their members, each
+    community's :data:`LINKS_PER_COMMUNITY` strongest), ``nodes`` (the entities held, each with ``x``,
+    ``y``, ``r`` in its group's drawing), ``edges`` (the relations held) — and the counts
+    ``entities_drawn``, ``entities_live``, ``relations_drawn``, ``relations_among``, ``relations_live``,
+    ``communities``, ``communities_total``, ``communities_empty`` (as :class:`ViewResult`)."""
+    ranked, rels = _live(tables)
+    groups, empty, of = _groups(tables, ranked, max_nodes)
+    held = {e for g in groups for e in g["members"]}
+    names = dict(zip(tables.relations["id"].to_list(), tables.relations["predicate"].to_list()))
+    edges, among = _edges(rels, held, names)
+    titles = {g["id"]: g["title"] for g in groups}
+    nodes: dict[int, dict[str, Any]] = {}
+    for e in ranked.filter(pl.col("id").is_in(pl.Series(sorted(held), dtype=pl.Int64).implode())).iter_rows(
+        named=True
+    ):
+        group = of.get(int(e["id"]))
+        nodes[int(e["id"])] = {
+            "id": int(e["id"]),
+            "label": e["name"],
+            "title": "\n".join(x for x in (f"{e['name']} ({e['entity_type']})", e["description"]) if x),
+            "entity_type": e["entity_type"],
+            "description": e["description"],
+            "aliases": list(e["aliases"] or []),
+            "degree": int(e["degree"]),
+            "community": group,
+            "community_title": titles.get(group) if group != LOOSE else None,
+            "r": entity_radius(int(e["degree"])),
+        }
+    for g in groups:
+        index = {e: k for k, e in enumerate(g["members"])}
+        inside: dict[tuple[int, int], float] = defaultdict(float)
+        for edge in edges:
+            a, b = index.get(edge["from"]), index.get(edge["to"])
+            if a is not None and b is not None and a != b:
+                inside[(min(a, b), max(a, b))] += edge["weight"]
+        _place(
+            [nodes[e] for e in g["members"]],
+            [(a, b, w) for (a, b), w in sorted(inside.items())],
+            ENTITY_SPAN,
+        )
+    overview = [g for g in groups if g["id"] != LOOSE]
+    position = {g["id"]: k for k, g in enumerate(overview)}
+    between: dict[tuple[int, int], int] = defaultdict(int)
+    for r in rels.select("source_id", "target_id").iter_rows():
+        a, b = position.get(of.get(int(r[0]), -1)), position.get(of.get(int(r[1]), -1))
+        if a is not None and b is not None and a != b:
+            between[(min(a, b), max(a, b))] += 1
+    strongest = _strongest_links(between)
+    for g in groups:
+        g["r"] = community_radius(g["live"])
+    _place(overview, [(a, b, math.log2(1 + n)) for (a, b), n in sorted(strongest)], COMMUNITY_SPAN)
+    links = [
+        {"source": overview[a]["id"], "target": overview[b]["id"], "relations": n} for (a, b), n in strongest
+    ]
+    counts = {
+        "entities_drawn": len(held),
+        "entities_live": ranked.height,
+        "relations_drawn": len(edges),
+        "relations_among": among,
+        "relations_live": rels.height,
+        "communities": len(overview),
+        "communities_total": tables.communities.filter(pl.col("level") == 0).height - empty,
+        "communities_empty": empty,
+    }
+    page = {"communities": groups, "links": links, "nodes": list(nodes.values()), "edges": edges}
+    return page, counts
 
 
 def render_view(tables: GraphTables, *, max_nodes: int) -> tuple[str, dict[str, int]]:
-    """The page's HTML (template ``pgrag_dag/templates/graph_view.html``, vis-network inlined) and its counts
-    (as :func:`build_network`, plus ``communities``)."""
+    """The page's HTML (template ``pgrag_dag/templates/graph_view.html`` with its script
+    ``graph_view.js`` inlined) and its counts (as :func:`build_page`)."""
     import jinja2
 
-    net, communities, counts = build_network(tables, max_nodes=max_nodes)
-    nodes, edges, _, _, _, options = net.get_network_data()
-    vis = resources.files("pyvis").joinpath(_VIS)
+    page, counts = build_page(tables, max_nodes=max_nodes)
     env = jinja2.Environment(loader=jinja2.PackageLoader("pgrag_dag", "templates"), autoescape=True)
+    script = resources.files("pgrag_dag").joinpath("templates", "graph_view.js").read_text(encoding="utf-8")
     html = env.get_template("graph_view.html").render(
         realm=tables.realm,
         space=tables.space,
-        nodes=nodes,
-        edges=edges,
-        options=json.loads(options),
-        communities=communities,
+        page=page,
         counts=counts,
-        capped=counts["entities_drawn"] < counts["entities_live"],
+        max_nodes=max_nodes,
+        seed=SEED,
+        loose_key=LOOSE,
+        loose=next((g for g in page["communities"] if g["id"] == LOOSE), None),
         dormant=tables.entities.filter(pl.col("dormant")).height,
-        superseded=sum(1 for e in edges if e.get("superseded")),
-        denied=sum(1 for e in edges if e.get("negated")),
-        vis_js=vis.joinpath("vis-network.min.js").read_text(encoding="utf-8"),
-        vis_css=vis.joinpath("vis-network.css").read_text(encoding="utf-8"),
+        superseded=sum(1 for e in page["edges"] if e["superseded"]),
+        denied=sum(1 for e in page["edges"] if e["negated"]),
+        script=script,
         colors={"denied": DENIED, "superseded": SUPERSEDED, "current": CURRENT, "none": NO_COMMUNITY},
     )
-    return html, {**counts, "communities": len(communities)}
+    return html, counts
 
 
 def write_view(

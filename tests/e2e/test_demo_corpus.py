@@ -15,26 +15,13 @@ from pgrag_dag.engine import Engine
 from pgrag_dag.errors import ExtractionError
 from pgrag_dag.pipeline import index_documents
 from pgrag_dag.store.schema import schema_for
+from tests.demo_graph import demo_engine
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _engine(pg_dsn: str, realm: str, root: Path = ROOT) -> Engine:
-    """The demo's settings (``pgrag.yaml``) on the test database, with the corpus under ``root``."""
-    demo = load_settings(ROOT / "pgrag.yaml").space_spec("wiki", "demo")
-    settings = load_settings(
-        ROOT / "pgrag.yaml",
-        database_url=pg_dsn,
-        config_dir=root,
-        realms={realm: RealmSpec(spaces={"demo": demo})},
-    )
-    engine = Engine.from_settings(settings)
-    assert engine.import_cassettes() == 149 + 31  # the Wikipedia and the Disney 10-K cassettes
-    return engine
-
-
 def test_replayed_cassette_builds_the_demo_graph_without_a_model_call(pg_dsn: str, realm: str) -> None:
-    engine = _engine(pg_dsn, realm)
+    engine = demo_engine(pg_dsn, realm)
     results = {r.stage: r for r in index_documents(engine, realm, "demo")}
     meta = {stage: r.metadata for stage, r in results.items()}
     passed, quality = results["relations"].checks["graph_quality"]
@@ -117,7 +104,7 @@ def test_a_replay_miss_names_the_chunk_and_leaves_the_run_resumable(
     corpus = tmp_path / "corpus" / "wikipedia"
     shutil.copytree(ROOT / "corpus" / "wikipedia", corpus, ignore=shutil.ignore_patterns("responses"))
     shutil.copytree(ROOT / "corpus" / "disney_10k", tmp_path / "corpus" / "disney_10k")
-    engine = _engine(pg_dsn, realm, tmp_path)
+    engine = demo_engine(pg_dsn, realm, tmp_path)
     index_documents(engine, realm, "demo", communities=False)
     # an edited document: its unchanged chunks replay, the changed last chunk misses and is reported
     doc = corpus / "Analytical_Engine.txt"
