@@ -15,9 +15,11 @@ For each size in ``--sizes`` (relations), ascending, on a fresh realm ``bench_s<
    server's peak PSS (the sum over its processes, sampled every 0.5 s; embedded server only); the
    relations, entities and chunks reached.
 2. **Incremental**, on the built realm, each one run of the same six stages, timed per stage:
-   ``unchanged`` (no source changed), ``add_one`` (a passage not indexed yet; its response cached first),
+   ``unchanged`` (no source changed), ``add_one`` (a passage not indexed yet, last in the order; its
+   response cached first), ``add_first`` (another, under a file name that sorts first in the order),
    ``change_one`` (an indexed document with a sentence naming a new person appended; its new chunk's
-   response cached first), ``delete_one`` (an indexed document's file removed). The replay serves every
+   response cached first), ``delete_one`` (an indexed document's file removed, mid-order), ``delete_first``
+   (the first original document's file removed). The replay serves every
    extraction, so model calls are excluded by construction: ``model_calls`` is reported per run and must
    be 0 (else the script exits 1). Rows changed come from the stages' metadata: every integer or
    boolean key that :data:`CHANGED_KEYS` matches, per stage.
@@ -293,7 +295,7 @@ def incremental(engine: Any, dsn: str, realm: str, op: str, data_dir: Path | Non
 def pick_edited(docs: list[dict[str, Any]], chunk_chars: int) -> tuple[dict[str, Any], dict[str, Any]]:
     """The document ``change_one`` edits (an original passage that stays one chunk with the sentence
     appended and has room under the 20-name cap) and the one ``delete_one`` removes (the next original)."""
-    originals = [d for d in docs[:-1] if d["replica"] == 0]
+    originals = [d for d in docs[:-2] if d["replica"] == 0]
     fits = [
         i
         for i, d in enumerate(originals)
@@ -323,7 +325,9 @@ def run_size(
     src = root / realm
     shutil.rmtree(src, ignore_errors=True)
     src.mkdir(parents=True)
-    base, spare = docs[:-1], docs[-1]
+    # two held back: one added last in the order (``add_one``), one added first under a name sorting first
+    base, first, spare = docs[:-2], dict(docs[-2]), docs[-1]
+    first["file"] = "0_" + first["file"]
     t0 = time.perf_counter()
     for d in base:
         (src / d["file"]).write_text(d["text"] + "\n", encoding="utf-8")
@@ -358,21 +362,29 @@ def run_size(
             flush=True,
         )
         edited, deleted = pick_edited(docs, ChunkingSettings().chunk_chars)
+        earliest = min(d["file"] for d in base)
         result["documents_touched"] = {
             "add_one": spare["file"],
+            "add_first": first["file"],
             "change_one": edited["file"],
             "delete_one": deleted["file"],
+            "delete_first": earliest,
         }
         result["ops"] = {}
         for op in OPS:
             if op == "add_one":
                 (src / spare["file"]).write_text(spare["text"] + "\n", encoding="utf-8")
                 pool.submit(seed, dsn, realm, str(src), args.triples_per_chunk, [spare["file"]]).result()
+            elif op == "add_first":
+                (src / first["file"]).write_text(first["text"] + "\n", encoding="utf-8")
+                pool.submit(seed, dsn, realm, str(src), args.triples_per_chunk, [first["file"]]).result()
             elif op == "change_one":
                 (src / edited["file"]).write_text(edited["text"] + APPENDED + "\n", encoding="utf-8")
                 pool.submit(seed, dsn, realm, str(src), args.triples_per_chunk, [edited["file"]]).result()
             elif op == "delete_one":
                 (src / deleted["file"]).unlink()
+            elif op == "delete_first":
+                (src / earliest).unlink()
             result["ops"][op] = incremental(engine, dsn, realm, op, database.data_dir)
             print(f"[{size:,}] {op} {result['ops'][op]['total_s']:.2f} s", flush=True)
     finally:

@@ -11,8 +11,10 @@ from typing import Any
 
 from bench_index import INDEX_STAGES as STAGES
 
-OPS = ("unchanged", "add_one", "change_one", "delete_one")
-ONE_DOC = ("add_one", "change_one", "delete_one")
+OPS = ("unchanged", "add_one", "add_first", "change_one", "delete_one", "delete_first")
+ONE_DOC = ("add_one", "add_first", "change_one", "delete_one", "delete_first")
+"""``add_one`` adds a document last in the order, ``add_first`` one first; ``delete_one`` removes one from the
+middle, ``delete_first`` the first original (issue 30: a document early in the order must cost no more)."""
 SHORT = {
     "chunks": "chunks",
     "raw_extractions": "raw",
@@ -46,7 +48,7 @@ def _f(v: Any, nd: int = 1) -> str:
 def measured(r: dict[str, Any], key: str) -> float | None:
     """The figure one target of :data:`TARGETS` is about, from one size's result (``None``: not measured)."""
     if key.startswith("one_document"):
-        return max(r["ops"][op]["total_s"] for op in ONE_DOC)
+        return max(r["ops"][op]["total_s"] for op in ONE_DOC if op in r["ops"])
     if key.startswith("unchanged"):
         return r["ops"]["unchanged"]["total_s"]
     if key.startswith("full_build"):
@@ -85,9 +87,10 @@ def markdown(results: list[dict[str, Any]], lightrag_note: str | None) -> tuple[
     """The report's tables (summary, seconds per stage, rows changed, queries, targets) and the targets."""
     lines = [
         "| relations (size) | reached: relations / entities / chunks | documents (replicas) | full build s "
-        "(stages + HNSW) | unchanged s | add one s | change one s | delete one s | peak RSS MB, build / "
-        "incremental | PostgreSQL peak PSS MB, build / incremental | model calls |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "(stages + HNSW) | unchanged s | add last s | add first s | change one s | delete mid s | "
+        "delete first s | peak RSS MB, build / incremental | PostgreSQL peak PSS MB, build / incremental | "
+        "model calls |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         f, ops = r["full"], r["ops"]
@@ -98,7 +101,7 @@ def markdown(results: list[dict[str, Any]], lightrag_note: str | None) -> tuple[
             f"| {r['size']:,} | {f['relations']:,} / {f['entities']:,} / {f['chunks']:,} | "
             f"{r['documents']:,} ({r['replicas']}) | {f['total_s']:.1f} "
             f"({f['total_s'] - hnsw:.1f} + {hnsw:.1f}) | "
-            + " | ".join(f"{ops[op]['total_s']:.2f}" for op in OPS)
+            + " | ".join(f"{ops[op]['total_s']:.2f}" if op in ops else "–" for op in OPS)
             + f" | {_f(f['peak_rss_mb'])} / {_f(max(o['peak_rss_mb'] for o in ops.values()))} | "
             f"{_f(f['postgres_peak_pss_mb'])} / {_f(pg_inc)} | {calls} |"
         )
@@ -110,7 +113,7 @@ def markdown(results: list[dict[str, Any]], lightrag_note: str | None) -> tuple[
         "|---|---|" + "---|" * (len(STAGES) + 3),
     ]
     for r in results:
-        for name, run in [("full build", r["full"]), *((op, r["ops"][op]) for op in OPS)]:
+        for name, run in [("full build", r["full"]), *((op, r["ops"][op]) for op in OPS if op in r["ops"])]:
             s = run["seconds"]
             lines.append(
                 f"| {r['size']:,} | {name} | "
@@ -126,7 +129,7 @@ def markdown(results: list[dict[str, Any]], lightrag_note: str | None) -> tuple[
         "|---|---|---|",
     ]
     for r in results:
-        for op in OPS:
+        for op in (op for op in OPS if op in r["ops"]):
             lines.append(f"| {r['size']:,} | {op} | {_changed(r['ops'][op])} |")
     queried = [r for r in results if r.get("query")]
     if queried:
@@ -162,6 +165,8 @@ def _series(results: list[dict[str, Any]]) -> dict[str, tuple[list[float], list[
     for name in ("full build", *OPS):
         xs, ys = [], []
         for r in sorted(results, key=lambda r: r["size"]):
+            if name != "full build" and name not in r["ops"]:  # a baseline measured before the op existed
+                continue
             run = r["full"] if name == "full build" else r["ops"][name]
             xs.append(float(r["full"]["relations"]))
             ys.append(max(run["total_s"], 1e-3))
@@ -189,7 +194,11 @@ def plot(results: list[dict[str, Any]], path: Path, baseline: dict[str, Any] | N
     matplotlib.rcParams["svg.hashsalt"] = "bench_scale"
     fig, ax = plt.subplots(figsize=(7.5, 5))
     colours = dict(
-        zip(("full build", *OPS), ("black", "tab:blue", "tab:green", "tab:orange", "tab:red"), strict=True)
+        zip(
+            ("full build", *OPS),
+            ("black", "tab:blue", "tab:green", "tab:olive", "tab:orange", "tab:red", "tab:purple"),
+            strict=True,
+        )
     )
     runs = [("", results, "-")] + ([("before: ", baseline["results"], "--")] if baseline else [])
     for label, res, style in runs:
