@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,11 +75,30 @@ class EmbeddingRun:
     error: str | None = None
 
 
+Sink = Callable[[str, list[Row], list[np.ndarray], bool], None]
+"""``sink(table, rows, vectors, fallback)``: stores vectors :func:`embed_pending` made (``fallback``: by the
+fallback embedder), so that they outlive the run."""
+
+FLUSH_ROWS = 2_048
+"""Vectors :func:`embed_pending` hands its sink at a time: one short transaction per this many rows keeps what
+an interrupted run embedded (issue 30) without a commit per model batch."""
+
+
 def embed_pending(
-    embedder: Embedder, todo: dict[str, list[Row]], *, batch_size: int, fallback: Embedder | None = None
+    embedder: Embedder,
+    todo: dict[str, list[Row]],
+    *,
+    batch_size: int,
+    fallback: Embedder | None = None,
+    sink: Sink | None = None,
+    flush_rows: int = FLUSH_ROWS,
 ) -> EmbeddingRun:
     """Embed ``todo`` (table → pending rows) as passages, ``batch_size`` texts per ``embedder`` call,
     table by table in the given order.
+
+    With ``sink``, the vectors are handed to it every ``flush_rows`` rows of a table (and at each table's
+    end) and not kept: the result's :class:`TableRun` lists the rows but holds no vectors. Without, they
+    are kept in the result.
 
     Each batch is checked as ``pgrag reembed`` checks it
     (:func:`pgrag_dag.providers.embedding.embed_distinct`: one finite vector of the embedder's width per
@@ -93,7 +112,23 @@ def embed_pending(
     total, through = sum(len(rows) for rows in todo.values()), 0
     for table, rows in todo.items():
         out = run.tables[table]
+        handed = [0, 0]  # model rows, fallback rows already given to the sink
+
+        def flush(
+            out: TableRun = out, table: str = table, handed: list[int] = handed, at_least: int = 1
+        ) -> None:
+            if sink is None:
+                return
+            for fb, (got, vecs) in enumerate(
+                ((out.rows, out.vectors), (out.fallback_rows, out.fallback_vectors))
+            ):
+                if len(got) - handed[fb] >= at_least:
+                    sink(table, got[handed[fb] :], vecs, bool(fb))
+                    handed[fb] = len(got)
+                    vecs.clear()  # handed over: a long run holds one flush of vectors, not all
+
         for start in range(0, len(rows), batch_size):
+            flush(at_least=flush_rows)
             progress.advance(through, total, "texts")
             through += len(rows[start : start + batch_size])
             batch = rows[start : start + batch_size]
@@ -113,6 +148,7 @@ def embed_pending(
                 out.fallback_vectors += [by_text[t] for t in texts]
             else:
                 out.left += batch
+        flush()
     if total:
         progress.advance(total, total, "texts")
     return run
@@ -167,8 +203,10 @@ def stage_embeddings(engine: Engine, realm: str, space: str, *, full: bool = Fal
     """Embed chunks, entities and relations without a vector or whose text changed since (§3.5, §7.3).
 
     The embedding model is called outside any transaction
-    (:func:`~pgrag_dag.pipeline.embeddings.embed_pending`); the vectors are written in one (a row whose text
-    changed meanwhile keeps a stale hash and is embedded again next run). When the model fails, what it
+    (:func:`~pgrag_dag.pipeline.embeddings.embed_pending`); the vectors are committed as they come,
+    :data:`FLUSH_ROWS` at a time, so a run interrupted or killed keeps what it embedded and the next one
+    embeds only the rest (issue 30; a row whose text changed meanwhile keeps a stale hash and is embedded
+    again next run). When the model fails, what it
     embedded is written and the rest is left for the next run: the non-blocking ``pending_work`` check and
     every query of the space report the rows without a vector, and the stage raises
     :class:`EmbeddingIncompleteError` — unless ``embedding.fallback: hashing``, which embeds those rows apart,
@@ -189,17 +227,28 @@ def stage_embeddings(engine: Engine, realm: str, space: str, *, full: bool = Fal
             if bulk_index.first_load(conn, realm, t, len(rows), settings.bulk_load_rows)
         ]
         unindexed = bulk_index.missing(conn, realm)
-    run = embed_pending(embedder, todo, batch_size=settings.batch_size, fallback=fallback)
-    counts: dict[str, int] = {}
+    counts: dict[str, int] = {f"{t}_{k}": 0 for t in todo for k in ("embedded", "fallback")}
+    if fallback is None:
+        counts = {k: v for k, v in counts.items() if k.endswith("_embedded")}
+    if bulk:
+        with engine.connect() as conn, conn.transaction():
+            locks.lock_partition(conn, realm, space)
+            bulk_index.drop(conn, realm, bulk)  # a first load: the index is built once after the vectors
+
+    def commit(table: str, rows: list[Row], found: list[np.ndarray], by_fallback: bool) -> None:
+        # vectors commit as they come (issue 30): an interrupted run keeps them, and the next embeds the rest
+        with engine.connect() as conn, conn.transaction():
+            locks.lock_partition(conn, realm, space)
+            model = fallback.model if by_fallback and fallback is not None else None
+            counts[f"{table}_{'fallback' if by_fallback else 'embedded'}"] += vectors.write(
+                conn, realm, table, rows, found, fallback=model
+            )
+
+    run = embed_pending(
+        embedder, todo, batch_size=settings.batch_size, fallback=fallback, sink=commit, flush_rows=FLUSH_ROWS
+    )
     with engine.connect() as conn, conn.transaction():
         locks.lock_partition(conn, realm, space)
-        bulk_index.drop(conn, realm, bulk)  # a first load: the index is built once after the vectors
-        for table, done in run.tables.items():
-            counts[f"{table}_embedded"] = vectors.write(conn, realm, table, done.rows, done.vectors)
-            if fallback is not None:
-                counts[f"{table}_fallback"] = vectors.write(
-                    conn, realm, table, done.fallback_rows, done.fallback_vectors, fallback=fallback.model
-                )
         # community reports are embedded by the communities stage, after this one
         written: dict[str, Sequence[int]] | None = (
             None if full else {t: [r[0] for r in d.rows + d.fallback_rows] for t, d in run.tables.items()}

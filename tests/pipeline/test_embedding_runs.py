@@ -24,6 +24,7 @@ from pgrag_dag.assets.stages import ASSETS
 from pgrag_dag.errors import EmbeddingIncompleteError
 from pgrag_dag.pipeline import (
     PENDING_CHECK,
+    embeddings,
     stage_chunks,
     stage_embeddings,
     stage_gated_triples,
@@ -347,3 +348,48 @@ def test_the_embeddings_asset_shows_what_is_left_and_a_later_run_clears_it(
             if e.asset_key.to_user_string() == "embeddings" and e.check_name == PENDING_CHECK
         )
         assert check.passed and check.metadata["pending"].value == 0
+
+
+class _Interrupted(HashingEmbedder):
+    """The hashing embedder, stopped by Ctrl-C at its call ``after + 1`` (as a user or a killed worker
+    stops a long run)."""
+
+    def __init__(self, dim: int, after: int) -> None:
+        super().__init__(dim)
+        self.after, self.calls = after, 0
+
+    def embed(self, texts: list[str], kind: Any = "passage") -> list[np.ndarray]:
+        self.calls += 1
+        if self.calls > self.after:
+            raise KeyboardInterrupt
+        return super().embed(texts, kind)
+
+
+def test_an_interrupted_embedding_stage_keeps_what_it_committed_and_the_next_run_embeds_only_the_rest(
+    small_corpus: SmallCorpus, realm: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 30 item 4: vectors are committed as they come, so an interrupted run loses none of them."""
+    _graph(small_corpus, realm)
+    engine = small_corpus.engine()
+    dim = engine.settings.embedding.dim
+    monkeypatch.setattr(embeddings, "FLUSH_ROWS", 2)  # a commit every two rows on this small space
+    monkeypatch.setattr(engine, "embedder", lambda: _Interrupted(dim, after=2))
+    total = sum(len(_embedded(conn, realm, t)) for t in TABLES)
+    with pytest.raises(KeyboardInterrupt):
+        stage_embeddings(engine, realm, "main")
+    kept = {t: sum(has for _, has in _embedded(conn, realm, t).values()) for t in TABLES}
+    # the first two model calls (a batch of chunks, then of entities) committed; the relations' call stopped
+    assert kept == {
+        "documents": len(_embedded(conn, realm, "documents")),
+        "entities": len(_embedded(conn, realm, "entities")),
+        "relations": 0,
+    }
+    assert 0 < sum(kept.values()) < total
+    monkeypatch.undo()
+    again = stage_embeddings(small_corpus.engine(), realm, "main").metadata
+    assert {t: again[f"{t}_embedded"] for t in TABLES} == {
+        "documents": 0,
+        "entities": 0,
+        "relations": total - sum(kept.values()),
+    }
+    assert all(has for t in TABLES for _, has in _embedded(conn, realm, t).values())
