@@ -10,7 +10,7 @@ For each size (default about 10k and 100k relations) it
    the shortest passage prefix whose synthetic triples reach the size; the density is the same at
    every size, so only the size changes. Embeddings: the hashing embedder at width 384, written by the
    embeddings stage with the HNSW indexes dropped, then rebuilt once with a large
-   ``maintenance_work_mem`` (the realm's own index DDL, ``schema.create_embedding_indexes``) and
+   ``maintenance_work_mem`` (the realm's own index DDL, ``embedding_columns.create_embedding_indexes``) and
    ``VACUUM ANALYZE``;
 2. exports the same live entities, relations and chunks as JSON, and loads them into LightRAG
    (``lightrag-hku``, own venv ``evaluation/.venv-lightrag``) with ``ainsert_custom_kg`` in a
@@ -312,7 +312,7 @@ def index_fresh(
     realm's HNSW index names)."""
     from psycopg import sql
 
-    from pgrag_dag.store import db, schema
+    from pgrag_dag.store import db, embedding_columns, schema
     from pgrag_dag.store.identifiers import qualified
 
     seconds: dict[str, float] = {}
@@ -341,7 +341,7 @@ def index_fresh(
     ):
         # the realm's own index DDL re-creates the dropped HNSW indexes (init_realm would not: it runs
         # no DDL on a realm already at the current schema version, issue 11)
-        schema.create_embedding_indexes(conn, realm)
+        embedding_columns.create_embedding_indexes(conn, realm)
     seconds["hnsw_build"] = time.perf_counter() - t0
     print(f"  {realm}: HNSW build {seconds['hnsw_build']:.1f} s", flush=True)
     t0 = time.perf_counter()

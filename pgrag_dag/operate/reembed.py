@@ -30,6 +30,7 @@ from pgrag_dag.errors import ConfigurationError, SchemaMismatchError
 from pgrag_dag.names import validate_realm
 from pgrag_dag.providers.embedding import configured_convention, embed_distinct
 from pgrag_dag.store import db, locks, schema, vector_index, vectors
+from pgrag_dag.store import embedding_columns as columns
 from pgrag_dag.store.retrieval import Identity, realm_embedding
 
 Progress = Callable[[int, int], None]
@@ -93,18 +94,18 @@ def reembed_realm(
     result: dict[str, Any] = {
         "realm": realm,
         "reembedded": False,
-        "from": schema.describe_embedding(registered),
-        "to": schema.describe_embedding(configured),
+        "from": columns.describe_embedding(registered),
+        "to": columns.describe_embedding(configured),
     }
     if registered == configured and not force:
         return result
-    vector_index.check_indexable(realm, schema.schema_for(realm), schema.EMBEDDED_TABLES, configured[1])
+    vector_index.check_indexable(realm, schema.schema_for(realm), columns.EMBEDDED_TABLES, configured[1])
     embedder = engine.embedder()  # a local model loads here, before any lock is taken
     if (embedder.model, embedder.dim, embedder.convention) != configured:
         raise SchemaMismatchError(
             "embedder",
-            schema.describe_embedding(configured),
-            schema.describe_embedding((embedder.model, embedder.dim, embedder.convention)),
+            columns.describe_embedding(configured),
+            columns.describe_embedding((embedder.model, embedder.dim, embedder.convention)),
         )
     declared = engine.settings.realms.get(realm)
     with db.database_errors(engine.dsn), engine.connect(autocommit=True) as conn:
@@ -117,7 +118,7 @@ def reembed_realm(
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 todo = {
                     table: vectors.every_text(conn, realm, table)
-                    for table in schema.EMBEDDED_TABLES + schema.ARCHIVE_TABLES
+                    for table in columns.EMBEDDED_TABLES + columns.ARCHIVE_TABLES
                 }
             t_embed = time.perf_counter()
             by_text = embed_distinct(
@@ -131,12 +132,12 @@ def reembed_realm(
                 schema.lock_ddl(conn)
                 for space in sorted(known | set(vectors.spaces(conn, realm))):
                     locks.lock_partition(conn, realm, space)
-                schema.switch_registration(conn, realm, registered=registered, configured=configured)
-                schema.retype_embeddings(conn, realm, configured[1])
+                columns.switch_registration(conn, realm, registered=registered, configured=configured)
+                columns.retype_embeddings(conn, realm, configured[1])
                 for table, rows in todo.items():
                     vectors.write(conn, realm, table, rows, [by_text[t] for _, t, _ in rows])
-                schema.create_embedding_indexes(conn, realm)
-                schema.verify_embedding_columns(conn, realm, configured[1])
+                columns.create_embedding_indexes(conn, realm)
+                columns.verify_embedding_columns(conn, realm, configured[1])
     return {
         **result,
         "reembedded": True,
@@ -160,8 +161,8 @@ def reembed_if_switched(
     if registered is None or registered == configured:
         return None
     echo(
-        f"realm {realm} is embedded with {schema.describe_embedding(registered)} but the configuration says "
-        f"{schema.describe_embedding(configured)}: re-embedding it (as `pgrag reembed {realm}` does)"
+        f"realm {realm} is embedded with {columns.describe_embedding(registered)} but the configuration says "
+        f"{columns.describe_embedding(configured)}: re-embedding it (as `pgrag reembed {realm}` does)"
     )
     return reembed_realm(engine, realm, progress=progress)
 

@@ -32,7 +32,7 @@ from pgrag_dag.query_param import (
 )
 from pgrag_dag.store import db, retrieval, walk_graph
 from pgrag_dag.store import retrieval_channels as channels
-from pgrag_dag.store.schema import check_embedding
+from pgrag_dag.store.embedding_columns import check_embedding
 
 logger = logging.getLogger(__name__)
 

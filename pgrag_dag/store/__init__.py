@@ -6,11 +6,13 @@
 - :mod:`.identifiers`        ``pgrag_<realm>.<table>``, the one table-name helper every module uses
 - :mod:`.locks`              partition and stage locks, and their order
 - :mod:`.cache`              the LLM response cache and cassettes (control schema)
-- :mod:`.documents`          chunks (the ``documents`` vertex table)
+- :mod:`.documents`          chunks (the ``documents`` vertex table), their sparse order keys
+- :mod:`.source_files`       what the chunks stage last read from each text file (size, mtime, inode, hash)
 - :mod:`.staging`            raw extractions, gate decisions, pending stage rows
 - :mod:`.graph`              entities, doc_mentions, the entity forms resolution meets
 - :mod:`.relations`          relations: writes, supersession, the edges a batch touches, graph counts
 - :mod:`.vectors`            the embedding columns: pending rows, writes, the audit
+- :mod:`.embedding_columns`  which tables hold vectors, their width check, HNSW indexes, re-typing
 - :mod:`.vector_index`       HNSW indexes and the distance expression of every vector search
 - :mod:`.bulk_index`         first loads: HNSW indexes built after the vectors
 - :mod:`.communities`        communities, community_members, community_sources, community_children

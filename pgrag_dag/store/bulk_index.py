@@ -22,7 +22,7 @@ import psycopg
 from psycopg import sql
 
 from pgrag_dag.names import schema_for
-from pgrag_dag.store import db, schema
+from pgrag_dag.store import db, embedding_columns
 from pgrag_dag.store.identifiers import qualified
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ def missing(conn: psycopg.Connection, realm: str) -> list[str]:
             "SELECT indexname FROM pg_indexes WHERE schemaname = %s", (schema_for(realm),)
         ).fetchall()
     }
-    return [t for t in schema.EMBEDDED_TABLES if index_name(t) not in present]
+    return [t for t in embedding_columns.EMBEDDED_TABLES if index_name(t) not in present]
 
 
 def build(dsn: str, realm: str, tables: list[str], *, memory: str) -> float:
@@ -89,7 +89,7 @@ def build(dsn: str, realm: str, tables: list[str], *, memory: str) -> float:
         with db.database_errors(dsn), db.connect(dsn, autocommit=True) as conn:
             conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(memory)))
             with conn.transaction():
-                schema.create_embedding_indexes(conn, realm)
+                embedding_columns.create_embedding_indexes(conn, realm)
     finally:
         done.set()
         watcher.join(timeout=5)

@@ -429,7 +429,8 @@ _TRIGGERS: tuple[tuple[str, str, str, str], ...] = (
 def create_history(conn: psycopg.Connection, schema: str, vector_type: sql.Composable) -> None:
     """Run :data:`HISTORY_DDL` and (re)create the triggers in realm schema ``schema`` (``vector_type``: the
     realm's ``vector(d)``, the archived chunks' embedding column —
-    :data:`pgrag_dag.store.schema.ARCHIVE_TABLES` are retyped and re-embedded with the realm's vectors),
+    :data:`pgrag_dag.store.embedding_columns.ARCHIVE_TABLES` are retyped and re-embedded with the realm's
+    vectors),
     inside the caller's DDL transaction (:func:`pgrag_dag.store.schema.init_realm`). Idempotent: a realm built
     before the history gets its intervals and log reconstructed once from the rows' ``t_created`` /
     ``t_expired`` / ``dormant_since`` (relations without ``t_created`` are believed from ``-infinity``: always

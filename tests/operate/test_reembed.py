@@ -15,8 +15,9 @@ from pgrag_dag.operate.reembed import reembed_if_switched, reembed_realm
 from pgrag_dag.pipeline import index_documents, stage_embeddings
 from pgrag_dag.providers.embedding import HashingEmbedder
 from pgrag_dag.query import QueryParam, query_data
-from pgrag_dag.store import db, locks, schema, vectors
-from pgrag_dag.store.schema import ARCHIVE_TABLES, EMBEDDED_TABLES, schema_for
+from pgrag_dag.store import db, embedding_columns, locks, vectors
+from pgrag_dag.store.embedding_columns import ARCHIVE_TABLES, EMBEDDED_TABLES
+from pgrag_dag.store.schema import schema_for
 from pgrag_dag.store.vectors import EMBED_TEXT
 from tests.fix_corpus import SmallCorpus
 
@@ -248,7 +249,7 @@ def test_a_failure_inside_the_write_transaction_rolls_every_change_back(
         raise interrupt("interrupted while rebuilding the indexes")
 
     with monkeypatch.context() as m:
-        m.setattr(schema, "create_embedding_indexes", fail_after_writing)
+        m.setattr(embedding_columns, "create_embedding_indexes", fail_after_writing)
         with pytest.raises(interrupt):
             reembed_realm(indexed.engine(), realm)
     assert reached and reached[0] == len(before["rows"]["documents"])

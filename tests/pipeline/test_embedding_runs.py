@@ -35,7 +35,7 @@ from pgrag_dag.pipeline import (
 from pgrag_dag.providers.embedding import HashingEmbedder
 from pgrag_dag.query import QueryParam, query_data
 from pgrag_dag.resources.engine import PgragResource
-from pgrag_dag.store import schema, vectors
+from pgrag_dag.store import embedding_columns, schema, vectors
 from pgrag_dag.store.identifiers import qualified
 from pgrag_dag.store.schema import schema_for
 from pgrag_dag.store.vectors import EMBED_TEXT
@@ -265,7 +265,7 @@ def test_a_realm_of_schema_version_4_gains_the_fallback_columns_in_place(
     conn: psycopg.Connection, realm: str
 ) -> None:
     s = sql.Identifier(schema_for(realm))
-    for table in schema.EMBEDDED_TABLES:
+    for table in embedding_columns.EMBEDDED_TABLES:
         for column in ("embed_fallback", "fallback_embedding"):
             conn.execute(
                 sql.SQL("ALTER TABLE {}.{} DROP COLUMN {}").format(
@@ -291,7 +291,7 @@ def test_a_realm_of_schema_version_4_gains_the_fallback_columns_in_place(
     ).fetchall()
     assert cols == [
         (t, c, d)
-        for t in sorted((*schema.EMBEDDED_TABLES, *schema.ARCHIVE_TABLES))
+        for t in sorted((*embedding_columns.EMBEDDED_TABLES, *embedding_columns.ARCHIVE_TABLES))
         for c, d in (("embed_fallback", "text"), ("fallback_embedding", "USER-DEFINED"))
     ]
     indexes = conn.execute(

@@ -11,7 +11,7 @@ import pytest
 from psycopg import sql
 
 from pgrag_dag.errors import InvalidNameError, SchemaMismatchError
-from pgrag_dag.store import db, schema
+from pgrag_dag.store import db, embedding_columns, schema
 from pgrag_dag.store.identifiers import qualified
 
 
@@ -26,7 +26,7 @@ def test_init_realm_is_idempotent_and_registers_model(conn: psycopg.Connection, 
 def test_a_realm_from_an_older_version_is_upgraded_in_place(conn: psycopg.Connection, realm: str) -> None:
     """Columns, constraints and indexes added since a realm was created appear at its next init."""
     s = sql.Identifier(schema.schema_for(realm))
-    for table in schema.EMBEDDED_TABLES:
+    for table in embedding_columns.EMBEDDED_TABLES:
         conn.execute(sql.SQL("ALTER TABLE {}.{} DROP COLUMN embed_hash").format(s, sql.Identifier(table)))
     for name in ("relations_source_in_space", "relations_target_in_space"):
         conn.execute(sql.SQL("ALTER TABLE {}.relations DROP CONSTRAINT {}").format(s, sql.Identifier(name)))
@@ -46,7 +46,9 @@ def test_a_realm_from_an_older_version_is_upgraded_in_place(conn: psycopg.Connec
         "AND column_name = 'embed_hash' ORDER BY 1",
         (schema.schema_for(realm),),
     ).fetchall()
-    assert [c[0] for c in cols] == sorted((*schema.EMBEDDED_TABLES, *schema.ARCHIVE_TABLES))
+    assert [c[0] for c in cols] == sorted(
+        (*embedding_columns.EMBEDDED_TABLES, *embedding_columns.ARCHIVE_TABLES)
+    )
     fks = conn.execute(
         "SELECT conname FROM pg_constraint WHERE conrelid = %s::regclass AND contype = 'f' "
         "AND conname LIKE '%%in_space' ORDER BY 1",
@@ -134,7 +136,7 @@ def test_wrong_embedding_width_fails_closed(conn: psycopg.Connection, realm: str
     with pytest.raises(
         SchemaMismatchError, match=r"entities\.embedding: expected vector\(384\), found vector\(8\)"
     ):
-        schema.verify_embedding_columns(conn, realm, 384)
+        embedding_columns.verify_embedding_columns(conn, realm, 384)
 
 
 def test_missing_embedding_column_fails_closed(conn: psycopg.Connection, realm: str) -> None:

@@ -18,9 +18,10 @@ from pgrag_dag.operate.reembed import reembed_realm
 from pgrag_dag.pipeline import index_documents
 from pgrag_dag.providers.embedding import HashingEmbedder
 from pgrag_dag.query import QueryParam, query_data
-from pgrag_dag.store import db, retrieval, retrieval_channels, schema, vectors
+from pgrag_dag.store import db, embedding_columns, retrieval, retrieval_channels, schema, vectors
+from pgrag_dag.store.embedding_columns import EMBEDDED_TABLES
 from pgrag_dag.store.identifiers import qualified
-from pgrag_dag.store.schema import EMBEDDED_TABLES, schema_for
+from pgrag_dag.store.schema import schema_for
 from tests.fix_corpus import SmallCorpus
 
 WIDE = 3072
@@ -94,7 +95,7 @@ def test_a_3072_dimension_realm_indexes_halfvec_and_every_vector_search_uses_the
     assert conn.execute(
         "SELECT embedding_dim FROM pgrag__control.realms WHERE realm = %s", (realm,)
     ).fetchone() == (WIDE,)
-    schema.verify_embedding_columns(conn, realm, WIDE)  # stored at full precision: vector(3072)
+    embedding_columns.verify_embedding_columns(conn, realm, WIDE)  # stored at full precision: vector(3072)
     defs = _index_defs(conn, realm)
     assert sorted(defs) == sorted(EMBEDDED_TABLES)
     for _table, definition in defs.items():
@@ -211,7 +212,7 @@ def test_reembedding_to_a_width_above_the_limit_changes_nothing(
         "SELECT embedding_dim FROM pgrag__control.realms WHERE realm = %s", (realm,)
     ).fetchone() == (384,)
     with db.connect(small_corpus.engine().dsn) as c:
-        schema.verify_embedding_columns(c, realm, 384)
+        embedding_columns.verify_embedding_columns(c, realm, 384)
 
 
 def test_a_first_load_builds_the_hnsw_index_after_the_vectors_and_a_missing_index_is_rebuilt(
