@@ -91,10 +91,13 @@ def embed_pending(
     """
     run = EmbeddingRun({table: TableRun() for table in todo})
     total, through = sum(len(rows) for rows in todo.values()), 0
+    if total:  # the total is shown from the start, each batch's texts once they are through
+        progress.advance(0, total, "texts")
     for table, rows in todo.items():
         out = run.tables[table]
         for start in range(0, len(rows), batch_size):
-            progress.advance(through, total, "texts")
+            if through:
+                progress.advance(through, total, "texts")
             through += len(rows[start : start + batch_size])
             batch = rows[start : start + batch_size]
             texts = [t for _, t, _ in batch]
