@@ -123,7 +123,7 @@ def embed_pending(
 
 def describe(counts: dict[str, int]) -> str:
     """``{"documents": 3, "entities": 1, "relations": 0}`` → ``"3 chunks and 1 entity"`` (zeros left out)."""
-    parts = [f"{n} {_LABELS[t][0] if n == 1 else _LABELS[t][1]}" for t, n in counts.items() if n]
+    parts = [f"{n:,} {_LABELS[t][0] if n == 1 else _LABELS[t][1]}" for t, n in counts.items() if n]
     return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else "".join(parts)
 
 

@@ -281,14 +281,20 @@ def list_documents(
     offset: int = 0,
 ) -> Page:
     """Documents of ``space`` in document order (then doc_key): ``doc_key, title, source, doc_order, chunks,
-    chars`` (characters over its chunks, overlaps counted), ``indexed_at`` (its first chunk's ``t_created``).
-    ``name``: a case-insensitive substring of the doc_key or the title."""
+    chars`` (the document's characters up to its last chunk's end — the chunks' ``char_end`` offsets, so
+    text two chunks overlap on counts once; the sum of its chunks' lengths only when a user chunker left
+    out the offsets), ``indexed_at`` (its first chunk's ``t_created``). ``name``: a case-insensitive
+    substring of the doc_key or the title."""
     where: list[sql.Composable] = [sql.SQL("d.space = %(space)s")]
     if name:
         where.append(sql.SQL("(d.doc_key ILIKE %(name)s OR d.title ILIKE %(name)s)"))
     select = sql.SQL("""d.doc_key, min(d.title) AS title, min(d.source) AS source, min(d.doc_order)
                         AS doc_order,
-                        count(*) AS chunks, sum(length(d.text)) AS chars, min(d.t_created) AS indexed_at""")
+                        count(*) AS chunks,
+                        CASE WHEN count(d.metadata -> 'char_end') = count(*)
+                             THEN max((d.metadata ->> 'char_end')::bigint)
+                             ELSE sum(length(d.text)) END AS chars,
+                        min(d.t_created) AS indexed_at""")
     return _page(
         conn,
         select,
