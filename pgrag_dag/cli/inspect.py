@@ -15,8 +15,8 @@ from pgrag_dag.operate.summary import counted
 
 list_app = typer.Typer(
     no_args_is_help=True,
-    help="List what a space holds, a page at a time (--limit, --offset), "
-    "in a stable order; --json for machines.",
+    help="List what a space holds, a page at a time (--limit, --offset), most mentioned, heaviest or "
+    "largest first (--sort for other orders); --json for machines.",
 )
 app.add_typer(list_app, name="list")
 
@@ -302,8 +302,8 @@ def top(
     n: Annotated[int, typer.Option("-n", "--top", min=1, help="rows of each list")] = 10,
     as_json: AsJson = False,
 ) -> None:
-    """A space at a glance: its most mentioned entities, heaviest relations and largest communities (the
-    first page of each `pgrag list` in its default order) — where junk names show first."""
+    """A space at a glance: its most mentioned entities, heaviest relations and largest communities. The
+    first page of each `pgrag list` in its default order, where junk names show first."""
     from pgrag_dag.cli.common import only_space
     from pgrag_dag.query.assembly import render_relation
     from pgrag_dag.store import db, inventory
