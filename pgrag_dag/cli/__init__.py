@@ -3,7 +3,7 @@
 The commands live in modules that each import :mod:`.common` (the Typer app and shared helpers) and
 register on import: :mod:`.indexing` (demo, index), :mod:`.query`, :mod:`.cypher`, :mod:`.operations`
 (changes, reembed, coverage, retention, unarchive, ui, slots, stop-db, cassette, cache), :mod:`.inspect`
-(status, list, lineage), :mod:`.graph` (export, view), :mod:`.project` (init, add), :mod:`.delete` and
+(status, list, top, lineage), :mod:`.graph` (export, view), :mod:`.project` (init, add), :mod:`.delete` and
 :mod:`.purge`.
 The order of the imports below is the order ``pgrag --help`` lists them.
 """

@@ -99,6 +99,21 @@ def resolve_partition(engine, text: str) -> tuple[str, str]:
     return parse_partition(text, [(r, s) for r, spec in engine.settings.realms.items() for s in spec.spaces])
 
 
+def only_space(settings) -> str:
+    """``"<realm>.<space>"`` of the one space the configuration declares, for a command whose partition
+    argument was left out. Raises :class:`ConfigurationError` naming the declared spaces when there are none
+    or several (then the argument is needed)."""
+    from pgrag_dag.errors import ConfigurationError
+
+    declared = [f"{r}.{s}" for r, spec in settings.realms.items() for s in spec.spaces]
+    if len(declared) == 1:
+        return declared[0]
+    raise ConfigurationError(
+        "name the space: the configuration declares "
+        + (f"{len(declared)} ({', '.join(declared)})" if declared else "none (write one with `pgrag init`)")
+    )
+
+
 Partition = Annotated[
     str, typer.Argument(help="<realm>.<space>, as in pgrag.yaml (or its Dagster partition key)")
 ]

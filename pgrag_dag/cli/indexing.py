@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from pgrag_dag.cli.common import app, fail
+from pgrag_dag.cli.common import app, fail, only_space
 from pgrag_dag.errors import PgragError
 
 
@@ -31,12 +31,13 @@ def demo() -> None:
 @app.command()
 def index(
     partition: Annotated[
-        str,
+        str | None,
         typer.Argument(
             help="<realm>.<space>: the space as in pgrag.yaml (quote it "
-            "if it has blanks), or its Dagster partition key"
+            "if it has blanks), or its Dagster partition key; may be left out when the configuration "
+            "declares one space"
         ),
-    ],
+    ] = None,
     allow_empty: Annotated[
         bool,
         typer.Option(
@@ -91,7 +92,8 @@ def index(
     try:
         settings = load_settings()
         realm, space = parse_partition(
-            partition, [(r, s) for r, spec in settings.realms.items() for s in spec.spaces]
+            partition or only_space(settings),
+            [(r, s) for r, spec in settings.realms.items() for s in spec.spaces],
         )
         with (
             contextlib.closing(Engine.from_settings(settings)) as engine,
@@ -105,7 +107,7 @@ def index(
             except KeyboardInterrupt:  # Ctrl-C: said, not silent
                 console.print(
                     "interrupted: the stages that had finished are kept; "
-                    f"`pgrag index {shlex.quote(partition)}` "
+                    f"`pgrag index {shlex.quote(f'{realm}.{space}')}` "
                     "goes on from there (the interrupted stage redoes what it had not committed)",
                     markup=False,
                     highlight=False,

@@ -5,7 +5,7 @@ line (exit 2) as for every command."""
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -15,14 +15,29 @@ from pgrag_dag.operate.summary import counted
 
 list_app = typer.Typer(
     no_args_is_help=True,
-    help="List what a space holds, a page at a time (--limit, --offset), "
-    "in a stable order; --json for machines.",
+    help="List what a space holds, a page at a time (--limit, --offset), most mentioned, heaviest or "
+    "largest first (--sort for other orders); --json for machines.",
 )
 app.add_typer(list_app, name="list")
 
 Limit = Annotated[int, typer.Option(min=1, help="rows per page")]
 Offset = Annotated[int, typer.Option(min=0, help="rows to skip")]
 Name = Annotated[str | None, typer.Option("--name", help="case-insensitive substring to match")]
+EntitySort = Annotated[
+    Literal["mentions", "name", "id"],
+    typer.Option("--sort", help="mentions: most mentioned first; name; id: oldest first"),
+]
+RelationSort = Annotated[
+    Literal["weight", "chunks", "name", "id"],
+    typer.Option(
+        "--sort",
+        help="weight: heaviest first; chunks: most stated first; name: subject, predicate, object; id",
+    ),
+]
+CommunitySort = Annotated[
+    Literal["size", "level", "rating", "id"],
+    typer.Option("--sort", help="size: largest first; level: by level, then size; rating: best first; id"),
+]
 
 
 @app.command()
@@ -72,18 +87,26 @@ def _show(kind: str, partition: str, page: Any, as_json: bool, line: Any) -> Non
         typer.echo(line(row))
 
 
-def _listing(kind: str, partition: str, as_json: bool, read: Any, line: Any, **filters: Any) -> None:
+def _listing(
+    kind: str, partition: str, as_json: bool, read: Any, line: Any, note: Any = None, **filters: Any
+) -> None:
+    """Read one page with ``read(conn, realm, space, **filters)`` and :func:`_show` it; ``note(conn, realm,
+    space, page)``, when given, returns a line said on stderr after the page (or ``None``)."""
     from pgrag_dag.store import db
 
+    said = None
     try:
         with _engine_closing() as engine:
             realm, space = resolve_partition(engine, partition)
             with db.database_errors(engine.dsn), db.read_connection(engine.dsn) as conn, conn.transaction():
                 _require_space(conn, engine.settings, realm, space)
                 page = read(conn, realm, space, **filters)
+                said = note(conn, realm, space, page) if note is not None else None
     except PgragError as exc:
         fail(exc)
     _show(kind, f"{realm}.{space}", page, as_json, line)
+    if said:
+        typer.echo(said, err=True)
 
 
 def _require_realm(conn: Any, realm: str, then: str) -> None:
@@ -131,11 +154,13 @@ def list_entities(
     include_dormant: Annotated[
         bool, typer.Option("--include-dormant", help="also dormant and archived entities")
     ] = False,
+    sort: EntitySort = "mentions",
     limit: Limit = 50,
     offset: Offset = 0,
     as_json: AsJson = False,
 ) -> None:
-    """Entities by name: id, name, type, chunks mentioning it; --name matches names and aliases."""
+    """Entities, most mentioned first (--sort name for A–Z): id, name, type, chunks mentioning it; --name
+    matches names and aliases."""
     from pgrag_dag.store.inventory import list_entities as read
 
     _listing(
@@ -147,12 +172,28 @@ def list_entities(
             f"{e['id']:>7}  {e['name']} ({e['entity_type']}), {counted(e['mentions'], 'mention')}"
             + _flags(e, "dormant", "archived")
         ),
+        note=(lambda conn, realm, space, page: _type_note(conn, realm, space, entity_type, page))
+        if entity_type
+        else None,
         name=name,
         entity_type=entity_type,
         include_dormant=include_dormant,
+        sort=sort,
         limit=limit,
         offset=offset,
     )
+
+
+def _type_note(conn: Any, realm: str, space: str, entity_type: str, page: Any) -> str | None:
+    """When ``--type`` matched nothing: the types the space's live entities have, with counts (the offline
+    extractors type many entities ``Concept``)."""
+    from pgrag_dag.store.inventory import entity_types
+
+    if page.total:
+        return None
+    types = entity_types(conn, realm, space)
+    listed = ", ".join(f"{t} ({n:,})" for t, n in types.items()) or "none: the space has no live entity"
+    return f"no entity of type {entity_type!r}; the types of {realm}.{space}: {listed}"
 
 
 @list_app.command("relations")
@@ -166,12 +207,13 @@ def list_relations(
     include_dormant: Annotated[
         bool, typer.Option("--include-dormant", help="also dormant relations")
     ] = False,
+    sort: RelationSort = "weight",
     limit: Limit = 50,
     offset: Offset = 0,
     as_json: AsJson = False,
 ) -> None:
-    """Relations by subject, predicate, object: the edge, its validity, how many chunks state it; --name
-    matches the subject or the object."""
+    """Relations, heaviest first (--sort name for subject, predicate, object): the edge, its validity, its
+    weight, how many chunks state it; --name matches the subject or the object."""
     from pgrag_dag.query.assembly import render_relation
     from pgrag_dag.store.inventory import list_relations as read
 
@@ -181,13 +223,14 @@ def list_relations(
         as_json,
         read,
         lambda r: (
-            f"{r['id']:>7}  {render_relation({**r, 'description': None})}, {counted(r['chunks'], 'chunk')}"
-            + _flags(r, "dormant")
+            f"{r['id']:>7}  {render_relation({**r, 'description': None})}, weight {r['weight']:g}, "
+            f"{counted(r['chunks'], 'chunk')}" + _flags(r, "dormant")
         ),
         name=name,
         predicate=predicate,
         include_superseded=include_superseded,
         include_dormant=include_dormant,
+        sort=sort,
         limit=limit,
         offset=offset,
     )
@@ -198,11 +241,13 @@ def list_communities(
     partition: Partition,
     name: Name = None,
     level: Annotated[int | None, typer.Option("--level", min=0, help="this level only")] = None,
+    sort: CommunitySort = "size",
     limit: Limit = 50,
     offset: Offset = 0,
     as_json: AsJson = False,
 ) -> None:
-    """Community reports by level, then size: id, level, title, members, rating; --name matches the title."""
+    """Community reports, largest first (--sort level for level by level): id, level, title, members,
+    rating; --name matches the title."""
     from pgrag_dag.store.inventory import list_communities as read
 
     _listing(
@@ -216,6 +261,7 @@ def list_communities(
         ),
         name=name,
         level=level,
+        sort=sort,
         limit=limit,
         offset=offset,
     )
@@ -243,6 +289,56 @@ def list_documents(
         limit=limit,
         offset=offset,
     )
+
+
+@app.command()
+def top(
+    partition: Annotated[
+        str | None,
+        typer.Argument(
+            help="<realm>.<space>, as in pgrag.yaml (default: the only space the configuration declares)"
+        ),
+    ] = None,
+    n: Annotated[int, typer.Option("-n", "--top", min=1, help="rows of each list")] = 10,
+    as_json: AsJson = False,
+) -> None:
+    """A space at a glance: its most mentioned entities, heaviest relations and largest communities. The
+    first page of each `pgrag list` in its default order, where junk names show first."""
+    from pgrag_dag.cli.common import only_space
+    from pgrag_dag.query.assembly import render_relation
+    from pgrag_dag.store import db, inventory
+
+    try:
+        with _engine_closing() as engine:
+            realm, space = resolve_partition(engine, partition or only_space(engine.settings))
+            with db.database_errors(engine.dsn), db.read_connection(engine.dsn) as conn, conn.transaction():
+                _require_space(conn, engine.settings, realm, space)
+                pages = {
+                    "entities": inventory.list_entities(conn, realm, space, limit=n),
+                    "relations": inventory.list_relations(conn, realm, space, limit=n),
+                    "communities": inventory.list_communities(conn, realm, space, limit=n),
+                }
+    except PgragError as exc:
+        fail(exc)
+    if as_json:
+        out = {k: {"total": p.total, "items": p.rows} for k, p in pages.items()}
+        typer.echo(json.dumps({"realm": realm, "space": space, **out}, default=str, indent=2))
+        return
+    e, r, c = pages["entities"], pages["relations"], pages["communities"]
+    lines = [f"{realm}.{space} at a glance (`pgrag list entities|relations|communities` for the rest):"]
+    lines.append(f"entities, most mentioned ({len(e.rows)} of {e.total:,}):")
+    lines += [f"  {x['mentions']:>7,}  {x['name']} ({x['entity_type']})" for x in e.rows]
+    lines.append(f"relations, heaviest ({len(r.rows)} of {r.total:,}):")
+    lines += [
+        f"  {x['weight']:>7g}  {render_relation({**x, 'description': None})}, {counted(x['chunks'], 'chunk')}"
+        for x in r.rows
+    ]
+    lines.append(f"communities, largest ({len(c.rows)} of {c.total:,}):")
+    lines += [
+        f"  {x['size']:>7,}  {x['title']} (id {x['id']}, level {x['level']}, rating {x['rating']:g})"
+        for x in c.rows
+    ]
+    typer.echo("\n".join(lines))
 
 
 @app.command()
@@ -314,4 +410,4 @@ def lineage_tree(found: dict[str, Any], *, limit: int = 10) -> Any:
     return tree
 
 
-__all__ = ["lineage", "lineage_tree", "list_app", "status"]
+__all__ = ["lineage", "lineage_tree", "list_app", "status", "top"]

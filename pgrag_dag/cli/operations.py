@@ -101,13 +101,18 @@ def coverage(
     as_json: AsJson = False,
 ) -> None:
     """Which communities got least retrieval attention, and which live entities were never retrieved
-    (needs telemetry.coverage on while the queries ran)."""
+    (needs telemetry.coverage on while the queries ran; said when it is off)."""
     from pgrag_dag.operate.coverage import coverage as read_coverage
     from pgrag_dag.operate.coverage import summary_lines
 
     try:
         with contextlib.closing(open_engine()) as engine:
-            report = read_coverage(engine.dsn, *resolve_partition(engine, partition), limit=limit)
+            report = read_coverage(
+                engine.dsn,
+                *resolve_partition(engine, partition),
+                limit=limit,
+                recording=engine.settings.telemetry.coverage,
+            )
     except PgragError as exc:
         fail(exc)
     typer.echo(json.dumps(report, default=str, indent=2) if as_json else "\n".join(summary_lines(report)))

@@ -62,6 +62,7 @@ from typing import Any
 import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from pgrag_dag import progress
 from pgrag_dag.errors import ExtractionError
 from pgrag_dag.frames import RAW_SCHEMA
 from pgrag_dag.gate_rules import PRONOUNS, VAGUE_PREDICATES, identity_key, normalise_predicate
@@ -513,17 +514,20 @@ def extract_cooccurrence(chunks: pl.DataFrame, options: CooccurrenceOptions, *, 
     input's order — pass 0, model :data:`MODEL`, prompt_version ``version``, raw_text and parsed the same JSON
     text (``{"entities": [{"name", "type", "description", "aliases"}], "triples": [{"subject", "predicate",
     "object", "confidence", "description", "negated", "valid_from", "valid_to"}]}``), parse_status ``ok``,
-    error null, 0 tokens, cache_hit false. Gate it with :func:`pgrag_dag.extract.gates.apply_gates` (§4.3).
+    error null, 0 tokens, cache_hit false; the chunks done of the total go to :mod:`pgrag_dag.progress` after
+    each document. Gate it with :func:`pgrag_dag.extract.gates.apply_gates` (§4.3).
     Raises :class:`ExtractionError` when a column is missing, a chunk_id is null or repeated.
     """
     groups = chunks_by_document(chunks, ("chunk_id", "text", "title"))
     items = list(chunks.select("chunk_id", "text", "title").iter_rows())
     parsed: dict[int, dict[str, Any]] = {}
+    progress.advance(0, len(items), "chunks")
     for positions in groups:
         for i, out in zip(
             positions, extract_document_cooccurrence([items[i][1:] for i in positions], options)
         ):
             parsed[i] = out
+        progress.advance(len(parsed), len(items), "chunks")
     bodies = [json.dumps(parsed[i], ensure_ascii=False) for i in range(len(items))]
     return offline_frame([int(chunk_id) for chunk_id, _, _ in items], bodies, MODEL, version)
 

@@ -57,6 +57,7 @@ from typing import Any
 
 import polars as pl
 
+from pgrag_dag import progress
 from pgrag_dag.extract.cooccurrence import chunks_by_document, clip_text, offline_frame
 from pgrag_dag.extract.nlp_names import (
     ChunkNames,
@@ -463,13 +464,21 @@ def extract_documents(
     documents: list[list[str]], options: NlpOptions, vocabulary: Vocabulary | None = None
 ) -> list[list[dict[str, list[dict[str, Any]]]]]:
     """The extractions of each document's chunk texts, in order, in the JSON shape of an LLM extraction
-    (``{"entities", "triples"}`` per chunk). Raises :class:`ModelError` when the pipeline is missing."""
+    (``{"entities", "triples"}`` per chunk), reporting the chunks parsed of the total to
+    :mod:`pgrag_dag.progress` as they are read. Raises :class:`ModelError` when the pipeline is
+    missing."""
     nlp = load_pipeline(options.model)
     flat = [GLUED.sub(". ", text or "") for texts in documents for text in texts]
     docs = iter(nlp.pipe(flat, batch_size=options.batch_size, n_process=options.n_process))
-    out = []
+    out: list[list[dict[str, list[dict[str, Any]]]]] = []
+    done = 0
+    progress.advance(0, len(flat), "chunks")
     for texts in documents:
-        chunks = [ChunkNames(next(docs), options) for _ in texts]
+        chunks = []
+        for _ in texts:  # the pipeline parses lazily, a batch at a time: a chunk is through once read
+            chunks.append(ChunkNames(next(docs), options))
+            done += 1
+            progress.advance(done, len(flat), "chunks")
         lead = lead_person(chunks)
         settle_short_forms(chunks, lead)
         link_known(chunks)

@@ -11,10 +11,11 @@ from pgrag_dag.store import db
 from pgrag_dag.store import telemetry as store
 
 
-def coverage(dsn: str, realm: str, space: str, *, limit: int = 20) -> dict[str, Any]:
-    """Answer §6.1's two coverage questions for ``realm.space``.
+def coverage(dsn: str, realm: str, space: str, *, limit: int = 20, recording: bool = True) -> dict[str, Any]:
+    """Answer §6.1's two coverage questions for ``realm.space``; ``recording``: whether the configuration
+    records queries now (``telemetry.coverage``), passed through for the report to say so.
 
-    Returns ``{"realm", "space", "events"`` (recorded queries of the space or of ``*``),
+    Returns ``{"realm", "space", "recording", "events"`` (recorded queries of the space or of ``*``),
     ``"least_attended_communities"`` (up to ``limit``: ``id, level, title, size, events, last_at``, fewest
     events first, ties by id; a community counts an event that returned it or one of its members),
     ``"never_retrieved"`` (how many live entities no event returned) and ``"never_retrieved_entities"``
@@ -37,6 +38,7 @@ def coverage(dsn: str, realm: str, space: str, *, limit: int = 20) -> dict[str, 
     return {
         "realm": realm,
         "space": space,
+        "recording": recording,
         "events": events,
         "least_attended_communities": communities,
         "never_retrieved": never,
@@ -45,16 +47,23 @@ def coverage(dsn: str, realm: str, space: str, *, limit: int = 20) -> dict[str, 
 
 
 def summary_lines(report: dict[str, Any]) -> list[str]:
-    """Human lines for a :func:`coverage` report (``pgrag coverage``)."""
-    lines = [f"{report['realm']}.{report['space']}: {report['events']} recorded queries"]
+    """Human lines for a :func:`coverage` report (``pgrag coverage``). With telemetry off the first line says
+    so, and how to turn it on: without recorded queries every entity is "never retrieved"."""
+    lines = [f"{report['realm']}.{report['space']}: {report['events']:,} recorded queries"]
+    if not report.get("recording", True):
+        lines[0] += (
+            " — telemetry is off (telemetry.coverage: false), so no query is recorded and the counts below "
+            "say nothing about retrieval; turn it on with `telemetry: {coverage: true}` in pgrag.yaml "
+            "(or PGRAG_TELEMETRY__COVERAGE=true), then query"
+        )
     lines.append("communities with least retrieval attention (events, fewest first):")
     lines += [
-        f"  {c['events']:>5}  #{c['id']} L{c['level']} {c['title']} ({c['size']} members)"
+        f"  {c['events']:>5,}  #{c['id']} L{c['level']} {c['title']} ({c['size']:,} members)"
         for c in report["least_attended_communities"]
     ] or ["  (no communities)"]
     shown = len(report["never_retrieved_entities"])
     lines.append(
-        f"live entities never retrieved: {report['never_retrieved']}"
+        f"live entities never retrieved: {report['never_retrieved']:,}"
         + (f" (first {shown} by id)" if shown < report["never_retrieved"] else "")
     )
     lines += [f"  #{e['id']} {e['name']} ({e['entity_type']})" for e in report["never_retrieved_entities"]]

@@ -20,10 +20,14 @@ deletion run inside :func:`pgrag_dag.store.history.forgetting`.
 
 from __future__ import annotations
 
+import json
+import shlex
 from typing import Any
 
 import psycopg
 
+from pgrag_dag.config.load import config_file
+from pgrag_dag.config.sections import Settings
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import ConfigurationError, DeletionRefusedError
 from pgrag_dag.names import validate_realm, validate_space
@@ -72,8 +76,9 @@ def delete_entity(
                     keys,
                     n,
                     "the next run would re-create it; archive it (pgrag retention / unarchive) "
-                    "or delete those "
-                    "documents first (pgrag delete document)",
+                    "or delete those documents first (pgrag delete document). "
+                    "If it is no name at all (an interjection, boilerplate), keep it out with the "
+                    f"name_stoplist gate: {stoplist_hint(engine.settings, realm, space, found[1])}",
                 )
             with history.forgetting(conn):
                 done = deletion.delete_entity_rows(conn, realm, space, found[0])
@@ -88,6 +93,32 @@ def delete_entity(
         **done,
         "dry_run": dry_run,
     }
+
+
+def stoplist_gates(settings: Settings, realm: str, space: str, name: str) -> list[dict[str, Any]]:
+    """The space's ``gates`` with ``name`` added to its ``name_stoplist`` gate (one is appended when it has
+    none; a name already listed is not repeated), as plain data for YAML."""
+    gates = [g.model_dump(exclude_defaults=True) for g in settings.space_spec(realm, space).gates]
+    stop = next((g for g in gates if g["name"] == "name_stoplist"), None)
+    if stop is None:
+        gates.append({"name": "name_stoplist", "options": {"names": [name]}})
+    elif name not in stop.setdefault("options", {}).setdefault("names", []):
+        stop["options"]["names"].append(name)
+    return gates
+
+
+def stoplist_hint(settings: Settings, realm: str, space: str, name: str) -> str:
+    """What to paste into the configuration so the extractions naming ``name`` are refused from the next
+    ``pgrag index`` on (it re-gates every chunk when the gates change): ``in <file>, under realms → R →
+    spaces → S, set: gates: [...]`` — one line of flow-style YAML (:func:`stoplist_gates`, JSON-quoted
+    strings), the space's other gates kept."""
+    line = "gates: " + json.dumps(stoplist_gates(settings, realm, space, name), ensure_ascii=False)
+    for key in ("name", "options", "names"):  # YAML keys need no quotes; the values keep JSON's
+        line = line.replace(f'"{key}": ', f"{key}: ")
+    return (
+        f"in {config_file()}, under realms → {realm} → spaces → {space}, set:  {line}  "
+        f"then run pgrag index {shlex.quote(realm + '.' + space)}"
+    )
 
 
 def delete_document(

@@ -244,7 +244,8 @@ def add_source(
     """Register ``path`` (a directory or a file, relative to the working directory or absolute) as a
     source of ``partition`` (``"<realm>.<space>"``) in ``config``, creating the realm and space when they
     are new, keeping the file's comments and layout. The path is written relative to the configuration's
-    directory when it lies under it. A directory's ``glob`` defaults to :func:`choose_globs` (one source per
+    directory when it lies under it, a symbolic link there included (:func:`_as_written`); else absolute,
+    with a note saying so. A directory's ``glob`` defaults to :func:`choose_globs` (one source per
     kind of document). A new space in a configuration whose only model is ``replay`` gets
     ``extractor: nlp`` (it indexes offline).
 
@@ -261,8 +262,7 @@ def add_source(
     target = path.expanduser().resolve()
     if not target.exists():
         raise ConfigurationError(f"source path {path} does not exist")
-    base = settings.config_dir.resolve()
-    written_path = target.relative_to(base).as_posix() if target.is_relative_to(base) else str(target)
+    written_path = _as_written(path, target, settings.config_dir.resolve())
     globs = [None] if target.is_file() else [glob] if glob else choose_globs(target)
     existing = settings.realms[realm].spaces[space].sources if (realm, space) in declared else []
     new = [_source(written_path, g, key_prefix, target) for g in globs]
@@ -299,7 +299,24 @@ def add_source(
         written.notes.append(
             f"created {'space' if realm in settings.realms else 'realm and space'} {realm}.{space}"
         )
+    if Path(written_path).is_absolute():
+        written.notes.append(
+            f"{written_path} lies outside {settings.config_dir.resolve()}: written as an absolute path "
+            "(the configuration can move; that folder cannot)"
+        )
     return written
+
+
+def _as_written(path: Path, target: Path, base: Path) -> str:
+    """How a source ``path`` (resolved: ``target``) is written into a configuration in ``base``: relative to
+    ``base`` when it lies under it — as typed, so a link inside the folder to documents elsewhere stays a
+    relative path (``corpus``, not the link's target) and the folder can move with its configuration —
+    else absolute."""
+    typed = Path(os.path.abspath(path.expanduser()))  # not resolved: links kept
+    for candidate in (typed, target):
+        if candidate.is_relative_to(base):
+            return candidate.relative_to(base).as_posix() or "."
+    return str(target)
 
 
 def _source(path: str, glob: str | None, key_prefix: str | None, target: Path) -> dict[str, Any]:

@@ -167,7 +167,8 @@ def _size(n: int) -> str:
 
 
 def summary_lines(status: dict[str, Any]) -> list[str]:
-    """:func:`store_status` for people: a line per realm and per space, indented counts, the cache."""
+    """:func:`store_status` for people: a line per realm and per space, indented counts, the cache. Every
+    count is written one way, with thousands separators (``1,271``)."""
     lines = [f"database: {status['database']}"]
     for r in status["realms"]:
         emb = r["embedding"]
@@ -190,25 +191,27 @@ def summary_lines(status: dict[str, Any]) -> list[str]:
                 f"  space {s['space']}{where}: {counted(s['documents'], 'document')}, "
                 f"{counted(s['chunks'], 'chunk')}"
             )
-            lines.append(f"    entities: {e['live']} live, {e['dormant']} dormant")
+            lines.append(f"    entities: {e['live']:,} live, {e['dormant']:,} dormant")
             if missing := describe(s.get("without_vector") or {}):
                 lines.append(
                     f"    vectors: {missing} have none yet — vector search cannot find them; `pgrag index "
                     f"{shlex.quote(r['realm'] + '.' + s['space'])}` embeds them"
                 )
             lines.append(
-                f"    relations: {rel['current']} current, {rel['superseded']} superseded, {rel['negated']} "
-                f"negated, {rel['dormant']} dormant"
+                f"    relations: {rel['current']:,} current, {rel['superseded']:,} superseded, "
+                f"{rel['negated']:,} negated, {rel['dormant']:,} dormant"
             )
             if c["total"]:
-                per = ", ".join(f"level {lv}: {n}" for lv, n in c["levels"].items())
+                per = ", ".join(f"level {lv}: {n:,}" for lv, n in c["levels"].items())
                 state = (
-                    f"stale ({c['relation_changes_since']} relation changes, "
-                    f"{c['graph_writes_since']} graph writes since)"
+                    f"stale ({c['relation_changes_since']:,} relation changes, "
+                    f"{c['graph_writes_since']:,} graph writes since)"
                     if c["stale"]
                     else "current"
                 )
-                lines.append(f"    communities: {c['total']} ({per}), built {_when(c['built_at'])}, {state}")
+                lines.append(
+                    f"    communities: {c['total']:,} ({per}), built {_when(c['built_at'])}, {state}"
+                )
             else:
                 lines.append(
                     "    communities: none"
@@ -222,7 +225,7 @@ def summary_lines(status: dict[str, Any]) -> list[str]:
     if not status["realms"]:
         lines.append("no realm is configured or indexed")
     cache_ = status["llm_cache"]
-    lines.append(f"LLM response cache: {cache_['rows']} responses, {_size(cache_['bytes'])}")
+    lines.append(f"LLM response cache: {counted(cache_['rows'], 'response')}, {_size(cache_['bytes'])}")
     if status["next"]:
         lines.append(f"nothing is indexed yet; next: {status['next']}")
     return lines

@@ -23,6 +23,7 @@ from typing import Any, cast
 import polars as pl
 import psycopg
 
+from pgrag_dag import progress
 from pgrag_dag.config.sections import TelemetrySettings
 from pgrag_dag.engine import Engine
 from pgrag_dag.errors import ModelError
@@ -132,6 +133,8 @@ def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
         deadline_s=cs.report_deadline_s,
         max_reports=cs.max_reports,
     )
+    total = len(left)
+    progress.advance(0, total, "reports")
     with contextlib.closing(cast("Generator[ReportBatch, None, None]", batches)):
         for batch in batches:  # committed as they come, largest clusters first
             skipped += batch.skipped
@@ -139,6 +142,7 @@ def stage_communities(engine: Engine, realm: str, space: str) -> StageResult:
                 left.pop(skip.cluster, None)
             if batch.reports:
                 _commit(engine, realm, space, fp, batch.frame(), clusters, entities, left, skipped, done)
+            progress.advance(total - len(left), total, "reports")
     if clusters.height and done["communities"] == 0:
         raise ModelError(
             f"every one of {clusters['cluster'].n_unique()} community report(s) failed or was cut: "

@@ -110,6 +110,8 @@ def embed_pending(
     """
     run = EmbeddingRun({table: TableRun() for table in todo})
     total, through = sum(len(rows) for rows in todo.values()), 0
+    if total:  # the total is shown from the start, each batch's texts once they are through
+        progress.advance(0, total, "texts")
     for table, rows in todo.items():
         out = run.tables[table]
         handed = [0, 0]  # model rows, fallback rows already given to the sink
@@ -129,7 +131,8 @@ def embed_pending(
 
         for start in range(0, len(rows), batch_size):
             flush(at_least=flush_rows)
-            progress.advance(through, total, "texts")
+            if through:
+                progress.advance(through, total, "texts")
             through += len(rows[start : start + batch_size])
             batch = rows[start : start + batch_size]
             texts = [t for _, t, _ in batch]
@@ -156,7 +159,7 @@ def embed_pending(
 
 def describe(counts: dict[str, int]) -> str:
     """``{"documents": 3, "entities": 1, "relations": 0}`` → ``"3 chunks and 1 entity"`` (zeros left out)."""
-    parts = [f"{n} {_LABELS[t][0] if n == 1 else _LABELS[t][1]}" for t, n in counts.items() if n]
+    parts = [f"{n:,} {_LABELS[t][0] if n == 1 else _LABELS[t][1]}" for t, n in counts.items() if n]
     return ", ".join(parts[:-1]) + " and " + parts[-1] if len(parts) > 1 else "".join(parts)
 
 

@@ -13,16 +13,52 @@ import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import psycopg
 from psycopg import sql
 from psycopg.rows import dict_row
 
-from pgrag_dag.errors import ConfigurationError
+from pgrag_dag.errors import ConfigurationError, QueryError
 from pgrag_dag.store.history import table_exists
 from pgrag_dag.store.identifiers import qualified
 from pgrag_dag.store.retrieval import in_space
+
+EntitySort = Literal["mentions", "name", "id"]
+RelationSort = Literal["weight", "chunks", "name", "id"]
+CommunitySort = Literal["size", "level", "rating", "id"]
+
+ENTITY_ORDERS: dict[str, str] = {
+    "mentions": "mentions DESC, e.name, e.id",
+    "name": "e.name, e.id",
+    "id": "e.id",
+}
+"""``list_entities``' orders by ``sort`` key: most mentioned first (the default: what a user scans a graph
+for, junk names included), by name, or by id (the order of creation)."""
+RELATION_ORDERS: dict[str, str] = {
+    "weight": "r.weight DESC, cardinality(r.chunk_ids) DESC, s.name, r.predicate, o.name, r.id",
+    "chunks": "cardinality(r.chunk_ids) DESC, r.weight DESC, s.name, r.predicate, o.name, r.id",
+    "name": "s.name, r.predicate, o.name, r.id",
+    "id": "r.id",
+}
+"""``list_relations``' orders: heaviest first (the default), most chunks stating it first, by subject,
+predicate and object, or by id."""
+COMMUNITY_ORDERS: dict[str, str] = {
+    "size": "c.size DESC, c.level, c.id",
+    "level": "c.level, c.size DESC, c.id",
+    "rating": "c.rating DESC, c.size DESC, c.id",
+    "id": "c.id",
+}
+"""``list_communities``' orders: largest first over every level (the default), by level then size, best
+rated first, or by id."""
+
+
+def _order(orders: dict[str, str], sort: str) -> sql.SQL:
+    """The ``ORDER BY`` text of ``sort`` (one of ``orders``' keys: a literal of this module, never user
+    text); raises :class:`QueryError` naming the valid keys otherwise."""
+    if sort not in orders:
+        raise QueryError(f"unknown sort {sort!r}; one of: {', '.join(orders)}")
+    return sql.SQL(orders[sort])
 
 
 @dataclass(frozen=True)
@@ -115,13 +151,15 @@ def list_entities(
     name: str | None = None,
     entity_type: str | None = None,
     include_dormant: bool = False,
+    sort: EntitySort = "mentions",
     limit: int = 50,
     offset: int = 0,
 ) -> Page:
-    """Entities of ``space`` by name (then id): ``id, name, entity_type, description, aliases, dormant,
-    archived, mentions`` (chunks mentioning it). ``name``: a case-insensitive substring of the name or an
-    alias; ``entity_type``: equal ignoring case; dormant (and archived) entities only with
-    ``include_dormant``."""
+    """Entities of ``space`` in ``sort`` order (:data:`ENTITY_ORDERS`; most mentioned first by default):
+    ``id, name, entity_type, description, aliases, dormant, archived, mentions`` (chunks mentioning it).
+    ``name``: a case-insensitive substring of the name or an alias; ``entity_type``: equal ignoring case;
+    dormant (and archived) entities only with ``include_dormant``. Raises :class:`QueryError` for an
+    unknown ``sort``."""
     where: list[sql.Composable] = [sql.SQL("e.space = %(space)s")]
     if not include_dormant:
         where.append(sql.SQL("e.dormant_since IS NULL"))
@@ -135,15 +173,18 @@ def list_entities(
         where.append(sql.SQL("lower(e.entity_type) = lower(%(type)s)"))
     select = sql.SQL("""e.id, e.name, e.entity_type, e.description, e.aliases, e.dormant_since IS NOT NULL
                         AS dormant,
-                        e.archived_at IS NOT NULL AS archived,
-                        (SELECT count(*) FROM {m} m WHERE m.space = e.space AND m.entity_id = e.id)
-                            AS mentions""").format(m=qualified(realm, "doc_mentions"))
+                        e.archived_at IS NOT NULL AS archived, coalesce(m.n, 0) AS mentions""")
+    # one pass over the mentions, not a count per entity: sorting by mentions needs them all
+    source = sql.SQL(
+        """{e} AS e LEFT JOIN (SELECT entity_id, count(*) AS n FROM {m} WHERE space = %(space)s
+        GROUP BY entity_id) AS m ON m.entity_id = e.id"""
+    ).format(e=qualified(realm, "entities"), m=qualified(realm, "doc_mentions"))
     return _page(
         conn,
         select,
-        sql.SQL("{} AS e").format(qualified(realm, "entities")),
+        source,
         where,
-        sql.SQL("e.name, e.id"),
+        _order(ENTITY_ORDERS, sort),
         {"space": space, "name": _like(name or ""), "type": entity_type},
         limit=limit,
         offset=offset,
@@ -159,14 +200,16 @@ def list_relations(
     predicate: str | None = None,
     include_superseded: bool = False,
     include_dormant: bool = False,
+    sort: RelationSort = "weight",
     limit: int = 50,
     offset: int = 0,
 ) -> Page:
-    """Relations of ``space`` by subject, predicate, object (then id): ``id, subject, predicate, object,
-    negated, valid_from, valid_to, weight, confidence, superseded_by, superseded, dormant, chunks`` (how many
-    chunks state it), ``description``. ``name``: a case-insensitive substring of the subject's or the
-    object's name; ``predicate``: equal ignoring case (as ``relation_types`` of a query); superseded ones
-    only with ``include_superseded``, dormant ones only with ``include_dormant``."""
+    """Relations of ``space`` in ``sort`` order (:data:`RELATION_ORDERS`; heaviest first by default):
+    ``id, subject, predicate, object, negated, valid_from, valid_to, weight, confidence, superseded_by,
+    superseded, dormant, chunks`` (how many chunks state it), ``description``. ``name``: a case-insensitive
+    substring of the subject's or the object's name; ``predicate``: equal ignoring case (as
+    ``relation_types`` of a query); superseded ones only with ``include_superseded``, dormant ones only
+    with ``include_dormant``. Raises :class:`QueryError` for an unknown ``sort``."""
     where: list[sql.Composable] = [sql.SQL("r.space = %(space)s")]
     if not include_dormant:
         where.append(sql.SQL("r.dormant_since IS NULL"))
@@ -189,7 +232,7 @@ def list_relations(
         select,
         source,
         where,
-        sql.SQL("s.name, r.predicate, o.name, r.id"),
+        _order(RELATION_ORDERS, sort),
         {"space": space, "name": _like(name or ""), "predicate": predicate},
         limit=limit,
         offset=offset,
@@ -203,12 +246,14 @@ def list_communities(
     *,
     name: str | None = None,
     level: int | None = None,
+    sort: CommunitySort = "size",
     limit: int = 50,
     offset: int = 0,
 ) -> Page:
-    """Community reports of ``space`` by level, then size (largest first), then id: ``id, level, title,
-    size, rating, built_at, parent_id, summary``. ``name``: a case-insensitive substring of the title;
-    ``level``: that level only."""
+    """Community reports of ``space`` in ``sort`` order (:data:`COMMUNITY_ORDERS`; largest first by
+    default): ``id, level, title, size, rating, built_at, parent_id, summary``. ``name``: a case-insensitive
+    substring of the title; ``level``: that level only. Raises :class:`QueryError` for an unknown
+    ``sort``."""
     where: list[sql.Composable] = [sql.SQL("c.space = %(space)s")]
     if name:
         where.append(sql.SQL("c.title ILIKE %(name)s"))
@@ -220,7 +265,7 @@ def list_communities(
         select,
         sql.SQL("{} AS c").format(qualified(realm, "communities")),
         where,
-        sql.SQL("c.level, c.size DESC, c.id"),
+        _order(COMMUNITY_ORDERS, sort),
         {"space": space, "name": _like(name or ""), "level": level},
         limit=limit,
         offset=offset,
@@ -238,15 +283,20 @@ def list_documents(
 ) -> Page:
     """Documents of ``space`` in document order (then doc_key): ``doc_key, title, source, doc_order`` (its
     sparse order key, only compared), ``position`` (1-based, in that order among the documents ``name``
-    matches), ``chunks, chars`` (characters over its chunks, overlaps counted), ``indexed_at`` (its first
-    chunk's ``t_created``).
-    ``name``: a case-insensitive substring of the doc_key or the title."""
+    matches), ``chunks, chars`` (the document's characters up to its last chunk's end — the chunks'
+    ``char_end`` offsets, so text two chunks overlap on counts once; the sum of its chunks' lengths only when
+    a user chunker left out the offsets), ``indexed_at`` (its first chunk's ``t_created``). ``name``: a
+    case-insensitive substring of the doc_key or the title."""
     where: list[sql.Composable] = [sql.SQL("d.space = %(space)s")]
     if name:
         where.append(sql.SQL("(d.doc_key ILIKE %(name)s OR d.title ILIKE %(name)s)"))
     select = sql.SQL("""d.doc_key, min(d.title) AS title, min(d.source) AS source, min(d.doc_order)
                         AS doc_order, row_number() OVER (ORDER BY min(d.doc_order), d.doc_key) AS position,
-                        count(*) AS chunks, sum(length(d.text)) AS chars, min(d.t_created) AS indexed_at""")
+                        count(*) AS chunks,
+                        CASE WHEN count(d.metadata -> 'char_end') = count(*)
+                             THEN max((d.metadata ->> 'char_end')::bigint)
+                             ELSE sum(length(d.text)) END AS chars,
+                        min(d.t_created) AS indexed_at""")
     return _page(
         conn,
         select,
@@ -258,6 +308,18 @@ def list_documents(
         offset=offset,
         group=sql.SQL("d.doc_key"),
     )
+
+
+def entity_types(conn: psycopg.Connection, realm: str, space: str) -> dict[str, int]:
+    """The types of ``space``'s live entities → how many have each, most frequent first (then by name)."""
+    rows = conn.execute(
+        sql.SQL(
+            """SELECT entity_type, count(*) FROM {} WHERE space = %s AND dormant_since IS NULL
+            GROUP BY entity_type ORDER BY count(*) DESC, entity_type"""
+        ).format(qualified(realm, "entities")),
+        (space,),
+    ).fetchall()
+    return {str(t): int(n) for t, n in rows}
 
 
 def first_belief(conn: psycopg.Connection, realm: str, space: str) -> tuple[datetime | None, bool]:
@@ -320,8 +382,15 @@ def frequent_predicates(conn: psycopg.Connection, realm: str, space: str, *, n: 
 
 
 __all__ = [
+    "COMMUNITY_ORDERS",
+    "ENTITY_ORDERS",
+    "RELATION_ORDERS",
+    "CommunitySort",
+    "EntitySort",
     "Page",
+    "RelationSort",
     "community_levels",
+    "entity_types",
     "first_belief",
     "frequent_predicates",
     "list_communities",

@@ -66,7 +66,8 @@ def create_lineage(conn: psycopg.Connection, schema: str) -> None:
 def lineage(conn: psycopg.Connection, realm: str, community_id: int) -> dict[str, Any]:
     """The report's lineage: ``community`` (id, space, level, title, built_at), ``entities`` (id, name),
     ``relations`` (id, subject, predicate, object, negated, chunk_ids), ``chunks`` (id, doc_key,
-    chunk_index) and ``documents`` (doc_key, title, chunks). Raises :class:`QueryError` for an unknown id."""
+    chunk_index) and ``documents`` (doc_key, title, chunks). Raises :class:`QueryError` for an id the
+    current build does not hold, saying what became of it (:func:`missing_community`)."""
     with conn.cursor(row_factory=dict_row) as cur:
         head = cur.execute(
             sql.SQL("SELECT id, space, level, title, built_at FROM {} WHERE id = %s").format(
@@ -75,7 +76,7 @@ def lineage(conn: psycopg.Connection, realm: str, community_id: int) -> dict[str
             (community_id,),
         ).fetchone()
         if head is None:
-            raise QueryError(f"realm {realm!r} has no community {community_id}")
+            raise QueryError(missing_community(conn, realm, community_id))
         rows = cur.execute(
             sql.SQL(
                 """SELECT l.relation_id, s.name AS subject, l.predicate, o.name AS object, l.negated,
@@ -138,6 +139,47 @@ WITH l AS (SELECT cs.community_id, cs.relation_id, cs.chunk_id, coalesce(d.doc_k
             WHERE cs.space = %(space)s AND c.space = %(space)s AND c.level = 0
               AND (d.id IS NOT NULL OR dr.id IS NOT NULL))
 """
+
+
+def missing_community(conn: psycopg.Connection, realm: str, community_id: int) -> str:
+    """Why ``community_id`` is not a community of ``realm`` now, for a user who copied it from an earlier
+    listing: community ids change with every rebuild (each build inserts its reports anew), so an id a
+    rebuild replaced is found in ``communities_expired`` and the message names the current report of the
+    same space, level and title when there is one; an id never built says so. Either way it names the
+    command listing the current ids."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        old = cur.execute(
+            sql.SQL("SELECT space, level, title, t_expired FROM {} WHERE id = %s").format(
+                qualified(realm, "communities_expired")
+            ),
+            (community_id,),
+        ).fetchone()
+        if old is None:
+            return (
+                f"realm {realm!r} has no community {community_id}, now or in an earlier build (community ids "
+                f"change with every rebuild: `pgrag list communities {realm}.SPACE` lists the current ones)"
+            )
+        same = [
+            int(r["id"])
+            for r in cur.execute(
+                sql.SQL(
+                    "SELECT id FROM {} WHERE space = %s AND level = %s AND title = %s ORDER BY id"
+                ).format(qualified(realm, "communities")),
+                (old["space"], old["level"], old["title"]),
+            ).fetchall()
+        ]
+    listing = f"pgrag list communities {realm}.{old['space']}"
+    now = (
+        f"the current build's report of that title is community {', '.join(map(str, same))} "
+        f"(`pgrag lineage {same[0]}`)"
+        if same
+        else f"no current report has that title; `{listing}` lists the current ones"
+    )
+    return (
+        f"community {community_id} of {realm}.{old['space']} ({old['title']!r}, level {old['level']}) "
+        f"is from an earlier build, replaced at {old['t_expired']:%Y-%m-%d %H:%M:%S %Z}: "
+        f"community ids change with every rebuild; {now}"
+    )
 
 
 def lineage_summary(conn: psycopg.Connection, realm: str, space: str, *, sample: int = 5) -> dict[str, Any]:

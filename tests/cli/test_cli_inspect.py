@@ -296,16 +296,16 @@ def test_list_pages_filters_and_totals_match_the_database(
             )
         ).fetchall()
     ]
-    everything = _page(["list", "entities", part])
+    everything = _page(["list", "entities", part, "--sort", "name"])
     assert (everything["total"], [e["name"] for e in everything["items"]]) == (len(live), live)
     assert set(everything) == {"kind", "realm", "space", "total", "offset", "limit", "items"}
     # paging: pages of two, concatenated, are the whole list in the same order; past the end is empty
     pages = [
-        _page(["list", "entities", part, "--limit", "2", "--offset", str(o)])
+        _page(["list", "entities", part, "--sort", "name", "--limit", "2", "--offset", str(o)])
         for o in range(0, len(live) + 2, 2)
     ]
     assert [e["name"] for p in pages for e in p["items"]] == live and pages[-1]["items"] == []
-    human = runner.invoke(app, ["list", "entities", part, "--limit", "2", "--offset", "2"])
+    human = runner.invoke(app, ["list", "entities", part, "--sort", "name", "--limit", "2", "--offset", "2"])
     assert human.stdout.splitlines()[0] == f"entities of {part}: 3–4 of {len(live)}"
     assert len(human.stdout.splitlines()) == 3 and live[2] in human.stdout.splitlines()[1]
     last = runner.invoke(app, ["list", "entities", part, "--offset", str(len(live))])
@@ -326,7 +326,7 @@ def test_list_pages_filters_and_totals_match_the_database(
     dormant = _page(["list", "entities", part, "--include-dormant", "--name", "london"])["items"]
     assert [(e["name"], e["dormant"]) for e in dormant] == [("London", True)]
 
-    rels = _page(["list", "relations", part])
+    rels = _page(["list", "relations", part, "--sort", "name"])
     db_rels = conn.execute(
         sql.SQL("SELECT count(*) FROM {} WHERE dormant_since IS NULL AND superseded_by IS NULL").format(
             qualified(realm, "relations")
@@ -366,7 +366,7 @@ def test_list_pages_filters_and_totals_match_the_database(
         "02_lovelace.txt"
     ]
 
-    coms = _page(["list", "communities", part, "--level", "0"])
+    coms = _page(["list", "communities", part, "--level", "0", "--sort", "level"])
     level0 = conn.execute(
         sql.SQL("SELECT id FROM {} WHERE level = 0 ORDER BY size DESC, id").format(
             qualified(realm, "communities")
@@ -410,3 +410,105 @@ def test_cassette_export_refuses_a_missing_directory(indexed: SmallCorpus, tmp_p
     assert out.exit_code == 2 and out.output.count("\n") == 1 and f"{tmp_path} is a directory" in out.output
     out = runner.invoke(app, ["cassette", "import", str(tmp_path)])
     assert out.exit_code == 2 and f"cassette {tmp_path} is a directory, not a JSONL file" in out.output
+
+
+def _column(conn: psycopg.Connection, query: str, realm: str, *tables: str) -> list[Any]:
+    composed = sql.SQL(query).format(*(qualified(realm, t) for t in tables))  # type: ignore[arg-type]
+    return [r[0] for r in conn.execute(composed).fetchall()]
+
+
+def test_listings_default_to_what_a_user_scans_for_and_top_shows_all_three(
+    indexed: SmallCorpus, realm: str, conn: psycopg.Connection
+) -> None:
+    part = f"{realm}.main"
+    # entities: most mentioned first (chunks mentioning each, counted in doc_mentions), ties by name
+    by_mentions = _column(
+        conn,
+        """SELECT e.name FROM {} e LEFT JOIN {} m ON m.entity_id = e.id WHERE e.dormant_since IS NULL
+        GROUP BY e.id, e.name ORDER BY count(m.entity_id) DESC, e.name, e.id""",
+        realm,
+        "entities",
+        "doc_mentions",
+    )
+    entities = _page(["list", "entities", part])["items"]
+    assert [e["name"] for e in entities] == by_mentions
+    mentions = [e["mentions"] for e in entities]
+    assert mentions == sorted(mentions, reverse=True) and mentions[0] > mentions[-1]
+    assert by_mentions != sorted(by_mentions)  # the order is not the alphabetical one in disguise
+    # relations: heaviest first; communities: largest first over every level
+    weights = [r["weight"] for r in _page(["list", "relations", part])["items"]]
+    assert weights == sorted(weights, reverse=True) and weights[0] > weights[-1]
+    heaviest = _column(
+        conn,
+        "SELECT max(weight) FROM {} WHERE dormant_since IS NULL AND superseded_by IS NULL",
+        realm,
+        "relations",
+    )
+    assert weights[0] == heaviest[0]
+    sizes = [c["size"] for c in _page(["list", "communities", part])["items"]]
+    assert sizes == sorted(_column(conn, "SELECT size FROM {}", realm, "communities"), reverse=True)
+    bad = runner.invoke(app, ["list", "entities", part, "--sort", "weight"])
+    assert bad.exit_code == 2 and "'weight' is not one of" in bad.output
+
+    out = runner.invoke(app, ["top", part, "-n", "2"])
+    assert out.exit_code == 0, out.output
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith(f"{part} at a glance")
+    head = lines.index(f"entities, most mentioned (2 of {len(by_mentions)}):")
+    assert [line.split("  ")[-1].split(" (")[0] for line in lines[head + 1 : head + 3]] == by_mentions[:2]
+    assert lines[head + 1].split()[0] == str(mentions[0])
+    rel_at = next(i for i, line in enumerate(lines) if line.startswith("relations, heaviest (2 of "))
+    assert float(lines[rel_at + 1].split()[0]) == weights[0]
+    com_at = next(i for i, line in enumerate(lines) if line.startswith("communities, largest ("))
+    assert int(lines[com_at + 1].split()[0]) == sizes[0]
+    # one space configured: the partition may be left out
+    assert runner.invoke(app, ["top", "-n", "2"]).stdout == out.stdout
+    data = json.loads(runner.invoke(app, ["top", part, "-n", "2", "--json"]).stdout)
+    assert [e["name"] for e in data["entities"]["items"]] == by_mentions[:2]
+
+
+def test_a_refused_entity_deletion_gives_stoplist_yaml_that_refuses_the_name_once_pasted(
+    indexed: SmallCorpus, realm: str, conn: psycopg.Connection
+) -> None:
+    part = f"{realm}.main"
+    out = runner.invoke(app, ["delete", "entity", part, "london"])
+    assert out.exit_code == 2 and "cannot delete entity 'London'" in out.stderr
+    assert f"under realms → {realm} → spaces → main, set:  gates: " in out.stderr
+    pasted = out.stderr.split("set:  ", 1)[1].split("  then run ", 1)[0]
+    assert pasted == 'gates: [{name: "name_stoplist", options: {names: ["London"]}}]'
+    assert out.stderr.rstrip().endswith(f"then run pgrag index {part}")
+    # paste it where it says, as a user would, and index again
+    cfg = yaml.safe_load(indexed.config.read_text())
+    cfg["realms"][realm]["spaces"]["main"].update(yaml.safe_load(pasted))
+    indexed.config.write_text(yaml.safe_dump(cfg))
+    again = runner.invoke(app, ["index", part])
+    assert again.exit_code == 0, again.output
+    refused = conn.execute(
+        sql.SQL("SELECT count(*), min(offending_value) FROM {} WHERE gate = 'name_stoplist'").format(
+            qualified(realm, "gate_decisions")
+        )
+    ).fetchone()
+    assert refused is not None and refused[0] > 0 and refused[1] == "London"
+    assert _page(["list", "entities", part, "--name", "london"])["total"] == 0  # dormant now: no mention
+    # with the gate in place, the next refusal adds to its list instead of a second gate
+    out = runner.invoke(app, ["delete", "entity", part, "Ada Lovelace"])
+    assert 'gates: [{name: "name_stoplist", options: {names: ["London", "Ada Lovelace"]}}]' in out.stderr
+
+
+def test_a_type_that_matches_nothing_names_the_types_the_space_has(
+    indexed: SmallCorpus, realm: str, conn: psycopg.Connection
+) -> None:
+    part = f"{realm}.main"
+    types = dict(
+        conn.execute(
+            sql.SQL("SELECT entity_type, count(*) FROM {} WHERE dormant_since IS NULL GROUP BY 1").format(
+                qualified(realm, "entities")
+            )
+        ).fetchall()
+    )
+    out = runner.invoke(app, ["list", "entities", part, "--type", "galaxy"])
+    assert out.exit_code == 0 and out.stdout == f"entities of {part}: none of 0\n"
+    listed = ", ".join(f"{t} ({n})" for t, n in sorted(types.items(), key=lambda kv: (-kv[1], kv[0])))
+    assert out.stderr == f"no entity of type 'galaxy'; the types of {part}: {listed}\n"
+    assert listed == "Artifact (2), Person (2), Organization (1), Place (1)"
+    assert runner.invoke(app, ["list", "entities", part, "--type", "person"]).stderr == ""

@@ -5,19 +5,23 @@ and the cause, with the stack trace in the log file it names."""
 
 from __future__ import annotations
 
+import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 import pytest
 import yaml
+from rich.console import Console
 from typer.testing import CliRunner
 
 from pgrag_dag import progress
 from pgrag_dag.assets.partitions import add_partitions
 from pgrag_dag.assets.stages import ASSETS
 from pgrag_dag.cli import app
+from pgrag_dag.cli import progress as cli_progress
 from pgrag_dag.pipeline import index_documents
 from pgrag_dag.resources.engine import PgragResource
 from tests.fix_corpus import SmallCorpus
@@ -199,3 +203,66 @@ def test_the_demo_reports_a_failed_partition_in_one_line_and_goes_on(
         f"partition {realm}.main  (Dagster run " in out and f"partition {realm}.zlast  (Dagster run " in out
     )
     assert f"1 of 3 partitions failed: {realm}.broken" in out
+
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+def _final_frame(stderr: str) -> dict[str, str]:
+    """The last drawn line of each stage's bar in a terminal's stderr (escape codes stripped)."""
+    lines = ANSI.sub("", stderr).replace("\r", "\n").splitlines()
+    return {line.split()[1]: " ".join(line.split()) for line in lines if len(line.split()) > 1}
+
+
+def test_a_terminal_shows_each_stage_as_done_of_its_total_with_a_rate_and_time_left(
+    small_corpus: SmallCorpus, realm: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PGRAG_CONFIG", str(small_corpus.config))
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # rich draws its live bars as on a terminal
+    monkeypatch.setenv("COLUMNS", "240")
+    out = CliRunner().invoke(app, ["index", f"{realm}.main"])
+    assert out.exit_code == 0, out.output
+    engine = small_corpus.engine()
+    chunks = _chunks(engine, realm)
+    engine.close()
+    data = json.loads(CliRunner().invoke(app, ["index", f"{realm}.main", "--json"]).stdout)
+    texts = data["stages"]["embeddings"]  # the second run embeds nothing; the first run's count is below
+    assert texts["rows_changed"] == 0
+    bars = _final_frame(out.stderr)
+    assert set(STAGES) <= set(bars), out.stderr
+    rate = r"\d[\d,]*\.\d {unit}/s"
+    extraction = bars["raw_extractions"]
+    assert f" {chunks}/{chunks} chunks " in extraction and re.search(rate.format(unit="chunks"), extraction)
+    assert " model calls " in extraction and extraction.endswith(" elapsed, 00:00 left")
+    embedded = re.search(r" (\d+)/(\d+) texts ", bars["embeddings"])
+    assert embedded and embedded.group(1) == embedded.group(2) and int(embedded.group(1)) > chunks
+    assert re.search(rate.format(unit="texts"), bars["embeddings"])
+    assert " 2/2 documents " in bars["chunks"]  # a quick stage: its count from the metadata, not "1/1"
+    assert f" {chunks}/{chunks} chunks " in bars["gated_triples"]
+    assert re.search(r" \d+/\d+ edges ", bars["relations"])
+    assert all(re.search(r" \d[\d,]*/\d[\d,]* [a-z]+ |\sdone\s", bars[s]) for s in STAGES), bars
+
+
+def test_a_log_gets_a_progress_line_with_total_rate_and_time_left_while_a_stage_runs(
+    small_corpus: SmallCorpus, realm: str
+) -> None:
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=200)  # not a terminal: lines, not bars
+    engine = small_corpus.engine()
+    with cli_progress.watching(console, every_s=0.0):
+        index_documents(engine, realm, "main")
+    chunks = _chunks(engine, realm)
+    engine.close()
+    lines = buffer.getvalue().splitlines()
+    running = [line for line in lines if re.match(rf"{realm}\.main raw_extractions: \d+/", line)]
+    assert running, lines
+    pattern = re.compile(
+        rf"^{realm}\.main raw_extractions: (\d+)/{chunks} chunks, [\d,]+\.\d chunks/s, about \d+s left$"
+    )
+    done = [int(m.group(1)) for line in running if (m := pattern.match(line))]
+    assert done and len(done) == len(running) and all(0 < d < chunks for d in done)
+    assert done == sorted(done)
+    assert any(
+        line.startswith(f"{realm}.main embeddings: ") and re.search(r"\d+/\d+ texts, ", line)
+        for line in lines
+    )

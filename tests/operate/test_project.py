@@ -93,9 +93,11 @@ def test_add_registers_sources_keeping_comments_and_refuses_what_it_cannot_add(
     (folder / "extra" / "ada.md").write_text("Another Ada.\n", encoding="utf-8")
     monkeypatch.chdir(folder)
     done = add_source(config, Path("../handbook"), "notes.handbook")
-    assert done.notes == ["created space notes.handbook"] and done.sources == [
-        (str(tmp_path / "handbook"), "**/*.md", 1)
-    ]
+    assert done.notes == [
+        "created space notes.handbook",
+        f"{(tmp_path / 'handbook').resolve()} lies outside {folder.resolve()}: written as an absolute path "
+        "(the configuration can move; that folder cannot)",
+    ] and done.sources == [(str(tmp_path / "handbook"), "**/*.md", 1)]
     with pytest.raises(ConfigurationError, match="already a source of notes.handbook"):
         add_source(config, tmp_path / "handbook", "notes.handbook")
     with pytest.raises(ConfigurationError, match="would have the doc_key.*'ada.md'.*--key-prefix extra/"):
