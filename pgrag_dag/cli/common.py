@@ -91,12 +91,16 @@ def query_target(settings, realm: str | None, space: str | None) -> tuple[str, s
     return realm, space
 
 
-def resolve_partition(engine, text: str) -> tuple[str, str]:
+def resolve_partition(engine, text: str | None) -> tuple[str, str]:
     """``(realm, space)`` of a ``<realm>.<space>`` argument (or its Dagster partition key) among the declared
-    spaces."""
+    spaces; ``None`` (the argument left out) is the one space the configuration declares
+    (:func:`only_space`)."""
     from pgrag_dag.names import parse_partition
 
-    return parse_partition(text, [(r, s) for r, spec in engine.settings.realms.items() for s in spec.spaces])
+    return parse_partition(
+        text or only_space(engine.settings),
+        [(r, s) for r, spec in engine.settings.realms.items() for s in spec.spaces],
+    )
 
 
 def only_space(settings) -> str:
@@ -117,6 +121,14 @@ def only_space(settings) -> str:
 Partition = Annotated[
     str, typer.Argument(help="<realm>.<space>, as in pgrag.yaml (or its Dagster partition key)")
 ]
+OptionalPartition = Annotated[
+    str | None,
+    typer.Argument(
+        help="<realm>.<space>, as in pgrag.yaml (or its Dagster partition key); may be left out when the "
+        "configuration declares one space"
+    ),
+]
+"""The partition of a command whose only positional argument it is: left out, the one declared space."""
 AsJson = Annotated[bool, typer.Option("--json", help="print the result as JSON")]
 
 

@@ -11,13 +11,20 @@ from typing import Annotated
 
 import typer
 
-from pgrag_dag.cli.common import AsJson, Partition, app, fail, open_engine, resolve_partition
+from pgrag_dag.cli.common import (
+    AsJson,
+    OptionalPartition,
+    app,
+    fail,
+    open_engine,
+    resolve_partition,
+)
 from pgrag_dag.errors import PgragError
 
 
 @app.command()
 def export(
-    partition: Partition,
+    partition: OptionalPartition = None,
     fmt: Annotated[
         list[str] | None,
         typer.Option(
@@ -71,7 +78,7 @@ def export(
 
 @app.command()
 def view(
-    partition: Partition,
+    partition: OptionalPartition = None,
     out: Annotated[
         Path | None,
         typer.Option(

@@ -9,7 +9,15 @@ from typing import Annotated, Any, Literal
 
 import typer
 
-from pgrag_dag.cli.common import AsJson, Partition, app, fail, open_engine, query_target, resolve_partition
+from pgrag_dag.cli.common import (
+    AsJson,
+    OptionalPartition,
+    app,
+    fail,
+    open_engine,
+    query_target,
+    resolve_partition,
+)
 from pgrag_dag.errors import PgragError
 from pgrag_dag.operate.summary import counted
 
@@ -88,7 +96,7 @@ def _show(kind: str, partition: str, page: Any, as_json: bool, line: Any) -> Non
 
 
 def _listing(
-    kind: str, partition: str, as_json: bool, read: Any, line: Any, note: Any = None, **filters: Any
+    kind: str, partition: str | None, as_json: bool, read: Any, line: Any, note: Any = None, **filters: Any
 ) -> None:
     """Read one page with ``read(conn, realm, space, **filters)`` and :func:`_show` it; ``note(conn, realm,
     space, page)``, when given, returns a line said on stderr after the page (or ``None``)."""
@@ -148,7 +156,7 @@ def _flags(row: dict[str, Any], *names: str) -> str:
 
 @list_app.command("entities")
 def list_entities(
-    partition: Partition,
+    partition: OptionalPartition = None,
     name: Name = None,
     entity_type: Annotated[str | None, typer.Option("--type", help="entity type (any case)")] = None,
     include_dormant: Annotated[
@@ -198,7 +206,7 @@ def _type_note(conn: Any, realm: str, space: str, entity_type: str, page: Any) -
 
 @list_app.command("relations")
 def list_relations(
-    partition: Partition,
+    partition: OptionalPartition = None,
     name: Name = None,
     predicate: Annotated[str | None, typer.Option("--predicate", help="predicate (any case)")] = None,
     include_superseded: Annotated[
@@ -238,7 +246,7 @@ def list_relations(
 
 @list_app.command("communities")
 def list_communities(
-    partition: Partition,
+    partition: OptionalPartition = None,
     name: Name = None,
     level: Annotated[int | None, typer.Option("--level", min=0, help="this level only")] = None,
     sort: CommunitySort = "size",
@@ -269,7 +277,11 @@ def list_communities(
 
 @list_app.command("documents")
 def list_documents(
-    partition: Partition, name: Name = None, limit: Limit = 50, offset: Offset = 0, as_json: AsJson = False
+    partition: OptionalPartition = None,
+    name: Name = None,
+    limit: Limit = 50,
+    offset: Offset = 0,
+    as_json: AsJson = False,
 ) -> None:
     """Documents in document order: doc_key, title, chunks, characters; --name matches the doc_key or
     title."""
@@ -304,13 +316,12 @@ def top(
 ) -> None:
     """A space at a glance: its most mentioned entities, heaviest relations and largest communities. The
     first page of each `pgrag list` in its default order, where junk names show first."""
-    from pgrag_dag.cli.common import only_space
     from pgrag_dag.query.assembly import render_relation
     from pgrag_dag.store import db, inventory
 
     try:
         with _engine_closing() as engine:
-            realm, space = resolve_partition(engine, partition or only_space(engine.settings))
+            realm, space = resolve_partition(engine, partition)
             with db.database_errors(engine.dsn), db.read_connection(engine.dsn) as conn, conn.transaction():
                 _require_space(conn, engine.settings, realm, space)
                 pages = {

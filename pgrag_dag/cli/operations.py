@@ -13,6 +13,7 @@ import typer
 
 from pgrag_dag.cli.common import (
     AsJson,
+    OptionalPartition,
     Partition,
     app,
     cache_app,
@@ -96,7 +97,7 @@ def reembed(
 
 @app.command()
 def coverage(
-    partition: Partition,
+    partition: OptionalPartition = None,
     limit: Annotated[int, typer.Option(help="communities and entities listed")] = 20,
     as_json: AsJson = False,
 ) -> None:

@@ -52,6 +52,18 @@ def test_index_without_a_partition_takes_the_only_space_and_names_them_when_ther
     )
 
 
+def test_listings_and_the_view_without_a_partition_read_the_only_space(
+    indexed: SmallCorpus, realm: str, tmp_path: Path
+) -> None:
+    for command in (["list", "entities"], ["list", "documents"], ["coverage"]):
+        bare, named = runner.invoke(app, command), runner.invoke(app, [*command, f"{realm}.main"])
+        assert bare.exit_code == 0, bare.output
+        assert bare.stdout == named.stdout and bare.stdout.strip()
+    out = runner.invoke(app, ["view", "--out", str(tmp_path / "g.html")])
+    assert out.exit_code == 0, out.output
+    assert (tmp_path / "g.html").read_text(encoding="utf-8").count("<svg") >= 1
+
+
 def test_coverage_with_telemetry_off_says_so_and_how_to_turn_it_on(indexed: SmallCorpus, realm: str) -> None:
     assert load_settings(indexed.config).telemetry.coverage is False  # the default
     out = runner.invoke(app, ["coverage", f"{realm}.main"])
