@@ -21,7 +21,7 @@ from pgrag_dag.pipeline import index_documents
 from pgrag_dag.query import query_data
 from pgrag_dag.query_param import QueryParam
 from pgrag_dag.store import db, schema
-from tests.e2e.test_demo_corpus import _engine
+from tests.demo_graph import demo_engine
 from tests.fix_pg import drop_realm
 
 # a path of the traversal never revisits a vertex: m is not the seed, c is neither the seed nor m
@@ -47,7 +47,7 @@ def demo(pg_dsn: str) -> Iterator[Demo]:
     name = f"cydemo{os.getpid()}"
     schema.init_realm(conn, name, embedding_model="hashing-sha256", dim=384)
     try:
-        engine = _engine(pg_dsn, name)
+        engine = demo_engine(pg_dsn, name)
         index_documents(engine, name, "demo", communities=False)
         yield Demo(pg_dsn, name, engine)
         engine.close()

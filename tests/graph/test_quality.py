@@ -21,7 +21,7 @@ from pgrag_dag.store import quality as store_quality
 from pgrag_dag.store import relations as relation_store
 from pgrag_dag.store.identifiers import qualified
 from pgrag_dag.vocabulary import Vocabulary
-from tests.e2e.test_demo_corpus import _engine
+from tests.demo_graph import demo_engine
 
 
 def _both(
@@ -76,7 +76,7 @@ def _relation(
 def test_the_measurement_equals_the_definition_on_the_demo_graph_with_planted_defects(
     pg_dsn: str, realm: str
 ) -> None:
-    engine = _engine(pg_dsn, realm)
+    engine = demo_engine(pg_dsn, realm)
     index_documents(engine, realm, "demo", communities=False)
     vocabulary = engine.settings.space_spec(realm, "demo").vocabulary_model()
     s = sql.Identifier(schema.schema_for(realm))
