@@ -19,8 +19,10 @@ def demo() -> None:
     whose run fails is reported in one line (the stack trace in a log file) and the others go on; the exit
     status is 1 when any failed."""
     from pgrag_dag.assets.demo import run_demo
+    from pgrag_dag.config.load import require_configuration
 
     try:
+        require_configuration()
         failed = run_demo()
     except PgragError as exc:
         fail(exc)
@@ -80,7 +82,7 @@ def index(
         os.environ["PGRAG_OPERATIONS__ALLOW_EMPTY"] = "true"
     console = Console(stderr=True)
     try:
-        settings = load_settings()
+        settings = load_settings(required=True)
         realm, space = parse_partition(
             partition, [(r, s) for r, spec in settings.realms.items() for s in spec.spaces]
         )
