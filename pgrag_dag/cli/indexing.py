@@ -109,10 +109,15 @@ def index(
                 where = cli_progress.run_failure_where(exc, display, f"{realm}.{space}")
                 cli_progress.report_failure(console, settings.resolve(settings.data_dir), exc, where)
                 raise typer.Exit(2) from None
-            for r in results:  # a red check is said once, plainly
+            for r in results:  # a red check is said once, plainly, with what to do; a warning with its fix
                 for name, (ok, meta) in r.checks.items():
                     if not ok:
-                        once.say(f"check {r.stage}:{name} failed: {meta.get('reason') or _check_facts(meta)}")
+                        said = (
+                            meta.get("reason") or "; ".join(meta.get("blocking") or []) or _check_facts(meta)
+                        )
+                        once.say(f"check {r.stage}:{name} failed: {said}")
+                    for warning in meta.get("warnings") or []:
+                        once.say(f"{r.stage}:{name}: {warning}")
     except PgragError as exc:
         fail(exc)
     metas = stage_metas(results)
