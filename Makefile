@@ -3,6 +3,12 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+PORT   ?= 3000
+# demo, ui, stop and test work on the demo's configuration (this repository's pgrag.yaml and its .pgrag/),
+# whatever PGRAG_CONFIG the shell exports for a project of the user's (`export PGRAG_CONFIG=…` of "Your own
+# documents"): that variable is replaced for demo/ui/stop and removed for the tests, which set their own
+DEMO_ENV := PGRAG_CONFIG=$(CURDIR)/pgrag.yaml LITELLM_LOCAL_MODEL_COST_MAP=True
+TEST_ENV := env -u PGRAG_CONFIG LITELLM_LOCAL_MODEL_COST_MAP=True
 
 .PHONY: install demo test test-slow test-all test-scale lint format ui bench stop clean
 
@@ -15,23 +21,23 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/pgrag demo
+	$(DEMO_ENV) $(BIN)/pgrag demo
 
 # every test but the slow end-to-end ones (marked `slow`: kill -9 recovery, the demo through Dagster, the daemon
 # loop, parallel backfills, Celery, external PostgreSQL, …), which `make test-slow` runs; CI runs both
 test: $(STAMP)
-	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -m pytest -q -m "not slow"
+	$(TEST_ENV) $(BIN)/python -m pytest -q -m "not slow"
 
 test-slow: $(STAMP)
-	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -m pytest -q -m slow
+	$(TEST_ENV) $(BIN)/python -m pytest -q -m slow
 
 test-all: $(STAMP)
-	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -m pytest -q
+	$(TEST_ENV) $(BIN)/python -m pytest -q
 
 # the scale-out tests alone (also in `make test-slow`): external PostgreSQL over TCP, steps on Celery workers, the
 # daemon loop, parallel backfills and the multiprocess executor
 test-scale: $(STAMP)
-	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python -m pytest -q -s tests/e2e/test_external_pg.py tests/e2e/test_celery.py \
+	$(TEST_ENV) $(BIN)/python -m pytest -q -s tests/e2e/test_external_pg.py tests/e2e/test_celery.py \
 		tests/e2e/test_daemon_loop.py tests/e2e/test_parallel_backfill.py
 
 # the gates (CI runs them before the tests): formatting, lint rules, types, the layer contract
@@ -46,14 +52,15 @@ format: $(STAMP)
 	$(BIN)/ruff format $(LINTED)
 	$(BIN)/ruff check --fix $(LINTED)
 
+# the Dagster UI on the demo's instance; `make ui PORT=3001` when 3000 is taken
 ui: $(STAMP)
-	PATH=$(CURDIR)/$(BIN):$$PATH LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/pgrag ui --port 3000
+	PATH=$(CURDIR)/$(BIN):$$PATH $(DEMO_ENV) $(BIN)/pgrag ui --port $(PORT)
 
 bench: $(STAMP)
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python evaluation/bench_index.py
 
 stop: $(STAMP)
-	$(BIN)/pgrag stop-db
+	$(DEMO_ENV) $(BIN)/pgrag stop-db
 
 clean: stop
 	rm -rf .pgrag

@@ -70,9 +70,10 @@ def measured(
     metrics: dict[str, Any],
     *,
     severity: dg.AssetCheckSeverity = dg.AssetCheckSeverity.ERROR,
+    description: str | None = None,
 ) -> dg.AssetCheckResult:
     """A measurement check of ``partition`` (e.g. ``graph_quality``, ``pending_work``): the metrics as
-    metadata, with ``severity`` when not ok."""
+    metadata, with ``severity`` when not ok; ``description`` replaces "<partition>: <check> passed|failed"."""
     meta: dict[str, Any] = {"partition": partition}
     meta.update(
         {
@@ -86,5 +87,23 @@ def measured(
         passed=ok,
         metadata=meta,
         severity=severity,
-        description=f"{partition}: {check} {'passed' if ok else 'failed'}",
+        description=description or f"{partition}: {check} {'passed' if ok else 'failed'}",
+    )
+
+
+def graded(asset: str, partition: str, check: str, ok: bool, metrics: dict[str, Any]) -> dg.AssetCheckResult:
+    """A measurement check whose metrics carry ``blocking`` and ``warnings`` lines
+    (:func:`pgrag_dag.graph.quality.judge_quality`): failed with severity ERROR when ``ok`` is false (a
+    blocking check then stops the downstream assets), failed with severity WARN when only warnings apply (the
+    run goes on, the UI shows the check yellow), else passed; the description says the lines."""
+    warn_only = ok and bool(metrics.get("warnings"))
+    lines = [*(metrics.get("blocking") or []), *(f"warning: {w}" for w in metrics.get("warnings") or [])]
+    return measured(
+        asset,
+        partition,
+        check,
+        ok and not warn_only,
+        metrics,
+        severity=dg.AssetCheckSeverity.WARN if warn_only else dg.AssetCheckSeverity.ERROR,
+        description=f"{partition}: " + "; ".join(lines) if lines else None,
     )

@@ -98,8 +98,10 @@ def _inputs_hash(settings: Settings, name: str, key: str) -> str | None:
 
 
 EXTRA_CHECKS = {
-    "graph_quality": "Table 6 measurements; duplicate edge rows, fragmented short-form vertices and pronoun "
-    "entities must be zero (§8.6)",
+    "graph_quality": "Table 6 measurements (§8.6). Blocking, red, for every extractor: duplicate edge rows, "
+    "fragmented short-form vertices and pronoun entities must be zero (each would corrupt the graph). A "
+    "warning, yellow and never blocking: an orphan-entity share above the extractor's own ceiling, with the "
+    "measured value and the setting that would lower it.",
 }
 SOFT_CHECKS = {
     YIELD_CHECK: (YIELD_DESCRIPTION, dg.AssetCheckSeverity.ERROR),
@@ -215,7 +217,7 @@ def stage_asset(
                     **({"pending": dg.MetadataValue.json(owed)} if isinstance(owed, dict) else {}),
                 },
             ) from exc
-        extra = [checks.measured(name, key, c, *result.checks[c]) for c in extra_checks]
+        extra = [checks.graded(name, key, c, *result.checks[c]) for c in extra_checks]
         extra += [
             checks.measured(
                 name,

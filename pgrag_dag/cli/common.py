@@ -57,7 +57,7 @@ def open_engine():
     from pgrag_dag.config.load import load_settings
     from pgrag_dag.engine import Engine
 
-    return Engine.from_settings(load_settings())
+    return Engine.from_settings(load_settings(required=True))
 
 
 def fail(exc: PgragError) -> NoReturn:

@@ -19,8 +19,10 @@ def demo() -> None:
     whose run fails is reported in one line (the stack trace in a log file) and the others go on; the exit
     status is 1 when any failed."""
     from pgrag_dag.assets.demo import run_demo
+    from pgrag_dag.config.load import require_configuration
 
     try:
+        require_configuration()
         failed = run_demo()
     except PgragError as exc:
         fail(exc)
@@ -90,7 +92,7 @@ def index(
         os.environ["PGRAG_OPERATIONS__ALLOW_EMPTY"] = "true"
     console = Console(stderr=True)
     try:
-        settings = load_settings()
+        settings = load_settings(required=True)
         realm, space = parse_partition(
             partition or only_space(settings),
             [(r, s) for r, spec in settings.realms.items() for s in spec.spaces],
@@ -118,10 +120,15 @@ def index(
                 where = cli_progress.run_failure_where(exc, display, f"{realm}.{space}")
                 cli_progress.report_failure(console, settings.resolve(settings.data_dir), exc, where)
                 raise typer.Exit(2) from None
-            for r in results:  # a red check is said once, plainly
+            for r in results:  # a red check is said once, plainly, with what to do; a warning with its fix
                 for name, (ok, meta) in r.checks.items():
                     if not ok:
-                        once.say(f"check {r.stage}:{name} failed: {meta.get('reason') or _check_facts(meta)}")
+                        said = (
+                            meta.get("reason") or "; ".join(meta.get("blocking") or []) or _check_facts(meta)
+                        )
+                        once.say(f"check {r.stage}:{name} failed: {said}")
+                    for warning in meta.get("warnings") or []:
+                        once.say(f"{r.stage}:{name}: {warning}")
     except PgragError as exc:
         fail(exc)
     metas = stage_metas(results)

@@ -57,7 +57,7 @@ def status(as_json: AsJson = False) -> None:
     from pgrag_dag.operate.status import store_status, summary_lines
 
     try:
-        result = store_status(load_settings())
+        result = store_status(load_settings(required=True))
     except PgragError as exc:
         fail(exc)
     typer.echo(json.dumps(result, default=str, indent=2) if as_json else "\n".join(summary_lines(result)))

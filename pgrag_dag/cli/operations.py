@@ -55,7 +55,7 @@ def changes(
     from pgrag_dag.store import db
 
     try:
-        settings = load_settings()
+        settings = load_settings(required=True)
         realm, space = parse_partition(
             partition, [(r, s) for r, spec in settings.realms.items() for s in spec.spaces]
         )
@@ -181,7 +181,7 @@ def ui(
     from pgrag_dag.store import db
 
     try:
-        settings = load_settings()
+        settings = load_settings(required=True)
         home = dagster_home(settings)  # starts the embedded database, exports DAGSTER_HOME
         with dg.DagsterInstance.from_config(str(home)) as instance:  # runs the UI launches never race on it
             ensure_pool_limits(
@@ -223,7 +223,7 @@ def slots(
     from pgrag_dag.config.load import load_settings
 
     try:
-        home = dagster_home(load_settings())
+        home = dagster_home(load_settings(required=True))
     except PgragError as exc:
         fail(exc)
     with dg.DagsterInstance.from_config(str(home)) as instance:
@@ -263,7 +263,7 @@ def stop_db() -> None:
     from pgrag_dag.store import db
 
     try:
-        settings = load_settings()
+        settings = load_settings(required=True)
         if settings.database_url:
             typer.echo("an external database is configured (PGRAG_DATABASE_URL); nothing to stop")
             return

@@ -55,15 +55,35 @@ def _check_yaml(path: Path) -> None:
         )
 
 
-def load_settings(config: Path | str | None = None, **overrides: Any) -> Settings:
+def require_configuration() -> None:
+    """Raise unless a configuration is there to read: ``PGRAG_CONFIG`` is set (:func:`load_settings` then
+    checks that its file exists), ``./pgrag.yaml`` exists, or the environment declares the realms
+    (``PGRAG_REALMS``). What the command line calls before anything else (issue 31 item 5): a command run in a
+    folder with no configuration must fail before it creates or starts an embedded database in
+    ``./.pgrag`` for an empty default configuration.
+
+    Raises :class:`ConfigurationError`, one line naming the folder and the two ways out.
+    """
+    if os.environ.get("PGRAG_CONFIG") or os.environ.get("PGRAG_REALMS") or config_file().is_file():
+        return
+    raise ConfigurationError(
+        f"no configuration: PGRAG_CONFIG is not set and {Path.cwd()} has no pgrag.yaml; write one with "
+        "`pgrag init DIR` or export PGRAG_CONFIG=path/to/pgrag.yaml"
+    )
+
+
+def load_settings(config: Path | str | None = None, *, required: bool = False, **overrides: Any) -> Settings:
     """Build :class:`Settings` from ``config`` (default :func:`config_file`), the environment and
-    ``overrides``.
+    ``overrides``; with ``required`` (the command line) and no ``config``, first
+    :func:`require_configuration`.
 
     Relative paths in the file resolve against the file's directory. Every space's operator
     composition is resolved here. Raises :class:`ConfigurationError` naming the invalid field, the
     space/stage/option of a bad composition, the file when ``config`` or ``PGRAG_CONFIG`` names one that does
     not exist, or the file and the line when it is not YAML or not a mapping.
     """
+    if required and config is None:
+        require_configuration()
     path = Path(config) if config is not None else config_file()
     if config is not None and not path.is_file():
         raise ConfigurationError(f"configuration file {path} does not exist")

@@ -35,6 +35,8 @@ def store_status(settings: Settings) -> dict[str, Any]:
     """The store's state, as JSON-ready values:
 
     - ``database``: the DSN with its password redacted, or ``embedded (<data_dir>)``;
+    - ``embedded_server``: for an embedded database that exists, ``pid`` (the server's process, ``None`` if it
+      is not running) and ``was_running`` (false when this call started it); ``None`` otherwise;
     - ``realms``: registered and configured realms by name, each ``realm``, ``registered``, ``embedding``
       (``model``, ``dim``, ``convention`` from the realm registry; ``None`` unregistered), ``schema_version``
       and ``spaces`` (stored and configured, by name): ``space``, ``configured``, ``indexed`` (it holds a
@@ -54,6 +56,8 @@ def store_status(settings: Settings) -> dict[str, Any]:
     """
     configured = {realm: list(spec.spaces) for realm, spec in settings.realms.items()}
     absent = _embedded_absent(settings)
+    data_dir = settings.resolve(settings.data_dir)
+    was_running = None if settings.database_url or absent else db.embedded_pid(data_dir)
     if absent is not None:
         database, registry, stored, size = f"embedded ({absent}, not created yet)", {}, {}, (0, 0)
     else:
@@ -108,6 +112,9 @@ def store_status(settings: Settings) -> dict[str, Any]:
     )
     return {
         "database": database,
+        "embedded_server": None
+        if settings.database_url or absent
+        else {"pid": db.embedded_pid(data_dir), "was_running": was_running is not None},
         "indexed": indexed,
         "realms": realms,
         "llm_cache": {"rows": size[0], "bytes": size[1]},
@@ -166,10 +173,23 @@ def _size(n: int) -> str:
     return f"{n} B"  # pragma: no cover
 
 
+def _server_line(server: dict[str, Any]) -> str:
+    """Whether the embedded server runs, and why it stays up (it is shared: README "Your own documents")."""
+    if server["pid"] is None:
+        return "  embedded PostgreSQL: not running (the next command starts it)"
+    how = "running" if server["was_running"] else "started by this command"
+    return (
+        f"  embedded PostgreSQL: {how}, pid {server['pid']}; it stays up for the next command and the "
+        "Dagster UI — `pgrag stop-db` stops it"
+    )
+
+
 def summary_lines(status: dict[str, Any]) -> list[str]:
     """:func:`store_status` for people: a line per realm and per space, indented counts, the cache. Every
     count is written one way, with thousands separators (``1,271``)."""
     lines = [f"database: {status['database']}"]
+    if (server := status.get("embedded_server")) is not None:
+        lines.append(_server_line(server))
     for r in status["realms"]:
         emb = r["embedding"]
         lines.append(

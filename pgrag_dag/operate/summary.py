@@ -111,6 +111,7 @@ def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
         )
         + ", "
         f"{counted(quality.get('pronoun_entities') or 0, 'pronoun entity', 'pronoun entities')}",
+        *[f"    warning: {w}" for w in quality.get("warnings") or []],
         f"  communities      {co.get('communities')} (level 0), "
         f"{counted(h.get('parents') or 0, 'parent topic')}",
         _model_line(usage),

@@ -17,7 +17,7 @@ from pgrag_dag.engine import Engine
 from pgrag_dag.extract.gates import apply_extra_gates, apply_gates
 from pgrag_dag.frames import RAW_SCHEMA, Resolution
 from pgrag_dag.gate_rules import identity_key, normalise_predicate
-from pgrag_dag.graph.quality import measure_quality, quality_passed
+from pgrag_dag.graph.quality import judge_quality, measure_quality, quality_passed
 from pgrag_dag.graph.rederive import rederive_attributes, split_unsupported
 from pgrag_dag.graph.relations import build_relations
 from pgrag_dag.graph.resolution import apply_enrichers, merge_race_loser, resolve_entities
@@ -413,7 +413,7 @@ def stage_relations(engine: Engine, realm: str, space: str, *, full: bool = Fals
                 },
                 work_queue.data_version(conn, realm, space, "relations"),
                 0,
-                checks={"graph_quality": (quality_passed(stored), stored)},
+                checks={"graph_quality": _quality_check(engine, realm, space, stored)},
             )
         forms = graph.EntityForms(conn, realm, space, everything=todo.full)
         if todo.full:
@@ -473,8 +473,17 @@ def stage_relations(engine: Engine, realm: str, space: str, *, full: bool = Fals
         {**metadata, "seconds": round(time.perf_counter() - t0, 3)},
         version,
         relations.height,
-        checks={"graph_quality": (quality_passed(quality), quality)},
+        checks={"graph_quality": _quality_check(engine, realm, space, quality)},
     )
+
+
+def _quality_check(
+    engine: Engine, realm: str, space: str, metrics: dict[str, Any]
+) -> tuple[bool, dict[str, Any]]:
+    """The ``graph_quality`` check: passed unless a blocking measure is nonzero; the metadata judged for the
+    space's extractor (:func:`~pgrag_dag.graph.quality.judge_quality`: ``blocking``, ``warnings``)."""
+    judged = judge_quality(metrics, compose(engine.settings, realm, space).extractor.op.name)
+    return quality_passed(judged), judged
 
 
 def _supersession(engine: Engine, relations: pl.DataFrame, vocabulary: Vocabulary) -> pl.DataFrame:

@@ -105,6 +105,23 @@ def embedded_dsn(data_dir: Path) -> str:
     return str(embedded_server(data_dir).get_uri())
 
 
+def embedded_pid(data_dir: Path) -> int | None:
+    """The process id of the embedded server running under ``data_dir``, or ``None`` when none runs there
+    (no ``postmaster.pid``, or a stale one left by a server that died). Starts nothing."""
+    pidfile = Path(data_dir).resolve() / "pgdata" / "postmaster.pid"
+    try:
+        pid = int(pidfile.read_text(encoding="utf-8").split("\n", 1)[0])
+    except (OSError, ValueError):
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:  # running as another OS user (the wheel's own user under root): alive
+        return pid
+    return pid
+
+
 def stop_embedded(data_dir: Path) -> bool:
     """Stop the embedded server under ``data_dir`` if one runs there; returns whether one was running."""
     pidfile = Path(data_dir).resolve() / "pgdata" / "postmaster.pid"

@@ -174,3 +174,47 @@ def test_a_failed_blocking_check_stops_automation_downstream(small_corpus: Small
         # and the failed retry is not requested again until something upstream changes
         tick = dg.evaluate_automation_conditions(defs=defs, instance=instance, cursor=tick.cursor)
         assert tick.total_requested == 0
+
+
+def test_the_run_the_sensor_requests_for_a_space_the_cli_indexed_offline_succeeds(
+    small_corpus: SmallCorpus, realm: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 31 item 1: ``pgrag index`` with the ``nlp`` extractor ``pgrag init`` writes, then the run
+    ``pgrag ui``'s source sensor requests for that space (never materialised in Dagster), materialised as the
+    daemon would: it succeeds, every check of ``relations`` included."""
+    from typer.testing import CliRunner
+
+    from pgrag_dag.assets.changes import COMMUNITY_CHECKS
+    from pgrag_dag.assets.stages import build_assets
+    from pgrag_dag.cli import app
+
+    text = small_corpus.config.read_text(encoding="utf-8")
+    small_corpus.config.write_text(text.replace("      main:\n", "      main:\n        extractor: nlp\n"))
+    assert small_corpus.settings().space_spec(realm, "main").extractor is not None
+    monkeypatch.setenv("PGRAG_CONFIG", str(small_corpus.config))
+    key = f"{realm}.main"
+    out = CliRunner().invoke(app, ["index", key])
+    assert out.exit_code == 0 and "(all green)" in out.stdout, out.output
+    settings = small_corpus.settings()
+    assets = build_assets(settings)
+    sensor = build_source_sensor(settings, assets)
+    with dg.instance_for_test() as instance:
+        tick = sensor(dg.build_sensor_context(instance=instance, cursor=None))
+        assert isinstance(tick, dg.SensorResult) and [r.partition_key for r in tick.run_requests] == [key]
+        add_partitions(instance, [key])
+        result = dg.materialize(
+            [*assets, *COMMUNITY_CHECKS],
+            partition_key=key,
+            instance=instance,
+            selection=tick.run_requests[0].asset_selection,
+            resources={"pgrag": PgragResource(config_path=str(small_corpus.config))},
+            raise_on_error=False,
+        )
+        assert result.success
+        evaluations = {
+            (e.asset_key.to_user_string(), e.check_name): e for e in result.get_asset_check_evaluations()
+        }
+    assert evaluations[("relations", "graph_quality")].passed
+    assert all(e.passed for e in evaluations.values()), [k for k, e in evaluations.items() if not e.passed]
+    materialised = {e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}
+    assert {"relations", "embeddings", "communities"} <= materialised
