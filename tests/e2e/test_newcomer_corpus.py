@@ -1,9 +1,11 @@
 """The newcomer's first day on a real folder (issue 31, "Done when"): three of the Microsoft earnings-call
 transcripts of ``../shared/corpora`` copied into a folder, ``pgrag init`` on it as written (the offline
-``nlp`` extractor), ``pgrag index`` green with its progress, ``pgrag status``, then ``pgrag ui`` — the real
+``nlp`` extractor), ``pgrag index`` green with its progress (totals, the embeddings' rate), ``pgrag status``,
+the listing most mentioned first and the stoplist hint of a refused deletion, then ``pgrag ui`` — the real
 ``dg dev``, webserver and daemon — whose source sensor launches a run for the space the CLI indexed: that
-run, and any run automation launches after it, succeeds. Every step through the command line as a user
-types it.
+run, and any run automation launches after it, succeeds; last ``pgrag view``, whose overview is kept as
+``test-artifacts/view/newcomer-overview.png`` (headless Chromium, when installed). Every step through the
+command line as a user types it.
 
 Runtime: three transcripts (~90 chunks), the hashing embedder (``tests/fix_pg.py``), ~2-3 minutes with the
 UI's start.
@@ -12,6 +14,7 @@ UI's start.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -19,6 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pgrag_dag.cli import app
+from tests.fix_browser import CHROMIUM, chromium_dom
 from tests.fix_corpus import SHARED_CORPORA
 from tests.fix_daemon import pgrag_ui, storage_db  # noqa: F401  (storage_db: a fixture)
 
@@ -28,6 +32,7 @@ TRANSCRIPTS = SHARED_CORPORA / "msft_earnings_calls_graphrag" / "transcripts"
 CHOSEN = ("TranscriptFY15Q1.txt", "TranscriptFY18Q4.txt", "TranscriptFY20Q1.txt")
 """The three shortest transcripts (~45 kB each), three years apart."""
 SENSOR_INTERVAL_S = 5
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "view"
 
 
 @pytest.mark.skipif(not TRANSCRIPTS.is_dir(), reason="needs ../shared/corpora (PGRAG_SHARED_DIR)")
@@ -59,15 +64,22 @@ def test_a_newcomer_indexes_earnings_calls_and_the_sensor_launched_dagster_run_i
     assert "(all green)" in out.stdout and "check relations:graph_quality failed" not in out.output
     assert "relations:graph_quality" not in out.output  # nlp's orphan share is within its ceiling
     assert f"{key} raw_extractions: done in" in out.output  # the progress, one line per stage off a terminal
-    # TODO(issue 31 item 3, another clone): assert the progress lines give totals, rate and ETA per stage
-    # ("chunks of N", texts/s) once that lands.
+    # each stage ends on its total in its own unit, the embeddings with their rate
+    assert re.search(rf"{re.escape(key)} chunks: done in [\d.]+ s, \d+ chunks in 3 documents", out.output)
+    assert re.search(
+        rf"{re.escape(key)} embeddings: done in [\d.]+ s, [\d,]+ texts \([\d,.]+ texts/s\)", out.output
+    )
     indexed = json.loads(runner.invoke(app, ["status", "--json"]).stdout)
     space = next(
         s for r in indexed["realms"] if r["realm"] == realm for s in r["spaces"] if s["space"] == "calls"
     )
     assert space["documents"] == 3 and space["entities"]["live"] > 100 and space["relations"]["live"] > 10
-    # TODO(issue 31 item 2, another clone): `pgrag list entities --sort mentions` puts the most mentioned
-    # first, and a refused `pgrag delete entity` of a junk name prints the name_stoplist YAML to paste.
+    # the listing a user scans: most mentioned first; deleting one says how to stop the name instead
+    listed = json.loads(runner.invoke(app, ["list", "entities", "--json"]).stdout)["items"]
+    mentions = [e["mentions"] for e in listed]
+    assert len(mentions) > 10 and mentions == sorted(mentions, reverse=True)
+    refused = runner.invoke(app, ["delete", "entity", key, listed[0]["name"]])
+    assert refused.exit_code == 2 and 'gates: [{name: "name_stoplist", options: {names: [' in refused.stderr
 
     # 3. pgrag ui: its source sensor launches a run for the space the CLI indexed; it and any run automation
     # launches after it succeed (the graph_quality check blocks nothing on what nlp built)
@@ -91,5 +103,15 @@ def test_a_newcomer_indexes_earnings_calls_and_the_sensor_launched_dagster_run_i
     assert runs[0]["tags"].get("dagster/partition") == key
     assert "relations" in runs[0]["assets"] and "communities" in runs[0]["assets"]
     assert [r["status"] for r in runs] == ["SUCCESS"] * len(runs), runs
-    # TODO(issue 31 item 4, another clone): keep a screenshot of the readable graph view of this space
-    # (`pgrag view`, overview level) as a test artifact.
+
+    # 4. the graph view of the space: its overview, kept as a test artifact for a reviewer to look at
+    page = tmp_path / "view.html"
+    out = runner.invoke(app, ["view", "--out", str(page)])
+    assert out.exit_code == 0, out.output
+    if CHROMIUM is not None:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        shot = ARTIFACTS / "newcomer-overview.png"
+        shot.unlink(missing_ok=True)
+        dom = chromium_dom(page.as_uri(), tmp_path / "profile", screenshot=shot)
+        assert shot.is_file() and shot.stat().st_size > 20_000
+        assert dom.count('class="community-node"') >= 3
