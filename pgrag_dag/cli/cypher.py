@@ -102,7 +102,7 @@ def cypher(
     t_expired, superseded_by, superseded, space). Writing clauses (CREATE, MERGE, SET, DELETE, …) are
     refused with their position. The query sees what retrieval sees: the space, live rows, and --as-of /
     --as-believed-at / --include-superseded inside every hop. The limits default to the configuration's
-    cypher: section. Example: pgrag cypher "MATCH (p:Person)-[r]->(o) RETURN p.name, type(r), o.name
+    cypher: section. Example: pgrag cypher "MATCH (p:Person)-\\[r]->(o) RETURN p.name, type(r), o.name
     LIMIT 5" --space wiki.demo"""
     from pgrag_dag.config.load import load_settings
     from pgrag_dag.cypher import CypherOptions, answer
@@ -116,7 +116,7 @@ def cypher(
         realm, name = _scope(space)
         believed = None if as_believed_at is None else belief_instant(as_believed_at)
         temporal = Temporal(as_of=as_of, believed_at=believed, include_superseded=include_superseded)
-        settings = load_settings()
+        settings = load_settings(required=not explain)  # --explain compiles without a database
         bounds = {"max_hops": max_hops, "max_rows": max_rows, "timeout_s": timeout_s}
 
         def options(realm: str, space: str) -> CypherOptions:

@@ -50,9 +50,9 @@ UNREACHABLE = (
     "files outside the database are untouched: the source file itself, cassettes (pgrag cassette export), "
     "model-response spools, exports, graph views, logs",
     "PostgreSQL keeps removed rows' bytes until VACUUM reuses their space, and in its WAL, base backups and "
-    "replicas; run VACUUM (FULL) on the realm's tables to rewrite them. The purge re-analysed the realm's "
-    "tables, so the planner statistics (pg_stats) no longer quote it, but the replaced statistics rows stay "
-    "on disk until a superuser runs VACUUM (FULL) pg_catalog.pg_statistic",
+    "replicas; run VACUUM (FULL) on the realm's tables to rewrite them. A real purge (--yes) re-analyses the "
+    "realm's tables, so the planner statistics (pg_stats) no longer quote it, but the replaced statistics "
+    "rows stay on disk until a superuser runs VACUUM (FULL) pg_catalog.pg_statistic",
 )
 """What erasure cannot reach (printed with every purge report and listed in the README)."""
 

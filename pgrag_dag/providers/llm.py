@@ -130,6 +130,16 @@ def import_litellm() -> Any:
     return litellm
 
 
+NEVER_RECORDED_HINT = (
+    "this prompt was never recorded; add a live model to llm.models or import a cassette that has it"
+)
+ERASED_HINT = (
+    "its recorded response was erased (pgrag purge of a document it quotes, or pgrag cache evict) and no "
+    "cassette can bring it back; take that document out of the sources too, or add a live model to llm.models"
+)
+"""What a replay miss says: a prompt never recorded, or one whose response an erasure removed."""
+
+
 class ModelClient:
     """The chat client injected into model-calling operators.
 
@@ -298,12 +308,10 @@ class ModelClient:
             if model == REPLAY:
                 with self._cache() as conn:
                     hit = cache.get_by_prompt(conn, pkey)
+                    evicted = hit is None and cache.was_evicted(conn, pkey)
                 if hit is None:
                     replay_miss = ReplayMissError(
-                        pkey,
-                        purpose,
-                        "this prompt was never recorded; add a live model to llm.models or import a cassette "
-                        "that has it",
+                        pkey, purpose, ERASED_HINT if evicted else NEVER_RECORDED_HINT
                     )
                     errors.append(str(replay_miss))
                     continue

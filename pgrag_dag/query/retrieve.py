@@ -527,9 +527,12 @@ def _communities(conn: psycopg.Connection, realm: str, p: QueryParam, qvec: np.n
         return
     spaces = sorted({c["space"] for c in out.communities})
     written = channels.last_graph_write(conn, realm, spaces)
+    checked = channels.communities_checked(conn, realm, spaces)
     for space in spaces:
         oldest = min(c["built_at"] for c in out.communities if c["space"] == space)
-        if space in written and oldest < written[space]:
+        # a communities run that found the graph as its reports were built from brings them up to date too
+        current_at = max(oldest, checked.get(space, oldest))
+        if space in written and current_at < written[space]:
             out.warnings.append(
                 f"community reports of space {space!r} are stale: the oldest was built {oldest.isoformat()}, "
                 f"the graph was last written {written[space].isoformat()}; rebuild the communities"

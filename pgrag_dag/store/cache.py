@@ -91,6 +91,17 @@ def put(conn: psycopg.Connection, entry: dict[str, Any]) -> None:
     )
 
 
+def was_evicted(conn: psycopg.Connection, prompt_key: str) -> bool:
+    """Whether a response to the prompt ``prompt_key`` was evicted (``pgrag purge``, ``pgrag cache evict``):
+    it is remembered in ``llm_evicted``, and a cassette cannot bring it back."""
+    return (
+        conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM pgrag__control.llm_evicted WHERE prompt_key = %s)", (prompt_key,)
+        ).fetchone()
+        or (False,)
+    )[0] is True
+
+
 def delete(conn: psycopg.Connection, key: str) -> None:
     """Remove one cache entry by its key."""
     conn.execute("DELETE FROM pgrag__control.llm_cache WHERE key = %s", (key,))

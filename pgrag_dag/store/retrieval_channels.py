@@ -331,6 +331,20 @@ def community_search(
     return fetch(conn, query, {"q": qvec, "k": k, "space": space, **temporal.params()}, vector=True)
 
 
+def communities_checked(conn: psycopg.Connection, realm: str, spaces: Sequence[str]) -> dict[str, datetime]:
+    """When the communities stage of each space last read the whole graph and found its reports up to date —
+    built from it, or found it unchanged (``graph_checked``, :func:`pgrag_dag.store.history.mark_checked`).
+    Spaces never checked are absent."""
+    if not spaces:
+        return {}
+    query = sql.SQL(
+        "SELECT space, checked_at FROM {} WHERE stage = 'communities' AND space = ANY(%(spaces)s)"
+    ).format(qualified(realm, "graph_checked"))
+    return {
+        str(row["space"]): row["checked_at"] for row in fetch(conn, query, {"spaces": sorted(set(spaces))})
+    }
+
+
 def last_graph_write(conn: psycopg.Connection, realm: str, spaces: Sequence[str]) -> dict[str, datetime]:
     """The instant of the last write to each space's graph: the latest relation ``t_created``,
     ``t_expired`` or ``dormant_since`` and entity ``t_updated`` or ``dormant_since``. Spaces with

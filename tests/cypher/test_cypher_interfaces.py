@@ -162,3 +162,15 @@ def test_the_configured_limits_bound_the_command_and_the_resource(
     config.write_text("cypher:\n  max_hops: -1\n")
     with pytest.raises(ConfigurationError, match="max_hops"):
         load_settings(config)
+
+
+def test_the_example_in_pgrag_cypher_help_compiles(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The help's example is shown as written (``[r]`` is no markup to strip) and compiles as it reads."""
+    monkeypatch.chdir(tmp_path)  # --explain needs no configuration and no database
+    monkeypatch.delenv("PGRAG_CONFIG", raising=False)
+    shown = " ".join(runner.invoke(app, ["cypher", "--help"], terminal_width=200).stdout.split())
+    example = shown.split('Example: pgrag cypher "', 1)[1].split('" --space', 1)[0]
+    assert example == "MATCH (p:Person)-[r]->(o) RETURN p.name, type(r), o.name LIMIT 5"
+    out = runner.invoke(app, ["cypher", example, "--space", "wiki.demo", "--explain"])
+    assert out.exit_code == 0, out.output
+    assert "SELECT" in out.stdout

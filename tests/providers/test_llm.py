@@ -221,6 +221,23 @@ def test_a_replay_miss_raises_naming_the_purpose(make_client: Factory) -> None:
     assert info.value.prompt_key == prompt_key(messages, client.params(json_mode=True))
 
 
+def test_a_replay_miss_of_an_erased_response_says_it_was_erased_not_never_recorded(
+    stub_llm: StubServer, make_client: Factory, conn: psycopg.Connection
+) -> None:
+    stub_llm.answer = lambda messages: '{"answer": "recorded"}'
+    messages = _messages()
+    make_client([_model()], stub_llm).complete(messages, purpose="extract")
+    replay = make_client([REPLAY])
+    key = prompt_key(messages, replay.params(json_mode=True))
+    assert len(cache.evict_prompt(conn, key[:16])) == 1  # as a purge of a document it quotes evicts it
+    with pytest.raises(ReplayMissError) as info:
+        replay.complete(messages, purpose="extract")
+    assert "its recorded response was erased (pgrag purge" in str(info.value)
+    assert "never recorded" not in str(info.value)
+    with pytest.raises(ReplayMissError, match="this prompt was never recorded"):
+        replay.complete(_messages(), purpose="extract")
+
+
 def test_a_replay_miss_falls_over_to_a_live_model(stub_llm: StubServer, make_client: Factory) -> None:
     stub_llm.answer = lambda messages: "live answer"
     model = _model()
