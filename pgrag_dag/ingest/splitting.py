@@ -236,3 +236,14 @@ def locate(document: str, chunk: str, start: object, cursor: int) -> Span | None
     at = document.find(chunk, cursor)
     at = at if at >= 0 else document.find(chunk)
     return (at, at + len(chunk)) if at >= 0 and chunk else None
+
+
+_WRAPPED = re.compile(r"(?m)^(.{40,}[^.!?:;\s])[ \t]*\n(?=[ \t]*\S)")
+"""A line of prose (40 characters or more, not ending a sentence) then a non-blank line: a hard wrap."""
+
+
+def unwrap_hard_wraps(text: str) -> str:
+    """``text`` with hard-wrapped prose lines joined by a space (novels, e-mails and plain-text filings wrap
+    at ~70 columns), so that a sentence spanning lines splits as one sentence, not as its fragments; short
+    lines (headings, list items), lines ending a sentence and paragraph breaks stay as they are."""
+    return _WRAPPED.sub(r"\1 ", text)

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from pgrag_dag.extract.cooccurrence import sentences_of
+from pgrag_dag.ingest.splitting import unwrap_hard_wraps
 from pgrag_dag.providers.embedding import Embedder
 from pgrag_dag.query.assembly import clip, render_relation
 from pgrag_dag.query.citations import sources
@@ -115,7 +116,7 @@ def extractive_answer(
 
 def _candidates(text: str, limit: int) -> list[str]:
     """The passage's candidate sentences (see :func:`extractive_answer`), whitespace collapsed."""
-    pieces = [" ".join(s.split()) for s in sentences_of(text)]
+    pieces = [" ".join(s.split()) for s in sentences_of(unwrap_hard_wraps(text))]
     pieces = [p for p in pieces if p]
     long = [p for p in pieces if len(_SPEAKER.sub("", p).split()) >= MIN_WORDS]
     return (long or pieces or [" ".join(text.split())])[:limit]

@@ -16,6 +16,7 @@ from pgrag_dag.ingest.splitting import (
     chunk_documents,
     chunk_text,
     split_sentences,
+    unwrap_hard_wraps,
 )
 from pgrag_dag.operators.contracts import ChunkContract, validate
 
@@ -238,3 +239,26 @@ def test_issue13_a_user_chunker_that_re_joins_text_gets_offsets_only_where_its_c
     assert (metas[0]["char_start"], metas[0]["char_end"]) == (0, 4)
     assert "char_start" not in metas[1]  # not a substring: no offsets rather than wrong ones
     assert (metas[2]["char_start"], metas[2]["char_end"]) == (12, 16)  # a wrong claim is corrected
+
+
+def test_hard_wrapped_prose_unwraps_and_headings_stay() -> None:
+    """Dumas as Project Gutenberg wraps it: a sentence over three lines becomes one line; a heading, a short
+    line and a paragraph break are kept (what ``pgrag query`` shows offline, sentence by sentence)."""
+    text = (
+        "CHAPTER IV\n\n"
+        "She was from Tours and had a fine voice. Marie Michon was a\n"
+        "very aristocratic person; like her sister the queen, she had been\n"
+        "brought up at court.\n"
+        "Short line\n"
+        "next"
+    )
+    assert unwrap_hard_wraps(text) == (
+        "CHAPTER IV\n\n"
+        "She was from Tours and had a fine voice. Marie Michon was a very aristocratic person; like her sister "
+        "the queen, she had been brought up at court.\n"
+        "Short line\n"
+        "next"
+    )
+    assert unwrap_hard_wraps("A line that ends a sentence well past forty characters.\nNext one.") == (
+        "A line that ends a sentence well past forty characters.\nNext one."
+    )
