@@ -84,6 +84,12 @@ def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
         f"{c.get('documents_replaced')} replaced, "
         f"{c.get('documents_removed', 0)} removed, {c.get('documents_unchanged')} unchanged"
         + (f", {c['documents_renamed']} renamed in place" if c.get("documents_renamed") else "")
+        # a file that cannot be read now keeps its indexed chunks: count it, or the space seems to shrink
+        + (
+            f", {c['skipped_documents_kept']} unreadable now and kept as indexed"
+            if c.get("skipped_documents_kept")
+            else ""
+        )
         + ")",
         f"  chunks           {c.get('chunks')}  ({c.get('chunks_inserted')} inserted this run)",
         f"  entities         {r.get('entities')}  ({r.get('entities_dormant')} dormant)",

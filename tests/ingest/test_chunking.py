@@ -254,8 +254,8 @@ def test_hard_wrapped_prose_unwraps_and_headings_stay() -> None:
     )
     assert unwrap_hard_wraps(text) == (
         "CHAPTER IV\n\n"
-        "She was from Tours and had a fine voice. Marie Michon was a very aristocratic person; like her sister "
-        "the queen, she had been brought up at court.\n"
+        "She was from Tours and had a fine voice. Marie Michon was a very aristocratic person; like her "
+        "sister the queen, she had been brought up at court.\n"
         "Short line\n"
         "next"
     )

@@ -61,6 +61,12 @@ def test_a_space_without_a_vocabulary_says_so() -> None:
         == "  gate decisions   this run: 10 entities and 9 triples accepted, 0 rejected"
     )
     assert _line(lines, "documents") == "  documents        3  (1 added, 0 replaced, 2 removed, 2 unchanged)"
+    kept = _metas(share=None, snapped=0, off=[], by_reason={})
+    kept["chunks"]["skipped_documents_kept"] = 1  # a file emptied since: skipped, its chunks kept
+    assert _line(summarise("notes.main", kept), "documents") == (
+        "  documents        3  (1 added, 0 replaced, 2 removed, 2 unchanged, "
+        "1 unreadable now and kept as indexed)"
+    )
     assert _line(lines, "graph quality") == (
         "  graph quality    2 orphan entities, 0 duplicate edges, 0 fragmented vertices, 0 pronoun entities"
     )
