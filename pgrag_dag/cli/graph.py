@@ -71,7 +71,7 @@ def export(
         typer.echo(json.dumps(result.as_dict(), indent=2))
         return
     rows = ", ".join(f"{n} {t}" for t, n in result.rows.items())
-    typer.echo(f"{partition}: {rows}")
+    typer.echo(f"{realm}.{space}: {rows}")
     for path in result.files.values():
         typer.echo(str(path))
 

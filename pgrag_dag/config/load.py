@@ -53,6 +53,30 @@ def _check_yaml(path: Path) -> None:
             f"configuration file {path} line {node.start_mark.line + 1}: is {kind}, not a mapping "
             "of settings (e.g. `realms:` at the start of a line)"
         )
+    if node is not None:
+        _refuse_duplicate_keys(path, node)
+
+
+def _refuse_duplicate_keys(path: Path, node: yaml.Node) -> None:
+    """Raise a one-line :class:`ConfigurationError` naming a key a mapping of ``path`` holds twice and both
+    lines: YAML loaders keep the last silently, so a second pasted ``gates:`` line would drop the first."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, yaml.MappingNode):
+            seen: dict[str, int] = {}
+            for key, value in n.value:
+                if isinstance(key, yaml.ScalarNode):
+                    line = key.start_mark.line + 1
+                    if key.value in seen:
+                        raise ConfigurationError(
+                            f"configuration file {path} line {line}: key {key.value!r} is given twice (first "
+                            f"on line {seen[key.value]}); YAML would keep only the last — merge them into one"
+                        )
+                    seen[key.value] = line
+                stack.append(value)
+        elif isinstance(n, yaml.SequenceNode):
+            stack.extend(n.value)
 
 
 def require_configuration() -> None:

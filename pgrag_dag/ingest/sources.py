@@ -143,9 +143,15 @@ def text_keys(settings: Settings, src: SourceSpec) -> set[str]:
 
 def list_source_files(settings: Settings, spec: SpaceSpec) -> list[Path]:
     """Every file a space's sources name: by file name across all sources for ``order="filename"``,
-    else in the sources' order (sorted within each); broken links included. Raises
-    :class:`ConfigurationError` for a missing path or an empty glob."""
-    files = [p for src in spec.sources for p in _files(settings, src)]
+    else in the sources' order (sorted within each); broken links included. A glob matching nothing beside
+    sources that name files is no error — as in :func:`read_sources` (``pgrag init`` writes one source per
+    kind of document, and a folder may hold one kind only). Raises :class:`ConfigurationError` for a missing
+    path, or an empty glob when no source names a file."""
+    per_source = [_files(settings, src, allow_empty=True) for src in spec.sources]
+    for src, named in zip(spec.sources, per_source):
+        if not named and (not settings.resolve(src.path).exists() or not any(per_source)):
+            _files(settings, src)  # raises, naming the missing path or the empty glob
+    files = [p for named in per_source for p in named]
     if spec.order == "filename":
         files.sort(key=lambda p: (p.name, str(p)))
     return files

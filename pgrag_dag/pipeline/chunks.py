@@ -72,7 +72,7 @@ def stage_chunks(engine: Engine, realm: str, space: str, *, full: bool = False) 
     for s in read.skipped:
         log.warning("document skipped: %s: %s", s.where, s.reason)
     for line in read.empty_sources:
-        log.warning("%s: its documents leave the index", line)
+        log.warning("%s: no document comes from it (any it named before leaves the index)", line)
     chunker_print = work_queue.fingerprint(chunker.describe())
     prints = doc_keys.document_prints(docs, chunker_print)
     with engine.connect() as conn:  # a document read as it was chunked before is not chunked again (issue 15)

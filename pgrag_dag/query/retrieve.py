@@ -535,7 +535,8 @@ def _communities(conn: psycopg.Connection, realm: str, p: QueryParam, qvec: np.n
         if space in written and current_at < written[space]:
             out.warnings.append(
                 f"community reports of space {space!r} are stale: the oldest was built {oldest.isoformat()}, "
-                f"the graph was last written {written[space].isoformat()}; rebuild the communities"
+                f"the graph was last written {written[space].isoformat()}; rebuild the communities "
+                f"(pgrag index {realm}.{space}, or the communities asset in Dagster)"
             )
 
 

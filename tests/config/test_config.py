@@ -148,3 +148,24 @@ def test_a_pgrag_config_naming_no_file_is_refused_not_ignored(
     assert not (tmp_path / ".pgrag").exists()  # no embedded server started for it
     monkeypatch.delenv("PGRAG_CONFIG")
     assert load_settings().realms == {}  # no PGRAG_CONFIG and no ./pgrag.yaml: the defaults, as before
+
+
+def test_a_key_given_twice_is_refused_naming_both_lines(tmp_path: Path) -> None:
+    """Two pasted ``gates:`` lines (two stoplist suggestions) must not silently keep only the last."""
+    config = tmp_path / "pgrag.yaml"
+    config.write_text(
+        "realms:\n"
+        "  docs:\n"
+        "    spaces:\n"
+        "      docs:\n"
+        "        sources: [{path: ., glob: '*.txt'}]\n"
+        '        gates: [{name: "name_stoplist", options: {names: ["Note"]}}]\n'
+        '        gates: [{name: "name_stoplist", options: {names: ["Other"]}}]\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigurationError) as info:
+        load_settings(config)
+    assert str(info.value) == (
+        f"configuration file {config} line 7: key 'gates' is given twice (first on line 6); YAML would keep "
+        "only the last — merge them into one"
+    )

@@ -200,7 +200,7 @@ def test_a_source_whose_last_file_was_deleted_removes_its_documents_beside_the_o
     assert done.metadata["documents_removed"] == 1 and done.metadata["documents"] == 2
     assert any(
         "matches no file for glob '*.md'" in r.getMessage()
-        and "its documents leave the index" in r.getMessage()
+        and "any it named before leaves the index" in r.getMessage()
         for r in caplog.records
     )
     # a registered file since deleted is refused, saying to take the source out of the configuration

@@ -285,3 +285,17 @@ def test_issue13_an_overlong_title_or_metadata_refuses_its_record_with_the_reaso
     assert [s.where.rsplit("/", 1)[-1] for s in read.skipped] == ["n.jsonl:1", "n.jsonl:2"]
     assert "title of 1,001 characters (at most 1,000" in read.skipped[0].reason
     assert read.skipped[1].reason.startswith("has 1,000,") and "bytes of metadata" in read.skipped[1].reason
+
+
+def test_a_glob_matching_nothing_beside_one_that_names_files_lists_those(tmp_path: Path) -> None:
+    """``pgrag init`` writes a source per kind (``**/*.md``, ``**/*.txt``); a folder of .txt files only must
+    not make the source sensor skip the space (issue 31 trial)."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("Ada Lovelace.\n", encoding="utf-8")
+    both = (SourceSpec(path=Path("corpus"), glob="**/*.md"), SourceSpec(path=Path("corpus"), glob="**/*.txt"))
+    settings = _settings(tmp_path, *both)
+    assert list_source_files(settings, settings.space_spec("r1", "s1")) == [corpus / "a.txt"]
+    (corpus / "a.txt").unlink()
+    with pytest.raises(ConfigurationError, match="matches no file"):
+        list_source_files(settings, settings.space_spec("r1", "s1"))
