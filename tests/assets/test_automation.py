@@ -66,6 +66,24 @@ def test_the_sensor_requests_runs_only_for_new_or_changed_spaces(
         assert json.loads(changed.cursor)[key] != json.loads(first.cursor)[key]
 
 
+def test_the_sensor_runs_a_space_one_of_whose_init_written_globs_matches_nothing(
+    small_corpus: SmallCorpus, realm: str
+) -> None:
+    """``pgrag init`` writes one source per kind of document (``**/*.md`` and ``**/*.txt``); a folder of .txt
+    files only is a space to run, not an unreadable one (issue 31 trial on the 10-K filings)."""
+    import yaml
+
+    cfg = yaml.safe_load(small_corpus.config.read_text())
+    space = cfg["realms"][realm]["spaces"]["main"]
+    space["sources"] = [{**space["sources"][0], "glob": "**/*.md"}, *space["sources"]]
+    small_corpus.config.write_text(yaml.safe_dump(cfg))
+    sensor = build_source_sensor(small_corpus.settings(), ASSETS)
+    with dg.instance_for_test() as instance:
+        first = sensor(dg.build_sensor_context(instance=instance, cursor=None))
+    assert isinstance(first, dg.SensorResult), first
+    assert [r.partition_key for r in first.run_requests] == [f"{realm}.main"]
+
+
 def test_the_nightly_schedule_refreshes_every_known_space(small_corpus: SmallCorpus, realm: str) -> None:
     schedule = build_nightly_refresh(small_corpus.settings(), _roots())
     assert schedule.cron_schedule == "0 3 * * *"
