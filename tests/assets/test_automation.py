@@ -10,6 +10,7 @@ from typing import Any
 
 import dagster as dg
 import pytest
+import yaml
 
 from pgrag_dag.assets.automation import build_nightly_refresh, build_source_sensor
 from pgrag_dag.assets.definitions import build_defs
@@ -71,8 +72,6 @@ def test_the_sensor_runs_a_space_one_of_whose_init_written_globs_matches_nothing
 ) -> None:
     """``pgrag init`` writes one source per kind of document (``**/*.md`` and ``**/*.txt``); a folder of .txt
     files only is a space to run, not an unreadable one (issue 31 trial on the 10-K filings)."""
-    import yaml
-
     cfg = yaml.safe_load(small_corpus.config.read_text())
     space = cfg["realms"][realm]["spaces"]["main"]
     space["sources"] = [{**space["sources"][0], "glob": "**/*.md"}, *space["sources"]]
