@@ -347,10 +347,21 @@ def _person_like(name: str) -> bool:
     )
 
 
+NOT_SURNAMES = frozenset({"the", "a", "an", "and", "of", "jr", "sr", "ii", "iii", "iv"})
+"""Last words of a person's name that are no surname: linking one would make every "The" a mention."""
+
+
+def _surname_like(word: str) -> bool:
+    """A last word that can stand alone for its person: alphabetic, two letters or more, no function word."""
+    return word.isalpha() and len(word) >= 2 and word.lower() not in NOT_SURNAMES
+
+
 def link_known(chunks: list[ChunkNames]) -> None:
     """Capitalised words naming an entity the document has found elsewhere (its name, an alias or a
     settled short form, up to three words) count as mentions of it where the NER missed them ("Babbage
-    worked with ...", parsed as a common noun at a sentence start)."""
+    worked with ...", parsed as a common noun at a sentence start). A person's surname counts when the name
+    looks like a person's (:func:`_person_like`) and the word like a surname (:func:`_surname_like`): a
+    NER "person" such as "Magic Kingdom - The" must not turn every sentence-initial "The" into a mention."""
     known: dict[str, tuple[str, dict[str, Any]]] = {}
     surnames: dict[str, set[str]] = {}
     for chunk in chunks:
@@ -358,7 +369,7 @@ def link_known(chunks: list[ChunkNames]) -> None:
             for form in [record["name"], *record["aliases"]]:
                 known.setdefault(identity_key(form), (key, record))
             words = record["name"].split()
-            if record["type"] == "Person" and len(words) > 1:
+            if record["type"] == "Person" and _person_like(record["name"]) and _surname_like(words[-1]):
                 surnames.setdefault(identity_key(words[-1]), set()).add(key)
     for surname, keys in surnames.items():  # a surname two persons share names neither
         if len(keys) == 1 and surname not in known:

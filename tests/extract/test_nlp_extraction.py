@@ -268,3 +268,19 @@ def test_terms_a_document_repeats_are_concepts() -> None:
     assert not {n for n in entities if n.lower().startswith(("several", "small"))}
     off = extract_documents([texts], NlpOptions(term_mentions=0))[0]
     assert "punched cards" not in {e["name"] for c in off for e in c["entities"]}
+
+
+def test_a_mistyped_person_ending_in_the_never_makes_every_the_a_mention() -> None:
+    """Disney's FY2014 10-K (Item 1): the NER types the heading "Magic Kingdom - The" as a Person; its last
+    word must not count as a surname, or every sentence opening with "The" names it (issue 31 trial: 448
+    mentions in 534 chunks)."""
+    filing = json.loads(
+        _shared("sec_10k_edgar_crawler/1001039_10K_2014_0001001039-14-000228.json").read_text()
+    )
+    item = filing["item_1"]
+    at = item.index("Magic Kingdom - The")
+    later = item[at + 2_000 : at + 3_500]
+    assert "Magic Kingdom" not in later and later.count("The ") >= 1
+    out = extract_documents([[item[at - 800 : at + 400], later]], NlpOptions(), FINANCE)[0]
+    assert "Magic Kingdom - The" in {e["name"] for e in out[0]["entities"]}  # the NER's reading, kept
+    assert "Magic Kingdom - The" not in {e["name"] for e in out[1]["entities"]}
