@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import yaml
 from psycopg import sql
@@ -234,6 +235,15 @@ def _step(engines: dict[str, Engine], realms: dict[str, str]) -> dict[str, dict[
     return out
 
 
+def _met(conn: psycopg.Connection, s: sql.Identifier) -> list[tuple[Any, ...]]:
+    """Whom Anne de Breuil's live ``met`` edge (its document "Anne de Breuil met Athos at Berry.") ends at."""
+    return conn.execute(
+        sql.SQL("""SELECT o.name FROM {s}.relations r JOIN {s}.entities o ON o.id = r.target_id
+                    WHERE r.predicate = 'met' AND r.dormant_since IS NULL
+                      AND r.rendered LIKE 'Anne de Breuil met %%'""").format(s=s)
+    ).fetchall()
+
+
 def _configure(root: Path, engines: dict[str, Engine], realms: dict[str, str], edit: Any) -> None:
     """Apply ``edit`` to the space's configuration of both realms and reload their engines."""
     for kind in ("inc", "full"):
@@ -286,11 +296,7 @@ def test_incremental_indexing_gives_the_full_recompute_graph_over_adds_changes_a
                          FROM {s}.entities e JOIN {s}.entities m ON m.id = e.merged_into
                         WHERE e.name = 'Athos'""").format(s=s)
         ).fetchall()
-        met = conn.execute(
-            sql.SQL("""SELECT o.name FROM {s}.relations r JOIN {s}.entities o ON o.id = r.target_id
-                        WHERE r.predicate = 'met' AND r.dormant_since IS NULL
-                          AND r.rendered LIKE 'Anne de Breuil met %%'""").format(s=s)
-        ).fetchall()
+        met = _met(conn, s)
     assert fragment == [("Comte de La Fère", True, 0, 0)]  # history only: no mention, no live edge
     assert met == [("Comte de La Fère",)]  # its edges moved to the survivor
 
@@ -306,11 +312,7 @@ def test_incremental_indexing_gives_the_full_recompute_graph_over_adds_changes_a
                          FROM {s}.entities e, {s}.entities c
                         WHERE e.name = 'Athos' AND c.name = 'Comte de La Fère'""").format(s=s)
         ).fetchall()
-        met = conn.execute(
-            sql.SQL("""SELECT o.name FROM {s}.relations r JOIN {s}.entities o ON o.id = r.target_id
-                        WHERE r.predicate = 'met' AND r.dormant_since IS NULL
-                          AND r.rendered LIKE 'Anne de Breuil met %%'""").format(s=s)
-        ).fetchall()
+        met = _met(conn, s)
     assert athos == [(None, True, [])]  # a vertex again, live; the survivor holds no form of it
     assert met == [("Athos",)]  # and its edge is back
     assert added["gated_triples"].metadata["mode"] == added["relations"].metadata["mode"] == "incremental"
