@@ -101,7 +101,10 @@ def test_a_file_written_within_the_racy_window_is_not_trusted_and_a_removed_file
     docs = sorted(p for p in (small_corpus.root / "docs").iterdir() if p.is_file())
     for p in docs[1:]:
         _age(p, HOUR_NS)
-    os.utime(docs[0])  # modified just now: it may change again within the same mtime and size
+    # modified "within the racy window" whatever the machine's speed: a minute ahead of the clock, so however
+    # long the runs below take, it is never old enough to be trusted (no test timing depends on the load)
+    ahead = time.time_ns() + 60 * 10**9
+    os.utime(docs[0], ns=(ahead, ahead))
     stage_chunks(engine, realm, "main")
     assert sorted(_files(small_corpus, realm)) == sorted(p.name for p in docs[1:])
     again = stage_chunks(engine, realm, "main").metadata
