@@ -85,6 +85,18 @@ def test_hashing_vectors_separate_texts_and_ignore_case() -> None:
     assert np.array_equal(empty, punct) and empty[0] == 1.0 and float(np.abs(empty[1:]).sum()) == 0.0
 
 
+def test_hashing_vector_of_a_text_does_not_depend_on_its_batch() -> None:
+    # embed() sums every text's features in one bincount (issue 30): rows must not bleed into each other,
+    # and a text embedded alone, first, last or beside an empty one must give the same bits
+    e = HashingEmbedder(64)
+    alone = [e.embed_one(t) for t in TEXTS]
+    for batch in (TEXTS, TEXTS[::-1], ["", *TEXTS, "Ada"]):
+        got = dict(zip(batch, e.embed(batch)))
+        for text, vector in zip(TEXTS, alone):
+            assert np.array_equal(got[text], vector), text
+    assert e.embed([]) == []
+
+
 def test_hashing_embedder_refuses_a_width_below_eight() -> None:
     with pytest.raises(SchemaMismatchError):
         HashingEmbedder(4)
