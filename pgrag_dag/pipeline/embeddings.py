@@ -25,6 +25,8 @@ the next run embeds them with the model and drops the fallback vectors.
 from __future__ import annotations
 
 import logging
+import queue
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -82,6 +84,62 @@ fallback embedder), so that they outlive the run."""
 FLUSH_ROWS = 2_048
 """Vectors :func:`embed_pending` hands its sink at a time: one short transaction per this many rows keeps what
 an interrupted run embedded (issue 30) without a commit per model batch."""
+
+
+class WriteBehind:
+    """A :data:`Sink` that stores on a thread of its own, so the embedder computes the next batch while
+    PostgreSQL writes the last (issue 30: the two take comparable time with the hashing embedder, and run
+    on different cores).
+
+    ``open_writer()`` is called once, on the writer thread, and returns ``write(table, rows, vectors,
+    fallback)`` (e.g. bound to one connection) and a ``close()``. At most ``depth`` flushes wait in line, so
+    memory stays bounded when the writes are slower than the embedder. Used as a context manager: leaving
+    it — normally, by an error or by Ctrl-C — writes every flush already handed over before returning, so
+    what was embedded is kept; an error of a write is raised by the next call or on leaving, and no later
+    flush is written after it."""
+
+    def __init__(
+        self,
+        open_writer: Callable[[], tuple[Sink, Callable[[], None]]],
+        depth: int = 2,
+    ) -> None:
+        self._open = open_writer
+        self._queue: queue.Queue[tuple[str, list[Row], list[np.ndarray], bool] | None] = queue.Queue(depth)
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="pgrag-embeddings-writer", daemon=True)
+
+    def __enter__(self) -> WriteBehind:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._queue.put(None)
+        self._thread.join()
+        if self._error is not None and exc[0] is None:
+            raise self._error
+
+    def __call__(self, table: str, rows: list[Row], vectors: list[np.ndarray], fallback: bool) -> None:
+        if self._error is not None:
+            raise self._error
+        # copies: embed_pending clears its lists once they are handed over
+        self._queue.put((table, list(rows), list(vectors), fallback))
+
+    def _run(self) -> None:
+        try:
+            write, close = self._open()
+        except BaseException as exc:  # noqa: BLE001 — raised on the caller's thread
+            self._error = exc
+            write = close = None  # type: ignore[assignment]
+        try:
+            while (item := self._queue.get()) is not None:
+                if self._error is None and write is not None:
+                    try:
+                        write(*item)
+                    except BaseException as exc:  # noqa: BLE001 — raised on the caller's thread
+                        self._error = exc
+        finally:
+            if close is not None:
+                close()
 
 
 def embed_pending(
@@ -238,18 +296,30 @@ def stage_embeddings(engine: Engine, realm: str, space: str, *, full: bool = Fal
             locks.lock_partition(conn, realm, space)
             bulk_index.drop(conn, realm, bulk)  # a first load: the index is built once after the vectors
 
-    def commit(table: str, rows: list[Row], found: list[np.ndarray], by_fallback: bool) -> None:
-        # vectors commit as they come (issue 30): an interrupted run keeps them, and the next embeds the rest
-        with engine.connect() as conn, conn.transaction():
-            locks.lock_partition(conn, realm, space)
-            model = fallback.model if by_fallback and fallback is not None else None
-            counts[f"{table}_{'fallback' if by_fallback else 'embedded'}"] += vectors.write(
-                conn, realm, table, rows, found, fallback=model
-            )
+    def open_writer() -> tuple[Sink, Callable[[], None]]:
+        # one connection for the whole run, a short transaction per flush: vectors commit as they come (issue
+        # 30), so an interrupted run keeps them and the next embeds only the rest
+        conn = engine.connect()
 
-    run = embed_pending(
-        embedder, todo, batch_size=settings.batch_size, fallback=fallback, sink=commit, flush_rows=FLUSH_ROWS
-    )
+        def write(table: str, rows: list[Row], found: list[np.ndarray], by_fallback: bool) -> None:
+            with conn.transaction():
+                locks.lock_partition(conn, realm, space)
+                model = fallback.model if by_fallback and fallback is not None else None
+                counts[f"{table}_{'fallback' if by_fallback else 'embedded'}"] += vectors.write(
+                    conn, realm, table, rows, found, fallback=model
+                )
+
+        return write, conn.close
+
+    with WriteBehind(open_writer) as sink:
+        run = embed_pending(
+            embedder,
+            todo,
+            batch_size=settings.batch_size,
+            fallback=fallback,
+            sink=sink,
+            flush_rows=FLUSH_ROWS,
+        )
     with engine.connect() as conn, conn.transaction():
         locks.lock_partition(conn, realm, space)
         # community reports are embedded by the communities stage, after this one

@@ -10,6 +10,7 @@ run replaces it. Real PostgreSQL, real stages, real litellm calls to the stub se
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import dagster as dg
@@ -393,3 +394,41 @@ def test_an_interrupted_embedding_stage_keeps_what_it_committed_and_the_next_run
         "relations": total - sum(kept.values()),
     }
     assert all(has for t in TABLES for _, has in _embedded(conn, realm, t).values())
+
+
+def test_write_behind_writes_in_order_on_one_writer_and_raises_its_error_on_the_callers_thread() -> None:
+    written: list[str] = []
+    closed: list[bool] = []
+    threads: set[str] = set()
+
+    def open_writer() -> tuple[Any, Any]:
+        def write(table: str, rows: list[Any], vectors: list[np.ndarray], fallback: bool) -> None:
+            threads.add(threading.current_thread().name)
+            if table == "bad":
+                raise RuntimeError("disk full")
+            written.append(f"{table}:{len(rows)}")
+
+        return write, lambda: closed.append(True)
+
+    vec = [np.zeros(4, np.float32)]
+    with embeddings.WriteBehind(open_writer) as sink:
+        for table in ("documents", "entities", "relations"):
+            sink(table, [(1, "t", "h")], vec, False)
+    assert written == ["documents:1", "entities:1", "relations:1"] and closed == [True]
+    assert threads == {"pgrag-embeddings-writer"}
+
+    written.clear()
+    with pytest.raises(RuntimeError, match="disk full"):
+        with embeddings.WriteBehind(open_writer, depth=1) as sink:
+            sink("documents", [(1, "t", "h")], vec, False)
+            sink("bad", [(2, "t", "h")], vec, False)
+            sink("entities", [(3, "t", "h")], vec, False)  # queued behind the failure: never written
+    assert written == ["documents:1"] and closed == [True, True]
+
+    # Ctrl-C on the caller's thread: what was handed over is still written before it propagates
+    written.clear()
+    with pytest.raises(KeyboardInterrupt):
+        with embeddings.WriteBehind(open_writer) as sink:
+            sink("documents", [(1, "t", "h"), (2, "t", "h")], vec * 2, False)
+            raise KeyboardInterrupt
+    assert written == ["documents:2"]
