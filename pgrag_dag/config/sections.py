@@ -172,7 +172,9 @@ class EmbeddingSettings(StrictModel):
     retries) may take before :class:`~pgrag_dag.errors.ModelError`, ``threads`` the local model's
     intra-op threads (0: one per core). ``bulk_load_rows``: a first load of at least this many vectors into
     a table with none builds its HNSW index once after them, with ``maintenance_work_mem`` =
-    ``index_build_memory`` (issue 15, :mod:`pgrag_dag.store.bulk_index`; 0 never does).
+    ``index_build_memory`` (issue 15, :mod:`pgrag_dag.store.bulk_index`; 0 never does): ``auto`` sizes it to
+    the graph of the largest table, up to a quarter of this machine's memory (issue 30), or a size such as
+    ``2GB``.
 
     Asymmetric models: ``query_prefix``/``passage_prefix`` are prepended to query/passage texts, and
     ``query_input_type``/``passage_input_type`` sent as the provider's ``input_type``; unset (``None``)
@@ -192,7 +194,7 @@ class EmbeddingSettings(StrictModel):
     api_key: str | None = None
     batch_size: int = Field(default=64, ge=1)
     bulk_load_rows: int = Field(default=20_000, ge=0)
-    index_build_memory: str = Field(default="512MB", pattern=r"^\d+\s*(kB|MB|GB)$")
+    index_build_memory: str = Field(default="auto", pattern=r"^(auto|\d+\s*(kB|MB|GB))$")
     deadline_s: float = Field(default=120.0, gt=0)
     threads: int = Field(default=0, ge=0)
     query_prefix: str | None = None

@@ -245,3 +245,48 @@ def test_a_first_load_builds_the_hnsw_index_after_the_vectors_and_a_missing_inde
     assert healed.metadata["hnsw_built_after_load"] == ["relations"]
     with db.connect(engine.dsn) as conn:
         assert bulk_index.missing(conn, realm) == []
+
+
+def test_auto_build_memory_fits_the_largest_tables_graph_within_a_quarter_of_the_machine() -> None:
+    from pgrag_dag.store import bulk_index
+
+    gb = 2**30
+    # 102,761 vectors of 384 dimensions: (1,536 + 1,024) bytes each and a quarter more
+    assert bulk_index.auto_memory({"relations": 102_761, "entities": 28_725}, 384, 24 * gb) == "314MB"
+    assert bulk_index.auto_memory({"relations": 1_029_432}, 384, 24 * gb) == "3142MB"
+    assert bulk_index.auto_memory({"documents": 10}, 384, 24 * gb) == "64MB"  # the floor
+    assert bulk_index.auto_memory({}, 384, 24 * gb) == "64MB"
+    assert bulk_index.auto_memory({"relations": 1_029_432}, 384, 8 * gb) == "2048MB"  # the cap
+    # a halfvec index holds 2 bytes per dimension
+    assert bulk_index.auto_memory({"relations": 100_000}, 3072, 24 * gb) == "855MB"
+
+
+def test_an_hnsw_build_that_outgrows_its_memory_is_logged_and_auto_memory_fits_it(
+    conn: psycopg.Connection, realm: str, pg_dsn: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 30 item 5: pgvector's "no longer fits" notice becomes a warning naming the setting; ``auto``
+    gives the build the memory it needs (no warning)."""
+    import logging
+
+    from pgrag_dag.store import bulk_index
+
+    # 1,500 random unit-ish vectors: about 3.4 MB of graph, more than 1MB of maintenance_work_mem
+    conn.execute(
+        sql.SQL("""INSERT INTO {} (space, name, entity_type, description, embedding)
+                   SELECT 'main', 'e' || g, 'Concept', '',
+                          array(SELECT random() - 0.5 FROM generate_series(1, 384) WHERE g > 0)::vector
+                     FROM generate_series(1, 1500) g""").format(qualified(realm, "entities"))
+    )
+    for memory, overflows in (("1MB", True), ("auto", False)):
+        caplog.clear()
+        bulk_index.drop(conn, realm, ["entities"])
+        assert bulk_index.missing(conn, realm) == ["entities"]
+        with caplog.at_level(logging.INFO, logger="pgrag_dag.store.bulk_index"):
+            bulk_index.build(pg_dsn, realm, ["entities"], memory=memory)
+        assert bulk_index.missing(conn, realm) == []
+        warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert bool(warned) is overflows, warned
+        if overflows:
+            assert "no longer fits" in warned[0] and "embedding.index_build_memory" in warned[0]
+        else:
+            assert "maintenance_work_mem 64MB" in caplog.text
