@@ -24,12 +24,13 @@ the next run embeds them with the model and drops the fallback vectors.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -58,14 +59,12 @@ _LABELS = {
 
 @dataclass
 class TableRun:
-    """One table's outcome: rows the model embedded (with their vectors, in order), rows the fallback
-    embedded, and rows left without a new vector."""
+    """One table's outcome, in rows: embedded by the model, embedded by the fallback, and left without a
+    new vector (the vectors themselves went to the sink)."""
 
-    rows: list[Row] = field(default_factory=list)
-    vectors: list[np.ndarray] = field(default_factory=list)
-    fallback_rows: list[Row] = field(default_factory=list)
-    fallback_vectors: list[np.ndarray] = field(default_factory=list)
-    left: list[Row] = field(default_factory=list)
+    embedded: int = 0
+    fallback: int = 0
+    left: int = 0
 
 
 @dataclass
@@ -121,8 +120,7 @@ class WriteBehind:
     def __call__(self, table: str, rows: list[Row], vectors: list[np.ndarray], fallback: bool) -> None:
         if self._error is not None:
             raise self._error
-        # copies: embed_pending clears its lists once they are handed over
-        self._queue.put((table, list(rows), list(vectors), fallback))
+        self._queue.put((table, rows, vectors, fallback))
 
     def _run(self) -> None:
         try:
@@ -144,19 +142,20 @@ class WriteBehind:
 
 def embed_pending(
     embedder: Embedder,
-    todo: dict[str, list[Row]],
+    todo: Mapping[str, Iterable[Row]],
     *,
+    totals: Mapping[str, int],
     batch_size: int,
+    sink: Sink,
     fallback: Embedder | None = None,
-    sink: Sink | None = None,
     flush_rows: int = FLUSH_ROWS,
 ) -> EmbeddingRun:
-    """Embed ``todo`` (table → pending rows) as passages, ``batch_size`` texts per ``embedder`` call,
-    table by table in the given order.
+    """Embed ``todo`` (table → its pending rows, read as they come: a stream keeps memory bounded at any
+    size, issue 30) as passages, ``batch_size`` texts per ``embedder`` call, table by table in the given
+    order; ``totals`` (table → rows) only feeds the progress display.
 
-    With ``sink``, the vectors are handed to it every ``flush_rows`` rows of a table (and at each table's
-    end) and not kept: the result's :class:`TableRun` lists the rows but holds no vectors. Without, they
-    are kept in the result.
+    The vectors are handed to ``sink`` every ``flush_rows`` rows of a table (and at each table's end), model
+    and fallback vectors apart, and not kept: the result counts rows.
 
     Each batch is checked as ``pgrag reembed`` checks it
     (:func:`pgrag_dag.providers.embedding.embed_distinct`: one finite vector of the embedder's width per
@@ -167,32 +166,26 @@ def embed_pending(
     those are not a model outage.
     """
     run = EmbeddingRun({table: TableRun() for table in todo})
-    total, through = sum(len(rows) for rows in todo.values()), 0
+    total, through = sum(totals.values()), 0
     if total:  # the total is shown from the start, each batch's texts once they are through
         progress.advance(0, total, "texts")
-    for table, rows in todo.items():
+    for table, stream in todo.items():
         out = run.tables[table]
-        handed = [0, 0]  # model rows, fallback rows already given to the sink
+        held: list[tuple[list[Row], list[np.ndarray]]] = [([], []), ([], [])]  # model, fallback
 
         def flush(
-            out: TableRun = out, table: str = table, handed: list[int] = handed, at_least: int = 1
+            table: str = table, held: list[tuple[list[Row], list[np.ndarray]]] = held, at_least: int = 1
         ) -> None:
-            if sink is None:
-                return
-            for fb, (got, vecs) in enumerate(
-                ((out.rows, out.vectors), (out.fallback_rows, out.fallback_vectors))
-            ):
-                if len(got) - handed[fb] >= at_least:
-                    sink(table, got[handed[fb] :], vecs, bool(fb))
-                    handed[fb] = len(got)
-                    vecs.clear()  # handed over: a long run holds one flush of vectors, not all
+            for fb, (rows, vecs) in enumerate(held):
+                if len(rows) >= at_least:
+                    sink(table, rows, vecs, bool(fb))
+                    held[fb] = ([], [])  # handed over: a long run holds one flush of vectors, not all
 
-        for start in range(0, len(rows), batch_size):
-            flush(at_least=flush_rows)
+        pending = iter(stream)
+        while batch := list(itertools.islice(pending, batch_size)):
             if through:
-                progress.advance(through, total, "texts")
-            through += len(rows[start : start + batch_size])
-            batch = rows[start : start + batch_size]
+                progress.advance(min(through, total), total, "texts")
+            through += len(batch)
             texts = [t for _, t, _ in batch]
             if run.error is None:
                 try:
@@ -200,15 +193,19 @@ def embed_pending(
                 except ModelError as exc:
                     run.error = str(exc)
                 else:
-                    out.rows += batch
-                    out.vectors += [by_text[t] for t in texts]
+                    held[0][0].extend(batch)
+                    held[0][1].extend(by_text[t] for t in texts)
+                    out.embedded += len(batch)
+                    flush(at_least=flush_rows)
                     continue
             if fallback is not None:
                 by_text = embed_distinct(fallback, texts, batch_size=batch_size, progress=None)
-                out.fallback_rows += batch
-                out.fallback_vectors += [by_text[t] for t in texts]
+                held[1][0].extend(batch)
+                held[1][1].extend(by_text[t] for t in texts)
+                out.fallback += len(batch)
+                flush(at_least=flush_rows)
             else:
-                out.left += batch
+                out.left += len(batch)
         flush()
     if total:
         progress.advance(total, total, "texts")
@@ -271,26 +268,27 @@ def stage_embeddings(engine: Engine, realm: str, space: str, *, full: bool = Fal
     embedded is written and the rest is left for the next run: the non-blocking ``pending_work`` check and
     every query of the space report the rows without a vector, and the stage raises
     :class:`EmbeddingIncompleteError` — unless ``embedding.fallback: hashing``, which embeds those rows apart,
-    flagged, outside every vector search (never mixed with the model's vectors). The audit frame of the
-    vectors this run wrote (of every stored vector when ``full``) is checked against
-    :class:`EmbeddingContract` (width = the realm's, no NaN). A first load of a table builds its HNSW index
-    after the vectors (:mod:`pgrag_dag.store.bulk_index`).
+    flagged, outside every vector search (never mixed with the model's vectors). Each flush's vectors are
+    audited as stored, inside its transaction, against :class:`EmbeddingContract` (width = the realm's, no
+    NaN); with ``full``, every stored vector too, a page at a time. The pending rows are read as they are
+    embedded, so memory holds a page of texts and a flush of vectors at any size (issue 30). A first load
+    of a table builds its HNSW index after the vectors (:mod:`pgrag_dag.store.bulk_index`).
     """
     t0 = time.perf_counter()
     embedder = engine.embedder()
     settings = engine.settings.embedding
     fallback = HashingEmbedder(settings.dim) if settings.fallback == "hashing" else None
+    tables = vectors.UNEMBEDDED_TABLES
     with engine.connect() as conn:
-        todo = {table: vectors.pending(conn, realm, space, table) for table in vectors.UNEMBEDDED_TABLES}
+        totals = {table: vectors.count_pending(conn, realm, space, table) for table in tables}
         bulk = [
-            t
-            for t, rows in todo.items()
-            if bulk_index.first_load(conn, realm, t, len(rows), settings.bulk_load_rows)
+            t for t, n in totals.items() if bulk_index.first_load(conn, realm, t, n, settings.bulk_load_rows)
         ]
         unindexed = bulk_index.missing(conn, realm)
-    counts: dict[str, int] = {f"{t}_{k}": 0 for t in todo for k in ("embedded", "fallback")}
+    counts: dict[str, int] = {f"{t}_{k}": 0 for t in tables for k in ("embedded", "fallback")}
     if fallback is None:
         counts = {k: v for k, v in counts.items() if k.endswith("_embedded")}
+    checked = [0]
     if bulk:
         with engine.connect() as conn, conn.transaction():
             locks.lock_partition(conn, realm, space)
@@ -308,13 +306,20 @@ def stage_embeddings(engine: Engine, realm: str, space: str, *, full: bool = Fal
                 counts[f"{table}_{'fallback' if by_fallback else 'embedded'}"] += vectors.write(
                     conn, realm, table, rows, found, fallback=model
                 )
+                # audited as stored, before the commit: a vector the contract refuses is never kept
+                audit = vectors.audit(conn, realm, space, settings.dim, {table: [r[0] for r in rows]})
+                contracts.validate(contracts.EmbeddingContract, audit.filter(~pl.col("missing")))
+                checked[0] += audit.height
 
         return write, conn.close
 
-    with WriteBehind(open_writer) as sink:
+    # the pending rows are read as they are embedded (one page in memory), on a connection of their own
+    with engine.connect() as reader, WriteBehind(open_writer) as sink:
+        todo = {table: vectors.stream_pending(reader, realm, space, table) for table in tables}
         run = embed_pending(
             embedder,
             todo,
+            totals=totals,
             batch_size=settings.batch_size,
             fallback=fallback,
             sink=sink,
@@ -322,16 +327,11 @@ def stage_embeddings(engine: Engine, realm: str, space: str, *, full: bool = Fal
         )
     with engine.connect() as conn, conn.transaction():
         locks.lock_partition(conn, realm, space)
-        # community reports are embedded by the communities stage, after this one
-        written: dict[str, Sequence[int]] | None = (
-            None if full else {t: [r[0] for r in d.rows + d.fallback_rows] for t, d in run.tables.items()}
-        )
-        audit = vectors.audit(conn, realm, space, settings.dim, written).filter(
-            pl.col("table") != "communities"
-        )
-        contracts.validate(
-            contracts.EmbeddingContract, audit.filter(~pl.col("missing"))
-        )  # rows left: pending_work
+        if full:  # every stored vector, a page at a time (community reports: the communities stage's)
+            checked[0] = 0  # what this run wrote is among them
+            for audit in vectors.audit_pages(conn, realm, space, settings.dim, tables):
+                contracts.validate(contracts.EmbeddingContract, audit.filter(~pl.col("missing")))
+                checked[0] += audit.height
         left = vectors.unembedded(conn, realm, space)
         changed = sum(counts.values())
         work_queue.finish(
@@ -367,7 +367,7 @@ def stage_embeddings(engine: Engine, realm: str, space: str, *, full: bool = Fal
         "embeddings",
         {
             **counts,
-            "vectors_checked": audit.height,
+            "vectors_checked": checked[0],
             "model": embedder.model,
             "dim": embedder.dim,
             "convention": embedder.convention,
@@ -379,6 +379,6 @@ def stage_embeddings(engine: Engine, realm: str, space: str, *, full: bool = Fal
             "seconds": round(time.perf_counter() - t0, 3),
         },
         version,
-        audit.height,
+        checked[0],
         checks={PENDING_CHECK: (passed, pending)},
     )

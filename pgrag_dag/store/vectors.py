@@ -9,7 +9,7 @@ embeds it with the model.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -46,19 +46,43 @@ def _texts(realm: str, table: str, where: sql.Composable) -> sql.Composed:
                        WHERE {where} ORDER BY id""").format(e=expr, tab=qualified(realm, table), where=where)
 
 
+_STALE = sql.SQL("space = %s AND (embedding IS NULL OR embed_hash IS DISTINCT FROM text_hash)")
+"""The rows of a space to (re-)embed — what the partial index ``<table>_stale`` holds."""
+
+
 def pending(conn: psycopg.Connection, realm: str, space: str, table: str) -> list[tuple[int, str, str]]:
     """(id, text, sha256 of text) for the space's rows of ``table`` whose embedding is missing (rows
     with only a fallback vector included) or stale — through the partial index ``<table>_stale``
     (:func:`create_text_hashes`), so a space with nothing to embed costs an index look-up, not a hash of
     every row's text (issue 15)."""
-    return conn.execute(
-        sql.SQL("""SELECT id, {e}, text_hash FROM {t} WHERE space = %s
-                                      AND (embedding IS NULL OR embed_hash IS DISTINCT FROM text_hash)
-                                          ORDER BY id""").format(
-            e=EMBED_TEXT[table], t=qualified(realm, table)
-        ),
+    return list(stream_pending(conn, realm, space, table, named=False))
+
+
+def stream_pending(
+    conn: psycopg.Connection, realm: str, space: str, table: str, *, named: bool = True, page: int = 2_000
+) -> Iterator[tuple[int, str, str]]:
+    """:func:`pending`'s rows by id, read ``page`` rows at a time through a server-side cursor (``named``), so
+    that embedding a million rows holds one page of texts, not all (issue 30). The cursor lives in ``conn``'s
+    transaction (``conn`` must not be in autocommit): it reads the rows as they were when it opened."""
+    query = sql.SQL("SELECT id, {e}, text_hash FROM {t} WHERE {stale} ORDER BY id").format(
+        e=EMBED_TEXT[table], t=qualified(realm, table), stale=_STALE
+    )
+    if not named:
+        yield from conn.execute(query, (space,))
+        return
+    with conn.cursor(name=f"pgrag_pending_{table}") as cur:
+        cur.itersize = page
+        cur.execute(query, (space,))
+        yield from cur
+
+
+def count_pending(conn: psycopg.Connection, realm: str, space: str, table: str) -> int:
+    """How many rows :func:`pending` would return (an index-only count over ``<table>_stale``)."""
+    row = conn.execute(
+        sql.SQL("SELECT count(*) FROM {t} WHERE {stale}").format(t=qualified(realm, table), stale=_STALE),
         (space,),
-    ).fetchall()
+    ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def create_text_hashes(conn: psycopg.Connection, schema: str) -> None:
@@ -164,23 +188,37 @@ def audit(
     space: str,
     expected_dim: int,
     ids: dict[str, Sequence[int]] | None = None,
+    *,
+    after: dict[str, int] | None = None,
+    limit: int | None = None,
 ) -> pl.DataFrame:
     """One row per stored embedding of the space — or only of the rows ``ids`` (table → row ids, e.g. what
     a run just wrote; a table not named is skipped): table, row_id, dim, expected_dim, finite, missing,
-    embed_hash.
+    embed_hash. ``after`` (table → id) and ``limit`` read a page: the first ``limit`` rows of each table by
+    id above ``after``'s (see :func:`audit_pages`).
 
     ``finite`` is false when any component is NaN or infinite; rows without an embedding have
     ``missing`` true (and dim 0)."""
     parts: list[tuple[Any, ...]] = []
-    for table in EMBED_TEXT if ids is None else [t for t in EMBED_TEXT if ids.get(t)]:
-        only = sql.SQL("") if ids is None else sql.SQL(" AND id = ANY(%s)")
+    tables = EMBED_TEXT if ids is None else [t for t in EMBED_TEXT if ids.get(t)]
+    for table in [t for t in tables if after is None or t in after]:
+        only = sql.SQL("") if ids is None else sql.SQL(" AND id = ANY(%(ids)s)")
+        page = (
+            sql.SQL("")
+            if after is None
+            else sql.SQL(" AND id > %(after)s ORDER BY id LIMIT {}").format(sql.Literal(limit))
+        )
         rows = conn.execute(
             sql.SQL("""SELECT id, COALESCE(vector_dims(embedding), 0), embedding IS NULL, embed_hash,
                               COALESCE(NOT ('NaN' = ANY(embedding::real[])
                                             OR 'Infinity' = ANY(embedding::real[])
                                             OR '-Infinity' = ANY(embedding::real[])), true)
-                         FROM {} WHERE space = %s{}""").format(qualified(realm, table), only),
-            (space,) if ids is None else (space, list(ids[table])),
+                         FROM {} WHERE space = %(space)s{}{}""").format(qualified(realm, table), only, page),
+            {
+                "space": space,
+                "ids": None if ids is None else list(ids[table]),
+                "after": None if after is None else after[table],
+            },
         ).fetchall()
         parts.extend((table, i, d, expected_dim, fin, miss, h) for i, d, miss, h, fin in rows)
     schema = {
@@ -193,6 +231,27 @@ def audit(
         "embed_hash": pl.String,
     }
     return pl.DataFrame(parts, schema=schema, orient="row")
+
+
+def audit_pages(
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    expected_dim: int,
+    tables: Sequence[str],
+    page: int = 20_000,
+) -> Iterator[pl.DataFrame]:
+    """:func:`audit` of every stored embedding of ``tables`` in the space, ``page`` rows of a table at a time
+    (by id, through the primary key), so that auditing a million vectors holds one page (issue 30)."""
+    for table in tables:
+        after = 0
+        while True:
+            frame = audit(conn, realm, space, expected_dim, after={table: after}, limit=page)
+            if frame.height:
+                yield frame
+            if frame.height < page:
+                break
+            after = int(frame["row_id"].max())  # type: ignore[arg-type]
 
 
 UNEMBEDDED_TABLES = ("documents", "entities", "relations")

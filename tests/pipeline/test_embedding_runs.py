@@ -15,6 +15,7 @@ from typing import Any
 
 import dagster as dg
 import numpy as np
+import polars as pl
 import psycopg
 import pytest
 import yaml
@@ -432,3 +433,25 @@ def test_write_behind_writes_in_order_on_one_writer_and_raises_its_error_on_the_
             sink("documents", [(1, "t", "h"), (2, "t", "h")], vec * 2, False)
             raise KeyboardInterrupt
     assert written == ["documents:2"]
+
+
+def test_pending_rows_stream_by_pages_and_a_full_audit_reads_every_vector_by_pages(
+    small_corpus: SmallCorpus, realm: str, conn: psycopg.Connection
+) -> None:
+    """Issue 30 item 3: the stage reads its pending rows, and a full run audits its vectors, a page at a time
+    — the same rows as reading them all at once."""
+    _graph(small_corpus, realm)
+    engine = small_corpus.engine()
+    for table in TABLES:
+        whole = vectors.pending(conn, realm, "main", table)
+        assert len(whole) > 2 and vectors.count_pending(conn, realm, "main", table) == len(whole)
+        with engine.connect() as reader:
+            assert list(vectors.stream_pending(reader, realm, "main", table, page=2)) == whole
+    meta = stage_embeddings(engine, realm, "main", full=True).metadata
+    assert all(vectors.count_pending(conn, realm, "main", t) == 0 for t in TABLES)
+    pages = list(vectors.audit_pages(conn, realm, "main", 384, TABLES, page=2))
+    assert max(p.height for p in pages) == 2
+    paged = pl.concat(pages).sort("table", "row_id")
+    whole_audit = vectors.audit(conn, realm, "main", 384).filter(pl.col("table").is_in(TABLES))
+    assert paged.equals(whole_audit.sort("table", "row_id"))
+    assert meta["vectors_checked"] == paged.height == sum(len(_embedded(conn, realm, t)) for t in TABLES)
