@@ -3,9 +3,13 @@
 Inserting vectors one by one into an HNSW index costs far more than building it once over them. When the
 ``embeddings`` stage is about to write at least ``embedding.bulk_load_rows`` vectors into a table that holds
 no vector in any space of the realm yet (a first load — nothing can be searched there before it), it drops
-that table's index inside its write transaction, writes the vectors, and after the commit builds the index
-again with ``maintenance_work_mem`` raised to ``embedding.index_build_memory``, logging the build's progress
-(``pg_stat_progress_create_index``) every ``PROGRESS_EVERY_S`` seconds.
+that table's HNSW index and its full-text GIN index (documents and relations; :func:`drop` says why) in a
+transaction of its own, writes the vectors, and after the last commit builds the indexes again with
+``maintenance_work_mem`` raised to ``embedding.index_build_memory``, logging the build's progress
+(``pg_stat_progress_create_index``) every ``PROGRESS_EVERY_S`` seconds. Queries of the table search without
+those indexes until the build ends (exact and sequential scans: slower, same results). A build that fails
+or is killed leaves an index missing; the next ``embeddings`` run of any space of the realm builds it
+(:func:`missing`), so nothing stays unindexed.
 
 Build memory (issue 30 item 5): pgvector builds the graph in ``maintenance_work_mem``; once it no longer fits
 (it says so in a NOTICE, logged here as a warning) the rest is inserted on disk, several times slower — at
@@ -15,10 +19,7 @@ from the table to index, :func:`auto_memory`: measured here, a 384-dimension vec
 with a quarter more as margin, at least 64MB and at most a quarter of this machine's memory (the embedded
 server shares it; set a size for a server elsewhere). PostgreSQL's own ``max_parallel_maintenance_workers``
 (default 2) decides the parallel build: 41.6 s with 2 workers, 52.6 s with 1, 85.4 s alone for 102,761
-vectors here. Queries of the table wait during
-the write transaction (the drop holds it exclusively) and search without the index during the build
-(exact, slower). A build that fails or is killed leaves the index missing; the next ``embeddings`` run of
-any space of the realm builds it (:func:`missing`), so nothing stays unindexed.
+vectors here (a shared machine).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ import psycopg
 from psycopg import sql
 
 from pgrag_dag.names import schema_for
-from pgrag_dag.store import db, embedding_columns, vector_index
+from pgrag_dag.store import db, embedding_columns, schema, vector_index
 from pgrag_dag.store.identifiers import qualified
 
 log = logging.getLogger(__name__)
@@ -67,24 +68,40 @@ def first_load(conn: psycopg.Connection, realm: str, table: str, rows: int, thre
 
 
 def drop(conn: psycopg.Connection, realm: str, tables: Iterable[str]) -> None:
-    """Drop the HNSW indexes of ``tables`` in the caller's transaction (rebuilt by :func:`build`)."""
+    """Drop the HNSW indexes of ``tables`` and their full-text GIN indexes
+    (:data:`~pgrag_dag.store.schema.FULL_TEXT_INDEXES`) in the caller's transaction (rebuilt by
+    :func:`build`).
+
+    Why the GIN ones too: writing a vector rewrites the whole row (no HOT update: the row grows, and the
+    partial indexes look at ``embedding``), so every index of the table gets a new entry; a relation's ten or
+    so lexemes make the GIN index about half of that write (measured at 100k relations: 0.7 s per 2,048 rows
+    with it, 0.38 s without), and building it once after costs about a second."""
     for table in tables:
-        conn.execute(
-            sql.SQL("DROP INDEX IF EXISTS {}.{}").format(
-                sql.Identifier(schema_for(realm)), sql.Identifier(index_name(table))
+        names = [index_name(table)]
+        if table in schema.FULL_TEXT_INDEXES:
+            names.append(schema.FULL_TEXT_INDEXES[table][0])
+        for name in names:
+            conn.execute(
+                sql.SQL("DROP INDEX IF EXISTS {}.{}").format(
+                    sql.Identifier(schema_for(realm)), sql.Identifier(name)
+                )
             )
-        )
 
 
 def missing(conn: psycopg.Connection, realm: str) -> list[str]:
-    """The embedded tables of ``realm`` whose HNSW index does not exist."""
+    """The embedded tables of ``realm`` whose HNSW index, or full-text GIN index, does not exist."""
     present = {
         r[0]
         for r in conn.execute(
             "SELECT indexname FROM pg_indexes WHERE schemaname = %s", (schema_for(realm),)
         ).fetchall()
     }
-    return [t for t in embedding_columns.EMBEDDED_TABLES if index_name(t) not in present]
+    return [
+        t
+        for t in embedding_columns.EMBEDDED_TABLES
+        if index_name(t) not in present
+        or (t in schema.FULL_TEXT_INDEXES and schema.FULL_TEXT_INDEXES[t][0] not in present)
+    ]
 
 
 def auto_memory(counts: dict[str, int], dim: int, machine_bytes: int | None = None) -> str:
@@ -140,6 +157,7 @@ def build(dsn: str, realm: str, tables: list[str], *, memory: str) -> float:
             conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(memory)))
             with conn.transaction():
                 embedding_columns.create_embedding_indexes(conn, realm)
+                schema.create_full_text_indexes(conn, realm)
     finally:
         done.set()
         watcher.join(timeout=5)

@@ -143,6 +143,30 @@ CREATE TABLE IF NOT EXISTS pgrag__control.llm_evicted (
 );
 """
 
+FULL_TEXT_INDEXES = {
+    "documents": (
+        "documents_fts_tsv",
+        "CREATE INDEX IF NOT EXISTS documents_fts_tsv ON {s}.documents USING gin (search_tsv) "
+        "WITH (fastupdate = off)",
+    ),
+    "relations": (
+        "relations_fts_tsv",
+        "CREATE INDEX IF NOT EXISTS relations_fts_tsv ON {s}.relations USING gin (rendered_tsv) "
+        "WITH (fastupdate = off)",
+    ),
+}
+"""table → (name, DDL) of its full-text GIN index: the lexical channels' (§7.1); ``{s}`` is the realm schema.
+A first load drops and rebuilds them with the HNSW indexes (:mod:`pgrag_dag.store.bulk_index`)."""
+
+
+def create_full_text_indexes(conn: psycopg.Connection, realm: str, tables: tuple[str, ...] = ()) -> None:
+    """Create the full-text GIN indexes of :data:`FULL_TEXT_INDEXES` (of ``tables``; all when empty) where
+    they are missing, in the caller's transaction."""
+    for table, (_, ddl) in FULL_TEXT_INDEXES.items():
+        if not tables or table in tables:
+            conn.execute(sql.SQL(ddl).format(s=sql.Identifier(schema_for(realm))))
+
+
 # {s} is the realm schema, {v} the vector type with its width.
 _REALM_DDL = (
     """
@@ -170,7 +194,9 @@ CREATE UNIQUE INDEX IF NOT EXISTS documents_space_key_chunk ON {s}.documents (sp
 ALTER TABLE {s}.documents DROP CONSTRAINT IF EXISTS documents_space_doc_key_chunk_index_key;
 ALTER TABLE {s}.documents ADD COLUMN IF NOT EXISTS search_tsv tsvector
     GENERATED ALWAYS AS (to_tsvector('english', title || ' ' || text)) STORED;
-CREATE INDEX IF NOT EXISTS documents_fts_tsv ON {s}.documents USING gin (search_tsv) WITH (fastupdate = off);
+"""
+    + FULL_TEXT_INDEXES["documents"][1]
+    + """;
 -- issue 15: what a document's chunks were made from (text, title, source, order, metadata, chunker): an equal
 -- fingerprint is not chunked again
 ALTER TABLE {s}.documents ADD COLUMN IF NOT EXISTS doc_fingerprint text;
@@ -319,8 +345,9 @@ CREATE INDEX IF NOT EXISTS relations_superseded_by ON {s}.relations (superseded_
 ALTER TABLE {s}.relations ADD COLUMN IF NOT EXISTS rendered_tsv tsvector
     GENERATED ALWAYS AS (to_tsvector('english', rendered)) STORED;
 DROP INDEX IF EXISTS {s}.relations_fts;
-CREATE INDEX IF NOT EXISTS relations_fts_tsv ON {s}.relations USING gin (rendered_tsv)
-    WITH (fastupdate = off);
+"""
+    + FULL_TEXT_INDEXES["relations"][1]
+    + """;
 CREATE TABLE IF NOT EXISTS {s}.doc_mentions (
     space text NOT NULL,
     chunk_id bigint NOT NULL REFERENCES {s}.documents(id) ON DELETE CASCADE,

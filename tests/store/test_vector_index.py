@@ -243,8 +243,19 @@ def test_a_first_load_builds_the_hnsw_index_after_the_vectors_and_a_missing_inde
         assert bulk_index.missing(conn, realm) == ["relations"]
     healed = {r.stage: r for r in index_documents(engine, realm, "main", communities=False)}["embeddings"]
     assert healed.metadata["hnsw_built_after_load"] == ["relations"]
+    with db.connect(engine.dsn, autocommit=True) as conn:
+        assert bulk_index.missing(conn, realm) == []
+        # a first load drops the full-text index too (issue 30): one a killed build left missing is rebuilt
+        conn.execute(sql.SQL("DROP INDEX {}.relations_fts_tsv").format(sql.Identifier(schema_for(realm))))
+        assert bulk_index.missing(conn, realm) == ["relations"]
+    index_documents(engine, realm, "main", communities=False)
     with db.connect(engine.dsn) as conn:
         assert bulk_index.missing(conn, realm) == []
+        gin = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND indexname = 'relations_fts_tsv'",
+            (schema_for(realm),),
+        ).fetchone()
+        assert gin is not None and "USING gin (rendered_tsv)" in gin[0] and "fastupdate=off" in gin[0]
 
 
 def test_auto_build_memory_fits_the_largest_tables_graph_within_a_quarter_of_the_machine() -> None:
