@@ -27,7 +27,10 @@ For each size in ``--sizes`` (relations), ascending, on a fresh realm ``bench_s<
    ``bench_query.time_queries`` (a query worker subprocess, warm-up, interleaved rounds), and LightRAG
    (``lightrag-hku`` in ``evaluation/.venv-lightrag``, context only, no LLM call) at the largest size
    not above ``--lightrag-max`` (default 100,000: it held 2.4 GB at 100k, bench_query), with its load
-   time and RSS. The output says at which size LightRAG stops and why.
+   time and RSS. The output says at which size LightRAG stops and why. Then **during**: a query worker of
+   ours asks the same questions back to back (``mix``) while :data:`DURING_RUNS` one-document runs index
+   (the ``change_one`` document given another last sentence each time), reported as p50/p95 with the
+   runs' seconds — what queries see while a scheduled refresh runs.
 
 **Sizes beyond the corpus are replicas.** 2WikiMultiHopQA has 6,119 passages: about 120k relations at
 this density. A size's documents are the shortest prefix of "every passage; then every passage again as
@@ -71,7 +74,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
@@ -81,7 +84,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import bench_index as bi  # noqa: E402
 import bench_query as bq  # noqa: E402
-from bench_query_workers import SPACE, own_peak_rss_mb, postgres_pss_mb  # noqa: E402
+from bench_query_workers import SPACE, Worker, own_peak_rss_mb, postgres_pss_mb  # noqa: E402
 from bench_scale_report import OPS, markdown, plot  # noqa: E402
 
 CHANGED_KEYS = re.compile(
@@ -391,10 +394,105 @@ def run_size(
         engine.close()
     if query:
         result["query"] = query_phase(size, realm, database, root, args, lightrag=query == "lightrag")
+        engine = Engine.from_settings(bq.synthetic_settings(dsn, realm, src))
+        try:
+            result["query_during"] = queries_during(
+                size,
+                realm,
+                database,
+                root,
+                args,
+                lambda n: change_again(engine, realm, pool, args, src, edited, n),
+            )
+        finally:
+            engine.close()
     if not args.keep:
         bi.fresh_realm(dsn, realm)
         shutil.rmtree(src, ignore_errors=True)
     return result
+
+
+DURING_RUNS = 3
+"""One-document runs (``change_one`` again, with another sentence each) timed while queries run."""
+
+
+def change_again(
+    engine: Any,
+    realm: str,
+    pool: ProcessPoolExecutor,
+    args: argparse.Namespace,
+    src: Path,
+    edited: dict[str, Any],
+    n: int,
+) -> dict[str, Any]:
+    """Give the document ``change_one`` edited another last sentence (``n``), cache the response of its new
+    chunk and run the six stages (:func:`incremental`)."""
+    extra = f" Copy {n + 2} of it went to the collector Ilse Varga Numbert."
+    (src / edited["file"]).write_text(edited["text"] + APPENDED + extra + "\n", encoding="utf-8")
+    pool.submit(seed, engine.dsn, realm, str(src), args.triples_per_chunk, [edited["file"]]).result()
+    return incremental(engine, engine.dsn, realm, f"during_{n}", None)
+
+
+def queries_during(
+    size: int,
+    realm: str,
+    database: bi.Database,
+    root: Path,
+    args: argparse.Namespace,
+    work: Callable[[int], dict[str, Any]],
+) -> dict[str, Any]:
+    """``mix`` latency of a query worker of ours asking the query phase's questions back to back while
+    :data:`DURING_RUNS` one-document runs (``work(n)``) index (issue 30 item 6): what a user's queries see
+    while a scheduled refresh runs. Returns ``samples``, ``p50``/``p95`` ms and each run's ``total_s``."""
+    asked = json.loads((root / f"{realm}.questions.json").read_text(encoding="utf-8"))
+    worker = Worker(
+        [
+            sys.executable,
+            str(HERE / "bench_query.py"),
+            "--worker",
+            "pgrag",
+            "--dsn",
+            database.dsn,
+            "--realm",
+            realm,
+            "--keywords",
+            args.keywords,
+            "--questions-file",
+            str(root / f"{realm}.questions.json"),
+            "--query-params",
+            "{}",
+        ],
+        bi.RESULTS / "bench_query_logs" / f"during_{size}.log",
+    )
+    ms: list[float] = []
+    stop = threading.Event()
+
+    def ask() -> None:
+        for q in itertools.cycle(asked):
+            if stop.is_set():
+                return
+            answer = worker.call(op="query", mode="mix", **q)
+            if answer.get("ok"):
+                ms.append(float(answer["ms"]))
+
+    try:
+        for q in asked[: args.warmup]:
+            worker.call(op="query", mode="mix", **q)
+        asking = threading.Thread(target=ask, daemon=True)
+        asking.start()
+        try:
+            runs = [work(n)["total_s"] for n in range(DURING_RUNS)]
+        finally:
+            stop.set()
+            asking.join()
+    finally:
+        worker.close()
+    p50, p95 = (bq.pct(ms, 50), bq.pct(ms, 95)) if len(ms) > 1 else (None, None)
+    print(
+        f"[{size:,}] mix during {DURING_RUNS} one-document runs: {len(ms)} queries, p50 {p50} / p95 {p95} ms",
+        flush=True,
+    )
+    return {"samples": len(ms), "p50": p50, "p95": p95, "runs_s": runs}
 
 
 def query_phase(

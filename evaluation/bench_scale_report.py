@@ -1,4 +1,4 @@
-"""The report of ``bench_scale.py``: Markdown tables, the issue-15 targets, and the log-log plot.
+"""The report of ``bench_scale.py``: Markdown tables, the issue-30 targets, and the log-log plot.
 
 Input everywhere: the list of per-size results ``bench_scale.run_size`` returns (``size``, ``full``,
 ``ops`` by name, optional ``query``), as also stored under ``results`` in its JSON.
@@ -23,13 +23,23 @@ SHORT = {
     "relations": "relations",
     "embeddings": "embeddings",
 }
-TARGETS = {  # issue 15, this 2-core machine; (size, what, limit)
-    "one_document_s_100k": (100_000, "slowest one-document run (add / change / delete), s", 2.0),
-    "one_document_s_1m": (1_000_000, "slowest one-document run (add / change / delete), s", 5.0),
+TARGETS = {  # issue 30 (issue 15's, with the 100k limit lowered), this 2-core machine; (size, what, limit)
+    "one_document_s_100k": (
+        100_000,
+        "slowest one-document run (add / change / delete, first or last), s",
+        1.0,
+    ),
+    "one_document_s_1m": (
+        1_000_000,
+        "slowest one-document run (add / change / delete, first or last), s",
+        5.0,
+    ),
     "unchanged_s_1m": (1_000_000, "unchanged re-materialisation, s", 5.0),
     "full_build_s_1m": (1_000_000, "full build, s", 1800.0),
     "peak_rss_mb_1m": (1_000_000, "peak Python RSS over the full build, MB", 1536.0),
-    "mix_p95_ms_1m": (1_000_000, "mix p95, ms", 60.0),
+    "incremental_rss_mb_1m": (1_000_000, "peak Python RSS over a one-document run, MB", 500.0),
+    "mix_p95_ms_1m": (1_000_000, "mix p95 after the incremental runs, ms", 60.0),
+    "mix_during_p95_ms_1m": (1_000_000, "mix p95 during one-document runs, ms", 60.0),
 }
 
 
@@ -55,6 +65,10 @@ def measured(r: dict[str, Any], key: str) -> float | None:
         return r["full"]["total_s"]
     if key.startswith("peak_rss"):
         return r["full"]["peak_rss_mb"]
+    if key.startswith("incremental_rss"):
+        return max((r["ops"][op].get("peak_rss_mb") or 0 for op in ONE_DOC if op in r["ops"]), default=None)
+    if key.startswith("mix_during"):
+        return r.get("query_during", {}).get("p95")
     mix = r.get("query", {}).get("latency", {}).get("ours", {}).get("mix", {})
     return mix.get("p95")
 
@@ -71,7 +85,7 @@ def targets(results: list[dict[str, Any]]) -> dict[str, Any]:
             "what": what,
             "limit": limit,
             "measured": value,
-            "met": None if value is None else value <= limit if key == "mix_p95_ms_1m" else value < limit,
+            "met": None if value is None else value <= limit if key.startswith("mix") else value < limit,
         }
     return out
 
@@ -147,10 +161,17 @@ def markdown(results: list[dict[str, Any]], lightrag_note: str | None) -> tuple[
                         f"| {r['size']:,} | {system} | {mode} | {_f(e.get('p50'))} / {_f(e.get('p95'))} | "
                         f"{_f(load, 0)} | {_f(q['peak_rss_mb'].get(system))} |"
                     )
+    for r in (r for r in results if r.get("query_during")):
+        d = r["query_during"]
+        runs = ", ".join(f"{x:.2f}" for x in d["runs_s"])
+        lines.append(
+            f"| {r['size']:,} | ours, during {len(d['runs_s'])} one-document runs ({runs} s) | mix | "
+            f"{_f(d.get('p50'))} / {_f(d.get('p95'))} ({d['samples']} queries) | – | – |"
+        )
     if lightrag_note:
         lines += ["", lightrag_note]
     met = targets(results)
-    lines += ["", "| target (issue 15) | size | measured | limit | met |", "|---|---|---|---|---|"]
+    lines += ["", "| target (issue 30) | size | measured | limit | met |", "|---|---|---|---|---|"]
     for t in met.values():
         mark = "not run" if t["met"] is None else "✓" if t["met"] else "✗"
         lines.append(
