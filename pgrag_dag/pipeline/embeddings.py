@@ -315,7 +315,7 @@ def stage_embeddings(engine: Engine, realm: str, space: str, *, full: bool = Fal
 
     # the pending rows are read as they are embedded (one page in memory), on a connection of their own
     with engine.connect() as reader, WriteBehind(open_writer) as sink:
-        todo = {table: vectors.stream_pending(reader, realm, space, table) for table in tables}
+        todo = {t: vectors.stream_pending(reader, realm, space, t) if totals[t] else () for t in tables}
         run = embed_pending(
             embedder,
             todo,
