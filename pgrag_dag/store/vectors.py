@@ -164,22 +164,27 @@ def write(
         copy.set_types(["int8", "vector", "text"])
         for (i, _, h), vec in zip(rows, vectors, strict=True):
             copy.write_row((i, vec, h))
+    # ``t.id = ANY(ids)``: the rows are found through the primary key. Joined on ``t.id = v.id`` alone, the
+    # planner (which knows nothing of the fresh temporary table) hash-joins it against a scan of the whole
+    # table — one full scan per flush, O(n²) over a first load of a million rows (issue 30)
+    ids = [r[0] for r in rows]
     if fallback is None:
         updated = conn.execute(
             sql.SQL("""UPDATE {} t SET embedding = v.embedding, embed_hash = v.embed_hash,
                                                 embed_fallback = NULL,
                                                 fallback_embedding = NULL
-                                  FROM pgrag_vectors_in v WHERE t.id = v.id""").format(
+                                  FROM pgrag_vectors_in v WHERE t.id = ANY(%s) AND t.id = v.id""").format(
                 qualified(realm, table)
-            )
+            ),
+            (ids,),
         )
     else:
         updated = conn.execute(
             sql.SQL("""UPDATE {} t SET fallback_embedding = v.embedding, embed_hash = v.embed_hash,
                                                 embed_fallback = %s
-                                  FROM pgrag_vectors_in v WHERE t.id = v.id
+                                  FROM pgrag_vectors_in v WHERE t.id = ANY(%s) AND t.id = v.id
                                       AND t.embedding IS NULL""").format(qualified(realm, table)),
-            (fallback,),
+            (fallback, ids),
         )
     conn.execute("DROP TABLE pgrag_vectors_in")
     return updated.rowcount
