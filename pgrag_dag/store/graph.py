@@ -238,13 +238,7 @@ def replace_mentions(
     Returns counts ``mentions``, ``dormant``, ``revived``.
     """
     pairs = mentions.unique().sort("chunk_id", "entity_id")
-    stored = conn.execute(
-        sql.SQL("SELECT chunk_id, entity_id FROM {} WHERE space = %s ORDER BY 1, 2").format(
-            qualified(realm, "doc_mentions")
-        ),
-        (space,),
-    ).fetchall()
-    if stored != list(pairs.iter_rows()):  # an unchanged mention set is left as it is
+    if not mention_frame(conn, realm, space).equals(pairs):  # an unchanged mention set is left as it is
         conn.execute(
             sql.SQL("DELETE FROM {} WHERE space = %s").format(qualified(realm, "doc_mentions")), (space,)
         )
@@ -323,6 +317,27 @@ def mention_pairs(
             args,
         ).fetchall()
     ]
+
+
+MENTION_SCHEMA = {"chunk_id": pl.Int64, "entity_id": pl.Int64}
+"""The ``doc_mentions`` pairs as a frame."""
+
+
+def mention_frame(conn: psycopg.Connection, realm: str, space: str, *, batch: int = 100_000) -> pl.DataFrame:
+    """The space's (chunk_id, entity_id) mentions, sorted, as a frame (:data:`MENTION_SCHEMA`) — read
+    ``batch`` rows at a time through a server-side cursor in the caller's transaction, so no Python tuple
+    per mention outlives its batch (issue 30)."""
+    frames = [pl.DataFrame(schema=MENTION_SCHEMA)]
+    with conn.cursor(name="pgrag_mentions") as cur:
+        cur.execute(
+            sql.SQL("SELECT chunk_id, entity_id FROM {} WHERE space = %s ORDER BY 1, 2").format(
+                qualified(realm, "doc_mentions")
+            ),
+            (space,),
+        )
+        while rows := cur.fetchmany(batch):
+            frames.append(pl.DataFrame(rows, schema=MENTION_SCHEMA, orient="row"))
+    return pl.concat(frames)
 
 
 def live_among(conn: psycopg.Connection, realm: str, space: str, entity_ids: Sequence[int]) -> list[int]:

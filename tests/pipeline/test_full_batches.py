@@ -1,0 +1,85 @@
+"""A full run of ``gated_triples`` and ``relations`` in small batches decides what one batch decides (issue 30
+item 3: bounded memory). The space is built with the default batch sizes (one batch here), then recomputed
+in full with one chunk per gating batch and one source entity per relations batch: every decision — gate
+rows, edges, supersession by group, by negation and by a single-valued predicate on either side (one
+subject per object spans source entities, so it is decided after the batches) — must come out as stored,
+so the recompute changes no row."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+from psycopg import sql
+
+from pgrag_dag.config import load_settings
+from pgrag_dag.engine import Engine
+from pgrag_dag.pipeline import graph_stages, index_documents, relation_batches
+from pgrag_dag.store.identifiers import qualified
+from tests.graph.test_supersession import _write, answer, novel  # noqa: F401  (the narrative corpus fixture)
+
+
+def _graph(engine: Engine, realm: str) -> dict[str, Any]:
+    """Every decided row with its id: gate decisions, edges (support, supersession, payload, dormancy) and
+    post-resolution rejections."""
+    with engine.connect() as conn:
+
+        def rows(query: str, table: str) -> list[tuple[Any, ...]]:
+            return conn.execute(sql.SQL(query).format(qualified(realm, table))).fetchall()
+
+        return {
+            "decisions": rows(
+                "SELECT id, chunk_id, kind, name, subject, predicate, accepted, gate FROM {}",
+                "gate_decisions",
+            ),
+            "relations": rows(
+                """SELECT id, source_id, predicate, target_id, negated, chunk_ids, weight, rendered, payload,
+                          superseded_by, t_expired, dormant_since IS NULL FROM {} ORDER BY id""",
+                "relations",
+            ),
+            "rejections": rows(
+                "SELECT chunk_id, subject, object FROM {} ORDER BY 1, 2, 3", "resolution_rejections"
+            ),
+        }
+
+
+def test_a_full_run_in_batches_of_one_decides_what_one_batch_decides(
+    novel, realm, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    root, engine, _ = novel
+    cfg = yaml.safe_load((root / "pgrag.yaml").read_text())
+    cfg["realms"][realm]["spaces"]["books"]["single_valued"] = {"lives_in": "object"}  # captain_of: subject
+    (root / "pgrag.yaml").write_text(yaml.safe_dump(cfg))
+    engine = Engine.from_settings(load_settings(root / "pgrag.yaml"))
+    _write(root, "01_book.txt", "Athos is an ally of d'Artagnan.", "Aramis does not serve Richelieu.")
+    _write(root, "02_book.txt", "Treville is the captain of the Musketeers.", "Porthos lives in Paris.")
+    _write(
+        root,
+        "03_book.txt",
+        "Athos is now an enemy of d'Artagnan.",
+        "Aramis serves Richelieu.",
+        "Athos is the captain of the Musketeers.",
+        "Porthos lives in Pierrefonds.",
+        "Rochefort serves Richelieu.",
+    )
+    first = {r.stage: r.metadata for r in index_documents(engine, realm, "books", communities=False)}
+    assert first["relations"]["mode"] == "full" and first["relations"]["batches"] == 1
+    assert first["gated_triples"]["batches"] == 1
+    assert first["relations"]["supersessions_by_reason"] == {"group": 1, "negation": 1, "single_valued": 2}
+    before = _graph(engine, realm)
+
+    monkeypatch.setattr(graph_stages, "GATE_BATCH", 1)
+    monkeypatch.setattr(relation_batches, "RELATION_BATCH", 1)
+    monkeypatch.setattr(relation_batches, "READ_BATCH", 2)
+    again = {
+        r.stage: r.metadata for r in index_documents(engine, realm, "books", full=True, communities=False)
+    }
+    sources = len({r[1] for r in before["relations"]})
+    assert again["gated_triples"]["batches"] == first["gated_triples"]["chunks_gated"] > 1
+    assert again["relations"]["batches"] == sources > 3  # one source entity per batch
+    for stage in ("gated_triples", "relations"):
+        assert again[stage]["rows_changed"] == 0, stage
+    assert again["relations"]["supersessions_by_reason"] == first["relations"]["supersessions_by_reason"]
+    assert again["relations"]["supersession_examples"] == first["relations"]["supersession_examples"]
+    assert _graph(engine, realm) == before
