@@ -203,33 +203,40 @@ def write_raw(conn: psycopg.Connection, realm: str, space: str, raw: pl.DataFram
         sql.SQL("DELETE FROM {} WHERE chunk_id = ANY(%s)").format(qualified(realm, "raw_extractions")),
         (chunk_ids,),
     )
+    insert = sql.SQL("""INSERT INTO {} (space, chunk_id, pass, model, prompt_version, raw_text, parsed,
+                                       parse_status, error, prompt_tokens, completion_tokens, cache_hit)
+                        VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)""").format(
+        qualified(realm, "raw_extractions")
+    )
     with conn.cursor() as cur:
-        cur.executemany(
-            sql.SQL("""INSERT INTO {} (space, chunk_id, pass, model, prompt_version, raw_text, parsed,
-                                      parse_status,
-                                      error, prompt_tokens, completion_tokens, cache_hit)
-                       VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)""").format(
-                qualified(realm, "raw_extractions")
-            ),
-            [
-                (
-                    space,
-                    r["chunk_id"],
-                    r["pass"],
-                    r["model"],
-                    r["prompt_version"],
-                    r["raw_text"],
-                    Jsonb(json.loads(r["parsed"])) if r["parsed"] else None,
-                    r["parse_status"],
-                    r["error"],
-                    r["prompt_tokens"],
-                    r["completion_tokens"],
-                    r["cache_hit"],
-                )
-                for r in raw.iter_rows(named=True)
-            ],
-        )
+        # WRITE_BATCH rows at a time: the parsed responses of a whole space as Python objects at once
+        # cost more memory than the frame holding their text (issue 30)
+        for at in range(0, raw.height, WRITE_BATCH):
+            cur.executemany(
+                insert,
+                [
+                    (
+                        space,
+                        r["chunk_id"],
+                        r["pass"],
+                        r["model"],
+                        r["prompt_version"],
+                        r["raw_text"],
+                        Jsonb(json.loads(r["parsed"])) if r["parsed"] else None,
+                        r["parse_status"],
+                        r["error"],
+                        r["prompt_tokens"],
+                        r["completion_tokens"],
+                        r["cache_hit"],
+                    )
+                    for r in raw.slice(at, WRITE_BATCH).iter_rows(named=True)
+                ],
+            )
     return raw.height
+
+
+WRITE_BATCH = 500
+"""Raw extraction rows per insert batch of :func:`write_raw`."""
 
 
 def load_raw(
