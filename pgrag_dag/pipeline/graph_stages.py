@@ -140,7 +140,7 @@ def stage_gated_triples(engine: Engine, realm: str, space: str, *, full: bool = 
     )
 
 
-GATE_BATCH = 100
+GATE_BATCH = 250
 """Chunks gated and written per batch by ``gated_triples`` (issue 30: a full run holds one batch's raw
 extractions and decisions, not the space's)."""
 
