@@ -259,11 +259,12 @@ def replace_superseders(conn: psycopg.Connection, rows: list[tuple[Any, ...]]) -
 
 def supersession_summary(conn: psycopg.Connection, examples: int) -> tuple[dict[str, int], list[str]]:
     """Of ``pgrag_incoming_sup``: how many edges each reason supersedes (reasons in the order of their first
-    superseded edge by key), and the first ``examples`` pairs by the superseded edge's key as ``"loser  ⟶
-    superseded by ⟶  winner"`` (each the rendered edge up to its description)."""
+    superseded edge by key, as the run's rows are ordered: predicates by code point), and the first
+    ``examples`` pairs by the superseded edge's key as ``"loser  ⟶ superseded by ⟶  winner"`` (each the
+    rendered edge up to its description)."""
     reasons = conn.execute(
         """SELECT reason, count(*) FROM pgrag_incoming_sup GROUP BY reason
-            ORDER BY min(ROW(source_id, predicate, target_id, negated))"""
+            ORDER BY min(ROW(source_id, predicate COLLATE "C", target_id, negated))"""
     ).fetchall()
     pairs = conn.execute(
         """SELECT l.rendered, w.rendered FROM pgrag_incoming_sup s
@@ -271,7 +272,7 @@ def supersession_summary(conn: psycopg.Connection, examples: int) -> tuple[dict[
                                         = (s.source_id, s.predicate, s.target_id, s.negated)
              JOIN pgrag_incoming_rel w ON (w.source_id, w.predicate, w.target_id, w.negated)
                                         = (s.w_source_id, s.w_predicate, s.w_target_id, s.w_negated)
-            ORDER BY s.source_id, s.predicate, s.target_id, s.negated LIMIT %s""",
+            ORDER BY s.source_id, s.predicate COLLATE "C", s.target_id, s.negated LIMIT %s""",
         (examples,),
     ).fetchall()
     return (
