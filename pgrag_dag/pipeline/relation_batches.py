@@ -38,7 +38,7 @@ from pgrag_dag.store import documents, incoming, staging
 from pgrag_dag.store.graph import EntityForms
 from pgrag_dag.vocabulary import Vocabulary
 
-RELATION_BATCH = 50_000
+RELATION_BATCH = 20_000
 """Accepted triples per batch of a full ``relations`` run (a range of source entities; one source holding
 more is one batch)."""
 READ_BATCH = 20_000
