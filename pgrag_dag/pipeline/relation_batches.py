@@ -89,8 +89,7 @@ def build_full(
     by_object = {p: side for p, side in single.items() if side == "object"}
     budget = engine.settings.temporal.contradiction_max_pairs
     out, loops = FullRelations(), []
-    for first, last in incoming.source_ranges(conn, batch or RELATION_BATCH):
-        triples = incoming.triples_of_sources(conn, first, last)
+    for triples in incoming.triples_by_source(conn, batch or RELATION_BATCH):
         order = documents.chunk_order(conn, realm, space, set(triples["chunk_id"].to_list()))
         built = build_relations(triples, lookup, names, order)
         contracts.validate(contracts.RelationContract, built.relations)

@@ -5,9 +5,9 @@ memory).
   the latest assertion in document order), merged into ``relations`` set-based (:func:`merge_relations`);
 - ``pgrag_incoming_sup``: the run's supersession decisions by edge key (loser, winner, reason,
   explanation), applied set-based (:func:`apply_incoming_supersession`);
-- ``pgrag_triples_by_source``: a full run's accepted triples with their resolved endpoints, read back one
-  range of source ids at a time (:func:`triples_of_sources`), so the edges of a source are built together
-  without the space's triples in memory.
+- ``pgrag_triples_by_source``: a full run's accepted triples with their resolved endpoints, read back sorted
+  by source, a batch of whole source entities at a time (:func:`triples_by_source`), so the edges of a
+  source are built together without the space's triples in memory.
 
 All three live until the caller's transaction ends (``ON COMMIT DROP``) and are emptied when opened, so a run
 may add to them batch by batch and merge once: the space's edges and decisions wait in PostgreSQL, not in
@@ -336,34 +336,23 @@ def add_triples(conn: psycopg.Connection, triples: pl.DataFrame) -> None:
             copy.write_row(r)
 
 
-def source_ranges(conn: psycopg.Connection, rows: int) -> list[tuple[int, int]]:
-    """Ranges (first, last source id, inclusive) covering every source of ``pgrag_triples_by_source`` in
-    ascending order, each holding at most ``rows`` triples unless one source alone holds more."""
-    conn.execute("ANALYZE pgrag_triples_by_source")
-    ranges: list[tuple[int, int]] = []
-    lo: int | None = None
-    last, held = 0, 0
-    for source, n in conn.execute(
-        "SELECT source_id, count(*) FROM pgrag_triples_by_source GROUP BY source_id ORDER BY source_id"
-    ).fetchall():
-        if lo is not None and held + n > rows:
-            ranges.append((lo, last))
-            lo, held = None, 0
-        if lo is None:
-            lo = source
-        last, held = source, held + n
-    if lo is not None:
-        ranges.append((lo, last))
-    return ranges
+def triples_by_source(conn: psycopg.Connection, rows: int) -> Iterator[pl.DataFrame]:
+    """The rows of ``pgrag_triples_by_source`` as frames (:data:`TRIPLE_SCHEMA`) of whole source entities, in
+    ascending source order, each in document order (``seq``) and holding at most ``rows`` triples unless one
+    source alone holds more — one sorted read through a server-side cursor in the caller's transaction."""
+    cols = sql.SQL(", ").join(sql.Identifier(c) for c in TRIPLE_COLUMNS)
+    held: list[tuple[Any, ...]] = []
+    with conn.cursor(name="pgrag_triples_by_source") as cur:
+        cur.execute(sql.SQL("SELECT {} FROM pgrag_triples_by_source ORDER BY source_id, seq").format(cols))
+        while fetched := cur.fetchmany(min(rows, 10_000)):
+            for row in fetched:
+                if len(held) >= rows and row[1] != held[-1][1]:  # a batch ends between two sources
+                    yield _by_seq(held)
+                    held = []
+                held.append(row)
+    if held:
+        yield _by_seq(held)
 
 
-def triples_of_sources(conn: psycopg.Connection, first: int, last: int) -> pl.DataFrame:
-    """The rows of ``pgrag_triples_by_source`` whose source id is in ``first`` … ``last``, in document order
-    (``seq``)."""
-    rows = conn.execute(
-        sql.SQL(
-            "SELECT {} FROM pgrag_triples_by_source WHERE source_id BETWEEN %s AND %s ORDER BY seq"
-        ).format(sql.SQL(", ").join(sql.Identifier(c) for c in TRIPLE_COLUMNS)),
-        (first, last),
-    ).fetchall()
-    return pl.DataFrame(rows, schema=TRIPLE_SCHEMA, orient="row")
+def _by_seq(rows: list[tuple[Any, ...]]) -> pl.DataFrame:
+    return pl.DataFrame(rows, schema=TRIPLE_SCHEMA, orient="row").sort("seq")
