@@ -479,13 +479,13 @@ def stage_relations(engine: Engine, realm: str, space: str, *, full: bool = Fals
                 0,
                 checks={"graph_quality": _quality_check(engine, realm, space, stored)},
             )
-        forms = graph.EntityForms(conn, realm, space, everything=todo.full)
         if todo.full:  # the space in batches of source entities (issue 30)
-            done = build_full(conn, realm, space, engine, vocabulary, forms)
+            done = build_full(conn, realm, space, engine, vocabulary)
             counts, sup_counts, self_loops, edges = done.counts, done.sup_counts, done.self_loops, done.edges
             by_reason, examples, pairs, chunks = done.by_reason, done.examples, None, None
             batches = done.batches
         else:
+            forms = graph.EntityForms(conn, realm, space)
             delta = relation_delta(conn, realm, space, todo, forms, vocabulary.single_valued)
             built = build_relations(
                 delta.triples,

@@ -12,7 +12,7 @@ within a batch; its call budget runs across the batches in row order.
 The accepted triples are streamed from ``gate_decisions`` in document order, their endpoints resolved and
 parked in a temporary table by source (:mod:`pgrag_dag.store.incoming`); the built edges and supersession
 decisions wait in temporary tables too and are merged into ``relations`` once. Python holds the space's entity
-forms (:class:`~pgrag_dag.store.graph.EntityForms`) and one batch.
+forms (identity key → entity, id → name) and one batch.
 """
 
 from __future__ import annotations
@@ -34,8 +34,7 @@ from pgrag_dag.graph.supersession import (
     supersede,
 )
 from pgrag_dag.operators import contracts
-from pgrag_dag.store import documents, incoming, staging
-from pgrag_dag.store.graph import EntityForms
+from pgrag_dag.store import documents, graph, incoming, staging
 from pgrag_dag.vocabulary import Vocabulary
 
 RELATION_BATCH = 20_000
@@ -70,18 +69,18 @@ def build_full(
     space: str,
     engine: Engine,
     vocabulary: Vocabulary,
-    forms: EntityForms,
     *,
     batch: int | None = None,
 ) -> FullRelations:
     """Rebuild every edge of ``realm.space`` and its supersession, ``batch`` triples (default
     :data:`RELATION_BATCH`) at a time, and write them (see the module docstring), in the caller's transaction
-    — which holds the partition lock. ``forms`` holds every entity of the space (``everything``).
+    — which holds the partition lock. Endpoints resolve through the space's entity forms
+    (:func:`pgrag_dag.store.graph.form_lookup`).
 
     Raises :class:`KeyError` naming a triple endpoint that resolves to no entity (the first in document
     order), :class:`~pgrag_dag.errors.ContractError` when a batch's edges or supersession break their
     contracts."""
-    lookup, names = forms.lookup, forms.names
+    lookup, names = graph.form_lookup(conn, realm, space)
     incoming.open_incoming(conn)
     incoming.open_triples(conn)
     _park_triples(conn, realm, space, lookup)

@@ -469,6 +469,39 @@ class EntityForms:
         return {k for i in ids if i in self.forms for k in (self.forms[i][0], *self.forms[i][1])}
 
 
+def form_lookup(conn: psycopg.Connection, realm: str, space: str) -> tuple[dict[str, int], dict[int, str]]:
+    """``(lookup, names)`` of the whole space, as :class:`EntityForms` with ``everything`` gives them
+    (``lookup``: identity key → the entity a triple endpoint with it resolves to — the lowest-id entity
+    holding it as its canonical name, else the lowest-id one holding it as an alias, merged fragments never;
+    ``names``: id → canonical name of every entity not merged), decided in SQL: a full relations run holds
+    two plain dicts, not every entity's forms and holder sets (issue 30)."""
+    fill_identity_keys(conn, realm, space)  # keys of entities a writer stored without them
+    k, e = qualified(realm, "entity_keys"), qualified(realm, "entities")
+    lookup = {
+        str(key): int(i)
+        for key, i in conn.execute(
+            sql.SQL("""SELECT f.key, coalesce(min(f.id) FILTER (WHERE f.canonical), min(f.id))
+                         FROM (SELECT k.name_key AS key, k.entity_id AS id, true AS canonical
+                                 FROM {k} k JOIN {e} e ON e.space = k.space AND e.id = k.entity_id
+                                WHERE k.space = %(space)s AND e.merged_into IS NULL
+                               UNION ALL
+                               SELECT a.key, k.entity_id, false
+                                 FROM {k} k JOIN {e} e ON e.space = k.space AND e.id = k.entity_id
+                                 CROSS JOIN LATERAL unnest(k.alias_keys) AS a(key)
+                                WHERE k.space = %(space)s AND e.merged_into IS NULL) f
+                        GROUP BY f.key""").format(k=k, e=e),
+            {"space": space},
+        ).fetchall()
+    }
+    names = {
+        int(i): str(n)
+        for i, n in conn.execute(
+            sql.SQL("SELECT id, name FROM {} WHERE space = %s AND merged_into IS NULL").format(e), (space,)
+        ).fetchall()
+    }
+    return lookup, names
+
+
 def entity_forms(conn: psycopg.Connection, realm: str, space: str) -> EntityForms:
     """The :class:`EntityForms` of the whole space (dormant entities included)."""
     return EntityForms(conn, realm, space, everything=True)
