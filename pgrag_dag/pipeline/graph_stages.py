@@ -64,7 +64,9 @@ def stage_gated_triples(engine: Engine, realm: str, space: str, *, full: bool = 
     Incremental (issue 15): only the chunks whose raw extractions were written since the last run are
     gated again (the ``stage_work`` queue); the whole space when ``full``, on the first run, or when the
     gate settings, the vocabulary or the extra gates changed (:func:`gate_fingerprint`). Table 2's gates
-    decide each extraction on its own; an extra gate sees the accepted rows of the chunks being gated.
+    decide each extraction on its own; an extra gate sees the accepted rows of the chunks being gated,
+    :data:`GATE_BATCH` chunks at a time (issue 30: bounded memory), gated and written under the partition
+    lock in one transaction.
 
     Raises :class:`~pgrag_dag.errors.ExtractionError` when the chunks this run gated hold candidates and a
     gate refused every one, or hold none (§3.5, :func:`~pgrag_dag.pipeline.checks.require_yield`), unless
