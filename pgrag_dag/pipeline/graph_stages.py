@@ -268,20 +268,13 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
             else resolve_entities(existing, records)
         )
         resolved_records = streamed.records if todo.full else records.height
+        existing = None  # resolution holds what it needs of the stored vertices
         enriched, counts, merged = 0, {"inserted": 0, "updated": 0}, 0
         if res is not None:
             touched = res.standing() if todo.full else res.touched()
             enriched = apply_enrichers(touched, enrichers, contexts)
             if todo.full:  # what the enrichers store may differ from what is stored (an enricher changed)
-                as_stored = {
-                    i: (t, d)
-                    for i, t, d in graph.load_entities(conn, realm, space)
-                    .select("id", "entity_type", "description")
-                    .iter_rows()
-                }
-                for v in touched.vertices:
-                    if v.id is not None and as_stored.get(v.id) != (v.entity_type, v.description):
-                        v.changed = True
+                _mark_unlike_stored(conn, realm, space, touched)
             contracts.validate(
                 contracts.EntityContract,
                 touched.entities().with_row_index("row").with_columns(id=pl.col("row").cast(pl.Int64)),
@@ -367,6 +360,28 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
         resolved_records,
         checks=operator_checks(enrichers, {"entities": resolved_records}),
     )
+
+
+def _mark_unlike_stored(conn: psycopg.Connection, realm: str, space: str, res: Resolution) -> None:
+    """Mark changed each stored vertex of ``res`` whose type or description is not what the store holds
+    (or that the store holds no more as a vertex) — compared as two frames, not a dict of the space."""
+    at = [i for i, v in enumerate(res.vertices) if v.id is not None]
+    ours = pl.DataFrame(
+        {
+            "at": at,
+            "id": [res.vertices[i].id for i in at],
+            "entity_type": [res.vertices[i].entity_type for i in at],
+            "description": [res.vertices[i].description for i in at],
+        },
+        schema={"at": pl.Int64, "id": pl.Int64, "entity_type": pl.String, "description": pl.String},
+    )
+    stored = graph.load_entities(conn, realm, space).select("id", "entity_type", "description")
+    unlike = ours.join(stored, on="id", how="left", suffix="_stored").filter(
+        pl.col("entity_type").ne_missing(pl.col("entity_type_stored"))
+        | pl.col("description").ne_missing(pl.col("description_stored"))
+    )
+    for i in unlike["at"].to_list():
+        res.vertices[i].changed = True
 
 
 class _Streamed:
