@@ -1,12 +1,13 @@
-"""A full run of ``gated_triples`` and ``relations`` in small batches decides what one batch decides (issue 30
-item 3: bounded memory). The space is built with the default batch sizes (one batch here), then recomputed
-in full with one chunk per gating batch and one source entity per relations batch: every decision — gate
-rows, edges, supersession by group, by negation and by a single-valued predicate on either side (one
-subject per object spans source entities, so it is decided after the batches) — must come out as stored,
-so the recompute changes no row."""
+"""A full run of the graph stages in small batches decides what one batch decides (issue 30 item 3: bounded
+memory). The space is built with the default batch sizes (one batch here), then recomputed in full with one
+chunk per gating batch, one source entity per relations batch and decisions read two rows at a time
+(resolution streams them): every decision — gate rows, entities, mentions, edges, supersession by group,
+by negation and by a single-valued predicate on either side (one subject per object spans source entities,
+so it is decided after the batches) — must come out as stored, so the recompute changes no row."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from pgrag_dag.engine import Engine
 from pgrag_dag.pipeline import graph_stages, index_documents, relation_batches
 from pgrag_dag.store.identifiers import qualified
 from tests.graph.test_supersession import _write, answer, novel  # noqa: F401  (the narrative corpus fixture)
+from tests.graph_snapshot import graph_snapshot
 
 
 def _graph(engine: Engine, realm: str) -> dict[str, Any]:
@@ -38,20 +40,28 @@ def _graph(engine: Engine, realm: str) -> dict[str, Any]:
                           superseded_by, t_expired, dormant_since IS NULL FROM {} ORDER BY id""",
                 "relations",
             ),
+            "entities": rows(
+                "SELECT id, name, entity_type, description, aliases, merged_into, dormant_since IS NULL"
+                " FROM {} ORDER BY id",
+                "entities",
+            ),
+            "mentions": rows("SELECT chunk_id, entity_id FROM {} ORDER BY 1, 2", "doc_mentions"),
             "rejections": rows(
                 "SELECT chunk_id, subject, object FROM {} ORDER BY 1, 2, 3", "resolution_rejections"
             ),
         }
 
 
-def test_a_full_run_in_batches_of_one_decides_what_one_batch_decides(
-    novel, realm, monkeypatch: pytest.MonkeyPatch
-) -> None:  # type: ignore[no-untyped-def]
-    root, engine, _ = novel
+def _books(root: Path, realm: str, *copies: str) -> Engine:
+    """Three books stating an alliance reversed, a denial reversed, a captaincy and a residence changed
+    (captain_of holds one subject per object in the narrative preset, lives_in one object per subject as
+    declared here), in space ``books`` and in each of ``copies`` (the same sources)."""
     cfg = yaml.safe_load((root / "pgrag.yaml").read_text())
-    cfg["realms"][realm]["spaces"]["books"]["single_valued"] = {"lives_in": "object"}  # captain_of: subject
+    spaces = cfg["realms"][realm]["spaces"]
+    spaces["books"]["single_valued"] = {"lives_in": "object"}
+    for c in copies:
+        spaces[c] = dict(spaces["books"])
     (root / "pgrag.yaml").write_text(yaml.safe_dump(cfg))
-    engine = Engine.from_settings(load_settings(root / "pgrag.yaml"))
     _write(root, "01_book.txt", "Athos is an ally of d'Artagnan.", "Aramis does not serve Richelieu.")
     _write(root, "02_book.txt", "Treville is the captain of the Musketeers.", "Porthos lives in Paris.")
     _write(
@@ -63,22 +73,50 @@ def test_a_full_run_in_batches_of_one_decides_what_one_batch_decides(
         "Porthos lives in Pierrefonds.",
         "Rochefort serves Richelieu.",
     )
+    return Engine.from_settings(load_settings(root / "pgrag.yaml"))
+
+
+def _tiny_batches(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One chunk per gating batch, one source entity per relations batch, decisions read two at a time."""
+    monkeypatch.setattr(graph_stages, "GATE_BATCH", 1)
+    monkeypatch.setattr(relation_batches, "RELATION_BATCH", 1)
+    monkeypatch.setattr(relation_batches, "READ_BATCH", 2)
+    monkeypatch.setattr(graph_stages, "READ_BATCH", 2)  # resolution's reads
+
+
+def test_a_first_build_in_batches_of_one_gives_the_graph_one_batch_gives(
+    novel, realm, pg_dsn, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """Resolution folds the streamed records into vertices that only grow, so a rebuild cannot show a record
+    it missed: two spaces over the same books, one built in one batch, one in batches of one, must hold the
+    same graph."""
+    engine = _books(novel[0], realm, "copy")
+    one = {r.stage: r.metadata for r in index_documents(engine, realm, "books", communities=False)}
+    _tiny_batches(monkeypatch)
+    tiny = {r.stage: r.metadata for r in index_documents(engine, realm, "copy", communities=False)}
+    assert one["relations"]["batches"] == 1 and tiny["relations"]["batches"] > 3
+    assert tiny["resolved_entities"]["records_resolved"] == one["resolved_entities"]["records_resolved"] > 2
+    assert graph_snapshot(pg_dsn, realm, "copy") == graph_snapshot(pg_dsn, realm, "books")
+
+
+def test_a_full_run_in_batches_of_one_decides_what_one_batch_decides(
+    novel, realm, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    engine = _books(novel[0], realm)
     first = {r.stage: r.metadata for r in index_documents(engine, realm, "books", communities=False)}
     assert first["relations"]["mode"] == "full" and first["relations"]["batches"] == 1
     assert first["gated_triples"]["batches"] == 1
     assert first["relations"]["supersessions_by_reason"] == {"group": 1, "negation": 1, "single_valued": 2}
     before = _graph(engine, realm)
 
-    monkeypatch.setattr(graph_stages, "GATE_BATCH", 1)
-    monkeypatch.setattr(relation_batches, "RELATION_BATCH", 1)
-    monkeypatch.setattr(relation_batches, "READ_BATCH", 2)
+    _tiny_batches(monkeypatch)
     again = {
         r.stage: r.metadata for r in index_documents(engine, realm, "books", full=True, communities=False)
     }
     sources = len({r[1] for r in before["relations"]})
     assert again["gated_triples"]["batches"] == first["gated_triples"]["chunks_gated"] > 1
     assert again["relations"]["batches"] == sources > 3  # one source entity per batch
-    for stage in ("gated_triples", "relations"):
+    for stage in ("gated_triples", "resolved_entities", "relations"):
         assert again[stage]["rows_changed"] == 0, stage
     assert again["relations"]["supersessions_by_reason"] == first["relations"]["supersessions_by_reason"]
     assert again["relations"]["supersession_examples"] == first["relations"]["supersession_examples"]
