@@ -11,7 +11,9 @@ For each size in ``--sizes`` (relations), ascending, on a fresh realm ``bench_s<
    run once through ``bench_query.index_fresh``: the HNSW indexes are dropped before the embeddings stage
    and built once after with ``--maintenance-work-mem`` (``--hnsw product`` leaves them to the product),
    then VACUUM ANALYZE. Reported: seconds per stage, HNSW build and total; this process's peak RSS over
-   the build (``VmHWM``, reset before it; the whole run's ``ru_maxrss`` beside it); the PostgreSQL
+   the build (``VmHWM``, reset before it; each stage's own peak in ``peak_rss_mb_after_stage``, the
+   ``VmHWM`` cleared between stages; its RSS when the build starts in ``rss_at_start_mb``; the whole
+   run's ``ru_maxrss`` beside it); the PostgreSQL
    server's peak PSS (the sum over its processes, sampled every 0.5 s; embedded server only); the
    relations, entities and chunks reached.
 2. **Incremental**, on the built realm, each one run of the same six stages, timed per stage:
@@ -22,7 +24,9 @@ For each size in ``--sizes`` (relations), ascending, on a fresh realm ``bench_s<
    (the first original document's file removed). The replay serves every
    extraction, so model calls are excluded by construction: ``model_calls`` is reported per run and must
    be 0 (else the script exits 1). Rows changed come from the stages' metadata: every integer or
-   boolean key that :data:`CHANGED_KEYS` matches, per stage.
+   boolean key that :data:`CHANGED_KEYS` matches, per stage. A run's peak RSS has for floor what the
+   process still holds after the build (``rss_at_start_mb``, after a collection and ``malloc_trim``): the
+   run itself grew it by the difference.
 3. **Query** (unless ``--skip-query``): ``mix`` p50/p95 (``--modes``) at the largest size, timed by
    ``bench_query.time_queries`` (a query worker subprocess, warm-up, interleaved rounds), and LightRAG
    (``lightrag-hku`` in ``evaluation/.venv-lightrag``, context only, no LLM call) at the largest size
@@ -84,7 +88,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import bench_index as bi  # noqa: E402
 import bench_query as bq  # noqa: E402
-from bench_query_workers import SPACE, Worker, own_peak_rss_mb, postgres_pss_mb  # noqa: E402
+from bench_query_workers import SPACE, Worker, own_peak_rss_mb, own_rss_mb, postgres_pss_mb  # noqa: E402
 from bench_scale_report import OPS, markdown, plot  # noqa: E402
 
 CHANGED_KEYS = re.compile(
@@ -171,12 +175,24 @@ def seed(dsn: str, realm: str, source_dir: str, cap: int, only: list[str] | None
 # -- measuring ------------------------------------------------------------------------------------
 def reset_peak_rss() -> None:
     """Hand freed memory back (a garbage collection, glibc's ``malloc_trim``), then set this process's
-    ``VmHWM`` back to its current RSS (``/proc/self/clear_refs``, Linux >= 4.0)."""
+    ``VmHWM`` back to its current RSS (:func:`clear_peak_rss`)."""
     gc.collect()
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
+    clear_peak_rss()
+
+
+def clear_peak_rss() -> None:
+    """Set this process's ``VmHWM`` back to its current RSS (``/proc/self/clear_refs``, Linux >= 4.0),
+    touching nothing else: between stages, so each stage's own peak is read."""
     with contextlib.suppress(OSError):
         Path("/proc/self/clear_refs").write_text("5")
+
+
+def stage_peak(rss: dict[str, float], name: str) -> None:
+    """Record the peak RSS of the stage ``name`` just finished (MB), then clear the peak for the next."""
+    rss[name] = own_peak_rss_mb()
+    clear_peak_rss()
 
 
 class PostgresPeak:
@@ -245,6 +261,7 @@ def full_build(
     """The six stages and the HNSW build on a fresh realm, with memory peaks (see the module docstring)."""
     rss: dict[str, float] = {}
     reset_peak_rss()
+    start = own_rss_mb()
     with PostgresPeak(data_dir) as pg:
         t0 = time.perf_counter()
         seconds, meta, indexes = bq.index_fresh(
@@ -253,13 +270,14 @@ def full_build(
             realm,
             args.maintenance_work_mem,
             drop_hnsw=args.hnsw == "rebuild",
-            on_stage=lambda name, _s, _m: rss.__setitem__(name, own_peak_rss_mb()),
+            on_stage=lambda name, _s, _m: stage_peak(rss, name),
         )
         wall = time.perf_counter() - t0
     return {
         "seconds": {k: round(v, 3) for k, v in seconds.items()},
         "total_s": round(wall, 3),
-        "peak_rss_mb": own_peak_rss_mb(),
+        "peak_rss_mb": max([own_peak_rss_mb(), *rss.values()]),
+        "rss_at_start_mb": start,
         "peak_rss_mb_after_stage": rss,
         "ru_maxrss_mb": bi.peak_rss_mb(),
         "postgres_peak_pss_mb": pg.peak,
@@ -277,6 +295,7 @@ def incremental(engine: Any, dsn: str, realm: str, op: str, data_dir: Path | Non
     seconds: dict[str, float] = {}
     meta: dict[str, dict[str, Any]] = {}
     reset_peak_rss()
+    start = own_rss_mb()  # what the process still holds after the build: the peak's floor
     with PostgresPeak(data_dir) as pg:
         t_all = time.perf_counter()
         for name, fn in bi.stage_functions(False):
@@ -290,6 +309,7 @@ def incremental(engine: Any, dsn: str, realm: str, op: str, data_dir: Path | Non
         "seconds": seconds,
         "total_s": round(wall, 3),
         "peak_rss_mb": own_peak_rss_mb(),
+        "rss_at_start_mb": start,
         "postgres_peak_pss_mb": pg.peak,
         **summary(dsn, realm, meta),
     }

@@ -12,7 +12,7 @@ rows a purged document shared with others, and any removal of support can.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import polars as pl
@@ -237,19 +237,14 @@ def split_unsupported(
     ents = graph.aliased_entities(conn, realm, space, candidates)
     if not ents:
         return []
-    records: dict[int, list[Mapping[str, Any]]] = {}
-    for r in support.entity_decisions(conn, realm, space, [int(e["id"]) for e in ents], entities_only=True):
-        records.setdefault(int(r["entity_id"]), []).append(r)
     by_key: dict[str, list[int]] = {}  # pending records by the forms they name: one pass, not one per entity
     for i, p in enumerate(pending):
         for key in entity_keys(p["name"] or "", p["aliases"] or []):
             by_key.setdefault(key, []).append(i)
     rows, lost = [], {}
-    for e in ents:
+    for e, mine_records in _with_records(conn, realm, space, ents):
         mine = sorted({i for k in entity_keys(e["name"], e["aliases"]) for i in by_key.get(k, [])})
-        groups = support_groups(
-            e["name"], e["aliases"], [*records.get(int(e["id"]), []), *(pending[i] for i in mine)]
-        )
+        groups = support_groups(e["name"], e["aliases"], [*mine_records, *(pending[i] for i in mine)])
         if len(groups) < 2:
             continue
         name_key = identity_key(e["name"])
@@ -272,3 +267,23 @@ def split_unsupported(
     ]
     graph.clear_merges(conn, realm, space, fragments)
     return sorted({*lost, *fragments})
+
+
+SPLIT_BATCH = 2000
+"""Entities whose remaining records :func:`split_unsupported` reads at once (a full run checks every aliased
+vertex of the space: their records are read batch by batch, issue 30)."""
+
+
+def _with_records(
+    conn: psycopg.Connection, realm: str, space: str, ents: Sequence[Mapping[str, Any]]
+) -> Iterator[tuple[Mapping[str, Any], list[Mapping[str, Any]]]]:
+    """Each entity of ``ents`` in order with its remaining entity records
+    (:func:`pgrag_dag.store.support.entity_decisions`), read :data:`SPLIT_BATCH` entities at a time."""
+    for at in range(0, len(ents), SPLIT_BATCH):
+        part = ents[at : at + SPLIT_BATCH]
+        records: dict[int, list[Mapping[str, Any]]] = {}
+        ids = [int(e["id"]) for e in part]
+        for r in support.entity_decisions(conn, realm, space, ids, entities_only=True):
+            records.setdefault(int(r["entity_id"]), []).append(r)
+        for e in part:
+            yield e, records.get(int(e["id"]), [])

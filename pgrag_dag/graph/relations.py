@@ -39,6 +39,17 @@ RELATION_SCHEMA: dict[str, Any] = {
 }
 
 
+SELF_LOOP_SCHEMA: dict[str, Any] = {
+    "chunk_id": pl.Int64,
+    "subject": pl.String,
+    "predicate": pl.String,
+    "object": pl.String,
+    "gate": pl.String,
+    "offending_value": pl.String,
+}
+"""The ``self_loops`` frame of :class:`RelationBuild`."""
+
+
 @dataclass
 class RelationBuild:
     """``relations`` (schema above) and ``self_loops`` (chunk_id, subject, predicate, object, gate,
@@ -136,12 +147,6 @@ def build_relations(
                 "asserted_chunk_index": g["asserted"][1],
             }
         )
-    loop_schema = {
-        "chunk_id": pl.Int64,
-        "subject": pl.String,
-        "predicate": pl.String,
-        "object": pl.String,
-        "gate": pl.String,
-        "offending_value": pl.String,
-    }
-    return RelationBuild(pl.DataFrame(rows, schema=RELATION_SCHEMA), pl.DataFrame(loops, schema=loop_schema))
+    return RelationBuild(
+        pl.DataFrame(rows, schema=RELATION_SCHEMA), pl.DataFrame(loops, schema=SELF_LOOP_SCHEMA)
+    )

@@ -61,8 +61,11 @@ def merge_race_loser(winner: Vertex, loser: Vertex) -> None:
     merge_into(winner, loser.name, loser.entity_type, loser.description, loser.aliases)
 
 
-def resolve_entities(existing: pl.DataFrame, decisions: pl.DataFrame) -> Resolution:
-    """Resolve accepted entity records onto stored and new vertices, in record order.
+def resolve_entities(
+    existing: pl.DataFrame, decisions: pl.DataFrame | Iterable[Mapping[str, Any]]
+) -> Resolution:
+    """Resolve accepted entity records (a frame, or its rows as mappings streamed in order: a full run
+    never holds the space's records at once, issue 30) onto stored and new vertices, in record order.
 
     Lookup order for each record: its name against canonical names, then its name against aliases,
     then its aliases against canonical names (never alias against alias). A miss creates a new vertex.
@@ -79,7 +82,9 @@ def resolve_entities(existing: pl.DataFrame, decisions: pl.DataFrame) -> Resolut
             list(row["aliases"] or []),
         )
         _register(res, v)
-    _resolve_records(res, decisions.iter_rows(named=True))
+    _resolve_records(
+        res, decisions.iter_rows(named=True) if isinstance(decisions, pl.DataFrame) else decisions
+    )
     return res
 
 

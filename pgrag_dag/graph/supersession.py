@@ -96,6 +96,23 @@ def supersede(
     return pl.DataFrame(data, schema=SUPERSESSION_SCHEMA)
 
 
+def single_valued_replaces(
+    loser: tuple[int, int], latest: tuple[int, int], prior: tuple[tuple[int, int], str] | None
+) -> bool:
+    """Whether the latest edge of a single-valued predicate's end (asserted at ``latest``: doc_order,
+    chunk_index) supersedes an edge of that end asserted at ``loser``, given what supersedes it otherwise
+    (``prior``: its superseder's assertion and reason, ``group`` or ``negation``; ``None``) — what
+    :func:`supersede` decides when it sees the three together (a group's latest, then the end's latest, then
+    the negation; a later one replaces an earlier superseder only when asserted strictly later). Lets a
+    batched run decide the ends that span its batches (one subject per object) after the rest."""
+    if not loser < latest:
+        return False
+    if prior is None:
+        return True
+    when, reason = prior
+    return latest > when or (latest == when and reason == "negation")
+
+
 def contradiction_candidates(
     relations: pl.DataFrame,
     superseded: set[int],

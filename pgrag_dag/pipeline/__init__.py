@@ -9,7 +9,8 @@ against its Pandera contract *before* writing, so a frame that breaks its contra
 Modules: :mod:`.composition` and :mod:`.builtin_operators` (which operator fills each slot),
 :mod:`.common` (what every stage shares), :mod:`.chunks` with :mod:`.doc_keys` (documents
 stored under a key an earlier rule gave them are renamed in place), :mod:`.extractions`,
-:mod:`.graph_stages` (gated triples, resolved entities, relations) with :mod:`.relation_delta`,
+:mod:`.graph_stages` (gated triples, resolved entities, relations) with :mod:`.relation_delta` and
+:mod:`.relation_batches` (a full relations run in bounded memory),
 :mod:`.embeddings`, :mod:`.community_stages`, :mod:`.checks` (yield checks)
 and :mod:`.run` (every stage in order; removing a document).
 """
@@ -23,8 +24,8 @@ from pgrag_dag.pipeline.graph_stages import (
     stage_gated_triples,
     stage_relations,
     stage_resolved_entities,
-    supersession_audit,
 )
+from pgrag_dag.pipeline.relation_batches import supersession_audit
 from pgrag_dag.pipeline.run import FULL_STAGES, INDEX_STAGES, delete_document, index_documents
 
 __all__ = [

@@ -102,29 +102,61 @@ def gate_yield(raw: pl.DataFrame, decisions: pl.DataFrame) -> tuple[bool, dict[s
         ``(passed, metadata)``: metadata ``chunks`` (in ``raw``), ``candidates``, ``entities_accepted``,
         ``triples_accepted``, ``rejections_per_gate`` (gate → refused rows), up to five ``examples``
         (``gate: offending value``), and when failed a one-line ``reason``. Passed when ``raw`` holds no
-        extraction at all or something was accepted.
+        extraction at all or something was accepted. :class:`GateTally` gives the same over batches.
     """
-    accepted = decisions.filter(pl.col("accepted"))
-    refused = decisions.filter(~pl.col("accepted"))
-    per_gate = dict(Counter(refused["gate"].to_list()).most_common())
-    meta: dict[str, Any] = {
-        "chunks": raw["chunk_id"].n_unique(),
-        "candidates": decisions.height,
-        "entities_accepted": accepted.filter(pl.col("kind") == "entity").height,
-        "triples_accepted": accepted.filter(pl.col("kind") == "triple").height,
-        "rejections_per_gate": per_gate,
-        "examples": [f"{g}: {v}" for g, v in refused.select("gate", "offending_value").head(5).iter_rows()],
-    }
-    passed = raw.height == 0 or accepted.height > 0
-    if not passed:
-        gates = ", ".join(f"{g} {n}" for g, n in per_gate.items())
-        meta["reason"] = (
-            f"every one of {decisions.height} candidate(s) was refused by a gate ({gates}); check the "
-            "gate settings and extra gates against the examples"
-            if decisions.height
-            else "nothing was extracted, so no candidate reached the gates (see raw_extractions' yield check)"
-        )
-    return passed, meta
+    return GateTally().add(raw, decisions).result()
+
+
+class GateTally:
+    """:func:`gate_yield` of a run gated in batches (issue 30): :meth:`add` each batch's ``raw`` and
+    ``decisions`` frames in order, then :meth:`result` is what :func:`gate_yield` says of them all."""
+
+    def __init__(self) -> None:
+        self.chunks: set[int] = set()
+        self.raw_rows = self.candidates = self.accepted = self.entities_accepted = self.triples_accepted = 0
+        self.per_gate: Counter[str] = Counter()
+        self.examples: list[str] = []
+
+    def add(self, raw: pl.DataFrame, decisions: pl.DataFrame) -> GateTally:
+        """Count one batch (its raw rows and their decisions); returns the tally."""
+        accepted = decisions.filter(pl.col("accepted"))
+        refused = decisions.filter(~pl.col("accepted"))
+        self.chunks |= set(raw["chunk_id"].to_list())
+        self.raw_rows += raw.height
+        self.candidates += decisions.height
+        self.accepted += accepted.height
+        self.entities_accepted += accepted.filter(pl.col("kind") == "entity").height
+        self.triples_accepted += accepted.filter(pl.col("kind") == "triple").height
+        self.per_gate.update(refused["gate"].to_list())
+        need = 5 - len(self.examples)
+        if need > 0:
+            self.examples += [
+                f"{g}: {v}" for g, v in refused.select("gate", "offending_value").head(need).iter_rows()
+            ]
+        return self
+
+    def result(self) -> tuple[bool, dict[str, Any]]:
+        """``(passed, metadata)`` as :func:`gate_yield` gives them for every batch added."""
+        per_gate = dict(self.per_gate.most_common())
+        meta: dict[str, Any] = {
+            "chunks": len(self.chunks),
+            "candidates": self.candidates,
+            "entities_accepted": self.entities_accepted,
+            "triples_accepted": self.triples_accepted,
+            "rejections_per_gate": per_gate,
+            "examples": list(self.examples),
+        }
+        passed = self.raw_rows == 0 or self.accepted > 0
+        if not passed:
+            gates = ", ".join(f"{g} {n}" for g, n in per_gate.items())
+            meta["reason"] = (
+                f"every one of {self.candidates} candidate(s) was refused by a gate ({gates}); check the "
+                "gate settings and extra gates against the examples"
+                if self.candidates
+                else "nothing was extracted, so no candidate reached the gates (see raw_extractions' yield "
+                "check)"
+            )
+        return passed, meta
 
 
 def logged(

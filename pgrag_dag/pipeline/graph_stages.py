@@ -8,23 +8,23 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import polars as pl
+import psycopg
 
 from pgrag_dag.engine import Engine
 from pgrag_dag.extract.gates import apply_extra_gates, apply_gates
-from pgrag_dag.frames import RAW_SCHEMA, Resolution
+from pgrag_dag.frames import Resolution
 from pgrag_dag.gate_rules import identity_key, normalise_predicate
 from pgrag_dag.graph.quality import judge_quality, measure_quality, quality_passed
 from pgrag_dag.graph.rederive import rederive_attributes, split_unsupported
 from pgrag_dag.graph.relations import build_relations
 from pgrag_dag.graph.resolution import apply_enrichers, merge_race_loser, resolve_entities
-from pgrag_dag.graph.supersession import detect_contradictions, supersede
 from pgrag_dag.operators import contracts
 from pgrag_dag.operators.core import BoundOperator
-from pgrag_dag.pipeline.checks import YIELD_CHECK, gate_yield, logged, require_yield
+from pgrag_dag.pipeline.checks import YIELD_CHECK, GateTally, logged, require_yield
 from pgrag_dag.pipeline.common import (
     StageResult,
     empty_runs_allowed,
@@ -35,6 +35,7 @@ from pgrag_dag.pipeline.common import (
     writing_stage,
 )
 from pgrag_dag.pipeline.composition import compose
+from pgrag_dag.pipeline.relation_batches import READ_BATCH, build_full, decide_supersession
 from pgrag_dag.pipeline.relation_delta import relation_delta
 from pgrag_dag.store import documents, graph, locks, staging, work_queue
 from pgrag_dag.store import relations as relation_store
@@ -63,7 +64,9 @@ def stage_gated_triples(engine: Engine, realm: str, space: str, *, full: bool = 
     Incremental (issue 15): only the chunks whose raw extractions were written since the last run are
     gated again (the ``stage_work`` queue); the whole space when ``full``, on the first run, or when the
     gate settings, the vocabulary or the extra gates changed (:func:`gate_fingerprint`). Table 2's gates
-    decide each extraction on its own; an extra gate sees the accepted rows of the chunks being gated.
+    decide each extraction on its own; an extra gate sees the accepted rows of the chunks being gated,
+    :data:`GATE_BATCH` chunks at a time (issue 30: bounded memory), gated and written under the partition
+    lock in one transaction.
 
     Raises :class:`~pgrag_dag.errors.ExtractionError` when the chunks this run gated hold candidates and a
     gate refused every one, or hold none (§3.5, :func:`~pgrag_dag.pipeline.checks.require_yield`), unless
@@ -74,41 +77,43 @@ def stage_gated_triples(engine: Engine, realm: str, space: str, *, full: bool = 
     vocabulary = engine.settings.space_spec(realm, space).vocabulary_model()
     gates = compose(engine.settings, realm, space).gates
     print_ = gate_fingerprint(engine, realm, space, gates)
-    with engine.connect() as conn:
-        todo = work_queue.take(conn, realm, space, "gated_triples", print_, full=full)
-        only = None if todo.full else sorted(todo.chunks)
-        raw = (
-            staging.load_raw(conn, realm, space, only)
-            if todo.full or only
-            else pl.DataFrame(schema=RAW_SCHEMA)
-        )
-    decisions = apply_gates(raw, engine.settings.gates, vocabulary)
-    for g in gates:
-        decisions = apply_extra_gates(decisions, [g], operator_context(engine, realm, space, g))
-    contracts.validate(contracts.gate_contract(engine.settings.gates), decisions)
-    batch = gate_yield(raw, decisions)
-    # judged on the chunks this run gated (§3.5); raising before the write leaves them queued, so the
-    # next run judges them again until the settings change or the space opts out
-    require_yield(
-        batch,
-        stage="gated_triples",
-        where=f"{realm}.{space}",
-        allowed=empty_runs_allowed(engine, realm, space),
-    )
+    contexts = [operator_context(engine, realm, space, g) for g in gates]
     with engine.connect() as conn, conn.transaction():
+        todo = work_queue.take(conn, realm, space, "gated_triples", print_, full=full)
+        # gated and written GATE_BATCH chunks at a time, in document order (issue 30): a run that fails its
+        # yield check below rolls every batch back, so it writes nothing and its chunks stay queued
         locks.lock_partition(conn, realm, space)
-        changed = 0
-        if todo.full or only:
-            stored = staging.load_decisions(conn, realm, space, accepted_only=False, chunk_ids=only)
+        chunks = staging.raw_chunks(conn, realm, space) if todo.full else sorted(todo.chunks)
+        tally, predicates = GateTally(), _PredicateTally(vocabulary)
+        changed = batches = 0
+        for at in range(0, len(chunks), GATE_BATCH):
+            batches += 1
+            batch = chunks[at : at + GATE_BATCH]
+            raw = staging.load_raw(conn, realm, space, batch)
+            decisions = apply_gates(raw, engine.settings.gates, vocabulary)
+            for g, ctx in zip(gates, contexts, strict=True):
+                decisions = apply_extra_gates(decisions, [g], ctx)
+            contracts.validate(contracts.gate_contract(engine.settings.gates), decisions)
+            tally.add(raw, decisions)
+            predicates.add(decisions)
+            stored = staging.load_decisions(conn, realm, space, accepted_only=False, chunk_ids=batch)
             if frame_hash(stored) != frame_hash(decisions):  # an identical re-gate writes nothing
-                changed = staging.replace_decisions(conn, realm, space, decisions, chunk_ids=only)
+                changed += staging.replace_decisions(conn, realm, space, decisions, chunk_ids=batch)
+        if todo.full:
+            changed += staging.delete_decisions_without_raw(conn, realm, space)
+        # judged on the chunks this run gated (§3.5); raising rolls back what the batches wrote, so the
+        # next run judges them again until the settings change or the space opts out
+        require_yield(
+            tally.result(),
+            stage="gated_triples",
+            where=f"{realm}.{space}",
+            allowed=empty_runs_allowed(engine, realm, space),
+        )
         work_queue.finish(conn, realm, space, "gated_triples", todo, print_, changed=changed)
         held = staging.space_yield(conn, realm, space)
         version = work_queue.data_version(conn, realm, space, "gated_triples")
-    rejected = decisions.filter(~pl.col("accepted"))
-    per_gate = dict(Counter(rejected["gate"].to_list()))
     check = space_yield(
-        batch,
+        tally.result(),
         held["accepted"] or not held["raw"],
         "no candidate of the space passed the gates",
     )
@@ -116,39 +121,58 @@ def stage_gated_triples(engine: Engine, realm: str, space: str, *, full: bool = 
         "gated_triples",
         {
             "mode": "full" if todo.full else "unchanged" if todo.empty else "incremental",
-            "chunks_gated": raw["chunk_id"].n_unique(),
-            "entities_accepted": decisions.filter(pl.col("accepted") & (pl.col("kind") == "entity")).height,
-            "triples_accepted": decisions.filter(pl.col("accepted") & (pl.col("kind") == "triple")).height,
-            "rejected": rejected.height,
-            "rejections_per_gate": per_gate,
+            "chunks_gated": len(tally.chunks),
+            "batches": batches,
+            "entities_accepted": tally.entities_accepted,
+            "triples_accepted": tally.triples_accepted,
+            "rejected": tally.candidates - tally.accepted,
+            "rejections_per_gate": dict(tally.per_gate),
             "rewritten": changed > 0,
             "rows_changed": changed,
-            **_predicate_report(decisions, vocabulary),
+            **predicates.report(),
             "operators": {"gates": [g.describe() for g in gates]},
             "seconds": round(time.perf_counter() - t0, 3),
         },
         version,
-        decisions.height,
+        tally.candidates,
         checks={
-            **operator_checks(gates, {"decisions": decisions.height}),
+            **operator_checks(gates, {"decisions": tally.candidates}),
             YIELD_CHECK: logged(check, stage="gated_triples", realm=realm, space=space),
         },
     )
 
 
-def _predicate_report(decisions: pl.DataFrame, vocabulary: Vocabulary) -> dict[str, Any]:
-    preds = decisions.filter(pl.col("accepted") & (pl.col("kind") == "triple"))
-    snapped = preds.filter(
-        pl.col("predicate")
-        != pl.col("raw_predicate").map_elements(normalise_predicate, return_dtype=pl.String)
-    )
-    return {
-        "distinct_predicates": preds["predicate"].n_unique(),
-        "predicates_snapped": snapped.height,
-        "off_vocabulary_top": [
-            f"{p} ({n})" for p, n in off_vocabulary(preds["predicate"].to_list(), vocabulary)
-        ],
-    }
+GATE_BATCH = 250
+"""Chunks gated and written per batch by ``gated_triples`` (issue 30: a full run holds one batch's raw
+extractions and decisions, not the space's)."""
+
+
+class _PredicateTally:
+    """The predicate report of a run's accepted triples, batch by batch: ``distinct_predicates``,
+    ``predicates_snapped`` (a predicate other than its raw predicate normalised: snapped to the
+    vocabulary) and ``off_vocabulary_top`` (§4.5's feedback loop)."""
+
+    def __init__(self, vocabulary: Vocabulary) -> None:
+        self.vocabulary = vocabulary
+        self.counts: Counter[str] = Counter()
+        self.snapped = 0
+
+    def add(self, decisions: pl.DataFrame) -> None:
+        preds = decisions.filter(pl.col("accepted") & (pl.col("kind") == "triple"))
+        self.counts.update(preds["predicate"].to_list())
+        self.snapped += preds.filter(
+            pl.col("predicate")
+            != pl.col("raw_predicate").map_elements(normalise_predicate, return_dtype=pl.String)
+        ).height
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "distinct_predicates": len(self.counts),
+            "predicates_snapped": self.snapped,
+            "off_vocabulary_top": [
+                f"{p} ({n})" for p, n in off_vocabulary(self.counts.elements(), self.vocabulary)
+            ],
+        }
 
 
 @writing_stage("resolved_entities")
@@ -188,9 +212,9 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
         work_queue.mark_stage(conn, "resolved_entities")
         todo = work_queue.take(conn, realm, space, "resolved_entities", print_, full=full)
         only = None if todo.full else sorted(todo.chunks)
-        accepted = (
+        accepted = (  # a full run streams the space's decisions instead (issue 30)
             staging.load_decisions(conn, realm, space, chunk_ids=only)
-            if todo.full or only
+            if only
             else pl.DataFrame(schema=staging.DECISION_SCHEMA)
         )
         # a vertex whose support no longer links its forms splits before resolving (issue 28)
@@ -235,21 +259,22 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
             if records.height or todo.full
             else None
         )
-        res = resolve_entities(existing, records) if existing is not None else None
+        streamed = _Streamed()
+        res = (
+            None
+            if existing is None
+            else resolve_entities(existing, streamed.rows(conn, realm, space, "entity"))
+            if todo.full
+            else resolve_entities(existing, records)
+        )
+        resolved_records = streamed.records if todo.full else records.height
+        existing = None  # resolution holds what it needs of the stored vertices
         enriched, counts, merged = 0, {"inserted": 0, "updated": 0}, 0
         if res is not None:
             touched = res.standing() if todo.full else res.touched()
             enriched = apply_enrichers(touched, enrichers, contexts)
             if todo.full:  # what the enrichers store may differ from what is stored (an enricher changed)
-                as_stored = {
-                    i: (t, d)
-                    for i, t, d in graph.load_entities(conn, realm, space)
-                    .select("id", "entity_type", "description")
-                    .iter_rows()
-                }
-                for v in touched.vertices:
-                    if v.id is not None and as_stored.get(v.id) != (v.entity_type, v.description):
-                        v.changed = True
+                _mark_unlike_stored(conn, realm, space, touched)
             contracts.validate(
                 contracts.EntityContract,
                 touched.entities().with_row_index("row").with_columns(id=pl.col("row").cast(pl.Int64)),
@@ -266,8 +291,13 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
             if extra:
                 only = sorted(set(only or []) | set(extra))
                 accepted = pl.concat([accepted, staging.load_decisions(conn, realm, space, chunk_ids=extra)])
-        if todo.full:
-            mentions = _mentions(accepted, res.index_of if res is not None else lambda _: None, res)
+        if todo.full and res is not None:
+            mentions = pl.concat(
+                [
+                    pl.DataFrame(schema=graph.MENTION_SCHEMA),
+                    *(_mentions(f, res.index_of, res) for f in streamed.frames(conn, realm, space, None)),
+                ]
+            )
         else:  # resolved against the stored vertices (just written):
             # res holds only those its records could meet
             forms = graph.EntityForms(conn, realm, space)
@@ -275,16 +305,24 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
             mentions = _mentions(accepted, lambda n: forms.resolve(identity_key(n)), None)
         # entities whose support may have shrunk — a mention of theirs not rewritten now, or lost to a chunk
         # removed since the last run (its cascade named them) — are derived again from what remains
-        redone = None if todo.full else only or []
-        before = graph.mention_pairs(conn, realm, space, redone)
+        if todo.full:  # set-based: the space's mentions as two compact frames, not tuples
+            lost = set(
+                graph.mention_frame(conn, realm, space)
+                .join(mentions.unique(), on=["chunk_id", "entity_id"], how="anti")["entity_id"]
+                .to_list()
+            )
+        else:
+            before = graph.mention_pairs(conn, realm, space, only or [])
         if todo.full:
             dormancy = graph.replace_mentions(conn, realm, space, mentions)
         else:
             dormancy = graph.replace_chunk_mentions(
                 conn, realm, space, only or [], mentions, also=sorted(todo.entities)
             )
-        kept = set(mentions.select("chunk_id", "entity_id").iter_rows())
-        shrunk = sorted(set(todo.entities) | {e for c, e in before if (c, e) not in kept} | set(split))
+        if not todo.full:
+            kept = set(mentions.select("chunk_id", "entity_id").iter_rows())
+            lost = {e for c, e in before if (c, e) not in kept}
+        shrunk = sorted(set(todo.entities) | lost | set(split))
         live = graph.live_among(conn, realm, space, shrunk) if shrunk else []
         rederived = rederive_attributes(conn, realm, space, entity_ids=live, relation_ids=[]) if live else {}
         changed = (
@@ -304,11 +342,11 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
         "resolved_entities",
         {
             "mode": "full" if todo.full else "unchanged" if todo.empty else "incremental",
-            "chunks_resolved": accepted["chunk_id"].n_unique(),
+            "chunks_resolved": len(streamed.chunks) if todo.full else accepted["chunk_id"].n_unique(),
             "entities": totals["entities"] + totals["entities_dormant"],
             "entities_inserted": counts["inserted"],
             "entities_updated": counts["updated"],
-            "records_resolved": records.height,
+            "records_resolved": resolved_records,
             **dormancy,
             "entities_rederived": rederived.get("entities", 0),
             "entities_merged": merged,
@@ -319,9 +357,52 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
             "seconds": round(time.perf_counter() - t0, 3),
         },
         version,
-        records.height,
-        checks=operator_checks(enrichers, {"entities": records.height}),
+        resolved_records,
+        checks=operator_checks(enrichers, {"entities": resolved_records}),
     )
+
+
+def _mark_unlike_stored(conn: psycopg.Connection, realm: str, space: str, res: Resolution) -> None:
+    """Mark changed each stored vertex of ``res`` whose type or description is not what the store holds
+    (or that the store holds no more as a vertex) — compared as two frames, not a dict of the space."""
+    at = [i for i, v in enumerate(res.vertices) if v.id is not None]
+    ours = pl.DataFrame(
+        {
+            "at": at,
+            "id": [res.vertices[i].id for i in at],
+            "entity_type": [res.vertices[i].entity_type for i in at],
+            "description": [res.vertices[i].description for i in at],
+        },
+        schema={"at": pl.Int64, "id": pl.Int64, "entity_type": pl.String, "description": pl.String},
+    )
+    stored = graph.load_entities(conn, realm, space).select("id", "entity_type", "description")
+    unlike = ours.join(stored, on="id", how="left", suffix="_stored").filter(
+        pl.col("entity_type").ne_missing(pl.col("entity_type_stored"))
+        | pl.col("description").ne_missing(pl.col("description_stored"))
+    )
+    for i in unlike["at"].to_list():
+        res.vertices[i].changed = True
+
+
+class _Streamed:
+    """A full resolution's reads of the space's accepted decisions in document order, batch by batch
+    (issue 30): what it counted of them — entity ``records`` and the ``chunks`` holding a decision."""
+
+    def __init__(self) -> None:
+        self.records = 0
+        self.chunks: set[int] = set()
+
+    def frames(
+        self, conn: psycopg.Connection, realm: str, space: str, kind: str | None
+    ) -> Iterator[pl.DataFrame]:
+        for frame in staging.iter_decisions(conn, realm, space, kind=kind, batch=READ_BATCH):
+            self.chunks.update(frame["chunk_id"].unique().to_list())
+            yield frame
+
+    def rows(self, conn: psycopg.Connection, realm: str, space: str, kind: str) -> Iterator[dict[str, Any]]:
+        for frame in self.frames(conn, realm, space, kind):
+            self.records += frame.height
+            yield from frame.iter_rows(named=True)
 
 
 def _mentioned_names(accepted: pl.DataFrame) -> list[str]:
@@ -415,14 +496,13 @@ def stage_relations(engine: Engine, realm: str, space: str, *, full: bool = Fals
                 0,
                 checks={"graph_quality": _quality_check(engine, realm, space, stored)},
             )
-        forms = graph.EntityForms(conn, realm, space, everything=todo.full)
-        if todo.full:
-            triples = staging.load_decisions(conn, realm, space).filter(pl.col("kind") == "triple")
-            built = build_relations(
-                triples, forms.lookup, forms.names, documents.chunk_order(conn, realm, space)
-            )
-            relations, pairs, chunks = built.relations, None, None
+        if todo.full:  # the space in batches of source entities (issue 30)
+            done = build_full(conn, realm, space, engine, vocabulary)
+            counts, sup_counts, self_loops, edges = done.counts, done.sup_counts, done.self_loops, done.edges
+            by_reason, examples, pairs, chunks = done.by_reason, done.examples, None, None
+            batches = done.batches
         else:
+            forms = graph.EntityForms(conn, realm, space)
             delta = relation_delta(conn, realm, space, todo, forms, vocabulary.single_valued)
             built = build_relations(
                 delta.triples,
@@ -431,11 +511,18 @@ def stage_relations(engine: Engine, realm: str, space: str, *, full: bool = Fals
                 documents.chunk_order(conn, realm, space, delta.chunks),
             )
             relations, pairs, chunks = delta.of_pairs(built.relations), delta.pairs, sorted(delta.chunks)
-        contracts.validate(contracts.RelationContract, relations)
-        superseded = _supersession(engine, relations, vocabulary)
-        counts = relation_store.write_relations(conn, realm, space, relations, pairs)
-        sup_counts = relation_store.apply_supersession(conn, realm, space, relations, superseded)
-        staging.replace_resolution_rejections(conn, realm, space, built.self_loops, chunks)
+            contracts.validate(contracts.RelationContract, relations)
+            superseded, _ = decide_supersession(engine, relations, vocabulary)
+            counts = relation_store.write_relations(conn, realm, space, relations, pairs)
+            sup_counts = relation_store.apply_supersession(conn, realm, space, relations, superseded)
+            self_loops, edges, batches = built.self_loops, relations.height, 1
+            by_reason = dict(Counter(superseded["reason"].to_list()))
+            examples = [
+                f"{relations['rendered'][r].split(':')[0]}  ⟶ superseded by ⟶  "
+                f"{relations['rendered'][w].split(':')[0]}"
+                for r, w in superseded.select("row", "superseded_by_row").head(5).iter_rows()
+            ]
+        staging.replace_resolution_rejections(conn, realm, space, self_loops, chunks)
         totals = relation_store.graph_counts(conn, realm, space)
         quality = measure_quality(conn, realm, space, vocabulary)
         changed = (
@@ -449,21 +536,18 @@ def stage_relations(engine: Engine, realm: str, space: str, *, full: bool = Fals
             "mode": "full" if todo.full else "unchanged" if todo.empty else "incremental",
             "pairs_rebuilt": None if pairs is None else len(pairs),
             "chunks_read": None if chunks is None else len(chunks),
-            "edges_rebuilt": relations.height,
+            "edges_rebuilt": edges,
+            "batches": batches,
             **totals,
             "relations_inserted": counts["inserted"],
             "relations_updated": counts["updated"],
             "relations_newly_dormant": counts["dormant"],
-            "self_loops_after_resolution": built.self_loops.height,
-            "self_loop_examples": built.self_loops["offending_value"].head(5).to_list(),
+            "self_loops_after_resolution": self_loops.height,
+            "self_loop_examples": self_loops["offending_value"].head(5).to_list(),
             "newly_superseded": sup_counts["newly_superseded"],
             "restored": sup_counts["restored"],
-            "supersessions_by_reason": dict(Counter(superseded["reason"].to_list())),
-            "supersession_examples": [
-                f"{relations['rendered'][r].split(':')[0]}  ⟶ superseded by ⟶  "
-                f"{relations['rendered'][w].split(':')[0]}"
-                for r, w in superseded.select("row", "superseded_by_row").head(5).iter_rows()
-            ],
+            "supersessions_by_reason": by_reason,
+            "supersession_examples": examples,
             "rows_changed": changed,
         }
         work_queue.finish(conn, realm, space, "relations", todo, print_, changed=changed, report=quality)
@@ -472,7 +556,7 @@ def stage_relations(engine: Engine, realm: str, space: str, *, full: bool = Fals
         "relations",
         {**metadata, "seconds": round(time.perf_counter() - t0, 3)},
         version,
-        relations.height,
+        edges,
         checks={"graph_quality": _quality_check(engine, realm, space, quality)},
     )
 
@@ -484,81 +568,3 @@ def _quality_check(
     space's extractor (:func:`~pgrag_dag.graph.quality.judge_quality`: ``blocking``, ``warnings``)."""
     judged = judge_quality(metrics, compose(engine.settings, realm, space).extractor.op.name)
     return quality_passed(judged), judged
-
-
-def _supersession(engine: Engine, relations: pl.DataFrame, vocabulary: Vocabulary) -> pl.DataFrame:
-    """Declarative supersession, then (when enabled) contradiction detection over the residue; validated."""
-    declarative = supersede(relations, vocabulary.groups, vocabulary.single_valued)
-    frames = [declarative]
-    temporal = engine.settings.temporal
-    if temporal.contradiction_detection:
-        frames.append(
-            detect_contradictions(
-                relations,
-                declarative,
-                vocabulary.groups,
-                engine.client(),
-                max_pairs=temporal.contradiction_max_pairs,
-                single_valued=vocabulary.single_valued,
-            )
-        )
-    result = pl.concat(frames)
-    contracts.validate(
-        contracts.SupersessionContract,
-        supersession_audit(relations, result, vocabulary.groups, vocabulary.single_valued),
-    )
-    return result
-
-
-def supersession_audit(
-    relations: pl.DataFrame,
-    supersession: pl.DataFrame,
-    groups: tuple[tuple[str, ...], ...],
-    single_valued: dict[str, str] | None = None,
-) -> pl.DataFrame:
-    """The ``supersession`` frame (row, superseded_by_row, reason, explanation; rows address ``relations``
-    by position) with what :class:`~pgrag_dag.operators.contracts.SupersessionContract` checks, set-based (two
-    joins, no per-row Python): ``later`` — the superseding edge's latest assertion comes later in document
-    order (doc_order, then chunk_index) — ``same_pair`` (source and target), ``same_group`` (both
-    predicates in one exclusive group; an ungrouped predicate is in none) and ``same_single_end`` (one
-    predicate, single-valued in ``single_valued``, and the same subject when it holds one object, the same
-    object when it holds one subject). §5.2, issue 27."""
-    group_of = {p: i for i, g in enumerate(groups) for p in g}
-    single = single_valued or {}
-
-    def side(default: str) -> pl.Expr:
-        if not single:
-            return pl.lit(default, pl.String)
-        return pl.col("predicate").replace_strict(single, default=default, return_dtype=pl.String)
-
-    def group(default: int) -> pl.Expr:
-        if not group_of:
-            return pl.lit(default, pl.Int64)
-        return pl.col("predicate").replace_strict(group_of, default=default, return_dtype=pl.Int64)
-
-    edges = (
-        relations.select("asserted_doc_order", "asserted_chunk_index", "source_id", "target_id", "predicate")
-        .with_row_index("row")
-        .with_columns(pl.col("row").cast(pl.Int64))
-    )
-    loser = edges.with_columns(group=group(-1), side=side(""))
-    winner = edges.with_columns(group=group(-2)).rename(lambda c: f"w_{c}")
-    joined = supersession.join(loser, on="row", how="left").join(
-        winner, left_on="superseded_by_row", right_on="w_row", how="left"
-    )
-    return joined.select(
-        *supersession.columns,
-        later=(pl.col("asserted_doc_order") < pl.col("w_asserted_doc_order"))
-        | (
-            (pl.col("asserted_doc_order") == pl.col("w_asserted_doc_order"))
-            & (pl.col("asserted_chunk_index") < pl.col("w_asserted_chunk_index"))
-        ),
-        same_pair=(pl.col("source_id") == pl.col("w_source_id"))
-        & (pl.col("target_id") == pl.col("w_target_id")),
-        same_group=pl.col("group") == pl.col("w_group"),
-        same_single_end=(pl.col("predicate") == pl.col("w_predicate"))
-        & (
-            ((pl.col("side") == "object") & (pl.col("source_id") == pl.col("w_source_id")))
-            | ((pl.col("side") == "subject") & (pl.col("target_id") == pl.col("w_target_id")))
-        ),
-    )

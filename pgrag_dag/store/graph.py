@@ -238,13 +238,7 @@ def replace_mentions(
     Returns counts ``mentions``, ``dormant``, ``revived``.
     """
     pairs = mentions.unique().sort("chunk_id", "entity_id")
-    stored = conn.execute(
-        sql.SQL("SELECT chunk_id, entity_id FROM {} WHERE space = %s ORDER BY 1, 2").format(
-            qualified(realm, "doc_mentions")
-        ),
-        (space,),
-    ).fetchall()
-    if stored != list(pairs.iter_rows()):  # an unchanged mention set is left as it is
+    if not mention_frame(conn, realm, space).equals(pairs):  # an unchanged mention set is left as it is
         conn.execute(
             sql.SQL("DELETE FROM {} WHERE space = %s").format(qualified(realm, "doc_mentions")), (space,)
         )
@@ -323,6 +317,27 @@ def mention_pairs(
             args,
         ).fetchall()
     ]
+
+
+MENTION_SCHEMA = {"chunk_id": pl.Int64, "entity_id": pl.Int64}
+"""The ``doc_mentions`` pairs as a frame."""
+
+
+def mention_frame(conn: psycopg.Connection, realm: str, space: str, *, batch: int = 100_000) -> pl.DataFrame:
+    """The space's (chunk_id, entity_id) mentions, sorted, as a frame (:data:`MENTION_SCHEMA`) — read
+    ``batch`` rows at a time through a server-side cursor in the caller's transaction, so no Python tuple
+    per mention outlives its batch (issue 30)."""
+    frames = [pl.DataFrame(schema=MENTION_SCHEMA)]
+    with conn.cursor(name="pgrag_mentions") as cur:
+        cur.execute(
+            sql.SQL("SELECT chunk_id, entity_id FROM {} WHERE space = %s ORDER BY 1, 2").format(
+                qualified(realm, "doc_mentions")
+            ),
+            (space,),
+        )
+        while rows := cur.fetchmany(batch):
+            frames.append(pl.DataFrame(rows, schema=MENTION_SCHEMA, orient="row"))
+    return pl.concat(frames)
 
 
 def live_among(conn: psycopg.Connection, realm: str, space: str, entity_ids: Sequence[int]) -> list[int]:
@@ -452,6 +467,39 @@ class EntityForms:
     def keys_of(self, ids: Iterable[int]) -> set[str]:
         """The identity keys the entities ``ids`` hold (name and aliases; :meth:`load_ids` them first)."""
         return {k for i in ids if i in self.forms for k in (self.forms[i][0], *self.forms[i][1])}
+
+
+def form_lookup(conn: psycopg.Connection, realm: str, space: str) -> tuple[dict[str, int], dict[int, str]]:
+    """``(lookup, names)`` of the whole space, as :class:`EntityForms` with ``everything`` gives them
+    (``lookup``: identity key → the entity a triple endpoint with it resolves to — the lowest-id entity
+    holding it as its canonical name, else the lowest-id one holding it as an alias, merged fragments never;
+    ``names``: id → canonical name of every entity not merged), decided in SQL: a full relations run holds
+    two plain dicts, not every entity's forms and holder sets (issue 30)."""
+    fill_identity_keys(conn, realm, space)  # keys of entities a writer stored without them
+    k, e = qualified(realm, "entity_keys"), qualified(realm, "entities")
+    lookup = {
+        str(key): int(i)
+        for key, i in conn.execute(
+            sql.SQL("""SELECT f.key, coalesce(min(f.id) FILTER (WHERE f.canonical), min(f.id))
+                         FROM (SELECT k.name_key AS key, k.entity_id AS id, true AS canonical
+                                 FROM {k} k JOIN {e} e ON e.space = k.space AND e.id = k.entity_id
+                                WHERE k.space = %(space)s AND e.merged_into IS NULL
+                               UNION ALL
+                               SELECT a.key, k.entity_id, false
+                                 FROM {k} k JOIN {e} e ON e.space = k.space AND e.id = k.entity_id
+                                 CROSS JOIN LATERAL unnest(k.alias_keys) AS a(key)
+                                WHERE k.space = %(space)s AND e.merged_into IS NULL) f
+                        GROUP BY f.key""").format(k=k, e=e),
+            {"space": space},
+        ).fetchall()
+    }
+    names = {
+        int(i): str(n)
+        for i, n in conn.execute(
+            sql.SQL("SELECT id, name FROM {} WHERE space = %s AND merged_into IS NULL").format(e), (space,)
+        ).fetchall()
+    }
+    return lookup, names
 
 
 def entity_forms(conn: psycopg.Connection, realm: str, space: str) -> EntityForms:

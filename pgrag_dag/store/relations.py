@@ -8,13 +8,12 @@ per-partition advisory lock (:func:`pgrag_dag.store.locks.lock_partition`).
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any
 
 import polars as pl
 import psycopg
 from psycopg import sql
-from psycopg.types.json import Jsonb
 
+from pgrag_dag.store import incoming
 from pgrag_dag.store.identifiers import qualified
 
 
@@ -101,105 +100,16 @@ def write_relations(
     relations: pl.DataFrame,
     pairs: Collection[tuple[int, int]] | None = None,
 ) -> dict[str, int]:
-    """Upsert the ``relations`` frame in one transaction (a savepoint inside the caller's); see
-    :func:`_write_relations`."""
+    """Upsert the ``relations`` frame in one transaction (a savepoint inside the caller's): the frame is
+    copied into the incoming table (:func:`pgrag_dag.store.incoming.open_incoming`,
+    :func:`~pgrag_dag.store.incoming.add_relations`) and merged set-based
+    (:func:`~pgrag_dag.store.incoming.merge_relations`, which says what changes). ``relations`` holds every
+    edge of the space, or — with ``pairs`` (source_id, target_id), an incremental run — every edge of those
+    pairs. Returns counts ``inserted``, ``updated``, ``dormant``."""
     with conn.transaction():
-        return _write_relations(conn, realm, space, relations, pairs)
-
-
-def _write_relations(
-    conn: psycopg.Connection,
-    realm: str,
-    space: str,
-    relations: pl.DataFrame,
-    pairs: Collection[tuple[int, int]] | None = None,
-) -> dict[str, int]:
-    """Upsert the ``relations`` frame: one edge per (source, predicate, target, negated), set-based.
-
-    The frame is copied into a temporary table and merged in one statement. Unchanged edges are not
-    touched; a stored validity period is never erased by an observation without one; a stored edge
-    absent from ``relations`` (no contributing chunk left) becomes dormant; a present dormant one
-    revives. ``relations`` holds every edge of the space, or — with ``pairs`` (source_id, target_id), an
-    incremental run — every edge of those pairs, and only their stored edges can become dormant.
-    Returns counts ``inserted``, ``updated``, ``dormant``.
-    """
-    table = qualified(realm, "relations")
-    conn.execute("""CREATE TEMP TABLE IF NOT EXISTS pgrag_incoming_rel (
-                        source_id bigint, target_id bigint, predicate text, negated boolean, description text,
-                        chunk_ids bigint[], weight integer, confidence double precision, payload jsonb,
-                            rendered text)
-                    ON COMMIT DROP""")
-    conn.execute("TRUNCATE pgrag_incoming_rel")
-    with (
-        conn.cursor() as cur,
-        cur.copy(
-            "COPY pgrag_incoming_rel (source_id, target_id, predicate, negated, description, chunk_ids,"
-            " weight, confidence, payload, rendered) FROM STDIN"
-        ) as copy,
-    ):
-        for r in relations.iter_rows(named=True):
-            payload = {k: r[k] for k in ("valid_from", "valid_to") if r[k]}
-            copy.write_row(
-                (
-                    r["source_id"],
-                    r["target_id"],
-                    r["predicate"],
-                    r["negated"],
-                    r["description"],
-                    r["chunk_ids"],
-                    r["weight"],
-                    r["confidence"],
-                    Jsonb(payload),
-                    r["rendered"],
-                )
-            )
-    same_edge = sql.SQL(
-        "(r.source_id, r.predicate, r.target_id, r.negated)"
-        " = (i.source_id, i.predicate, i.target_id, i.negated)"
-    )
-    updated = conn.execute(
-        sql.SQL("""UPDATE {t} r SET description = i.description, chunk_ids = i.chunk_ids, weight = i.weight,
-                          confidence = i.confidence, payload = r.payload || i.payload, rendered = i.rendered,
-                          dormant_since = NULL
-                     FROM pgrag_incoming_rel i
-                    WHERE r.space = %s AND {same}
-                      AND ((r.description, r.chunk_ids, r.weight, r.confidence, r.rendered, r.dormant_since)
-                           IS DISTINCT FROM (i.description, i.chunk_ids, i.weight, i.confidence, i.rendered,
-                               NULL::timestamptz)
-                           OR NOT (r.payload @> i.payload))""").format(t=table, same=same_edge),
-        (space,),
-    ).rowcount
-    # new edges only: no sequence value is spent on edges that already exist
-    inserted = conn.execute(
-        sql.SQL("""INSERT INTO {t} (space, source_id, target_id, predicate, negated, description, chunk_ids,
-                                   weight,
-                                   confidence, payload, rendered)
-                   SELECT %s, i.source_id, i.target_id, i.predicate, i.negated, i.description, i.chunk_ids,
-                          i.weight,
-                          i.confidence, i.payload, i.rendered FROM pgrag_incoming_rel i
-                    WHERE NOT EXISTS (SELECT 1 FROM {t} r WHERE r.space = %s AND {same})
-                    ORDER BY i.source_id, i.predicate, i.target_id, i.negated
-                   ON CONFLICT (space, source_id, predicate, target_id, negated) DO NOTHING""").format(
-            t=table, same=same_edge
-        ),
-        (space, space),
-    ).rowcount
-    only = sql.SQL("")
-    args: list[Any] = [space]
-    if pairs is not None:
-        only = sql.SQL(
-            " AND (r.source_id, r.target_id) IN (SELECT * FROM unnest(%s::bigint[], %s::bigint[]))"
-        )
-        args += [[a for a, _ in pairs], [b for _, b in pairs]]
-    dormant = conn.execute(
-        sql.SQL("""UPDATE {t} r SET dormant_since = now() WHERE r.space = %s AND r.dormant_since IS NULL{only}
-                   AND NOT EXISTS (
-                   SELECT 1 FROM pgrag_incoming_rel i WHERE (i.source_id, i.target_id, i.predicate, i.negated)
-                                                          = (r.source_id, r.target_id, r.predicate,
-                                                              r.negated))""").format(t=table, only=only),
-        args,
-    ).rowcount
-    return {"inserted": inserted, "updated": updated, "dormant": dormant}
+        incoming.open_incoming(conn)
+        incoming.add_relations(conn, relations)
+        return incoming.merge_relations(conn, realm, space, pairs)
 
 
 def graph_counts(conn: psycopg.Connection, realm: str, space: str) -> dict[str, int]:
@@ -282,71 +192,10 @@ def apply_supersession(
     """Mark superseded edges (§5.2–5.3): ``superseded_by`` and ``t_expired`` (database clock), never delete.
 
     ``relations`` is the live frame the stage wrote (rows addressed by position) — call it right after
-    :func:`write_relations` in the same transaction (it reads that call's incoming rows) — and it is the
-    whole space's or, in an incremental run, every edge of the affected pairs; ``supersession`` has
-    row, superseded_by_row, reason, explanation. A newly superseded edge (or one whose superseder
-    changed) gets ``t_expired = now()``; a live edge no longer superseded is current again. A
-    contradiction verdict is recorded in the superseded edge's payload. Returns counts ``superseded``
-    (now), ``newly_superseded``, ``restored``.
-    """
-    table = qualified(realm, "relations")
-    keys = [
-        (r["source_id"], r["target_id"], r["predicate"], r["negated"])
-        for r in relations.iter_rows(named=True)
-    ]
-    ids = {}
-    for (
-        i,
-        s_,
-        t_,
-        p_,
-        n_,
-    ) in conn.execute(  # the edges just written (write_relations' incoming rows), not the space
-        sql.SQL("""SELECT r.id, r.source_id, r.target_id, r.predicate, r.negated FROM {} r
-                     JOIN pgrag_incoming_rel i
-                     ON (r.source_id, r.predicate, r.target_id, r.negated) = (i.source_id, i.predicate,
-                         i.target_id, i.negated)
-                  WHERE r.space = %s""").format(table),
-        (space,),
-    ).fetchall():
-        ids[(s_, t_, p_, n_)] = i
-    wanted = {
-        ids[keys[r]]: (ids[keys[w]], reason, expl)
-        for r, w, reason, expl in supersession.select(
-            "row", "superseded_by_row", "reason", "explanation"
-        ).iter_rows()
-    }
-    live = [ids[k] for k in keys]
-    stored: dict[int, int] = dict(
-        conn.execute(
-            sql.SQL(
-                "SELECT id, superseded_by FROM {} WHERE id = ANY(%s) AND superseded_by IS NOT NULL"
-            ).format(table),
-            (live,),
-        ).fetchall()
-    )
-    newly = restored = 0
-    with conn.cursor() as cur:
-        for edge, (by, reason, expl) in wanted.items():
-            if stored.get(edge) != by:
-                payload = {"supersession": {"reason": reason, **({"explanation": expl} if expl else {})}}
-                cur.execute(
-                    sql.SQL(
-                        "UPDATE {} SET superseded_by = %s, t_expired = now(), payload = payload || %s"
-                        " WHERE id = %s"
-                    ).format(table),
-                    (by, Jsonb(payload), edge),
-                )
-                newly += 1
-        for edge in stored:
-            if edge not in wanted:
-                cur.execute(
-                    sql.SQL(
-                        "UPDATE {} SET superseded_by = NULL, t_expired = NULL,"
-                        " payload = payload - 'supersession'"
-                        " WHERE id = %s"
-                    ).format(table),
-                    (edge,),
-                )
-                restored += 1
-    return {"superseded": len(wanted), "newly_superseded": newly, "restored": restored}
+    :func:`write_relations` in the same transaction (the edges it concerns are that call's incoming rows) —
+    and it is the whole space's or, in an incremental run, every edge of the affected pairs; ``supersession``
+    has row, superseded_by_row, reason, explanation. See
+    :func:`pgrag_dag.store.incoming.apply_incoming_supersession` for what changes. Returns counts
+    ``superseded`` (now), ``newly_superseded``, ``restored``."""
+    incoming.add_supersession(conn, relations, supersession)
+    return incoming.apply_incoming_supersession(conn, realm, space)

@@ -9,7 +9,7 @@ again by the next run; ``stage_pending`` records what a stage could not finish (
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import polars as pl
 import psycopg
@@ -203,33 +203,40 @@ def write_raw(conn: psycopg.Connection, realm: str, space: str, raw: pl.DataFram
         sql.SQL("DELETE FROM {} WHERE chunk_id = ANY(%s)").format(qualified(realm, "raw_extractions")),
         (chunk_ids,),
     )
+    insert = sql.SQL("""INSERT INTO {} (space, chunk_id, pass, model, prompt_version, raw_text, parsed,
+                                       parse_status, error, prompt_tokens, completion_tokens, cache_hit)
+                        VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)""").format(
+        qualified(realm, "raw_extractions")
+    )
     with conn.cursor() as cur:
-        cur.executemany(
-            sql.SQL("""INSERT INTO {} (space, chunk_id, pass, model, prompt_version, raw_text, parsed,
-                                      parse_status,
-                                      error, prompt_tokens, completion_tokens, cache_hit)
-                       VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)""").format(
-                qualified(realm, "raw_extractions")
-            ),
-            [
-                (
-                    space,
-                    r["chunk_id"],
-                    r["pass"],
-                    r["model"],
-                    r["prompt_version"],
-                    r["raw_text"],
-                    Jsonb(json.loads(r["parsed"])) if r["parsed"] else None,
-                    r["parse_status"],
-                    r["error"],
-                    r["prompt_tokens"],
-                    r["completion_tokens"],
-                    r["cache_hit"],
-                )
-                for r in raw.iter_rows(named=True)
-            ],
-        )
+        # WRITE_BATCH rows at a time: the parsed responses of a whole space as Python objects at once
+        # cost more memory than the frame holding their text (issue 30)
+        for at in range(0, raw.height, WRITE_BATCH):
+            cur.executemany(
+                insert,
+                [
+                    (
+                        space,
+                        r["chunk_id"],
+                        r["pass"],
+                        r["model"],
+                        r["prompt_version"],
+                        r["raw_text"],
+                        Jsonb(json.loads(r["parsed"])) if r["parsed"] else None,
+                        r["parse_status"],
+                        r["error"],
+                        r["prompt_tokens"],
+                        r["completion_tokens"],
+                        r["cache_hit"],
+                    )
+                    for r in raw.slice(at, WRITE_BATCH).iter_rows(named=True)
+                ],
+            )
     return raw.height
+
+
+WRITE_BATCH = 500
+"""Raw extraction rows per insert batch of :func:`write_raw`."""
 
 
 def load_raw(
@@ -249,6 +256,34 @@ def load_raw(
         (space, list(chunk_ids)) if chunk_ids is not None else (space,),
     ).fetchall()
     return pl.DataFrame(rows, schema=RAW_SCHEMA, orient="row")
+
+
+def raw_chunks(conn: psycopg.Connection, realm: str, space: str) -> list[int]:
+    """The ids of the space's chunks holding a raw extraction row, in document order (the order of
+    :func:`load_raw`)."""
+    return [
+        r[0]
+        for r in conn.execute(
+            sql.SQL("""SELECT d.id FROM {d} d WHERE d.space = %s
+                          AND EXISTS (SELECT 1 FROM {r} r WHERE r.chunk_id = d.id AND r.space = d.space)
+                        ORDER BY d.doc_order, d.doc_key, d.chunk_index""").format(
+                r=qualified(realm, "raw_extractions"), d=qualified(realm, "documents")
+            ),
+            (space,),
+        ).fetchall()
+    ]
+
+
+def delete_decisions_without_raw(conn: psycopg.Connection, realm: str, space: str) -> int:
+    """Delete the space's gate decisions of chunks holding no raw extraction row (what a full re-gate of the
+    raw rows cannot write again); returns how many."""
+    return conn.execute(
+        sql.SQL("""DELETE FROM {g} g WHERE g.space = %s AND NOT EXISTS (
+                       SELECT 1 FROM {r} r WHERE r.chunk_id = g.chunk_id AND r.space = g.space)""").format(
+            g=qualified(realm, "gate_decisions"), r=qualified(realm, "raw_extractions")
+        ),
+        (space,),
+    ).rowcount
 
 
 def space_yield(conn: psycopg.Connection, realm: str, space: str) -> dict[str, bool]:
@@ -323,6 +358,26 @@ def load_decisions(
         (space, list(chunk_ids)) if chunk_ids is not None else (space,),
     ).fetchall()
     return pl.DataFrame(rows, schema=DECISION_SCHEMA, orient="row")
+
+
+def iter_decisions(
+    conn: psycopg.Connection, realm: str, space: str, *, kind: str | None = None, batch: int
+) -> Iterator[pl.DataFrame]:
+    """The space's accepted gate decisions (of ``kind``, ``entity`` or ``triple``, or both), in the order of
+    :func:`load_decisions`, as frames of at most ``batch`` rows — read through a server-side cursor in the
+    caller's transaction, so a full run never holds the space's decisions at once (issue 30)."""
+    cols = sql.SQL(", ").join(sql.Identifier("g", c) for c in _DECISION_COLS)
+    where: sql.Composable = sql.SQL(" AND g.kind = %s") if kind is not None else sql.SQL("")
+    with conn.cursor(name="pgrag_decisions") as cur:
+        cur.execute(
+            sql.SQL("""SELECT {} FROM {} g JOIN {} d ON d.id = g.chunk_id WHERE g.space = %s AND g.accepted{}
+                        ORDER BY d.doc_order, d.doc_key, d.chunk_index, g.pass, g.id""").format(
+                cols, qualified(realm, "gate_decisions"), qualified(realm, "documents"), where
+            ),
+            (space, kind) if kind is not None else (space,),
+        )
+        while rows := cur.fetchmany(batch):
+            yield pl.DataFrame(rows, schema=DECISION_SCHEMA, orient="row")
 
 
 def replace_resolution_rejections(
