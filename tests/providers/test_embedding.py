@@ -215,20 +215,15 @@ def test_the_local_model_ranks_a_paraphrase_above_an_unrelated_sentence(local: L
     assert float(hq @ hp) < float(hq @ hu)
 
 
-def test_local_vectors_barely_depend_on_batching_or_order(local: LocalEmbedder) -> None:
-    """The int8 products quantise each forward pass's activations with one range (issue 30 item 4), so a
-    text's vector moves a little with its batch: measured 0.995 for these words, 0.9885 for the 3-token
-    "Ada" of ``local_vectors.json``, 0.973 for the wordless "" and "!!!" (two or three word pieces)."""
+def test_local_vectors_do_not_depend_on_batching_or_order(local: LocalEmbedder) -> None:
+    """Each window is its own forward pass (issue 30 item 4: the int8 products quantise a pass's
+    activations with one range, so batched windows would move each other's vectors)."""
     texts = TEXTS + [TEXTS[0] * 40]
     together = local.embed(texts)
     alone = [local.embed([t])[0] for t in texts]
     reversed_ = local.embed(texts[::-1])[::-1]
-    for text, a, b, c in zip(texts, together, alone, reversed_):
-        floor = 0.99 if any(ch.isalpha() for ch in text) else 0.965
-        assert float(a @ b) > floor and float(a @ c) > floor, text
-    assert [float(a @ b) for a, b in zip(local.embed(TEXTS), local.embed(TEXTS))] == pytest.approx(
-        [1.0] * len(TEXTS), abs=1e-6
-    )  # the same batch gives the same vectors
+    for a, b, c in zip(together, alone, reversed_):
+        assert float(a @ b) > 0.99999 and float(a @ c) > 0.99999
     assert local.embed([]) == []
 
 
@@ -239,15 +234,13 @@ def test_local_vectors_stay_within_cosine_099_of_the_float32_products(local: Loc
     """``local_vectors.json``: eleven texts of the kinds the stage embeds (MuSiQue and HotpotQA passages,
     one past the 256-piece window, entity ``name: description`` and relation texts, a question, one
     word, accents and CJK) with the vectors of the model before its int8 products (issue 30 item 4). The
-    model id is unchanged only while every text stays within cosine 0.99, batched or alone."""
+    model id is unchanged only while every text stays within cosine 0.99."""
     texts, before = LOCAL_VECTORS["texts"], np.array(LOCAL_VECTORS["vectors"], dtype=np.float32)
-    batched = np.array(local.embed(texts))
-    alone = np.array([local.embed([t])[0] for t in texts])
-    for now in (batched, alone):
-        cosines = (now * before).sum(axis=1)
-        assert cosines.min() >= 0.99, dict(zip(texts, cosines.round(4)))
-        assert cosines.mean() >= 0.995
-    assert (batched * before).sum(axis=1).max() < 0.99999  # the int8 products are in use: not the same
+    now = np.array(local.embed(texts))
+    cosines = (now * before).sum(axis=1)
+    assert cosines.min() >= 0.99, dict(zip(texts, cosines.round(4)))
+    assert cosines.mean() >= 0.995
+    assert cosines.max() < 0.99999  # the int8 products are in use: not the same vectors
 
 
 def test_the_int8_graph_is_derived_in_memory_and_checked(monkeypatch: pytest.MonkeyPatch) -> None:
