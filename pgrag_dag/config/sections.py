@@ -167,14 +167,14 @@ class EmbeddingSettings(StrictModel):
     ``model``: ``local/all-MiniLM-L6-v2`` (the default: real weights installed with the package, run
     in-process, no network), any litellm embedding model (``openai/text-embedding-3-small``, …), or
     ``hashing-sha256`` (the deterministic feature-hashing embedder: tests and large benchmarks only —
-    it is far below BM25 on retrieval). ``dim`` its width, ``batch_size`` texts per request (windows
-    per forward pass for a local model), ``deadline_s`` the wall-clock seconds one litellm batch (with its
-    retries) may take before :class:`~pgrag_dag.errors.ModelError`, ``threads`` the local model's
-    intra-op threads (0: one per core). ``bulk_load_rows``: a first load of at least this many vectors into
-    a table with none builds its HNSW index once after them, with ``maintenance_work_mem`` =
-    ``index_build_memory`` (issue 15, :mod:`pgrag_dag.store.bulk_index`; 0 never does): ``auto`` sizes it to
-    the graph of the largest table, up to a quarter of this machine's memory (issue 30), or a size such as
-    ``2GB``.
+    it is far below BM25 on retrieval). ``dim`` its width, ``batch_size`` texts per request (per call of
+    a local model, which runs each window as its own forward pass), ``deadline_s`` the wall-clock seconds
+    one litellm batch (with its retries) may take before :class:`~pgrag_dag.errors.ModelError`,
+    ``threads`` the local model's forward passes run at once, one thread each (0: one per core).
+    ``bulk_load_rows``: a first load of at least this many vectors into a table with none builds its HNSW
+    index once after them, with ``maintenance_work_mem`` = ``index_build_memory`` (issue 15,
+    :mod:`pgrag_dag.store.bulk_index`; 0 never does): ``auto`` sizes it to the graph of the largest table,
+    up to a quarter of this machine's memory (issue 30), or a size such as ``2GB``.
 
     Asymmetric models: ``query_prefix``/``passage_prefix`` are prepended to query/passage texts, and
     ``query_input_type``/``passage_input_type`` sent as the provider's ``input_type``; unset (``None``)
