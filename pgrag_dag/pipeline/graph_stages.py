@@ -336,14 +336,14 @@ def stage_resolved_entities(engine: Engine, realm: str, space: str, *, full: boo
             + len(split)
         )
         work_queue.finish(conn, realm, space, "resolved_entities", todo, print_, changed=changed)
-        totals = relation_store.graph_counts(conn, realm, space)
+        entities = relation_store.entity_count(conn, realm, space)
         version = work_queue.data_version(conn, realm, space, "resolved_entities")
     return StageResult(
         "resolved_entities",
         {
             "mode": "full" if todo.full else "unchanged" if todo.empty else "incremental",
             "chunks_resolved": len(streamed.chunks) if todo.full else accepted["chunk_id"].n_unique(),
-            "entities": totals["entities"] + totals["entities_dormant"],
+            "entities": entities,
             "entities_inserted": counts["inserted"],
             "entities_updated": counts["updated"],
             "records_resolved": resolved_records,
