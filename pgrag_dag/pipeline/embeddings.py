@@ -83,6 +83,9 @@ fallback embedder), so that they outlive the run."""
 FLUSH_ROWS = 2_048
 """Vectors :func:`embed_pending` hands its sink at a time: one short transaction per this many rows keeps what
 an interrupted run embedded (issue 30) without a commit per model batch."""
+FLUSH_SECONDS = 10.0
+"""…or after this many seconds of embedding, whichever comes first: 2,048 long chunks are minutes of a local
+model's work, which an interrupt would otherwise lose (a new user's trial lost 256 chunks to a Ctrl-C)."""
 
 
 class WriteBehind:
@@ -149,13 +152,14 @@ def embed_pending(
     sink: Sink,
     fallback: Embedder | None = None,
     flush_rows: int = FLUSH_ROWS,
+    flush_seconds: float = FLUSH_SECONDS,
 ) -> EmbeddingRun:
     """Embed ``todo`` (table → its pending rows, read as they come: a stream keeps memory bounded at any
     size, issue 30) as passages, ``batch_size`` texts per ``embedder`` call, table by table in the given
     order; ``totals`` (table → rows) only feeds the progress display.
 
-    The vectors are handed to ``sink`` every ``flush_rows`` rows of a table (and at each table's end), model
-    and fallback vectors apart, and not kept: the result counts rows.
+    The vectors are handed to ``sink`` every ``flush_rows`` rows of a table or ``flush_seconds`` of embedding
+    (and at each table's end), model and fallback vectors apart, and not kept: the result counts rows.
 
     Each batch is checked as ``pgrag reembed`` checks it
     (:func:`pgrag_dag.providers.embedding.embed_distinct`: one finite vector of the embedder's width per
@@ -173,13 +177,20 @@ def embed_pending(
         out = run.tables[table]
         held: list[tuple[list[Row], list[np.ndarray]]] = [([], []), ([], [])]  # model, fallback
 
+        last = [time.monotonic()]
+
         def flush(
-            table: str = table, held: list[tuple[list[Row], list[np.ndarray]]] = held, at_least: int = 1
+            table: str = table,
+            held: list[tuple[list[Row], list[np.ndarray]]] = held,
+            at_least: int = 1,
+            last: list[float] = last,
         ) -> None:
+            due = time.monotonic() - last[0] >= flush_seconds
             for fb, (rows, vecs) in enumerate(held):
-                if len(rows) >= at_least:
+                if len(rows) >= at_least or (due and rows):
                     sink(table, rows, vecs, bool(fb))
                     held[fb] = ([], [])  # handed over: a long run holds one flush of vectors, not all
+                    last[0] = time.monotonic()
 
         pending = iter(stream)
         while batch := list(itertools.islice(pending, batch_size)):

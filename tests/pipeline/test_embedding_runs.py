@@ -455,3 +455,21 @@ def test_pending_rows_stream_by_pages_and_a_full_audit_reads_every_vector_by_pag
     whole_audit = vectors.audit(conn, realm, "main", 384).filter(pl.col("table").is_in(TABLES))
     assert paged.equals(whole_audit.sort("table", "row_id"))
     assert meta["vectors_checked"] == paged.height == sum(len(_embedded(conn, realm, t)) for t in TABLES)
+
+
+def test_vectors_are_handed_over_after_flush_seconds_even_below_flush_rows() -> None:
+    """A run of long texts reaches 2,048 rows only after minutes: the vectors are also handed over once
+    ``flush_seconds`` have passed, so an interrupt loses seconds of work (a trial lost 256 chunks)."""
+    rows = [(i, f"text number {i}", "h") for i in range(5)]
+    for seconds, handed in ((0.0, [2, 2, 1]), (3600.0, [5])):
+        got: list[int] = []
+        run = embeddings.embed_pending(
+            HashingEmbedder(16),
+            {"documents": iter(rows)},
+            totals={"documents": 5},
+            batch_size=2,
+            sink=lambda table, r, v, fb, got=got: got.append(len(r)),  # type: ignore[misc]
+            flush_rows=1000,
+            flush_seconds=seconds,
+        )
+        assert got == handed and run.tables["documents"].embedded == 5
