@@ -571,6 +571,29 @@ def run_size(
     return result
 
 
+def pgrag_worker_argv(
+    dsn: str, realm: str, keywords: str, questions: Path, overrides: dict[str, Any]
+) -> list[str]:
+    """The command line of a query worker of ours (:func:`bench_query_workers.pgrag_worker`) over ``realm``,
+    asking the questions of the JSON file ``questions`` with these :class:`QueryParam` ``overrides``."""
+    return [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--worker",
+        "pgrag",
+        "--dsn",
+        dsn,
+        "--realm",
+        realm,
+        "--keywords",
+        keywords,
+        "--questions-file",
+        str(questions),
+        "--query-params",
+        json.dumps(overrides),
+    ]
+
+
 def time_queries(
     size: int,
     realm: str,
@@ -604,7 +627,6 @@ def time_queries(
     export = export_graph(database.dsn, realm, root / f"{realm}.export.json", questions, seed)
     asked = export.pop("questions")
     result: dict[str, Any] = {"export": export}
-    here = [sys.executable, str(Path(__file__).resolve())]
     logs = bi.RESULTS / "bench_query_logs"
     logs.mkdir(parents=True, exist_ok=True)
     qfile = root / f"{realm}.questions.json"
@@ -619,21 +641,7 @@ def time_queries(
         for name, overrides in variants.items():
             slug = re.sub(r"[^\w.-]+", "_", name).strip("_")
             workers[name] = Worker(
-                [
-                    *here,
-                    "--worker",
-                    "pgrag",
-                    "--dsn",
-                    database.dsn,
-                    "--realm",
-                    realm,
-                    "--keywords",
-                    keywords,
-                    "--questions-file",
-                    str(qfile),
-                    "--query-params",
-                    json.dumps(overrides),
-                ],
+                pgrag_worker_argv(database.dsn, realm, keywords, qfile, overrides),
                 logs / f"{slug}_{size}.log",
             )
             memory[name] = {"rss_start_mb": workers[name].ready.get("rss_mb")}

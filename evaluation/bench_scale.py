@@ -466,22 +466,7 @@ def queries_during(
     while a scheduled refresh runs. Returns ``samples``, ``p50``/``p95`` ms and each run's ``total_s``."""
     asked = json.loads((root / f"{realm}.questions.json").read_text(encoding="utf-8"))
     worker = Worker(
-        [
-            sys.executable,
-            str(HERE / "bench_query.py"),
-            "--worker",
-            "pgrag",
-            "--dsn",
-            database.dsn,
-            "--realm",
-            realm,
-            "--keywords",
-            args.keywords,
-            "--questions-file",
-            str(root / f"{realm}.questions.json"),
-            "--query-params",
-            "{}",
-        ],
+        bq.pgrag_worker_argv(database.dsn, realm, args.keywords, root / f"{realm}.questions.json", {}),
         bi.RESULTS / "bench_query_logs" / f"during_{size}.log",
     )
     ms: list[float] = []

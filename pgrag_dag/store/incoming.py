@@ -141,16 +141,20 @@ def merge_relations(
     return {"inserted": inserted, "updated": updated, "dormant": dormant}
 
 
+_COPY_SUP = (
+    "COPY pgrag_incoming_sup (source_id, target_id, predicate, negated, w_source_id, w_target_id,"
+    " w_predicate, w_negated, reason, explanation) FROM STDIN"
+)
+"""The one way rows enter ``pgrag_incoming_sup``: loser's edge key, winner's edge key, reason, explanation."""
+
+
 def add_supersession(conn: psycopg.Connection, relations: pl.DataFrame, supersession: pl.DataFrame) -> None:
     """Copy the ``supersession`` frame (row, superseded_by_row, reason, explanation; rows address
     ``relations`` by position) into ``pgrag_incoming_sup`` by edge key."""
     keys = relations.select(*EDGE_KEY)
     with (
         conn.cursor() as cur,
-        cur.copy(
-            "COPY pgrag_incoming_sup (source_id, target_id, predicate, negated, w_source_id, w_target_id,"
-            " w_predicate, w_negated, reason, explanation) FROM STDIN"
-        ) as copy,
+        cur.copy(_COPY_SUP) as copy,
     ):
         for r, w, reason, expl in supersession.select(
             "row", "superseded_by_row", "reason", "explanation"
@@ -248,10 +252,7 @@ def replace_superseders(conn: psycopg.Connection, rows: list[tuple[Any, ...]]) -
     )
     with (
         conn.cursor() as cur,
-        cur.copy(
-            "COPY pgrag_incoming_sup (source_id, target_id, predicate, negated, w_source_id, w_target_id,"
-            " w_predicate, w_negated, reason, explanation) FROM STDIN"
-        ) as copy,
+        cur.copy(_COPY_SUP) as copy,
     ):
         for r in rows:
             copy.write_row(r)
