@@ -50,6 +50,11 @@ graph; replica chunks repeat the originals' text (and vectors), while entities a
 distinct text. Writing, chunking and caching the documents is not timed (it runs in a child process, so
 it is not in this process's RSS either).
 
+With ``--keep --data-dir D`` the realms and their documents stay; a later run with ``--reuse R.json --keep
+--data-dir D`` (``R.json`` that run's report) brings each back to its built state — the source folder undone,
+one untimed index run — and measures the incremental runs and the queries again, reporting the earlier
+full build marked ``reused_from`` (``bench_scale_chain.py``).
+
     nice -n 5 .venv/bin/python evaluation/bench_scale.py --sizes 10000,100000 --skip-query   # 5-10 min here
     .venv/bin/python evaluation/bench_scale.py                          # 10k, 100k, 1M with queries: hours
     .venv/bin/python evaluation/bench_scale.py --sizes 2000 --corpus-passages 40 \\
@@ -89,6 +94,7 @@ sys.path.insert(0, str(HERE))
 import bench_index as bi  # noqa: E402
 import bench_query as bq  # noqa: E402
 from bench_query_workers import SPACE, Worker, own_peak_rss_mb, own_rss_mb, postgres_pss_mb  # noqa: E402
+from bench_scale_chain import Touched, restore_built  # noqa: E402
 from bench_scale_report import OPS, markdown, plot  # noqa: E402
 
 CHANGED_KEYS = re.compile(
@@ -98,8 +104,6 @@ CHANGED_KEYS = re.compile(
 """Stage metadata keys that count rows a run changed (``documents_added``, ``chunks_extracted``,
 ``relations_updated``, ``entities_embedded``, ``newly_superseded``, ``dormant``, …), never totals held
 (``relations``, ``entities_dormant``, ``documents_unchanged``)."""
-APPENDED = " It was later catalogued by the archivist Mara Quenby Halloway."
-"""The sentence ``change_one`` appends: one new person, so the change reaches entities and relations."""
 _CONS, _VOWELS = "bcdfgklmnprstvz", "aeiou"
 _REPLICA = re.compile(rf"^(.+) (Zy[{_CONS}][{_VOWELS}])$")
 MAX_REPLICAS = len(_CONS) * len(_VOWELS)
@@ -315,20 +319,6 @@ def incremental(engine: Any, dsn: str, realm: str, op: str, data_dir: Path | Non
     }
 
 
-def pick_edited(docs: list[dict[str, Any]], chunk_chars: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The document ``change_one`` edits (an original passage that stays one chunk with the sentence
-    appended and has room under the 20-name cap) and the one ``delete_one`` removes (the next original)."""
-    originals = [d for d in docs[:-2] if d["replica"] == 0]
-    fits = [
-        i
-        for i, d in enumerate(originals)
-        if len(d["text"]) + len(APPENDED) < chunk_chars - 200
-        and len(bq.chunk_names(d["title"], d["text"])) < 15
-    ]
-    i = fits[len(fits) // 2]
-    return originals[i], originals[i + 1 if i + 1 < len(originals) else i - 1]
-
-
 # -- one size -------------------------------------------------------------------------------------
 def run_size(
     size: int,
@@ -339,75 +329,65 @@ def run_size(
     pool: ProcessPoolExecutor,
     query: str | None,
 ) -> dict[str, Any]:
-    """Build ``bench_s<size>`` from ``docs`` (the last one held back for ``add_one``), run the incremental
-    runs and, with ``query`` (``"ours"`` or ``"lightrag"`` too), the query timing."""
-    from pgrag_dag.config import ChunkingSettings
+    """Build ``bench_s<size>`` from ``docs`` (the last two held back for ``add_one`` and ``add_first``), run
+    the incremental runs and, with ``query`` (``"ours"`` or ``"lightrag"`` too), the query timing. With
+    ``--reuse`` the realm kept by an earlier ``--keep`` run on the same ``--data-dir`` is brought back to its
+    built state (:func:`restore_built`) instead, and that run's full build is reported."""
     from pgrag_dag.engine import Engine
 
     realm, dsn = f"bench_s{size}", database.dsn
     src = root / realm
-    shutil.rmtree(src, ignore_errors=True)
-    src.mkdir(parents=True)
-    # two held back: one added last in the order (``add_one``), one added first under a name sorting first
-    base, first, spare = docs[:-2], dict(docs[-2]), docs[-1]
-    first["file"] = "0_" + first["file"]
-    t0 = time.perf_counter()
-    for d in base:
-        (src / d["file"]).write_text(d["text"] + "\n", encoding="utf-8")
-    replicas = max(d["replica"] for d in base)
-    print(
-        f"[{size:,}] {len(base):,} documents ({replicas} replica(s) beyond the corpus) written; caching "
-        "their synthetic responses ...",
-        flush=True,
-    )
-    seeded = pool.submit(seed, dsn, realm, str(src), args.triples_per_chunk).result()
-    print(
-        f"[{size:,}] {seeded['cached_responses']:,} responses ({seeded['synthetic_triples']:,} triples) "
-        f"cached in {time.perf_counter() - t0:.0f} s; full build ...",
-        flush=True,
-    )
+    reuses = root / f"{realm}.reuses"  # each reuse touches new names (Touched.plan): what it counts
+    generation = int(reuses.read_text()) + 1 if args.reuse is not None and reuses.is_file() else 1
+    touched = Touched.plan(docs, replica_word(MAX_REPLICAS + 1 - generation) if args.reuse else None)
+    if args.reuse is not None:
+        reuses.write_text(str(generation))
+
+    def cache(files: list[str]) -> None:  # the synthetic responses of ``files``, so no run calls a model
+        pool.submit(seed, dsn, realm, str(src), args.triples_per_chunk, files).result()
+
     result: dict[str, Any] = {
         "size": size,
         "realm": realm,
-        "documents": len(base),
-        "replicas": replicas,
-        "synthesis": seeded,
+        "documents": len(touched.base),
+        "replicas": max(d["replica"] for d in touched.base),
     }
-    bi.fresh_realm(dsn, realm)
+    if args.reuse is None:
+        shutil.rmtree(src, ignore_errors=True)
+        src.mkdir(parents=True)
+        t0 = time.perf_counter()
+        for d in touched.base:
+            (src / d["file"]).write_text(d["text"] + "\n", encoding="utf-8")
+        print(
+            f"[{size:,}] {len(touched.base):,} documents ({result['replicas']} replica(s) beyond the corpus) "
+            "written; caching their synthetic responses ...",
+            flush=True,
+        )
+        result["synthesis"] = pool.submit(seed, dsn, realm, str(src), args.triples_per_chunk).result()
+        print(
+            f"[{size:,}] {result['synthesis']['cached_responses']:,} responses "
+            f"({result['synthesis']['synthetic_triples']:,} triples) cached in "
+            f"{time.perf_counter() - t0:.0f} s; full build ...",
+            flush=True,
+        )
+        bi.fresh_realm(dsn, realm)
     engine = Engine.from_settings(bq.synthetic_settings(dsn, realm, src))
     try:
-        result["full"] = full_build(engine, dsn, realm, args, database.data_dir)
+        if args.reuse is None:
+            result["full"] = full_build(engine, dsn, realm, args, database.data_dir)
+        else:
+            result.update(restore_built(engine, dsn, realm, src, touched, args.reuse, size))
         f = result["full"]
         print(
             f"[{size:,}] full build {f['total_s']:.1f} s: {f['relations']:,} relations, {f['entities']:,} "
             f"entities, {f['chunks']:,} chunks; peak RSS {f['peak_rss_mb']} MB, PostgreSQL PSS "
-            f"{f['postgres_peak_pss_mb']} MB",
+            f"{f['postgres_peak_pss_mb']} MB" + (f" (reused from {args.reuse})" if args.reuse else ""),
             flush=True,
         )
-        edited, deleted = pick_edited(docs, ChunkingSettings().chunk_chars)
-        earliest = min(d["file"] for d in base)
-        result["documents_touched"] = {
-            "add_one": spare["file"],
-            "add_first": first["file"],
-            "change_one": edited["file"],
-            "delete_one": deleted["file"],
-            "delete_first": earliest,
-        }
+        result["documents_touched"] = touched.files()
         result["ops"] = {}
         for op in OPS:
-            if op == "add_one":
-                (src / spare["file"]).write_text(spare["text"] + "\n", encoding="utf-8")
-                pool.submit(seed, dsn, realm, str(src), args.triples_per_chunk, [spare["file"]]).result()
-            elif op == "add_first":
-                (src / first["file"]).write_text(first["text"] + "\n", encoding="utf-8")
-                pool.submit(seed, dsn, realm, str(src), args.triples_per_chunk, [first["file"]]).result()
-            elif op == "change_one":
-                (src / edited["file"]).write_text(edited["text"] + APPENDED + "\n", encoding="utf-8")
-                pool.submit(seed, dsn, realm, str(src), args.triples_per_chunk, [edited["file"]]).result()
-            elif op == "delete_one":
-                (src / deleted["file"]).unlink()
-            elif op == "delete_first":
-                (src / earliest).unlink()
+            touched.apply(op, src, cache)
             result["ops"][op] = incremental(engine, dsn, realm, op, database.data_dir)
             print(f"[{size:,}] {op} {result['ops'][op]['total_s']:.2f} s", flush=True)
     finally:
@@ -422,7 +402,7 @@ def run_size(
                 database,
                 root,
                 args,
-                lambda n: change_again(engine, realm, pool, args, src, edited, n),
+                lambda n: change_again(engine, realm, pool, args, src, touched, n),
             )
         finally:
             engine.close()
@@ -442,13 +422,14 @@ def change_again(
     pool: ProcessPoolExecutor,
     args: argparse.Namespace,
     src: Path,
-    edited: dict[str, Any],
+    touched: Touched,
     n: int,
 ) -> dict[str, Any]:
     """Give the document ``change_one`` edited another last sentence (``n``), cache the response of its new
     chunk and run the six stages (:func:`incremental`)."""
-    extra = f" Copy {n + 2} of it went to the collector Ilse Varga Numbert."
-    (src / edited["file"]).write_text(edited["text"] + APPENDED + extra + "\n", encoding="utf-8")
+    extra = f" Copy {n + 2} of it went to the collector {touched.named('Ilse Varga Numbert')}."
+    edited = touched.edited
+    (src / edited["file"]).write_text(edited["text"] + touched.appended + extra + "\n", encoding="utf-8")
     pool.submit(seed, engine.dsn, realm, str(src), args.triples_per_chunk, [edited["file"]]).result()
     return incremental(engine, engine.dsn, realm, f"during_{n}", None)
 
@@ -570,6 +551,14 @@ def main() -> int:
     )
     ap.add_argument("--skip-query", action="store_true", help="no query timing (and no LightRAG)")
     ap.add_argument(
+        "--reuse",
+        type=Path,
+        default=None,
+        metavar="JSON",
+        help="skip the full build: reuse the realms an earlier --keep run left in --data-dir (restored to "
+        "their built state first) and report that run's build from its JSON report",
+    )
+    ap.add_argument(
         "--keep", action="store_true", help="keep each size's realm (and its documents) after its runs"
     )
     ap.add_argument("--results", type=Path, default=bi.RESULTS / "bench_scale.json", help="the JSON report")
@@ -606,6 +595,10 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=7, help="question sampling seed")
     ap.add_argument("--keywords", choices=["replayed", "lexical", "off"], default="replayed")
     args = ap.parse_args()
+    if args.reuse is not None and (args.data_dir is None or not args.keep):
+        ap.error(
+            "--reuse needs the --data-dir of the earlier --keep run, and --keep (else the realm is dropped)"
+        )
     if not bi.WIKI2_CORPUS.is_file():
         print(f"the corpus {bi.WIKI2_CORPUS} does not exist (set PGRAG_SHARED_DIR)")
         return 1
@@ -651,7 +644,11 @@ def main() -> int:
     print(table)
     baseline = json.loads(args.baseline.read_text(encoding="utf-8")) if args.baseline else None
     print(plot(results, args.plot, baseline))
-    calls = sum(r["full"]["model_calls"] + sum(o["model_calls"] for o in r["ops"].values()) for r in results)
+    calls = sum(
+        (0 if "reused_from" in r["full"] else r["full"]["model_calls"])
+        + sum(o["model_calls"] for o in r["ops"].values())
+        for r in results
+    )
     bi.write_results(
         args.results,
         "bench_scale",
