@@ -97,6 +97,7 @@ def index(
             partition or only_space(settings),
             [(r, s) for r, spec in settings.realms.items() for s in spec.spaces],
         )
+        settings.space_spec(realm, space)  # a misspelt space is refused here, before the database is opened
         with (
             contextlib.closing(Engine.from_settings(settings)) as engine,
             cli_progress.watching(console) as (display, once),

@@ -210,6 +210,7 @@ def test_index_full_recomputes_and_an_undeclared_space_names_the_declared_ones(
     assert (
         out.exit_code == 2
         and f"{realm}.nosuch is not in the configuration (declared: {realm}.main)" in out.output
+        and "chunks" not in out.output  # refused before any stage starts
     )
     # a mistyped realm is refused before anything is created for it
     typo = f"{realm}x"
