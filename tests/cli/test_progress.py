@@ -266,3 +266,23 @@ def test_a_log_gets_a_progress_line_with_total_rate_and_time_left_while_a_stage_
         line.startswith(f"{realm}.main embeddings: ") and re.search(r"\d+/\d+ texts, ", line)
         for line in lines
     )
+
+
+@pytest.mark.parametrize("width", [80, 200])
+def test_a_narrow_terminal_keeps_the_stage_counts_rate_and_times_whole_and_cuts_the_partition(
+    width: int,
+) -> None:
+    """A trial's 80-column terminal showed ``trial30docs.trial30docs embeddings    1,… 3… 0:… elapsed, -…``:
+    every column shrunk alike. The line now fits the width and cuts only the partition's end (then the
+    bar and the model calls go first)."""
+    console = Console(file=io.StringIO(), width=width, force_terminal=True, color_system=None)
+    display = cli_progress.StageDisplay(console)
+    display.started("embeddings", "trial30docs.trial30docs")
+    display.advanced("embeddings", "trial30docs.trial30docs", 1204, 20510, "texts", {"model_calls": 12})
+    task = display.bars.tasks[0]
+    line = cli_progress.StageLine(console).render(task).plain
+    assert len(line) <= width - 1, line
+    assert " 1,204/20,510 texts " in line and line.endswith(" left") and " elapsed, " in line
+    wide = width == 200
+    assert line.startswith("trial30docs.trial30docs embeddings ━" if wide else "embeddings"), line
+    assert ("12 model calls" in line) == wide
