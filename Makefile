@@ -59,8 +59,9 @@ ui: $(STAMP)
 bench: $(STAMP)
 	LITELLM_LOCAL_MODEL_COST_MAP=True $(BIN)/python evaluation/bench_index.py
 
-stop: $(STAMP)
-	$(DEMO_ENV) $(BIN)/pgrag stop-db
+# not installed, nothing of ours can be running: say so rather than install to stop nothing
+stop:
+	@if [ -x $(BIN)/pgrag ]; then $(DEMO_ENV) $(BIN)/pgrag stop-db; else echo "not installed: no database to stop"; fi
 
 clean: stop
 	rm -rf .pgrag

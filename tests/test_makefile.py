@@ -58,6 +58,12 @@ def test_demo_targets_use_the_demo_config_whatever_pgrag_config_says(venv: Path,
     assert on_command_line == exported
 
 
+def test_make_stop_without_an_install_installs_nothing(tmp_path: Path) -> None:
+    missing = tmp_path / "no-venv"
+    assert _make(missing, "stop").splitlines() == ["not installed: no database to stop"]
+    assert not missing.exists()
+
+
 def test_make_ui_takes_a_port(venv: Path) -> None:
     assert _make(venv, "ui", "PORT=3999").splitlines() == [f"pgrag config={DEMO_CONFIG} args=ui --port 3999"]
 
