@@ -16,7 +16,7 @@ from typing import Any
 from pgrag_dag.config.sections import Settings
 from pgrag_dag.operate.summary import counted
 from pgrag_dag.pipeline.embeddings import describe
-from pgrag_dag.store import cache, db, inventory, vectors, work_queue
+from pgrag_dag.store import cache, db, inventory, locks, vectors, work_queue
 from pgrag_dag.store.changes import community_lag
 from pgrag_dag.store.documents import count_chunks, count_documents
 from pgrag_dag.store.history import table_exists
@@ -47,7 +47,8 @@ def store_status(settings: Settings) -> dict[str, Any]:
       graph, as ``pgrag changes`` counts them),
       ``stages`` (each stage's last run, in pipeline order: ``stage``, ``updated_at``, ``version``,
       ``rows_changed``), ``without_vector`` (table → rows no vector search finds yet: an embeddings stage
-      that failed, was interrupted or has not run since they were written);
+      that failed, was interrupted or has not run since they were written), ``running`` (who holds the
+      space's stage lock — a run indexing it now, its stage named — else ``None``);
     - ``llm_cache``: ``rows`` and ``bytes`` (table, indexes and TOAST);
     - ``indexed``: whether any space holds a chunk; ``next``: the command to run next when nothing is
       indexed yet (else ``None``).
@@ -150,6 +151,7 @@ def _space(conn: Any, realm: str, space: str) -> dict[str, Any]:
             "graph_writes_since": writes,
         },
         "stages": sorted(work_queue.stage_runs(conn, realm, space), key=_stage_order),
+        "running": locks.running(conn, realm, space),
         "without_vector": {t: c["missing"] for t, c in vectors.unembedded(conn, realm, space).items()},
     }
 
@@ -204,7 +206,8 @@ def summary_lines(status: dict[str, Any]) -> list[str]:
         for s in r["spaces"]:
             where = "" if s["configured"] else " (not in the configuration)"
             if not s["indexed"]:
-                lines.append(f"  space {s['space']}{where}: not indexed yet")
+                now = f" (running now: {s['running']})" if s.get("running") else ""
+                lines.append(f"  space {s['space']}{where}: not indexed yet{now}")
                 continue
             e, rel, c = s["entities"], s["relations"], s["communities"]
             lines.append(
@@ -237,6 +240,8 @@ def summary_lines(status: dict[str, Any]) -> list[str]:
                     "    communities: none"
                     + (" (stale: the graph changed since the stage ran)" if c["stale"] else "")
                 )
+            if s.get("running"):
+                lines.append(f"    running now: {s['running']}")
             for st in s["stages"]:
                 lines.append(
                     f"    {st['stage']}: last run {_when(st['updated_at'])}, "

@@ -63,6 +63,14 @@ def holder(conn: psycopg.Connection, key: int) -> str:
     return f"{name or 'a client'}, PostgreSQL backend {pid}, connected since {since} UTC"
 
 
+def running(conn: psycopg.Connection, realm: str, space: str) -> str | None:
+    """Who holds the stage lock of ``realm.space`` now — a run indexing it, as :func:`holder` names it
+    (``pgrag embeddings pid 4242@host, PostgreSQL backend 77, connected since …``) — or ``None``. Reads
+    ``pg_locks`` only: it never takes or waits for the lock."""
+    said = holder(conn, _key("stage", realm, space))
+    return None if said == "unknown holder" else said
+
+
 @contextlib.contextmanager
 def stage_lock(dsn: str, realm: str, space: str, stage: str, *, wait_s: float) -> Iterator[None]:
     """Hold the stage lock of ``realm.space`` for the duration of the ``with`` block.

@@ -22,6 +22,7 @@ from pgrag_dag.config import load_settings
 from pgrag_dag.ingest.sources import list_source_files
 from pgrag_dag.operate.project import add_source, init_project
 from pgrag_dag.operate.status import store_status, summary_lines
+from pgrag_dag.store import locks
 from pgrag_dag.store.identifiers import qualified
 from tests.fix_corpus import DOCS, SmallCorpus
 
@@ -162,6 +163,28 @@ def test_status_writes_every_count_with_thousands_separators(indexed: SmallCorpu
         if not line.startswith("database:") and "last run" not in line and "built" not in line
     ]
     assert not [line for line in counts if re.search(r"(?<![\w,.:-])\d{4,}(?![\w,.:-])", line)]
+
+
+def test_status_says_a_run_is_indexing_the_space_and_which_stage(indexed: SmallCorpus, realm: str) -> None:
+    """A trial's ``pgrag status`` did not say that an index was running: the space's stage lock, held by a
+    run, is named with its stage and process; released, the line goes."""
+
+    def running() -> list[str]:
+        return [
+            line
+            for line in summary_lines(store_status(load_settings(indexed.config)))
+            if "running now" in line
+        ]
+
+    assert running() == []
+    engine = indexed.engine()
+    try:
+        with locks.stage_lock(engine.dsn, realm, "main", "embeddings", wait_s=0):
+            said = running()
+            assert len(said) == 1 and said[0].startswith("    running now: pgrag embeddings pid "), said
+    finally:
+        engine.close()
+    assert running() == []
 
 
 def test_add_keeps_a_linked_folder_relative_so_the_project_can_move(tmp_path: Path) -> None:
