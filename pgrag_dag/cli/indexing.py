@@ -30,6 +30,20 @@ def demo() -> None:
         raise typer.Exit(1)
 
 
+def _without_vector(engine: Any, realm: str, space: str) -> str:
+    """``"1,204 chunks and 31 relations"``: the rows of ``realm.space`` no vector search finds yet, after an
+    interrupt (the vectors an interrupted embeddings stage wrote are kept); ``""`` when none are, or when the
+    database cannot say (the interrupt is reported all the same)."""
+    from pgrag_dag.pipeline.embeddings import describe
+    from pgrag_dag.store import vectors
+
+    try:
+        with engine.connect() as conn:
+            return describe({t: c["missing"] for t, c in vectors.unembedded(conn, realm, space).items()})
+    except Exception:  # noqa: BLE001 - a failing count must not hide the interrupt's message
+        return ""
+
+
 @app.command()
 def index(
     partition: Annotated[
@@ -107,10 +121,12 @@ def index(
             engine.import_cassettes()
             try:
                 results = index_documents(engine, realm, space, full=full, verify=verify)
-            except KeyboardInterrupt:  # Ctrl-C: said, not silent
+            except KeyboardInterrupt:  # Ctrl-C: said, not silent, with what has no vector yet
+                left = _without_vector(engine, realm, space)
                 console.print(
-                    "interrupted: the stages that had finished are kept; "
-                    f"`pgrag index {shlex.quote(f'{realm}.{space}')}` "
+                    "interrupted: the stages that had finished are kept"
+                    + (f"; {left} still without a vector" if left else "")
+                    + f"; `pgrag index {shlex.quote(f'{realm}.{space}')}` "
                     "goes on from there (the interrupted stage redoes what it had not committed)",
                     markup=False,
                     highlight=False,
