@@ -156,25 +156,32 @@ def _write_entities(
     updated = 0
     changed = [v for v in res.vertices if v.id is not None and v.changed]
     if changed:
+        # only rows whose values differ: a vertex a full run recomputes to what it stored is marked changed
+        # too, and rewriting it would report a change and move its t_updated (a trial's `index --full` on an
+        # unchanged space reported entities updated)
         with conn.cursor() as cur:
             cur.executemany(
                 sql.SQL("""UPDATE {} SET name = %s, entity_type = %s, description = %s, aliases = %s,
                                          resolved_type = %s, resolved_description = %s, t_updated = now()
-                            WHERE id = %s""").format(table),
+                            WHERE id = %s AND (name, entity_type, description, aliases, resolved_type,
+                                               resolved_description)
+                                  IS DISTINCT FROM (%s, %s, %s, %s::text[], %s, %s)""").format(table),
                 [
-                    (
-                        v.name,
-                        v.entity_type,
-                        v.description,
-                        v.aliases,
-                        v.resolved_type,
-                        v.resolved_description,
-                        v.id,
-                    )
+                    (*values, v.id, *values)
                     for v in changed
+                    for values in [
+                        (
+                            v.name,
+                            v.entity_type,
+                            v.description,
+                            v.aliases,
+                            v.resolved_type,
+                            v.resolved_description,
+                        )
+                    ]
                 ],
             )
-        updated = len(changed)
+            updated = max(cur.rowcount, 0)
     new = [v for v in res.vertices if v.id is None]
     if not new:
         return {"inserted": 0, "updated": updated}

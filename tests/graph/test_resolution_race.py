@@ -83,3 +83,39 @@ def test_two_concurrent_writers_on_one_name_converge_on_one_vertex(
         description == "English polymath who designed the Difference Engine."
     )  # the longer description wins
     assert set(aliases) >= {"Babbage", "C. Babbage"} and name.lower() == "charles babbage"
+
+
+def test_a_vertex_recomputed_to_what_is_stored_is_not_rewritten(pg_dsn: str, realm: str) -> None:
+    """A full resolution marks every vertex it recomputes as changed; one whose values equal the stored row
+    is neither counted as updated nor given a new ``t_updated`` (a trial's ``pgrag index --full`` on an
+    unchanged space reported three entities updated, every run). A real difference is still written."""
+    from pgrag_dag.frames import Resolution, Vertex
+
+    table = qualified(realm, "entities")
+    with db.connect(pg_dsn) as c, c.transaction():
+        res = resolve_entities(
+            load_entities(c, realm, "s"), _decisions("Azure Linux", "Place", "a cloud", ["Azure"])
+        )
+        assert write_entities(c, realm, "s", res, merge=merge_race_loser)["inserted"] == 1
+    stored = res.vertices[0]
+
+    def write(**changes: object) -> tuple[int, object]:
+        v = Vertex(
+            stored.id, stored.name, stored.entity_type, stored.description, list(stored.aliases), changed=True
+        )
+        for k, value in changes.items():
+            setattr(v, k, value)
+        with db.connect(pg_dsn) as c, c.transaction():
+            updated = write_entities(c, realm, "s", Resolution(vertices=[v]), merge=merge_race_loser)[
+                "updated"
+            ]
+            row = c.execute(
+                sql.SQL("SELECT t_updated FROM {} WHERE id = %s").format(table), (v.id,)
+            ).fetchone()
+        assert row is not None
+        return updated, row[0]
+
+    before = write()[1]
+    assert write() == (0, before)
+    updated, after = write(description="a cloud of Linux machines")
+    assert updated == 1 and after > before
