@@ -41,6 +41,7 @@ class Sink(Protocol):
 
 _sink: ContextVar[Sink | None] = ContextVar("pgrag_progress_sink", default=None)
 _where: ContextVar[tuple[str, str] | None] = ContextVar("pgrag_progress_stage", default=None)
+_part: ContextVar[tuple[int, int] | None] = ContextVar("pgrag_progress_part", default=None)
 
 
 @contextmanager
@@ -80,9 +81,23 @@ def finish(name: str, realm: str, space: str, metadata: dict[str, Any]) -> None:
         sink.finished(name, f"{realm}.{space}", metadata, None)
 
 
+@contextmanager
+def part(before: int, total: int) -> Iterator[None]:
+    """Inside the block, the loop reporting is one part of a stage's work (a batch of a run extracted in
+    batches, issue 30): its ``done`` counts after the ``before`` units of the earlier parts, of the run's
+    ``total``."""
+    token = _part.set((before, total))
+    try:
+        yield
+    finally:
+        _part.reset(token)
+
+
 def advance(done: int, total: int, unit: str = "chunks", **fields: Any) -> None:
-    """Report ``done`` of ``total`` ``unit`` through in the stage running in this context; a no-op outside
-    a stage or without a sink."""
-    sink, where = _sink.get(), _where.get()
+    """Report ``done`` of ``total`` ``unit`` through in the stage running in this context (within a
+    :func:`part`, of the whole run); a no-op outside a stage or without a sink."""
+    sink, where, within = _sink.get(), _where.get(), _part.get()
+    if within is not None:
+        done, total = within[0] + done, within[1]
     if sink is not None and where is not None:
         sink.advanced(where[0], where[1], done, total, unit, fields)

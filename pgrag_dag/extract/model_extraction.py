@@ -313,6 +313,7 @@ def extract_chunks(
     vocabulary: Vocabulary | None = None,
     context: DocumentContext | None = None,
     completed: dict[int, list[dict[str, Any]]] | None = None,
+    all_failed_raises: bool = True,
 ) -> pl.DataFrame:
     """Extract every chunk (in the frame's order, which should be document order) → ``raw_extractions``.
 
@@ -323,7 +324,8 @@ def extract_chunks(
     :class:`ExtractionError` when there was at least one chunk and every chunk's first pass failed (§3.5: an
     outage is never an empty corpus); a single failed chunk is logged by ``doc_key#chunk_index`` and kept with
     its error. ``completed`` maps a chunk_id to its stored successful passes when a later pass failed before:
-    that chunk resumes there (:func:`extract_chunk`).
+    that chunk resumes there (:func:`extract_chunk`). With ``all_failed_raises`` false the caller judges
+    that itself (the ``raw_extractions`` stage, over every batch of a run): no ExtractionError is raised.
     Raises :class:`DatabaseError` at once when the response cache's database goes away: no further
     chunk is started (:func:`~pgrag_dag.providers.llm.map_calls`) and the client makes no further model call;
     likewise :class:`ModelAccessError` when every model refuses its configuration (issue 13).
@@ -372,7 +374,7 @@ def extract_chunks(
     rows = [row for i in range(len(items)) for row in results[i]]
     frame = pl.DataFrame(rows, schema=RAW_SCHEMA)
     firsts = frame.filter(pl.col("pass") == 0)
-    if items and firsts.filter(pl.col("parse_status") == "ok").height == 0:
+    if all_failed_raises and items and firsts.filter(pl.col("parse_status") == "ok").height == 0:
         errors = firsts["error"].drop_nulls().head(3).to_list()
         raise ExtractionError(f"every one of {len(items)} chunk(s) failed extraction; first errors: {errors}")
     return frame

@@ -84,6 +84,7 @@ def _llm(chunks: pl.DataFrame, options: LLMExtractionOptions, ctx: OperatorConte
         vocabulary=ctx.vocabulary,
         context=ctx.state.get("document_context"),
         completed=ctx.state.get("completed"),
+        all_failed_raises=ctx.state.get("all_failed_raises", True),
     )
 
 

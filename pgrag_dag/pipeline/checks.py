@@ -59,36 +59,58 @@ def extraction_yield(raw: pl.DataFrame) -> tuple[bool, dict[str, Any]]:
         entity or triple), ``chunks_empty`` (an ``ok`` first pass, nothing in any pass),
         ``chunks_failed`` (no ``ok`` first pass), ``entities`` and ``triples`` (candidates over every
         pass), and when failed a one-line ``reason`` saying what to look at.
-        Passed when there is no chunk or ``chunks_with_output > 0``.
+        Passed when there is no chunk or ``chunks_with_output > 0``. :class:`ExtractionTally` gives the
+        same over batches.
     """
-    per_chunk: dict[int, list[int]] = {}  # chunk_id -> [ok first pass, entities, triples]
-    for cid, p, status, parsed in raw.select("chunk_id", "pass", "parse_status", "parsed").iter_rows():
-        entry = per_chunk.setdefault(int(cid), [0, 0, 0])
-        if status != "ok":
-            continue
-        entry[0] |= int(p == 0)
-        e, t = _counts(parsed)
-        entry[1] += e
-        entry[2] += t
-    with_output = sum(1 for ok, e, t in per_chunk.values() if e + t)
-    failed = sum(1 for ok, _, _ in per_chunk.values() if not ok)
-    meta: dict[str, Any] = {
-        "chunks": len(per_chunk),
-        "chunks_with_output": with_output,
-        "chunks_empty": len(per_chunk) - with_output - failed,
-        "chunks_failed": failed,
-        "entities": sum(e for _, e, _ in per_chunk.values()),
-        "triples": sum(t for _, _, t in per_chunk.values()),
-    }
-    passed = not per_chunk or with_output > 0
-    if not passed:
-        models = sorted(set(raw["model"].drop_nulls().to_list()))
-        meta["reason"] = (
-            f"every one of {len(per_chunk)} chunk(s) came back with no entity and no triple "
-            f"({failed} without a usable first pass; models {models}): check the extractor's model, "
-            "prompt and the documents"
-        )
-    return passed, meta
+    return ExtractionTally().add(raw).result()
+
+
+class ExtractionTally:
+    """:func:`extraction_yield` of a run extracted in batches (issue 30): :meth:`add` each batch's
+    ``raw_extractions`` frame — every pass of a chunk in one batch — then :meth:`result` is what
+    :func:`extraction_yield` says of them all."""
+
+    def __init__(self) -> None:
+        self.chunks = self.with_output = self.failed = self.entities = self.triples = 0
+        self.models: set[str] = set()
+
+    def add(self, raw: pl.DataFrame) -> ExtractionTally:
+        """Count one batch's rows; returns the tally."""
+        per_chunk: dict[int, list[int]] = {}  # chunk_id -> [ok first pass, entities, triples]
+        for cid, p, status, parsed in raw.select("chunk_id", "pass", "parse_status", "parsed").iter_rows():
+            entry = per_chunk.setdefault(int(cid), [0, 0, 0])
+            if status != "ok":
+                continue
+            entry[0] |= int(p == 0)
+            e, t = _counts(parsed)
+            entry[1] += e
+            entry[2] += t
+        self.chunks += len(per_chunk)
+        self.with_output += sum(1 for ok, e, t in per_chunk.values() if e + t)
+        self.failed += sum(1 for ok, _, _ in per_chunk.values() if not ok)
+        self.entities += sum(e for _, e, _ in per_chunk.values())
+        self.triples += sum(t for _, _, t in per_chunk.values())
+        self.models |= set(raw["model"].drop_nulls().to_list())
+        return self
+
+    def result(self) -> tuple[bool, dict[str, Any]]:
+        """``(passed, metadata)`` as :func:`extraction_yield` gives them for every batch added."""
+        meta: dict[str, Any] = {
+            "chunks": self.chunks,
+            "chunks_with_output": self.with_output,
+            "chunks_empty": self.chunks - self.with_output - self.failed,
+            "chunks_failed": self.failed,
+            "entities": self.entities,
+            "triples": self.triples,
+        }
+        passed = not self.chunks or self.with_output > 0
+        if not passed:
+            meta["reason"] = (
+                f"every one of {self.chunks} chunk(s) came back with no entity and no triple "
+                f"({self.failed} without a usable first pass; models {sorted(self.models)}): check the "
+                "extractor's model, prompt and the documents"
+            )
+        return passed, meta
 
 
 def gate_yield(raw: pl.DataFrame, decisions: pl.DataFrame) -> tuple[bool, dict[str, Any]]:

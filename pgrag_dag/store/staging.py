@@ -194,49 +194,67 @@ def document_names(
     return out
 
 
-def write_raw(conn: psycopg.Connection, realm: str, space: str, raw: pl.DataFrame) -> int:
-    """Replace the raw rows of the chunks in ``raw`` (the ``raw_extractions`` frame) with ``raw``."""
-    if raw.height == 0:
-        return 0
-    chunk_ids = sorted(set(raw["chunk_id"].to_list()))
-    conn.execute(
-        sql.SQL("DELETE FROM {} WHERE chunk_id = ANY(%s)").format(qualified(realm, "raw_extractions")),
-        (chunk_ids,),
-    )
-    insert = sql.SQL("""INSERT INTO {} (space, chunk_id, pass, model, prompt_version, raw_text, parsed,
-                                       parse_status, error, prompt_tokens, completion_tokens, cache_hit)
-                        VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)""").format(
-        qualified(realm, "raw_extractions")
-    )
-    with conn.cursor() as cur:
-        # WRITE_BATCH rows at a time: the parsed responses of a whole space as Python objects at once
-        # cost more memory than the frame holding their text (issue 30)
-        for at in range(0, raw.height, WRITE_BATCH):
-            cur.executemany(
-                insert,
-                [
-                    (
-                        space,
-                        r["chunk_id"],
-                        r["pass"],
-                        r["model"],
-                        r["prompt_version"],
-                        r["raw_text"],
-                        Jsonb(json.loads(r["parsed"])) if r["parsed"] else None,
-                        r["parse_status"],
-                        r["error"],
-                        r["prompt_tokens"],
-                        r["completion_tokens"],
-                        r["cache_hit"],
-                    )
-                    for r in raw.slice(at, WRITE_BATCH).iter_rows(named=True)
-                ],
+def open_incoming_raw(conn: psycopg.Connection) -> None:
+    """Create (when missing) and empty the session's temporary table ``pgrag_incoming_raw``: the rows a
+    ``raw_extractions`` run extracted, added batch by batch (:func:`add_raw`) and written at the end
+    (:func:`merge_raw`), so a run holds one batch of responses in Python, not the space's (issue 30). It
+    lives as long as the connection (the run's model calls are made outside any transaction)."""
+    conn.execute("""CREATE TEMP TABLE IF NOT EXISTS pgrag_incoming_raw (
+                        seq bigint, chunk_id bigint, pass integer, model text, prompt_version text,
+                        raw_text text, parsed jsonb, parse_status text, error text, prompt_tokens integer,
+                        completion_tokens integer, cache_hit boolean)""")
+    conn.execute("TRUNCATE pgrag_incoming_raw")
+
+
+def add_raw(conn: psycopg.Connection, raw: pl.DataFrame, seq: int) -> int:
+    """Copy the ``raw`` frame (``RAW_SCHEMA``) into ``pgrag_incoming_raw``, its rows numbered from ``seq``
+    (their order in the run); returns the next number."""
+    with (
+        conn.cursor() as cur,
+        cur.copy(
+            "COPY pgrag_incoming_raw (seq, chunk_id, pass, model, prompt_version, raw_text, parsed,"
+            " parse_status, error, prompt_tokens, completion_tokens, cache_hit) FROM STDIN"
+        ) as copy,
+    ):
+        for r in raw.iter_rows(named=True):
+            copy.write_row(
+                (
+                    seq,
+                    r["chunk_id"],
+                    r["pass"],
+                    r["model"],
+                    r["prompt_version"],
+                    r["raw_text"],
+                    Jsonb(json.loads(r["parsed"])) if r["parsed"] else None,
+                    r["parse_status"],
+                    r["error"],
+                    r["prompt_tokens"],
+                    r["completion_tokens"],
+                    r["cache_hit"],
+                )
             )
-    return raw.height
+            seq += 1
+    return seq
 
 
-WRITE_BATCH = 500
-"""Raw extraction rows per insert batch of :func:`write_raw`."""
+def merge_raw(conn: psycopg.Connection, realm: str, space: str) -> int:
+    """Replace the raw rows of the chunks in ``pgrag_incoming_raw`` with its rows, in their order (ids
+    follow it), then empty it; returns the rows written."""
+    table = qualified(realm, "raw_extractions")
+    conn.execute("ANALYZE pgrag_incoming_raw")  # a temporary table has no statistics until analysed
+    conn.execute(
+        sql.SQL("DELETE FROM {} WHERE chunk_id IN (SELECT chunk_id FROM pgrag_incoming_raw)").format(table)
+    )
+    written = conn.execute(
+        sql.SQL("""INSERT INTO {} (space, chunk_id, pass, model, prompt_version, raw_text, parsed,
+                                   parse_status, error, prompt_tokens, completion_tokens, cache_hit)
+                   SELECT %s, chunk_id, pass, model, prompt_version, raw_text, parsed, parse_status, error,
+                          prompt_tokens, completion_tokens, cache_hit
+                     FROM pgrag_incoming_raw ORDER BY seq""").format(table),
+        (space,),
+    ).rowcount
+    conn.execute("TRUNCATE pgrag_incoming_raw")
+    return written
 
 
 def load_raw(
