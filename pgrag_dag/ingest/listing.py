@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import fnmatch
 import glob
+import operator
 import os
 import re
 from pathlib import Path
@@ -48,7 +49,7 @@ def scan_source(
                         found.append((e.path, e.name, None))
                 elif e.is_symlink() and not os.path.exists(e.path):
                     found.append((e.path, e.name, None))
-        found.sort()  # by path: one directory, so by name, as ``Path.parts`` sorts them
+        found.sort(key=operator.itemgetter(1))  # one directory: by name, as ``Path.parts`` sorts them
     else:
         found = [(str(p), rel, _stat(str(p))) for p, rel in _globbed(path, src)]
     if not found and not allow_empty:
@@ -93,7 +94,7 @@ def named_files(settings: Settings, src: SourceSpec, *, allow_empty: bool = Fals
 
 
 def _files(settings: Settings, src: SourceSpec, *, allow_empty: bool = False) -> list[Path]:
-    """The files ``src`` names (:func:`_named`)."""
+    """The files ``src`` names (:func:`named_files`)."""
     return [p for p, _ in named_files(settings, src, allow_empty=allow_empty)]
 
 

@@ -175,8 +175,10 @@ def _text_document(
     found: tuple[str, str, os.stat_result | None],
     name: str,
     known: Mapping[str, FileStat] | None,
+    number: int,
 ) -> dict[str, Any]:
-    """One text file (``(path, relative path, stat)`` of :func:`_scan`) as a found entry (see
+    """One text file (``(path, relative path, stat)`` of :func:`~pgrag_dag.ingest.listing.scan_source`, its
+    ``name``, and ``number``: its source's index in the space) as a found entry (see
     :func:`read_sources`); refused with its reason when bad. With ``known``, a file whose size, modification
     time and inode equal its recorded ones is not read: the entry has no text and the recorded hash — and,
     recorded under the same doc_key, no earlier keys either (it is stored under its key: issue 16's renames
@@ -191,6 +193,7 @@ def _text_document(
         "meta_json": f'{{"file_name": {_json_string(file_name)}}}',  # json.dumps of ``metadata``
         "name": name,
         "path": path,
+        "src": number,
     }
     if st is not None and known is not None and (seen := known.get(path)) is not None:
         if seen.size == st.st_size and seen.mtime_ns == st.st_mtime_ns and seen.inode == st.st_ino:
@@ -414,7 +417,7 @@ def _read_sources(
                     e.update(name=name, path=file[0], src=number)
                 found += entries
             else:
-                found.append(_text_document(settings, src, file, name, known) | {"src": number})
+                found.append(_text_document(settings, src, file, name, known, number))
     if spec.order == "filename":
         found.sort(key=lambda d: (d["name"], d["path"], d["metadata"].get("line", 0)))
     elif spec.order == "metadata":

@@ -71,7 +71,7 @@ def sync_chunks(
     wanted: dict[str, pl.DataFrame] = {k[0]: g.sort("chunk_index") for k, g in chunks.group_by(["doc_key"])}
     stored = _chunk_hashes(conn, realm, space, None if stored_orders is None else list(wanted))
     present = stored.keys() if stored_orders is None else stored_orders.keys()
-    added, replaced, unchanged = [], [], sorted(unchanged_docs)
+    added, replaced, unchanged = [], [], list(unchanged_docs)
     skip = set(unchanged)
     inserted = 0
     for doc_key in sorted(wanted, key=lambda k: (int(wanted[k]["doc_order"][0]), k)):
