@@ -38,17 +38,20 @@ def scan_source(
     if not src.exclude and "/" not in src.glob and "**" not in src.glob and _WILDCARD.search(src.glob):
         match = re.compile(fnmatch.translate(src.glob)).fullmatch  # case-sensitive, dot files too: as pathlib
         found: list[tuple[str, str, os.stat_result | None]] = []
-        with os.scandir(path) as entries:
-            for e in entries:
-                if not match(e.name):
-                    continue
-                if e.is_file():
-                    try:
-                        found.append((e.path, e.name, e.stat()))
-                    except OSError:  # gone since it was listed: reading it names the reason
-                        found.append((e.path, e.name, None))
-                elif e.is_symlink() and not os.path.exists(e.path):
+        try:
+            listed = list(os.scandir(path))
+        except PermissionError:  # an unreadable directory matches nothing, as in ``Path.glob``
+            listed = []
+        for e in listed:
+            if not match(e.name):
+                continue
+            if e.is_file():
+                try:
+                    found.append((e.path, e.name, e.stat()))
+                except OSError:  # gone since it was listed: reading it names the reason
                     found.append((e.path, e.name, None))
+            elif e.is_symlink() and not os.path.exists(e.path):
+                found.append((e.path, e.name, None))
         found.sort(key=operator.itemgetter(1))  # one directory: by name, as ``Path.parts`` sorts them
     else:
         found = [(str(p), rel, _stat(str(p))) for p, rel in _globbed(path, src)]
