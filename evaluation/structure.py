@@ -149,7 +149,7 @@ def arm_settings(
 
 def source_chars(settings: Any, realm: str, space: str) -> int:
     """Characters of the space's source files as read (UTF-8 text; a JSONL file counts whole)."""
-    from pgrag_dag.ingest.sources import list_source_files
+    from pgrag_dag.ingest.listing import list_source_files
 
     return sum(
         len(p.read_text(encoding="utf-8-sig", errors="replace"))

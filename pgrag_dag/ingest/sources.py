@@ -18,13 +18,15 @@ is stripped from every file, every JSONL line and every JSONL text.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import functools
-import glob
+import gc
 import hashlib
 import json
+import os
 import time
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,10 @@ import polars as pl
 
 from pgrag_dag.config.sections import Settings, SourceSpec, SpaceSpec
 from pgrag_dag.errors import ConfigurationError, SourceError
+from pgrag_dag.ingest.listing import is_jsonl, scan_source
+from pgrag_dag.ingest.listing import list_source_files as list_source_files  # re-exported: its old home
+from pgrag_dag.ingest.listing import text_keys as text_keys
+from pgrag_dag.ingest.listing import without_last_file as without_last_file
 from pgrag_dag.storable import clean_json, clean_key, clean_text
 from pgrag_dag.store.source_files import FileStat
 
@@ -88,102 +94,9 @@ class Sources:
     files: dict[str, FileStat] = field(default_factory=dict)
     """path → :class:`~pgrag_dag.store.source_files.FileStat` of every text file read or trusted this run
     whose stat can be trusted next time (not modified within :data:`RACY_NS` of being read)."""
-    unread: dict[str, Path] = field(default_factory=dict)
+    unread: dict[str, str] = field(default_factory=dict)
     """doc_key → file of the documents whose text was not read, their stat matching ``known``
     (:func:`read_sources`): their ``text`` is null until :func:`read_unread` fills it."""
-
-
-def _named(settings: Settings, src: SourceSpec, *, allow_empty: bool = False) -> list[tuple[Path, str]]:
-    """``(file, its path relative to the source's root, POSIX)`` for every file ``src`` names, sorted (broken
-    links included: reading them fails, naming them; files an ``exclude`` glob matches, or lying in a
-    directory one matches, left out); a
-    single-file source's relative path is its file name. With ``allow_empty`` a missing path or an empty
-    glob names none; otherwise each raises :class:`ConfigurationError`."""
-    path = settings.resolve(src.path)
-    if path.is_file():
-        return [(path, path.name)]
-    if not path.is_dir():
-        if allow_empty:
-            return []
-        raise ConfigurationError(f"source path {clean_key(str(path))} does not exist")
-    left_out = {
-        p for pattern in src.exclude for p in path.glob(pattern)
-    }  # files, or directories and all below
-    # sorted by parts (Path's own order, without a Python-level comparison per pair) and made relative by
-    # slicing: glob yields paths below ``path``; both matter at 50k files (issue 30)
-    root = len(str(path).rstrip("/")) + 1
-    found = [
-        (p, str(p)[root:])
-        for p in sorted(path.glob(src.glob), key=lambda p: p.parts)
-        if (p.is_file() or (p.is_symlink() and not p.exists()))
-        and not (left_out and (p in left_out or not left_out.isdisjoint(p.parents)))
-    ]
-    if not found and not allow_empty:
-        raise ConfigurationError(
-            f"source {clean_key(str(path))} matches no file for glob {src.glob!r}"
-            + (f" outside exclude {src.exclude!r}" if src.exclude else "")
-        )
-    return found
-
-
-def _files(settings: Settings, src: SourceSpec, *, allow_empty: bool = False) -> list[Path]:
-    """The files ``src`` names (:func:`_named`)."""
-    return [p for p, _ in _named(settings, src, allow_empty=allow_empty)]
-
-
-def _is_jsonl(src: SourceSpec, path: Path) -> bool:
-    return src.format == "jsonl" or (src.format == "auto" and path.suffix == ".jsonl")
-
-
-def text_keys(settings: Settings, src: SourceSpec) -> set[str]:
-    """The doc_keys of the text files ``src`` names now, without reading them (JSONL files left out: their
-    keys are in their records); none when its path is missing or its glob matches nothing."""
-    return {
-        clean_key(src.key_prefix + rel)
-        for p, rel in _named(settings, src, allow_empty=True)
-        if not _is_jsonl(src, p)
-    }
-
-
-def list_source_files(settings: Settings, spec: SpaceSpec) -> list[Path]:
-    """Every file a space's sources name: by file name across all sources for ``order="filename"``,
-    else in the sources' order (sorted within each); broken links included. A glob matching nothing beside
-    sources that name files is no error — as in :func:`read_sources` (``pgrag init`` writes one source per
-    kind of document, and a folder may hold one kind only). Raises :class:`ConfigurationError` for a missing
-    path, or an empty glob when no source names a file."""
-    per_source = [_files(settings, src, allow_empty=True) for src in spec.sources]
-    for src, named in zip(spec.sources, per_source):
-        if not named and (not settings.resolve(src.path).exists() or not any(per_source)):
-            _files(settings, src)  # raises, naming the missing path or the empty glob
-    files = [p for named in per_source for p in named]
-    if spec.order == "filename":
-        files.sort(key=lambda p: (p.name, str(p)))
-    return files
-
-
-def without_last_file(settings: Settings, spec: SpaceSpec) -> tuple[SpaceSpec, str]:
-    """``spec`` with its last file left out, and that file's ``doc_key``: the source naming the last file of
-    :func:`list_source_files` gains an ``exclude`` glob matching only it (a source naming nothing else is
-    dropped) — for ``order`` ``filename`` or ``listed`` the last document of a space of text files, so the
-    others keep their ``doc_key`` and ``doc_order``. Raises :class:`ConfigurationError` for a missing path
-    or an empty glob, or when the space's order is ``metadata`` or it names fewer than two files."""
-    files = list_source_files(settings, spec)
-    if spec.order == "metadata" or len(files) < 2:
-        raise ConfigurationError(
-            f"cannot leave out a space's last file: it orders by {spec.order} and names "
-            f"{len(files)} file(s); it needs order filename or listed and two files or more"
-        )
-    last, kept, key = files[-1], [], ""
-    for src in spec.sources:
-        named = _named(settings, src)
-        rel = next((r for p, r in named if p == last), None)
-        if rel is None:
-            kept.append(src)
-            continue
-        key = clean_key(src.key_prefix + rel)
-        if len(named) > 1:  # the file's own name as a glob (metacharacters escaped) matches only it
-            kept.append(src.model_copy(update={"exclude": [*src.exclude, glob.escape(rel)]}))
-    return spec.model_copy(update={"sources": kept}), key
 
 
 def _decode(path: Path) -> str:
@@ -225,7 +138,14 @@ def read_document(path: Path) -> str:
 
 def title_for(path: Path) -> str:
     """A document title from its file name: ``Ada_Lovelace.txt`` → ``Ada Lovelace``."""
-    return clean_key(path.stem.replace("_", " ").strip())
+    return _title(path.name)
+
+
+def _title(name: str) -> str:
+    """:func:`title_for` of a file name (its stem as :attr:`pathlib.PurePath.stem` takes it)."""
+    dot = name.rfind(".")
+    stem = name[:dot] if 0 < dot < len(name) - 1 else name
+    return clean_key(stem.replace("_", " ").strip())
 
 
 def config_relative_key(settings: Settings, path: Path) -> str:
@@ -250,36 +170,58 @@ modification time and size: its stat is not recorded, so the next run reads it a
 
 
 def _text_document(
-    settings: Settings, src: SourceSpec, path: Path, rel: str, known: Mapping[str, FileStat] | None
+    settings: Settings,
+    src: SourceSpec,
+    found: tuple[str, str, os.stat_result | None],
+    name: str,
+    known: Mapping[str, FileStat] | None,
+    number: int,
 ) -> dict[str, Any]:
-    """One text file as a found entry (see :func:`read_sources`); refused with its reason when bad. With
-    ``known``, a file whose size, modification time and inode equal its recorded ones is not read: the entry
-    has no text and the recorded hash."""
+    """One text file (``(path, relative path, stat)`` of :func:`~pgrag_dag.ingest.listing.scan_source`, its
+    ``name``, and ``number``: its source's index in the space) as a found entry (see
+    :func:`read_sources`); refused with its reason when bad. With ``known``, a file whose size, modification
+    time and inode equal its recorded ones is not read: the entry has no text and the recorded hash — and,
+    recorded under the same doc_key, no earlier keys either (it is stored under its key: issue 16's renames
+    were done when it was recorded). Per file only string work and one dict (issue 30: 50k files)."""
+    path, rel, st = found
+    key = clean_key(src.key_prefix + rel)
+    file_name = clean_key(name)
     entry: dict[str, Any] = {
-        "key": clean_key(src.key_prefix + rel),
-        "title": title_for(path),
-        "metadata": {"file_name": clean_key(path.name)},
-        "file": path,
-        "where": clean_key(str(path)),
-        "cleaned": [],
-        "earlier": [config_relative_key(settings, path), clean_key(rel)],
+        "key": key,
+        "title": _title(name),
+        "metadata": {"file_name": file_name},
+        "meta_json": f'{{"file_name": {_json_string(file_name)}}}',  # json.dumps of ``metadata``
+        "name": name,
+        "path": path,
+        "src": number,
     }
+    if st is not None and known is not None and (seen := known.get(path)) is not None:
+        if seen.size == st.st_size and seen.mtime_ns == st.st_mtime_ns and seen.inode == st.st_ino:
+            entry.update(text=None, hash=seen.doc_hash)
+            if seen.doc_key == key:
+                entry["stat"] = seen
+                return entry
+            entry["stat"] = seen._replace(doc_key=key)
+            entry["earlier"] = _earlier_keys(settings, path, rel)
+            return entry
+    entry["earlier"] = _earlier_keys(settings, path, rel)
     try:
-        st = path.stat()
-    except OSError:
-        st = None  # a broken link or a file gone: reading it names the reason
-    key = str(path)
-    if st is not None and known is not None and (seen := known.get(key)) is not None:
-        if (seen.size, seen.mtime_ns, seen.inode) == (st.st_size, st.st_mtime_ns, st.st_ino):
-            return entry | {"text": None, "hash": seen.doc_hash, "stat": seen._replace(doc_key=entry["key"])}
-    try:
-        text = read_document(path)
+        text = read_document(Path(path))
     except SourceError as exc:
-        return entry | {"skipped": exc.reason}
+        return entry | {"skipped": exc.reason, "where": clean_key(path)}
     digest = hashlib.sha256(text.encode("utf-8")).hexdigest()
     trusted = st is not None and time.time_ns() - st.st_mtime_ns >= RACY_NS
-    stat = FileStat(entry["key"], st.st_size, st.st_mtime_ns, st.st_ino, digest) if trusted and st else None
+    stat = FileStat(key, st.st_size, st.st_mtime_ns, st.st_ino, digest) if trusted and st else None
     return entry | {"text": text, "hash": digest, "stat": stat}
+
+
+_json_string = json.encoder.encode_basestring_ascii
+"""A string as ``json.dumps`` writes it (ASCII, escaped)."""
+
+
+def _earlier_keys(settings: Settings, path: str, rel: str) -> list[str]:
+    """The keys a text file may be stored under from before (:attr:`Sources.earlier_keys`)."""
+    return [config_relative_key(settings, Path(path)), clean_key(rel)]
 
 
 def read_unread(read: Sources, docs: pl.DataFrame) -> pl.DataFrame:
@@ -290,7 +232,7 @@ def read_unread(read: Sources, docs: pl.DataFrame) -> pl.DataFrame:
     missing = [k for k in docs.filter(pl.col("text").is_null())["doc_key"].to_list() if k in read.unread]
     if not missing:
         return docs
-    texts = {k: read_document(read.unread[k]) for k in missing}
+    texts = {k: read_document(Path(read.unread[k])) for k in missing}
     hashes = {k: hashlib.sha256(t.encode("utf-8")).hexdigest() for k, t in texts.items()}
     for key, stat in list(read.files.items()):
         if stat.doc_key in hashes:
@@ -417,14 +359,39 @@ def read_sources(
     :class:`ConfigurationError` for a bad source (a missing path), a space whose sources name nothing, a
     duplicate doc_key or a missing order field.
     """
+    with _gc_paused():  # 50k entries: the collector's passes over them cost a third of the run (issue 30)
+        return _read_sources(settings, realm, space, allow_empty=allow_empty, known=known)
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for the block (what it builds holds no cycles), back on after."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _read_sources(
+    settings: Settings,
+    realm: str,
+    space: str,
+    *,
+    allow_empty: bool,
+    known: Mapping[str, FileStat] | None,
+) -> Sources:
+    """:func:`read_sources`, with the collector as the caller left it."""
     spec = settings.space_spec(realm, space)
-    named = [_named(settings, src, allow_empty=True) for src in spec.sources]
+    named = [scan_source(settings, src, allow_empty=True) for src in spec.sources]
     empty: list[str] = []
     for src, files in zip(spec.sources, named):
         if files or allow_empty:
             continue
         try:  # the error a source naming nothing raises on its own
-            _named(settings, src)
+            scan_source(settings, src)
         except ConfigurationError as exc:
             # a glob matching nothing beside sources that name documents: its last file was deleted (normal);
             # a missing path, or a space whose every source names nothing, is refused
@@ -442,14 +409,17 @@ def read_sources(
             empty.append(str(exc))
     found: list[dict[str, Any]] = []
     for number, (src, files) in enumerate(zip(spec.sources, named)):
-        for path, rel in files:
-            if _is_jsonl(src, path):
-                entries = _jsonl_documents(settings, src, path, rel)
+        for file in files:
+            name = file[1][file[1].rfind("/") + 1 :]
+            if is_jsonl(src, name):
+                entries = _jsonl_documents(settings, src, Path(file[0]), file[1])
+                for e in entries:
+                    e.update(name=name, path=file[0], src=number)
+                found += entries
             else:
-                entries = [_text_document(settings, src, path, rel, known)]
-            found += [e | {"src": number} for e in entries]
+                found.append(_text_document(settings, src, file, name, known, number))
     if spec.order == "filename":
-        found.sort(key=lambda d: (d["file"].name, str(d["file"]), d["metadata"].get("line", 0)))
+        found.sort(key=lambda d: (d["name"], d["path"], d["metadata"].get("line", 0)))
     elif spec.order == "metadata":
         missing = [
             d["key"] for d in found if "skipped" not in d and d["metadata"].get(spec.order_field) is None
@@ -462,40 +432,38 @@ def read_sources(
             (d for d in found if "skipped" not in d),
             key=lambda d: (
                 str(d["metadata"][spec.order_field]),
-                d["file"].name,
+                d["name"],
                 d["metadata"].get("line", 0),
             ),
         ) + [d for d in found if "skipped" in d]
     good = [(order, d) for order, d in enumerate(found) if "skipped" not in d]
     _refuse_duplicates(realm, space, spec, [d for _, d in good])
-    rows = [
-        {
-            "doc_key": d["key"],
-            "title": d["title"],
-            "source": d["key"],
-            "doc_order": order,
-            "text": d["text"],
-            "doc_hash": d.get("hash") or hashlib.sha256(d["text"].encode("utf-8")).hexdigest(),
-            "metadata": json.dumps(d["metadata"], default=str),
-        }
-        for order, d in good
-    ]
+    # built column by column: a frame of 50k row dicts costs more than the rest of an unchanged run
+    columns: dict[str, list[Any]] = {
+        "doc_key": [d["key"] for _, d in good],
+        "title": [d["title"] for _, d in good],
+        "source": [d["key"] for _, d in good],
+        "doc_order": [order for order, _ in good],
+        "text": [d["text"] for _, d in good],
+        "doc_hash": [d.get("hash") or hashlib.sha256(d["text"].encode("utf-8")).hexdigest() for _, d in good],
+        "metadata": [d.get("meta_json") or json.dumps(d["metadata"], default=str) for _, d in good],
+    }
     frame = pl.DataFrame(
-        rows, schema={c: pl.Int64 if c == "doc_order" else pl.String for c in DOCUMENT_COLUMNS}
+        columns, schema={c: pl.Int64 if c == "doc_order" else pl.String for c in DOCUMENT_COLUMNS}
     )
     earlier = {
-        d["key"]: tuple(dict.fromkeys(k for k in d.get("earlier", ()) if k != d["key"]))
+        d["key"]: tuple(dict.fromkeys(k for k in d["earlier"] if k != d["key"]))
         for d in found
-        if d["key"] is not None
+        if d["key"] is not None and d.get("earlier")
     }
     return Sources(
         frame,
         [SkippedDocument(d["where"], d["skipped"], d["key"]) for d in found if "skipped" in d],
-        [CleanedDocument(d["key"], d["where"], "; ".join(d["cleaned"])) for _, d in good if d["cleaned"]],
+        [CleanedDocument(d["key"], d["where"], "; ".join(d["cleaned"])) for _, d in good if d.get("cleaned")],
         {k: v for k, v in earlier.items() if v},
         empty,
-        {str(d["file"]): d["stat"] for _, d in good if d.get("stat") is not None},
-        {d["key"]: d["file"] for _, d in good if d["text"] is None},
+        {d["path"]: d["stat"] for _, d in good if d.get("stat") is not None},
+        {d["key"]: d["path"] for _, d in good if d["text"] is None},
     )
 
 
@@ -503,6 +471,8 @@ def _refuse_duplicates(realm: str, space: str, spec: SpaceSpec, docs: list[dict[
     """Raise :class:`ConfigurationError` when two documents read share a doc_key, naming the key, the
     sources (as written) and files they come from, and the fix: a ``key_prefix`` per source (two sources
     holding the same relative paths), or distinct ``key_field`` values (one source)."""
+    if len({d["key"] for d in docs}) == len(docs):
+        return
     by_key: dict[str, list[dict[str, Any]]] = {}
     for d in docs:
         by_key.setdefault(d["key"], []).append(d)
@@ -512,7 +482,7 @@ def _refuse_duplicates(realm: str, space: str, spec: SpaceSpec, docs: list[dict[
     key, ds = next(iter(dupes.items()))
     sources = sorted({d["src"] for d in ds})
     named = ", ".join(f"{spec.sources[i].path} (glob {spec.sources[i].glob!r})" for i in sources)
-    where = ", ".join(d["where"] for d in ds[:3])
+    where = ", ".join(d.get("where") or clean_key(d["path"]) for d in ds[:3])
     fix = (
         "give each source its own key_prefix, e.g. `key_prefix: handbook/` (doc_keys are relative to their "
         "source's root, so two sources holding the same relative path collide)"

@@ -23,7 +23,7 @@ from typing import Any
 from pgrag_dag.config.load import load_settings
 from pgrag_dag.config.sections import Settings, SourceSpec
 from pgrag_dag.errors import ConfigurationError, PgragError
-from pgrag_dag.ingest.sources import list_source_files
+from pgrag_dag.ingest.listing import list_source_files
 from pgrag_dag.names import parse_partition, validate_realm, validate_space
 
 CONFIG_NAME = "pgrag.yaml"
@@ -333,7 +333,7 @@ def _source(path: str, glob: str | None, key_prefix: str | None, target: Path) -
 def _refuse_clash(settings: Settings, existing: list[SourceSpec], new: SourceSpec, partition: str) -> None:
     """Raise :class:`ConfigurationError` when a text file of ``new`` would have the doc_key of a text file
     of ``existing`` (keys are relative to each source's root), suggesting a ``--key-prefix``."""
-    from pgrag_dag.ingest.sources import text_keys
+    from pgrag_dag.ingest.listing import text_keys
 
     mine = text_keys(settings, new)
     for src in existing:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import cast
 
 import polars as pl
 
@@ -60,6 +59,7 @@ def stage_chunks(engine: Engine, realm: str, space: str, *, full: bool = False) 
     )
     with engine.connect() as conn:
         known = source_files.load_stats(conn, realm, space)
+        stored = documents.stored_documents(conn, realm, space)
     read = read_sources(engine.settings, realm, space, allow_empty=allow_empty, known=None if full else known)
     docs = read.documents
     if read.skipped and docs.height == 0:  # §3.5: a run in which every document fails raises
@@ -75,9 +75,9 @@ def stage_chunks(engine: Engine, realm: str, space: str, *, full: bool = False) 
         log.warning("%s: no document comes from it (any it named before leaves the index)", line)
     chunker_print = work_queue.fingerprint(chunker.describe())
     prints = doc_keys.document_prints(docs, chunker_print)
+    stored_prints: dict[str, str | None] = dict(stored.fingerprints)
+    stored_orders = dict(stored.orders)
     with engine.connect() as conn:  # a document read as it was chunked before is not chunked again (issue 15)
-        stored_prints = cast("dict[str, str | None]", documents.document_fingerprints(conn, realm, space))
-        orders = documents.stored_orders(conn, realm, space)
         renames = doc_keys.plan_renames(
             conn,
             realm,
@@ -85,20 +85,20 @@ def stage_chunks(engine: Engine, realm: str, space: str, *, full: bool = False) 
             read,
             prints,
             chunker_print,  # issue 16: re-key in place
-            stored=stored_prints.keys(),
+            stored=stored_orders.keys(),
         )
     for r in renames:
         old_print = stored_prints.pop(r.old, None)
         if old_print is not None:
             stored_prints[r.new] = r.new_print if old_print == r.old_print else old_print
-        if r.old in orders:
-            orders[r.new] = orders.pop(r.old)
+        if r.old in stored_orders:
+            stored_orders[r.new] = stored_orders.pop(r.old)
     # sparse order keys (issue 30): a document added or removed early in the order moves no other's key
     ranked = docs.sort("doc_order")["doc_key"].to_list()
-    orders = documents.sparse_orders(ranked, orders)
+    orders = documents.sparse_orders(ranked, stored_orders)
     docs = docs.with_columns(doc_order=pl.col("doc_key").replace_strict(orders, return_dtype=pl.Int64))
     same = {k for k, p in prints.items() if stored_prints.get(k) == p}
-    todo = read_unread(read, docs.filter(~pl.col("doc_key").is_in(sorted(same))) if same else docs)
+    todo = read_unread(read, docs.filter(~pl.col("doc_key").is_in(list(same))) if same else docs)
     prints.update(doc_keys.document_prints(todo, chunker_print))  # a trusted file read now may differ
     trusted = len(set(read.unread) - set(todo["doc_key"].to_list()))
     pieces = chunker.run(todo, operator_context(engine, realm, space, chunker)) if todo.height else None
@@ -121,6 +121,8 @@ def stage_chunks(engine: Engine, realm: str, space: str, *, full: bool = False) 
                 "PGRAG_OPERATIONS__ALLOW_EMPTY=true (e.g. for pgrag demo or Dagster), "
                 "or allow_empty: true on the space"
             )
+        # what was read before the lock is what is stored unless a purge (or deletion) ran meanwhile
+        current = documents.state_version(conn, realm, space) == stored.version
         renamed = documents.rename_documents(conn, realm, space, renames)
         sync = documents.sync_chunks(
             conn,
@@ -133,6 +135,7 @@ def stage_chunks(engine: Engine, realm: str, space: str, *, full: bool = False) 
             fingerprints=prints,
             unchanged_docs=same,
             orders=orders,
+            stored_orders=stored_orders if current and len(renamed) == len(renames) else None,
         )
         changed = len(renamed) + len(sync.added) + len(sync.replaced) + len(sync.removed) + sync.restamped
         source_files.write_stats(conn, realm, space, read.files, before=known)

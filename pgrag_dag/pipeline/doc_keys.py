@@ -38,10 +38,14 @@ def document_prints(
     ``source`` (doc_key → source) replaces the frame's ``source`` where given (the print a document had
     under another key)."""
     source = source or {}
-    return {
-        k: work_queue.fingerprint([chunker_print, h, t, source.get(k, s), m])
-        for k, h, t, s, m in docs.select("doc_key", "doc_hash", "title", "source", "metadata").iter_rows()
-    }
+    cols = docs.select("doc_key", "doc_hash", "title", "source", "metadata")
+    if any(cols[c].null_count() for c in cols.columns):  # what only json.dumps writes (null)
+        return {
+            k: work_queue.fingerprint([chunker_print, h, t, source.get(k, s), m])
+            for k, h, t, s, m in cols.iter_rows()
+        }
+    print_of = work_queue.fingerprint_strings
+    return {k: print_of((chunker_print, h, t, source.get(k, s), m)) for k, h, t, s, m in cols.iter_rows()}
 
 
 def plan_renames(

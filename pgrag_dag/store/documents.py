@@ -51,30 +51,27 @@ def sync_chunks(
     fingerprints: dict[str, str] | None = None,
     unchanged_docs: Collection[str] = (),
     orders: dict[str, int] | None = None,
+    stored_orders: Mapping[str, int] | None = None,
 ) -> ChunkSync:
     """Make the space's stored chunks equal ``chunks`` (the ``chunks`` frame), document by document.
 
     ``metadata`` maps doc_key → document metadata JSON; a ``metadata`` column in ``chunks`` (JSON text,
     the chunk's own, e.g. its section) wins over it. A stored document absent from ``chunks`` is removed
     unless its doc_key is in ``keep`` (a document that could not be read this time: its chunks stay as
-    they are) or in ``unchanged_docs`` (read, and its :func:`document_fingerprints` value is what it was:
+    they are) or in ``unchanged_docs`` (read, and its :func:`stored_documents` fingerprint is what it was:
     not chunked again, issue 15); with ``keep_all`` none is removed. ``fingerprints`` (doc_key → fingerprint)
     is stored with the chunks written or restamped; ``orders`` (doc_key → doc_order, every document read)
-    re-orders the stored documents (:func:`_reorder`). Runs inside the caller's transaction.
+    re-orders the stored documents (:func:`_reorder`). ``stored_orders``: doc_key → doc_order of every stored
+    document, when the caller knows them current (:func:`stored_documents`, checked by :func:`state_version`
+    under the partition lock): only the documents of ``chunks`` are then read back, and nothing when no
+    document is chunked and none moved — O(changed documents), not O(space) (issue 30). Runs inside the
+    caller's transaction.
     """
     fingerprints = fingerprints or {}
-    stored = {
-        k: h
-        for k, h in conn.execute(
-            sql.SQL(
-                "SELECT doc_key, string_agg(content_hash, ',' ORDER BY chunk_index) FROM {}"
-                " WHERE space = %s GROUP BY doc_key"
-            ).format(qualified(realm, "documents")),
-            (space,),
-        ).fetchall()
-    }
     wanted: dict[str, pl.DataFrame] = {k[0]: g.sort("chunk_index") for k, g in chunks.group_by(["doc_key"])}
-    added, replaced, unchanged = [], [], sorted(unchanged_docs)
+    stored = _chunk_hashes(conn, realm, space, None if stored_orders is None else list(wanted))
+    present = stored.keys() if stored_orders is None else stored_orders.keys()
+    added, replaced, unchanged = [], [], list(unchanged_docs)
     skip = set(unchanged)
     inserted = 0
     for doc_key in sorted(wanted, key=lambda k: (int(wanted[k]["doc_order"][0]), k)):
@@ -115,11 +112,11 @@ def sync_chunks(
             )
         inserted += frame.height
     same = [k for k in unchanged if k in wanted]
-    restamped = _reorder(conn, realm, space, orders or {})
+    restamped = _reorder(conn, realm, space, orders or {}, stored_orders)
     restamped += _restamp(
         conn, realm, space, pl.concat([wanted[k] for k in same]) if same else None, metadata, fingerprints
     )
-    absent = set(stored) - set(wanted) - skip
+    absent = set(present) - set(wanted) - skip
     kept = sorted(absent & set(keep))
     removed = [] if keep_all else sorted(absent - set(kept))
     for doc_key in removed:
@@ -142,6 +139,25 @@ def sync_chunks(
         sorted(absent - set(kept)) if keep_all else [],
         restamped,
     )
+
+
+def _chunk_hashes(
+    conn: psycopg.Connection, realm: str, space: str, keys: Collection[str] | None
+) -> dict[str, str]:
+    """doc_key → its stored chunks' content hashes, comma-joined in chunk order: of every document of the
+    space, or of those of ``keys``."""
+    only = sql.SQL("") if keys is None else sql.SQL(" AND md5(doc_key) = ANY(%s)")
+    if keys is not None and not keys:
+        return {}
+    md5s = [hashlib.md5(k.encode("utf-8")).hexdigest() for k in keys or ()]
+    rows = conn.execute(
+        sql.SQL(
+            "SELECT doc_key, string_agg(content_hash, ',' ORDER BY chunk_index) FROM {} WHERE space = %s{}"
+            " GROUP BY doc_key"
+        ).format(qualified(realm, "documents"), only),
+        (space,) if keys is None else (space, md5s),
+    ).fetchall()
+    return {k: h for k, h in rows if keys is None or k in keys}
 
 
 def _restamp(
@@ -220,6 +236,8 @@ def sparse_orders(ranked: Sequence[str], stored: Mapping[str, int]) -> dict[str,
 def _ascending_run(keys: Sequence[tuple[int, int]]) -> list[int]:
     """The positions of a longest strictly ascending subsequence of ``keys`` ((position, key) in position
     order), O(n log n) (patience sorting): the documents whose stored order keys can stay."""
+    if all(a[1] < b[1] for a, b in zip(keys, keys[1:])):  # nothing moved: the common case, one pass
+        return [p for p, _ in keys]
     tail_keys: list[int] = []  # the smallest last key of an ascending run of each length
     tails: list[int] = []  # its index into ``keys``
     prev = [-1] * len(keys)
@@ -252,16 +270,22 @@ def stored_orders(conn: psycopg.Connection, realm: str, space: str) -> dict[str,
     }
 
 
-def _reorder(conn: psycopg.Connection, realm: str, space: str, orders: dict[str, int]) -> int:
+def _reorder(
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    orders: dict[str, int],
+    known: Mapping[str, int] | None = None,
+) -> int:
     """Give stored documents the ``doc_order`` of ``orders`` (doc_key → doc_order) where it moved: one
-    set-based UPDATE. When the stored documents keep their order relative to one another (a document added or
-    removed shifts the positions after it), the move is no work for the relations stage (supersession compares
-    order, which did not change), so the queue trigger is told to pass (``pgrag.order_shift``). Returns rows
-    changed."""
+    set-based UPDATE; none, and no read, when ``known`` (the stored orders, current) says none moved. When
+    the stored documents keep their order relative to one another (a document added or removed shifts the
+    positions after it), the move is no work for the relations stage (supersession compares order, which
+    did not change), so the queue trigger is told to pass (``pgrag.order_shift``). Returns rows changed."""
     if not orders:
         return 0
     table = qualified(realm, "documents")
-    stored = stored_orders(conn, realm, space)
+    stored = stored_orders(conn, realm, space) if known is None else known
     moved = {k: o for k, o in orders.items() if k in stored and stored[k] != o}
     if not moved:
         return 0
@@ -278,18 +302,44 @@ def _reorder(conn: psycopg.Connection, realm: str, space: str, orders: dict[str,
     return changed
 
 
-def document_fingerprints(conn: psycopg.Connection, realm: str, space: str) -> dict[str, str]:
-    """doc_key → the fingerprint stored with its chunks (what the chunks stage chunked it from: text, title,
-    source, metadata and the chunker — not its order; issue 15), for the space's documents that have one."""
-    return dict(
-        conn.execute(
-            sql.SQL(
-                "SELECT DISTINCT ON (doc_key) doc_key, doc_fingerprint FROM {} WHERE space = %s "
-                "AND doc_fingerprint IS NOT NULL ORDER BY doc_key"
-            ).format(qualified(realm, "documents")),
-            (space,),
-        ).fetchall()
-    )
+@dataclass(frozen=True)
+class StoredDocuments:
+    """The space's stored documents as the chunks stage compares them (:func:`stored_documents`):
+    doc_key → ``fingerprints`` (those that have one, issue 15) and ``orders`` (every one), and ``version``
+    (:func:`state_version` when they were read)."""
+
+    fingerprints: dict[str, str]
+    orders: dict[str, int]
+    version: tuple[int, int, int]
+
+
+def stored_documents(conn: psycopg.Connection, realm: str, space: str) -> StoredDocuments:
+    """Every stored document's fingerprint (what the chunks stage chunked it from: text, title, source,
+    metadata and the chunker — not its order; issue 15) and ``doc_order``, in one read of its first chunk
+    rows, with the :func:`state_version` they were read at (in one snapshot when the caller's connection
+    is in a transaction; otherwise compared again under the partition lock before they are used)."""
+    version = state_version(conn, realm, space)
+    rows = conn.execute(
+        sql.SQL(
+            "SELECT DISTINCT ON (doc_key) doc_key, doc_fingerprint, doc_order FROM {} WHERE space = %s"
+            " ORDER BY doc_key, chunk_index"
+        ).format(qualified(realm, "documents")),
+        (space,),
+    ).fetchall()
+    return StoredDocuments({k: f for k, f, _ in rows if f is not None}, {k: o for k, _, o in rows}, version)
+
+
+def state_version(conn: psycopg.Connection, realm: str, space: str) -> tuple[int, int, int]:
+    """(chunks, sum of chunk ids, largest chunk id) of the space: changes when a chunk is added (ids only
+    grow) or removed — by the chunks stage, or a purge, deletion or retention run between its read and
+    its write. A rename or re-order keeps it; only the chunks stage does either, under its stage lock."""
+    row = conn.execute(
+        sql.SQL(
+            "SELECT count(*), coalesce(sum(id), 0), coalesce(max(id), 0) FROM {} WHERE space = %s"
+        ).format(qualified(realm, "documents")),
+        (space,),
+    ).fetchone()
+    return (int(row[0]), int(row[1]), int(row[2])) if row else (0, 0, 0)
 
 
 def indexed_keys(conn: psycopg.Connection, realm: str, space: str, keys: Collection[str]) -> set[str]:

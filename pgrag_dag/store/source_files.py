@@ -53,7 +53,8 @@ def load_stats(conn: psycopg.Connection, realm: str, space: str) -> dict[str, Fi
         ),
         (space,),
     ).fetchall()
-    return {str(p): FileStat(str(k), int(s), int(m), int(i), str(h)) for p, k, s, m, i, h in rows}
+    # the driver gives str and int already: one tuple per row, no conversion (50k files, issue 30)
+    return {row[0]: FileStat._make(row[1:]) for row in rows}
 
 
 def write_stats(

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -227,6 +228,15 @@ def fingerprint(settings: Any) -> str:
     """A 16-hex-digit SHA-256 of ``settings`` (anything JSON can write, keys sorted; other values by
     ``str``)."""
     return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+_json_string = json.encoder.encode_basestring_ascii
+
+
+def fingerprint_strings(values: Sequence[str]) -> str:
+    """:func:`fingerprint` of a list of strings, the same digits, written without ``json.dumps``' set-up per
+    call (a third of the time: the chunks stage prints 50k documents a run, issue 30)."""
+    return hashlib.sha256(f"[{', '.join(map(_json_string, values))}]".encode()).hexdigest()[:16]
 
 
 @dataclass

@@ -8,10 +8,12 @@ import os
 import time
 from pathlib import Path
 
+import polars as pl
 from psycopg import sql
 
+from pgrag_dag.ingest.splitting import CHUNK_SCHEMA
 from pgrag_dag.pipeline import stage_chunks
-from pgrag_dag.store import db
+from pgrag_dag.store import db, documents
 from pgrag_dag.store.schema import schema_for
 from tests.fix_corpus import SmallCorpus
 
@@ -112,3 +114,65 @@ def test_a_file_written_within_the_racy_window_is_not_trusted_and_a_removed_file
     docs[-1].unlink()
     gone = stage_chunks(engine, realm, "main").metadata
     assert gone["documents_removed"] == 1 and docs[-1].name not in _files(small_corpus, realm)
+
+
+def test_the_stored_state_read_before_the_lock_is_checked_and_sync_agrees_with_it_or_without(
+    small_corpus: SmallCorpus, realm: str
+) -> None:
+    """Issue 30: the chunks stage reads the stored prints and orders once, before its write transaction, and
+    uses them under the partition lock only when :func:`documents.state_version` is unchanged (a purge or
+    deletion in between moves it); given them, ``sync_chunks`` reads back only the documents it chunks and
+    decides as it does reading the whole space."""
+    engine = small_corpus.engine()
+    stage_chunks(engine, realm, "main")
+    empty = pl.DataFrame(schema={**CHUNK_SCHEMA, "metadata": pl.String})
+    with db.connect(engine.dsn) as conn:
+        stored = documents.stored_documents(conn, realm, "main")
+        keys = sorted(stored.orders)
+        assert len(keys) == 2 and set(stored.fingerprints) == set(keys)
+        assert documents.state_version(conn, realm, "main") == stored.version
+        assert stored.version[0] == documents.count_chunks(conn, realm, "main")
+        with conn.transaction(force_rollback=True):  # what a purge between read and write does
+            documents.delete_document_chunks(conn, realm, "main", keys[0])
+            assert documents.state_version(conn, realm, "main") != stored.version
+        with conn.transaction(
+            force_rollback=True
+        ):  # a rename (the chunks stage's own, under its lock) keeps it
+            documents.rename_documents(
+                conn, realm, "main", [documents.Rename(keys[0], "moved.txt", "moved.txt")]
+            )
+            assert documents.state_version(conn, realm, "main") == stored.version
+        outcomes = []
+        for known in (None, stored.orders):  # keys[1] read unchanged, keys[0] gone from the sources
+            with conn.transaction(force_rollback=True):
+                sync = documents.sync_chunks(
+                    conn,
+                    realm,
+                    "main",
+                    empty,
+                    metadata={},
+                    unchanged_docs={keys[1]},
+                    orders={keys[1]: stored.orders[keys[1]] + 1},
+                    stored_orders=known,
+                )
+                order = conn.execute(
+                    sql.SQL(
+                        "SELECT DISTINCT doc_order FROM {}.documents WHERE space = 'main' AND doc_key = %s"
+                    ).format(sql.Identifier(schema_for(realm))),
+                    (keys[1],),
+                ).fetchall()
+                outcomes.append(
+                    (sync.removed, sync.unchanged, sync.added, sync.replaced, sync.restamped, order)
+                )
+        assert (
+            outcomes[0]
+            == outcomes[1]
+            == (
+                [keys[0]],
+                [keys[1]],
+                [],
+                [],
+                len(_chunk_texts(small_corpus, realm, keys[1])),
+                [(stored.orders[keys[1]] + 1,)],
+            )
+        )
