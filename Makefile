@@ -25,8 +25,10 @@ demo: $(STAMP)
 
 # every test but the slow end-to-end ones (marked `slow`: kill -9 recovery, the demo through Dagster, the daemon
 # loop, parallel backfills, Celery, external PostgreSQL, …), which `make test-slow` runs; CI runs both
+# on two workers (pytest-xdist), each with its own embedded PostgreSQL: the tests wait on Dagster subprocesses
+# and on the server as much as they compute, so two cores finish them in less time than one worker
 test: $(STAMP)
-	$(TEST_ENV) $(BIN)/python -m pytest -q -m "not slow"
+	$(TEST_ENV) $(BIN)/python -m pytest -q -m "not slow" -n 2
 
 test-slow: $(STAMP)
 	$(TEST_ENV) $(BIN)/python -m pytest -q -m slow
