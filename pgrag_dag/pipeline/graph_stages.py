@@ -37,7 +37,7 @@ from pgrag_dag.pipeline.common import (
 from pgrag_dag.pipeline.composition import compose
 from pgrag_dag.pipeline.relation_batches import READ_BATCH, build_full, decide_supersession
 from pgrag_dag.pipeline.relation_delta import relation_delta
-from pgrag_dag.store import documents, graph, locks, staging, work_queue
+from pgrag_dag.store import documents, graph, locks, staging, tallies, work_queue
 from pgrag_dag.store import relations as relation_store
 from pgrag_dag.vocabulary import Vocabulary, off_vocabulary
 
@@ -523,7 +523,13 @@ def stage_relations(engine: Engine, realm: str, space: str, *, full: bool = Fals
                 for r, w in superseded.select("row", "superseded_by_row").head(5).iter_rows()
             ]
         staging.replace_resolution_rejections(conn, realm, space, self_loops, chunks)
-        totals = relation_store.graph_counts(conn, realm, space)
+        # kept by delta (issue 30); a full run counts the space and mends the tallies with its recount
+        totals = (
+            tallies.reset(conn, realm, space)
+            if todo.full
+            else relation_store.graph_counts(conn, realm, space)
+        )
+        tallies.compact(conn, realm, space)
         quality = measure_quality(conn, realm, space, vocabulary)
         changed = (
             counts["inserted"]

@@ -6,7 +6,9 @@ each entity's canonical name and of each of its aliases (in alias order) — key
 invisible characters, quote marks, Unicode whitespace and case). A narrow table of its own: storing keys never
 rewrites a wide entity row and its HNSW entry. A row exists only while it is current: it cascades away with
 its entity, and the ``entity_keys_stale`` trigger deletes it when an ``UPDATE`` changes the entity's name or
-aliases. :func:`fill_identity_keys` stores the missing rows — after every graph write of entities
+aliases; that trigger and ``entity_keys_new`` (on insert) name the entity in ``entity_keys_owed``, the queue
+:func:`fill_identity_keys` reads (issue 30). :func:`fill_identity_keys` stores the missing rows — after every
+graph write of entities
 (:func:`pgrag_dag.store.graph.write_entities`), before each measurement (whichever writer wrote an entity),
 and over the whole realm when :func:`create_identity_keys` upgrades it.
 
@@ -27,11 +29,25 @@ from pgrag_dag.names import schema_for
 from pgrag_dag.store.identifiers import qualified
 
 KEYS_DDL: tuple[str, ...] = (
+    # the entities whose keys are owed (inserted, renamed, re-aliased), so that storing them reads these
+    # rows, not every entity of the space (issue 30)
+    """CREATE TABLE IF NOT EXISTS {s}.entity_keys_owed (
+        id bigserial PRIMARY KEY, space text NOT NULL, entity_id bigint NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS entity_keys_owed_space ON {s}.entity_keys_owed (space, id)",
     """CREATE OR REPLACE FUNCTION {s}.entity_keys_stale() RETURNS trigger LANGUAGE plpgsql AS $f$
     BEGIN
         DELETE FROM {s}.entity_keys WHERE space = NEW.space AND entity_id = NEW.id;
+        INSERT INTO {s}.entity_keys_owed (space, entity_id) VALUES (NEW.space, NEW.id);
         RETURN NULL;
     END $f$""",
+    """CREATE OR REPLACE FUNCTION {s}.entity_keys_new() RETURNS trigger LANGUAGE plpgsql AS $f$
+    BEGIN
+        INSERT INTO {s}.entity_keys_owed (space, entity_id) SELECT space, id FROM new_rows ORDER BY id;
+        RETURN NULL;
+    END $f$""",
+    "DROP TRIGGER IF EXISTS entity_keys_new ON {s}.entities",
+    """CREATE TRIGGER entity_keys_new AFTER INSERT ON {s}.entities REFERENCING NEW TABLE AS new_rows
+       FOR EACH STATEMENT EXECUTE FUNCTION {s}.entity_keys_new()""",
     "DROP TRIGGER IF EXISTS entity_keys_stale ON {s}.entities",
     """CREATE TRIGGER entity_keys_stale AFTER UPDATE OF name, aliases ON {s}.entities FOR EACH ROW
        WHEN (OLD.name IS DISTINCT FROM NEW.name OR OLD.aliases IS DISTINCT FROM NEW.aliases)
@@ -80,7 +96,15 @@ def fill_identity_keys(
     """Store the ``entity_keys`` row of every entity (of ``space``, or of the whole realm) that has none,
     ``batch`` entities (default :data:`FILL_BATCH`) at a time, in the caller's transaction — which holds the
     space's partition lock, or the realm's tables locked (no other writer stores the same rows). Returns how
-    many rows it stored. Finding that none is missing reads two indexes only."""
+    many rows it stored.
+
+    For one space, the candidates are the entities ``entity_keys_owed`` names — every entity inserted,
+    renamed or re-aliased since its keys were last stored, whatever path wrote it (the triggers of
+    :data:`KEYS_DDL`) — so finding that none is missing reads an index of that queue, not the space
+    (issue 30); their queue rows are deleted once read. Over the whole realm (an upgrade), every entity
+    without keys."""
+    if space is not None:
+        return _fill_owed(conn, realm, space, batch or FILL_BATCH)
     e, k = qualified(realm, "entities"), qualified(realm, "entity_keys")
     scope = sql.SQL("") if space is None else sql.SQL("e.space = %(space)s AND ")
     missing = sql.SQL("""SELECT e.space, e.id FROM {e} e WHERE {scope} NOT EXISTS (
@@ -93,14 +117,7 @@ def fill_identity_keys(
         rows = conn.execute(
             sql.SQL("SELECT space, id, name, aliases FROM {} WHERE id = ANY(%s)").format(e), (ids,)
         ).fetchall()
-        with (
-            conn.cursor() as cur,
-            cur.copy(
-                sql.SQL("COPY {} (space, entity_id, name_key, alias_keys) FROM STDIN").format(k)
-            ) as copy,
-        ):
-            for sp, i, name, aliases in rows:
-                copy.write_row((sp, i, *identity_keys(name, aliases)))
+        _copy_keys(conn, k, rows)
         stored += len(rows)
     if stored >= ANALYZE_AFTER:
         # a query links the question's names through these keys (pgrag_dag.store.walk_graph.link_keys):
@@ -108,6 +125,39 @@ def fill_identity_keys(
         # on a fresh 10k-relation graph, 1 ms after ANALYZE), until autovacuum gets to the table
         conn.execute(sql.SQL("ANALYZE {}").format(k))
     return stored
+
+
+def _fill_owed(conn: psycopg.Connection, realm: str, space: str, batch: int) -> int:
+    """:func:`fill_identity_keys` of one space from ``entity_keys_owed``, ``batch`` queue rows at a time."""
+    e, k, o = (qualified(realm, t) for t in ("entities", "entity_keys", "entity_keys_owed"))
+    stored = 0
+    while owed := conn.execute(
+        sql.SQL("SELECT id, entity_id FROM {} WHERE space = %s ORDER BY id LIMIT %s").format(o),
+        (space, batch),
+    ).fetchall():
+        rows = conn.execute(
+            sql.SQL("""SELECT e.space, e.id, e.name, e.aliases FROM {e} e
+                        WHERE e.space = %s AND e.id = ANY(%s) AND NOT EXISTS (
+                              SELECT 1 FROM {k} k WHERE k.space = e.space AND k.entity_id = e.id)
+                        ORDER BY e.id""").format(e=e, k=k),
+            (space, sorted({i for _, i in owed})),
+        ).fetchall()
+        _copy_keys(conn, k, rows)
+        conn.execute(sql.SQL("DELETE FROM {} WHERE id = ANY(%s)").format(o), ([i for i, _ in owed],))
+        stored += len(rows)
+    if stored >= ANALYZE_AFTER:  # see fill_identity_keys
+        conn.execute(sql.SQL("ANALYZE {}").format(k))
+    return stored
+
+
+def _copy_keys(conn: psycopg.Connection, k: sql.Composable, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Store the ``entity_keys`` rows of ``rows`` (space, id, name, aliases)."""
+    with (
+        conn.cursor() as cur,
+        cur.copy(sql.SQL("COPY {} (space, entity_id, name_key, alias_keys) FROM STDIN").format(k)) as copy,
+    ):
+        for sp, i, name, aliases in rows:
+            copy.write_row((sp, i, *identity_keys(name, aliases)))
 
 
 def quality_rows(

@@ -71,6 +71,8 @@ partial indexes ``<table>_unembedded`` (documents, entities, relations) hold the
 - ``graph_writes``: one row per transaction that changed a space's graph, appended by triggers on the
   tables the personalised-PageRank walk reads; their count is the space's graph data version
   (:mod:`pgrag_dag.store.graph_version`, schema version 19)
+- ``graph_tallies``: the graph's counts kept by delta, appended by triggers (:mod:`pgrag_dag.store.tallies`,
+  schema version 23)
 - ``community_lineage`` (view): community → the relations it was built from → their chunks → documents
 """
 
@@ -90,6 +92,7 @@ from pgrag_dag.store import (
     purge,
     quality,
     source_files,
+    tallies,
     telemetry,
     vector_index,
     vectors,
@@ -104,7 +107,7 @@ from pgrag_dag.store.embedding_columns import (
 )
 
 CONTROL_SCHEMA = "pgrag__control"
-SCHEMA_VERSION = 22
+SCHEMA_VERSION = 23
 """The realm schema's DDL version, recorded per realm in ``pgrag__control.realms.schema_version``."""
 _LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
 
@@ -505,6 +508,7 @@ def init_realm(
         source_files.create_source_files(conn, schema)
         quality.create_identity_keys(conn, realm)
         graph_version.create_graph_versions(conn, realm)
+        tallies.create_tallies(conn, realm)
         conn.execute(
             "UPDATE pgrag__control.realms SET schema_version = %s WHERE realm = %s", (SCHEMA_VERSION, realm)
         )

@@ -1,0 +1,270 @@
+"""The graph's counts kept by delta (issue 30): what :func:`pgrag_dag.store.relations.graph_counts` reports
+without reading the space.
+
+``graph_tallies`` (space, entities, entities_dormant, relations, relations_dormant, mentions, negated,
+with_validity, superseded) holds signed deltas: triggers on ``entities``, ``relations`` and ``doc_mentions``
+append one row per statement that inserts or deletes rows (summed over the statement's transition table)
+and one row per updated row whose contribution changed (an entity made dormant or revived; a relation made
+dormant, revived, superseded, restored, negated or given a validity) — whatever path wrote (a stage,
+``pgrag delete``, retention, purge, a foreign-key cascade). A space's counts are the sums of its rows: a
+read costs the rows appended since the last compaction, not the space. ``negated``, ``with_validity`` and
+``superseded`` count among the live (not dormant) relations, as :func:`recount` does.
+
+Append-only, like ``graph_writes`` (:mod:`pgrag_dag.store.graph_version`): a counter row updated in place
+would serialise every writer of the space until its commit. :func:`compact` folds a space's rows into one
+(under the partition lock, in one statement, so a row a concurrent writer appends meanwhile stays); a full
+run of the relations stage replaces them with a recount (:func:`reset`), which also mends a space whose
+rows were written before the triggers existed. When the table is created, every space's recount is its
+first row (the triggers exist before it in the same DDL transaction: ``CREATE TRIGGER`` waits for the
+writers in flight, and a later writer's rows fire them).
+"""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg import sql
+
+from pgrag_dag.names import schema_for
+from pgrag_dag.store.identifiers import qualified
+
+KEYS = (
+    "entities",
+    "entities_dormant",
+    "relations",
+    "relations_dormant",
+    "mentions",
+    "negated",
+    "with_validity",
+    "superseded",
+)
+"""The counts, in :func:`pgrag_dag.store.relations.graph_counts`' order."""
+
+_ENTITY = "count(*) FILTER (WHERE dormant_since IS NULL), count(*) FILTER (WHERE dormant_since IS NOT NULL)"
+_RELATION = """count(*) FILTER (WHERE dormant_since IS NULL),
+    count(*) FILTER (WHERE dormant_since IS NOT NULL),
+    count(*) FILTER (WHERE dormant_since IS NULL AND negated),
+    count(*) FILTER (WHERE dormant_since IS NULL
+                       AND (valid_from_key IS NOT NULL OR valid_to_key IS NOT NULL)),
+    count(*) FILTER (WHERE dormant_since IS NULL AND superseded_by IS NOT NULL)"""
+_COLUMNS = {
+    "entities": "entities, entities_dormant",
+    "relations": "relations, relations_dormant, negated, with_validity, superseded",
+    "doc_mentions": "mentions",
+}
+_COUNTED = {"entities": _ENTITY, "relations": _RELATION, "doc_mentions": "count(*)"}
+
+
+def _statement_function(table: str, rows: str, sign: str) -> str:
+    """A statement trigger's function: the signed counts of the transition table ``rows``, per space."""
+    counts = ", ".join(f"{sign}{c.strip()}" for c in _split(_COUNTED[table]))
+    return f"""CREATE OR REPLACE FUNCTION {{s}}.tally_{table}_{rows}() RETURNS trigger LANGUAGE plpgsql AS $f$
+    BEGIN
+        INSERT INTO {{s}}.graph_tallies (space, {_COLUMNS[table]})
+        SELECT space, {counts} FROM {rows} GROUP BY space;
+        RETURN NULL;
+    END $f$"""
+
+
+def _split(counts: str) -> list[str]:
+    """The comma-separated aggregates of ``counts`` (commas inside parentheses kept)."""
+    out, depth, cur = [], 0, ""
+    for ch in counts:
+        depth += ch == "("
+        depth -= ch == ")"
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return [*out, cur]
+
+
+_ROW_FUNCTIONS = (
+    """CREATE OR REPLACE FUNCTION {s}.tally_entities_row() RETURNS trigger LANGUAGE plpgsql AS $f$
+    BEGIN
+        INSERT INTO {s}.graph_tallies (space, entities, entities_dormant)
+        SELECT NEW.space, sum(sg * (d IS NULL)::int), sum(sg * (d IS NOT NULL)::int)
+          FROM (VALUES (1, NEW.dormant_since), (-1, OLD.dormant_since)) AS x(sg, d);
+        RETURN NULL;
+    END $f$""",
+    """CREATE OR REPLACE FUNCTION {s}.tally_relations_row() RETURNS trigger LANGUAGE plpgsql AS $f$
+    BEGIN
+        INSERT INTO {s}.graph_tallies (space, relations, relations_dormant, negated, with_validity,
+                                       superseded)
+        SELECT NEW.space, sum(sg * (d IS NULL)::int), sum(sg * (d IS NOT NULL)::int),
+               sum(sg * (d IS NULL AND n)::int),
+               sum(sg * (d IS NULL AND (f IS NOT NULL OR t IS NOT NULL))::int),
+               sum(sg * (d IS NULL AND b IS NOT NULL)::int)
+          FROM (VALUES (1, NEW.dormant_since, NEW.negated, NEW.valid_from_key, NEW.valid_to_key,
+                        NEW.superseded_by),
+                       (-1, OLD.dormant_since, OLD.negated, OLD.valid_from_key, OLD.valid_to_key,
+                        OLD.superseded_by)) AS x(sg, d, n, f, t, b);
+        RETURN NULL;
+    END $f$""",
+)
+
+_ROW_TRIGGERS = {
+    # an UPDATE is caught row by row, only where a count changes: rewriting vectors or descriptions appends
+    # nothing (a statement trigger would copy every updated row, vectors and all, into its transition tables)
+    "entities": (
+        "AFTER UPDATE OF dormant_since",
+        "(OLD.dormant_since IS NULL) <> (NEW.dormant_since IS NULL)",
+    ),
+    "relations": (
+        "AFTER UPDATE OF dormant_since, negated, payload, superseded_by",
+        "(OLD.dormant_since IS NULL) <> (NEW.dormant_since IS NULL) OR OLD.negated <> NEW.negated"
+        " OR (OLD.superseded_by IS NULL) <> (NEW.superseded_by IS NULL)"
+        " OR (OLD.valid_from_key IS NULL AND OLD.valid_to_key IS NULL)"
+        " <> (NEW.valid_from_key IS NULL AND NEW.valid_to_key IS NULL)",
+    ),
+}
+
+
+def create_tallies(conn: psycopg.Connection, realm: str) -> None:
+    """Create ``graph_tallies``, its functions and triggers in ``realm``'s schema, inside the caller's DDL
+    transaction (:func:`pgrag_dag.store.schema.init_realm`); when the table is new, store every space's
+    recount as its first row (after the triggers exist). Idempotent."""
+    s = sql.Identifier(schema_for(realm))
+    new = conn.execute("SELECT to_regclass(%s) IS NULL", (f'"{schema_for(realm)}".graph_tallies',)).fetchone()
+    conn.execute(
+        sql.SQL("""CREATE TABLE IF NOT EXISTS {s}.graph_tallies (
+            space text NOT NULL, {cols})""").format(
+            s=s, cols=sql.SQL(", ".join(f"{k} bigint NOT NULL DEFAULT 0" for k in KEYS))
+        )
+    )
+    conn.execute(
+        sql.SQL("CREATE INDEX IF NOT EXISTS graph_tallies_space ON {s}.graph_tallies (space)").format(s=s)
+    )
+    for table in _COUNTED:
+        t = qualified(realm, table)
+        for event, rows, sign in (("INSERT", "new_rows", ""), ("DELETE", "old_rows", "-")):
+            conn.execute(sql.SQL(_statement_function(table, rows, sign)).format(s=s))
+            name = sql.Identifier(f"{table}_tally_{event.lower()}")
+            conn.execute(sql.SQL("DROP TRIGGER IF EXISTS {n} ON {t}").format(n=name, t=t))
+            conn.execute(
+                sql.SQL(
+                    f"CREATE TRIGGER {{n}} AFTER {event} ON {{t}} REFERENCING "
+                    f"{'NEW' if rows == 'new_rows' else 'OLD'} TABLE AS {rows} FOR EACH STATEMENT "
+                    f"EXECUTE FUNCTION {{s}}.tally_{table}_{rows}()"
+                ).format(n=name, t=t, s=s)
+            )
+    for stmt in _ROW_FUNCTIONS:
+        conn.execute(sql.SQL(stmt).format(s=s))
+    for table, (when, condition) in _ROW_TRIGGERS.items():
+        t = qualified(realm, table)
+        name = sql.Identifier(f"{table}_tally_update")
+        conn.execute(sql.SQL("DROP TRIGGER IF EXISTS {n} ON {t}").format(n=name, t=t))
+        conn.execute(
+            sql.SQL(
+                f"CREATE TRIGGER {{n}} {when} ON {{t}} FOR EACH ROW WHEN ({condition}) "
+                f"EXECUTE FUNCTION {{s}}.tally_{table}_row()"
+            ).format(n=name, t=t, s=s)
+        )
+    if new and new[0]:
+        conn.execute(
+            sql.SQL("INSERT INTO {} (space, {}) {}").format(
+                qualified(realm, "graph_tallies"), sql.SQL(", ".join(KEYS)), _recount_all(realm)
+            )
+        )
+
+
+def _recount(realm: str) -> sql.Composed:
+    """``SELECT`` of the counts of space ``%(space)s`` from its rows, in :data:`KEYS` order (one statement,
+    one snapshot)."""
+    e, r, m = qualified(realm, "entities"), qualified(realm, "relations"), qualified(realm, "doc_mentions")
+    ent = [f"{c.strip()} AS {k}" for c, k in zip(_split(_ENTITY), KEYS[:2], strict=True)]
+    rel_keys = ("relations", "relations_dormant", "negated", "with_validity", "superseded")
+    rel = [f"{c.strip()} AS {k}" for c, k in zip(_split(_RELATION), rel_keys, strict=True)]
+    return sql.SQL("""SELECT {keys} FROM (SELECT {ent} FROM {e} WHERE space = %(space)s) e,
+                             (SELECT {rel} FROM {r} WHERE space = %(space)s) r,
+                             (SELECT count(*) AS mentions FROM {m} WHERE space = %(space)s) m""").format(
+        keys=sql.SQL(", ".join(KEYS)),
+        ent=sql.SQL(", ".join(ent)),
+        rel=sql.SQL(", ".join(rel)),
+        e=e,
+        r=r,
+        m=m,
+    )
+
+
+def _recount_all(realm: str) -> sql.Composed:
+    """``SELECT space, <counts>`` of every space holding an entity, relation or mention, in :data:`KEYS`
+    order."""
+    parts = []
+    for table, counted in _COUNTED.items():
+        cols = [c.strip() for c in _COLUMNS[table].split(",")]
+        counts = dict(zip(cols, _split(counted), strict=True))
+        values = [f"{counts.get(k, '0')} AS {k}" for k in KEYS]  # UNION ALL matches columns by position
+        parts.append(
+            sql.SQL("SELECT space, {} FROM {} GROUP BY space").format(
+                sql.SQL(", ".join(values)), qualified(realm, table)
+            )
+        )
+    union = sql.SQL(" UNION ALL ").join(parts)
+    return sql.SQL("SELECT space, {} FROM ({}) x GROUP BY space").format(
+        sql.SQL(", ".join(f"sum({k})" for k in KEYS)), union
+    )
+
+
+def read(conn: psycopg.Connection, realm: str, space: str) -> dict[str, int]:
+    """The space's counts (:data:`KEYS`): the sums of its ``graph_tallies`` rows (zeros for a space with
+    none)."""
+    row = conn.execute(
+        sql.SQL("SELECT {} FROM {} WHERE space = %s").format(
+            sql.SQL(", ".join(f"coalesce(sum({k}), 0)" for k in KEYS)), qualified(realm, "graph_tallies")
+        ),
+        (space,),
+    ).fetchone()
+    assert row is not None
+    return dict(zip(KEYS, (int(v) for v in row), strict=True))
+
+
+def recount(conn: psycopg.Connection, realm: str, space: str) -> dict[str, int]:
+    """The space's counts (:data:`KEYS`) counted from its rows: what :func:`read` must equal (a scan of the
+    space's entities, relations and mentions)."""
+    row = conn.execute(_recount(realm), {"space": space}).fetchone()
+    assert row is not None
+    return dict(zip(KEYS, (int(v) for v in row), strict=True))
+
+
+def reset(conn: psycopg.Connection, realm: str, space: str) -> dict[str, int]:
+    """Replace the space's tally rows with a recount, in one statement (a row a concurrent writer appends
+    meanwhile counts what its own write changed, after the recount's snapshot), in the caller's transaction
+    — a full run of the relations stage, under the partition lock. Returns the recount."""
+    t = qualified(realm, "graph_tallies")
+    row = conn.execute(
+        sql.SQL("""WITH gone AS (DELETE FROM {t} WHERE space = %(space)s RETURNING 1),
+                        counted AS ({recount})
+                   INSERT INTO {t} (space, {keys})
+                   SELECT %(space)s, counted.* FROM counted, (SELECT count(*) FROM gone) g
+                   RETURNING {keys}""").format(t=t, recount=_recount(realm), keys=sql.SQL(", ".join(KEYS))),
+        {"space": space},
+    ).fetchone()
+    assert row is not None
+    return dict(zip(KEYS, (int(v) for v in row), strict=True))
+
+
+COMPACT_ABOVE = 64
+"""A space's tally rows beyond which :func:`compact` folds them into one."""
+
+
+def compact(conn: psycopg.Connection, realm: str, space: str, above: int = COMPACT_ABOVE) -> bool:
+    """Fold the space's tally rows into one when it holds more than ``above``, in one statement, in the
+    caller's transaction (under the partition lock); returns whether it did."""
+    t = qualified(realm, "graph_tallies")
+    held = conn.execute(
+        sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {} WHERE space = %s LIMIT %s) x").format(t),
+        (space, above + 1),
+    ).fetchone()
+    if not held or held[0] <= above:
+        return False
+    conn.execute(
+        sql.SQL("""WITH gone AS (DELETE FROM {t} WHERE space = %(space)s RETURNING *)
+                   INSERT INTO {t} (space, {keys}) SELECT %(space)s, {sums} FROM gone""").format(
+            t=t,
+            keys=sql.SQL(", ".join(KEYS)),
+            sums=sql.SQL(", ".join(f"coalesce(sum({k}), 0)" for k in KEYS)),
+        ),
+        {"space": space},
+    )
+    return True
