@@ -73,18 +73,35 @@ def graph_quality(entities: pl.DataFrame, relations: pl.DataFrame, vocabulary: V
 
 
 def measure_quality(
-    conn: psycopg.Connection, realm: str, space: str, vocabulary: Vocabulary
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    vocabulary: Vocabulary,
+    *,
+    kept: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """:func:`graph_quality` of the stored space — the same keys and values — measured in SQL in the
     caller's transaction (under the partition lock of a writing stage: it first stores the identity keys
     of entity rows written without them, :func:`pgrag_dag.store.quality.fill_identity_keys`).
 
+    With ``kept`` — the space's counts kept by delta (:func:`pgrag_dag.store.tallies.read`: ``entities``,
+    ``orphans``) — the live entities and the orphans are taken from them instead of counted over every
+    live entity (an incremental run, issue 30); without, every aggregate is measured (a full run).
+
     Python decides only what SQL narrows down: the name gate over the names that start like a pronoun,
     and the Python lowercasing over the edge groups holding a predicate that is not lowercase ASCII."""
     store.fill_identity_keys(conn, realm, space)
     rows = store.quality_rows(
-        conn, realm, space, vocabulary.terms, pronoun_heads=PRONOUN_HEADS, examples=EXAMPLES
+        conn,
+        realm,
+        space,
+        vocabulary.terms,
+        pronoun_heads=PRONOUN_HEADS,
+        examples=EXAMPLES,
+        orphans=kept is None,
     )
+    if kept is not None:
+        rows["entities"], rows["orphan_entities"] = kept["entities"], kept["orphans"]
     candidates = pl.DataFrame(
         rows["duplicate_candidates"],
         orient="row",

@@ -523,14 +523,12 @@ def stage_relations(engine: Engine, realm: str, space: str, *, full: bool = Fals
                 for r, w in superseded.select("row", "superseded_by_row").head(5).iter_rows()
             ]
         staging.replace_resolution_rejections(conn, realm, space, self_loops, chunks)
-        # kept by delta (issue 30); a full run counts the space and mends the tallies with its recount
-        totals = (
-            tallies.reset(conn, realm, space)
-            if todo.full
-            else relation_store.graph_counts(conn, realm, space)
-        )
+        # kept by delta (issue 30); a full run counts the space, mends the tallies with its recount and
+        # measures every quality aggregate in SQL
+        kept = tallies.reset(conn, realm, space) if todo.full else tallies.read(conn, realm, space)
+        totals = {k: kept[k] for k in tallies.KEYS}
         tallies.compact(conn, realm, space)
-        quality = measure_quality(conn, realm, space, vocabulary)
+        quality = measure_quality(conn, realm, space, vocabulary, kept=None if todo.full else kept)
         changed = (
             counts["inserted"]
             + counts["updated"]

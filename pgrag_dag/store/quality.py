@@ -168,6 +168,7 @@ def quality_rows(
     *,
     pronoun_heads: Sequence[str],
     examples: int,
+    orphans: bool = True,
 ) -> dict[str, Any]:
     """What SQL settles of :func:`pgrag_dag.graph.quality.graph_quality` for one space whose ``entity_keys``
     are complete (:func:`fill_identity_keys`), read in the caller's transaction (under the space's partition
@@ -175,8 +176,9 @@ def quality_rows(
 
     Returns ``entities`` (live), ``relations`` (live: not dormant, not superseded), ``distinct_predicates``
     and ``on_vocabulary`` (live relations whose predicate is one of ``terms``), ``orphan_entities`` (live
-    entities no live relation touches); ``fragmented`` (how many live entities are named by an identity key
-    whose first — lowest-id — live holder as an alias is another entity) and ``fragmented_examples`` (the
+    entities no live relation touches; this and ``entities`` are ``None`` with ``orphans`` false: the caller
+    keeps both by delta); ``fragmented`` (how many live entities are named by an identity key whose first —
+    lowest-id — live holder as an alias is another entity) and ``fragmented_examples`` (the
     names of the first ``examples`` ≥ 1 of them, by id); ``pronoun_candidates`` (the names, by id, of the live
     entities whose name key's first word is one of ``pronoun_heads`` — every pronominal name is among them,
     for the name gate to decide); and ``duplicate_candidates`` (source_id, target_id,
@@ -197,13 +199,19 @@ def quality_rows(
         ).fetchall()
 
     per_predicate = rows("SELECT r.predicate, count(*) FROM {r} r WHERE {live_r} GROUP BY r.predicate")
-    ((entities, orphans),) = rows("""
+    # the one aggregate that reads every live entity: an incremental run keeps it by delta instead
+    # (pgrag_dag.store.tallies)
+    ((entities, orphan_count),) = (
+        [(None, None)]
+        if not orphans
+        else rows("""
         WITH live AS MATERIALIZED (SELECT k.entity_id FROM {k} k WHERE {live_k})
         SELECT (SELECT count(*) FROM live),
                (SELECT count(*) FROM live l WHERE NOT EXISTS (SELECT 1 FROM {r} r WHERE {live_r}
                                               AND r.source_id = l.entity_id)
                                               AND NOT EXISTS (SELECT 1 FROM {r} r WHERE {live_r}
                                                   AND r.target_id = l.entity_id))""")
+    )
     fragmented = rows("""
         WITH live AS MATERIALIZED (SELECT k.entity_id, k.name_key, k.alias_keys FROM {k} k WHERE {live_k}),
              owner AS (SELECT a.key, min(l.entity_id) AS entity_id FROM live l
@@ -226,7 +234,7 @@ def quality_rows(
         "relations": sum(n for _, n in per_predicate),
         "distinct_predicates": len(per_predicate),
         "on_vocabulary": sum(n for p, n in per_predicate if p in vocabulary),
-        "orphan_entities": orphans,
+        "orphan_entities": orphan_count,
         "fragmented": fragmented[0][1] if fragmented else 0,
         "fragmented_examples": [n for n, _ in fragmented],
         "pronoun_candidates": [n for (n,) in pronouns],

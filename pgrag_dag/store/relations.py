@@ -124,8 +124,10 @@ def graph_counts(
     (a full run). A realm whose schema predates the tallies (version < 23, until its next index run
     upgrades it) is recounted."""
     if recount or not _has_tallies(conn, realm):
-        return tallies.recount(conn, realm, space)
-    return tallies.read(conn, realm, space)
+        counts = tallies.recount(conn, realm, space)
+    else:
+        counts = tallies.read(conn, realm, space)
+    return {k: counts[k] for k in tallies.KEYS}
 
 
 def _has_tallies(conn: psycopg.Connection, realm: str) -> bool:

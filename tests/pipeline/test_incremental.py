@@ -241,6 +241,11 @@ def _step(engines: dict[str, Engine], realms: dict[str, str]) -> dict[str, dict[
         k: out["full"]["relations"].metadata[k] for k in tallies.KEYS
     }
     assert kept["relations"] and kept["mentions"]
+    # the incremental graph-quality check (orphans kept by delta) measures what the full one measures
+    quality = {k: out[k]["relations"].checks["graph_quality"][1] for k in out}
+    assert {k: quality["inc"][k] for k in quality["full"] if k != "extractor"} == {
+        k: quality["full"][k] for k in quality["full"] if k != "extractor"
+    }
     return out
 
 
