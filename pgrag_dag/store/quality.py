@@ -34,6 +34,9 @@ KEYS_DDL: tuple[str, ...] = (
     """CREATE TABLE IF NOT EXISTS {s}.entity_keys_owed (
         id bigserial PRIMARY KEY, space text NOT NULL, entity_id bigint NOT NULL)""",
     "CREATE INDEX IF NOT EXISTS entity_keys_owed_space ON {s}.entity_keys_owed (space, id)",
+    # the pronoun check reads the names whose key starts with a pronoun or "the" (a few percent), not every
+    # key of the space (issue 30)
+    "CREATE INDEX IF NOT EXISTS entity_keys_head ON {s}.entity_keys (space, split_part(name_key, ' ', 1))",
     """CREATE OR REPLACE FUNCTION {s}.entity_keys_stale() RETURNS trigger LANGUAGE plpgsql AS $f$
     BEGIN
         DELETE FROM {s}.entity_keys WHERE space = NEW.space AND entity_id = NEW.id;

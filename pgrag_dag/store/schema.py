@@ -397,6 +397,13 @@ CREATE INDEX IF NOT EXISTS relations_odd_predicate ON {s}.relations (space, sour
     WHERE predicate <> lower(predicate COLLATE "C") OR octet_length(predicate) <> char_length(predicate);
 CREATE INDEX IF NOT EXISTS relations_live_predicate ON {s}.relations (space, predicate)
     WHERE dormant_since IS NULL AND superseded_by IS NULL;
+-- issue 30: what extraction still owes a space, read from narrow indexes (an anti-join of two index-only
+-- scans), not from the wide chunk and extraction rows
+CREATE INDEX IF NOT EXISTS documents_space_id ON {s}.documents (space, id);
+CREATE INDEX IF NOT EXISTS raw_extractions_first_ok ON {s}.raw_extractions (chunk_id, prompt_version)
+    WHERE pass = 0 AND parse_status = 'ok';
+CREATE INDEX IF NOT EXISTS raw_extractions_failed ON {s}.raw_extractions (space, chunk_id)
+    WHERE parse_status <> 'ok';
 CREATE TABLE IF NOT EXISTS {s}.stage_pending (
     space text NOT NULL,
     stage text NOT NULL,
