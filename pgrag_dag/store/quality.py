@@ -172,6 +172,7 @@ def quality_rows(
     pronoun_heads: Sequence[str],
     examples: int,
     orphans: bool = True,
+    counted_predicates: Sequence[tuple[str, int]] | None = None,
 ) -> dict[str, Any]:
     """What SQL settles of :func:`pgrag_dag.graph.quality.graph_quality` for one space whose ``entity_keys``
     are complete (:func:`fill_identity_keys`), read in the caller's transaction (under the space's partition
@@ -180,8 +181,10 @@ def quality_rows(
     Returns ``entities`` (live), ``relations`` (live: not dormant, not superseded), ``distinct_predicates``
     and ``on_vocabulary`` (live relations whose predicate is one of ``terms``), ``orphan_entities`` (live
     entities no live relation touches; this and ``entities`` are ``None`` with ``orphans`` false: the caller
-    keeps both by delta); ``fragmented`` (how many live entities are named by an identity key whose first —
-    lowest-id — live holder as an alias is another entity) and ``fragmented_examples`` (the
+    keeps both by delta; with ``counted_predicates``, (predicate, current relations) kept by delta, the
+    relations and predicates are taken from it); ``fragmented`` (how many live entities are named by an
+    identity key whose first — lowest-id — live holder as an alias is another entity) and
+    ``fragmented_examples`` (the
     names of the first ``examples`` ≥ 1 of them, by id); ``pronoun_candidates`` (the names, by id, of the live
     entities whose name key's first word is one of ``pronoun_heads`` — every pronominal name is among them,
     for the name gate to decide); and ``duplicate_candidates`` (source_id, target_id,
@@ -201,7 +204,11 @@ def quality_rows(
             sql.SQL(query).format(e=e, r=r, k=k, live_r=live_r, live_k=live_k, odd=ODD_PREDICATE), args
         ).fetchall()
 
-    per_predicate = rows("SELECT r.predicate, count(*) FROM {r} r WHERE {live_r} GROUP BY r.predicate")
+    per_predicate = (
+        rows("SELECT r.predicate, count(*) FROM {r} r WHERE {live_r} GROUP BY r.predicate")
+        if counted_predicates is None
+        else counted_predicates
+    )
     # the one aggregate that reads every live entity: an incremental run keeps it by delta instead
     # (pgrag_dag.store.tallies)
     ((entities, orphan_count),) = (

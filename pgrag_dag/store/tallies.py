@@ -161,6 +161,27 @@ _ORPHAN_FUNCTIONS = (
     END $f$"""
         for rows, sign in (("new_rows", ""), ("old_rows", "-"))
     ),
+    *(
+        f"""CREATE OR REPLACE FUNCTION {{s}}.predicates_{rows}() RETURNS trigger LANGUAGE plpgsql AS $f$
+    BEGIN
+        INSERT INTO {{s}}.predicate_tallies (space, predicate, n)
+        SELECT space, predicate, {sign}count(*) FROM {rows} WHERE {CURRENT} GROUP BY space, predicate;
+        RETURN NULL;
+    END $f$"""
+        for rows, sign in (("new_rows", ""), ("old_rows", "-"))
+    ),
+    """CREATE OR REPLACE FUNCTION {s}.predicates_row() RETURNS trigger LANGUAGE plpgsql AS $f$
+    BEGIN
+        INSERT INTO {s}.predicate_tallies (space, predicate, n)
+        SELECT space, predicate, sum(n) FROM (
+               SELECT OLD.space, OLD.predicate, -1
+                WHERE OLD.dormant_since IS NULL AND OLD.superseded_by IS NULL
+               UNION ALL
+               SELECT NEW.space, NEW.predicate, 1
+                WHERE NEW.dormant_since IS NULL AND NEW.superseded_by IS NULL) x(space, predicate, n)
+         GROUP BY space, predicate HAVING sum(n) <> 0;
+        RETURN NULL;
+    END $f$""",
     """CREATE OR REPLACE FUNCTION {s}.orphans_entities_new_rows() RETURNS trigger LANGUAGE plpgsql AS $f$
     BEGIN
         INSERT INTO {s}.graph_tallies (space, orphans)
@@ -189,13 +210,23 @@ _ORPHAN_TRIGGERS = (
      "FOR EACH ROW WHEN ((OLD.dormant_since IS NULL AND OLD.superseded_by IS NULL)"
      " <> (NEW.dormant_since IS NULL AND NEW.superseded_by IS NULL)"
      " OR OLD.source_id <> NEW.source_id OR OLD.target_id <> NEW.target_id)", "orphans_relations_row"),
+    ("relations_predicates_insert", "relations", "AFTER INSERT",
+     "REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT", "predicates_new_rows"),
+    ("relations_predicates_delete", "relations", "AFTER DELETE",
+     "REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT", "predicates_old_rows"),
+    ("relations_predicates_update", "relations", "AFTER UPDATE OF dormant_since, superseded_by, predicate",
+     "FOR EACH ROW WHEN ((OLD.dormant_since IS NULL AND OLD.superseded_by IS NULL)"
+     " <> (NEW.dormant_since IS NULL AND NEW.superseded_by IS NULL) OR OLD.predicate <> NEW.predicate)",
+     "predicates_row"),
     ("entities_orphans_insert", "entities", "AFTER INSERT",
      "REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT", "orphans_entities_new_rows"),
     ("entities_orphans_delete", "entities", "AFTER DELETE",
      "REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT", "orphans_entities_old_rows"),
 )  # fmt: skip
 """(name, table, event, level, function) of the triggers keeping ``entity_degree`` (each entity's current
-relations) and the ``orphans`` tally; an entity's dormancy is the entities row trigger's."""
+relations) and the ``orphans`` tally — an entity's dormancy is the entities row trigger's — and
+``predicate_tallies`` (the current relations per predicate: the quality check's distinct predicates and
+vocabulary share)."""
 
 _ROW_TRIGGERS = {
     # an UPDATE is caught row by row, only where a count changes: rewriting vectors or descriptions appends
@@ -224,6 +255,15 @@ def create_tallies(conn: psycopg.Connection, realm: str) -> None:
         sql.SQL("""CREATE TABLE IF NOT EXISTS {s}.graph_tallies (
             space text NOT NULL, {cols})""").format(
             s=s, cols=sql.SQL(", ".join(f"{k} bigint NOT NULL DEFAULT 0" for k in COLUMNS))
+        )
+    )
+    conn.execute(
+        sql.SQL("""CREATE TABLE IF NOT EXISTS {s}.predicate_tallies (
+            space text NOT NULL, predicate text NOT NULL, n bigint NOT NULL)""").format(s=s)
+    )
+    conn.execute(
+        sql.SQL("CREATE INDEX IF NOT EXISTS predicate_tallies_space ON {s}.predicate_tallies (space)").format(
+            s=s
         )
     )
     conn.execute(
@@ -271,6 +311,7 @@ def create_tallies(conn: psycopg.Connection, realm: str) -> None:
         )
     if new and new[0]:
         conn.execute(_degrees(realm, None))
+        conn.execute(_predicates(realm, None))
         conn.execute(
             sql.SQL("INSERT INTO {} (space, {}) {}").format(
                 qualified(realm, "graph_tallies"), sql.SQL(", ".join(COLUMNS)), _recount_all(realm)
@@ -292,6 +333,31 @@ def _degrees(realm: str, space: str | None) -> sql.Composed:
         current=sql.SQL(CURRENT),
         where=where,
     )
+
+
+def _predicates(realm: str, space: str | None) -> sql.Composed:
+    """``INSERT`` of the current relations per predicate into ``predicate_tallies`` (of ``%(space)s``, or of
+    every space with ``None``), from the relations."""
+    where = sql.SQL("") if space is None else sql.SQL(" AND space = %(space)s")
+    return sql.SQL("""INSERT INTO {p} (space, predicate, n)
+                      SELECT space, predicate, count(*) FROM {r} WHERE {current}{where}
+                       GROUP BY space, predicate""").format(
+        p=qualified(realm, "predicate_tallies"),
+        r=qualified(realm, "relations"),
+        current=sql.SQL(CURRENT),
+        where=where,
+    )
+
+
+def predicates(conn: psycopg.Connection, realm: str, space: str) -> list[tuple[str, int]]:
+    """(predicate, current relations) of the space, by predicate, from ``predicate_tallies`` (what
+    ``SELECT predicate, count(*)`` over its current relations gives, without reading them)."""
+    rows = conn.execute(
+        sql.SQL("""SELECT predicate, sum(n) FROM {} WHERE space = %s GROUP BY predicate HAVING sum(n) <> 0
+                    ORDER BY predicate""").format(qualified(realm, "predicate_tallies")),
+        (space,),
+    ).fetchall()
+    return [(str(p), int(n)) for p, n in rows]
 
 
 def _orphans(realm: str) -> str:
@@ -370,13 +436,19 @@ def recount(conn: psycopg.Connection, realm: str, space: str) -> dict[str, int]:
 def reset(conn: psycopg.Connection, realm: str, space: str) -> dict[str, int]:
     """Replace the space's tally rows with a recount, in one statement (a row a concurrent writer appends
     meanwhile counts what its own write changed, after the recount's snapshot), and its ``entity_degree``
-    rows with the current relations' endpoints, in the caller's transaction — a full run of the relations
+    and ``predicate_tallies`` rows with the current relations' endpoints and predicates, in the caller's
+    transaction — a full run of the relations
     stage, under the partition lock (no other writer of the space). Returns the recount (:data:`COLUMNS`)."""
     conn.execute(
         sql.SQL("DELETE FROM {} WHERE space = %(space)s").format(qualified(realm, "entity_degree")),
         {"space": space},
     )
     conn.execute(_degrees(realm, space), {"space": space})
+    conn.execute(
+        sql.SQL("DELETE FROM {} WHERE space = %(space)s").format(qualified(realm, "predicate_tallies")),
+        {"space": space},
+    )
+    conn.execute(_predicates(realm, space), {"space": space})
     t = qualified(realm, "graph_tallies")
     row = conn.execute(
         sql.SQL("""WITH gone AS (DELETE FROM {t} WHERE space = %(space)s RETURNING 1),
@@ -404,6 +476,19 @@ def compact(conn: psycopg.Connection, realm: str, space: str, above: int = COMPA
         sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {} WHERE space = %s LIMIT %s) x").format(t),
         (space, above + 1),
     ).fetchone()
+    p = qualified(realm, "predicate_tallies")
+    rows = conn.execute(
+        sql.SQL("SELECT count(*) FROM (SELECT 1 FROM {} WHERE space = %s LIMIT %s) x").format(p),
+        (space, 4 * above + 1),
+    ).fetchone()
+    if rows and rows[0] > 4 * above:  # folded per predicate; a predicate at zero leaves no row
+        conn.execute(
+            sql.SQL("""WITH gone AS (DELETE FROM {p} WHERE space = %(space)s RETURNING predicate, n)
+                       INSERT INTO {p} (space, predicate, n)
+                       SELECT %(space)s, predicate, sum(n) FROM gone GROUP BY predicate
+                       HAVING sum(n) <> 0""").format(p=p),
+            {"space": space},
+        )
     if not held or held[0] <= above:
         return False
     conn.execute(
