@@ -497,6 +497,7 @@ def stage_relations(engine: Engine, realm: str, space: str, *, full: bool = Fals
                 checks={"graph_quality": _quality_check(engine, realm, space, stored)},
             )
         if todo.full:  # the space in batches of source entities (issue 30)
+            tallies.suspend(conn)  # recounted below, in this transaction
             done = build_full(conn, realm, space, engine, vocabulary)
             counts, sup_counts, self_loops, edges = done.counts, done.sup_counts, done.self_loops, done.edges
             by_reason, examples, pairs, chunks = done.by_reason, done.examples, None, None

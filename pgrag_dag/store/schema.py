@@ -71,8 +71,10 @@ partial indexes ``<table>_unembedded`` (documents, entities, relations) hold the
 - ``graph_writes``: one row per transaction that changed a space's graph, appended by triggers on the
   tables the personalised-PageRank walk reads; their count is the space's graph data version
   (:mod:`pgrag_dag.store.graph_version`, schema version 19)
-- ``graph_tallies``: the graph's counts kept by delta, appended by triggers (:mod:`pgrag_dag.store.tallies`,
-  schema version 23)
+- ``graph_tallies``, ``predicate_tallies``, ``entity_degree``: the graph's counts, its current relations per
+  predicate and each entity's current relations, kept by delta by triggers (:mod:`pgrag_dag.store.tallies`,
+  schema version 23); ``entity_keys_owed``: the entities whose identity keys are to be stored
+  (:mod:`pgrag_dag.store.quality`, schema version 23)
 - ``community_lineage`` (view): community → the relations it was built from → their chunks → documents
 """
 
