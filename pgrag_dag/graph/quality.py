@@ -29,6 +29,7 @@ import psycopg
 from pgrag_dag.config.sections import GateSettings
 from pgrag_dag.gate_rules import PRONOUNS, Gate, identity_key, name_gate
 from pgrag_dag.store import quality as store
+from pgrag_dag.store import tallies
 from pgrag_dag.vocabulary import Vocabulary
 
 MUST_BE_ZERO = ("duplicate_edge_rows", "fragmented_short_form_vertices", "pronoun_entities")
@@ -73,18 +74,37 @@ def graph_quality(entities: pl.DataFrame, relations: pl.DataFrame, vocabulary: V
 
 
 def measure_quality(
-    conn: psycopg.Connection, realm: str, space: str, vocabulary: Vocabulary
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    vocabulary: Vocabulary,
+    *,
+    kept: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """:func:`graph_quality` of the stored space — the same keys and values — measured in SQL in the
     caller's transaction (under the partition lock of a writing stage: it first stores the identity keys
     of entity rows written without them, :func:`pgrag_dag.store.quality.fill_identity_keys`).
 
+    With ``kept`` — the space's counts kept by delta (:func:`pgrag_dag.store.tallies.read`: ``entities``,
+    ``orphans``) — the live entities and the orphans are taken from them, and the current relations per
+    predicate from :func:`pgrag_dag.store.tallies.predicates`, instead of counted over the space (an
+    incremental run, issue 30); without, every aggregate is measured (a full run).
+
     Python decides only what SQL narrows down: the name gate over the names that start like a pronoun,
     and the Python lowercasing over the edge groups holding a predicate that is not lowercase ASCII."""
     store.fill_identity_keys(conn, realm, space)
     rows = store.quality_rows(
-        conn, realm, space, vocabulary.terms, pronoun_heads=PRONOUN_HEADS, examples=EXAMPLES
+        conn,
+        realm,
+        space,
+        vocabulary.terms,
+        pronoun_heads=PRONOUN_HEADS,
+        examples=EXAMPLES,
+        orphans=kept is None,
+        counted_predicates=None if kept is None else tallies.predicates(conn, realm, space),
     )
+    if kept is not None:
+        rows["entities"], rows["orphan_entities"] = kept["entities"], kept["orphans"]
     candidates = pl.DataFrame(
         rows["duplicate_candidates"],
         orient="row",

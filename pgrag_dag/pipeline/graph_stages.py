@@ -37,7 +37,7 @@ from pgrag_dag.pipeline.common import (
 from pgrag_dag.pipeline.composition import compose
 from pgrag_dag.pipeline.relation_batches import READ_BATCH, build_full, decide_supersession
 from pgrag_dag.pipeline.relation_delta import relation_delta
-from pgrag_dag.store import documents, graph, locks, staging, work_queue
+from pgrag_dag.store import documents, graph, locks, staging, tallies, work_queue
 from pgrag_dag.store import relations as relation_store
 from pgrag_dag.vocabulary import Vocabulary, off_vocabulary
 
@@ -497,6 +497,7 @@ def stage_relations(engine: Engine, realm: str, space: str, *, full: bool = Fals
                 checks={"graph_quality": _quality_check(engine, realm, space, stored)},
             )
         if todo.full:  # the space in batches of source entities (issue 30)
+            tallies.suspend(conn)  # recounted below, in this transaction
             done = build_full(conn, realm, space, engine, vocabulary)
             counts, sup_counts, self_loops, edges = done.counts, done.sup_counts, done.self_loops, done.edges
             by_reason, examples, pairs, chunks = done.by_reason, done.examples, None, None
@@ -523,8 +524,12 @@ def stage_relations(engine: Engine, realm: str, space: str, *, full: bool = Fals
                 for r, w in superseded.select("row", "superseded_by_row").head(5).iter_rows()
             ]
         staging.replace_resolution_rejections(conn, realm, space, self_loops, chunks)
-        totals = relation_store.graph_counts(conn, realm, space)
-        quality = measure_quality(conn, realm, space, vocabulary)
+        # kept by delta (issue 30); a full run counts the space, mends the tallies with its recount and
+        # measures every quality aggregate in SQL
+        kept = tallies.reset(conn, realm, space) if todo.full else tallies.read(conn, realm, space)
+        totals = {k: kept[k] for k in tallies.KEYS}
+        tallies.compact(conn, realm, space)
+        quality = measure_quality(conn, realm, space, vocabulary, kept=None if todo.full else kept)
         changed = (
             counts["inserted"]
             + counts["updated"]

@@ -6,7 +6,9 @@ each entity's canonical name and of each of its aliases (in alias order) — key
 invisible characters, quote marks, Unicode whitespace and case). A narrow table of its own: storing keys never
 rewrites a wide entity row and its HNSW entry. A row exists only while it is current: it cascades away with
 its entity, and the ``entity_keys_stale`` trigger deletes it when an ``UPDATE`` changes the entity's name or
-aliases. :func:`fill_identity_keys` stores the missing rows — after every graph write of entities
+aliases; that trigger and ``entity_keys_new`` (on insert) name the entity in ``entity_keys_owed``, the queue
+:func:`fill_identity_keys` reads (issue 30). :func:`fill_identity_keys` stores the missing rows — after every
+graph write of entities
 (:func:`pgrag_dag.store.graph.write_entities`), before each measurement (whichever writer wrote an entity),
 and over the whole realm when :func:`create_identity_keys` upgrades it.
 
@@ -27,11 +29,28 @@ from pgrag_dag.names import schema_for
 from pgrag_dag.store.identifiers import qualified
 
 KEYS_DDL: tuple[str, ...] = (
+    # the entities whose keys are owed (inserted, renamed, re-aliased), so that storing them reads these
+    # rows, not every entity of the space (issue 30)
+    """CREATE TABLE IF NOT EXISTS {s}.entity_keys_owed (
+        id bigserial PRIMARY KEY, space text NOT NULL, entity_id bigint NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS entity_keys_owed_space ON {s}.entity_keys_owed (space, id)",
+    # the pronoun check reads the names whose key starts with a pronoun or "the" (a few percent), not every
+    # key of the space (issue 30)
+    "CREATE INDEX IF NOT EXISTS entity_keys_head ON {s}.entity_keys (space, split_part(name_key, ' ', 1))",
     """CREATE OR REPLACE FUNCTION {s}.entity_keys_stale() RETURNS trigger LANGUAGE plpgsql AS $f$
     BEGIN
         DELETE FROM {s}.entity_keys WHERE space = NEW.space AND entity_id = NEW.id;
+        INSERT INTO {s}.entity_keys_owed (space, entity_id) VALUES (NEW.space, NEW.id);
         RETURN NULL;
     END $f$""",
+    """CREATE OR REPLACE FUNCTION {s}.entity_keys_new() RETURNS trigger LANGUAGE plpgsql AS $f$
+    BEGIN
+        INSERT INTO {s}.entity_keys_owed (space, entity_id) SELECT space, id FROM new_rows ORDER BY id;
+        RETURN NULL;
+    END $f$""",
+    "DROP TRIGGER IF EXISTS entity_keys_new ON {s}.entities",
+    """CREATE TRIGGER entity_keys_new AFTER INSERT ON {s}.entities REFERENCING NEW TABLE AS new_rows
+       FOR EACH STATEMENT EXECUTE FUNCTION {s}.entity_keys_new()""",
     "DROP TRIGGER IF EXISTS entity_keys_stale ON {s}.entities",
     """CREATE TRIGGER entity_keys_stale AFTER UPDATE OF name, aliases ON {s}.entities FOR EACH ROW
        WHEN (OLD.name IS DISTINCT FROM NEW.name OR OLD.aliases IS DISTINCT FROM NEW.aliases)
@@ -80,7 +99,15 @@ def fill_identity_keys(
     """Store the ``entity_keys`` row of every entity (of ``space``, or of the whole realm) that has none,
     ``batch`` entities (default :data:`FILL_BATCH`) at a time, in the caller's transaction — which holds the
     space's partition lock, or the realm's tables locked (no other writer stores the same rows). Returns how
-    many rows it stored. Finding that none is missing reads two indexes only."""
+    many rows it stored.
+
+    For one space, the candidates are the entities ``entity_keys_owed`` names — every entity inserted,
+    renamed or re-aliased since its keys were last stored, whatever path wrote it (the triggers of
+    :data:`KEYS_DDL`) — so finding that none is missing reads an index of that queue, not the space
+    (issue 30); their queue rows are deleted once read. Over the whole realm (an upgrade), every entity
+    without keys."""
+    if space is not None:
+        return _fill_owed(conn, realm, space, batch or FILL_BATCH)
     e, k = qualified(realm, "entities"), qualified(realm, "entity_keys")
     scope = sql.SQL("") if space is None else sql.SQL("e.space = %(space)s AND ")
     missing = sql.SQL("""SELECT e.space, e.id FROM {e} e WHERE {scope} NOT EXISTS (
@@ -93,14 +120,7 @@ def fill_identity_keys(
         rows = conn.execute(
             sql.SQL("SELECT space, id, name, aliases FROM {} WHERE id = ANY(%s)").format(e), (ids,)
         ).fetchall()
-        with (
-            conn.cursor() as cur,
-            cur.copy(
-                sql.SQL("COPY {} (space, entity_id, name_key, alias_keys) FROM STDIN").format(k)
-            ) as copy,
-        ):
-            for sp, i, name, aliases in rows:
-                copy.write_row((sp, i, *identity_keys(name, aliases)))
+        _copy_keys(conn, k, rows)
         stored += len(rows)
     if stored >= ANALYZE_AFTER:
         # a query links the question's names through these keys (pgrag_dag.store.walk_graph.link_keys):
@@ -108,6 +128,39 @@ def fill_identity_keys(
         # on a fresh 10k-relation graph, 1 ms after ANALYZE), until autovacuum gets to the table
         conn.execute(sql.SQL("ANALYZE {}").format(k))
     return stored
+
+
+def _fill_owed(conn: psycopg.Connection, realm: str, space: str, batch: int) -> int:
+    """:func:`fill_identity_keys` of one space from ``entity_keys_owed``, ``batch`` queue rows at a time."""
+    e, k, o = (qualified(realm, t) for t in ("entities", "entity_keys", "entity_keys_owed"))
+    stored = 0
+    while owed := conn.execute(
+        sql.SQL("SELECT id, entity_id FROM {} WHERE space = %s ORDER BY id LIMIT %s").format(o),
+        (space, batch),
+    ).fetchall():
+        rows = conn.execute(
+            sql.SQL("""SELECT e.space, e.id, e.name, e.aliases FROM {e} e
+                        WHERE e.space = %s AND e.id = ANY(%s) AND NOT EXISTS (
+                              SELECT 1 FROM {k} k WHERE k.space = e.space AND k.entity_id = e.id)
+                        ORDER BY e.id""").format(e=e, k=k),
+            (space, sorted({i for _, i in owed})),
+        ).fetchall()
+        _copy_keys(conn, k, rows)
+        conn.execute(sql.SQL("DELETE FROM {} WHERE id = ANY(%s)").format(o), ([i for i, _ in owed],))
+        stored += len(rows)
+    if stored >= ANALYZE_AFTER:  # see fill_identity_keys
+        conn.execute(sql.SQL("ANALYZE {}").format(k))
+    return stored
+
+
+def _copy_keys(conn: psycopg.Connection, k: sql.Composable, rows: Sequence[tuple[Any, ...]]) -> None:
+    """Store the ``entity_keys`` rows of ``rows`` (space, id, name, aliases)."""
+    with (
+        conn.cursor() as cur,
+        cur.copy(sql.SQL("COPY {} (space, entity_id, name_key, alias_keys) FROM STDIN").format(k)) as copy,
+    ):
+        for sp, i, name, aliases in rows:
+            copy.write_row((sp, i, *identity_keys(name, aliases)))
 
 
 def quality_rows(
@@ -118,6 +171,8 @@ def quality_rows(
     *,
     pronoun_heads: Sequence[str],
     examples: int,
+    orphans: bool = True,
+    counted_predicates: Sequence[tuple[str, int]] | None = None,
 ) -> dict[str, Any]:
     """What SQL settles of :func:`pgrag_dag.graph.quality.graph_quality` for one space whose ``entity_keys``
     are complete (:func:`fill_identity_keys`), read in the caller's transaction (under the space's partition
@@ -125,8 +180,11 @@ def quality_rows(
 
     Returns ``entities`` (live), ``relations`` (live: not dormant, not superseded), ``distinct_predicates``
     and ``on_vocabulary`` (live relations whose predicate is one of ``terms``), ``orphan_entities`` (live
-    entities no live relation touches); ``fragmented`` (how many live entities are named by an identity key
-    whose first — lowest-id — live holder as an alias is another entity) and ``fragmented_examples`` (the
+    entities no live relation touches; this and ``entities`` are ``None`` with ``orphans`` false: the caller
+    keeps both by delta; with ``counted_predicates``, (predicate, current relations) kept by delta, the
+    relations and predicates are taken from it); ``fragmented`` (how many live entities are named by an
+    identity key whose first — lowest-id — live holder as an alias is another entity) and
+    ``fragmented_examples`` (the
     names of the first ``examples`` ≥ 1 of them, by id); ``pronoun_candidates`` (the names, by id, of the live
     entities whose name key's first word is one of ``pronoun_heads`` — every pronominal name is among them,
     for the name gate to decide); and ``duplicate_candidates`` (source_id, target_id,
@@ -146,14 +204,24 @@ def quality_rows(
             sql.SQL(query).format(e=e, r=r, k=k, live_r=live_r, live_k=live_k, odd=ODD_PREDICATE), args
         ).fetchall()
 
-    per_predicate = rows("SELECT r.predicate, count(*) FROM {r} r WHERE {live_r} GROUP BY r.predicate")
-    ((entities, orphans),) = rows("""
+    per_predicate = (
+        rows("SELECT r.predicate, count(*) FROM {r} r WHERE {live_r} GROUP BY r.predicate")
+        if counted_predicates is None
+        else counted_predicates
+    )
+    # the one aggregate that reads every live entity: an incremental run keeps it by delta instead
+    # (pgrag_dag.store.tallies)
+    ((entities, orphan_count),) = (
+        [(None, None)]
+        if not orphans
+        else rows("""
         WITH live AS MATERIALIZED (SELECT k.entity_id FROM {k} k WHERE {live_k})
         SELECT (SELECT count(*) FROM live),
                (SELECT count(*) FROM live l WHERE NOT EXISTS (SELECT 1 FROM {r} r WHERE {live_r}
                                               AND r.source_id = l.entity_id)
                                               AND NOT EXISTS (SELECT 1 FROM {r} r WHERE {live_r}
                                                   AND r.target_id = l.entity_id))""")
+    )
     fragmented = rows("""
         WITH live AS MATERIALIZED (SELECT k.entity_id, k.name_key, k.alias_keys FROM {k} k WHERE {live_k}),
              owner AS (SELECT a.key, min(l.entity_id) AS entity_id FROM live l
@@ -176,7 +244,7 @@ def quality_rows(
         "relations": sum(n for _, n in per_predicate),
         "distinct_predicates": len(per_predicate),
         "on_vocabulary": sum(n for p, n in per_predicate if p in vocabulary),
-        "orphan_entities": orphans,
+        "orphan_entities": orphan_count,
         "fragmented": fragmented[0][1] if fragmented else 0,
         "fragmented_examples": [n for n, _ in fragmented],
         "pronoun_candidates": [n for (n,) in pronouns],

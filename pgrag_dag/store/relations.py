@@ -13,7 +13,8 @@ import polars as pl
 import psycopg
 from psycopg import sql
 
-from pgrag_dag.store import incoming
+from pgrag_dag.names import schema_for
+from pgrag_dag.store import incoming, tallies
 from pgrag_dag.store.identifiers import qualified
 
 
@@ -112,51 +113,35 @@ def write_relations(
         return incoming.merge_relations(conn, realm, space, pairs)
 
 
-def graph_counts(conn: psycopg.Connection, realm: str, space: str) -> dict[str, int]:
+def graph_counts(
+    conn: psycopg.Connection, realm: str, space: str, *, recount: bool = False
+) -> dict[str, int]:
     """What the space holds: live and dormant entities and relations, mentions, and among the live relations
-    the ``negated`` ones, those ``with_validity`` (a valid_from or valid_to) and the ``superseded`` ones."""
-    e, r, m = qualified(realm, "entities"), qualified(realm, "relations"), qualified(realm, "doc_mentions")
+    the ``negated`` ones, those ``with_validity`` (a valid_from or valid_to) and the ``superseded`` ones.
+
+    Read from the counts the triggers keep by delta (:mod:`pgrag_dag.store.tallies`: the rows appended since
+    the last compaction, not the space — issue 30); with ``recount`` counted from the space's rows instead
+    (a full run). A realm whose schema predates the tallies (version < 23, until its next index run
+    upgrades it) is recounted."""
+    if recount or not _has_tallies(conn, realm):
+        counts = tallies.recount(conn, realm, space)
+    else:
+        counts = tallies.read(conn, realm, space)
+    return {k: counts[k] for k in tallies.KEYS}
+
+
+def _has_tallies(conn: psycopg.Connection, realm: str) -> bool:
     row = conn.execute(
-        sql.SQL("""SELECT (SELECT count(*) FROM {e} WHERE space = %(s)s AND dormant_since IS NULL),
-                          (SELECT count(*) FROM {e} WHERE space = %(s)s AND dormant_since IS NOT NULL),
-                          l.live, l.dormant, (SELECT count(*) FROM {m} WHERE space = %(s)s), l.negated,
-                              l.validity, l.superseded
-                     FROM (SELECT count(*) FILTER (WHERE dormant_since IS NULL) AS live,
-                                  count(*) FILTER (WHERE dormant_since IS NOT NULL) AS dormant,
-                                  count(*) FILTER (WHERE dormant_since IS NULL AND negated) AS negated,
-                                  count(*) FILTER (WHERE dormant_since IS NULL
-                                                     AND (valid_from_key IS NOT NULL
-                                                          OR valid_to_key IS NOT NULL)) AS validity,
-                                  count(*) FILTER (WHERE dormant_since IS NULL AND superseded_by IS NOT NULL)
-                                      AS superseded
-                             FROM {r} WHERE space = %(s)s) l""").format(e=e, r=r, m=m),
-        {"s": space},
+        "SELECT to_regclass(%s) IS NOT NULL", (f'"{schema_for(realm)}".graph_tallies',)
     ).fetchone()
-    assert row is not None
-    return dict(
-        zip(
-            [
-                "entities",
-                "entities_dormant",
-                "relations",
-                "relations_dormant",
-                "mentions",
-                "negated",
-                "with_validity",
-                "superseded",
-            ],
-            row,
-        )
-    )
+    return bool(row and row[0])
 
 
 def entity_count(conn: psycopg.Connection, realm: str, space: str) -> int:
-    """How many entities the space holds, live and dormant (without :func:`graph_counts`' scan of every
-    relation and mention: a million rows read for one number at 1M relations, issue 30)."""
-    row = conn.execute(
-        sql.SQL("SELECT count(*) FROM {} WHERE space = %s").format(qualified(realm, "entities")), (space,)
-    ).fetchone()
-    return int(row[0]) if row else 0
+    """How many entities the space holds, live and dormant (from the counts kept by delta,
+    :func:`graph_counts`)."""
+    counts = graph_counts(conn, realm, space)
+    return counts["entities"] + counts["entities_dormant"]
 
 
 def quality_frames(conn: psycopg.Connection, realm: str, space: str) -> tuple[pl.DataFrame, pl.DataFrame]:

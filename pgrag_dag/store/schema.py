@@ -71,6 +71,10 @@ partial indexes ``<table>_unembedded`` (documents, entities, relations) hold the
 - ``graph_writes``: one row per transaction that changed a space's graph, appended by triggers on the
   tables the personalised-PageRank walk reads; their count is the space's graph data version
   (:mod:`pgrag_dag.store.graph_version`, schema version 19)
+- ``graph_tallies``, ``predicate_tallies``, ``entity_degree``: the graph's counts, its current relations per
+  predicate and each entity's current relations, kept by delta by triggers (:mod:`pgrag_dag.store.tallies`,
+  schema version 23); ``entity_keys_owed``: the entities whose identity keys are to be stored
+  (:mod:`pgrag_dag.store.quality`, schema version 23)
 - ``community_lineage`` (view): community → the relations it was built from → their chunks → documents
 """
 
@@ -90,6 +94,7 @@ from pgrag_dag.store import (
     purge,
     quality,
     source_files,
+    tallies,
     telemetry,
     vector_index,
     vectors,
@@ -104,7 +109,7 @@ from pgrag_dag.store.embedding_columns import (
 )
 
 CONTROL_SCHEMA = "pgrag__control"
-SCHEMA_VERSION = 22
+SCHEMA_VERSION = 23
 """The realm schema's DDL version, recorded per realm in ``pgrag__control.realms.schema_version``."""
 _LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
 
@@ -394,6 +399,13 @@ CREATE INDEX IF NOT EXISTS relations_odd_predicate ON {s}.relations (space, sour
     WHERE predicate <> lower(predicate COLLATE "C") OR octet_length(predicate) <> char_length(predicate);
 CREATE INDEX IF NOT EXISTS relations_live_predicate ON {s}.relations (space, predicate)
     WHERE dormant_since IS NULL AND superseded_by IS NULL;
+-- issue 30: what extraction still owes a space, read from narrow indexes (an anti-join of two index-only
+-- scans), not from the wide chunk and extraction rows
+CREATE INDEX IF NOT EXISTS documents_space_id ON {s}.documents (space, id);
+CREATE INDEX IF NOT EXISTS raw_extractions_first_ok ON {s}.raw_extractions (chunk_id, prompt_version)
+    WHERE pass = 0 AND parse_status = 'ok';
+CREATE INDEX IF NOT EXISTS raw_extractions_failed ON {s}.raw_extractions (space, chunk_id)
+    WHERE parse_status <> 'ok';
 CREATE TABLE IF NOT EXISTS {s}.stage_pending (
     space text NOT NULL,
     stage text NOT NULL,
@@ -505,6 +517,7 @@ def init_realm(
         source_files.create_source_files(conn, schema)
         quality.create_identity_keys(conn, realm)
         graph_version.create_graph_versions(conn, realm)
+        tallies.create_tallies(conn, realm)
         conn.execute(
             "UPDATE pgrag__control.realms SET schema_version = %s WHERE realm = %s", (SCHEMA_VERSION, realm)
         )

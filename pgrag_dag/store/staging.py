@@ -27,18 +27,24 @@ def chunks_needing_extraction(
     ``prompt_version``) — new, changed, failed before, or extracted by another extractor — or with a
     gleaning pass of it that failed on the model, and the chunks ``also`` names (chunk ids); in
     document order: chunk_id, doc_key, chunk_index, title, source, text."""
+    # the owed chunk ids first, from narrow indexes (documents_space_id, raw_extractions_first_ok,
+    # raw_extractions_failed; issue 30), then their rows
     rows = conn.execute(
-        sql.SQL("""SELECT d.id, d.doc_key, d.chunk_index, d.title, d.source, d.text FROM {d} d
-                    WHERE d.space = %s AND (d.id = ANY(%s) OR NOT EXISTS (
-                          SELECT 1 FROM {r} r WHERE r.chunk_id = d.id AND r.pass = 0 AND r.parse_status = 'ok'
-                             AND r.prompt_version = %s) OR EXISTS (
-                          SELECT 1 FROM {r} r WHERE r.chunk_id = d.id AND r.pass > 0
-                             AND r.parse_status = 'model_error'
-                             AND r.prompt_version = %s))
+        sql.SQL("""WITH owed AS (
+                        SELECT d.id FROM {d} d WHERE d.space = %(space)s AND NOT EXISTS (
+                               SELECT 1 FROM {r} r WHERE r.chunk_id = d.id AND r.pass = 0
+                                  AND r.parse_status = 'ok' AND r.prompt_version = %(x)s)
+                        UNION SELECT unnest(%(also)s::bigint[])
+                        UNION SELECT r.chunk_id FROM {r} r
+                               WHERE r.space = %(space)s AND r.parse_status <> 'ok'
+                                 AND r.parse_status = 'model_error' AND r.pass > 0
+                                 AND r.prompt_version = %(x)s)
+                   SELECT d.id, d.doc_key, d.chunk_index, d.title, d.source, d.text FROM owed o
+                     JOIN {d} d ON d.id = o.id WHERE d.space = %(space)s
                     ORDER BY d.doc_order, d.doc_key, d.chunk_index""").format(
             d=qualified(realm, "documents"), r=qualified(realm, "raw_extractions")
         ),
-        (space, also or [], extractor, extractor),
+        {"space": space, "also": also or [], "x": extractor},
     ).fetchall()
     schema = {
         "chunk_id": pl.Int64,
@@ -122,20 +128,30 @@ def pending_extraction(
     """What extraction still owes the space: ``chunks_without_first_pass`` (no successful pass 0 by
     ``extractor``), ``gleaning_passes_failed`` (model errors, retried next run), ``pending`` (their sum)
     and up to five ``examples`` (``doc_key#chunk_index pass p: error``)."""
+    # a chunk without a successful first pass: its first pass's error, or "not extracted yet" when the
+    # extractor has no row of it; and every gleaning pass that failed on the model — read from narrow
+    # indexes (issue 30), then joined to the few chunks they name
     rows = conn.execute(
-        sql.SQL("""SELECT d.doc_key, d.chunk_index, coalesce(r.pass, 0), coalesce(r.error,
-                     'not extracted yet'), r.pass IS NULL OR r.pass = 0
-                     FROM {d} d LEFT JOIN {r} r ON r.chunk_id = d.id AND r.prompt_version = %s
-                    WHERE d.space = %s AND (
-                          (r.pass > 0 AND r.parse_status = 'model_error')
-                       OR ((r.pass = 0 OR r.pass IS NULL) AND NOT EXISTS (
-                          SELECT 1 FROM {r} ok WHERE ok.chunk_id = d.id AND ok.pass = 0
-                             AND ok.parse_status = 'ok'
-                             AND ok.prompt_version = %s)))
+        sql.SQL("""WITH owed AS (
+                        SELECT d.id FROM {d} d WHERE d.space = %(space)s AND NOT EXISTS (
+                               SELECT 1 FROM {r} r WHERE r.chunk_id = d.id AND r.pass = 0
+                                  AND r.parse_status = 'ok' AND r.prompt_version = %(x)s)),
+                        pending AS (
+                        SELECT o.id, 0 AS pass, coalesce(r.error, 'not extracted yet') AS error, true AS first
+                          FROM owed o LEFT JOIN {r} r ON r.chunk_id = o.id AND r.pass = 0
+                                                    AND r.prompt_version = %(x)s
+                         WHERE r.chunk_id IS NOT NULL OR NOT EXISTS (
+                               SELECT 1 FROM {r} x WHERE x.chunk_id = o.id AND x.prompt_version = %(x)s)
+                        UNION ALL
+                        SELECT r.chunk_id, r.pass, r.error, false FROM {r} r
+                         WHERE r.space = %(space)s AND r.parse_status <> 'ok'
+                           AND r.parse_status = 'model_error' AND r.pass > 0 AND r.prompt_version = %(x)s)
+                   SELECT d.doc_key, d.chunk_index, p.pass, p.error, p.first FROM pending p
+                     JOIN {d} d ON d.id = p.id WHERE d.space = %(space)s
                     ORDER BY d.doc_order, d.doc_key, d.chunk_index, 3""").format(
             d=qualified(realm, "documents"), r=qualified(realm, "raw_extractions")
         ),
-        (extractor, space, extractor),
+        {"space": space, "x": extractor},
     ).fetchall()
     firsts = sum(1 for r in rows if r[4])
     return {
@@ -179,13 +195,15 @@ def document_names(
     ``extractor`` (an extractor identity), in document order — the seed of the document context
     (§4.1) when part of a document is extracted again. Another extractor's names never seed it."""
     rows = conn.execute(
-        sql.SQL("""SELECT d.doc_key, d.chunk_index, r.parsed FROM {r} r JOIN {d} d ON d.id = r.chunk_id
-                    WHERE r.space = %s AND d.doc_key = ANY(%s) AND r.parse_status = 'ok'
-                        AND r.prompt_version = %s
+        # md5(doc_key): the documents' chunks through documents_space_key_chunk, not a scan of the space
+        sql.SQL("""SELECT d.doc_key, d.chunk_index, r.parsed FROM {d} d JOIN {r} r ON r.chunk_id = d.id
+                    WHERE d.space = %(space)s
+                      AND md5(d.doc_key) = ANY(ARRAY(SELECT md5(k) FROM unnest(%(keys)s::text[]) k))
+                      AND d.doc_key = ANY(%(keys)s) AND r.parse_status = 'ok' AND r.prompt_version = %(x)s
                     ORDER BY d.doc_key, d.chunk_index, r.pass""").format(
             r=qualified(realm, "raw_extractions"), d=qualified(realm, "documents")
         ),
-        (space, doc_keys, extractor),
+        {"space": space, "keys": doc_keys, "x": extractor},
     ).fetchall()
     out: dict[str, list[tuple[int, list[str]]]] = {}
     for doc_key, chunk_index, parsed in rows:

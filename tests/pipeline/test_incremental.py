@@ -31,7 +31,7 @@ from pgrag_dag.config import load_settings
 from pgrag_dag.engine import Engine
 from pgrag_dag.extract.cooccurrence import CooccurrenceOptions, extract_chunk_cooccurrence
 from pgrag_dag.pipeline import StageResult, index_documents
-from pgrag_dag.store import db, schema
+from pgrag_dag.store import db, schema, tallies
 from pgrag_dag.testing.stub_server import StubServer
 from tests.fix_corpus import SHARED_CORPORA
 
@@ -232,6 +232,20 @@ def _step(engines: dict[str, Engine], realms: dict[str, str]) -> dict[str, dict[
                 f"{table}: incremental only {sorted(only_a)[:4]}; full only {sorted(only_b)[:4]}"
             )
     assert a["relations"] and a["entities"] and a["mentions"]
+    # the counts kept by delta (issue 30) are what a recount finds, and what the full run reports
+    for kind in ("inc", "full"):
+        with engines[kind].connect() as conn:
+            kept = tallies.read(conn, realms[kind], "books")
+            assert kept == tallies.recount(conn, realms[kind], "books"), kind
+    assert {k: out["inc"]["relations"].metadata[k] for k in tallies.KEYS} == {
+        k: out["full"]["relations"].metadata[k] for k in tallies.KEYS
+    }
+    assert kept["relations"] and kept["mentions"]
+    # the incremental graph-quality check (orphans kept by delta) measures what the full one measures
+    quality = {k: out[k]["relations"].checks["graph_quality"][1] for k in out}
+    assert {k: quality["inc"][k] for k in quality["full"] if k != "extractor"} == {
+        k: quality["full"][k] for k in quality["full"] if k != "extractor"
+    }
     return out
 
 
