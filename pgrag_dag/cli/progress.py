@@ -97,6 +97,14 @@ class StageLine(ProgressColumn):
 
     def render(self, task: Task) -> Text:
         count, rate, elapsed, left = (str(c.render(task)) for c in self.parts)
+        seconds = task.finished_time or task.elapsed
+        if not task.finished and seconds and (estimate := time_left(task.fields, seconds)) is not None:
+            minutes, secs = divmod(int(round(estimate)), 60)  # as rich writes it: 04:05, 1:02:03
+            left = (
+                f"{minutes // 60}:{minutes % 60:02d}:{secs:02d}"
+                if minutes >= 60
+                else f"{minutes:02d}:{secs:02d}"
+            )
         times = f"{elapsed} elapsed, {left} left"
         calls = str(task.fields.get("calls") or "")
         tail = " ".join(t for t in (count, rate, times) if t)
@@ -118,6 +126,16 @@ class StageLine(ProgressColumn):
         line.append(" ")
         line.append(tail, style="progress.download")
         return line
+
+
+def time_left(fields: dict[str, Any], seconds: float) -> float | None:
+    """Seconds left by the work a stage reports beside its count (``work`` of ``work_total``: the
+    embeddings stage's characters, :func:`pgrag_dag.pipeline.embeddings.embed_pending`), ``seconds`` into
+    it; ``None`` when it reports none (the count then says it)."""
+    work, whole = fields.get("work"), fields.get("work_total")
+    if not work or not whole:
+        return None
+    return max(whole - work, 0) * seconds / work
 
 
 @dataclass
@@ -182,7 +200,15 @@ class StageDisplay:
             return
         s.done, s.total, s.unit, s.fields = done, total, unit, fields
         calls = f"{fields['model_calls']:,} model calls" if "model_calls" in fields else ""
-        self.bars.update(s.task, completed=done, total=total, unit=unit, calls=calls)
+        self.bars.update(
+            s.task,
+            completed=done,
+            total=total,
+            unit=unit,
+            calls=calls,
+            work=fields.get("work"),
+            work_total=fields.get("work_total"),
+        )
         now = time.monotonic()
         if not self.live and now - s.said >= self.every_s and done < total:
             s.said = now
@@ -196,7 +222,8 @@ class StageDisplay:
         seconds = now - s.start
         text = f"{s.done:,}/{s.total:,} {s.unit}"
         if s.done:
-            left = (s.total - s.done) * seconds / s.done
+            left = time_left(s.fields, seconds)
+            left = (s.total - s.done) * seconds / s.done if left is None else left
             text += f", {_rate(s.done, seconds, s.unit)}, about {_left(left)} left"
         return text
 

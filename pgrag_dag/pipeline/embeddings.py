@@ -148,6 +148,7 @@ def embed_pending(
     todo: Mapping[str, Iterable[Row]],
     *,
     totals: Mapping[str, int],
+    chars: Mapping[str, float] | None = None,
     batch_size: int,
     sink: Sink,
     fallback: Embedder | None = None,
@@ -156,7 +157,10 @@ def embed_pending(
 ) -> EmbeddingRun:
     """Embed ``todo`` (table → its pending rows, read as they come: a stream keeps memory bounded at any
     size, issue 30) as passages, ``batch_size`` texts per ``embedder`` call, table by table in the given
-    order; ``totals`` (table → rows) only feeds the progress display.
+    order; ``totals`` (table → rows) and ``chars`` (table → mean characters of its pending texts,
+    :func:`~pgrag_dag.store.vectors.mean_pending_chars`) only feed the progress display: the texts through
+    are counted, the time left is estimated in characters (``work`` of ``work_total``), since a run embeds
+    the long chunk texts first and a count of texts would make its first estimate several times too long.
 
     The vectors are handed to ``sink`` every ``flush_rows`` rows of a table or ``flush_seconds`` of embedding
     (and at each table's end), model and fallback vectors apart, and not kept: the result counts rows.
@@ -171,8 +175,9 @@ def embed_pending(
     """
     run = EmbeddingRun({table: TableRun() for table in todo})
     total, through = sum(totals.values()), 0
+    work = {"work": 0, "work_total": round(sum(n * (chars or {}).get(t, 0.0) for t, n in totals.items()))}
     if total:  # the total is shown from the start, each batch's texts once they are through
-        progress.advance(0, total, "texts")
+        progress.advance(0, total, "texts", **work)
     for table, stream in todo.items():
         out = run.tables[table]
         held: list[tuple[list[Row], list[np.ndarray]]] = [([], []), ([], [])]  # model, fallback
@@ -195,9 +200,10 @@ def embed_pending(
         pending = iter(stream)
         while batch := list(itertools.islice(pending, batch_size)):
             if through:
-                progress.advance(min(through, total), total, "texts")
+                progress.advance(min(through, total), total, "texts", **work)
             through += len(batch)
             texts = [t for _, t, _ in batch]
+            work["work"] += sum(map(len, texts))
             if run.error is None:
                 try:
                     by_text = embed_distinct(embedder, texts, batch_size=batch_size, progress=None)
@@ -219,7 +225,7 @@ def embed_pending(
                 out.left += len(batch)
         flush()
     if total:
-        progress.advance(total, total, "texts")
+        progress.advance(total, total, "texts", **work)
     return run
 
 
@@ -292,6 +298,7 @@ def stage_embeddings(engine: Engine, realm: str, space: str, *, full: bool = Fal
     tables = vectors.UNEMBEDDED_TABLES
     with engine.connect() as conn:
         totals = {table: vectors.count_pending(conn, realm, space, table) for table in tables}
+        chars = {t: vectors.mean_pending_chars(conn, realm, space, t) for t, n in totals.items() if n}
         bulk = [
             t for t, n in totals.items() if bulk_index.first_load(conn, realm, t, n, settings.bulk_load_rows)
         ]
@@ -331,6 +338,7 @@ def stage_embeddings(engine: Engine, realm: str, space: str, *, full: bool = Fal
             embedder,
             todo,
             totals=totals,
+            chars=chars,
             batch_size=settings.batch_size,
             fallback=fallback,
             sink=sink,

@@ -89,6 +89,22 @@ def stream_pending(
         yield from conn.execute(query, (ids[at : at + page].tolist(), space))
 
 
+def mean_pending_chars(
+    conn: psycopg.Connection, realm: str, space: str, table: str, *, sample: int = 200
+) -> float:
+    """The mean length in characters of the texts of up to ``sample`` of the space's pending rows of ``table``
+    (what :func:`pending` returns), 0.0 when none is pending: what the progress display weighs a table's texts
+    by (a chunk's text is ten times an entity's, and its vector costs accordingly). Reads ``sample`` rows
+    through the partial index ``<table>_stale``."""
+    row = conn.execute(
+        sql.SQL("SELECT avg(length(x)) FROM (SELECT {e} AS x FROM {t} WHERE {stale} LIMIT %s) s").format(
+            e=EMBED_TEXT[table], t=qualified(realm, table), stale=_STALE
+        ),
+        (space, sample),
+    ).fetchone()
+    return float(row[0]) if row and row[0] is not None else 0.0
+
+
 def count_pending(conn: psycopg.Connection, realm: str, space: str, table: str) -> int:
     """How many rows :func:`pending` would return (an index-only count over ``<table>_stale``)."""
     row = conn.execute(

@@ -447,6 +447,8 @@ def test_pending_rows_stream_by_pages_and_a_full_audit_reads_every_vector_by_pag
         assert len(whole) > 2 and vectors.count_pending(conn, realm, "main", table) == len(whole)
         with engine.connect() as reader:
             assert list(vectors.stream_pending(reader, realm, "main", table, page=2)) == whole
+        mean = sum(len(t) for _, t, _ in whole) / len(whole)  # all of them: fewer than the sample
+        assert vectors.mean_pending_chars(conn, realm, "main", table) == pytest.approx(mean)
     meta = stage_embeddings(engine, realm, "main", full=True).metadata
     assert all(vectors.count_pending(conn, realm, "main", t) == 0 for t in TABLES)
     pages = list(vectors.audit_pages(conn, realm, "main", 384, TABLES, page=2))
@@ -473,3 +475,43 @@ def test_vectors_are_handed_over_after_flush_seconds_even_below_flush_rows() -> 
             flush_seconds=seconds,
         )
         assert got == handed and run.tables["documents"].embedded == 5
+
+
+def test_the_time_left_is_estimated_in_characters_since_the_long_chunk_texts_come_first() -> None:
+    """A trial's first estimate was about four times too long: the run embeds the chunks (long texts) first
+    and the estimate counted texts. The stage reports the characters through (``work``) of the characters
+    its pending texts hold (``work_total``, from each table's mean length), and the time left follows them."""
+    from pgrag_dag import progress as stage_progress
+    from pgrag_dag.cli.progress import time_left
+
+    seen: list[tuple[int, int, dict[str, Any]]] = []
+
+    class Recorder:
+        def started(self, stage: str, partition: str) -> None:
+            pass
+
+        def advanced(
+            self, stage: str, partition: str, done: int, total: int, unit: str, fields: dict[str, Any]
+        ) -> None:
+            seen.append((done, total, dict(fields)))
+
+        def finished(self, *args: Any) -> None:
+            pass
+
+    chunks = [(i, "c" * 900, "h") for i in range(4)]
+    names = [(i, "n" * 100, "h") for i in range(36)]
+    with stage_progress.reporting(Recorder()), stage_progress.stage("embeddings", "r", "s"):  # type: ignore[arg-type]
+        embeddings.embed_pending(
+            HashingEmbedder(16),
+            {"documents": iter(chunks), "entities": iter(names)},
+            totals={"documents": 4, "entities": 36},
+            chars={"documents": 900.0, "entities": 100.0},
+            batch_size=4,
+            sink=lambda *a: None,
+        )
+    assert [s[2]["work_total"] for s in seen] == [7200] * len(seen)
+    done, total, fields = seen[1]  # after the four chunks: a tenth of the texts, half of the characters
+    assert (done, total, fields["work"]) == (4, 40, 3600)
+    assert time_left(fields, 10.0) == 10.0  # counted in texts it would say 90 s
+    assert seen[-1][0] == 40 and seen[-1][2]["work"] == 7200
+    assert time_left({}, 10.0) is None
