@@ -11,6 +11,7 @@
 - :mod:`.staging`            raw extractions, gate decisions, pending stage rows
 - :mod:`.graph`              entities, doc_mentions, the entity forms resolution meets
 - :mod:`.relations`          relations: writes, supersession, the edges a batch touches, graph counts
+- :mod:`.tallies`            graph counts, entity degrees and predicate counts kept by delta (triggers)
 - :mod:`.incoming`           the temporary tables a relations run writes through: edges, supersession, triples
 - :mod:`.vectors`            the embedding columns: pending rows, writes, the audit
 - :mod:`.embedding_columns`  which tables hold vectors, their width check, HNSW indexes, re-typing

@@ -40,8 +40,16 @@ HISTORY_TABLES = ("belief_log", "relation_belief", "entity_belief", "documents_r
 ``belief_log``)."""
 
 
-TRIGGER_APPENDED = ("stage_work", "graph_writes")
-"""Tables the graph's triggers append to while a space's rows are deleted (:func:`delete_space_rows`)."""
+TRIGGER_APPENDED = (
+    "stage_work",
+    "graph_writes",
+    "graph_tallies",
+    "predicate_tallies",
+    "entity_degree",
+    "entity_keys_owed",
+)
+"""Tables the graph's triggers append to while a space's rows are deleted (:func:`delete_space_rows`): queued
+work, graph versions, and the counts kept by delta (:mod:`pgrag_dag.store.tallies`)."""
 
 
 def space_tables(conn: psycopg.Connection, realm: str) -> list[str]:
