@@ -105,7 +105,7 @@ class StageLine(ProgressColumn):
                 if minutes >= 60
                 else f"{minutes:02d}:{secs:02d}"
             )
-        times = f"{elapsed} elapsed, {left} left"
+        times = f"{elapsed} elapsed, {left or '--:--'} left"  # rich leaves it blank before the total is known
         calls = str(task.fields.get("calls") or "")
         tail = " ".join(t for t in (count, rate, times) if t)
         width = self.console.width - 1
@@ -116,7 +116,8 @@ class StageLine(ProgressColumn):
         if calls and len(description) + len(tail) + len(calls) + 2 <= width:
             tail = " ".join(t for t in (count, rate, calls, times) if t)
         line = Text(no_wrap=True, overflow="ellipsis")
-        room = width - len(tail) - 1
+        # never less than the stage's name: too narrow for it and the counts, the line's end goes instead
+        room = max(width - len(tail) - 1, len(stage or "") + 1)
         line.append(description if len(description) <= room else description[: max(room - 1, 0)] + "…")
         if room - len(description) > self.BAR + 1 and task.total:
             done = round(self.BAR * min(task.completed / task.total, 1.0))

@@ -66,6 +66,19 @@ def _checks_line(checks: dict[str, bool]) -> str:
     )
 
 
+def _n(value: Any) -> str:
+    """A count as every line writes it, with thousands separators (``14,937``); anything else as it is."""
+    return f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
+
+
+def _by_reason(reasons: dict[str, int] | None) -> str:
+    """``"; decided this run by reason: negation 6, single_valued 1"`` — the run's supersession decisions
+    (re-decided pairs included, so they need not add up to the newly superseded), or ``""``."""
+    if not reasons:
+        return ""
+    return "; decided this run by reason: " + ", ".join(f"{k} {_n(v)}" for k, v in sorted(reasons.items()))
+
+
 def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
     """Human-readable summary lines from the assets' materialisation metadata."""
     c, g, r, co, h = (
@@ -80,9 +93,9 @@ def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
     quality = metas.get("_quality", {})
     return [
         f"partition {partition}  ({_run_label(metas)})",
-        f"  documents        {c.get('documents')}  ({c.get('documents_added')} added, "
-        f"{c.get('documents_replaced')} replaced, "
-        f"{c.get('documents_removed', 0)} removed, {c.get('documents_unchanged')} unchanged"
+        f"  documents        {_n(c.get('documents'))}  ({_n(c.get('documents_added'))} added, "
+        f"{_n(c.get('documents_replaced'))} replaced, "
+        f"{_n(c.get('documents_removed', 0))} removed, {_n(c.get('documents_unchanged'))} unchanged"
         + (f", {c['documents_renamed']} renamed in place" if c.get("documents_renamed") else "")
         # a file that cannot be read now keeps its indexed chunks: count it, or the space seems to shrink
         + (
@@ -91,18 +104,19 @@ def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
             else ""
         )
         + ")",
-        f"  chunks           {c.get('chunks')}  ({c.get('chunks_inserted')} inserted this run)",
-        f"  entities         {r.get('entities')}  ({r.get('entities_dormant')} dormant)",
-        f"  relations        {r.get('relations')}  ({r.get('negated')} negated, "
-        f"{r.get('with_validity')} with a validity period)",
-        f"  supersession     {r.get('superseded')} superseded ({r.get('newly_superseded')} this run)"
-        + (f" {r['supersessions_by_reason']}" if r.get("supersessions_by_reason") else ""),
+        f"  chunks           {_n(c.get('chunks'))}  ({_n(c.get('chunks_inserted'))} inserted this run)",
+        f"  entities         {_n(r.get('entities'))}  ({_n(r.get('entities_dormant'))} dormant)",
+        f"  relations        {_n(r.get('relations'))}  ({_n(r.get('negated'))} negated, "
+        f"{_n(r.get('with_validity'))} with a validity period)",
+        f"  supersession     {_n(r.get('superseded'))} superseded ({_n(r.get('newly_superseded'))} this run"
+        + _by_reason(r.get("supersessions_by_reason"))
+        + ")",
         *[f"    {x}" for x in (r.get("supersession_examples") or [])[:4]],
-        f"  gate decisions   this run: {g.get('entities_accepted')} entities and "
-        f"{g.get('triples_accepted')} triples "
-        f"accepted, {g.get('rejected')} rejected",
-        *[f"    {gate:<20} {n}" for gate, n in sorted(gates.items())],
-        f"  predicates       {quality.get('distinct_predicates', g.get('distinct_predicates'))} "
+        f"  gate decisions   this run: {_n(g.get('entities_accepted'))} entities and "
+        f"{_n(g.get('triples_accepted'))} triples "
+        f"accepted, {_n(g.get('rejected'))} rejected",
+        *[f"    {gate:<20} {_n(n)}" for gate, n in sorted(gates.items())],
+        f"  predicates       {_n(quality.get('distinct_predicates', g.get('distinct_predicates')))} "
         "distinct in the space; " + _vocabulary(g, quality),
         "  graph quality    "
         + (
@@ -118,7 +132,7 @@ def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
         + ", "
         f"{counted(quality.get('pronoun_entities') or 0, 'pronoun entity', 'pronoun entities')}",
         *[f"    warning: {w}" for w in quality.get("warnings") or []],
-        f"  communities      {co.get('communities')} (level 0), "
+        f"  communities      {_n(co.get('communities'))} (level 0), "
         f"{counted(h.get('parents') or 0, 'parent topic')}",
         _model_line(usage),
         _checks_line(checks),

@@ -268,7 +268,7 @@ def test_a_log_gets_a_progress_line_with_total_rate_and_time_left_while_a_stage_
     )
 
 
-@pytest.mark.parametrize("width", [80, 200])
+@pytest.mark.parametrize("width", [50, 80, 200])
 def test_a_narrow_terminal_keeps_the_stage_counts_rate_and_times_whole_and_cuts_the_partition(
     width: int,
 ) -> None:
@@ -281,7 +281,8 @@ def test_a_narrow_terminal_keeps_the_stage_counts_rate_and_times_whole_and_cuts_
     display.advanced("embeddings", "trial30docs.trial30docs", 1204, 20510, "texts", {"model_calls": 12})
     task = display.bars.tasks[0]
     line = cli_progress.StageLine(console).render(task).plain
-    assert len(line) <= width - 1, line
+    assert len(line) <= width - 1 or width == 50, line  # at 50 the counts alone do not fit: the end goes
+    assert "  " not in line  # no blank estimate before the first texts are through
     assert " 1,204/20,510 texts " in line and line.endswith(" left") and " elapsed, " in line
     wide = width == 200
     assert line.startswith("trial30docs.trial30docs embeddings ━" if wide else "embeddings"), line

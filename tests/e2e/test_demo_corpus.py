@@ -332,7 +332,8 @@ def test_make_demo_runs_offline_with_the_local_model_and_replays_every_answer(
             "chunks           11  (2 inserted this run)",
             "entities         21  (0 dormant)",
             "relations        34  (0 negated, 30 with a validity period)",
-            "supersession     6 superseded (4 this run) {'group': 4, 'single_valued': 2}",  # 2 CFOs
+            "supersession     6 superseded (4 this run; decided this run by reason: group 4, "
+            "single_valued 2)",  # 2 CFOs
             "communities      3 (level 0), 1 parent topic",
             "model            0 calls, 8 cache hits",
         ):  # ... and the graph is the one-run graph

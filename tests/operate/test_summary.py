@@ -92,8 +92,22 @@ def test_a_space_with_a_vocabulary_lists_what_fell_off_it() -> None:
     assert _line(lines, "graph quality").startswith(
         "  graph quality    vocabulary share 0.44, 2 orphan entities"
     )
-    assert _line(lines, "supersession") == "  supersession     2 superseded (1 this run) {'group': 2}"
+    assert _line(lines, "supersession") == (
+        "  supersession     2 superseded (1 this run; decided this run by reason: group 2)"
+    )
     everything_on_it = summarise("wiki.demo", _metas(share=1.0, snapped=0, off=[], by_reason={}))
     assert _line(everything_on_it, "predicates").endswith(
         "this run: 0 snapped onto the vocabulary, commonest off it: none"
     )
+
+
+def test_every_count_of_the_summary_has_thousands_separators() -> None:
+    """A trial read ``entities 2575`` beside ``1,979 orphan`` entities: every count is written one way."""
+    metas = _metas(share=None, snapped=0, off=[], by_reason={"negation": 6123})
+    metas["relations"].update(entities=14937, relations=21034, superseded=1204)
+    metas["chunks"].update(chunks=5120, documents=1001)
+    metas["gated_triples"].update(entities_accepted=14937)
+    text = "\n".join(summarise("notes.main", metas))
+    for shown in ("14,937  (", "21,034  (", "1,204 superseded", "negation 6,123", "5,120  (", "1,001  ("):
+        assert shown in text, text
+    assert "{" not in text
