@@ -257,17 +257,34 @@ def slots(
 
 
 @app.command("stop-db")
-def stop_db() -> None:
-    """Stop the embedded PostgreSQL of the configured data directory (it keeps running otherwise)."""
+def stop_db(
+    force: Annotated[
+        bool, typer.Option("--force", help="stop it even while a run is indexing (the run then fails)")
+    ] = False,
+) -> None:
+    """Stop the embedded PostgreSQL of the configured data directory (it keeps running otherwise). Refused
+    while a run is indexing a space (``pgrag index``, the demo, a Dagster run), naming it, unless
+    ``--force``."""
     from pgrag_dag.config.load import load_settings
-    from pgrag_dag.store import db
+    from pgrag_dag.store import db, locks
 
     try:
         settings = load_settings(required=True)
         if settings.database_url:
             typer.echo("an external database is configured (PGRAG_DATABASE_URL); nothing to stop")
             return
-        stopped = db.stop_embedded(settings.resolve(settings.data_dir))
+        data_dir = settings.resolve(settings.data_dir)
+        if not force and db.embedded_pid(data_dir) is not None:
+            with db.connect(db.embedded_dsn(data_dir), autocommit=True, vector=False) as conn:
+                running = locks.indexing(conn)
+            if running:  # a trial's stop-db under a running index failed that run a minute later
+                typer.echo(
+                    f"not stopped: a run is indexing ({'; '.join(running)}); wait for it to finish, "
+                    "or `pgrag stop-db --force` (the run then fails and resumes on its next start)",
+                    err=True,
+                )
+                raise typer.Exit(1)
+        stopped = db.stop_embedded(data_dir)
     except PgragError as exc:
         fail(exc)
     typer.echo("embedded PostgreSQL stopped" if stopped else "no embedded PostgreSQL was running")

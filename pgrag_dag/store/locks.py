@@ -71,6 +71,18 @@ def running(conn: psycopg.Connection, realm: str, space: str) -> str | None:
     return None if said == "unknown holder" else said
 
 
+def indexing(conn: psycopg.Connection) -> list[str]:
+    """Every session of the database that holds a stage lock now — a run indexing some space, named as its
+    :func:`stage_locks` connection named itself (``pgrag embeddings pid 4242@host``) — sorted. Reads
+    ``pg_locks`` and ``pg_stat_activity`` only."""
+    rows = conn.execute(
+        """SELECT DISTINCT a.application_name FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+            WHERE l.locktype = 'advisory' AND l.granted AND a.application_name LIKE 'pgrag %'
+            ORDER BY 1"""
+    ).fetchall()
+    return [str(r[0]) for r in rows]
+
+
 @contextlib.contextmanager
 def stage_lock(dsn: str, realm: str, space: str, stage: str, *, wait_s: float) -> Iterator[None]:
     """Hold the stage lock of ``realm.space`` for the duration of the ``with`` block.

@@ -14,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from pgrag_dag.cli import app
-from pgrag_dag.store import db
+from pgrag_dag.store import db, locks
 
 PGRAG = str(Path(sys.executable).with_name("pgrag"))
 COMMANDS = [
@@ -82,6 +82,13 @@ def test_the_embedded_server_a_command_started_stays_up_and_status_says_so(bare:
             f"  embedded PostgreSQL: running, pid {pid}; it stays up for the next command and the Dagster UI "
             "— `pgrag stop-db` stops it"
         )
+        # a run indexing: refused, naming it, and the server stays up (a trial's stop-db failed such a run)
+        with locks.stage_lock(db.embedded_dsn(data_dir), "notes", "main", "embeddings", wait_s=0):
+            refused = runner.invoke(app, ["stop-db"])
+            assert refused.exit_code == 1 and "not stopped: a run is indexing (pgrag embeddings pid " in (
+                refused.output
+            ), refused.output
+            assert db.embedded_pid(data_dir) == pid
         stopped = runner.invoke(app, ["stop-db"])
         assert stopped.output.strip() == "embedded PostgreSQL stopped" and _gone(data_dir)
         # status reads, so it starts the server, and says so; in a process of its own, as a user runs it (this
