@@ -70,6 +70,39 @@ def test_the_walk_equals_a_reference_pagerank_on_a_hand_built_graph() -> None:
     assert g.walk({999: 1.0}, {100: 1.0}, damping=0.5, prior_weight=0.05) is None  # no seed in the graph
 
 
+def test_local_push_gives_the_exact_walk_and_the_same_best_chunks() -> None:
+    edges = walk_graph.WalkEdges(
+        mentions=np.array([[100, 10], [100, 11], [101, 11], [101, 12], [102, 12]], dtype=np.int64),
+        relations=np.array([[10, 12]], dtype=np.int64),
+        relation_weight=np.array([3.0]),
+        titles=np.zeros((0, 2), dtype=np.int64),
+    )
+    g = ppr.WalkGraph.from_edges(edges, np.array([100, 101, 102, 103], dtype=np.int64))  # 103: a sink
+    args = ({11: 1.0}, {100: 0.9, 102: 0.5, 103: 0.7})
+    exact = g.walk(*args, damping=0.5, prior_weight=0.05, method="exact")
+    pushed = g.walk(*args, damping=0.5, prior_weight=0.05, method="push", epsilon=1e-12)
+    assert exact is not None and pushed is not None and pushed.seeds == exact.seeds
+    assert np.allclose(pushed.mass, exact.mass, atol=1e-6)
+    assert pushed.chunk_mass[3] > 0  # the sink keeps its restart mass and sends the rest back
+    with pytest.raises(ValueError, match="unknown walk method 'pagerank'"):
+        g.walk(*args, damping=0.5, prior_weight=0.05, method="pagerank")
+    # a random graph of 3,000 chunks and 1,000 entities: at the default epsilon the best chunks are the same
+    rng = np.random.default_rng(3)
+    mentions = np.column_stack([rng.integers(0, 3000, 12000) + 10_000, rng.zipf(1.6, 12000) % 1000])
+    relations = rng.integers(0, 1000, (4000, 2))
+    big = ppr.WalkGraph.from_edges(
+        walk_graph.WalkEdges(
+            mentions, relations, rng.integers(1, 4, 4000).astype(float), np.zeros((0, 2), dtype=np.int64)
+        ),
+        np.arange(10_000, 13_000, dtype=np.int64),
+    )
+    seeds = {int(e): 1.0 for e in rng.choice(big.entity_ids, 3, replace=False)}
+    prior = {int(c): float(rng.random()) for c in rng.choice(big.chunk_ids, 30, replace=False)}
+    best = [big.walk(seeds, prior, damping=0.7, prior_weight=0.05, method=m) for m in ("exact", "push")]
+    assert best[0] is not None and best[1] is not None
+    assert {c for c, _ in best[0].top_chunks(24)} == {c for c, _ in best[1].top_chunks(24)}
+
+
 def test_question_keys_find_names_and_lowercase_ngrams() -> None:
     q = "Who founded the company that built the analytical engine with Ada Lovelace?"
     assert set(ppr.question_keys(q)) == {"ada lovelace"}
