@@ -146,30 +146,39 @@ def link_keys(
 ) -> dict[str, list[int]]:
     """Each of ``keys`` (identity keys, :func:`~pgrag_dag.gate_rules.identity_key`) that is the canonical
     name or an alias of live entities of ``space`` → their ids (ascending); keys naming nothing are absent.
-    One indexed read (``entity_keys``: name key, GIN over alias keys; and ``lower(name)`` for entities whose
-    keys are not stored yet)."""
+    Two indexed reads: the keys' entities (``entity_keys``: name key, GIN over alias keys; and
+    ``lower(name)`` for entities whose keys are not stored yet), then which of them are live, by id — in one
+    statement the planner, expecting ~1,400 entities per alias key, joined a scan of every entity (300 ms
+    for a question's 60 n-grams at 1M relations, against ~5 ms)."""
     if not keys:
         return {}
-    query = sql.SQL("""
-        SELECT q.key, array_agg(DISTINCT e.id ORDER BY e.id)
+    candidates = sql.SQL("""
+        SELECT q.key, x.id
           FROM unnest(%(keys)s::text[]) AS q(key)
           CROSS JOIN LATERAL (
                 SELECT k.entity_id AS id FROM {k} AS k
                  WHERE {k_in_space} AND (k.name_key = q.key OR k.alias_keys @> ARRAY[q.key])
                 UNION
                 -- entities whose keys are not stored yet (written since the last quality measurement)
-                SELECT n.id FROM {e} AS n WHERE {n_in_space} AND lower(n.name) = q.key) AS x
-          JOIN {e} AS e ON e.id = x.id
-         WHERE {live}
-         GROUP BY q.key""").format(
+                SELECT n.id FROM {e} AS n WHERE {n_in_space} AND lower(n.name) = q.key) AS x""").format(
         k=qualified(realm, "entity_keys"),
         e=qualified(realm, "entities"),
         k_in_space=in_space("k", space),
         n_in_space=in_space("n", space),
-        live=entity_live("e", temporal, realm=realm),
     )
-    rows = conn.execute(query, {"keys": list(dict.fromkeys(keys)), "space": space, **temporal.params()})
-    return {str(key): [int(i) for i in ids] for key, ids in rows.fetchall()}
+    pairs = conn.execute(candidates, {"keys": list(dict.fromkeys(keys)), "space": space}).fetchall()
+    if not pairs:
+        return {}
+    alive = sql.SQL("SELECT e.id FROM {e} AS e WHERE e.id = ANY(%(ids)s) AND {live}").format(
+        e=qualified(realm, "entities"), live=entity_live("e", temporal, realm=realm)
+    )
+    ids = sorted({int(i) for _, i in pairs})
+    live = {int(r[0]) for r in conn.execute(alive, {"ids": ids, **temporal.params()}).fetchall()}
+    out: dict[str, set[int]] = {}
+    for key, entity_id in pairs:
+        if int(entity_id) in live:
+            out.setdefault(str(key), set()).add(int(entity_id))
+    return {key: sorted(found) for key, found in out.items()}
 
 
 def chunk_rows(

@@ -247,6 +247,26 @@ def test_an_edge_superseded_or_not_yet_believed_carries_no_mass(conn: psycopg.Co
     assert "Old Foundry" not in {names[int(t)] for _, t in later.relations}
 
 
+def test_link_keys_finds_names_and_aliases_of_live_entities_only(
+    conn: psycopg.Connection, realm: str
+) -> None:
+    b = GraphBuilder(conn, realm)
+    lathe, orrin = b.entity("Vexwold Lathe"), b.entity("Orrin Tamsk")
+    gone = b.entity("Port Hallow", dormant=True)
+    b.entity("Vexwold Lathe", space="beta")  # another space: never linked
+    conn.execute(
+        sql.SQL("INSERT INTO {} (space, entity_id, name_key, alias_keys) VALUES (%s, %s, %s, %s)").format(
+            qualified(realm, "entity_keys")
+        ),
+        ("alpha", orrin, "orrin tamsk", ["tamsk", "o. tamsk"]),
+    )
+    # with the 60 n-grams a lowercase question gives
+    keys = ["vexwold lathe", "tamsk", "port hallow", "nothing here"] + [f"gram {i}" for i in range(60)]
+    assert walk_graph.link_keys(conn, realm, "alpha", keys) == {"vexwold lathe": [lathe], "tamsk": [orrin]}
+    assert walk_graph.link_keys(conn, realm, "alpha", ["port hallow"]) == {}
+    assert gone > 0 and walk_graph.link_keys(conn, realm, "alpha", []) == {}
+
+
 def test_the_cache_serves_the_new_version_after_a_write(
     conn: psycopg.Connection, pg_dsn: str, realm: str
 ) -> None:
