@@ -22,8 +22,10 @@ the dense path, as HippoRAG falls back when no fact survives.
 Graphs are cached per process (:class:`WalkCache`), keyed by database, realm, space, the temporal
 predicates, relation types and edge kinds, and valid for one data version of the space
 (:func:`~pgrag_dag.store.graph_version.read_version`, read in the query's snapshot): a query whose snapshot
-shows another version builds the graph again from that snapshot, so it never walks a graph other than the
-state it reads.
+shows another version patches the cached graph by the vertices the writes since touched, re-reading only the
+edges at them (:data:`~pgrag_dag.store.graph_version` records them; :meth:`WalkGraph.patched`), or reads
+the whole graph again when they cannot be known or are too many — either way from that snapshot, so it never
+walks a graph other than the state it reads.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import psycopg
 
 from pgrag_dag.extract.cooccurrence import CooccurrenceOptions, extract_chunk_cooccurrence
 from pgrag_dag.gate_rules import identity_key
+from pgrag_dag.names import WILDCARD_SPACE
 from pgrag_dag.query.keywords import STOPWORDS
 from pgrag_dag.query.walk_matrix import WalkGraph
 from pgrag_dag.store import graph_version, walk_graph
@@ -86,18 +89,32 @@ class WalkCache:
         self._graphs: OrderedDict[Hashable, tuple[Hashable, WalkGraph]] = OrderedDict()
         self._lock = threading.Lock()
         self.builds = 0
+        self.patches = 0
 
-    def get(self, key: Hashable, version: Hashable | None, build: Callable[[], WalkGraph]) -> WalkGraph:
-        """The graph for ``key`` at ``version``, built by ``build()`` when not cached at that version; a
-        ``None`` version (unknown) is never cached."""
+    def get(
+        self,
+        key: Hashable,
+        version: Hashable | None,
+        build: Callable[[], WalkGraph],
+        patch: Callable[[WalkGraph], WalkGraph | None] | None = None,
+    ) -> WalkGraph:
+        """The graph for ``key`` at ``version``, built by ``build()`` when not cached at that version —
+        or, when a graph of another version is cached and ``patch`` is given, ``patch(that graph)`` unless
+        it returns ``None`` (it cannot say what changed); a ``None`` version (unknown) is never cached."""
         with self._lock:
             hit = self._graphs.get(key)
             if hit is not None and version is not None and hit[0] == version:
                 self._graphs.move_to_end(key)
                 return hit[1]
-        graph = build()
+        graph = patch(hit[1]) if hit is not None and patch is not None and version is not None else None
+        if graph is None:
+            graph = build()
+            with self._lock:
+                self.builds += 1
+        else:
+            with self._lock:
+                self.patches += 1
         with self._lock:
-            self.builds += 1
             self._graphs.pop(key, None)
             if version is not None and graph.nbytes <= self.max_bytes:
                 self._graphs[key] = (version, graph)
@@ -115,6 +132,10 @@ class WalkCache:
         with self._lock:
             self._graphs.clear()
 
+
+PATCH_MAX_SHARE = 0.05
+"""A cached graph is patched (:meth:`WalkGraph.patched`) when the writes since touched at most this share
+of its vertices, and at most this share of its positions are unused; else the whole graph is read again."""
 
 CACHE = WalkCache()
 """The query process's walk graphs (:class:`WalkCache`)."""
@@ -136,6 +157,9 @@ def space_graph(
     read now, else read (:func:`~pgrag_dag.store.walk_graph.walk_edges`) and kept — not kept for a realm
     whose schema has no graph version yet (built before schema version 19: its next index run adds it)."""
     version = graph_version.read_version(conn, realm, space)
+    # a belief instant also reads the belief history, which records no touched vertices; the wildcard
+    # space would need every space's
+    patchable = version is not None and space != WILDCARD_SPACE and temporal.believed_at is None
     types = None if relation_types is None else tuple(sorted({t.lower() for t in relation_types}))
     key = (
         dsn,
@@ -152,9 +176,38 @@ def space_graph(
         edges = walk_graph.walk_edges(
             conn, realm, space, temporal=temporal, relation_types=relation_types, kinds=kinds
         )
-        return WalkGraph.from_edges(edges, walk_graph.space_chunks(conn, realm, space, temporal=temporal))
+        graph = WalkGraph.from_edges(edges, walk_graph.space_chunks(conn, realm, space, temporal=temporal))
+        if patchable:
+            graph.writes = graph_version.writes(conn, realm, space)
+        return graph
 
-    return cache.get(key, version, build)
+    def patch(old: WalkGraph) -> WalkGraph | None:
+        if not patchable or old.writes is None:
+            return None
+        now = graph_version.writes(conn, realm, space)
+        if not old.writes <= now:  # a snapshot older than the graph's, or the space deleted since
+            return None
+        touched = graph_version.touched(conn, realm, space, sorted(now - old.writes))
+        if touched is None:
+            return None
+        ents, chunks = touched
+        if len(ents) + len(chunks) > PATCH_MAX_SHARE * old.n or old.unused > PATCH_MAX_SHARE * old.n:
+            return None
+        edges = walk_graph.walk_edges(
+            conn,
+            realm,
+            space,
+            temporal=temporal,
+            relation_types=relation_types,
+            kinds=kinds,
+            near=(ents.tolist(), chunks.tolist()),
+        )
+        live = walk_graph.space_chunks(conn, realm, space, temporal=temporal, among=chunks.tolist())
+        graph = old.patched(ents, chunks, edges, live)
+        graph.writes = now
+        return graph
+
+    return cache.get(key, version, build, patch)
 
 
 def relation_hops(seeds: Sequence[int], relations: Sequence[Mapping[str, object]]) -> dict[int, int]:

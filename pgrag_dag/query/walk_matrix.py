@@ -98,6 +98,21 @@ def _symmetric(a: np.ndarray, b: np.ndarray, w: np.ndarray, n: int) -> sparse.cs
     return matrix
 
 
+def _merged(
+    ids: np.ndarray, at: np.ndarray, new_ids: np.ndarray, new_at: np.ndarray, gone: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted ``ids`` and their positions ``at`` without ``gone``, with ``new_ids`` at ``new_at``."""
+    keep = ~np.isin(ids, gone) if len(gone) else np.ones(len(ids), dtype=bool)
+    ids, at = ids[keep], at[keep]
+    if not len(new_ids):
+        return ids, at
+    if not len(ids) or new_ids[0] > ids[-1]:  # the usual case: ids only grow
+        return np.concatenate([ids, new_ids]), np.concatenate([at, new_at])
+    both, where = np.concatenate([ids, new_ids]), np.concatenate([at, new_at])
+    order = np.argsort(both, kind="stable")
+    return both[order], where[order]
+
+
 class WalkGraph:
     """One space's walk graph in memory (see the module docstring).
 
@@ -137,6 +152,9 @@ class WalkGraph:
         self.vertex_ids = np.zeros(self.n, dtype=np.int64)
         self.vertex_ids[self.entity_at] = self.entity_ids
         self.vertex_ids[self.chunk_at] = self.chunk_ids
+        self.writes: frozenset[int] | None = None
+        """The graph writes (transaction ids) of the state it holds, when its reader records them
+        (:func:`pgrag_dag.query.ppr.space_graph`): what a later state's patch starts from."""
 
     @classmethod
     def from_edges(cls, edges: WalkEdges, chunk_ids: np.ndarray) -> WalkGraph:
@@ -163,6 +181,85 @@ class WalkGraph:
         ends = np.column_stack(parts[2]).astype(np.int64).reshape(-1, 2)
         rel_ids = edges.relation_ids if len(edges.relation_ids) == len(ends) else np.full(len(ends), -1)
         return cls(ents, chunks, _symmetric(a, b, w, n), chunks_of, rel_ids.astype(np.int64), ends)
+
+    def patched(
+        self, entity_ids: np.ndarray, chunk_ids: np.ndarray, edges: WalkEdges, live_chunks: np.ndarray
+    ) -> WalkGraph:
+        """The graph after writes that touched the entities ``entity_ids`` and the chunks ``chunk_ids``
+        (int64): ``edges`` holds every edge of the new state with an end among them (of the kinds this graph
+        walks), ``live_chunks`` which of ``chunk_ids`` are chunks of the space in it. Equal, as a walk sees
+        it, to :meth:`from_edges` over the new state whenever every edge that changed has a touched end
+        (what :mod:`pgrag_dag.store.graph_version` records).
+
+        A new graph (this one is left as it is, for the walks still reading it): the entries of ``W`` at
+        touched vertices replaced — ``W − R + A``, ``R`` their old entries (rows and, by symmetry, columns),
+        ``A`` the new ones — in one pass over ``W`` instead of a read of the whole graph. New vertices take
+        new positions; a vertex left without edges (an entity no longer live, a chunk removed) leaves the id
+        lists and keeps its position, unreachable (:attr:`unused` counts them)."""
+        ent_ends = np.concatenate([edges.mentions[:, 1], edges.titles[:, 1], edges.relations.ravel()])
+        chunk_ends = np.concatenate([edges.mentions[:, 0], edges.titles[:, 0], live_chunks])
+        new_ents = np.setdiff1d(ent_ends, self.entity_ids).astype(np.int64)
+        new_chunks = np.setdiff1d(chunk_ends, self.chunk_ids).astype(np.int64)
+        n = self.n + len(new_ents) + len(new_chunks)
+        new_ent_at = self.n + np.arange(len(new_ents), dtype=np.int64)
+        new_chunk_at = self.n + len(new_ents) + np.arange(len(new_chunks), dtype=np.int64)
+        gone_ents = np.setdiff1d(entity_ids, ent_ends)
+        gone_chunks = np.setdiff1d(chunk_ids, chunk_ends)
+        ents, ent_at = _merged(self.entity_ids, self.entity_at, new_ents, new_ent_at, gone_ents)
+        chunks, chunk_at = _merged(self.chunk_ids, self.chunk_at, new_chunks, new_chunk_at, gone_chunks)
+        touched = np.zeros(n, dtype=bool)
+        old = np.concatenate([self.entity_positions(entity_ids), self.chunk_positions(chunk_ids)])
+        old = np.unique(old[old >= 0])
+        touched[old] = True
+        touched[self.n :] = True
+        # R: the old entries at touched vertices — their rows, and the same entries mirrored into the rows of
+        # untouched neighbours (an entry between two touched vertices is already in both rows)
+        rows = self.weights[old].tocoo()
+        r_row, r_col, r_val = old[rows.row], rows.col.astype(np.int64), rows.data
+        mirror = ~touched[r_col]
+        removed = _symmetric(r_row[mirror], r_col[mirror], r_val[mirror], n) + sparse.csr_matrix(
+            (r_val[~mirror], (r_row[~mirror], r_col[~mirror])), shape=(n, n), dtype=np.float32
+        )
+        mention = np.unique(edges.mentions, axis=0) if len(edges.mentions) else edges.mentions
+        e_at = lambda ids: ent_at[np.searchsorted(ents, ids)]  # noqa: E731 - every id is in ents
+        c_at = lambda ids: chunk_at[np.searchsorted(chunks, ids)]  # noqa: E731
+        a = np.concatenate([c_at(mention[:, 0]), c_at(edges.titles[:, 0]), e_at(edges.relations[:, 0])])
+        b = np.concatenate([e_at(mention[:, 1]), e_at(edges.titles[:, 1]), e_at(edges.relations[:, 1])])
+        w = np.concatenate([np.ones(len(mention) + len(edges.titles)), edges.relation_weight])
+        base = sparse.csr_matrix(
+            (
+                self.weights.data,
+                self.weights.indices,
+                np.concatenate([self.weights.indptr, np.full(n - self.n, self.weights.indptr[-1])]),
+            ),
+            shape=(n, n),
+        )
+        weights = (base - removed + _symmetric(a.astype(np.int64), b.astype(np.int64), w, n)).tocsr()
+        weights.eliminate_zeros()
+        # chunks_of: recounted for the touched entities (a mention added or removed touches its entity)
+        chunks_of = np.zeros(len(ents), dtype=np.float64)
+        kept = self.index(ents, self.entity_ids)
+        chunks_of[kept >= 0] = self.chunks_of[kept[kept >= 0]]
+        recount = np.flatnonzero(touched[ent_at])
+        chunks_of[recount] = 0.0
+        if len(mention):  # every mention of a touched entity is in ``edges`` (an edge at a touched end)
+            mentioned = mention[touched[e_at(mention[:, 1])], 1]
+            np.add.at(chunks_of, np.searchsorted(ents, mentioned), 1.0)
+        keep = ~(touched[self.relation_ends[:, 0]] | touched[self.relation_ends[:, 1]])
+        rel_ids = edges.relation_ids if len(edges.relation_ids) == len(edges.relations) else None
+        rel_ids = np.full(len(edges.relations), -1) if rel_ids is None else rel_ids
+        relation_ends = np.concatenate(
+            [self.relation_ends[keep], np.column_stack([a, b])[len(mention) + len(edges.titles) :]]
+        ).astype(np.int64)
+        relation_ids = np.concatenate([self.relation_ids[keep], rel_ids]).astype(np.int64)
+        return WalkGraph(
+            ents, chunks, weights, chunks_of, relation_ids, relation_ends, entity_at=ent_at, chunk_at=chunk_at
+        )
+
+    @property
+    def unused(self) -> int:
+        """Positions no vertex holds any more (left by :meth:`patched`)."""
+        return self.n - len(self.entity_ids) - len(self.chunk_ids)
 
     @property
     def edge_count(self) -> int:

@@ -21,7 +21,8 @@
 - :mod:`.retrieval`          read SQL of the query path: temporal predicates, traversal, chunk search
 - :mod:`.retrieval_channels` read SQL of the relation channels, communities and graph distance
 - :mod:`.walk_graph`         read SQL of the personalised-PageRank walk: its edges, name links, ranked rows
-- :mod:`.graph_version`      ``graph_writes``: each space's graph data version, kept by triggers
+- :mod:`.graph_version`      ``graph_writes``, ``graph_touched``: each space's graph data version and the
+                              vertices each write touched, kept by triggers
 - :mod:`.history`            the append-only belief history (belief logs, removed documents)
 - :mod:`.lineage`            what a community report derives from
 - :mod:`.inventory`          what the store holds: realms, spaces, pages of entities and relations

@@ -43,6 +43,7 @@ HISTORY_TABLES = ("belief_log", "relation_belief", "entity_belief", "documents_r
 TRIGGER_APPENDED = (
     "stage_work",
     "graph_writes",
+    "graph_touched",
     "graph_tallies",
     "predicate_tallies",
     "entity_degree",

@@ -109,7 +109,7 @@ from pgrag_dag.store.embedding_columns import (
 )
 
 CONTROL_SCHEMA = "pgrag__control"
-SCHEMA_VERSION = 23
+SCHEMA_VERSION = 24
 """The realm schema's DDL version, recorded per realm in ``pgrag__control.realms.schema_version``."""
 _LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
 

@@ -67,14 +67,29 @@ def walk_edges(
     temporal: Temporal = CURRENT,
     relation_types: Sequence[str] | None = None,
     kinds: Sequence[str] = EDGE_KINDS,
+    near: tuple[Sequence[int], Sequence[int]] | None = None,
 ) -> WalkEdges:
     """The ``kinds`` of edges (:data:`EDGE_KINDS`) of ``space``'s walk graph in the state ``temporal``
     reads, in the caller's snapshot. ``relation_types`` restricts relation edges to those predicates
-    (case-insensitive). Raises :class:`ValueError` for an unknown kind."""
+    (case-insensitive). With ``near = (entity ids, chunk ids)`` only the edges with an end among them (by
+    index: what a patch of the graph re-reads). Raises :class:`ValueError` for an unknown kind."""
     unknown = sorted(set(kinds) - set(EDGE_KINDS))
     if unknown:
         raise ValueError(f"unknown walk edge kind(s) {unknown}; expected some of {', '.join(EDGE_KINDS)}")
     params = {"space": space, **scope_params(temporal, relation_types)}
+    if near is not None:
+        params |= {"near_entities": [int(i) for i in near[0]], "near_chunks": [int(i) for i in near[1]]}
+
+    def at(*ends: str) -> sql.Composable:
+        if near is None:
+            return sql.SQL("true")
+        kinds_of = {"entity": "%(near_entities)s", "chunk": "%(near_chunks)s"}
+        return sql.SQL(
+            "("
+            + " OR ".join(f"{column} = ANY({kinds_of[kind]})" for column, kind in map(str.split, ends))
+            + ")"
+        )
+
     e = qualified(realm, "entities")
     empty = np.zeros((0, 2), dtype=np.int64)
     mentions = titles = relations = empty
@@ -84,10 +99,11 @@ def walk_edges(
             SELECT m.chunk_id, m.entity_id
               FROM {m} AS m JOIN {d} AS d ON d.id = m.chunk_id AND d.space = m.space
               JOIN {e} AS e ON e.id = m.entity_id AND e.space = m.space
-             WHERE {in_space} AND {known} AND {live}""").format(
+             WHERE {in_space} AND {known} AND {live} AND {near}""").format(
             m=mentions_read(realm, temporal),
             d=chunks_read(realm, temporal),
             e=e,
+            near=at("m.chunk_id chunk", "m.entity_id entity"),
             in_space=in_space("m", space),
             known=created_by("d", temporal),
             live=entity_live("e", temporal, realm=realm),
@@ -98,7 +114,8 @@ def walk_edges(
             SELECT d.id, k.entity_id
               FROM {d} AS d JOIN {k} AS k ON k.space = d.space AND k.name_key = lower(btrim(d.title))
               JOIN {e} AS e ON e.id = k.entity_id AND e.space = k.space
-             WHERE {in_space} AND {known} AND {live} AND d.title <> ''""").format(
+             WHERE {in_space} AND {known} AND {live} AND d.title <> '' AND {near}""").format(
+            near=at("d.id chunk", "k.entity_id entity"),
             d=chunks_read(realm, temporal),
             k=qualified(realm, "entity_keys"),
             e=e,
@@ -113,9 +130,10 @@ def walk_edges(
               FROM {r} AS r
               JOIN {e} AS a ON a.id = r.source_id AND a.space = r.space
               JOIN {e} AS b ON b.id = r.target_id AND b.space = r.space
-             WHERE {in_space} AND {edge_ok} AND {a_live} AND {b_live}""").format(
+             WHERE {in_space} AND {edge_ok} AND {a_live} AND {b_live} AND {near}""").format(
             r=qualified(realm, "relations"),
             e=e,
+            near=at("r.source_id entity", "r.target_id entity"),
             in_space=in_space("r", space),
             edge_ok=relation_filter("r", temporal, typed=relation_types is not None, realm=realm),
             a_live=entity_live("a", temporal, realm=realm),
@@ -130,14 +148,25 @@ def walk_edges(
 
 
 def space_chunks(
-    conn: psycopg.Connection, realm: str, space: str, *, temporal: Temporal = CURRENT
+    conn: psycopg.Connection,
+    realm: str,
+    space: str,
+    *,
+    temporal: Temporal = CURRENT,
+    among: Sequence[int] | None = None,
 ) -> np.ndarray:
     """The ids (int64, ascending) of every chunk of ``space`` in the state ``temporal`` reads: the walk
-    graph's chunk vertices, mentioned or not."""
-    query = sql.SQL("SELECT d.id FROM {d} AS d WHERE {in_space} AND {known} ORDER BY d.id").format(
-        d=chunks_read(realm, temporal), in_space=in_space("d", space), known=created_by("d", temporal)
+    graph's chunk vertices, mentioned or not; with ``among``, only those of these ids."""
+    query = sql.SQL(
+        "SELECT d.id FROM {d} AS d WHERE {in_space} AND {known} AND {among} ORDER BY d.id"
+    ).format(
+        d=chunks_read(realm, temporal),
+        in_space=in_space("d", space),
+        known=created_by("d", temporal),
+        among=sql.SQL("true" if among is None else "d.id = ANY(%(among)s)"),
     )
-    rows = conn.execute(query, {"space": space, **temporal.params()}).fetchall()
+    params = {"space": space, **temporal.params(), "among": [] if among is None else [int(i) for i in among]}
+    rows = conn.execute(query, params).fetchall()
     return np.asarray([int(r[0]) for r in rows], dtype=np.int64)
 
 

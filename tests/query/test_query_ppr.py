@@ -417,3 +417,105 @@ def test_collapse_duplicates_compares_vectors_and_texts() -> None:
     assert fuse.collapse_duplicates(rows, v, threshold=0.95, keep=1)[0]["duplicates"][-1]["doc_key"] == "2"
     with pytest.raises(ValueError, match="threshold"):
         fuse.collapse_duplicates(rows, v, threshold=1.5)
+
+
+def _edges_by_id(g: ppr.WalkGraph) -> dict[tuple[tuple[str, int], tuple[str, int]], float]:
+    coo = g.weights.tocoo()
+
+    def vertex(p: int) -> tuple[str, int]:
+        return ("entity" if g.is_entity[p] else "chunk", int(g.vertex_ids[p]))
+
+    return {(vertex(r), vertex(c)): float(v) for r, c, v in zip(coo.row, coo.col, coo.data, strict=True)}
+
+
+def _same_graph(patched: ppr.WalkGraph, fresh: ppr.WalkGraph) -> None:
+    assert patched.entity_ids.tolist() == fresh.entity_ids.tolist()
+    assert patched.chunk_ids.tolist() == fresh.chunk_ids.tolist()
+    assert patched.chunks_of.tolist() == fresh.chunks_of.tolist()
+    assert _edges_by_id(patched) == _edges_by_id(fresh)
+    ends = {
+        int(r): (int(patched.vertex_ids[a]), int(patched.vertex_ids[b]))
+        for r, (a, b) in zip(patched.relation_ids, patched.relation_ends, strict=True)
+    }
+    assert ends == {
+        int(r): (int(fresh.vertex_ids[a]), int(fresh.vertex_ids[b]))
+        for r, (a, b) in zip(fresh.relation_ids, fresh.relation_ends, strict=True)
+    }
+
+
+def test_a_cached_graph_patched_by_the_touched_vertices_equals_the_graph_read_again(
+    conn: psycopg.Connection, pg_dsn: str, realm: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ppr, "PATCH_MAX_SHARE", 1.0)  # a small graph: every write touches much of it
+    b = GraphBuilder(conn, realm)
+    b.chunk("one", "Pellin Bridge crosses the Suro.", mentions=("Pellin Bridge", "Suro"))
+    b.chunk("two", "Suro floods near Kessa.", mentions=("Suro", "Kessa"))
+    b.chunk("kessa", "Kessa is a market town.", mentions=("Kessa",))
+    fen = b.chunk("fen", "Marrow Fen lies north.", mentions=("Marrow Fen",))
+    b.rel("Pellin Bridge", "crosses", "Suro", weight=2)
+    near = b.rel("Suro", "flows_near", "Kessa")
+    conn.execute(
+        sql.SQL(
+            "INSERT INTO {} (space, entity_id, name_key, alias_keys) VALUES ('alpha', %s, 'kessa', '{{}}')"
+        ).format(qualified(realm, "entity_keys")),
+        (b.ids["alpha:Kessa"],),
+    )
+    cache = ppr.WalkCache()
+    kinds = ("mentions", "relations", "titles")
+
+    def graph(into: ppr.WalkCache) -> ppr.WalkGraph:
+        with conn.transaction():
+            return ppr.space_graph(
+                conn,
+                pg_dsn,
+                realm,
+                "alpha",
+                temporal=Temporal(),
+                relation_types=None,
+                kinds=kinds,
+                cache=into,
+            )
+
+    first = graph(cache)
+    assert cache.builds == 1 and first.writes
+    # what one-document runs do: a chunk and entities added, a corroboration, a supersession, a dormant
+    # entity, a removed chunk (its mentions go with it), an edge between two entities already there, a
+    # retitled chunk (a title edge to Kessa; its mention of Marrow Fen untouched)
+    b.chunk("three", "Orrin Tamsk walked from Kessa to the Suro.", mentions=("Orrin Tamsk", "Kessa", "Suro"))
+    b.rel("Orrin Tamsk", "visited", "Kessa")
+    t = {name: qualified(realm, name) for name in ("relations", "entities", "documents")}
+    conn.execute(sql.SQL("UPDATE {} SET weight = 3 WHERE id = %s").format(t["relations"]), (near,))
+    newer = b.rel("Pellin Bridge", "spans", "Suro")
+    conn.execute(
+        sql.SQL("UPDATE {} SET superseded_by = %s WHERE predicate = 'crosses'").format(t["relations"]),
+        (newer,),
+    )
+    conn.execute(
+        sql.SQL("UPDATE {} SET dormant_since = now() WHERE name = 'Pellin Bridge'").format(t["entities"])
+    )
+    conn.execute(sql.SQL("DELETE FROM {} WHERE id = %s").format(t["documents"]), (b.ids["chunk:alpha:two"],))
+    conn.execute(sql.SQL("UPDATE {} SET title = 'Kessa' WHERE id = %s").format(t["documents"]), (fen,))
+    second = graph(cache)
+    assert cache.patches == 1 and cache.builds == 1 and second is not first
+    _same_graph(second, graph(ppr.WalkCache()))
+    assert "Pellin Bridge" not in {
+        n
+        for (n,) in conn.execute(
+            sql.SQL("SELECT name FROM {} WHERE id = ANY(%s)").format(t["entities"]),
+            (second.entity_ids.tolist(),),
+        )
+    }
+    assert second.unused == 2  # Pellin Bridge and chunk two keep their positions, unreachable
+    walk = second.walk({b.ids["alpha:Kessa"]: 1.0}, {}, damping=0.7, prior_weight=0.05)
+    fresh = graph(ppr.WalkCache()).walk({b.ids["alpha:Kessa"]: 1.0}, {}, damping=0.7, prior_weight=0.05)
+    assert walk is not None and fresh is not None
+    assert [c for c, _ in walk.top_chunks(5)] == [c for c, _ in fresh.top_chunks(5)]
+    assert [m for _, m in walk.top_chunks(5)] == pytest.approx([m for _, m in fresh.top_chunks(5)], abs=1e-6)
+    # the first graph is left as it was, for walks still reading it
+    assert first.entity_ids.tolist() != second.entity_ids.tolist() and first.n < second.n
+    # a write beyond what the lists hold (rows pruned, or too many) reads the whole graph again
+    b.chunk("four", "Kessa again.", mentions=("Kessa",))
+    conn.execute(sql.SQL("DELETE FROM {}").format(qualified(realm, "graph_touched")))
+    third = graph(cache)
+    assert cache.builds == 2 and cache.patches == 1
+    _same_graph(third, graph(ppr.WalkCache()))
