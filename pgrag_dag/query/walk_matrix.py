@@ -100,17 +100,25 @@ def _symmetric(a: np.ndarray, b: np.ndarray, w: np.ndarray, n: int) -> sparse.cs
 
 def _merged(
     ids: np.ndarray, at: np.ndarray, new_ids: np.ndarray, new_at: np.ndarray, gone: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """The sorted ``ids`` and their positions ``at`` without ``gone``, with ``new_ids`` at ``new_at``."""
-    keep = ~np.isin(ids, gone) if len(gone) else np.ones(len(ids), dtype=bool)
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The sorted ``ids`` and their positions ``at`` without ``gone`` (a few), with ``new_ids`` (sorted,
+    none in ``ids``) at ``new_at``; and for each id kept or added where it stood in ``ids`` (−1 for a new
+    one). In O(len(ids)), no sort unless a new id is below the largest kept one."""
+    keep = np.ones(len(ids), dtype=bool)
+    if len(gone) and len(ids):
+        where = WalkGraph.index(gone, ids)
+        keep[where[where >= 0]] = False
+    source = np.flatnonzero(keep)
     ids, at = ids[keep], at[keep]
     if not len(new_ids):
-        return ids, at
-    if not len(ids) or new_ids[0] > ids[-1]:  # the usual case: ids only grow
-        return np.concatenate([ids, new_ids]), np.concatenate([at, new_at])
-    both, where = np.concatenate([ids, new_ids]), np.concatenate([at, new_at])
-    order = np.argsort(both, kind="stable")
-    return both[order], where[order]
+        return ids, at, source
+    both = np.concatenate([ids, new_ids])
+    where = np.concatenate([at, new_at])
+    source = np.concatenate([source, np.full(len(new_ids), -1)])
+    if len(ids) and new_ids[0] < ids[-1]:  # ids only grow, usually: then the order holds already
+        order = np.argsort(both, kind="stable")
+        both, where, source = both[order], where[order], source[order]
+    return both, where, source
 
 
 class WalkGraph:
@@ -196,17 +204,19 @@ class WalkGraph:
         ``A`` the new ones — in one pass over ``W`` instead of a read of the whole graph. New vertices take
         new positions; a vertex left without edges (an entity no longer live, a chunk removed) leaves the id
         lists and keeps its position, unreachable (:attr:`unused` counts them)."""
-        ent_ends = np.concatenate([edges.mentions[:, 1], edges.titles[:, 1], edges.relations.ravel()])
-        chunk_ends = np.concatenate([edges.mentions[:, 0], edges.titles[:, 0], live_chunks])
-        new_ents = np.setdiff1d(ent_ends, self.entity_ids).astype(np.int64)
-        new_chunks = np.setdiff1d(chunk_ends, self.chunk_ids).astype(np.int64)
+        ent_ends = np.unique(
+            np.concatenate([edges.mentions[:, 1], edges.titles[:, 1], edges.relations.ravel()])
+        )
+        chunk_ends = np.unique(np.concatenate([edges.mentions[:, 0], edges.titles[:, 0], live_chunks]))
+        new_ents = ent_ends[self.index(ent_ends, self.entity_ids) < 0].astype(np.int64)
+        new_chunks = chunk_ends[self.index(chunk_ends, self.chunk_ids) < 0].astype(np.int64)
         n = self.n + len(new_ents) + len(new_chunks)
         new_ent_at = self.n + np.arange(len(new_ents), dtype=np.int64)
         new_chunk_at = self.n + len(new_ents) + np.arange(len(new_chunks), dtype=np.int64)
         gone_ents = np.setdiff1d(entity_ids, ent_ends)
         gone_chunks = np.setdiff1d(chunk_ids, chunk_ends)
-        ents, ent_at = _merged(self.entity_ids, self.entity_at, new_ents, new_ent_at, gone_ents)
-        chunks, chunk_at = _merged(self.chunk_ids, self.chunk_at, new_chunks, new_chunk_at, gone_chunks)
+        ents, ent_at, ent_source = _merged(self.entity_ids, self.entity_at, new_ents, new_ent_at, gone_ents)
+        chunks, chunk_at, _ = _merged(self.chunk_ids, self.chunk_at, new_chunks, new_chunk_at, gone_chunks)
         touched = np.zeros(n, dtype=bool)
         old = np.concatenate([self.entity_positions(entity_ids), self.chunk_positions(chunk_ids)])
         old = np.unique(old[old >= 0])
@@ -237,9 +247,7 @@ class WalkGraph:
         weights = (base - removed + _symmetric(a.astype(np.int64), b.astype(np.int64), w, n)).tocsr()
         weights.eliminate_zeros()
         # chunks_of: recounted for the touched entities (a mention added or removed touches its entity)
-        chunks_of = np.zeros(len(ents), dtype=np.float64)
-        kept = self.index(ents, self.entity_ids)
-        chunks_of[kept >= 0] = self.chunks_of[kept[kept >= 0]]
+        chunks_of = np.where(ent_source >= 0, self.chunks_of[np.maximum(ent_source, 0)], 0.0)
         recount = np.flatnonzero(touched[ent_at])
         chunks_of[recount] = 0.0
         if len(mention):  # every mention of a touched entity is in ``edges`` (an edge at a touched end)
