@@ -153,13 +153,16 @@ QUERY_PATH_FULL = {
 }
 """Modules wrapped by full name (their short names, e.g. ``run``, are not unique in the package)."""
 QUERY_METHODS = {
-    "pgrag_dag.query.ppr": {"WalkGraph": ("from_edges", "walk", "mentioned"), "WalkCache": ("get",)},
+    "pgrag_dag.query.ppr": {
+        "WalkGraph": ("from_edges", "patched", "walk", "mentioned"),
+        "WalkCache": ("get",),
+    },
 }
 """Methods wrapped on their class (label ``<module>.<Class>.<method>``)."""
 WALK_STEPS = ("ppr.", "walked.", "walk_graph.", "graph_version.", "retrieve._walked")
 """Prefixes of the step labels that belong to the walk (graph ranking ``ppr``): the graph's version read,
-build and cache (``ppr.space_graph``, ``walk_graph.walk_edges`` / ``space_chunks``,
-``ppr.WalkGraph.from_edges``), the seed linking (``walked.link_seeds``, ``ppr.question_keys``,
+build, patch and cache (``ppr.space_graph``, ``walk_graph.walk_edges`` / ``space_chunks``,
+``ppr.WalkGraph.from_edges`` / ``patched``, ``graph_version.writes`` / ``touched``), the seed linking (``walked.link_seeds``, ``ppr.question_keys``,
 ``walk_graph.link_keys``), the walk (``ppr.WalkGraph.walk``) and the rows it ranks (``walked.walk_evidence``,
 ``walk_graph.chunk_rows`` / ``entity_rows`` / ``relations_among``, ``retrieve._walked``)."""
 WALK_NOT_STEPS = ("walk_graph.chunk_vectors",)

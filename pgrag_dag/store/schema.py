@@ -402,6 +402,9 @@ CREATE INDEX IF NOT EXISTS relations_live_predicate ON {s}.relations (space, pre
 -- issue 30: what extraction still owes a space, read from narrow indexes (an anti-join of two index-only
 -- scans), not from the wide chunk and extraction rows
 CREATE INDEX IF NOT EXISTS documents_space_id ON {s}.documents (space, id);
+-- issue 30: the chunks titled after an entity, read by a patch of the walk graph (its title edges)
+CREATE INDEX IF NOT EXISTS documents_title_key ON {s}.documents (space, lower(btrim(title)))
+    WHERE title <> '';
 CREATE INDEX IF NOT EXISTS raw_extractions_first_ok ON {s}.raw_extractions (chunk_id, prompt_version)
     WHERE pass = 0 AND parse_status = 'ok';
 CREATE INDEX IF NOT EXISTS raw_extractions_failed ON {s}.raw_extractions (space, chunk_id)
