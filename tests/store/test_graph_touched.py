@@ -57,7 +57,8 @@ def test_too_many_rows_record_null_lists_and_old_writes_are_pruned(
             (suro, kessa, many),
         )
     listed = graph_version.touched(conn, realm, "alpha", [inserted])
-    assert listed is not None and listed[0].tolist() == sorted([suro, kessa])  # one statement: one list, however many rows
+    # one statement: one list, however many rows
+    assert listed is not None and listed[0].tolist() == sorted([suro, kessa])
     with conn.transaction():
         updated = _xid(conn)
         conn.execute(sql.SQL("UPDATE {} SET weight = weight + 1").format(r))  # row by row, past the cap
