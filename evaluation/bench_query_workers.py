@@ -163,8 +163,9 @@ WALK_STEPS = ("ppr.", "walked.", "walk_graph.", "graph_version.", "retrieve._wal
 """Prefixes of the step labels that belong to the walk (graph ranking ``ppr``): the graph's version read,
 build, patch and cache (``ppr.space_graph``, ``walk_graph.walk_edges`` / ``space_chunks``,
 ``ppr.WalkGraph.from_edges`` / ``patched``, ``graph_version.writes`` / ``touched``), the seed linking
-(``walked.link_seeds``, ``ppr.question_keys``, ``walk_graph.link_keys``), the walk (``ppr.WalkGraph.walk``) and the rows it ranks (``walked.walk_evidence``,
-``walk_graph.chunk_rows`` / ``entity_rows`` / ``relations_among``, ``retrieve._walked``)."""
+(``walked.link_seeds``, ``ppr.question_keys``, ``walk_graph.link_keys``), the walk (``ppr.WalkGraph.walk``)
+and the rows it ranks (``walked.walk_evidence``, ``walk_graph.chunk_rows`` / ``entity_rows`` /
+``relations_among``, ``retrieve._walked``)."""
 WALK_NOT_STEPS = ("walk_graph.chunk_vectors",)
 """Step labels under :data:`WALK_STEPS`' prefixes that are not the walk: the near-duplicate collapse's vector
 read (``collapse_duplicates``), which the dense path runs too."""
