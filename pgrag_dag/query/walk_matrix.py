@@ -373,11 +373,6 @@ class WalkGraph:
             mass=mass,
         )
 
-    def _step(self, v: np.ndarray) -> np.ndarray:
-        """``M``'s move along edges: each vertex's mass shared among its neighbours by weight / degree."""
-        inv = np.divide(1.0, self.degree, out=np.zeros_like(self.degree), where=self.degree > 0)
-        return np.asarray(self.weights @ (v * inv.astype(v.dtype)), dtype=v.dtype)
-
     def _stuck(self, mass: np.ndarray) -> float:
         return float(mass[self.sink].sum()) if len(self.sink) else 0.0
 
