@@ -44,6 +44,39 @@ def _without_vector(engine: Any, realm: str, space: str) -> str:
         return ""
 
 
+def _interrupted(engine: Any, realm: str, space: str, stage: str | None) -> str:
+    """The line an interrupted :func:`index` prints: the ``stage`` that was running (``None`` between two),
+    what is kept, the rows without a vector (:func:`_without_vector`) and the command that goes on. An
+    interrupted ``raw_extractions`` keeps none of its run's extractions — they are written together at the
+    stage's end, once its checks pass over every batch — but the model's responses are cached, so the
+    rerun does not ask for them again (said only when the space's extractor calls a model)."""
+    from pgrag_dag.pipeline.composition import compose
+
+    left = _without_vector(engine, realm, space)
+    command = f"`pgrag index {shlex.quote(f'{realm}.{space}')}`"
+    said = [f"interrupted{f' during {stage}' if stage else ''}: the stages that had finished are kept"]
+    if stage == "raw_extractions":
+        try:
+            model = compose(engine.settings, realm, space).extractor.op.calls_model
+        except PgragError:
+            model = False
+        said.append(
+            "the chunks this run had extracted are not (raw_extractions writes a run's extractions together "
+            "when it ends, once its checks have passed over every batch)"
+        )
+        if model:
+            said.append(
+                "the model's responses already received are cached: the rerun does not pay for them again"
+            )
+    if left:
+        said.append(f"{left} still without a vector")
+    said.append(
+        f"{command} goes on from there"
+        + ("" if stage == "raw_extractions" else " (the interrupted stage redoes what it had not committed)")
+    )
+    return "; ".join(said)
+
+
 @app.command()
 def index(
     partition: Annotated[
@@ -89,7 +122,8 @@ def index(
     stage on stderr, then print the summary. Each stage works on what changed since its last run; ``--full``
     recomputes the whole space; ``--verify`` reads every source file (an edit that kept a file's size,
     modification time and inode is otherwise not seen). A failed stage is one line on stderr (exit 2), its
-    stack trace in ``<data_dir>/logs/pgrag-errors.log``."""
+    stack trace in ``<data_dir>/logs/pgrag-errors.log``. Ctrl-C stops the run with one line: the stage that
+    was running, what is kept, what has no vector yet and the command that goes on (exit 130)."""
     import os
 
     from rich.console import Console
@@ -121,16 +155,10 @@ def index(
             engine.import_cassettes()
             try:
                 results = index_documents(engine, realm, space, full=full, verify=verify)
-            except KeyboardInterrupt:  # Ctrl-C: said, not silent, with what has no vector yet
-                left = _without_vector(engine, realm, space)
+            except KeyboardInterrupt:  # Ctrl-C: said, not silent, with what is kept
+                stage = display.failed[0] if display.failed else None
                 console.print(
-                    "interrupted: the stages that had finished are kept"
-                    + (f"; {left} still without a vector" if left else "")
-                    + f"; `pgrag index {shlex.quote(f'{realm}.{space}')}` "
-                    "goes on from there (the interrupted stage redoes what it had not committed)",
-                    markup=False,
-                    highlight=False,
-                    soft_wrap=True,
+                    _interrupted(engine, realm, space, stage), markup=False, highlight=False, soft_wrap=True
                 )
                 raise typer.Exit(130) from None
             except Exception as exc:  # one line; the trace to the log file
