@@ -5,6 +5,9 @@ from __future__ import annotations
 import contextlib
 import json
 import shlex
+import signal
+import threading
+from collections.abc import Iterator
 from typing import Annotated, Any
 
 import typer
@@ -42,6 +45,39 @@ def _without_vector(engine: Any, realm: str, space: str) -> str:
             return describe({t: c["missing"] for t, c in vectors.unembedded(conn, realm, space).items()})
     except Exception:  # noqa: BLE001 - a failing count must not hide the interrupt's message
         return ""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a service manager stopping the run) as :func:`index` receives it: raised in the main
+    thread where Ctrl-C raises :class:`KeyboardInterrupt` (a subclass of it, so the stages unwind alike) and
+    reported alike; ``signum`` gives the exit status, ``128 + signum`` (143)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def terminated_as_interrupt() -> Iterator[None]:
+    """Inside the block, SIGTERM raises :class:`Terminated` in the main thread, once: a second SIGTERM (while
+    the interrupt is reported) is handled as before the block (by default it ends the process). The
+    handler before the block is restored after it. Outside the main thread (where Python cannot set a
+    handler) the block runs unchanged."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.getsignal(signal.SIGTERM)
+    restore = signal.SIG_DFL if before is None else before  # None: a handler not set from Python
+
+    def raise_terminated(signum: int, _frame: object) -> None:
+        signal.signal(signal.SIGTERM, restore)
+        raise Terminated(signum)
+
+    signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, restore)
 
 
 def _interrupted(engine: Any, realm: str, space: str, stage: str | None) -> str:
@@ -122,8 +158,9 @@ def index(
     stage on stderr, then print the summary. Each stage works on what changed since its last run; ``--full``
     recomputes the whole space; ``--verify`` reads every source file (an edit that kept a file's size,
     modification time and inode is otherwise not seen). A failed stage is one line on stderr (exit 2), its
-    stack trace in ``<data_dir>/logs/pgrag-errors.log``. Ctrl-C stops the run with one line: the stage that
-    was running, what is kept, what has no vector yet and the command that goes on (exit 130)."""
+    stack trace in ``<data_dir>/logs/pgrag-errors.log``. Ctrl-C or SIGTERM stops the run with one line: the
+    stage that was running, what is kept, what has no vector yet and the command that goes on
+    (exit 130 for Ctrl-C, 143 for SIGTERM)."""
     import os
 
     from rich.console import Console
@@ -154,13 +191,14 @@ def index(
                 once.say(warning)
             engine.import_cassettes()
             try:
-                results = index_documents(engine, realm, space, full=full, verify=verify)
-            except KeyboardInterrupt:  # Ctrl-C: said, not silent, with what is kept
+                with terminated_as_interrupt():
+                    results = index_documents(engine, realm, space, full=full, verify=verify)
+            except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: said, not silent, with what is kept
                 stage = display.failed[0] if display.failed else None
                 console.print(
                     _interrupted(engine, realm, space, stage), markup=False, highlight=False, soft_wrap=True
                 )
-                raise typer.Exit(130) from None
+                raise typer.Exit(128 + exc.signum if isinstance(exc, Terminated) else 130) from None
             except Exception as exc:  # one line; the trace to the log file
                 where = cli_progress.run_failure_where(exc, display, f"{realm}.{space}")
                 cli_progress.report_failure(console, settings.resolve(settings.data_dir), exc, where)

@@ -290,13 +290,14 @@ def test_query_reads_the_first_declared_space_and_says_its_warnings_before_a_rep
     )
 
 
-def test_ctrl_c_during_pgrag_index_says_what_is_kept_and_the_rerun_goes_on(
-    cli_env: SmallCorpus, realm: str, conn: psycopg.Connection
+@pytest.mark.parametrize(("signum", "status"), [("SIGINT", 130), ("SIGTERM", 143)])
+def test_an_interrupted_pgrag_index_says_what_is_kept_and_the_rerun_goes_on(
+    cli_env: SmallCorpus, realm: str, conn: psycopg.Connection, signum: str, status: int
 ) -> None:
-    """Ctrl-C (SIGINT) while the model is extracting: one line naming the stage, saying what was kept — not
-    the chunks extracted this run, but the model's responses received — and the command to go on with, exit
-    130. The rerun finishes the space from the cached responses (trials: a Ctrl-C printed nothing, then spoke
-    only of vectors)."""
+    """Ctrl-C (SIGINT) or SIGTERM while the model is extracting: one line naming the stage, saying what was
+    kept — not the chunks extracted this run, but the model's responses received — and the command to go
+    on with, exit 130 / 143. The rerun finishes the space from the cached responses (trials: a Ctrl-C printed
+    nothing, then spoke only of vectors; a SIGTERM exited silently)."""
     import os
     import signal
     import subprocess
@@ -330,9 +331,9 @@ def test_ctrl_c_during_pgrag_index_says_what_is_kept_and_the_rerun_goes_on(
         time.sleep(0.1)
     before = cached()
     assert before > 0 and proc.poll() is None
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(getattr(signal, signum))
     rest = proc.stderr.read()
-    assert proc.wait(60) == 130, (rest, proc.stdout.read() if proc.stdout else "")
+    assert proc.wait(60) == status, (rest, proc.stdout.read() if proc.stdout else "")
     # the chunks were written, no vector yet, no extraction kept: the message says which stage was cut
     said = re.search(
         r"interrupted during raw_extractions: the stages that had finished are kept; the chunks this run "
