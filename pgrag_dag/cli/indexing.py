@@ -158,8 +158,8 @@ def index(
     stage on stderr, then print the summary. Each stage works on what changed since its last run; ``--full``
     recomputes the whole space; ``--verify`` reads every source file (an edit that kept a file's size,
     modification time and inode is otherwise not seen). A failed stage is one line on stderr (exit 2), its
-    stack trace in ``<data_dir>/logs/pgrag-errors.log``. Ctrl-C or SIGTERM stops the run with one line: the
-    stage that was running, what is kept, what has no vector yet and the command that goes on
+    stack trace in ``<data_dir>/logs/pgrag-errors.log``. Ctrl-C or SIGTERM stops the run with one line below
+    the bars: the stage that was running, what is kept, what has no vector yet and the command that goes on
     (exit 130 for Ctrl-C, 143 for SIGTERM)."""
     import os
 
@@ -194,12 +194,14 @@ def index(
                 with terminated_as_interrupt():
                     results = index_documents(engine, realm, space, full=full, verify=verify)
             except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: said, not silent, with what is kept
+                display.close()  # the bars' last frame first: the message goes below it
                 stage = display.failed[0] if display.failed else None
                 console.print(
                     _interrupted(engine, realm, space, stage), markup=False, highlight=False, soft_wrap=True
                 )
                 raise typer.Exit(128 + exc.signum if isinstance(exc, Terminated) else 130) from None
             except Exception as exc:  # one line; the trace to the log file
+                display.close()
                 where = cli_progress.run_failure_where(exc, display, f"{realm}.{space}")
                 cli_progress.report_failure(console, settings.resolve(settings.data_dir), exc, where)
                 raise typer.Exit(2) from None

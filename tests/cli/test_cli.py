@@ -290,14 +290,19 @@ def test_query_reads_the_first_declared_space_and_says_its_warnings_before_a_rep
     )
 
 
-@pytest.mark.parametrize(("signum", "status"), [("SIGINT", 130), ("SIGTERM", 143)])
+@pytest.mark.parametrize(
+    ("signum", "status", "terminal"),
+    [("SIGINT", 130, False), ("SIGTERM", 143, True)],
+    ids=["ctrl-c-in-a-log", "sigterm-on-a-terminal"],
+)
 def test_an_interrupted_pgrag_index_says_what_is_kept_and_the_rerun_goes_on(
-    cli_env: SmallCorpus, realm: str, conn: psycopg.Connection, signum: str, status: int
+    cli_env: SmallCorpus, realm: str, conn: psycopg.Connection, signum: str, status: int, terminal: bool
 ) -> None:
     """Ctrl-C (SIGINT) or SIGTERM while the model is extracting: one line naming the stage, saying what was
     kept — not the chunks extracted this run, but the model's responses received — and the command to go
-    on with, exit 130 / 143. The rerun finishes the space from the cached responses (trials: a Ctrl-C printed
-    nothing, then spoke only of vectors; a SIGTERM exited silently)."""
+    on with, exit 130 / 143; on a terminal the line comes below the bars' last frame. The rerun finishes the
+    space from the cached responses (trials: a Ctrl-C printed nothing, then spoke only of vectors; a SIGTERM
+    exited silently; the line came above the bars)."""
     import os
     import signal
     import subprocess
@@ -318,12 +323,14 @@ def test_an_interrupted_pgrag_index_says_what_is_kept_and_the_rerun_goes_on(
 
     cli_env.server.answer = slow
     pgrag = Path(sys.executable).with_name("pgrag")
+    # rich draws live bars when it takes stderr for an interactive terminal
+    shown = {"TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1", "TERM": "xterm"} if terminal else {}
     proc = subprocess.Popen(
         [str(pgrag), "index", f"{realm}.main"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PGRAG_CONFIG": str(cli_env.config)},
+        env={**os.environ, "PGRAG_CONFIG": str(cli_env.config), **shown},
     )
     assert proc.stderr is not None
     deadline = time.monotonic() + 60
@@ -345,6 +352,9 @@ def test_an_interrupted_pgrag_index_says_what_is_kept_and_the_rerun_goes_on(
     )
     assert said, rest
     assert "Traceback" not in rest
+    if terminal:  # below the bars' last frame, not above it
+        assert f"{realm}.main raw_extractions" in rest[: said.start()]
+        assert f"{realm}.main raw_extractions" not in rest[said.start() :], rest[said.start() :]
     cli_env.server.answer = extraction_answer
     again = runner.invoke(app, ["index", f"{realm}.main", "--json"])
     assert again.exit_code == 0, again.output
