@@ -69,7 +69,8 @@ def fail(exc: PgragError) -> NoReturn:
 def query_target(settings, realm: str | None, space: str | None) -> tuple[str, str]:
     """``--realm`` / ``--space`` when given; else the first realm the configuration declares, and that realm's
     first space. Raises :class:`ConfigurationError` saying which option to pass when there is none to default
-    to (no realm declared, or a ``--realm`` that declares no space)."""
+    to: no realm declared; a ``--realm`` without ``--space`` the configuration does not declare (an unknown
+    realm: the declared realms are named, or that there are none); a declared realm without a space."""
     from pgrag_dag.errors import ConfigurationError
 
     declared = [(r, s) for r, spec in settings.realms.items() for s in spec.spaces]
@@ -82,11 +83,20 @@ def query_target(settings, realm: str | None, space: str | None) -> tuple[str, s
         realm = declared[0][0]
     if space is None:
         space = next((s for r, s in declared if r == realm), None)
-        if space is None:
-            realms = ", ".join(dict.fromkeys(r for r, _ in declared)) or "none"
+        if space is None and realm not in settings.realms:
             raise ConfigurationError(
-                f"realm {realm!r} declares no space in the configuration (declared realms: "
-                f"{realms}): pass --space"
+                f"unknown realm {realm!r}: the configuration (PGRAG_CONFIG or ./pgrag.yaml) declares "
+                + (
+                    f"realm{'s' if len(settings.realms) > 1 else ''} {', '.join(settings.realms)}"
+                    if settings.realms
+                    else "no realm (write one with `pgrag init`)"
+                )
+                + "; an indexed realm it does not declare is read with --realm and --space"
+            )
+        if space is None:
+            raise ConfigurationError(
+                f"realm {realm!r} declares no space in the configuration (PGRAG_CONFIG or ./pgrag.yaml): "
+                "pass --space"
             )
     return realm, space
 

@@ -5,6 +5,9 @@ from __future__ import annotations
 import contextlib
 import json
 import shlex
+import signal
+import threading
+from collections.abc import Iterator
 from typing import Annotated, Any
 
 import typer
@@ -42,6 +45,72 @@ def _without_vector(engine: Any, realm: str, space: str) -> str:
             return describe({t: c["missing"] for t, c in vectors.unembedded(conn, realm, space).items()})
     except Exception:  # noqa: BLE001 - a failing count must not hide the interrupt's message
         return ""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a service manager stopping the run) as :func:`index` receives it: raised in the main
+    thread where Ctrl-C raises :class:`KeyboardInterrupt` (a subclass of it, so the stages unwind alike) and
+    reported alike; ``signum`` gives the exit status, ``128 + signum`` (143)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def terminated_as_interrupt() -> Iterator[None]:
+    """Inside the block, SIGTERM raises :class:`Terminated` in the main thread, once: a second SIGTERM (while
+    the interrupt is reported) is handled as before the block (by default it ends the process). The
+    handler before the block is restored after it. Outside the main thread (where Python cannot set a
+    handler) the block runs unchanged."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.getsignal(signal.SIGTERM)
+    restore = signal.SIG_DFL if before is None else before  # None: a handler not set from Python
+
+    def raise_terminated(signum: int, _frame: object) -> None:
+        signal.signal(signal.SIGTERM, restore)
+        raise Terminated(signum)
+
+    signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, restore)
+
+
+def _interrupted(engine: Any, realm: str, space: str, stage: str | None) -> str:
+    """The line an interrupted :func:`index` prints: the ``stage`` that was running (``None`` between two),
+    what is kept, the rows without a vector (:func:`_without_vector`) and the command that goes on. An
+    interrupted ``raw_extractions`` keeps none of its run's extractions — they are written together at the
+    stage's end, once its checks pass over every batch — but the model's responses are cached, so the
+    rerun does not ask for them again (said only when the space's extractor calls a model)."""
+    from pgrag_dag.pipeline.composition import compose
+
+    left = _without_vector(engine, realm, space)
+    command = f"`pgrag index {shlex.quote(f'{realm}.{space}')}`"
+    said = [f"interrupted{f' during {stage}' if stage else ''}: the stages that had finished are kept"]
+    if stage == "raw_extractions":
+        try:
+            model = compose(engine.settings, realm, space).extractor.op.calls_model
+        except PgragError:
+            model = False
+        said.append(
+            "the chunks this run had extracted are not (raw_extractions writes a run's extractions together "
+            "when it ends, once its checks have passed over every batch)"
+        )
+        if model:
+            said.append(
+                "the model's responses already received are cached: the rerun does not pay for them again"
+            )
+    if left:
+        said.append(f"{left} still without a vector")
+    said.append(
+        f"{command} goes on from there"
+        + ("" if stage == "raw_extractions" else " (the interrupted stage redoes what it had not committed)")
+    )
+    return "; ".join(said)
 
 
 @app.command()
@@ -89,7 +158,9 @@ def index(
     stage on stderr, then print the summary. Each stage works on what changed since its last run; ``--full``
     recomputes the whole space; ``--verify`` reads every source file (an edit that kept a file's size,
     modification time and inode is otherwise not seen). A failed stage is one line on stderr (exit 2), its
-    stack trace in ``<data_dir>/logs/pgrag-errors.log``."""
+    stack trace in ``<data_dir>/logs/pgrag-errors.log``. Ctrl-C or SIGTERM stops the run with one line below
+    the bars: the stage that was running, what is kept, what has no vector yet and the command that goes on
+    (exit 130 for Ctrl-C, 143 for SIGTERM)."""
     import os
 
     from rich.console import Console
@@ -120,20 +191,17 @@ def index(
                 once.say(warning)
             engine.import_cassettes()
             try:
-                results = index_documents(engine, realm, space, full=full, verify=verify)
-            except KeyboardInterrupt:  # Ctrl-C: said, not silent, with what has no vector yet
-                left = _without_vector(engine, realm, space)
+                with terminated_as_interrupt():
+                    results = index_documents(engine, realm, space, full=full, verify=verify)
+            except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: said, not silent, with what is kept
+                display.close()  # the bars' last frame first: the message goes below it
+                stage = display.failed[0] if display.failed else None
                 console.print(
-                    "interrupted: the stages that had finished are kept"
-                    + (f"; {left} still without a vector" if left else "")
-                    + f"; `pgrag index {shlex.quote(f'{realm}.{space}')}` "
-                    "goes on from there (the interrupted stage redoes what it had not committed)",
-                    markup=False,
-                    highlight=False,
-                    soft_wrap=True,
+                    _interrupted(engine, realm, space, stage), markup=False, highlight=False, soft_wrap=True
                 )
-                raise typer.Exit(130) from None
+                raise typer.Exit(128 + exc.signum if isinstance(exc, Terminated) else 130) from None
             except Exception as exc:  # one line; the trace to the log file
+                display.close()
                 where = cli_progress.run_failure_where(exc, display, f"{realm}.{space}")
                 cli_progress.report_failure(console, settings.resolve(settings.data_dir), exc, where)
                 raise typer.Exit(2) from None

@@ -169,7 +169,8 @@ class StageDisplay:
     calls made, the time elapsed and the time left. Else (a log, CI) one line per finished stage
     (``wiki.demo relations: done in 0.41 s, 1,204 rows changed``) and, for a long stage, a progress line
     every ``every_s`` seconds (``wiki.demo embeddings: 320/1,036 texts, 6.8 texts/s, about 1m45s left``).
-    A failed stage is remembered in :attr:`failed` as ``(stage, partition)``."""
+    A failed or interrupted stage is remembered in :attr:`failed` as ``(stage, partition)``. :meth:`close`
+    ends the display (the bars' last frame drawn) before what is printed after it."""
 
     def __init__(self, console: Console, *, every_s: float = 10.0) -> None:
         self.console = console
@@ -184,7 +185,13 @@ class StageDisplay:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.bars.stop()
+        self.close()
+
+    def close(self) -> None:
+        """Stop the display, once: the bars' last frame stays where it is and what the console prints next
+        goes below it (printed while the bars run, it would go above them). Closing again does nothing."""
+        if self.bars.live.is_started:
+            self.bars.stop()
 
     def started(self, stage: str, partition: str) -> None:
         task = self.bars.add_task(

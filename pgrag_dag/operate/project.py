@@ -250,9 +250,11 @@ def add_source(
     ``extractor: nlp`` (it indexes offline).
 
     Raises :class:`ConfigurationError` when ``config`` does not exist or does not load, ``path`` does not
-    exist, the space has this path (and glob) as a source already, or the new source's files would have
-    the doc_key of another source's (give ``key_prefix``); :class:`~pgrag_dag.errors.InvalidNameError` for
-    an invalid realm or space name. Nothing is written then.
+    exist, the space has this path (and glob) as a source already, another source of the space names some
+    of its files already (a subfolder of a ``path: .`` source, or ``.`` beside a subfolder's source: each
+    file would be indexed twice, under two doc_keys), or the new source's files would have the doc_key of
+    another source's (give ``key_prefix``); :class:`~pgrag_dag.errors.InvalidNameError` for an invalid realm
+    or space name. Nothing is written then.
     """
     if not config.is_file():
         raise ConfigurationError(f"no configuration at {config}: run `pgrag init` first, or set PGRAG_CONFIG")
@@ -278,6 +280,7 @@ def add_source(
                 f"{path} is already a source of {realm}.{space}"
                 + ("" if target.is_file() else f" with glob {spec.glob!r}")
             )
+        _refuse_overlap(settings, existing, spec, f"{realm}.{space}")
         _refuse_clash(settings, existing, spec, f"{realm}.{space}")
     yaml = _round_trip()
     original = config.read_text(encoding="utf-8")
@@ -328,6 +331,41 @@ def _source(path: str, glob: str | None, key_prefix: str | None, target: Path) -
     if key_prefix:
         entry["key_prefix"] = key_prefix
     return entry
+
+
+def _refuse_overlap(settings: Settings, existing: list[SourceSpec], new: SourceSpec, partition: str) -> None:
+    """Raise :class:`ConfigurationError` when a source of ``existing`` names a file ``new`` names too (the
+    same file once links are resolved): the space would index it twice, under two doc_keys — a subfolder
+    added beside a ``path: .`` source (covered by it), or ``.`` beside a subfolder's source (covering it)."""
+    from pgrag_dag.ingest.listing import named_files
+
+    mine = {os.path.realpath(p) for p, _ in named_files(settings, new, allow_empty=True)}
+    root = settings.resolve(new.path).resolve()
+    for src in existing:
+        theirs = {os.path.realpath(p): rel for p, rel in named_files(settings, src, allow_empty=True)}
+        shared = sorted(mine & theirs.keys())
+        if not shared:
+            continue
+        other = settings.resolve(src.path).resolve()
+        where = (
+            f"source {src.path}" + (f" (glob {src.glob!r})" if other.is_dir() else "") + f" of {partition}"
+        )
+        said, way = (
+            (
+                f"{new.path} is covered by {where}",
+                "leave it out (that source indexes its files), add it to "
+                "another space, or give that source an exclude for it",
+            )
+            if root.is_relative_to(other)
+            else (
+                f"{new.path} would cover {where}",
+                "remove that source from the configuration first, or add this one to another space",
+            )
+        )
+        raise ConfigurationError(
+            f"{said}: {len(shared)} file(s) (e.g. {theirs[shared[0]]!r}) would be indexed twice, under two "
+            f"doc_keys; {way}"
+        )
 
 
 def _refuse_clash(settings: Settings, existing: list[SourceSpec], new: SourceSpec, partition: str) -> None:

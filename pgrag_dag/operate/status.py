@@ -216,10 +216,13 @@ def summary_lines(status: dict[str, Any]) -> list[str]:
             )
             lines.append(f"    entities: {e['live']:,} live, {e['dormant']:,} dormant")
             if missing := describe(s.get("without_vector") or {}):
-                lines.append(
-                    f"    vectors: {missing} have none yet — vector search cannot find them; `pgrag index "
-                    f"{shlex.quote(r['realm'] + '.' + s['space'])}` embeds them"
+                # a run indexing the space now embeds them: starting another would only wait for it
+                then = (
+                    "the run in progress (running now, below) embeds them"
+                    if s.get("running")
+                    else f"`pgrag index {shlex.quote(r['realm'] + '.' + s['space'])}` embeds them"
                 )
+                lines.append(f"    vectors: {missing} have none yet — vector search cannot find them; {then}")
             lines.append(
                 f"    relations: {rel['current']:,} current, {rel['superseded']:,} superseded, "
                 f"{rel['negated']:,} negated, {rel['dormant']:,} dormant"

@@ -290,11 +290,19 @@ def test_query_reads_the_first_declared_space_and_says_its_warnings_before_a_rep
     )
 
 
-def test_ctrl_c_during_pgrag_index_says_what_is_kept_and_the_rerun_goes_on(
-    cli_env: SmallCorpus, realm: str
+@pytest.mark.parametrize(
+    ("signum", "status", "terminal"),
+    [("SIGINT", 130, False), ("SIGTERM", 143, True)],
+    ids=["ctrl-c-in-a-log", "sigterm-on-a-terminal"],
+)
+def test_an_interrupted_pgrag_index_says_what_is_kept_and_the_rerun_goes_on(
+    cli_env: SmallCorpus, realm: str, conn: psycopg.Connection, signum: str, status: int, terminal: bool
 ) -> None:
-    """Ctrl-C (SIGINT to the process) while the model is extracting: one line saying what was kept and the
-    command to go on with, exit 130; the rerun finishes the space (a fresh user saw nothing printed)."""
+    """Ctrl-C (SIGINT) or SIGTERM while the model is extracting: one line naming the stage, saying what was
+    kept — not the chunks extracted this run, but the model's responses received — and the command to go
+    on with, exit 130 / 143; on a terminal the line comes below the bars' last frame. The rerun finishes the
+    space from the cached responses (trials: a Ctrl-C printed nothing, then spoke only of vectors; a SIGTERM
+    exited silently; the line came above the bars)."""
     import os
     import signal
     import subprocess
@@ -304,41 +312,55 @@ def test_ctrl_c_during_pgrag_index_says_what_is_kept_and_the_rerun_goes_on(
     from tests.fix_corpus import extraction_answer
 
     def slow(messages: list[dict[str, str]]) -> str:
-        time.sleep(1.0)  # the extraction still running when the signal comes
+        time.sleep(1.5)  # the extraction still running when the signal comes
         return extraction_answer(messages)
+
+    def cached() -> int:
+        row = conn.execute(
+            "SELECT count(*) FROM pgrag__control.llm_cache WHERE model = %s", (cli_env.model,)
+        ).fetchone()
+        return int(row[0]) if row else 0
 
     cli_env.server.answer = slow
     pgrag = Path(sys.executable).with_name("pgrag")
+    # rich draws live bars when it takes stderr for an interactive terminal
+    shown = {"TTY_COMPATIBLE": "1", "TTY_INTERACTIVE": "1", "TERM": "xterm"} if terminal else {}
     proc = subprocess.Popen(
         [str(pgrag), "index", f"{realm}.main"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PGRAG_CONFIG": str(cli_env.config)},
+        env={**os.environ, "PGRAG_CONFIG": str(cli_env.config), **shown},
     )
     assert proc.stderr is not None
-    for line in proc.stderr:  # one line per finished stage when stderr is no terminal
-        if " chunks: done" in line:
-            break
     deadline = time.monotonic() + 60
-    while not cli_env.chat_requests() and time.monotonic() < deadline:  # the extraction has begun
+    while not cached() and time.monotonic() < deadline:  # the extraction has begun, a response is kept
         time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)
+    before = cached()
+    assert before > 0 and proc.poll() is None
+    proc.send_signal(getattr(signal, signum))
     rest = proc.stderr.read()
-    assert proc.wait(60) == 130, (rest, proc.stdout.read() if proc.stdout else "")
-    # the chunks were written, no vector yet: the message counts them (a trial's Ctrl-C said no number)
-    assert re.search(
-        rf"interrupted: the stages that had finished are kept; \d+ chunks still without a vector; "
-        rf"`pgrag index {realm}\.main` goes on from there",
+    assert proc.wait(60) == status, (rest, proc.stdout.read() if proc.stdout else "")
+    # the chunks were written, no vector yet, no extraction kept: the message says which stage was cut
+    said = re.search(
+        r"interrupted during raw_extractions: the stages that had finished are kept; the chunks this run "
+        r"had extracted are not \(raw_extractions writes a run's extractions together when it ends, once "
+        r"its checks have passed over every batch\); the model's responses already received are cached: "
+        rf"the rerun does not pay for them again; \d+ chunks still without a vector; `pgrag index "
+        rf"{realm}\.main` goes on from there\n",
         rest,
-    ), rest
+    )
+    assert said, rest
     assert "Traceback" not in rest
+    if terminal:  # below the bars' last frame, not above it
+        assert f"{realm}.main raw_extractions" in rest[: said.start()]
+        assert f"{realm}.main raw_extractions" not in rest[said.start() :], rest[said.start() :]
     cli_env.server.answer = extraction_answer
     again = runner.invoke(app, ["index", f"{realm}.main", "--json"])
     assert again.exit_code == 0, again.output
-    assert (
-        json.loads(again.stdout)["stages"]["raw_extractions"]["rows_changed"] > 0
-    )  # what the interrupted run had not
+    extracted = json.loads(again.stdout)["stages"]["raw_extractions"]
+    assert extracted["rows_changed"] > 0  # what the interrupted run had not written
+    assert extracted["cache_hits"] >= before  # what it had received, not asked again
 
 
 def test_the_help_reads_as_a_users_text() -> None:

@@ -187,6 +187,39 @@ def test_status_says_a_run_is_indexing_the_space_and_which_stage(indexed: SmallC
     assert running() == []
 
 
+def test_status_leaves_the_vectors_to_the_run_in_progress(
+    indexed: SmallCorpus, realm: str, conn: psycopg.Connection
+) -> None:
+    """Rows without a vector while a run indexes the space: that run embeds them — ``status`` does not advise
+    starting another ``pgrag index`` (a trial's status did, mid-run); with no run, it names the command."""
+
+    def vectors() -> list[str]:
+        return [
+            line
+            for line in summary_lines(store_status(load_settings(indexed.config)))
+            if line.startswith("    vectors:")
+        ]
+
+    table = qualified(realm, "entities")
+    conn.execute(
+        sql.SQL("UPDATE {} SET embedding = NULL WHERE id IN (SELECT id FROM {} ORDER BY id LIMIT 2)").format(
+            table, table
+        )
+    )
+    idle = f"`pgrag index {realm}.main` embeds them"
+    assert vectors() == [f"    vectors: 2 entities have none yet — vector search cannot find them; {idle}"]
+    engine = indexed.engine()
+    try:
+        with locks.stage_lock(engine.dsn, realm, "main", "embeddings", wait_s=0):
+            assert vectors() == [
+                "    vectors: 2 entities have none yet — vector search cannot find them; the run in "
+                "progress (running now, below) embeds them"
+            ]
+    finally:
+        engine.close()
+    assert vectors() == [f"    vectors: 2 entities have none yet — vector search cannot find them; {idle}"]
+
+
 def test_add_keeps_a_linked_folder_relative_so_the_project_can_move(tmp_path: Path) -> None:
     project = tmp_path / "project"
     project.mkdir()

@@ -393,10 +393,13 @@ def test_lineage_prints_a_tree_with_counts_and_keeps_its_json(indexed: SmallCorp
     assert len(data["entities"]) < 2 or data["entities"][1]["name"] not in text.split("relations (")[0]
     # no --realm: the configuration's first realm, as for query
     assert runner.invoke(app, ["lineage", str(cid), "--limit", "1"]).stdout == text
+    # a realm the configuration does not declare is unknown, not a realm "declaring no space" (a trial)
     out = runner.invoke(app, ["query", QUESTION, "--realm", "nosuch", "--json"])
-    assert out.exit_code == 2 and out.output.strip() == (
-        f"error: ConfigurationError: realm 'nosuch' declares no space in "
-        f"the configuration (declared realms: {realm}): pass --space"
+    assert out.exit_code == 2 and out.stdout == ""
+    assert out.stderr == (
+        "error: ConfigurationError: unknown realm 'nosuch': the configuration (PGRAG_CONFIG or "
+        f"./pgrag.yaml) declares realm {realm}; an indexed realm it does not declare is read with --realm "
+        "and --space\n"
     )
 
 

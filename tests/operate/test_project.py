@@ -131,6 +131,45 @@ def test_add_registers_sources_keeping_comments_and_refuses_what_it_cannot_add(
     assert load_documents(settings, "notes", "handbook")["doc_key"].to_list() == ["ada.md", "extra/ada.md"]
 
 
+def test_add_refuses_a_folder_a_source_of_the_space_covers_and_one_that_would_cover_a_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trial: ``pgrag add sub`` beside the ``path: .`` sources ``pgrag init`` writes indexed sub's files
+    twice (``sub/engine.md`` and ``engine.md``). Refused, naming the source that covers it, the file left
+    as it was; another space may hold it; ``.`` beside a subfolder's source is refused too."""
+    folder = _folder(tmp_path / "notes")
+    config = init_project(folder).config
+    monkeypatch.chdir(folder)
+    monkeypatch.delenv("PGRAG_CONFIG", raising=False)
+    before = config.read_text(encoding="utf-8")
+    out = runner.invoke(app, ["add", "sub", "--space", "notes.notes"])
+    assert out.exit_code == 2 and out.stdout == ""
+    assert out.stderr == (
+        "error: ConfigurationError: sub is covered by source . (glob '**/*.md') of notes.notes: 1 file(s) "
+        "(e.g. 'sub/engine.md') would be indexed twice, under two doc_keys; leave it out (that source "
+        "indexes its files), add it to another space, or give that source an exclude for it\n"
+    )
+    assert config.read_text(encoding="utf-8") == before
+    out = runner.invoke(app, ["add", "sub", "--space", "notes.engines"])  # a space of its own
+    assert out.exit_code == 0, out.output
+    out = runner.invoke(app, ["add", ".", "--space", "notes.engines"])
+    assert out.exit_code == 2 and out.stderr == (
+        "error: ConfigurationError: . would cover source sub (glob '**/*.md') of notes.engines: 1 file(s) "
+        "(e.g. 'engine.md') would be indexed twice, under two doc_keys; remove that source from the "
+        "configuration first, or add this one to another space\n"
+    )
+    settings = load_settings(config)
+    assert [(str(s.path), s.glob) for s in settings.space_spec("notes", "notes").sources] == [
+        (".", "**/*.md"),
+        (".", "**/*.txt"),
+    ]
+    assert [str(s.path) for s in settings.space_spec("notes", "engines").sources] == ["sub"]
+    # a folder only another kind of document of it covers: nothing named twice, added
+    (folder / "letters").mkdir()
+    (folder / "letters" / "mary.rst").write_text("Mary Somerville wrote.\n", encoding="utf-8")
+    assert runner.invoke(app, ["add", "letters", "--space", "notes.notes"]).exit_code == 0
+
+
 def test_a_folder_initialised_and_indexed_offline_keys_documents_relative_to_it(
     tmp_path: Path, pg_dsn: str, realm: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
