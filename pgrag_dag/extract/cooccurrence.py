@@ -79,7 +79,7 @@ CONNECTORS = frozenset(
 LEADING_STOP = frozenset(
     """
 a an the this that these those some many most all both each every such other another any no not
-in on at by for from to of with as into onto upon under over after before during between among
+in on at by for from to toward towards of with as into onto upon under over after before during between among
 through throughout within without against about above below across along around beyond despite
 however although though because but and or nor yet so if when whenever while whereas where since
 until unless once then thus hence therefore also still later earlier meanwhile instead indeed today

@@ -284,3 +284,34 @@ def test_a_mistyped_person_ending_in_the_never_makes_every_the_a_mention() -> No
     out = extract_documents([[item[at - 800 : at + 400], later]], NlpOptions(), FINANCE)[0]
     assert "Magic Kingdom - The" in {e["name"] for e in out[0]["entities"]}  # the NER's reading, kept
     assert "Magic Kingdom - The" not in {e["name"] for e in out[1]["entities"]}
+
+
+def test_a_word_said_on_its_own_before_a_longer_name_is_no_short_form_of_it() -> None:
+    """New-user trial on the shared corpora: the FY16Q3 call says "Azure" throughout and once "Azure Linux"
+    (which the NER takes for a person); "Azure" became that person's alias, and resolution then moved every
+    mention of Azure in the corpus onto "Azure Linux". A word the document used on its own before the longer
+    name appears is a name of its own; after it, a short form still counts as the full name."""
+    call = _shared("msft_earnings_calls_graphrag/transcripts/TranscriptFY16Q3.txt")
+    text = " ".join(call.read_text(encoding="utf-8").split())
+    sentences = [s for s in re.split(r"(?<=[.?])\s+", text) if "Azure" in s or "Linux" in s]  # in order
+    assert any("Azure Linux is first class" in s for s in sentences)
+    out = extract_documents([sentences], NlpOptions(), FINANCE)[0]
+    linux = [e for chunk in out for e in chunk["entities"] if e["name"] == "Azure Linux"]
+    assert linux and not [e for e in linux if "Azure" in e["aliases"] or "Linux" in e["aliases"]]
+    assert sum(1 for chunk in out if "Azure" in {e["name"] for e in chunk["entities"]}) >= 15
+    facts = _facts(["Charles Babbage was born in London.", "Babbage worked with Ada Lovelace."], BIOGRAPHY)
+    assert ("Charles Babbage", "worked_with", "Ada Lovelace") in facts  # after the full name: its short form
+
+
+def test_a_leading_preposition_or_title_noun_is_no_part_of_a_name() -> None:
+    """Dumas: the NER reads "Toward Paris" and "Musketeer Aramis" as persons; the preposition opening the
+    sentence is dropped, and the title noun becomes an alias ("Aramis" keeps his own name)."""
+    novel = _shared("dumas/02_twenty_years_after_pg1259.txt")
+    text = novel.read_text(encoding="utf-8-sig")
+    toward = next(line for line in text.splitlines() if line.startswith("“Toward Paris, sir?"))
+    musketeer = _sentence(novel, "Musketeer Aramis, remained staring")
+    out = extract_documents([[toward, musketeer]], NlpOptions())[0]
+    entities = {e["name"]: e for chunk in out for e in chunk["entities"]}
+    assert "Paris" in entities and "Aramis" in entities
+    assert not [n for n in entities if n.startswith(("Toward", "Musketeer"))]
+    assert "Musketeer Aramis" in entities["Aramis"]["aliases"]
