@@ -9,7 +9,8 @@ and supersession (§5.2) apply downstream.
 
 Entities (:mod:`pgrag_dag.extract.nlp_names`) — typed NER spans and proper-noun runs, honorifics moved
 into aliases, and phrases of common nouns the document repeats ("punched cards") as ``Concept``s; settled
-per document: a one-word name that is the first or last word of exactly one person's name — or of the
+per document: a name in capitals takes the document's mixed-case spelling ("AMY HOOD" → Amy Hood), a one-word
+name that is the first or last word of exactly one person's name — or of the
 person the document's lead names, when that surname is its most frequent — is that person's alias;
 capitalised words naming an entity found elsewhere in the document are its mentions; "the Company" is the
 document's organisation; a personal pronoun stands for the person last named as a subject (or the
@@ -65,6 +66,7 @@ from pgrag_dag.extract.nlp_names import (
     lead_person,
     link_known,
     resolve_pronouns,
+    settle_capitals,
     settle_short_forms,
     settle_terms,
 )
@@ -479,6 +481,7 @@ def extract_documents(
             chunks.append(ChunkNames(next(docs), options))
             done += 1
             progress.advance(done, len(flat), "chunks")
+        settle_capitals(chunks)
         lead = lead_person(chunks)
         settle_short_forms(chunks, lead)
         link_known(chunks)

@@ -251,12 +251,35 @@ class ChunkNames:
                 "aliases": [],
             },
         )
+        if record["name"].isupper() and not name.isupper():  # "Amy Hood", not the speaker label "AMY HOOD"
+            record["name"] = name
         if stripped:
             for form in (_text([*stripped, *toks]), _text([*stripped[1:], *toks])):
                 if form and identity_key(form) != key and form not in record["aliases"]:
                     record["aliases"].append(form)
         for tok in toks:
             self.key_of.setdefault(tok.i, key)
+
+
+def settle_capitals(chunks: list[ChunkNames]) -> None:
+    """A name written only in capitals in a chunk (a transcript's speaker label "AMY HOOD", a heading) takes
+    the mixed-case spelling the document writes it in elsewhere ("Amy Hood"), and that record's type when
+    its own is the bare ``Concept`` of a proper-noun run: one name, one canonical spelling (§4.6)."""
+    spelled = {
+        k: r
+        for c in chunks
+        for k, r in c.entities.items()
+        if not r["name"].isupper() and r["type"] != "Concept"
+    }
+    spelled |= {
+        k: r for c in chunks for k, r in c.entities.items() if not r["name"].isupper() and k not in spelled
+    }
+    for chunk in chunks:
+        for key, record in chunk.entities.items():
+            if record["name"].isupper() and key in spelled:
+                record["name"] = spelled[key]["name"]
+                if record["type"] == "Concept":
+                    record["type"] = spelled[key]["type"]
 
 
 LEAD_CHARS = 400

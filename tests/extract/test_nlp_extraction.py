@@ -315,3 +315,17 @@ def test_a_leading_preposition_or_title_noun_is_no_part_of_a_name() -> None:
     assert "Paris" in entities and "Aramis" in entities
     assert not [n for n in entities if n.startswith(("Toward", "Musketeer"))]
     assert "Musketeer Aramis" in entities["Aramis"]["aliases"]
+
+
+def test_a_speaker_label_in_capitals_takes_the_mixed_case_spelling_of_the_call() -> None:
+    """New-user trial: the FY16Q3 call's speaker label "AMY HOOD:" made a ``Concept`` named in capitals in
+    every chunk of her turns; the document writes her name "Amy Hood" in its opening, so every chunk names
+    the person Amy Hood."""
+    call = _shared("msft_earnings_calls_graphrag/transcripts/TranscriptFY16Q3.txt")
+    lines = call.read_text(encoding="utf-8").splitlines()
+    opening = "\n".join(lines[:12])
+    turn = next(line for line in lines if line.startswith("AMY HOOD:"))
+    out = extract_documents([[opening, turn]], NlpOptions(), FINANCE)[0]
+    hood = [e for e in out[1]["entities"] if e["name"].lower() == "amy hood"]
+    assert [(e["name"], e["type"]) for e in hood] == [("Amy Hood", "Person")]
+    assert not [e for chunk in out for e in chunk["entities"] if e["name"] == "AMY HOOD"]
