@@ -15,7 +15,8 @@ person the document's lead names, when that surname is its most frequent — is 
 capitalised words naming an entity found elsewhere in the document are its mentions; "the Company" is the
 document's organisation; a personal pronoun stands for the person last named as a subject (or the
 document's person) — heuristics, not coreference resolution. A full stop glued to the next sentence
-(:data:`GLUED`) gets its space back before parsing.
+(:data:`GLUED`) gets its space back before parsing, and a curly apostrophe is read as a straight one
+(:data:`CURLY_APOSTROPHE`), so names and possessives are one spelling whichever a document types.
 
 Relations — from the dependency parse of each sentence (confidence by pattern, :data:`CONFIDENCE`):
 
@@ -164,6 +165,12 @@ MAX_HOPS = 4
 GLUED = re.compile(r"(?<=[a-z0-9)\]])\.(?=[A-Z][a-z])")
 """A full stop with no space before a capitalised word ("publishing in 1825.With Herschel"): paragraphs
 joined by text export; parsed as one token, it merges two sentences — a space is put after it."""
+CURLY_APOSTROPHE = "\u2019"
+"""The typographic apostrophe (’), read as ``'`` (one character for one: offsets hold): the pipeline was
+trained on straight apostrophes and parses "LinkedIn’s Talent Solutions" as one name where it splits
+"LinkedIn's Talent Solutions" (and "D’Artagnan" as punctuation), and names keep the apostrophe they are
+written with — one document's "Noelle O’Mara" would be another's "Noelle O'Mara" (identity keys compare
+characters as written, §4.6)."""
 
 
 def _conjuncts(tok: Any) -> list[Any]:
@@ -470,7 +477,9 @@ def extract_documents(
     :mod:`pgrag_dag.progress` as they are read. Raises :class:`ModelError` when the pipeline is
     missing."""
     nlp = load_pipeline(options.model)
-    flat = [GLUED.sub(". ", text or "") for texts in documents for text in texts]
+    flat = [
+        GLUED.sub(". ", text or "").replace(CURLY_APOSTROPHE, "'") for texts in documents for text in texts
+    ]
     docs = iter(nlp.pipe(flat, batch_size=options.batch_size, n_process=options.n_process))
     out: list[list[dict[str, list[dict[str, Any]]]]] = []
     done = 0

@@ -329,3 +329,26 @@ def test_a_speaker_label_in_capitals_takes_the_mixed_case_spelling_of_the_call()
     hood = [e for e in out[1]["entities"] if e["name"].lower() == "amy hood"]
     assert [(e["name"], e["type"]) for e in hood] == [("Amy Hood", "Person")]
     assert not [e for chunk in out for e in chunk["entities"] if e["name"] == "AMY HOOD"]
+
+
+def test_a_curly_apostrophe_reads_as_a_straight_one() -> None:
+    """New-user trial: the FY21Q3 call writes "LinkedIn’s Talent Solutions", which the pipeline (trained on
+    straight apostrophes) took for one name, where FY20Q3's "LinkedIn's Talent Solutions" is LinkedIn and
+    Talent Solutions; Tyson's filings write "Noelle O’Mara" and "Noelle O'Mara". Either spelling gives the
+    same names."""
+    calls = "msft_earnings_calls_graphrag/transcripts/"
+    straight = _sentence(_shared(f"{calls}TranscriptFY20Q3.txt"), "LinkedIn's Talent Solutions")
+    curly = _sentence(_shared(f"{calls}TranscriptFY21Q3.txt"), "LinkedIn’s Talent Solutions")
+    filings = [
+        " ".join(value.split())
+        for name in ("100493_10K_2020_0000100493-20-000132.json", "100493_10K_2022_0000100493-22-000097.json")
+        for value in json.loads(_shared(f"sec_10k_edgar_crawler/{name}").read_text()).values()
+        if isinstance(value, str)
+    ]
+    omara = next(re.search(r"[^.]*Noelle O’Mara[^.]*", text) for text in filings if "Noelle O’Mara" in text)
+    assert omara is not None
+    out = extract_documents([[straight], [curly], [omara.group(0)]], NlpOptions(), FINANCE)
+    names = [{e["name"] for chunk in doc for e in chunk["entities"]} for doc in out]
+    assert {"LinkedIn", "Talent Solutions"} <= names[0] & names[1]
+    assert not [n for doc in names for n in doc if "’" in n or "'s " in n]
+    assert "Noelle O'Mara" in names[2]
