@@ -64,6 +64,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pgrag_dag import progress
 from pgrag_dag.errors import ExtractionError
+from pgrag_dag.extract.boilerplate import readable_texts
 from pgrag_dag.frames import RAW_SCHEMA
 from pgrag_dag.gate_rules import PRONOUNS, VAGUE_PREDICATES, identity_key, normalise_predicate
 from pgrag_dag.ingest.splitting import split_sentences
@@ -487,10 +488,12 @@ def extract_document_cooccurrence(
     an LLM extraction (``{"entities", "triples"}`` per chunk).
 
     Short forms are settled over the whole document, so "Babbage" in a chunk that never says "Charles
-    Babbage" still counts as him when the document does (see the module docstring).
+    Babbage" still counts as him when the document does (see the module docstring). A Project Gutenberg
+    header and footer and stage directions are not read (:mod:`pgrag_dag.extract.boilerplate`).
     """
-    found = [_chunk_names(text, title, options) for text, title in chunks]
-    short_of, ambiguous = _short_forms(found, "\n".join(text or "" for text, _ in chunks))
+    texts = readable_texts([text or "" for text, _ in chunks])
+    found = [_chunk_names(text, title, options) for text, (_, title) in zip(texts, chunks)]
+    short_of, ambiguous = _short_forms(found, "\n".join(texts))
     long_forms: dict[str, dict[str, Any]] = {}
     for chunk in found:
         for key, record in chunk.entities.items():

@@ -16,7 +16,9 @@ capitalised words naming an entity found elsewhere in the document are its menti
 document's organisation; a personal pronoun stands for the person last named as a subject (or the
 document's person) — heuristics, not coreference resolution. A full stop glued to the next sentence
 (:data:`GLUED`) gets its space back before parsing, and a curly apostrophe is read as a straight one
-(:data:`CURLY_APOSTROPHE`), so names and possessives are one spelling whichever a document types.
+(:data:`CURLY_APOSTROPHE`), so names and possessives are one spelling whichever a document types; a Project
+Gutenberg header and footer and a transcript's stage directions are not read
+(:mod:`pgrag_dag.extract.boilerplate`).
 
 Relations — from the dependency parse of each sentence (confidence by pattern, :data:`CONFIDENCE`):
 
@@ -60,6 +62,7 @@ from typing import Any
 import polars as pl
 
 from pgrag_dag import progress
+from pgrag_dag.extract.boilerplate import readable_texts
 from pgrag_dag.extract.cooccurrence import chunks_by_document, clip_text, offline_frame
 from pgrag_dag.extract.nlp_names import (
     ChunkNames,
@@ -478,7 +481,9 @@ def extract_documents(
     missing."""
     nlp = load_pipeline(options.model)
     flat = [
-        GLUED.sub(". ", text or "").replace(CURLY_APOSTROPHE, "'") for texts in documents for text in texts
+        GLUED.sub(". ", text).replace(CURLY_APOSTROPHE, "'")
+        for texts in documents
+        for text in readable_texts(texts)
     ]
     docs = iter(nlp.pipe(flat, batch_size=options.batch_size, n_process=options.n_process))
     out: list[list[dict[str, list[dict[str, Any]]]]] = []
