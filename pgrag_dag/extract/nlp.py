@@ -41,6 +41,7 @@ Relations — from the dependency parse of each sentence (confidence by pattern,
   nothing;
 - **event nouns** (:data:`NOMINALS`): "Microsoft's acquisition of LinkedIn" → ``acquired``; "our
   acquisition of Nuance" in a call → the document's organisation ``acquired`` Nuance;
+- **none from a question**: a sentence ending with ``?`` asserts nothing (:func:`is_question`);
 - **negated** when the verb carries a negation (``not``, ``n't``, ``never``, ``no longer``);
 - **validity** from a DATE entity attached to the verb by a preposition (``in``, ``on``, ``since``,
   ``from`` → ``valid_from``; ``until``, ``till``, ``through`` → ``valid_to``) or by "effective",
@@ -228,6 +229,12 @@ def _controlled(verb: Any) -> tuple[list[Any], list[Any]]:
     return active, []
 
 
+def is_question(sentence: str) -> bool:
+    """Whether ``sentence`` ends with a question mark (closing quotes, brackets and spaces after it aside):
+    a question asserts none of its relations."""
+    return sentence.rstrip(" \t\r\n\"'”’»)]").endswith("?")
+
+
 def past_tense(lemma: str) -> str:
     """An English verb's past form (``acquire`` → ``acquired``, ``study`` → ``studied``, irregulars from
     :data:`IRREGULAR_PAST`): a candidate spelling of the vocabulary's predicates."""
@@ -312,6 +319,8 @@ class _Relations:
         s = subj if isinstance(subj, str) else self.entity(subj)
         o = obj if isinstance(obj, str) else self.entity(obj)
         if pred is None or s is None or o is None or s == o or o not in self.chunk.entities:
+            return
+        if is_question(verb.sent.text):  # asked, not asserted: "I mean Amazon gives us margins, but …?"
             return
         negated = _negated(verb)
         start, end = _dates(verb) if dated else (None, None)

@@ -352,3 +352,18 @@ def test_a_curly_apostrophe_reads_as_a_straight_one() -> None:
     assert {"LinkedIn", "Talent Solutions"} <= names[0] & names[1]
     assert not [n for doc in names for n in doc if "’" in n or "'s " in n]
     assert "Noelle O'Mara" in names[2]
+
+
+def test_a_question_asserts_no_relation() -> None:
+    """New-user trial: an analyst's question in the FY16Q3 call ("I mean Amazon gives us operating margins,
+    but I guess I'm wondering is there a reason …?") was asserted as Amazon ``give`` operating margins; the
+    same clause stated is still read."""
+    call = _shared("msft_earnings_calls_graphrag/transcripts/TranscriptFY16Q3.txt")
+    text = " ".join(call.read_text(encoding="utf-8").split())
+    found = re.search(r"I mean Amazon gives us operating margins[^?]*\?", text)
+    assert found is not None
+    assert nlp.is_question(found.group(0)) and nlp.is_question("“Toward Paris, sir?” ")
+    triples = _triples(["Amazon gives us operating margins.", found.group(0)], FINANCE)
+    assert [(t["subject"], t["predicate"], t["object"], t["description"]) for t in triples] == [
+        ("Amazon", "give", "operating margins", "Amazon gives us operating margins.")
+    ]
