@@ -265,15 +265,12 @@ def settle_capitals(chunks: list[ChunkNames]) -> None:
     """A name written only in capitals in a chunk (a transcript's speaker label "AMY HOOD", a heading) takes
     the mixed-case spelling the document writes it in elsewhere ("Amy Hood"), and that record's type when
     its own is the bare ``Concept`` of a proper-noun run: one name, one canonical spelling (§4.6)."""
-    spelled = {
-        k: r
-        for c in chunks
-        for k, r in c.entities.items()
-        if not r["name"].isupper() and r["type"] != "Concept"
-    }
-    spelled |= {
-        k: r for c in chunks for k, r in c.entities.items() if not r["name"].isupper() and k not in spelled
-    }
+    # key -> the first mixed-case record of it, a typed one before a Concept
+    spelled: dict[str, dict[str, Any]] = {}
+    for chunk in chunks:
+        for key, record in chunk.entities.items():
+            if not record["name"].isupper() and spelled.get(key, {"type": "Concept"})["type"] == "Concept":
+                spelled[key] = record
     for chunk in chunks:
         for key, record in chunk.entities.items():
             if record["name"].isupper() and key in spelled:
