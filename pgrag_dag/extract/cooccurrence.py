@@ -41,7 +41,8 @@ after a full stop, ``computer.Babbage``, restored; a heading line is a sentence 
   word: ``Babbage`` and ``Charles Babbage``, ``Ada`` and ``Ada Lovelace``) is that name's alias, not
   an entity of its own — its mentions count as the longer name's, in every chunk of the document; a
   short form two such names share names nothing (it cannot be told which); a word the document
-  writes after "the" is a common noun, never a short form (``the Engine``).
+  writes after "the" is a common noun, never a short form (``the Engine``), and neither is a word
+  named on its own before the longer names appear (:data:`OWN_NAME_MENTIONS`).
 
 Relations — for every unordered pair of distinct entities named in the same sentence (only the
 first ``max_entities_per_sentence`` distinct ones of a sentence pair up, bounding the quadratic), one
@@ -166,6 +167,12 @@ _POSSESSIVE = re.compile(r"['’]s?$")
 _SHOUTED_STOP = frozenset({"the", "a", "an", "in", "on", "at", "of", "to", "by", "for", "and", "or"})
 _CONNECTOR_OR_THE = CONNECTORS | {"the"}
 _TRAILING = MONTHS_DAYS | {"no", "vol", "c", "ca", "vs", "etc"}
+OWN_NAME_MENTIONS = 2
+"""Mentions of a one-word name on its own, before the longer names holding it first appear, that make it a
+name of its own, never their short form (here and in :func:`pgrag_dag.extract.nlp_names.settle_short_forms`):
+a text introduces a person by the full name and shortens it after; a word it used on its own before is no
+short form ("Azure", said throughout an earnings call, is not the "Azure Linux" of one answer). Two, not
+one: a heading or a list may name the short form once first."""
 _WORD = 0  # token kinds
 _OTHER = 1
 
@@ -411,8 +418,10 @@ def _short_forms(chunks: list[_ChunkNames], text: str) -> tuple[dict[str, str], 
     that begins or ends with that word, and the one-word names two or more longer names share.
 
     Only person-like longer names count (2–4 words, every one capitalised: no connector, no
-    organisation word), and a word the text ever writes after "the" is a common noun, never a short
-    form ("the Engine" is not "Analytical Engine").
+    organisation word), a word the text ever writes after "the" is a common noun, never a short
+    form ("the Engine" is not "Analytical Engine"), and a word named on its own in
+    :data:`OWN_NAME_MENTIONS` sentences before any of its longer names is a name of its own ("Azure" in
+    an earnings call that later says "Azure Linux" and "Azure Stack").
     """
     long_names: dict[str, list[str]] = {}
     single: set[str] = set()
@@ -431,7 +440,18 @@ def _short_forms(chunks: list[_ChunkNames], text: str) -> tuple[dict[str, str], 
         for w in dict.fromkeys((identity_key(words[0]), identity_key(words[-1]))):
             ends.setdefault(w, []).append(key)
     after_the = {m.lower() for m in re.findall(r"\bthe\s+([A-Z][\w'’\-]*)", text, flags=re.IGNORECASE)}
-    candidates = {k for k in single if k in ends and k not in after_the}
+    at: dict[str, list[tuple[int, int]]] = {}  # key -> the (chunk, sentence) positions naming it, in order
+    for n, chunk in enumerate(chunks):
+        for m, (_, keys) in enumerate(chunk.mentions):
+            for key in keys:
+                at.setdefault(key, []).append((n, m))
+    candidates = {
+        k
+        for k in single
+        if k in ends
+        and k not in after_the
+        and sum(1 for p in at.get(k, []) if p < min(at[x][0] for x in ends[k])) < OWN_NAME_MENTIONS
+    }
     return (
         {k: ends[k][0] for k in candidates if len(ends[k]) == 1},
         {k for k in candidates if len(ends[k]) > 1},

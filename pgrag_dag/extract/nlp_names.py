@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from pgrag_dag.extract.cooccurrence import LEADING_STOP, clip_text
+from pgrag_dag.extract.cooccurrence import LEADING_STOP, OWN_NAME_MENTIONS, clip_text
 from pgrag_dag.extract.nlp_pipeline import NlpOptions
 from pgrag_dag.gate_rules import PRONOUNS, identity_key
 
@@ -328,9 +328,9 @@ def settle_short_forms(chunks: list[ChunkNames], lead: str | None = None) -> Non
     Charles Babbage's biography is he, not one of his sons — and so does a name met with a title of
     nobility or office (:data:`TITLES`: "Lord Byron" is not Anne Isabella Byron); an organisation's first
     word never joins a name the NER took for a person ("Microsoft" is not "Microsoft Cloud"); a word the
-    document used on its own :data:`OWN_NAME_MENTIONS` times before the longer name first appears stays a
-    name of its own, unless the longer name is the document's person ("Azure" is not the "Azure Linux" the
-    NER took for a person)."""
+    document used on its own :data:`~pgrag_dag.extract.cooccurrence.OWN_NAME_MENTIONS` times before the
+    longer name first appears stays a name of its own, unless the longer name is the document's person
+    ("Azure" is not the "Azure Linux" the NER took for a person)."""
     persons = {
         k: r
         for c in chunks
@@ -371,13 +371,6 @@ def settle_short_forms(chunks: list[ChunkNames], lead: str | None = None) -> Non
                 if form not in target["aliases"]:
                     target["aliases"].append(form)
             chunk.key_of = {i: (long if k == s else k) for i, k in chunk.key_of.items()}
-
-
-OWN_NAME_MENTIONS = 2
-"""Mentions of a one-word name on its own, before the longer name holding it first appears, that make it a
-name of its own (:func:`settle_short_forms`): a text introduces a person by the full name and shortens it
-after; a word it used on its own before is no short form ("Azure", said throughout an earnings call, is not
-the "Azure Linux" of one answer). Two, not one: a heading or a list may name the short form once first."""
 
 
 def _mention_order(chunks: list[ChunkNames]) -> dict[str, list[tuple[int, int]]]:
