@@ -168,11 +168,9 @@ _SHOUTED_STOP = frozenset({"the", "a", "an", "in", "on", "at", "of", "to", "by",
 _CONNECTOR_OR_THE = CONNECTORS | {"the"}
 _TRAILING = MONTHS_DAYS | {"no", "vol", "c", "ca", "vs", "etc"}
 OWN_NAME_MENTIONS = 2
-"""Mentions of a one-word name on its own, before the longer names holding it first appear, that make it a
-name of its own, never their short form (here and in :func:`pgrag_dag.extract.nlp_names.settle_short_forms`):
-a text introduces a person by the full name and shortens it after; a word it used on its own before is no
-short form ("Azure", said throughout an earnings call, is not the "Azure Linux" of one answer). Two, not
-one: a heading or a list may name the short form once first."""
+"""Mentions of a one-word name before its longer names first appear that make it a name of its own (also
+:func:`pgrag_dag.extract.nlp_names.settle_short_forms`): a text gives the full name first, then shortens it;
+"Azure", said throughout a call, is not the "Azure Linux" of one answer. Two: a heading may come first."""
 _WORD = 0  # token kinds
 _OTHER = 1
 
@@ -557,8 +555,10 @@ def extract_cooccurrence(chunks: pl.DataFrame, options: CooccurrenceOptions, *, 
 
 def chunks_by_document(chunks: pl.DataFrame, columns: tuple[str, ...]) -> list[list[int]]:
     """The row positions of ``chunks`` grouped by ``doc_key`` (first-seen order; without the column each
-    row is a document of its own), for an extractor that reads a document's chunks together. Raises
-    :class:`ExtractionError` when one of ``columns`` is missing or a chunk_id is null or repeated."""
+    row is a document of its own), each document's in ``chunk_index`` order when the frame has it (what a
+    document says first decides its short forms, whatever order the rows come in), for an extractor that
+    reads a document's chunks together. Raises :class:`ExtractionError` when one of ``columns`` is missing
+    or a chunk_id is null or repeated."""
     missing = [c for c in columns if c not in chunks.columns]
     if missing:
         raise ExtractionError(f"the chunks frame lacks column(s) {missing}")
@@ -569,6 +569,9 @@ def chunks_by_document(chunks: pl.DataFrame, columns: tuple[str, ...]) -> list[l
     by_doc: dict[Any, list[int]] = {}
     for i, key in enumerate(keys):
         by_doc.setdefault(key, []).append(i)
+    if "chunk_index" in chunks.columns and not chunks["chunk_index"].null_count():
+        index = chunks["chunk_index"].to_list()
+        return [sorted(rows, key=lambda i: index[i]) for rows in by_doc.values()]
     return list(by_doc.values())
 
 
