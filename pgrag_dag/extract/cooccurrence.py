@@ -41,7 +41,8 @@ after a full stop, ``computer.Babbage``, restored; a heading line is a sentence 
   word: ``Babbage`` and ``Charles Babbage``, ``Ada`` and ``Ada Lovelace``) is that name's alias, not
   an entity of its own — its mentions count as the longer name's, in every chunk of the document; a
   short form two such names share names nothing (it cannot be told which); a word the document
-  writes after "the" is a common noun, never a short form (``the Engine``).
+  writes after "the" is a common noun, never a short form (``the Engine``), and neither is a word
+  named on its own before the longer names appear (:data:`OWN_NAME_MENTIONS`).
 
 Relations — for every unordered pair of distinct entities named in the same sentence (only the
 first ``max_entities_per_sentence`` distinct ones of a sentence pair up, bounding the quadratic), one
@@ -64,6 +65,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pgrag_dag import progress
 from pgrag_dag.errors import ExtractionError
+from pgrag_dag.extract.boilerplate import readable_texts
 from pgrag_dag.frames import RAW_SCHEMA
 from pgrag_dag.gate_rules import PRONOUNS, VAGUE_PREDICATES, identity_key, normalise_predicate
 from pgrag_dag.ingest.splitting import split_sentences
@@ -79,7 +81,7 @@ CONNECTORS = frozenset(
 LEADING_STOP = frozenset(
     """
 a an the this that these those some many most all both each every such other another any no not
-in on at by for from to of with as into onto upon under over after before during between among
+in on at by for from to toward towards of with as into onto upon under over after before during between among
 through throughout within without against about above below across along around beyond despite
 however although though because but and or nor yet so if when whenever while whereas where since
 until unless once then thus hence therefore also still later earlier meanwhile instead indeed today
@@ -165,6 +167,10 @@ _POSSESSIVE = re.compile(r"['’]s?$")
 _SHOUTED_STOP = frozenset({"the", "a", "an", "in", "on", "at", "of", "to", "by", "for", "and", "or"})
 _CONNECTOR_OR_THE = CONNECTORS | {"the"}
 _TRAILING = MONTHS_DAYS | {"no", "vol", "c", "ca", "vs", "etc"}
+OWN_NAME_MENTIONS = 2
+"""Mentions of a one-word name before its longer names first appear that make it a name of its own (also
+:func:`pgrag_dag.extract.nlp_names.settle_short_forms`): a text gives the full name first, then shortens it;
+"Azure", said throughout a call, is not the "Azure Linux" of one answer. Two: a heading may come first."""
 _WORD = 0  # token kinds
 _OTHER = 1
 
@@ -410,8 +416,10 @@ def _short_forms(chunks: list[_ChunkNames], text: str) -> tuple[dict[str, str], 
     that begins or ends with that word, and the one-word names two or more longer names share.
 
     Only person-like longer names count (2–4 words, every one capitalised: no connector, no
-    organisation word), and a word the text ever writes after "the" is a common noun, never a short
-    form ("the Engine" is not "Analytical Engine").
+    organisation word), a word the text ever writes after "the" is a common noun, never a short
+    form ("the Engine" is not "Analytical Engine"), and a word named on its own in
+    :data:`OWN_NAME_MENTIONS` sentences before any of its longer names is a name of its own ("Azure" in
+    an earnings call that later says "Azure Linux" and "Azure Stack").
     """
     long_names: dict[str, list[str]] = {}
     single: set[str] = set()
@@ -430,7 +438,18 @@ def _short_forms(chunks: list[_ChunkNames], text: str) -> tuple[dict[str, str], 
         for w in dict.fromkeys((identity_key(words[0]), identity_key(words[-1]))):
             ends.setdefault(w, []).append(key)
     after_the = {m.lower() for m in re.findall(r"\bthe\s+([A-Z][\w'’\-]*)", text, flags=re.IGNORECASE)}
-    candidates = {k for k in single if k in ends and k not in after_the}
+    at: dict[str, list[tuple[int, int]]] = {}  # key -> the (chunk, sentence) positions naming it, in order
+    for n, chunk in enumerate(chunks):
+        for m, (_, keys) in enumerate(chunk.mentions):
+            for key in keys:
+                at.setdefault(key, []).append((n, m))
+    candidates = {
+        k
+        for k in single
+        if k in ends
+        and k not in after_the
+        and sum(1 for p in at.get(k, []) if p < min(at[x][0] for x in ends[k])) < OWN_NAME_MENTIONS
+    }
     return (
         {k: ends[k][0] for k in candidates if len(ends[k]) == 1},
         {k for k in candidates if len(ends[k]) > 1},
@@ -487,10 +506,12 @@ def extract_document_cooccurrence(
     an LLM extraction (``{"entities", "triples"}`` per chunk).
 
     Short forms are settled over the whole document, so "Babbage" in a chunk that never says "Charles
-    Babbage" still counts as him when the document does (see the module docstring).
+    Babbage" still counts as him when the document does (see the module docstring). A Project Gutenberg
+    header and footer and stage directions are not read (:mod:`pgrag_dag.extract.boilerplate`).
     """
-    found = [_chunk_names(text, title, options) for text, title in chunks]
-    short_of, ambiguous = _short_forms(found, "\n".join(text or "" for text, _ in chunks))
+    texts = readable_texts([text or "" for text, _ in chunks])
+    found = [_chunk_names(text, title, options) for text, (_, title) in zip(texts, chunks)]
+    short_of, ambiguous = _short_forms(found, "\n".join(texts))
     long_forms: dict[str, dict[str, Any]] = {}
     for chunk in found:
         for key, record in chunk.entities.items():
@@ -534,8 +555,10 @@ def extract_cooccurrence(chunks: pl.DataFrame, options: CooccurrenceOptions, *, 
 
 def chunks_by_document(chunks: pl.DataFrame, columns: tuple[str, ...]) -> list[list[int]]:
     """The row positions of ``chunks`` grouped by ``doc_key`` (first-seen order; without the column each
-    row is a document of its own), for an extractor that reads a document's chunks together. Raises
-    :class:`ExtractionError` when one of ``columns`` is missing or a chunk_id is null or repeated."""
+    row is a document of its own), each document's in ``chunk_index`` order when the frame has it (what a
+    document says first decides its short forms, whatever order the rows come in), for an extractor that
+    reads a document's chunks together. Raises :class:`ExtractionError` when one of ``columns`` is missing
+    or a chunk_id is null or repeated."""
     missing = [c for c in columns if c not in chunks.columns]
     if missing:
         raise ExtractionError(f"the chunks frame lacks column(s) {missing}")
@@ -546,6 +569,9 @@ def chunks_by_document(chunks: pl.DataFrame, columns: tuple[str, ...]) -> list[l
     by_doc: dict[Any, list[int]] = {}
     for i, key in enumerate(keys):
         by_doc.setdefault(key, []).append(i)
+    if "chunk_index" in chunks.columns and not chunks["chunk_index"].null_count():
+        index = chunks["chunk_index"].to_list()
+        return [sorted(rows, key=lambda i: index[i]) for rows in by_doc.values()]
     return list(by_doc.values())
 
 

@@ -9,12 +9,16 @@ and supersession (§5.2) apply downstream.
 
 Entities (:mod:`pgrag_dag.extract.nlp_names`) — typed NER spans and proper-noun runs, honorifics moved
 into aliases, and phrases of common nouns the document repeats ("punched cards") as ``Concept``s; settled
-per document: a one-word name that is the first or last word of exactly one person's name — or of the
+per document: a name in capitals takes the document's mixed-case spelling ("AMY HOOD" → Amy Hood), a one-word
+name that is the first or last word of exactly one person's name — or of the
 person the document's lead names, when that surname is its most frequent — is that person's alias;
 capitalised words naming an entity found elsewhere in the document are its mentions; "the Company" is the
 document's organisation; a personal pronoun stands for the person last named as a subject (or the
 document's person) — heuristics, not coreference resolution. A full stop glued to the next sentence
-(:data:`GLUED`) gets its space back before parsing.
+(:data:`GLUED`) gets its space back before parsing, and a curly apostrophe is read as a straight one
+(:data:`CURLY_APOSTROPHE`), so names and possessives are one spelling whichever a document types; a Project
+Gutenberg header and footer and a transcript's stage directions are not read
+(:mod:`pgrag_dag.extract.boilerplate`).
 
 Relations — from the dependency parse of each sentence (confidence by pattern, :data:`CONFIDENCE`):
 
@@ -37,6 +41,7 @@ Relations — from the dependency parse of each sentence (confidence by pattern,
   nothing;
 - **event nouns** (:data:`NOMINALS`): "Microsoft's acquisition of LinkedIn" → ``acquired``; "our
   acquisition of Nuance" in a call → the document's organisation ``acquired`` Nuance;
+- **none from a question**: a sentence ending with ``?`` asserts nothing (:func:`is_question`);
 - **negated** when the verb carries a negation (``not``, ``n't``, ``never``, ``no longer``);
 - **validity** from a DATE entity attached to the verb by a preposition (``in``, ``on``, ``since``,
   ``from`` → ``valid_from``; ``until``, ``till``, ``through`` → ``valid_to``) or by "effective",
@@ -58,6 +63,7 @@ from typing import Any
 import polars as pl
 
 from pgrag_dag import progress
+from pgrag_dag.extract.boilerplate import readable_texts
 from pgrag_dag.extract.cooccurrence import chunks_by_document, clip_text, offline_frame
 from pgrag_dag.extract.nlp_names import (
     ChunkNames,
@@ -65,6 +71,7 @@ from pgrag_dag.extract.nlp_names import (
     lead_person,
     link_known,
     resolve_pronouns,
+    settle_capitals,
     settle_short_forms,
     settle_terms,
 )
@@ -162,6 +169,12 @@ MAX_HOPS = 4
 GLUED = re.compile(r"(?<=[a-z0-9)\]])\.(?=[A-Z][a-z])")
 """A full stop with no space before a capitalised word ("publishing in 1825.With Herschel"): paragraphs
 joined by text export; parsed as one token, it merges two sentences — a space is put after it."""
+CURLY_APOSTROPHE = "\u2019"
+"""The typographic apostrophe (’), read as ``'`` (one character for one: offsets hold): the pipeline was
+trained on straight apostrophes and parses "LinkedIn’s Talent Solutions" as one name where it splits
+"LinkedIn's Talent Solutions" (and "D’Artagnan" as punctuation), and names keep the apostrophe they are
+written with — one document's "Noelle O’Mara" would be another's "Noelle O'Mara" (identity keys compare
+characters as written, §4.6)."""
 
 
 def _conjuncts(tok: Any) -> list[Any]:
@@ -214,6 +227,12 @@ def _controlled(verb: Any) -> tuple[list[Any], list[Any]]:
     if verb.tag_ == "VBN" and (verb.dep_ == "advcl" or (verb.dep_ == "conj" and passive)):
         return [], active + passive
     return active, []
+
+
+def is_question(sentence: str) -> bool:
+    """Whether ``sentence`` ends with a question mark (closing quotes, brackets and spaces after it aside):
+    a question asserts none of its relations."""
+    return sentence.rstrip(" \t\r\n\"'”’»)]").endswith("?")
 
 
 def past_tense(lemma: str) -> str:
@@ -300,6 +319,8 @@ class _Relations:
         s = subj if isinstance(subj, str) else self.entity(subj)
         o = obj if isinstance(obj, str) else self.entity(obj)
         if pred is None or s is None or o is None or s == o or o not in self.chunk.entities:
+            return
+        if is_question(verb.sent.text):  # asked, not asserted: "I mean Amazon gives us margins, but …?"
             return
         negated = _negated(verb)
         start, end = _dates(verb) if dated else (None, None)
@@ -468,7 +489,11 @@ def extract_documents(
     :mod:`pgrag_dag.progress` as they are read. Raises :class:`ModelError` when the pipeline is
     missing."""
     nlp = load_pipeline(options.model)
-    flat = [GLUED.sub(". ", text or "") for texts in documents for text in texts]
+    flat = [
+        GLUED.sub(". ", text).replace(CURLY_APOSTROPHE, "'")
+        for texts in documents
+        for text in readable_texts(texts)
+    ]
     docs = iter(nlp.pipe(flat, batch_size=options.batch_size, n_process=options.n_process))
     out: list[list[dict[str, list[dict[str, Any]]]]] = []
     done = 0
@@ -479,6 +504,7 @@ def extract_documents(
             chunks.append(ChunkNames(next(docs), options))
             done += 1
             progress.advance(done, len(flat), "chunks")
+        settle_capitals(chunks)
         lead = lead_person(chunks)
         settle_short_forms(chunks, lead)
         link_known(chunks)

@@ -5,11 +5,12 @@ personal pronouns.
 Entities are NER spans whose label ``type_map`` maps (:data:`~pgrag_dag.extract.nlp_pipeline.DEFAULT_TYPES`;
 dates, times, money, percentages and counts are never entities) and, with ``proper_nouns``, runs of proper
 nouns the NER left out (type ``Concept``; not runs made only of titles). A name loses leading words without a
-capital (an article, a verb the NER took in), a trailing possessive and any punctuation at its ends, and
-an officer's title before "of" ("CFO of Disney" → Disney); a leading honorific or title (:data:`HONORIFICS`:
-Mr, Mrs, Dr, Sir, Lord, M., Monsieur …, also just before the NER's span) and a nobiliary particle after it
-move into the aliases, so "Monsieur de Treville" is ``Treville`` with aliases "Monsieur de Treville" and
-"de Treville". Names with markup, brackets or quotes inside are parse debris and dropped.
+capital (an article, a verb the NER took in) or that are function words ("Toward Paris" → Paris), a trailing
+possessive and any punctuation at its ends, and an officer's title before "of" ("CFO of Disney" → Disney); a
+leading honorific or title (:data:`HONORIFICS`: Mr, Mrs, Dr, Sir, Lord, M., Monsieur, Musketeer …, also just
+before the NER's span) and a nobiliary particle after it move into the aliases, so "Monsieur de Treville" is
+``Treville`` with aliases "Monsieur de Treville" and "de Treville". Names with markup, brackets or quotes
+inside are parse debris and dropped.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from pgrag_dag.extract.cooccurrence import clip_text
+from pgrag_dag.extract.cooccurrence import LEADING_STOP, OWN_NAME_MENTIONS, clip_text
 from pgrag_dag.extract.nlp_pipeline import NlpOptions
 from pgrag_dag.gate_rules import PRONOUNS, identity_key
 
@@ -27,9 +28,13 @@ HONORIFICS = frozenset(
 mr mr. mrs mrs. ms ms. miss mx dr dr. sir dame lord lady madame mme mme. mlle mlle. mademoiselle monsieur
 m. messrs messrs. prof prof. professor rev rev. reverend hon hon. captain capt capt. general gen. colonel
 col. king queen prince princess emperor empress duke duchess count countess baron baroness cardinal
+abbe abbé chevalier monseigneur messire sieur signor master musketeer guardsman lieutenant sergeant
+corporal bishop archbishop
 """.split()
 )
-"""Leading words of a name that are honorifics or titles: stripped into the aliases."""
+"""Leading words of a name that are honorifics or titles — of address, nobility, rank or the church
+("Musketeer Aramis", "Abbe Aramis", "Master Planchet" are Aramis and Planchet): stripped into the
+aliases."""
 
 TITLES = frozenset(
     "sir dame lord lady king queen prince princess emperor empress duke duchess count countess baron "
@@ -62,11 +67,15 @@ ROLE_WORDS = frozenset(
 
 def _clean_span(tokens: Sequence[Any]) -> tuple[list[Any], list[Any]]:
     """(name tokens, stripped leading honorific tokens) of a span: no leading word without a capital (an
-    article, a verb the NER took in), no possessive or punctuation at the ends, no leading officer's title
-    ("CFO of Disney" → Disney), a leading honorific and a particle after it split off."""
+    article, a verb the NER took in) or that is a function word (a preposition, article or conjunction
+    opening the sentence: :data:`~pgrag_dag.extract.cooccurrence.LEADING_STOP`), no possessive or
+    punctuation at the ends, no leading officer's title ("CFO of Disney" → Disney), a leading honorific and
+    a particle after it split off."""
     toks = list(tokens)
     while toks and not any(c.isupper() for c in toks[0].text):  # "murmured M. de Treville": no name's part
         toks = toks[1:]
+    while len(toks) > 1 and toks[0].lower_ in LEADING_STOP and not toks[0].text.isupper():
+        toks = toks[1:]  # a sentence's capitalised first word the NER took in: "Toward Paris", "But Athos"
     of = next((i for i, t in enumerate(toks) if t.lower_ == "of"), None)
     if of and all(t.lower_ in ROLE_WORDS or t.lower_ in ("the", "a", "an") for t in toks[:of]):
         toks = toks[of + 1 :]
@@ -242,12 +251,32 @@ class ChunkNames:
                 "aliases": [],
             },
         )
+        if record["name"].isupper() and not name.isupper():  # "Amy Hood", not the speaker label "AMY HOOD"
+            record["name"] = name
         if stripped:
             for form in (_text([*stripped, *toks]), _text([*stripped[1:], *toks])):
                 if form and identity_key(form) != key and form not in record["aliases"]:
                     record["aliases"].append(form)
         for tok in toks:
             self.key_of.setdefault(tok.i, key)
+
+
+def settle_capitals(chunks: list[ChunkNames]) -> None:
+    """A name written only in capitals in a chunk (a transcript's speaker label "AMY HOOD", a heading) takes
+    the mixed-case spelling the document writes it in elsewhere ("Amy Hood"), and that record's type when
+    its own is the bare ``Concept`` of a proper-noun run: one name, one canonical spelling (§4.6)."""
+    # key -> the first mixed-case record of it, a typed one before a Concept
+    spelled: dict[str, dict[str, Any]] = {}
+    for chunk in chunks:
+        for key, record in chunk.entities.items():
+            if not record["name"].isupper() and spelled.get(key, {"type": "Concept"})["type"] == "Concept":
+                spelled[key] = record
+    for chunk in chunks:
+        for key, record in chunk.entities.items():
+            if record["name"].isupper() and key in spelled:
+                record["name"] = spelled[key]["name"]
+                if record["type"] == "Concept":
+                    record["type"] = spelled[key]["type"]
 
 
 LEAD_CHARS = 400
@@ -298,7 +327,10 @@ def settle_short_forms(chunks: list[ChunkNames], lead: str | None = None) -> Non
     its own — unless one of them is the document's person (``lead``, :func:`lead_person`): "Babbage" in
     Charles Babbage's biography is he, not one of his sons — and so does a name met with a title of
     nobility or office (:data:`TITLES`: "Lord Byron" is not Anne Isabella Byron); an organisation's first
-    word never joins a name the NER took for a person ("Microsoft" is not "Microsoft Cloud")."""
+    word never joins a name the NER took for a person ("Microsoft" is not "Microsoft Cloud"); a word the
+    document used on its own :data:`~pgrag_dag.extract.cooccurrence.OWN_NAME_MENTIONS` times before the
+    longer name first appears stays a name of its own, unless the longer name is the document's person
+    ("Azure" is not the "Azure Linux" the NER took for a person)."""
     persons = {
         k: r
         for c in chunks
@@ -318,6 +350,7 @@ def settle_short_forms(chunks: list[ChunkNames], lead: str | None = None) -> Non
         if len(r["name"].split()) == 1 and not any(a.split()[0].lower() in TITLES for a in r["aliases"])
     }
     short = {}
+    mentions = _mention_order(chunks)
     for k, record in singles.items():
         holders = set(last.get(k, []))
         if record["type"] in ("Person", "Concept"):
@@ -325,7 +358,9 @@ def settle_short_forms(chunks: list[ChunkNames], lead: str | None = None) -> Non
         if len(holders) > 1 and lead in holders:
             holders = {lead}
         if len(holders) == 1:
-            short[k] = holders.pop()
+            long = holders.pop()
+            if long == lead or _named_before(mentions, k, long) < OWN_NAME_MENTIONS:
+                short[k] = long
     for chunk in chunks:
         for s, long in short.items():
             if s not in chunk.entities:
@@ -336,6 +371,26 @@ def settle_short_forms(chunks: list[ChunkNames], lead: str | None = None) -> Non
                 if form not in target["aliases"]:
                     target["aliases"].append(form)
             chunk.key_of = {i: (long if k == s else k) for i, k in chunk.key_of.items()}
+
+
+def _mention_order(chunks: list[ChunkNames]) -> dict[str, list[tuple[int, int]]]:
+    """Each entity key → where its mentions start, in document order ((chunk index, token index); adjacent
+    tokens of one key are one mention)."""
+    order: dict[str, list[tuple[int, int]]] = {}
+    for n, chunk in enumerate(chunks):
+        for i in sorted(chunk.key_of):
+            key = chunk.key_of[i]
+            if chunk.key_of.get(i - 1) != key:
+                order.setdefault(key, []).append((n, i))
+    return order
+
+
+def _named_before(order: dict[str, list[tuple[int, int]]], short: str, long: str) -> int:
+    """How many mentions of ``short`` come before the first mention of ``long`` (:func:`_mention_order`)."""
+    starts = order.get(long)
+    if not starts:
+        return 0
+    return sum(1 for at in order.get(short, []) if at < starts[0])
 
 
 def _person_like(name: str) -> bool:

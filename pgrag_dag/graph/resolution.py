@@ -31,12 +31,16 @@ GENERIC_TYPE = "Concept"
 def merge_into(v: Vertex, name: str, entity_type: str, description: str, aliases: list[str]) -> None:
     """Merge one record into a vertex under §4.6's policy (a specific value never loses to a bare stub).
 
-    The longer surface form becomes canonical and the shorter an alias; a bare ``Concept`` type never
-    overwrites a specific one; a longer description wins; alias sets are unioned minus the canonical name.
+    The longer surface form becomes canonical and the shorter an alias; of two spellings of one name (the
+    same identity key) a mixed-case one replaces one in capitals ("Amy Hood" for a transcript's speaker
+    label "AMY HOOD"); a bare ``Concept`` type never overwrites a specific one; a longer description wins;
+    alias sets are unioned minus the canonical name.
     """
     before = (v.name, v.entity_type, v.description, list(v.aliases))
     forms = [v.name, name, *v.aliases, *aliases]
-    if len(name) > len(v.name):
+    if len(name) > len(v.name) or (
+        v.name.isupper() and not name.isupper() and identity_key(name) == identity_key(v.name)
+    ):
         v.name = name
     if entity_type and entity_type != GENERIC_TYPE and (v.entity_type == GENERIC_TYPE or not v.entity_type):
         v.entity_type = entity_type

@@ -333,3 +333,17 @@ def test_empty_and_malformed_input() -> None:
     dup = pl.DataFrame({"chunk_id": [1, 1], "title": ["T", "T"], "text": ["Ada met Charles Babbage.", "x"]})
     with pytest.raises(ExtractionError, match="unique"):
         extract_cooccurrence(dup, CooccurrenceOptions(), version="v")
+
+
+def test_a_word_named_on_its_own_before_a_longer_name_is_no_short_form_of_it() -> None:
+    """New-user trial: the FY18Q4 call says "Surface" and "LinkedIn" throughout; "Surface Go" and a
+    sentence-initial "Take LinkedIn" made them short forms of those (every mention moved there). A word
+    named on its own in two sentences before its longer name appears stays a name of its own."""
+    path = SHARED_CORPORA / "msft_earnings_calls_graphrag" / "transcripts" / "TranscriptFY18Q4.txt"
+    if not path.is_file():
+        pytest.skip(f"{path} is not here")
+    paragraphs = [p for p in path.read_text(encoding="utf-8").split("\n\n") if p.strip()]
+    out = extract_document_cooccurrence([(p, "") for p in paragraphs], CooccurrenceOptions())
+    records = [e for chunk in out for e in chunk["entities"]]
+    assert {"Surface", "LinkedIn", "Surface Go"} <= {e["name"] for e in records}
+    assert not [e["name"] for e in records if {"Surface", "LinkedIn"} & set(e["aliases"])]

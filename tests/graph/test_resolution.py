@@ -339,3 +339,33 @@ def test_support_groups_say_whether_the_remaining_records_still_make_one_vertex(
         {"lady de winter", "milady"},
         {"anne de breuil", "milady"},
     ]
+
+
+def test_a_mixed_case_spelling_replaces_a_name_in_capitals(conn: psycopg.Connection, realm: str) -> None:
+    """New-user trial on the earnings calls: a speaker label "AMY HOOD" was kept as the canonical name of
+    Amy Hood. Of two spellings of one name, the mixed-case one is canonical, in either order, and a stored
+    vertex in capitals is renamed in place; a name only ever written in capitals ("IBM") stays so."""
+    for records in (
+        (("AMY HOOD", "Concept", "", []), ("Amy Hood", "Person", "CFO", [])),
+        (("Amy Hood", "Person", "CFO", []), ("AMY HOOD", "Concept", "", [])),
+    ):
+        assert _vertices(resolve_entities(NONE, _decisions(*records)).entities()) == [
+            ("Amy Hood", "Person", "CFO", [])
+        ]
+    table = _table(realm)
+    conn.execute(
+        sql.SQL(
+            "INSERT INTO {} (space, name, entity_type) VALUES ('s1', 'AMY HOOD', 'Concept'), "
+            "('s1', 'IBM', 'Organization')"
+        ).format(table)
+    )
+    before = _stored(conn, realm, "s1")
+    res = resolve_entities(
+        load_entities(conn, realm, "s1"),
+        _decisions(("Amy Hood", "Person", "Chief Financial Officer", []), ("IBM", "Organization", "", [])),
+    )
+    assert write_entities(conn, realm, "s1", res, merge=merge_race_loser) == {"inserted": 0, "updated": 1}
+    assert _stored(conn, realm, "s1") == [
+        (before[0][0], "Amy Hood", "Person", "Chief Financial Officer", []),
+        (before[1][0], "IBM", "Organization", "", []),
+    ]
