@@ -104,7 +104,10 @@ def _nlp_identity(options: BaseModel) -> str:
     return f"nlp@{NLP_VERSION}:{model_version(opts.model)}:{digest}"
 
 
-NLP_VERSION = "2"
+NLP_VERSION = "3"
+"""3: short names used alone are not absorbed into longer ones, title nouns are aliases, all-caps speaker
+labels take the call's own spelling, curly apostrophes read as straight, Gutenberg boilerplate and stage
+directions blanked, questions assert nothing (spaces extracted with 2 extract again once)."""
 
 
 class StoplistOptions(BaseModel):
@@ -192,8 +195,9 @@ BUILTINS: dict[str, Operator] = {
             CooccurrenceOptions,
             "No model: proper-noun-phrase entities and one edge per pair named in one sentence, weighted "
             "by the chunks it occurs in.",
-            version="2",
-        ),  # 2: modal verbs, interjections, "Well", "See" opening a sentence; a double-hyphen dash
+            version="3",
+        ),  # 2: modal verbs, interjections, "Well", "See" opening a sentence; a double-hyphen dash; 3: a
+        # short name used alone stays its own; boilerplate and stage directions blanked; curly apostrophes
         Operator(
             "nlp",
             "extractor",
