@@ -127,3 +127,34 @@ def test_kept_counts_equal_a_recount_after_every_kind_of_write(conn: psycopg.Con
         sql.SQL("SELECT count(*) FROM {} WHERE space = 's'").format(qualified(realm, "graph_tallies"))
     ).fetchone()
     assert folded == (1,)  # compacted into one row
+
+
+def test_a_full_run_recounts_with_the_statistics_of_the_rows_it_wrote(
+    conn: psycopg.Connection, realm: str
+) -> None:
+    """A full relations run writes the space's relations and recounts in one transaction: the recount must
+    plan with statistics of those rows, not of the table before (its orphan anti-joins ran as nested loops
+    over every relation per entity — a 100k build hung in it)."""
+    e, r = qualified(realm, "entities"), qualified(realm, "relations")
+    with conn.transaction():
+        tallies.suspend(conn)
+        conn.execute(
+            sql.SQL("""INSERT INTO {} (space, name, entity_type, description, t_created, t_updated)
+                       SELECT 's', 'E' || i, 'Concept', '', now(), now()
+                         FROM generate_series(1, 200) i""").format(e)
+        )
+        conn.execute(
+            sql.SQL("""INSERT INTO {r} (space, source_id, target_id, predicate, t_created)
+                       SELECT 's', a.id, b.id, 'p' || i, now()
+                         FROM generate_series(1, 3000) i
+                         JOIN {e} a ON a.name = 'E' || (1 + i % 200)
+                         JOIN {e} b ON b.name = 'E' || (1 + (i * 7 + 1) % 200)
+                        WHERE a.id <> b.id""").format(r=r, e=e)
+        )
+        counts = tallies.reset(conn, realm, "s")
+        estimated = conn.execute(
+            "SELECT reltuples FROM pg_class WHERE oid = %s::regclass", (r.as_string(conn),)
+        )
+        row = estimated.fetchone()
+    assert counts["relations"] > 2900 and counts == tallies.recount(conn, realm, "s")
+    assert row is not None and row[0] > 2900  # the planner knows the rows this transaction wrote
