@@ -105,7 +105,8 @@ def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
         )
         + ")",
         f"  chunks           {_n(c.get('chunks'))}  ({_n(c.get('chunks_inserted'))} inserted this run)",
-        f"  entities         {_n(r.get('entities'))}  ({_n(r.get('entities_dormant'))} dormant)",
+        # live and dormant apart, as ``pgrag status`` says them: the dormant are not among the live count
+        f"  entities         {_n(r.get('entities'))} live, {_n(r.get('entities_dormant'))} dormant",
         f"  relations        {_n(r.get('relations'))}  ({_n(r.get('negated'))} negated, "
         f"{_n(r.get('with_validity'))} with a validity period)",
         f"  supersession     {_n(r.get('superseded'))} superseded ({_n(r.get('newly_superseded'))} this run"

@@ -330,7 +330,7 @@ def test_make_demo_runs_offline_with_the_local_model_and_replays_every_answer(
         for line in (
             "documents        7  (1 added, 0 replaced, 0 removed, 6 unchanged)",
             "chunks           11  (2 inserted this run)",
-            "entities         21  (0 dormant)",
+            "entities         21 live, 0 dormant",
             "relations        34  (0 negated, 30 with a validity period)",
             "supersession     6 superseded (4 this run; decided this run by reason: group 4, "
             "single_valued 2)",  # 2 CFOs

@@ -108,6 +108,14 @@ def test_every_count_of_the_summary_has_thousands_separators() -> None:
     metas["chunks"].update(chunks=5120, documents=1001)
     metas["gated_triples"].update(entities_accepted=14937)
     text = "\n".join(summarise("notes.main", metas))
-    for shown in ("14,937  (", "21,034  (", "1,204 superseded", "negation 6,123", "5,120  (", "1,001  ("):
+    for shown in ("14,937 live", "21,034  (", "1,204 superseded", "negation 6,123", "5,120  (", "1,001  ("):
         assert shown in text, text
     assert "{" not in text
+
+
+def test_the_entities_line_counts_dormant_entities_apart_from_the_live_ones() -> None:
+    """A trial read ``entities 3,822 (30 dormant)`` as 30 of the 3,822, where ``pgrag status`` said 3,822 live
+    and 30 dormant besides: the summary says it as status does."""
+    metas = _metas(share=None, snapped=0, off=[], by_reason={})
+    metas["relations"].update(entities=3822, entities_dormant=30)
+    assert _line(summarise("notes.main", metas), "entities") == "  entities         3,822 live, 30 dormant"
