@@ -39,7 +39,8 @@ def stage_chunks(engine: Engine, realm: str, space: str, *, full: bool = False) 
     A document that cannot be read (empty, binary, undecodable, unreadable, a bad JSONL line) is
     skipped and reported in the metadata and the non-blocking ``skipped_documents`` check, with its
     doc_key and reason; every other document is indexed. A skipped document that is indexed keeps its
-    stored chunks (nothing is lost to an unreadable file), and when a skipped record's doc_key cannot be
+    stored chunks (nothing is lost to an unreadable file; the log says it was kept as indexed, and
+    ``documents`` — the space's documents — counts it), and when a skipped record's doc_key cannot be
     known (a JSONL file that cannot be read, a line that is no JSON object) no document is removed.
     A document stored under the key an earlier rule gave it is first renamed in place, in the same
     transaction — chunk ids, extractions and graph kept, no model call (:mod:`pgrag_dag.pipeline.doc_keys`,
@@ -69,8 +70,11 @@ def stage_chunks(engine: Engine, realm: str, space: str, *, full: bool = False) 
             f"{first.reason}; every document of space {realm}.{space} was refused "
             f"({len(read.skipped)}), nothing was changed — fix the sources and run again",
         )
-    for s in read.skipped:
-        log.warning("document skipped: %s: %s", s.where, s.reason)
+    for s in read.skipped:  # an indexed document is not skipped from the space: its stored chunks stay
+        if s.doc_key in stored.orders:
+            log.warning("document unreadable, kept as indexed: %s: %s", s.where, s.reason)
+        else:
+            log.warning("document skipped: %s: %s", s.where, s.reason)
     for line in read.empty_sources:
         log.warning("%s: no document comes from it (any it named before leaves the index)", line)
     chunker_print = work_queue.fingerprint(chunker.describe())
@@ -148,7 +152,8 @@ def stage_chunks(engine: Engine, realm: str, space: str, *, full: bool = False) 
     return StageResult(
         "chunks",
         {
-            "documents": docs.height,
+            # the space's documents: those read and those unreadable now but kept as indexed
+            "documents": docs.height + len(sync.kept),
             "chunks": held,
             "documents_chunked": todo.height,
             "documents_added": len(sync.added),

@@ -62,9 +62,9 @@ def test_a_space_without_a_vocabulary_says_so() -> None:
     )
     assert _line(lines, "documents") == "  documents        3  (1 added, 0 replaced, 2 removed, 2 unchanged)"
     kept = _metas(share=None, snapped=0, off=[], by_reason={})
-    kept["chunks"]["skipped_documents_kept"] = 1  # a file emptied since: skipped, its chunks kept
+    kept["chunks"].update(documents=4, skipped_documents_kept=1)  # a file emptied since: its chunks kept
     assert _line(summarise("notes.main", kept), "documents") == (
-        "  documents        3  (1 added, 0 replaced, 2 removed, 2 unchanged, "
+        "  documents        4  (1 added, 0 replaced, 2 removed, 2 unchanged, "
         "1 unreadable now and kept as indexed)"
     )
     assert _line(lines, "graph quality") == (

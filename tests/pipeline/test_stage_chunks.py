@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -100,7 +101,7 @@ def test_issue13_bad_documents_are_reported_and_skipped_and_every_other_is_index
 
 
 def test_issue13_an_indexed_document_whose_file_becomes_unreadable_keeps_its_chunks(
-    small_corpus: SmallCorpus, realm: str
+    small_corpus: SmallCorpus, realm: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     engine = small_corpus.engine()
     stage_chunks(engine, realm, "main")
@@ -109,8 +110,13 @@ def test_issue13_an_indexed_document_whose_file_becomes_unreadable_keeps_its_chu
     )
     lovelace = small_corpus.root / "docs" / "02_lovelace.txt"
     lovelace.write_bytes(b"\x80\x81 no longer UTF-8")
-    meta = stage_chunks(engine, realm, "main").metadata
+    with caplog.at_level(logging.WARNING):
+        meta = stage_chunks(engine, realm, "main").metadata
     assert meta["documents_removed"] == 0 and meta["skipped_documents_kept"] == 1
+    # a trial read "documents 3 (... 1 kept)" of a space holding 4 and "document skipped" of one kept
+    assert meta["documents"] == 2 and meta["documents_unchanged"] == 1
+    said = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert [m.split(": ")[0] for m in said if str(lovelace) in m] == ["document unreadable, kept as indexed"]
     assert meta["skipped_documents_sample"][0]["kept"] is True
     assert (
         _rows(
