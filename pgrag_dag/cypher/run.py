@@ -20,7 +20,7 @@ from pgrag_dag.cypher.compile import TIMEOUT_S, Compiled, CypherOptions, compile
 from pgrag_dag.cypher.parse import parse
 from pgrag_dag.errors import QueryError, UnknownSpaceError
 from pgrag_dag.store import db
-from pgrag_dag.store.retrieval import read_scope
+from pgrag_dag.store.retrieval import read_scope, unindexed_space
 from pgrag_dag.temporal import Temporal, belief_instant
 
 
@@ -108,9 +108,7 @@ def answer(text: str, params: Mapping[str, Any] | None, options: CypherOptions, 
         if registered is None:
             raise QueryError(f"realm {realm!r} does not exist (it has never been indexed)")
         if not found:
-            raise UnknownSpaceError(
-                f"space {space!r} does not exist in realm {realm!r} (nothing was indexed into it)"
-            )
+            raise UnknownSpaceError(unindexed_space(realm, space))
         rows = run(conn, compiled, timeout_s=options.timeout_s)
     if len(rows) > options.max_rows:
         raise QueryError(

@@ -94,7 +94,7 @@ def read_tables(engine: Engine, realm: str, space: str, *, mentions: bool = True
 
     from pgrag_dag.store import db
     from pgrag_dag.store import export as store
-    from pgrag_dag.store.retrieval import realm_embedding, space_exists
+    from pgrag_dag.store.retrieval import realm_embedding, space_exists, unindexed_space
 
     validate_realm(realm)
     validate_space(space)
@@ -105,10 +105,7 @@ def read_tables(engine: Engine, realm: str, space: str, *, mentions: bool = True
             if realm_embedding(conn, realm) is None:
                 raise UnknownSpaceError(f"realm {realm!r} does not exist (it has never been indexed)")
             if not space_exists(conn, realm, space):
-                raise UnknownSpaceError(
-                    f"space {space!r} does not exist in realm {realm!r} (nothing was ever "
-                    "indexed into it, or it was deleted)"
-                )
+                raise UnknownSpaceError(unindexed_space(realm, space))
             return GraphTables(
                 realm,
                 space,

@@ -25,7 +25,7 @@ from pgrag_dag.errors import QueryError, UnknownSpaceError
 from pgrag_dag.names import validate_realm, validate_space
 from pgrag_dag.store import changes as store
 from pgrag_dag.store import db, history
-from pgrag_dag.store.retrieval import realm_embedding
+from pgrag_dag.store.retrieval import realm_embedding, unindexed_space
 
 _SNAPSHOT = re.compile(r"^[0-9]{1,20}:[0-9]{1,20}:([0-9]{1,20}(,[0-9]{1,20})*)?$")
 
@@ -276,10 +276,7 @@ def _require_history(conn: psycopg.Connection, realm: str) -> None:
 
 def _require_space(conn: psycopg.Connection, realm: str, space: str) -> None:
     if not store.space_known(conn, realm, space):
-        raise UnknownSpaceError(
-            f"space {space!r} does not exist in realm {realm!r} (nothing was ever indexed into it, "
-            "or it was deleted)"
-        )
+        raise UnknownSpaceError(unindexed_space(realm, space))
 
 
 def _check_watermark(conn: psycopg.Connection, old: str, given: str | None) -> None:

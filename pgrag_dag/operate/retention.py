@@ -33,7 +33,7 @@ from pgrag_dag.errors import ConfigurationError
 from pgrag_dag.names import validate_realm, validate_space
 from pgrag_dag.store import db, locks, telemetry
 from pgrag_dag.store import retention as store
-from pgrag_dag.store.retrieval import read_scope
+from pgrag_dag.store.retrieval import read_scope, unindexed_space
 
 STAGE = "retention"
 """The stage name the retention and unarchive commands' stage locks carry."""
@@ -126,9 +126,7 @@ def check_scope(engine: Engine, realm: str, space: str) -> None:
     if registered is None:
         raise ConfigurationError(f"realm {realm!r} does not exist (it has never been indexed)")
     if not found:
-        raise ConfigurationError(
-            f"space {space!r} does not exist in realm {realm!r} (nothing was indexed into it)"
-        )
+        raise ConfigurationError(unindexed_space(realm, space))
 
 
 def _plan(conn: psycopg.Connection, settings: Settings, realm: str, space: str) -> dict[str, Any]:

@@ -107,7 +107,7 @@ def check_scope(conn: psycopg.Connection, realm: str, space: str, embedder: Embe
         raise QueryError(f"realm {realm!r} does not exist (it has never been indexed)")
     check_embedding(realm, registered, (embedder.model, embedder.dim, embedder.convention))
     if not space_found:
-        raise QueryError(f"space {space!r} does not exist in realm {realm!r} (nothing was indexed into it)")
+        raise QueryError(retrieval.unindexed_space(realm, space))
 
 
 def embed_all(embedder: Embedder, texts: list[str]) -> dict[str, np.ndarray]:

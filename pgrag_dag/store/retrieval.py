@@ -22,6 +22,7 @@ holds (through ``halfvec`` above 2,000 dimensions).
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Sequence
 from typing import Any, LiteralString
 
@@ -266,6 +267,15 @@ def read_scope(conn: psycopg.Connection, realm: str, space: str) -> tuple[Identi
         registered = realm_embedding(conn, realm)
         return registered, registered is not None and (wildcard or space_exists(conn, realm, space))
     return (None, False) if row is None else ((str(row[0]), int(row[1]), str(row[2])), bool(row[3]))
+
+
+def unindexed_space(realm: str, space: str) -> str:
+    """The one-line refusal of a space ``realm`` holds nothing of (``space_exists`` false), naming the command
+    that indexes it in the form the CLI uses everywhere: ``pgrag index <realm>.<space>``."""
+    return (
+        f"space {space!r} does not exist in realm {realm!r} (nothing was indexed into it, or it was "
+        f"deleted); run pgrag index {shlex.quote(realm + '.' + space)}"
+    )
 
 
 def realm_embedding(conn: psycopg.Connection, realm: str) -> Identity | None:

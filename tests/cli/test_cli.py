@@ -8,6 +8,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+import yaml
 from typer.testing import CliRunner
 
 from pgrag_dag.cli import app
@@ -188,6 +189,23 @@ def test_reembed_switches_a_realm_with_a_progress_bar_and_a_one_line_summary(
     data = json.loads(out.stdout)
     assert out.exit_code == 0 and data["reembedded"] is True and data["rows"]["documents"] == 3
     assert runner.invoke(app, question).exit_code == 0
+
+
+def test_a_query_of_a_declared_space_never_indexed_names_the_command_that_indexes_it(
+    cli_env: SmallCorpus, realm: str
+) -> None:
+    """A trial's ``pgrag query --space dumas`` on a space the configuration declares but no run indexed said
+    only "nothing was indexed into it": it names ``pgrag index <realm>.<space>``, as the rest of the CLI
+    does."""
+    cfg = yaml.safe_load(cli_env.config.read_text(encoding="utf-8"))
+    cfg["realms"][realm]["spaces"]["later"] = {"sources": [{"path": "docs", "glob": "*.txt"}]}
+    cli_env.config.write_text(yaml.safe_dump(cfg), encoding="utf-8")
+    assert runner.invoke(app, ["index", f"{realm}.main"]).exit_code == 0
+    out = runner.invoke(
+        app, ["query", "Who worked with Charles Babbage?", "--realm", realm, "--space", "later"]
+    )
+    assert out.exit_code == 2 and len(out.output.strip().splitlines()) == 1, out.output
+    assert out.output.strip().endswith(f"; run pgrag index {realm}.later"), out.output
 
 
 def test_reembed_of_an_unknown_realm_exits_2_with_one_line(cli_env: SmallCorpus) -> None:
