@@ -72,11 +72,11 @@ def _n(value: Any) -> str:
 
 
 def _by_reason(reasons: dict[str, int] | None) -> str:
-    """``"; decided this run by reason: negation 6, single_valued 1"`` — the run's supersession decisions
-    (re-decided pairs included, so they need not add up to the newly superseded), or ``""``."""
+    """``": negation 6, single_valued 1"`` — the reasons of the edges this run newly superseded (they add up
+    to the count they follow; the run's decisions, re-decided pairs included, need not), or ``""``."""
     if not reasons:
         return ""
-    return "; decided this run by reason: " + ", ".join(f"{k} {_n(v)}" for k, v in sorted(reasons.items()))
+    return ": " + ", ".join(f"{k} {_n(v)}" for k, v in sorted(reasons.items()))
 
 
 def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
@@ -110,7 +110,7 @@ def summarise(partition: str, metas: dict[str, dict[str, Any]]) -> list[str]:
         f"  relations        {_n(r.get('relations'))}  ({_n(r.get('negated'))} negated, "
         f"{_n(r.get('with_validity'))} with a validity period)",
         f"  supersession     {_n(r.get('superseded'))} superseded ({_n(r.get('newly_superseded'))} this run"
-        + _by_reason(r.get("supersessions_by_reason"))
+        + _by_reason(r.get("newly_superseded_by_reason"))
         + ")",
         *[f"    {x}" for x in (r.get("supersession_examples") or [])[:4]],
         f"  gate decisions   this run: {_n(g.get('entities_accepted'))} entities and "

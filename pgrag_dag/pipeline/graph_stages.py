@@ -490,6 +490,7 @@ def stage_relations(engine: Engine, realm: str, space: str, *, full: bool = Fals
                     "mode": "unchanged",
                     **relation_store.graph_counts(conn, realm, space),
                     **nothing,
+                    "newly_superseded_by_reason": {},
                     "seconds": round(time.perf_counter() - t0, 3),
                 },
                 work_queue.data_version(conn, realm, space, "relations"),
@@ -551,7 +552,8 @@ def stage_relations(engine: Engine, realm: str, space: str, *, full: bool = Fals
             "self_loop_examples": self_loops["offending_value"].head(5).to_list(),
             "newly_superseded": sup_counts["newly_superseded"],
             "restored": sup_counts["restored"],
-            "supersessions_by_reason": by_reason,
+            "supersessions_by_reason": by_reason,  # decided this run, re-decided pairs included
+            "newly_superseded_by_reason": sup_counts["newly_by_reason"],  # of newly_superseded
             "supersession_examples": examples,
             "rows_changed": changed,
         }

@@ -57,7 +57,7 @@ class FullRelations:
     edges: int = 0
     batches: int = 0
     counts: dict[str, int] = field(default_factory=dict)
-    sup_counts: dict[str, int] = field(default_factory=dict)
+    sup_counts: dict[str, Any] = field(default_factory=dict)
     by_reason: dict[str, int] = field(default_factory=dict)
     examples: list[str] = field(default_factory=list)
     self_loops: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=SELF_LOOP_SCHEMA))

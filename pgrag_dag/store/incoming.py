@@ -16,6 +16,7 @@ Python.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Iterator
 from typing import Any
 
@@ -162,13 +163,15 @@ def add_supersession(conn: psycopg.Connection, relations: pl.DataFrame, superses
             copy.write_row((*keys.row(r), *keys.row(w), reason, expl))
 
 
-def apply_incoming_supersession(conn: psycopg.Connection, realm: str, space: str) -> dict[str, int]:
+def apply_incoming_supersession(conn: psycopg.Connection, realm: str, space: str) -> dict[str, Any]:
     """Mark superseded edges (§5.2–5.3) from ``pgrag_incoming_sup``: ``superseded_by`` and ``t_expired``
     (database clock), never delete. Of the edges in ``pgrag_incoming_rel`` (written just before, the
     space's or an incremental run's pairs), one the decisions supersede — newly, or by another edge than
     stored — gets its superseder, ``t_expired = now()`` and the reason (and a contradiction's explanation)
     in its payload; one stored as superseded that no decision supersedes is current again. Returns counts
-    ``superseded`` (now), ``newly_superseded``, ``restored``."""
+    ``superseded`` (now), ``newly_superseded``, ``restored``, and ``newly_by_reason`` (reason → how many of
+    the newly superseded edges it superseded: this run's supersessions, which the decisions — re-decided
+    pairs included — need not be)."""
     table = qualified(realm, "relations")
     conn.execute("ANALYZE pgrag_incoming_sup")
     newly = conn.execute(
@@ -186,9 +189,10 @@ def apply_incoming_supersession(conn: psycopg.Connection, realm: str, space: str
                                    THEN jsonb_build_object('reason', w.reason)
                                    ELSE jsonb_build_object('reason', w.reason, 'explanation', w.explanation)
                               END)
-                     FROM w WHERE r.id = w.edge AND r.superseded_by IS DISTINCT FROM w.by""").format(t=table),
+                     FROM w WHERE r.id = w.edge AND r.superseded_by IS DISTINCT FROM w.by
+                RETURNING w.reason""").format(t=table),
         {"space": space},
-    ).rowcount
+    ).fetchall()
     restored = conn.execute(
         sql.SQL("""UPDATE {t} r SET superseded_by = NULL, t_expired = NULL,
                           payload = r.payload - 'supersession'
@@ -208,7 +212,12 @@ def apply_incoming_supersession(conn: psycopg.Connection, realm: str, space: str
         " FROM pgrag_incoming_sup) s"
     ).fetchone()
     assert row is not None
-    return {"superseded": int(row[0]), "newly_superseded": newly, "restored": restored}
+    return {
+        "superseded": int(row[0]),
+        "newly_superseded": len(newly),
+        "restored": restored,
+        "newly_by_reason": dict(Counter(str(r) for (r,) in newly)),
+    }
 
 
 def single_end_edges(conn: psycopg.Connection, predicates: Collection[str]) -> Iterator[tuple[Any, ...]]:

@@ -8,6 +8,7 @@ per-partition advisory lock (:func:`pgrag_dag.store.locks.lock_partition`).
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import Any
 
 import polars as pl
 import psycopg
@@ -182,7 +183,7 @@ def quality_frames(conn: psycopg.Connection, realm: str, space: str) -> tuple[pl
 
 def apply_supersession(
     conn: psycopg.Connection, realm: str, space: str, relations: pl.DataFrame, supersession: pl.DataFrame
-) -> dict[str, int]:
+) -> dict[str, Any]:
     """Mark superseded edges (§5.2–5.3): ``superseded_by`` and ``t_expired`` (database clock), never delete.
 
     ``relations`` is the live frame the stage wrote (rows addressed by position) — call it right after
@@ -190,6 +191,6 @@ def apply_supersession(
     and it is the whole space's or, in an incremental run, every edge of the affected pairs; ``supersession``
     has row, superseded_by_row, reason, explanation. See
     :func:`pgrag_dag.store.incoming.apply_incoming_supersession` for what changes. Returns counts
-    ``superseded`` (now), ``newly_superseded``, ``restored``."""
+    ``superseded`` (now), ``newly_superseded``, ``restored`` and ``newly_by_reason``."""
     incoming.add_supersession(conn, relations, supersession)
     return incoming.apply_incoming_supersession(conn, realm, space)

@@ -211,6 +211,9 @@ def test_issue14_the_last_filing_indexed_later_is_believed_after_the_instant_bef
         21,
     )  # as indexed in one run
     assert meta["relations"]["supersessions_by_reason"]["group"] == 4
+    # this run's supersessions by reason add up to its count, unlike its decisions (re-decided pairs too)
+    assert meta["relations"]["newly_superseded"] == 4
+    assert meta["relations"]["newly_superseded_by_reason"] == {"group": 4}
     with engine.connect() as conn:
         assert document_indexed(conn, realm, "disney", withheld)
         instant = before_added(conn, realm, "disney", withheld)
@@ -332,8 +335,8 @@ def test_make_demo_runs_offline_with_the_local_model_and_replays_every_answer(
             "chunks           11  (2 inserted this run)",
             "entities         21 live, 0 dormant",
             "relations        34  (0 negated, 30 with a validity period)",
-            "supersession     6 superseded (4 this run; decided this run by reason: group 4, "
-            "single_valued 2)",  # 2 CFOs
+            # this run's 4 by reason (a trial read its decisions, "group 4, single_valued 2", as of them)
+            "supersession     6 superseded (4 this run: group 4)",
             "communities      3 (level 0), 1 parent topic",
             "model            0 calls, 8 cache hits",
         ):  # ... and the graph is the one-run graph

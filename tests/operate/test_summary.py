@@ -92,9 +92,7 @@ def test_a_space_with_a_vocabulary_lists_what_fell_off_it() -> None:
     assert _line(lines, "graph quality").startswith(
         "  graph quality    vocabulary share 0.44, 2 orphan entities"
     )
-    assert _line(lines, "supersession") == (
-        "  supersession     2 superseded (1 this run; decided this run by reason: group 2)"
-    )
+    assert _line(lines, "supersession") == "  supersession     2 superseded (1 this run)"
     everything_on_it = summarise("wiki.demo", _metas(share=1.0, snapped=0, off=[], by_reason={}))
     assert _line(everything_on_it, "predicates").endswith(
         "this run: 0 snapped onto the vocabulary, commonest off it: none"
@@ -104,6 +102,7 @@ def test_a_space_with_a_vocabulary_lists_what_fell_off_it() -> None:
 def test_every_count_of_the_summary_has_thousands_separators() -> None:
     """A trial read ``entities 2575`` beside ``1,979 orphan`` entities: every count is written one way."""
     metas = _metas(share=None, snapped=0, off=[], by_reason={"negation": 6123})
+    metas["relations"].update(newly_superseded=6123, newly_superseded_by_reason={"negation": 6123})
     metas["relations"].update(entities=14937, relations=21034, superseded=1204)
     metas["chunks"].update(chunks=5120, documents=1001)
     metas["gated_triples"].update(entities_accepted=14937)
@@ -119,3 +118,13 @@ def test_the_entities_line_counts_dormant_entities_apart_from_the_live_ones() ->
     metas = _metas(share=None, snapped=0, off=[], by_reason={})
     metas["relations"].update(entities=3822, entities_dormant=30)
     assert _line(summarise("notes.main", metas), "entities") == "  entities         3,822 live, 30 dormant"
+
+
+def test_the_supersession_reasons_are_those_of_the_edges_this_run_superseded() -> None:
+    """A trial read ``6 superseded (4 this run; decided this run by reason: group 4, single_valued 2)``: the
+    reasons added up to 6, not to the 4 they qualified. The line gives this run's reasons, which add up."""
+    metas = _metas(share=None, snapped=0, off=[], by_reason={"group": 4, "single_valued": 2})
+    metas["relations"].update(newly_superseded=4, newly_superseded_by_reason={"group": 3, "single_valued": 1})
+    assert _line(summarise("tenk.disney", metas), "supersession") == (
+        "  supersession     6 superseded (4 this run: group 3, single_valued 1)"
+    )
