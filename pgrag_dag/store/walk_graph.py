@@ -143,7 +143,8 @@ def walk_edges(
             known=created_by("d", temporal),
             live=entity_live("e", temporal, realm=realm),
         )
-        mentions = _pairs(conn.execute(query, params).fetchall())
+        chunk, entity = _arrays(conn, query, params, 2)
+        mentions = np.column_stack([chunk, entity]).astype(np.int64).reshape(-1, 2)
     if "titles" in kinds:
         title = """
             SELECT d.id, k.entity_id
@@ -164,8 +165,28 @@ def walk_edges(
                 np.concatenate([titles, _titled(conn, realm, space, temporal, params)]), axis=0
             )
     if "relations" in kinds:
+        typed = relation_types is not None
+        if temporal.believed_at is None:
+            # present time: both ends share the relation's space (foreign keys), so liveness is the one
+            # join left — done here against the space's few dormant entities, not by joining every
+            # relation to every entity twice (at 1M relations 0.6 s instead of 2.9)
+            query = sql.SQL("""
+                SELECT r.source_id, r.target_id, greatest(r.weight, 1)::float8, r.id FROM {r} AS r
+                 WHERE {in_space} AND {edge_ok} AND {near}""").format(
+                r=qualified(realm, "relations"),
+                near=at("r.source_id entity", "r.target_id entity"),
+                in_space=in_space("r", space),
+                edge_ok=relation_filter("r", temporal, typed=typed, realm=realm),
+            )
+            source, target, weight, ids = _arrays(conn, query, params, 4)
+            dormant = sql.SQL("SELECT e.id FROM {e} AS e WHERE {in_space} AND e.dormant_since IS NOT NULL")
+            rows = conn.execute(dormant.format(e=e, in_space=in_space("e", space)), params).fetchall()
+            gone = np.asarray([int(r[0]) for r in rows], dtype=np.int64)
+            keep = ~(np.isin(source, gone) | np.isin(target, gone)) if len(gone) else slice(None)
+            relations = np.column_stack([source[keep], target[keep]]).astype(np.int64).reshape(-1, 2)
+            return WalkEdges(mentions, relations, weight[keep].astype(np.float64), titles, ids[keep])
         query = sql.SQL("""
-            SELECT r.source_id, r.target_id, greatest(r.weight, 1), r.id
+            SELECT r.source_id, r.target_id, greatest(r.weight, 1)::float8, r.id
               FROM {r} AS r
               JOIN {e} AS a ON a.id = r.source_id AND a.space = r.space
               JOIN {e} AS b ON b.id = r.target_id AND b.space = r.space
@@ -174,16 +195,33 @@ def walk_edges(
             e=e,
             near=at("r.source_id entity", "r.target_id entity"),
             in_space=in_space("r", space),
-            edge_ok=relation_filter("r", temporal, typed=relation_types is not None, realm=realm),
+            edge_ok=relation_filter("r", temporal, typed=typed, realm=realm),
             a_live=entity_live("a", temporal, realm=realm),
             b_live=entity_live("b", temporal, realm=realm),
         )
-        rows = conn.execute(query, params).fetchall()
-        relations = _pairs(rows)
-        weight = np.asarray([float(r[2]) for r in rows], dtype=np.float64)
-        ids = np.asarray([int(r[3]) for r in rows], dtype=np.int64)
-        return WalkEdges(mentions, relations, weight, titles, ids)
+        source, target, weight, ids = _arrays(conn, query, params, 4)
+        relations = np.column_stack([source, target]).astype(np.int64).reshape(-1, 2)
+        return WalkEdges(mentions, relations, weight.astype(np.float64), titles, ids.astype(np.int64))
     return WalkEdges(mentions=mentions, relations=relations, relation_weight=weight, titles=titles)
+
+
+def _arrays(
+    conn: psycopg.Connection, query: sql.Composable, params: dict[str, Any], width: int
+) -> list[np.ndarray]:
+    """The ``width`` columns of ``query``'s rows as arrays (int64, or float64 for a float column), read as
+    one row of ``array_agg`` in binary: a million rows in a fraction of the time tuples take."""
+    names = [f"c{i}" for i in range(width)]
+    wrapped = sql.SQL("SELECT {aggs} FROM ({q}) AS x({cols})").format(
+        aggs=sql.SQL(", ").join(sql.SQL("array_agg({})").format(sql.Identifier(c)) for c in names),
+        q=query,
+        cols=sql.SQL(", ").join(sql.Identifier(c) for c in names),
+    )
+    with conn.cursor(binary=True) as cur:
+        cur.execute(wrapped, params)
+        row = cur.fetchone()
+    if row is None or row[0] is None:
+        return [np.zeros(0, dtype=np.int64) for _ in names]
+    return [np.asarray(col) for col in row]
 
 
 def space_chunks(

@@ -506,6 +506,7 @@ def test_a_cached_graph_patched_by_the_touched_vertices_equals_the_graph_read_ag
         )
     }
     assert second.unused == 2  # Pellin Bridge and chunk two keep their positions, unreachable
+    assert newer not in second.relation_ids.tolist()  # live, but its subject is dormant: no edge
     walk = second.walk({b.ids["alpha:Kessa"]: 1.0}, {}, damping=0.7, prior_weight=0.05)
     fresh = graph(ppr.WalkCache()).walk({b.ids["alpha:Kessa"]: 1.0}, {}, damping=0.7, prior_weight=0.05)
     assert walk is not None and fresh is not None
