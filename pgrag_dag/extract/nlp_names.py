@@ -7,8 +7,9 @@ dates, times, money, percentages and counts are never entities) and, with ``prop
 nouns the NER left out (type ``Concept``; not runs made only of titles). A name loses leading words without a
 capital (an article, a verb the NER took in) or that are function words ("Toward Paris" → Paris), a trailing
 possessive and any punctuation at its ends, and an officer's title before "of" ("CFO of Disney" → Disney); a
-leading honorific or title (:data:`HONORIFICS`: Mr, Mrs, Dr, Sir, Lord, M., Monsieur, Musketeer …, also just
-before the NER's span) and a nobiliary particle after it move into the aliases, so "Monsieur de Treville" is
+leading honorific or title (:data:`HONORIFICS`: Mr, Mrs, Dr, Sir, Lord, M., Mme., MM., Monsieur, Musketeer …,
+also just before the NER's span or a proper-noun run, a particle between) and a nobiliary particle after it
+move into the aliases, so "Monsieur de Treville" is
 ``Treville`` with aliases "Monsieur de Treville" and "de Treville". Names with markup, brackets or quotes
 inside are parse debris and dropped.
 """
@@ -25,8 +26,9 @@ from pgrag_dag.gate_rules import PRONOUNS, identity_key
 
 HONORIFICS = frozenset(
     """
-mr mr. mrs mrs. ms ms. miss mx dr dr. sir dame lord lady madame mme mme. mlle mlle. mademoiselle monsieur
-m. messrs messrs. prof prof. professor rev rev. reverend hon hon. captain capt capt. general gen. colonel
+mr mr. mrs mrs. ms ms. miss mx dr dr. sir dame lord lady madame mme mme. mmes mmes. mlle mlle. mlles mlles.
+mademoiselle mesdames monsieur messieurs m. mm mm. messrs messrs. prof prof. professor rev rev. reverend
+hon hon. captain capt capt. general gen. colonel
 col. king queen prince princess emperor empress duke duchess count countess baron baroness cardinal
 abbe abbé chevalier monseigneur messire sieur signor master musketeer guardsman lieutenant sergeant
 corporal bishop archbishop
@@ -96,6 +98,21 @@ def _honorific(toks: Sequence[Any]) -> bool:
     particle ("M de Treville", French without the period — a lone "M" elsewhere may be an initial)."""
     first = toks[0]
     return first.lower_ in HONORIFICS or (first.text == "M" and len(toks) > 2 and toks[1].lower_ in PARTICLES)
+
+
+def _honorific_start(doc: Any, start: int, end: int, floor: int) -> int:
+    """Where the name ``doc[start:end]`` begins once the honorifics written just before it are taken in —
+    with a nobiliary particle between ("Mlle." + "de" + "Montalais", the NER or a proper-noun run naming
+    only "Montalais") — never before token ``floor`` (its sentence's start): :func:`_clean_span` moves them
+    into the aliases."""
+    while start > floor:
+        if _honorific(doc[start - 1 : end]):
+            start -= 1
+        elif start - 1 > floor and doc[start - 1].lower_ in PARTICLES and _honorific(doc[start - 2 : end]):
+            start -= 2
+        else:
+            break
+    return start
 
 
 _NAME = re.compile(r"^[^\W_](?:[\w .,'’&\-]*[^\W_])?\.?$")
@@ -201,9 +218,7 @@ class ChunkNames:
         for ent in doc.ents:
             kind = options.type_map.get(ent.label_)
             if kind is not None:
-                start = ent.start
-                while start > ent.sent.start and _honorific(doc[start - 1 : ent.end]):  # "Ms." + "McCarthy"
-                    start -= 1
+                start = _honorific_start(doc, ent.start, ent.end, ent.sent.start)  # "Ms." + "McCarthy"
                 self._add(list(doc[start : ent.end]), kind, ent.sent.text)
                 taken |= set(range(start, ent.end))
         self.terms: list[tuple[str, list[Any]]] = []  # (lemma key, tokens) of candidate terms
@@ -218,8 +233,10 @@ class ChunkNames:
                 if tok is not None and tok.pos_ == "PROPN" and tok.i not in taken and not tok.is_punct:
                     run.append(tok)
                     continue
+                # a run with an entity label is the NER's judgement (a date, a number): not a name here
                 if run and not any(t.ent_type_ for t in run) and not _titles_only(run):
-                    self._add(run, "Concept", run[0].sent.text)  # else the NER judged it (a date, a number)
+                    start = _honorific_start(doc, run[0].i, run[-1].i + 1, run[0].sent.start)
+                    self._add(list(doc[start : run[-1].i + 1]), "Concept", run[0].sent.text)
                 run = []
 
     def adopt(self, key: str, record: dict[str, Any], **changes: Any) -> dict[str, Any]:
@@ -238,7 +255,11 @@ class ChunkNames:
             or (kind == "Concept" and not name[:1].isupper())
             or name.lower() in PRONOUNS
             or len(words) > self.options.max_name_words
-            or (len(words) == 1 and name.lower() in HONORIFICS | INTERJECTIONS)
+            # a name is read without its full stop: a lone "M." is the honorific "m.", no entity "M"
+            or (
+                len(words) == 1
+                and not {name.lower(), f"{name.lower()}."}.isdisjoint(HONORIFICS | INTERJECTIONS)
+            )
         ):
             return
         key = identity_key(name)

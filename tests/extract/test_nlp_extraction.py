@@ -367,3 +367,34 @@ def test_a_question_asserts_no_relation() -> None:
     assert [(t["subject"], t["predicate"], t["object"], t["description"]) for t in triples] == [
         ("Amazon", "give", "operating margins", "Amazon gives us operating margins.")
     ]
+
+
+def test_french_honorific_abbreviations_end_no_sentence_and_are_aliases() -> None:
+    """Dumas writes "Mme. d’Artagnan", "MM. de Chalais", "Mlle. de Montalais": the English pipeline split
+    "Mme." into a word and a full stop ending the sentence (the name's sentence then began "d'Artagnan was a
+    woman") and took "MM" for a place; a lone "M." read as the name "M". Now the honorific ends no sentence
+    and, like "Mr.", moves into the name's aliases."""
+    musketeers = _shared("dumas/01_the_three_musketeers_pg1257.txt")
+    mother = _sentence(musketeers, "whereas Mme. d’Artagnan was a woman")
+    bonacieux = _sentence(musketeers, "Mme. Bonacieux recovered her senses")
+    chalais = _sentence(_shared("dumas/06_man_in_the_iron_mask_pg2759.txt"), "arresting MM. de Chalais")
+    nlp_pipe = nlp_pipeline.load_pipeline("en_core_web_sm")
+    doc = nlp_pipe(mother.replace("’", "'"))
+    assert [s.text for s in doc.sents] == [mother.replace("’", "'")]
+    assert [t.text for t in doc if t.text.startswith("Mme")] == ["Mme."]
+    out = extract_documents([[mother, bonacieux, chalais]], NlpOptions())[0]
+    entities = {e["name"]: e for chunk in out for e in chunk["entities"]}
+    assert not [n for n in entities if n.split()[0].rstrip(".") in ("M", "MM", "Mme", "Mlle")]
+    assert "Mme. d'Artagnan" in entities["d'Artagnan"]["aliases"]
+    assert entities["d'Artagnan"]["description"].endswith(
+        "whereas Mme. d'Artagnan was a woman, and still more, a mother."
+    )
+    assert "Mme. Bonacieux" in entities["Bonacieux"]["aliases"]
+    assert {"MM. de Chalais", "de Chalais"} <= set(entities["Chalais"]["aliases"])
+    # "M" without its stop, in its paragraph as the novel wraps it: the parse leaves "M" a name on its own
+    bare = re.search(
+        r"M de Treville, accompanied by the four young fellows.*?\n\n", musketeers.read_text(), re.S
+    )
+    assert bare is not None
+    names = {e["name"]: e for e in extract_documents([[bare.group(0)]], NlpOptions())[0][0]["entities"]}
+    assert "M" not in names and "M de Treville" in names["Treville"]["aliases"]
