@@ -6,12 +6,12 @@ Entities are NER spans whose label ``type_map`` maps (:data:`~pgrag_dag.extract.
 dates, times, money, percentages and counts are never entities) and, with ``proper_nouns``, runs of proper
 nouns the NER left out (type ``Concept``; not runs made only of titles). A name loses leading words without a
 capital (an article, a verb the NER took in) or that are function words ("Toward Paris" → Paris), a trailing
-possessive and any punctuation at its ends, and an officer's title before "of" ("CFO of Disney" → Disney); a
-leading honorific or title (:data:`HONORIFICS`: Mr, Mrs, Dr, Sir, Lord, M., Mme., MM., Monsieur, Musketeer …,
-also just before the NER's span or a proper-noun run, a particle between) and a nobiliary particle after it
-move into the aliases, so "Monsieur de Treville" is
-``Treville`` with aliases "Monsieur de Treville" and "de Treville". Names with markup, brackets or quotes
-inside are parse debris and dropped.
+possessive or conjunction ("Windows and") and any punctuation at its ends, and an officer's title before "of"
+("CFO of Disney" → Disney); a leading honorific or title (:data:`HONORIFICS`: Mr, Mrs, Dr, Sir, Lord, M.,
+Mme., MM., Monsieur, Musketeer …, also just before the NER's span or a proper-noun run, a particle between)
+and a nobiliary particle after it move into the aliases, so "Monsieur de Treville" is ``Treville`` with
+aliases "Monsieur de Treville" and "de Treville". Names with markup, brackets or quotes inside are parse
+debris and dropped.
 """
 
 from __future__ import annotations
@@ -70,9 +70,9 @@ ROLE_WORDS = frozenset(
 def _clean_span(tokens: Sequence[Any]) -> tuple[list[Any], list[Any]]:
     """(name tokens, stripped leading honorific tokens) of a span: no leading word without a capital (an
     article, a verb the NER took in) or that is a function word (a preposition, article or conjunction
-    opening the sentence: :data:`~pgrag_dag.extract.cooccurrence.LEADING_STOP`), no possessive or
-    punctuation at the ends, no leading officer's title ("CFO of Disney" → Disney), a leading honorific and
-    a particle after it split off."""
+    opening the sentence: :data:`~pgrag_dag.extract.cooccurrence.LEADING_STOP`), no possessive,
+    conjunction or punctuation at the end, no leading officer's title ("CFO of Disney" → Disney), a leading
+    honorific and a particle after it split off."""
     toks = list(tokens)
     while toks and not any(c.isupper() for c in toks[0].text):  # "murmured M. de Treville": no name's part
         toks = toks[1:]
@@ -81,7 +81,9 @@ def _clean_span(tokens: Sequence[Any]) -> tuple[list[Any], list[Any]]:
     of = next((i for i, t in enumerate(toks) if t.lower_ == "of"), None)
     if of and all(t.lower_ in ROLE_WORDS or t.lower_ in ("the", "a", "an") for t in toks[:of]):
         toks = toks[of + 1 :]
-    while toks and (toks[-1].is_punct or toks[-1].tag_ == "POS" or toks[-1].is_space):
+    while toks and (
+        toks[-1].is_punct or toks[-1].tag_ == "POS" or toks[-1].is_space or toks[-1].pos_ == "CCONJ"
+    ):  # a conjunction the NER took in before the next name: "across Windows and Linux" → "Windows and"
         toks = toks[:-1]
     stripped: list[Any] = []
     while len(toks) > 1 and _honorific(toks):

@@ -398,3 +398,13 @@ def test_french_honorific_abbreviations_end_no_sentence_and_are_aliases() -> Non
     assert bare is not None
     names = {e["name"]: e for e in extract_documents([[bare.group(0)]], NlpOptions())[0][0]["entities"]}
     assert "M" not in names and "M de Treville" in names["Treville"]["aliases"]
+
+
+def test_a_name_loses_a_trailing_conjunction() -> None:
+    """New-user trial: the FY16Q3 call's "their entire data estate across Windows and Linux" — the NER took
+    "Windows and" for one place; the name is "Windows"."""
+    call = _shared("msft_earnings_calls_graphrag/transcripts/TranscriptFY16Q3.txt")
+    sentence = _sentence(call, "entire data estate across Windows and Linux")
+    names = {e["name"] for e in extract_documents([[sentence]], NlpOptions(), FINANCE)[0][0]["entities"]}
+    assert {"Windows", "Linux"} <= names
+    assert not [n for n in names if n.split()[-1] in ("and", "or")], names
