@@ -92,6 +92,8 @@ def _clean_span(tokens: Sequence[Any]) -> tuple[list[Any], list[Any]]:
         if stripped and len(toks) > 1 and toks[0].lower_ in PARTICLES:
             stripped.append(toks[0])
             toks = toks[1:]
+        while len(toks) > 1 and toks[0].is_space:  # a line break after the honorific
+            toks = toks[1:]
     return toks, stripped
 
 
@@ -108,13 +110,27 @@ def _honorific_start(doc: Any, start: int, end: int, floor: int) -> int:
     only "Montalais") — never before token ``floor`` (its sentence's start): :func:`_clean_span` moves them
     into the aliases."""
     while start > floor:
-        if _honorific(doc[start - 1 : end]):
-            start -= 1
-        elif start - 1 > floor and doc[start - 1].lower_ in PARTICLES and _honorific(doc[start - 2 : end]):
-            start -= 2
+        before = _before(doc, start, floor)
+        if before < floor:
+            break
+        if _honorific(doc[before:end]):
+            start = before
+        elif doc[before].lower_ in PARTICLES and (earlier := _before(doc, before, floor)) >= floor:
+            if not _honorific(doc[earlier:end]):
+                break
+            start = earlier
         else:
             break
     return start
+
+
+def _before(doc: Any, i: int, floor: int) -> int:
+    """The index of the word before token ``i``, past the line break of hard-wrapped prose ("M. de" ending
+    a line, "Treville" opening the next); ``floor - 1`` when there is none from ``floor`` on."""
+    j = i - 1
+    if j >= floor and doc[j].is_space and doc[j].text.count("\n") <= 1:
+        j -= 1
+    return j if j >= floor else floor - 1
 
 
 _NAME = re.compile(r"^[^\W_](?:[\w .,'’&\-]*[^\W_])?\.?$")
@@ -200,10 +216,12 @@ def settle_terms(chunks: list[ChunkNames]) -> None:
 
 
 def _text(tokens: Sequence[Any]) -> str:
+    """The text of a run of tokens, its whitespace one space (hard-wrapped prose breaking a line between "M.
+    de" and "Treville" gives the alias "M. de Treville") and quotes, brackets and punctuation off its ends."""
     if not tokens:
         return ""
     doc = tokens[0].doc
-    return doc[tokens[0].i : tokens[-1].i + 1].text.strip(" \t\n\"'“”‘’()[]{}.,;:!?")
+    return " ".join(doc[tokens[0].i : tokens[-1].i + 1].text.split()).strip(" \t\n\"'“”‘’()[]{}.,;:!?")
 
 
 class ChunkNames:

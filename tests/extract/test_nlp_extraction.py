@@ -408,3 +408,16 @@ def test_a_name_loses_a_trailing_conjunction() -> None:
     names = {e["name"] for e in extract_documents([[sentence]], NlpOptions(), FINANCE)[0][0]["entities"]}
     assert {"Windows", "Linux"} <= names
     assert not [n for n in names if n.split()[-1] in ("and", "or")], names
+
+
+def test_a_line_break_inside_a_name_is_a_space() -> None:
+    """The Gutenberg Dumas is hard-wrapped: "M. de\nTreville" and "Monsieur\nBonacieux" were aliases with a
+    line break in them (another spelling of "M. de Treville" to every reader)."""
+    text = _shared("dumas/01_the_three_musketeers_pg1257.txt").read_text(encoding="utf-8-sig")
+    text = text.replace("\r\n", "\n")
+    at = text.index("M. de\nTreville")
+    paragraph = text[text.rindex("\n\n", 0, at) + 2 : text.index("\n\n", at)]
+    out = extract_documents([[paragraph]], NlpOptions())[0]
+    forms = [f for chunk in out for e in chunk["entities"] for f in [e["name"], *e["aliases"]]]
+    assert "M. de Treville" in forms
+    assert not [f for f in forms if "\n" in f], forms
