@@ -124,11 +124,17 @@ def _honorific_start(doc: Any, start: int, end: int, floor: int) -> int:
     return start
 
 
+def _line_break(tok: Any) -> bool:
+    """Whether ``tok`` is whitespace inside a paragraph — the line break of hard-wrapped prose, a doubled
+    space — not a paragraph's end."""
+    return bool(tok.is_space and tok.text.count("\n") <= 1)
+
+
 def _before(doc: Any, i: int, floor: int) -> int:
     """The index of the word before token ``i``, past the line break of hard-wrapped prose ("M. de" ending
     a line, "Treville" opening the next); ``floor - 1`` when there is none from ``floor`` on."""
     j = i - 1
-    if j >= floor and doc[j].is_space and doc[j].text.count("\n") <= 1:
+    if j >= floor and _line_break(doc[j]):
         j -= 1
     return j if j >= floor else floor - 1
 
@@ -253,8 +259,12 @@ class ChunkNames:
                 if tok is not None and tok.pos_ == "PROPN" and tok.i not in taken and not tok.is_punct:
                     run.append(tok)
                     continue
+                if tok is not None and run and run[-1].text.endswith(".") and _line_break(tok):
+                    run.append(tok)  # "St." ending a line of hard-wrapped prose, "Eustache" opening the next
+                    continue
                 # a run with an entity label is the NER's judgement (a date, a number): not a name here
-                if run and not any(t.ent_type_ for t in run) and not _titles_only(run):
+                words = [t for t in run if not t.is_space]
+                if words and not any(t.ent_type_ for t in run) and not _titles_only(words):
                     start = _honorific_start(doc, run[0].i, run[-1].i + 1, run[0].sent.start)
                     self._add(list(doc[start : run[-1].i + 1]), "Concept", run[0].sent.text)
                 run = []

@@ -421,3 +421,15 @@ def test_a_line_break_inside_a_name_is_a_space() -> None:
     forms = [f for chunk in out for e in chunk["entities"] for f in [e["name"], *e["aliases"]]]
     assert "M. de Treville" in forms
     assert not [f for f in forms if "\n" in f], forms
+
+
+def test_an_abbreviation_ending_a_line_stays_in_its_name() -> None:
+    """Twenty Years After wraps "St. Eustache" after "St.": the proper-noun run stopped at the line break and
+    left a name "St" (and "Eustache" on its own)."""
+    text = _shared("dumas/02_twenty_years_after_pg1259.txt").read_text(encoding="utf-8-sig")
+    text = text.replace("\r\n", "\n")
+    at = text.index("St. Merri, St. Sulpice and St.\nEustache")
+    paragraph = text[text.rindex("\n\n", 0, at) + 2 : text.index("\n\n", at)]
+    names = {e["name"] for e in extract_documents([[paragraph]], NlpOptions())[0][0]["entities"]}
+    assert {"St. Merri", "St. Sulpice", "St. Eustache"} <= names
+    assert not {"St", "Eustache"} & names, names
