@@ -110,6 +110,7 @@ japanese arab arabic egyptian jewish christian catholic protestant
 HONORIFICS = frozenset(
     """
 lord lady sir dame hon hon. dr dr. mr mr. mrs mrs. ms ms. miss madame monsieur professor prof. rev. reverend
+m. mm. mme. mmes. mlle. mlles.
 count countess baron baroness duke duchess earl king queen prince princess emperor empress pope
 """.split()
 )
@@ -152,6 +153,11 @@ _ABBREVIATIONS = frozenset(
         "vs",
         "etc",
         "fr",
+        "mm",  # French honorifics: "MM. de Chalais", "Mme. Bonacieux", "Mlle. de Montalais"
+        "mme",
+        "mmes",
+        "mlle",
+        "mlles",
     }
 )
 _FOOTNOTE = re.compile(
@@ -159,7 +165,7 @@ _FOOTNOTE = re.compile(
 )
 _GLUED_SENTENCE = re.compile(r"(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])")  # "computer.Babbage is": a missing space
 _ENDS_ABBREVIATION = re.compile(
-    r"(?:^|[\s(])(?:[A-Z]|Dr|Mr|Mrs|Ms|St|Mt|Jr|Sr|Prof|Rev|Hon|Gen|Col|Capt|Lt|c|ca|vs|No|Vol)\.$"
+    r"(?:^|[\s(])(?:[A-Z]|Dr|Mr|Mrs|Ms|MM|Mme|Mmes|Mlle|Mlles|St|Mt|Jr|Sr|Prof|Rev|Hon|Gen|Col|Capt|Lt|c|ca|vs|No|Vol)\.$"
 )
 # "_" is not a word character; a double hyphen (a typewriter dash: "d’Artagnan--projects") is no word's part
 _TOKEN = re.compile(r"[^\W\d_](?:[^\W_]|['’]|-(?!-))*\.?|\d[\w.,]*|\S")

@@ -6,11 +6,12 @@ Entities are NER spans whose label ``type_map`` maps (:data:`~pgrag_dag.extract.
 dates, times, money, percentages and counts are never entities) and, with ``proper_nouns``, runs of proper
 nouns the NER left out (type ``Concept``; not runs made only of titles). A name loses leading words without a
 capital (an article, a verb the NER took in) or that are function words ("Toward Paris" → Paris), a trailing
-possessive and any punctuation at its ends, and an officer's title before "of" ("CFO of Disney" → Disney); a
-leading honorific or title (:data:`HONORIFICS`: Mr, Mrs, Dr, Sir, Lord, M., Monsieur, Musketeer …, also just
-before the NER's span) and a nobiliary particle after it move into the aliases, so "Monsieur de Treville" is
-``Treville`` with aliases "Monsieur de Treville" and "de Treville". Names with markup, brackets or quotes
-inside are parse debris and dropped.
+possessive or conjunction ("Windows and") and any punctuation at its ends, and an officer's title before "of"
+("CFO of Disney" → Disney); a leading honorific or title (:data:`HONORIFICS`: Mr, Mrs, Dr, Sir, Lord, M.,
+Mme., MM., Monsieur, Musketeer …, also just before the NER's span or a proper-noun run, a particle between)
+and a nobiliary particle after it move into the aliases, so "Monsieur de Treville" is ``Treville`` with
+aliases "Monsieur de Treville" and "de Treville". Names with markup, brackets or quotes inside are parse
+debris and dropped.
 """
 
 from __future__ import annotations
@@ -25,8 +26,9 @@ from pgrag_dag.gate_rules import PRONOUNS, identity_key
 
 HONORIFICS = frozenset(
     """
-mr mr. mrs mrs. ms ms. miss mx dr dr. sir dame lord lady madame mme mme. mlle mlle. mademoiselle monsieur
-m. messrs messrs. prof prof. professor rev rev. reverend hon hon. captain capt capt. general gen. colonel
+mr mr. mrs mrs. ms ms. miss mx dr dr. sir dame lord lady madame mme mme. mmes mmes. mlle mlle. mlles mlles.
+mademoiselle mesdames monsieur messieurs m. mm mm. messrs messrs. prof prof. professor rev rev. reverend
+hon hon. captain capt capt. general gen. colonel
 col. king queen prince princess emperor empress duke duchess count countess baron baroness cardinal
 abbe abbé chevalier monseigneur messire sieur signor master musketeer guardsman lieutenant sergeant
 corporal bishop archbishop
@@ -68,9 +70,9 @@ ROLE_WORDS = frozenset(
 def _clean_span(tokens: Sequence[Any]) -> tuple[list[Any], list[Any]]:
     """(name tokens, stripped leading honorific tokens) of a span: no leading word without a capital (an
     article, a verb the NER took in) or that is a function word (a preposition, article or conjunction
-    opening the sentence: :data:`~pgrag_dag.extract.cooccurrence.LEADING_STOP`), no possessive or
-    punctuation at the ends, no leading officer's title ("CFO of Disney" → Disney), a leading honorific and
-    a particle after it split off."""
+    opening the sentence: :data:`~pgrag_dag.extract.cooccurrence.LEADING_STOP`), no possessive,
+    conjunction or punctuation at the end, no leading officer's title ("CFO of Disney" → Disney), a leading
+    honorific and a particle after it split off."""
     toks = list(tokens)
     while toks and not any(c.isupper() for c in toks[0].text):  # "murmured M. de Treville": no name's part
         toks = toks[1:]
@@ -79,7 +81,9 @@ def _clean_span(tokens: Sequence[Any]) -> tuple[list[Any], list[Any]]:
     of = next((i for i, t in enumerate(toks) if t.lower_ == "of"), None)
     if of and all(t.lower_ in ROLE_WORDS or t.lower_ in ("the", "a", "an") for t in toks[:of]):
         toks = toks[of + 1 :]
-    while toks and (toks[-1].is_punct or toks[-1].tag_ == "POS" or toks[-1].is_space):
+    while toks and (
+        toks[-1].is_punct or toks[-1].tag_ == "POS" or toks[-1].is_space or toks[-1].pos_ == "CCONJ"
+    ):  # a conjunction the NER took in before the next name: "across Windows and Linux" → "Windows and"
         toks = toks[:-1]
     stripped: list[Any] = []
     while len(toks) > 1 and _honorific(toks):
@@ -87,6 +91,8 @@ def _clean_span(tokens: Sequence[Any]) -> tuple[list[Any], list[Any]]:
         toks = toks[1:]
         if stripped and len(toks) > 1 and toks[0].lower_ in PARTICLES:
             stripped.append(toks[0])
+            toks = toks[1:]
+        while len(toks) > 1 and toks[0].is_space:  # a line break after the honorific
             toks = toks[1:]
     return toks, stripped
 
@@ -96,6 +102,41 @@ def _honorific(toks: Sequence[Any]) -> bool:
     particle ("M de Treville", French without the period — a lone "M" elsewhere may be an initial)."""
     first = toks[0]
     return first.lower_ in HONORIFICS or (first.text == "M" and len(toks) > 2 and toks[1].lower_ in PARTICLES)
+
+
+def _honorific_start(doc: Any, start: int, end: int, floor: int) -> int:
+    """Where the name ``doc[start:end]`` begins once the honorifics written just before it are taken in —
+    with a nobiliary particle between ("Mlle." + "de" + "Montalais", the NER or a proper-noun run naming
+    only "Montalais") — never before token ``floor`` (its sentence's start): :func:`_clean_span` moves them
+    into the aliases."""
+    while start > floor:
+        before = _before(doc, start, floor)
+        if before < floor:
+            break
+        if _honorific(doc[before:end]):
+            start = before
+        elif doc[before].lower_ in PARTICLES and (earlier := _before(doc, before, floor)) >= floor:
+            if not _honorific(doc[earlier:end]):
+                break
+            start = earlier
+        else:
+            break
+    return start
+
+
+def _line_break(tok: Any) -> bool:
+    """Whether ``tok`` is whitespace inside a paragraph — the line break of hard-wrapped prose, a doubled
+    space — not a paragraph's end."""
+    return bool(tok.is_space and tok.text.count("\n") <= 1)
+
+
+def _before(doc: Any, i: int, floor: int) -> int:
+    """The index of the word before token ``i``, past the line break of hard-wrapped prose ("M. de" ending
+    a line, "Treville" opening the next); ``floor - 1`` when there is none from ``floor`` on."""
+    j = i - 1
+    if j >= floor and _line_break(doc[j]):
+        j -= 1
+    return j if j >= floor else floor - 1
 
 
 _NAME = re.compile(r"^[^\W_](?:[\w .,'’&\-]*[^\W_])?\.?$")
@@ -181,10 +222,12 @@ def settle_terms(chunks: list[ChunkNames]) -> None:
 
 
 def _text(tokens: Sequence[Any]) -> str:
+    """The text of a run of tokens, its whitespace one space (hard-wrapped prose breaking a line between "M.
+    de" and "Treville" gives the alias "M. de Treville") and quotes, brackets and punctuation off its ends."""
     if not tokens:
         return ""
     doc = tokens[0].doc
-    return doc[tokens[0].i : tokens[-1].i + 1].text.strip(" \t\n\"'“”‘’()[]{}.,;:!?")
+    return " ".join(doc[tokens[0].i : tokens[-1].i + 1].text.split()).strip(" \t\n\"'“”‘’()[]{}.,;:!?")
 
 
 class ChunkNames:
@@ -201,9 +244,7 @@ class ChunkNames:
         for ent in doc.ents:
             kind = options.type_map.get(ent.label_)
             if kind is not None:
-                start = ent.start
-                while start > ent.sent.start and _honorific(doc[start - 1 : ent.end]):  # "Ms." + "McCarthy"
-                    start -= 1
+                start = _honorific_start(doc, ent.start, ent.end, ent.sent.start)  # "Ms." + "McCarthy"
                 self._add(list(doc[start : ent.end]), kind, ent.sent.text)
                 taken |= set(range(start, ent.end))
         self.terms: list[tuple[str, list[Any]]] = []  # (lemma key, tokens) of candidate terms
@@ -218,8 +259,14 @@ class ChunkNames:
                 if tok is not None and tok.pos_ == "PROPN" and tok.i not in taken and not tok.is_punct:
                     run.append(tok)
                     continue
-                if run and not any(t.ent_type_ for t in run) and not _titles_only(run):
-                    self._add(run, "Concept", run[0].sent.text)  # else the NER judged it (a date, a number)
+                if tok is not None and run and run[-1].text.endswith(".") and _line_break(tok):
+                    run.append(tok)  # "St." ending a line of hard-wrapped prose, "Eustache" opening the next
+                    continue
+                # a run with an entity label is the NER's judgement (a date, a number): not a name here
+                words = [t for t in run if not t.is_space]
+                if words and not any(t.ent_type_ for t in run) and not _titles_only(words):
+                    start = _honorific_start(doc, run[0].i, run[-1].i + 1, run[0].sent.start)
+                    self._add(list(doc[start : run[-1].i + 1]), "Concept", run[0].sent.text)
                 run = []
 
     def adopt(self, key: str, record: dict[str, Any], **changes: Any) -> dict[str, Any]:
@@ -238,7 +285,11 @@ class ChunkNames:
             or (kind == "Concept" and not name[:1].isupper())
             or name.lower() in PRONOUNS
             or len(words) > self.options.max_name_words
-            or (len(words) == 1 and name.lower() in HONORIFICS | INTERJECTIONS)
+            # a name is read without its full stop: a lone "M." is the honorific "m.", no entity "M"
+            or (
+                len(words) == 1
+                and not {name.lower(), f"{name.lower()}."}.isdisjoint(HONORIFICS | INTERJECTIONS)
+            )
         ):
             return
         key = identity_key(name)

@@ -367,3 +367,69 @@ def test_a_question_asserts_no_relation() -> None:
     assert [(t["subject"], t["predicate"], t["object"], t["description"]) for t in triples] == [
         ("Amazon", "give", "operating margins", "Amazon gives us operating margins.")
     ]
+
+
+def test_french_honorific_abbreviations_end_no_sentence_and_are_aliases() -> None:
+    """Dumas writes "Mme. d’Artagnan", "MM. de Chalais", "Mlle. de Montalais": the English pipeline split
+    "Mme." into a word and a full stop ending the sentence (the name's sentence then began "d'Artagnan was a
+    woman") and took "MM" for a place; a lone "M." read as the name "M". Now the honorific ends no sentence
+    and, like "Mr.", moves into the name's aliases."""
+    musketeers = _shared("dumas/01_the_three_musketeers_pg1257.txt")
+    mother = _sentence(musketeers, "whereas Mme. d’Artagnan was a woman")
+    bonacieux = _sentence(musketeers, "Mme. Bonacieux recovered her senses")
+    chalais = _sentence(_shared("dumas/06_man_in_the_iron_mask_pg2759.txt"), "arresting MM. de Chalais")
+    nlp_pipe = nlp_pipeline.load_pipeline("en_core_web_sm")
+    doc = nlp_pipe(mother.replace("’", "'"))
+    assert [s.text for s in doc.sents] == [mother.replace("’", "'")]
+    assert [t.text for t in doc if t.text.startswith("Mme")] == ["Mme."]
+    out = extract_documents([[mother, bonacieux, chalais]], NlpOptions())[0]
+    entities = {e["name"]: e for chunk in out for e in chunk["entities"]}
+    assert not [n for n in entities if n.split()[0].rstrip(".") in ("M", "MM", "Mme", "Mlle")]
+    assert "Mme. d'Artagnan" in entities["d'Artagnan"]["aliases"]
+    assert entities["d'Artagnan"]["description"].endswith(
+        "whereas Mme. d'Artagnan was a woman, and still more, a mother."
+    )
+    assert "Mme. Bonacieux" in entities["Bonacieux"]["aliases"]
+    assert {"MM. de Chalais", "de Chalais"} <= set(entities["Chalais"]["aliases"])
+    # "M" without its stop, in its paragraph as the novel wraps it: the parse leaves "M" a name on its own
+    bare = re.search(
+        r"M de Treville, accompanied by the four young fellows.*?\n\n", musketeers.read_text(), re.S
+    )
+    assert bare is not None
+    names = {e["name"]: e for e in extract_documents([[bare.group(0)]], NlpOptions())[0][0]["entities"]}
+    assert "M" not in names and "M de Treville" in names["Treville"]["aliases"]
+
+
+def test_a_name_loses_a_trailing_conjunction() -> None:
+    """New-user trial: the FY16Q3 call's "their entire data estate across Windows and Linux" — the NER took
+    "Windows and" for one place; the name is "Windows"."""
+    call = _shared("msft_earnings_calls_graphrag/transcripts/TranscriptFY16Q3.txt")
+    sentence = _sentence(call, "entire data estate across Windows and Linux")
+    names = {e["name"] for e in extract_documents([[sentence]], NlpOptions(), FINANCE)[0][0]["entities"]}
+    assert {"Windows", "Linux"} <= names
+    assert not [n for n in names if n.split()[-1] in ("and", "or")], names
+
+
+def test_a_line_break_inside_a_name_is_a_space() -> None:
+    """The Gutenberg Dumas is hard-wrapped: "M. de\nTreville" and "Monsieur\nBonacieux" were aliases with a
+    line break in them (another spelling of "M. de Treville" to every reader)."""
+    text = _shared("dumas/01_the_three_musketeers_pg1257.txt").read_text(encoding="utf-8-sig")
+    text = text.replace("\r\n", "\n")
+    at = text.index("M. de\nTreville")
+    paragraph = text[text.rindex("\n\n", 0, at) + 2 : text.index("\n\n", at)]
+    out = extract_documents([[paragraph]], NlpOptions())[0]
+    forms = [f for chunk in out for e in chunk["entities"] for f in [e["name"], *e["aliases"]]]
+    assert "M. de Treville" in forms
+    assert not [f for f in forms if "\n" in f], forms
+
+
+def test_an_abbreviation_ending_a_line_stays_in_its_name() -> None:
+    """Twenty Years After wraps "St. Eustache" after "St.": the proper-noun run stopped at the line break and
+    left a name "St" (and "Eustache" on its own)."""
+    text = _shared("dumas/02_twenty_years_after_pg1259.txt").read_text(encoding="utf-8-sig")
+    text = text.replace("\r\n", "\n")
+    at = text.index("St. Merri, St. Sulpice and St.\nEustache")
+    paragraph = text[text.rindex("\n\n", 0, at) + 2 : text.index("\n\n", at)]
+    names = {e["name"] for e in extract_documents([[paragraph]], NlpOptions())[0][0]["entities"]}
+    assert {"St. Merri", "St. Sulpice", "St. Eustache"} <= names
+    assert not {"St", "Eustache"} & names, names

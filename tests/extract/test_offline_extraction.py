@@ -25,7 +25,7 @@ from pgrag_dag.extract.gates import apply_gates
 from pgrag_dag.frames import RAW_SCHEMA
 from pgrag_dag.gate_rules import PRONOUNS, Gate, normalise_predicate
 from pgrag_dag.ingest.sources import read_document, title_for
-from pgrag_dag.ingest.splitting import chunk_documents
+from pgrag_dag.ingest.splitting import chunk_documents, unwrap_hard_wraps
 from pgrag_dag.operators.contracts import RawExtractionContract, gate_contract, validate
 from pgrag_dag.vocabulary import PRESETS, Vocabulary
 from tests.fix_corpus import SHARED_CORPORA
@@ -178,6 +178,35 @@ def test_dialogue_openers_and_typewriter_dashes_stay_out_of_names_in_dumas() -> 
     assert not [n for n in names if n.split()[0] in {"Can", "Let", "Oh", "Ah", "Well", "See"} or "--" in n], (
         names
     )
+
+
+def test_french_honorific_abbreviations_end_no_sentence_in_dumas() -> None:
+    """The Three Musketeers, chapter 1: "whereas Mme. d’Artagnan was a woman, and still more, a mother." was
+    cut after "Mme." — the closest sentence a query showed began "d’Artagnan was a woman" — and "Mme" and
+    "MM" were names of their own; like "Mr." and "M.", the abbreviation now runs on into the name."""
+    path = SHARED_CORPORA / "dumas" / "01_the_three_musketeers_pg1257.txt"
+    if not path.is_file():
+        pytest.skip(f"{path} is not here")
+    text = path.read_text(encoding="utf-8-sig").replace("\r\n", "\n")
+    start = text.index("just repeated would necessitate frequent employment.")
+    paragraph = text[start : text.index("\n\n", start)]
+    sentences = [" ".join(s.split()) for s in sentences_of(unwrap_hard_wraps(paragraph))]
+    assert any(
+        s.endswith("whereas Mme. d’Artagnan was a woman, and still more, a mother.") for s in sentences
+    )
+    assert not [s for s in sentences if s.startswith("d’Artagnan was a woman")]
+    bonacieux = text[text.index("At that moment Mme. Bonacieux recovered") :][:300]
+    mask = (SHARED_CORPORA / "dumas" / "06_man_in_the_iron_mask_pg2759.txt").read_text(encoding="utf-8-sig")
+    chalais = mask[mask.index("in arresting MM. de Chalais") :][:70]
+    (names,) = [
+        {e["name"]: e["type"] for e in c["entities"]}
+        for c in extract_document_cooccurrence(
+            [(f"{bonacieux}\n\n{chalais}", "")],
+            CooccurrenceOptions(),
+        )
+    ]
+    assert names.get("Mme. Bonacieux") == "Person" and "MM. de Chalais" in names
+    assert not {"Mme", "MM"} & set(names), names
 
 
 def test_footnote_markers_and_brackets_never_glue_onto_names(
