@@ -107,7 +107,8 @@ def _nlp_identity(options: BaseModel) -> str:
 NLP_VERSION = "3"
 """3: short names used alone are not absorbed into longer ones, title nouns are aliases, all-caps speaker
 labels take the call's own spelling, curly apostrophes read as straight, Gutenberg boilerplate and stage
-directions blanked, questions assert nothing (spaces extracted with 2 extract again once)."""
+directions blanked, questions assert nothing, French honorifics (Mme., Mlle., MM.) end no sentence, no name
+ends in a conjunction (spaces extracted with 2 extract again once)."""
 
 
 class StoplistOptions(BaseModel):
