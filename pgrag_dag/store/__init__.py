@@ -17,6 +17,7 @@
 - :mod:`.embedding_columns`  which tables hold vectors, their width check, HNSW indexes, re-typing
 - :mod:`.vector_index`       HNSW indexes and the distance expression of every vector search
 - :mod:`.bulk_index`         first loads: HNSW indexes built after the vectors
+- :mod:`.deferred_indexes`   first loads: the secondary indexes dropped for the writes, recorded until rebuilt
 - :mod:`.communities`        communities, community_members, community_sources, community_children
 - :mod:`.retrieval`          read SQL of the query path: temporal predicates, traversal, chunk search
 - :mod:`.retrieval_channels` read SQL of the relation channels, communities and graph distance

@@ -3,13 +3,14 @@
 Inserting vectors one by one into an HNSW index costs far more than building it once over them. When the
 ``embeddings`` stage is about to write at least ``embedding.bulk_load_rows`` vectors into a table that holds
 no vector in any space of the realm yet (a first load — nothing can be searched there before it), it drops
-that table's HNSW index and its full-text GIN index (documents and relations; :func:`drop` says why) in a
-transaction of its own, writes the vectors, and after the last commit builds the indexes again with
-``maintenance_work_mem`` raised to ``embedding.index_build_memory``, logging the build's progress
-(``pg_stat_progress_create_index``) every ``PROGRESS_EVERY_S`` seconds. Queries of the table search without
-those indexes until the build ends (exact and sequential scans: slower, same results). A build that fails
-or is killed leaves an index missing; the next ``embeddings`` run of any space of the realm builds it
-(:func:`missing`), so nothing stays unindexed.
+that table's HNSW index and its secondary indexes, the full-text GIN ones among them
+(:mod:`pgrag_dag.store.deferred_indexes`; :func:`drop` says why) in a transaction of its own, writes the
+vectors, and after the last commit builds the indexes again with ``maintenance_work_mem`` raised to
+``embedding.index_build_memory``, logging the build's progress (``pg_stat_progress_create_index``) every
+``PROGRESS_EVERY_S`` seconds. Queries and stages reading the table run without those indexes until the build
+ends (exact and sequential scans: slower, same results). A build that fails or is killed leaves an index
+missing; the next ``embeddings`` run of any space of the realm builds it (:func:`missing`), and the next run
+of any stage the secondary ones, so nothing stays unindexed.
 
 Build memory (issue 30 item 5): pgvector builds the graph in ``maintenance_work_mem``; once it no longer fits
 (it says so in a NOTICE, logged here as a warning) the rest is inserted on disk, several times slower — at
@@ -34,7 +35,7 @@ import psycopg
 from psycopg import sql
 
 from pgrag_dag.names import schema_for
-from pgrag_dag.store import db, embedding_columns, schema, vector_index
+from pgrag_dag.store import db, deferred_indexes, embedding_columns, schema, vector_index
 from pgrag_dag.store.identifiers import qualified
 
 log = logging.getLogger(__name__)
@@ -68,17 +69,19 @@ def first_load(conn: psycopg.Connection, realm: str, table: str, rows: int, thre
 
 
 def drop(conn: psycopg.Connection, realm: str, tables: Iterable[str]) -> None:
-    """Drop the HNSW indexes of ``tables`` and their full-text GIN indexes
-    (:data:`~pgrag_dag.store.schema.FULL_TEXT_INDEXES`) in the caller's transaction (rebuilt by
-    :func:`build`).
+    """Drop the HNSW indexes of ``tables`` and their secondary indexes in the caller's transaction (all
+    rebuilt by :func:`build`); the secondary ones — the full-text GIN indexes
+    (:data:`~pgrag_dag.store.schema.FULL_TEXT_INDEXES`) among them — are recorded by
+    :func:`pgrag_dag.store.deferred_indexes.defer`, so a killed load's are rebuilt by the next run.
 
-    Why the GIN ones too: writing a vector rewrites the whole row (no HOT update: the row grows, and the
-    partial indexes look at ``embedding``), so every index of the table gets a new entry; a relation's ten or
-    so lexemes make the GIN index about half of that write (measured at 100k relations: 0.7 s per 2,048 rows
-    with it, 0.38 s without), and building it once after costs about a second."""
+    Why the secondary ones too: writing a vector rewrites the whole row (no HOT update: the row grows), so
+    every index of the table gets a new entry. Measured at 100k relations, 2,048 rows: 0.7 s with the GIN
+    index, 0.38 s without; the whole stage's writes 19.7 s with the btrees, 13.8 s without (rebuilt in
+    1.3 s)."""
     for table in tables:
+        deferred_indexes.defer(conn, realm, table)
         names = [index_name(table)]
-        if table in schema.FULL_TEXT_INDEXES:
+        if table in schema.FULL_TEXT_INDEXES:  # deferred above when present; named here in case it is not
             names.append(schema.FULL_TEXT_INDEXES[table][0])
         for name in names:
             conn.execute(
@@ -89,18 +92,22 @@ def drop(conn: psycopg.Connection, realm: str, tables: Iterable[str]) -> None:
 
 
 def missing(conn: psycopg.Connection, realm: str) -> list[str]:
-    """The embedded tables of ``realm`` whose HNSW index, or full-text GIN index, does not exist."""
+    """The embedded tables of ``realm`` whose HNSW index, or full-text GIN index, does not exist, or which
+    have an index a load deferred and nobody built again
+    (:func:`pgrag_dag.store.deferred_indexes.pending`)."""
     present = {
         r[0]
         for r in conn.execute(
             "SELECT indexname FROM pg_indexes WHERE schemaname = %s", (schema_for(realm),)
         ).fetchall()
     }
+    deferred = deferred_indexes.pending(conn, realm)
     return [
         t
         for t in embedding_columns.EMBEDDED_TABLES
         if index_name(t) not in present
         or (t in schema.FULL_TEXT_INDEXES and schema.FULL_TEXT_INDEXES[t][0] not in present)
+        or t in deferred
     ]
 
 
@@ -134,11 +141,11 @@ def _vector_counts(conn: psycopg.Connection, realm: str, tables: list[str]) -> t
 
 
 def build(dsn: str, realm: str, tables: list[str], *, memory: str) -> float:
-    """Build the missing HNSW indexes of ``realm`` (``tables`` names them) on a connection of its own with
-    ``maintenance_work_mem = memory`` (``"auto"``: :func:`auto_memory` for those tables), logging progress
-    and, as a warning, pgvector's notice that the graph outgrew the memory; returns the seconds it took.
-    Raises :class:`~pgrag_dag.errors.DatabaseError` when PostgreSQL refuses (e.g. the memory setting),
-    leaving the indexes for the next run to build."""
+    """Build the missing indexes of ``realm`` — HNSW and full-text GIN, and the secondary ones a load of
+    ``tables`` deferred — on a connection of its own with ``maintenance_work_mem = memory`` (``"auto"``:
+    :func:`auto_memory` for those tables), logging progress and, as a warning, pgvector's notice that the
+    graph outgrew the memory; returns the seconds it took. Raises :class:`~pgrag_dag.errors.DatabaseError`
+    when PostgreSQL refuses (e.g. the memory setting), leaving the indexes for the next run to build."""
     t0 = time.perf_counter()
     done = threading.Event()
     watcher = threading.Thread(target=_report, args=(dsn, realm, done), daemon=True)
@@ -158,6 +165,7 @@ def build(dsn: str, realm: str, tables: list[str], *, memory: str) -> float:
             with conn.transaction():
                 embedding_columns.create_embedding_indexes(conn, realm)
                 schema.create_full_text_indexes(conn, realm)
+            deferred_indexes.restore(conn, realm, tables)
     finally:
         done.set()
         watcher.join(timeout=5)

@@ -75,6 +75,8 @@ partial indexes ``<table>_unembedded`` (documents, entities, relations) hold the
   predicate and each entity's current relations, kept by delta by triggers (:mod:`pgrag_dag.store.tallies`,
   schema version 23); ``entity_keys_owed``: the entities whose identity keys are to be stored
   (:mod:`pgrag_dag.store.quality`, schema version 23)
+- ``deferred_indexes``: the secondary indexes a first load of vectors dropped and has not built again yet,
+  with their definitions (:mod:`pgrag_dag.store.deferred_indexes`, schema version 25); normally empty
 - ``community_lineage`` (view): community → the relations it was built from → their chunks → documents
 """
 
@@ -88,6 +90,7 @@ from pgrag_dag.errors import DatabaseError, SchemaMismatchError
 from pgrag_dag.names import schema_for, validate_realm
 from pgrag_dag.store import (
     communities,
+    deferred_indexes,
     graph_version,
     history,
     lineage,
@@ -109,7 +112,7 @@ from pgrag_dag.store.embedding_columns import (
 )
 
 CONTROL_SCHEMA = "pgrag__control"
-SCHEMA_VERSION = 24
+SCHEMA_VERSION = 25
 """The realm schema's DDL version, recorded per realm in ``pgrag__control.realms.schema_version``."""
 _LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
 
@@ -472,7 +475,9 @@ def init_realm(
 
     Idempotent; two processes may run it at once. When the realm is registered at the current
     :data:`SCHEMA_VERSION` with this model this only reads the registry and the catalog (returns
-    ``False``); otherwise it runs the DDL under the advisory lock and records the version (``True``).
+    ``False``) — and builds again any index a killed first load of vectors left dropped
+    (:func:`pgrag_dag.store.deferred_indexes.restore`: normally none); otherwise it runs the DDL under the
+    advisory lock and records the version (``True``).
 
     Raises :class:`SchemaMismatchError` when the realm is registered under another model, width or
     convention (``pgrag reembed`` switches a realm deliberately), or an embedding column is missing or
@@ -487,9 +492,13 @@ def init_realm(
     vector_index.check_indexable(realm, schema_for(realm), EMBEDDED_TABLES, dim)
     init_control(conn)
     with conn.transaction():
-        if _realm_current(conn, realm, embedding_model, dim, convention):
+        current = _realm_current(conn, realm, embedding_model, dim, convention)
+        if current:
             verify_embedding_columns(conn, realm, dim)
-            return False
+    if current:
+        # an index a killed first load of vectors left dropped: the stages read through it (usually nothing)
+        deferred_indexes.restore(conn, realm)
+        return False
     schema = schema_for(realm)
     with conn.transaction():
         lock_ddl(conn)
@@ -521,6 +530,7 @@ def init_realm(
         quality.create_identity_keys(conn, realm)
         graph_version.create_graph_versions(conn, realm)
         tallies.create_tallies(conn, realm)
+        deferred_indexes.create_deferred_indexes(conn, schema)
         conn.execute(
             "UPDATE pgrag__control.realms SET schema_version = %s WHERE realm = %s", (SCHEMA_VERSION, realm)
         )

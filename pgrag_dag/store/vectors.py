@@ -243,10 +243,10 @@ def audit(
             else sql.SQL(" AND id > %(after)s ORDER BY id LIMIT {}").format(sql.Literal(limit))
         )
         rows = conn.execute(
+            # one cast to real[] per vector, not one per value looked for (PostgreSQL's real equality holds
+            # NaN equal to NaN, so the overlap finds it): 30 % of the audit's time
             sql.SQL("""SELECT id, COALESCE(vector_dims(embedding), 0), embedding IS NULL, embed_hash,
-                              COALESCE(NOT ('NaN' = ANY(embedding::real[])
-                                            OR 'Infinity' = ANY(embedding::real[])
-                                            OR '-Infinity' = ANY(embedding::real[])), true)
+                              COALESCE(NOT (embedding::real[] && '{{NaN,Infinity,-Infinity}}'::real[]), true)
                          FROM {} WHERE space = %(space)s{}{}""").format(qualified(realm, table), only, page),
             {
                 "space": space,
