@@ -172,9 +172,10 @@ class EmbeddingSettings(StrictModel):
     one litellm batch (with its retries) may take before :class:`~pgrag_dag.errors.ModelError`,
     ``threads`` the local model's forward passes run at once, one thread each (0: one per core).
     ``bulk_load_rows``: a first load of at least this many vectors into a table with none builds its HNSW
-    index and its secondary indexes once after them (:mod:`pgrag_dag.store.deferred_indexes`), with ``maintenance_work_mem`` = ``index_build_memory`` (issue 15,
-    :mod:`pgrag_dag.store.bulk_index`; 0 never does): ``auto`` sizes it to the graph of the largest table,
-    up to a quarter of this machine's memory (issue 30), or a size such as ``2GB``.
+    index and its secondary indexes once after them (:mod:`pgrag_dag.store.deferred_indexes`), with
+    ``maintenance_work_mem`` = ``index_build_memory`` (issue 15, :mod:`pgrag_dag.store.bulk_index`; 0 never
+    does): ``auto`` sizes it to the graph of the largest table, up to a quarter of this machine's memory
+    (issue 30), or a size such as ``2GB``.
 
     Asymmetric models: ``query_prefix``/``passage_prefix`` are prepended to query/passage texts, and
     ``query_input_type``/``passage_input_type`` sent as the provider's ``input_type``; unset (``None``)

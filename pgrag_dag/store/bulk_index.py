@@ -76,8 +76,8 @@ def drop(conn: psycopg.Connection, realm: str, tables: Iterable[str]) -> None:
 
     Why the secondary ones too: writing a vector rewrites the whole row (no HOT update: the row grows), so
     every index of the table gets a new entry. Measured at 100k relations, 2,048 rows: 0.7 s with the GIN
-    index, 0.38 s without; the whole stage's writes 19.7 s with the btrees, 13.8 s without (rebuilt in
-    1.3 s)."""
+    index, 0.38 s without; the whole stage's writing 15.2 s with the other secondary indexes, 12.4–13.3 s
+    without."""
     for table in tables:
         deferred_indexes.defer(conn, realm, table)
         names = [index_name(table)]
