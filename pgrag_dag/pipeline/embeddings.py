@@ -321,11 +321,10 @@ def stage_embeddings(engine: Engine, realm: str, space: str, *, full: bool = Fal
             with conn.transaction():
                 locks.lock_partition(conn, realm, space)
                 model = fallback.model if by_fallback and fallback is not None else None
-                counts[f"{table}_{'fallback' if by_fallback else 'embedded'}"] += vectors.write(
-                    conn, realm, table, rows, found, fallback=model
-                )
-                # audited as stored, before the commit: a vector the contract refuses is never kept
-                audit = vectors.audit(conn, realm, space, settings.dim, {table: [r[0] for r in rows]})
+                # audited as stored (the UPDATE's RETURNING), before the commit: a vector the contract
+                # refuses is never kept
+                audit = vectors.write_audited(conn, realm, table, rows, found, settings.dim, fallback=model)
+                counts[f"{table}_{'fallback' if by_fallback else 'embedded'}"] += audit.height
                 contracts.validate(contracts.EmbeddingContract, audit.filter(~pl.col("missing")))
                 checked[0] += audit.height
 

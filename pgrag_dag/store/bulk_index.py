@@ -16,7 +16,8 @@ Build memory (issue 30 item 5): pgvector builds the graph in ``maintenance_work_
 (it says so in a NOTICE, logged here as a warning) the rest is inserted on disk, several times slower — at
 1M relations the relations index took 25 minutes at 512MB. ``index_build_memory: auto`` (the default) sizes it
 from the table to index, :func:`auto_memory`: measured here, a 384-dimension vector takes 2,310 bytes of graph
-(100MB overflowed after 45,393 vectors), so 4 bytes per dimension (2 for a ``halfvec`` index) plus 1 KiB,
+(100MB overflowed after 45,393 vectors, with the ``vector`` indexes of schema versions before 26), so 2
+bytes per dimension (the ``halfvec`` value, :mod:`pgrag_dag.store.vector_index`) plus 1 KiB,
 with a quarter more as margin, at least 64MB and at most a quarter of this machine's memory (the embedded
 server shares it; set a size for a server elsewhere). PostgreSQL's own ``max_parallel_maintenance_workers``
 (default 2) decides the parallel build: 41.6 s with 2 workers, 52.6 s with 1, 85.4 s alone for 102,761
@@ -35,7 +36,7 @@ import psycopg
 from psycopg import sql
 
 from pgrag_dag.names import schema_for
-from pgrag_dag.store import db, deferred_indexes, embedding_columns, schema, vector_index
+from pgrag_dag.store import db, deferred_indexes, embedding_columns, schema
 from pgrag_dag.store.identifiers import qualified
 
 log = logging.getLogger(__name__)
@@ -115,9 +116,8 @@ def auto_memory(counts: dict[str, int], dim: int, machine_bytes: int | None = No
     """``maintenance_work_mem`` for building the HNSW indexes of tables holding ``counts`` (table → vectors)
     of width ``dim``: the largest table's graph (:data:`GRAPH_BYTES_PER_VECTOR` plus the indexed value per
     vector) and a quarter more, in MB, clamped to :data:`MIN_BUILD_MB` … a quarter of ``machine_bytes``
-    (default: this machine's physical memory). E.g. 102,761 vectors of 384 dimensions → ``"314MB"``."""
-    value = 4 * dim if vector_index.index_kind(dim) == "vector" else 2 * dim
-    need = max(counts.values(), default=0) * (value + GRAPH_BYTES_PER_VECTOR) * 1.25
+    (default: this machine's physical memory). E.g. 102,761 vectors of 384 dimensions → ``"220MB"``."""
+    need = max(counts.values(), default=0) * (2 * dim + GRAPH_BYTES_PER_VECTOR) * 1.25  # halfvec: 2 bytes
     if machine_bytes is None:
         machine_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     cap = max(MIN_BUILD_MB, machine_bytes // 4 // 2**20)

@@ -4,6 +4,8 @@ the tables; this module owns what their ``embedding`` columns must be."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import psycopg
 from psycopg import sql
 
@@ -74,12 +76,12 @@ def _embedding_type(conn: psycopg.Connection, schema: str, table: str) -> tuple[
     return None if row is None else (str(row[0]), int(row[1]))
 
 
-def create_embedding_indexes(conn: psycopg.Connection, realm: str) -> None:
-    """Create the HNSW indexes (cosine distance) ``<table>_embedding_hnsw`` of the four
-    :data:`EMBEDDED_TABLES` where they are missing (§3.5), of the kind the column's width needs
-    (:mod:`pgrag_dag.store.vector_index`: ``vector_cosine_ops`` up to 2,000 dimensions, a ``halfvec``
-    expression index up to 4,000); run it only after :func:`verify_embedding_columns`. Building one
-    over ~170k vectors of width 384 takes minutes.
+def create_embedding_indexes(conn: psycopg.Connection, realm: str, *, skip: Sequence[str] = ()) -> None:
+    """Create the HNSW indexes (cosine distance, ``halfvec`` at every width:
+    :mod:`pgrag_dag.store.vector_index`) ``<table>_embedding_hnsw`` of the four :data:`EMBEDDED_TABLES` where
+    they are missing (§3.5), except ``skip``'s; run it only after :func:`verify_embedding_columns`. Building
+    one over ~170k vectors of width 384 takes minutes at PostgreSQL's default ``maintenance_work_mem``
+    (:mod:`pgrag_dag.store.bulk_index` builds with more).
 
     Raises :class:`SchemaMismatchError` when a column is missing or wider than an index allows."""
     schema = schema_for(realm)
@@ -88,15 +90,39 @@ def create_embedding_indexes(conn: psycopg.Connection, realm: str) -> None:
         if found is None:
             raise SchemaMismatchError(f"{schema}.{table}.embedding", "a vector column", None)
         vector_index.check_indexable(realm, schema, EMBEDDED_TABLES, found[1])
-        conn.execute(vector_index.index_ddl(schema, table, found[1]))
+        if table not in skip:
+            conn.execute(vector_index.index_ddl(schema, table, found[1]))
+
+
+def drop_outdated_indexes(conn: psycopg.Connection, realm: str) -> list[str]:
+    """In the caller's transaction: drop each HNSW index of :data:`EMBEDDED_TABLES` built before the
+    ``halfvec`` kind (:func:`pgrag_dag.store.vector_index.outdated`; schema version 26) and return those
+    tables, sorted. They are left missing — not built here, inside the schema upgrade's transaction, at the
+    default build memory — so that the next ``embeddings`` run builds them
+    (:func:`pgrag_dag.store.bulk_index.missing`); vector searches read their table by a scan until then
+    (same results, slower). Takes ``ACCESS EXCLUSIVE`` on each such table for the drop."""
+    schema = schema_for(realm)
+    dropped = []
+    for table in EMBEDDED_TABLES:
+        row = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE schemaname = %s AND indexname = %s",
+            (schema, f"{table}_embedding_hnsw"),
+        ).fetchone()
+        if row is not None and vector_index.outdated(str(row[0])):
+            conn.execute(
+                sql.SQL("DROP INDEX {}.{}").format(
+                    sql.Identifier(schema), sql.Identifier(f"{table}_embedding_hnsw")
+                )
+            )
+            dropped.append(table)
+    return dropped
 
 
 def retype_embeddings(conn: psycopg.Connection, realm: str, dim: int) -> None:
     """In the caller's transaction: drop the realm's HNSW indexes and make every embedding column of
     :data:`EMBEDDED_TABLES` and :data:`ARCHIVE_TABLES` ``vector(dim)``, every vector ``NULL`` (§3.5; ``pgrag
     reembed``). Takes ``ACCESS EXCLUSIVE`` on the four tables and rewrites them; recreate the indexes with
-    :func:`create_embedding_indexes` after writing the new vectors (one bulk build each, of the kind the
-    new width needs: across 2,000 dimensions a ``vector`` index becomes a ``halfvec`` one or back).
+    :func:`create_embedding_indexes` after writing the new vectors (one bulk build each).
     Raises :class:`SchemaMismatchError` for a width no HNSW index can hold, before changing anything."""
     vector_index.check_indexable(realm, schema_for(realm), EMBEDDED_TABLES, dim)
     schema = sql.Identifier(schema_for(realm))

@@ -16,8 +16,9 @@ relaxed ordering.
 Rows are returned as lists of dicts; distances are cosine distances (``<=>``, 0..2) and ``score``
 is cosine similarity ``1 - distance`` — except :func:`chunk_fulltext`, the chunks' full-text channel,
 whose ``score`` is ``ts_rank_cd``. Query vectors must have the realm's embedding width; every vector
-search orders by :func:`~pgrag_dag.store.vector_index.distance`, the expression the realm's HNSW index
-holds (through ``halfvec`` above 2,000 dimensions).
+search orders by :func:`~pgrag_dag.store.vector_index.distance`, the ``halfvec`` expression the realm's
+HNSW index holds, to find its ``k`` rows, and reports and re-sorts them by the full-precision
+:func:`~pgrag_dag.store.vector_index.exact_distance`.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from pgrag_dag.errors import QueryError
 from pgrag_dag.names import WILDCARD_SPACE, schema_for, validate_space
 from pgrag_dag.store import db
 from pgrag_dag.store.identifiers import qualified
-from pgrag_dag.store.vector_index import distance
+from pgrag_dag.store.vector_index import distance, exact_distance
 from pgrag_dag.temporal import CURRENT, Temporal
 
 Row = dict[str, Any]
@@ -316,7 +317,7 @@ def entity_search(
         return []
     query = sql.SQL("""
         WITH hits AS MATERIALIZED (
-            SELECT e.id, e.space, e.name, e.entity_type, e.description, {dist} AS distance
+            SELECT e.id, e.space, e.name, e.entity_type, e.description, {exact} AS distance
               FROM {e} AS e
              WHERE {in_space} AND {live} AND e.embedding IS NOT NULL
              ORDER BY {dist}
@@ -326,6 +327,7 @@ def entity_search(
         in_space=in_space("e", space),
         live=entity_live("e", temporal, realm=realm),
         dist=distance("e", len(qvec)),
+        exact=exact_distance("e"),
     )
     return fetch(conn, query, {"q": qvec, "k": k, "space": space, **temporal.params()}, vector=True)
 
@@ -356,7 +358,7 @@ def chunk_search(
     )
     query = sql.SQL("""
         WITH hits AS MATERIALIZED (
-            SELECT {columns}, {dist} AS distance
+            SELECT {columns}, {exact} AS distance
               FROM {d} AS d
              WHERE {in_space} AND d.embedding IS NOT NULL AND {known}
              ORDER BY {dist}
@@ -367,6 +369,7 @@ def chunk_search(
         in_space=in_space("d", space),
         known=created_by("d", temporal),
         dist=distance("d", len(qvec)),
+        exact=exact_distance("d"),
     )
     return fetch(conn, query, {"q": qvec, "k": k, "space": space, **temporal.params()}, vector=True)
 

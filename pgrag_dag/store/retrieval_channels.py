@@ -45,7 +45,7 @@ from pgrag_dag.store.retrieval import (
     relation_filter,
     scope_params,
 )
-from pgrag_dag.store.vector_index import distance
+from pgrag_dag.store.vector_index import distance, exact_distance
 from pgrag_dag.temporal import CURRENT, Temporal
 
 _RELATION: LiteralString = """
@@ -92,7 +92,7 @@ def relation_similarity(
     query = sql.SQL(
         """
         WITH hits AS MATERIALIZED (
-            SELECT r.id, {dist} AS distance
+            SELECT r.id, {exact} AS distance
               FROM {r} AS r"""
         + _ENDPOINTS
         + """
@@ -105,7 +105,11 @@ def relation_similarity(
         + _ENDPOINTS
         + """
          ORDER BY h.distance, r.id"""
-    ).format(**_parts(realm, space, temporal, relation_types), dist=distance("r", len(qvec)))
+    ).format(
+        **_parts(realm, space, temporal, relation_types),
+        dist=distance("r", len(qvec)),
+        exact=exact_distance("r"),
+    )
     params = {"q": qvec, "k": k, "space": space, **scope_params(temporal, relation_types)}
     return fetch(conn, query, params, vector=True)
 
@@ -308,11 +312,12 @@ def community_search(
         return []
     dist = distance("c", len(qvec))
     part = sql.SQL("""(SELECT c.id, c.space, c.level, c.title, c.summary, c.findings, c.rating, c.size,
-                   c.report, c.built_at, {dist} AS distance FROM {c} AS c
+                   c.report, c.built_at, {exact} AS distance FROM {c} AS c
              WHERE {in_space} AND c.embedding IS NOT NULL AND {known}
              ORDER BY {dist} LIMIT %(k)s)""")
     current = part.format(
         dist=dist,
+        exact=exact_distance("c"),
         c=qualified(realm, "communities"),
         in_space=in_space("c", space),
         known=sql.SQL("TRUE") if temporal.believed_at is None else sql.SQL("c.built_at <= %(believed_at)s"),
@@ -320,6 +325,7 @@ def community_search(
     if temporal.believed_at is not None:
         replaced = part.format(
             dist=dist,
+            exact=exact_distance("c"),
             c=qualified(realm, "communities_expired"),
             in_space=in_space("c", space),
             known=sql.SQL("c.built_at <= %(believed_at)s AND c.t_expired > %(believed_at)s"),

@@ -82,6 +82,8 @@ partial indexes ``<table>_unembedded`` (documents, entities, relations) hold the
 
 from __future__ import annotations
 
+import logging
+
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg import sql
@@ -108,11 +110,14 @@ from pgrag_dag.store.embedding_columns import (
     EMBEDDED_TABLES,
     check_embedding,
     create_embedding_indexes,
+    drop_outdated_indexes,
     verify_embedding_columns,
 )
 
+log = logging.getLogger(__name__)
+
 CONTROL_SCHEMA = "pgrag__control"
-SCHEMA_VERSION = 25
+SCHEMA_VERSION = 26
 """The realm schema's DDL version, recorded per realm in ``pgrag__control.realms.schema_version``."""
 _LOCK_KEY = 727_274_001  # advisory lock id for schema initialisation
 
@@ -520,7 +525,15 @@ def init_realm(
         for stmt in _statements(_REALM_DDL):
             conn.execute(sql.SQL(stmt).format(s=sql.Identifier(schema), v=vector_type))
         verify_embedding_columns(conn, realm, dim)
-        create_embedding_indexes(conn, realm)
+        outdated = drop_outdated_indexes(conn, realm)
+        if outdated:
+            log.warning(
+                "realm %s: the HNSW indexes of %s predate halfvec indexes (schema version 26); dropped, "
+                "the next embeddings run (pgrag index) builds them again — vector searches scan until then",
+                realm,
+                ", ".join(outdated),
+            )
+        create_embedding_indexes(conn, realm, skip=outdated)
         history.create_history(conn, schema, vector_type)
         lineage.create_lineage(conn, schema)
         telemetry.create_telemetry(conn, schema)

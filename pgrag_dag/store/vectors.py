@@ -175,8 +175,39 @@ def write(
     The realm's model's vectors go to ``embedding`` (and clear any fallback vector). With ``fallback``
     (the fallback embedder's model name) they go to ``fallback_embedding``, flagged ``embed_fallback =
     fallback``, and only where the row has no ``embedding`` (a stale vector of the model is kept)."""
+    return len(_store(conn, realm, table, rows, vectors, fallback=fallback, returning=sql.SQL("1")))
+
+
+def write_audited(
+    conn: psycopg.Connection,
+    realm: str,
+    table: str,
+    rows: list[tuple[int, str, str]],
+    vectors: list[np.ndarray],
+    expected_dim: int,
+    *,
+    fallback: str | None = None,
+) -> pl.DataFrame:
+    """:func:`write`, returning the :func:`audit` frame of the rows it updated, read from the rows as
+    the ``UPDATE`` stored them (``RETURNING``: no second read of the table; the frame's height is the
+    rows updated). Same errors as :func:`write`."""
+    found = _store(conn, realm, table, rows, vectors, fallback=fallback, returning=_AUDITED)
+    return _audit_frame([(table, i, d, expected_dim, fin, miss, h) for i, d, miss, h, fin in found])
+
+
+def _store(
+    conn: psycopg.Connection,
+    realm: str,
+    table: str,
+    rows: list[tuple[int, str, str]],
+    vectors: list[np.ndarray],
+    *,
+    fallback: str | None,
+    returning: sql.Composable,
+) -> list[tuple[Any, ...]]:
+    """:func:`write`'s statements, returning ``returning`` (over the updated row ``t``) per row updated."""
     if not rows:
-        return 0
+        return []
     if len(rows) != len(vectors):
         raise ValueError(f"{len(rows)} rows but {len(vectors)} vectors")
     conn.execute(
@@ -199,21 +230,34 @@ def write(
             sql.SQL("""UPDATE {} t SET embedding = v.embedding, embed_hash = v.embed_hash,
                                                 embed_fallback = NULL,
                                                 fallback_embedding = NULL
-                                  FROM pgrag_vectors_in v WHERE t.id = ANY(%s) AND t.id = v.id""").format(
-                qualified(realm, table)
-            ),
+                                  FROM pgrag_vectors_in v WHERE t.id = ANY(%s) AND t.id = v.id
+                                  RETURNING {}""").format(qualified(realm, table), returning),
             (ids,),
-        )
+        ).fetchall()
     else:
         updated = conn.execute(
             sql.SQL("""UPDATE {} t SET fallback_embedding = v.embedding, embed_hash = v.embed_hash,
                                                 embed_fallback = %s
                                   FROM pgrag_vectors_in v WHERE t.id = ANY(%s) AND t.id = v.id
-                                      AND t.embedding IS NULL""").format(qualified(realm, table)),
+                                      AND t.embedding IS NULL
+                                  RETURNING {}""").format(qualified(realm, table), returning),
             (fallback, ids),
-        )
+        ).fetchall()
     conn.execute("DROP TABLE pgrag_vectors_in")
-    return updated.rowcount
+    return updated
+
+
+def _audited(alias: str | None) -> sql.Composed:
+    """:func:`audit`'s columns over a row (``alias.`` when given): id, dim, missing, embed_hash, finite."""
+    p = sql.SQL("") if alias is None else sql.SQL("{}.").format(sql.Identifier(alias))
+    # one cast to real[] per vector, not one per value looked for (PostgreSQL's real equality holds NaN equal
+    # to NaN, so the overlap finds it): 30 % of the audit's time
+    columns = """{p}id, COALESCE(vector_dims({p}embedding), 0), {p}embedding IS NULL, {p}embed_hash,
+                 COALESCE(NOT ({p}embedding::real[] && '{{NaN,Infinity,-Infinity}}'::real[]), true)"""
+    return sql.SQL(columns).format(p=p)
+
+
+_AUDITED = _audited("t")
 
 
 def audit(
@@ -243,11 +287,9 @@ def audit(
             else sql.SQL(" AND id > %(after)s ORDER BY id LIMIT {}").format(sql.Literal(limit))
         )
         rows = conn.execute(
-            # one cast to real[] per vector, not one per value looked for (PostgreSQL's real equality holds
-            # NaN equal to NaN, so the overlap finds it): 30 % of the audit's time
-            sql.SQL("""SELECT id, COALESCE(vector_dims(embedding), 0), embedding IS NULL, embed_hash,
-                              COALESCE(NOT (embedding::real[] && '{{NaN,Infinity,-Infinity}}'::real[]), true)
-                         FROM {} WHERE space = %(space)s{}{}""").format(qualified(realm, table), only, page),
+            sql.SQL("SELECT {} FROM {} WHERE space = %(space)s{}{}").format(
+                _audited(None), qualified(realm, table), only, page
+            ),
             {
                 "space": space,
                 "ids": None if ids is None else list(ids[table]),
@@ -255,6 +297,11 @@ def audit(
             },
         ).fetchall()
         parts.extend((table, i, d, expected_dim, fin, miss, h) for i, d, miss, h, fin in rows)
+    return _audit_frame(parts)
+
+
+def _audit_frame(parts: list[tuple[Any, ...]]) -> pl.DataFrame:
+    """The :func:`audit` frame of ``(table, row_id, dim, expected_dim, finite, missing, embed_hash)`` rows."""
     schema = {
         "table": pl.String,
         "row_id": pl.Int64,

@@ -15,7 +15,7 @@ from pgrag_dag.operate.reembed import reembed_if_switched, reembed_realm
 from pgrag_dag.pipeline import index_documents, stage_embeddings
 from pgrag_dag.providers.embedding import HashingEmbedder
 from pgrag_dag.query import QueryParam, query_data
-from pgrag_dag.store import db, embedding_columns, locks, vectors
+from pgrag_dag.store import db, embedding_columns, locks, vector_index, vectors
 from pgrag_dag.store.embedding_columns import ARCHIVE_TABLES, EMBEDDED_TABLES
 from pgrag_dag.store.schema import schema_for
 from pgrag_dag.store.vectors import EMBED_TEXT
@@ -93,9 +93,10 @@ def _hnsw_plans(dsn: str, realm: str, dim: int) -> dict[str, str]:
         conn.execute("SET enable_seqscan = off")
         for table in EMBEDDED_TABLES:
             plan = conn.execute(
-                sql.SQL("EXPLAIN SELECT id FROM {}.{} ORDER BY embedding <=> {}::vector LIMIT 3").format(
-                    sql.Identifier(schema_for(realm)), sql.Identifier(table), sql.Literal(q)
-                )
+                sql.SQL("EXPLAIN SELECT id FROM {}.{} AS t ORDER BY {} LIMIT 3").format(
+                    sql.Identifier(schema_for(realm)), sql.Identifier(table), vector_index.distance("t", dim)
+                ),
+                {"q": q},
             ).fetchall()
             out[table] = " ".join(r[0] for r in plan)
     return out

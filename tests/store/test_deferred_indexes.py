@@ -34,13 +34,13 @@ def test_a_first_load_writes_without_the_secondary_indexes_and_builds_the_same_o
     with db.connect(engine.dsn) as conn:
         before = _indexes(conn, realm)
     during: list[tuple[str, set[str]]] = []
-    real_write = vectors.write
+    real_write = vectors.write_audited
 
-    def write(conn: psycopg.Connection, r: str, table: str, *args: object, **kwargs: object) -> int:
+    def write(conn: psycopg.Connection, r: str, table: str, *args: object, **kwargs: object) -> object:
         during.append((table, set(_indexes(conn, r))))
         return real_write(conn, r, table, *args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(vectors, "write", write)
+    monkeypatch.setattr(vectors, "write_audited", write)
     stages = {r.stage: r for r in index_documents(engine, realm, "main", communities=False)}
     assert set(stages["embeddings"].metadata["hnsw_built_after_load"]) == set(TABLES)
     assert during, "no vector was written"

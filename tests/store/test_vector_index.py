@@ -1,8 +1,9 @@
-"""Embedding models wider than 2,000 dimensions (issue 13 item 11, paper §3.5): a realm stores
-``vector(d)``, indexes a ``halfvec`` expression HNSW above 2,000 dimensions, every vector search orders
-by that expression (so the index serves it), realms of different widths coexist, and a width above the
-index limit is refused before anything is written. Real PostgreSQL, real stages, the hashing embedder
-at width 3,072 (text-embedding-3-large's)."""
+"""The realm's HNSW indexes (paper §3.5; issue 13 item 11, models wider than 2,000 dimensions; issue 30,
+the ``halfvec`` kind at every width): a realm stores ``vector(d)`` and indexes a ``halfvec`` expression,
+every vector search orders by that expression (so the index serves it) and reports the full-precision
+distance, realms of different widths coexist, a realm built with the older ``vector_cosine_ops`` indexes is
+upgraded, and a width above the index limit is refused before anything is written. Real PostgreSQL, real
+stages, the hashing embedder at 384 and at width 3,072 (text-embedding-3-large's)."""
 
 from __future__ import annotations
 
@@ -148,8 +149,8 @@ def test_realms_of_different_widths_coexist(
         q = HashingEmbedder(dim).embed_one("Ada Lovelace: writer")
         hits = retrieval.entity_search(conn, name, "main", q, 2)
         assert hits[0]["name"] == "Ada Lovelace" and hits[0]["score"] == pytest.approx(1.0, abs=1e-3)
-    assert "vector_cosine_ops" in _index_defs(conn, realm)["entities"]
-    assert "halfvec_cosine_ops" in _index_defs(conn, wide)["entities"]
+    assert "((embedding)::halfvec(384)) halfvec_cosine_ops" in _index_defs(conn, realm)["entities"]
+    assert f"((embedding)::halfvec({WIDE})) halfvec_cosine_ops" in _index_defs(conn, wide)["entities"]
     schema.init_realm(conn, realm, embedding_model="hashing-sha256", dim=384)  # each keeps its own width
     schema.init_realm(conn, wide, embedding_model="hashing-sha256", dim=WIDE)
 
@@ -178,12 +179,12 @@ def test_a_width_above_the_index_limit_fails_before_any_write(
     assert conn.execute("SELECT to_regnamespace(%s)", (schema_for(name),)).fetchone() == (None,)
 
 
-def test_reembedding_across_2000_dimensions_switches_the_index_kind_both_ways(
+def test_reembedding_across_2000_dimensions_indexes_the_new_width_both_ways(
     small_corpus: SmallCorpus, realm: str, conn: psycopg.Connection, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     engine = small_corpus.engine()
     index_documents(engine, realm, "main")
-    assert all("vector_cosine_ops" in d for d in _index_defs(conn, realm).values())
+    assert all("::halfvec(384)) halfvec_cosine_ops" in d for d in _index_defs(conn, realm).values())
 
     monkeypatch.setenv("PGRAG_EMBEDDING__DIM", str(WIDE))
     wide = small_corpus.engine()
@@ -194,7 +195,7 @@ def test_reembedding_across_2000_dimensions_switches_the_index_kind_both_ways(
 
     monkeypatch.setenv("PGRAG_EMBEDDING__DIM", "384")
     assert reembed_realm(small_corpus.engine(), realm)["reembedded"]
-    assert all("vector_cosine_ops" in d and "halfvec" not in d for d in _index_defs(conn, realm).values())
+    assert all("::halfvec(384)) halfvec_cosine_ops" in d for d in _index_defs(conn, realm).values())
     for table, plan in _search_plans(conn, realm, 384, monkeypatch).items():
         assert f"Index Scan using {table}_embedding_hnsw" in plan, (table, plan)
 
@@ -258,17 +259,100 @@ def test_a_first_load_builds_the_hnsw_index_after_the_vectors_and_a_missing_inde
         assert gin is not None and "USING gin (rendered_tsv)" in gin[0] and "fastupdate=off" in gin[0]
 
 
+def test_every_vector_search_reports_and_orders_by_the_full_precision_distance(
+    small_corpus: SmallCorpus, realm: str, conn: psycopg.Connection
+) -> None:
+    """Issue 30: the ``halfvec`` index only picks the ``k`` rows; each search reports the cosine distance of
+    the stored ``vector`` (equal to numpy's on the same vectors to 1e-6, where ``halfvec`` rounding is off by
+    about 1e-4) and orders its rows by it."""
+    import numpy as np
+
+    index_documents(small_corpus.engine(), realm, "main")
+    q = HashingEmbedder(384).embed_one("Charles Babbage designed the Difference Engine")
+    found = {
+        "entities": retrieval.entity_search(conn, realm, "main", q, 5),
+        "documents": retrieval.chunk_search(conn, realm, "main", q, 5),
+        "relations": retrieval_channels.relation_similarity(conn, realm, "main", q, 5),
+        "communities": retrieval_channels.community_search(conn, realm, "main", q, 5),
+    }
+    off = []
+    for table, rows in found.items():
+        assert len(rows) >= (1 if table == "communities" else 2), table  # the small corpus: one report
+        scores = [r["score"] for r in rows]  # 1 - distance
+        assert scores == sorted(scores, reverse=True), table
+        stored = dict(
+            conn.execute(
+                sql.SQL("SELECT id, embedding FROM {} WHERE id = ANY(%s)").format(qualified(realm, table)),
+                ([r["id"] for r in rows],),
+            ).fetchall()
+        )
+        for r in rows:
+            v = np.asarray(stored[r["id"]].to_numpy(), dtype=np.float64)
+            exact = 1.0 - float(v @ q) / (np.linalg.norm(v) * np.linalg.norm(q))
+            assert 1.0 - r["score"] == pytest.approx(exact, abs=1e-6), (table, r["id"])
+            half = v.astype(np.float16).astype(np.float64) @ q.astype(np.float16).astype(np.float64)
+            off.append(abs(exact - (1.0 - half / (np.linalg.norm(v) * np.linalg.norm(q)))))
+    assert max(off) > 1e-6  # what the test tells apart: the halfvec distance is not within its tolerance
+
+
+def test_a_realm_indexed_before_halfvec_indexes_is_upgraded_by_the_next_runs(
+    small_corpus: SmallCorpus, realm: str, conn: psycopg.Connection, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Schema version 26: a realm whose HNSW indexes are the older ``vector_cosine_ops`` ones has them
+    dropped by the schema upgrade (a warning names them; searches still answer, by a scan) and built again
+    as ``halfvec`` by the next embeddings run; the vectors are kept, nothing is embedded again."""
+    import logging
+
+    from pgrag_dag.store import bulk_index
+
+    engine = small_corpus.engine()
+    index_documents(engine, realm, "main")
+    s = sql.Identifier(schema_for(realm))
+    with conn.transaction():
+        for table in EMBEDDED_TABLES:
+            conn.execute(sql.SQL("DROP INDEX {}.{}").format(s, sql.Identifier(f"{table}_embedding_hnsw")))
+            conn.execute(
+                sql.SQL("CREATE INDEX {} ON {}.{} USING hnsw (embedding vector_cosine_ops)").format(
+                    sql.Identifier(f"{table}_embedding_hnsw"), s, sql.Identifier(table)
+                )
+            )
+        conn.execute("UPDATE pgrag__control.realms SET schema_version = 25 WHERE realm = %s", (realm,))
+    before = vectors.audit(conn, realm, "main", 384).sort("table", "row_id")
+    registered = conn.execute(
+        "SELECT embedding_model FROM pgrag__control.realms WHERE realm = %s", (realm,)
+    ).fetchone()[0]  # type: ignore[index]
+
+    with caplog.at_level(logging.WARNING, logger="pgrag_dag.store.schema"):
+        assert schema.init_realm(conn, realm, embedding_model=registered, dim=384) is True
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1 and "documents, entities, relations, communities" in warned[0], warned
+    assert _index_defs(conn, realm) == {}
+    assert bulk_index.missing(conn, realm) == list(EMBEDDED_TABLES)
+    q = HashingEmbedder(384).embed_one("Charles Babbage")
+    assert retrieval.entity_search(conn, realm, "main", q, 3)  # answered meanwhile, by a scan
+    assert schema.init_realm(conn, realm, embedding_model=registered, dim=384) is False
+
+    embeddings = {r.stage: r for r in index_documents(engine, realm, "main")}["embeddings"]
+    assert sorted(embeddings.metadata["hnsw_built_after_load"]) == sorted(EMBEDDED_TABLES)
+    assert sum(v for k, v in embeddings.metadata.items() if k.endswith("_embedded")) == 0
+    defs = _index_defs(conn, realm)
+    assert sorted(defs) == sorted(EMBEDDED_TABLES)
+    assert all("((embedding)::halfvec(384)) halfvec_cosine_ops" in d for d in defs.values()), defs
+    after = vectors.audit(conn, realm, "main", 384).sort("table", "row_id")
+    assert after.equals(before)
+
+
 def test_auto_build_memory_fits_the_largest_tables_graph_within_a_quarter_of_the_machine() -> None:
     from pgrag_dag.store import bulk_index
 
     gb = 2**30
-    # 102,761 vectors of 384 dimensions: (1,536 + 1,024) bytes each and a quarter more
-    assert bulk_index.auto_memory({"relations": 102_761, "entities": 28_725}, 384, 24 * gb) == "314MB"
-    assert bulk_index.auto_memory({"relations": 1_029_432}, 384, 24 * gb) == "3142MB"
+    # 102,761 vectors of 384 dimensions: (768 + 1,024) bytes each (a halfvec value: 2 bytes per dimension)
+    # and a quarter more
+    assert bulk_index.auto_memory({"relations": 102_761, "entities": 28_725}, 384, 24 * gb) == "220MB"
+    assert bulk_index.auto_memory({"relations": 1_029_432}, 384, 24 * gb) == "2200MB"
     assert bulk_index.auto_memory({"documents": 10}, 384, 24 * gb) == "64MB"  # the floor
     assert bulk_index.auto_memory({}, 384, 24 * gb) == "64MB"
     assert bulk_index.auto_memory({"relations": 1_029_432}, 384, 8 * gb) == "2048MB"  # the cap
-    # a halfvec index holds 2 bytes per dimension
     assert bulk_index.auto_memory({"relations": 100_000}, 3072, 24 * gb) == "855MB"
 
 
