@@ -250,10 +250,12 @@ def _store(
 def _audited(alias: str | None) -> sql.Composed:
     """:func:`audit`'s columns over a row (``alias.`` when given): id, dim, missing, embed_hash, finite."""
     p = sql.SQL("") if alias is None else sql.SQL("{}.").format(sql.Identifier(alias))
-    # one cast to real[] per vector, not one per value looked for (PostgreSQL's real equality holds NaN equal
-    # to NaN, so the overlap finds it): 30 % of the audit's time
+    # finite: a NaN or infinite component makes the norm (summed in double precision: no float32 value
+    # overflows it) NaN or infinite, and PostgreSQL orders NaN above 'Infinity'. One pass over the floats:
+    # 0.12 s per 20k stored vectors, against 0.25-0.32 s for a cast to real[] and an overlap with the three
+    # values (pgvector refuses both on input already; this checks what is stored)
     columns = """{p}id, COALESCE(vector_dims({p}embedding), 0), {p}embedding IS NULL, {p}embed_hash,
-                 COALESCE(NOT ({p}embedding::real[] && '{{NaN,Infinity,-Infinity}}'::real[]), true)"""
+                 COALESCE(vector_norm({p}embedding) < 'Infinity'::float8, true)"""
     return sql.SQL(columns).format(p=p)
 
 
