@@ -16,7 +16,7 @@ from typing import Any
 from pgrag_dag.config.sections import Settings
 from pgrag_dag.operate.summary import counted
 from pgrag_dag.pipeline.embeddings import describe
-from pgrag_dag.store import cache, db, inventory, locks, vectors, work_queue
+from pgrag_dag.store import bulk_index, cache, db, inventory, locks, vectors, work_queue
 from pgrag_dag.store.changes import community_lag
 from pgrag_dag.store.documents import count_chunks, count_documents
 from pgrag_dag.store.history import table_exists
@@ -38,13 +38,15 @@ def store_status(settings: Settings) -> dict[str, Any]:
     - ``embedded_server``: for an embedded database that exists, ``pid`` (the server's process, ``None`` if it
       is not running) and ``was_running`` (false when this call started it); ``None`` otherwise;
     - ``realms``: registered and configured realms by name, each ``realm``, ``registered``, ``embedding``
-      (``model``, ``dim``, ``convention`` from the realm registry; ``None`` unregistered), ``schema_version``
-      and ``spaces`` (stored and configured, by name): ``space``, ``configured``, ``indexed`` (it holds a
-      chunk), ``documents``, ``chunks``, ``entities`` (``live``, ``dormant``), ``relations`` (``live`` — not
-      dormant —, of them ``current``, ``superseded`` and ``negated``; ``dormant``), ``communities``
-      (``levels``: level → reports, ``total``, ``built_at``, ``stale``, ``relation_changes_since`` and
-      ``graph_writes_since`` — relation events and graph writes since the communities stage last read the
-      graph, as ``pgrag changes`` counts them),
+      (``model``, ``dim``, ``convention`` from the realm registry; ``None`` unregistered), ``schema_version``,
+      ``indexes_to_build`` (the embedded tables whose vector, full-text or deferred index is still to be built
+      — after a killed first load or a schema upgrade — so that their searches scan until the next ``pgrag
+      index``, :func:`~pgrag_dag.store.bulk_index.unbuilt`) and ``spaces`` (stored and configured, by name):
+      ``space``, ``configured``, ``indexed`` (it holds a chunk), ``documents``, ``chunks``, ``entities``
+      (``live``, ``dormant``), ``relations`` (``live`` — not dormant —, of them ``current``, ``superseded``
+      and ``negated``; ``dormant``), ``communities`` (``levels``: level → reports, ``total``, ``built_at``,
+      ``stale``, ``relation_changes_since`` and ``graph_writes_since`` — relation events and graph writes
+      since the communities stage last read the graph, as ``pgrag changes`` counts them),
       ``stages`` (each stage's last run, in pipeline order: ``stage``, ``updated_at``, ``version``,
       ``rows_changed``), ``without_vector`` (table → rows no vector search finds yet: an embeddings stage
       that failed, was interrupted or has not run since they were written), ``running`` (who holds the
@@ -61,6 +63,7 @@ def store_status(settings: Settings) -> dict[str, Any]:
     was_running = None if settings.database_url or absent else db.embedded_pid(data_dir)
     if absent is not None:
         database, registry, stored, size = f"embedded ({absent}, not created yet)", {}, {}, (0, 0)
+        unbuilt = {}
     else:
         dsn = db.resolve_dsn(settings.database_url, settings.resolve(settings.data_dir))
         database = (
@@ -72,6 +75,7 @@ def store_status(settings: Settings) -> dict[str, Any]:
                 realm: {space: _space(conn, realm, space) for space in inventory.realm_spaces(conn, realm)}
                 for realm in registry
             }
+            unbuilt = {realm: bulk_index.unbuilt(conn, realm) for realm in registry}
             size = cache.cache_size(conn)
     realms: list[dict[str, Any]] = []
     for realm in sorted(set(registry) | set(configured)):
@@ -90,6 +94,7 @@ def store_status(settings: Settings) -> dict[str, Any]:
                     "convention": reg["embedding_convention"],
                 },
                 "schema_version": None if reg is None else reg["schema_version"],
+                "indexes_to_build": unbuilt.get(realm, []),
                 "spaces": [
                     {
                         "space": s,
@@ -203,6 +208,11 @@ def summary_lines(status: dict[str, Any]) -> list[str]:
                 else "not indexed yet"
             )
         )
+        if r.get("indexes_to_build"):
+            lines.append(
+                f"  indexes: {', '.join(r['indexes_to_build'])} still to build — their searches scan the "
+                "table (same answers, slower) until the next `pgrag index` of the realm builds them"
+            )
         for s in r["spaces"]:
             where = "" if s["configured"] else " (not in the configuration)"
             if not s["indexed"]:

@@ -36,7 +36,7 @@ import psycopg
 from psycopg import sql
 
 from pgrag_dag.names import schema_for
-from pgrag_dag.store import db, deferred_indexes, embedding_columns, schema
+from pgrag_dag.store import db, deferred_indexes, embedding_columns, schema, vector_index
 from pgrag_dag.store.identifiers import qualified
 
 log = logging.getLogger(__name__)
@@ -110,6 +110,22 @@ def missing(conn: psycopg.Connection, realm: str) -> list[str]:
         or (t in schema.FULL_TEXT_INDEXES and schema.FULL_TEXT_INDEXES[t][0] not in present)
         or t in deferred
     ]
+
+
+def unbuilt(conn: psycopg.Connection, realm: str) -> list[str]:
+    """The embedded tables of ``realm`` with an index still to build, sorted: :func:`missing`'s, and those
+    whose HNSW index predates the ``halfvec`` kind (:func:`pgrag_dag.store.vector_index.outdated`; the next
+    run's schema upgrade drops it and its ``embeddings`` stage builds it). Their searches scan until then.
+    Reads the catalog and the realm's ``deferred_indexes`` only (``pgrag status``)."""
+    outdated = {
+        str(r[0])
+        for r in conn.execute(
+            "SELECT tablename, indexdef FROM pg_indexes WHERE schemaname = %s AND indexname LIKE %s",
+            (schema_for(realm), "%\\_embedding\\_hnsw"),
+        ).fetchall()
+        if vector_index.outdated(str(r[1]))
+    }
+    return sorted(set(missing(conn, realm)) | outdated)
 
 
 def auto_memory(counts: dict[str, int], dim: int, machine_bytes: int | None = None) -> str:

@@ -83,7 +83,12 @@ def defer(conn: psycopg.Connection, realm: str, table: str) -> list[str]:
 
 
 def pending(conn: psycopg.Connection, realm: str) -> dict[str, list[str]]:
-    """Table → the names of its indexes dropped by a load and not yet built again (usually empty)."""
+    """Table → the names of its indexes dropped by a load and not yet built again (usually empty; empty for a
+    realm whose schema predates the record, version 25)."""
+    if conn.execute("SELECT to_regclass(%s)", (f"{schema_for(realm)}.deferred_indexes",)).fetchone() == (
+        None,
+    ):
+        return {}
     rows = conn.execute(
         sql.SQL("SELECT table_name, index_name FROM {}.deferred_indexes ORDER BY 1, 2").format(
             sql.Identifier(schema_for(realm))

@@ -16,6 +16,7 @@ from psycopg import sql
 
 from pgrag_dag.errors import SchemaMismatchError
 from pgrag_dag.operate.reembed import reembed_realm
+from pgrag_dag.operate.status import store_status, summary_lines
 from pgrag_dag.pipeline import index_documents
 from pgrag_dag.providers.embedding import HashingEmbedder
 from pgrag_dag.query import QueryParam, query_data
@@ -264,7 +265,7 @@ def test_every_vector_search_reports_and_orders_by_the_full_precision_distance(
 ) -> None:
     """Issue 30: the ``halfvec`` index only picks the ``k`` rows; each search reports the cosine distance of
     the stored ``vector`` (equal to numpy's on the same vectors to 1e-6, where ``halfvec`` rounding is off by
-    about 1e-4) and orders its rows by it."""
+    about 1e-5) and orders its rows by it."""
     import numpy as np
 
     index_documents(small_corpus.engine(), realm, "main")
@@ -318,6 +319,7 @@ def test_a_realm_indexed_before_halfvec_indexes_is_upgraded_by_the_next_runs(
             )
         conn.execute("UPDATE pgrag__control.realms SET schema_version = 25 WHERE realm = %s", (realm,))
     before = vectors.audit(conn, realm, "main", 384).sort("table", "row_id")
+    assert bulk_index.unbuilt(conn, realm) == sorted(EMBEDDED_TABLES)  # what pgrag status names
     registered = conn.execute(
         "SELECT embedding_model FROM pgrag__control.realms WHERE realm = %s", (realm,)
     ).fetchone()[0]  # type: ignore[index]
@@ -328,6 +330,12 @@ def test_a_realm_indexed_before_halfvec_indexes_is_upgraded_by_the_next_runs(
     assert len(warned) == 1 and "documents, entities, relations, communities" in warned[0], warned
     assert _index_defs(conn, realm) == {}
     assert bulk_index.missing(conn, realm) == list(EMBEDDED_TABLES)
+    lines = summary_lines(store_status(engine.settings))
+    assert any(
+        "indexes: communities, documents, entities, relations still to build" in line
+        and "pgrag index" in line
+        for line in lines
+    ), lines
     q = HashingEmbedder(384).embed_one("Charles Babbage")
     assert retrieval.entity_search(conn, realm, "main", q, 3)  # answered meanwhile, by a scan
     assert schema.init_realm(conn, realm, embedding_model=registered, dim=384) is False
@@ -340,6 +348,8 @@ def test_a_realm_indexed_before_halfvec_indexes_is_upgraded_by_the_next_runs(
     assert all("((embedding)::halfvec(384)) halfvec_cosine_ops" in d for d in defs.values()), defs
     after = vectors.audit(conn, realm, "main", 384).sort("table", "row_id")
     assert after.equals(before)
+    assert bulk_index.unbuilt(conn, realm) == []
+    assert not any("still to build" in line for line in summary_lines(store_status(engine.settings)))
 
 
 def test_auto_build_memory_fits_the_largest_tables_graph_within_a_quarter_of_the_machine() -> None:
