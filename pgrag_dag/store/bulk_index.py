@@ -15,13 +15,13 @@ of any stage the secondary ones, so nothing stays unindexed.
 Build memory (issue 30 item 5): pgvector builds the graph in ``maintenance_work_mem``; once it no longer fits
 (it says so in a NOTICE, logged here as a warning) the rest is inserted on disk, several times slower — at
 1M relations the relations index took 25 minutes at 512MB. ``index_build_memory: auto`` (the default) sizes it
-from the table to index, :func:`auto_memory`: measured here, a 384-dimension vector takes 2,310 bytes of graph
-(100MB overflowed after 45,393 vectors, with the ``vector`` indexes of schema versions before 26), so 2
-bytes per dimension (the ``halfvec`` value, :mod:`pgrag_dag.store.vector_index`) plus 1 KiB,
-with a quarter more as margin, at least 64MB and at most a quarter of this machine's memory (the embedded
-server shares it; set a size for a server elsewhere). PostgreSQL's own ``max_parallel_maintenance_workers``
-(default 2) decides the parallel build: 41.6 s with 2 workers, 52.6 s with 1, 85.4 s alone for 102,761
-vectors here (a shared machine).
+from the table to index, :func:`auto_memory`: measured here, a 384-dimension vector takes 1,511 bytes of graph
+with the ``halfvec`` index of every realm since schema version 26 (100MB overflowed after 69,413 vectors;
+2,310 bytes with the earlier ``vector`` index), so 2 bytes per dimension (the ``halfvec`` value,
+:mod:`pgrag_dag.store.vector_index`) plus 1 KiB, with a quarter more as margin, at least 64MB and at most
+a quarter of this machine's memory (the embedded server shares it; set a size for a server elsewhere).
+PostgreSQL's own ``max_parallel_maintenance_workers`` (default 2) decides the parallel build: 41.6 s with 2
+workers, 52.6 s with 1, 85.4 s alone for 102,761 vectors here (a shared machine).
 """
 
 from __future__ import annotations
@@ -46,8 +46,8 @@ PROGRESS_EVERY_S = 15.0
 
 AUTO = "auto"
 GRAPH_BYTES_PER_VECTOR = 1024
-"""Bytes of an HNSW build's graph per vector besides the vector itself (neighbour lists, element header;
-measured: 2,310 bytes per 384-dimension vector in all)."""
+"""Bytes of an HNSW build's graph per vector besides the indexed value (neighbour lists, element header;
+measured: 1,511 bytes per 384-dimension ``halfvec`` in all, of which 768 the value)."""
 MIN_BUILD_MB = 64
 
 
