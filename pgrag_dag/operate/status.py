@@ -41,7 +41,7 @@ def store_status(settings: Settings) -> dict[str, Any]:
       (``model``, ``dim``, ``convention`` from the realm registry; ``None`` unregistered), ``schema_version``,
       ``indexes_to_build`` (the embedded tables whose vector, full-text or deferred index is still to be built
       — after a killed first load or a schema upgrade — so that their searches scan until the next ``pgrag
-      index``, :func:`~pgrag_dag.store.bulk_index.unbuilt`) and ``spaces`` (stored and configured, by name):
+      index``, :func:`~pgrag_dag.store.bulk_index.missing`) and ``spaces`` (stored and configured, by name):
       ``space``, ``configured``, ``indexed`` (it holds a chunk), ``documents``, ``chunks``, ``entities``
       (``live``, ``dormant``), ``relations`` (``live`` — not dormant —, of them ``current``, ``superseded``
       and ``negated``; ``dormant``), ``communities`` (``levels``: level → reports, ``total``, ``built_at``,
@@ -75,7 +75,7 @@ def store_status(settings: Settings) -> dict[str, Any]:
                 realm: {space: _space(conn, realm, space) for space in inventory.realm_spaces(conn, realm)}
                 for realm in registry
             }
-            unbuilt = {realm: bulk_index.unbuilt(conn, realm) for realm in registry}
+            unbuilt = {realm: sorted(bulk_index.missing(conn, realm)) for realm in registry}
             size = cache.cache_size(conn)
     realms: list[dict[str, Any]] = []
     for realm in sorted(set(registry) | set(configured)):

@@ -93,39 +93,26 @@ def drop(conn: psycopg.Connection, realm: str, tables: Iterable[str]) -> None:
 
 
 def missing(conn: psycopg.Connection, realm: str) -> list[str]:
-    """The embedded tables of ``realm`` whose HNSW index, or full-text GIN index, does not exist, or which
-    have an index a load deferred and nobody built again
-    (:func:`pgrag_dag.store.deferred_indexes.pending`)."""
-    present = {
-        r[0]
-        for r in conn.execute(
-            "SELECT indexname FROM pg_indexes WHERE schemaname = %s", (schema_for(realm),)
+    """The embedded tables of ``realm`` with an index still to build: an HNSW index that does not exist or
+    predates the ``halfvec`` kind (:func:`pgrag_dag.store.vector_index.outdated`: a schema upgrade dropped
+    it, or code from before it built it again), a full-text GIN index that does not exist, or an index a
+    load deferred and nobody built again (:func:`pgrag_dag.store.deferred_indexes.pending`). Their searches
+    scan until :func:`build` (the next ``embeddings`` run) builds them; ``pgrag status`` names them. Reads
+    the catalog and the realm's ``deferred_indexes`` only."""
+    present: dict[str, str] = dict(
+        conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = %s", (schema_for(realm),)
         ).fetchall()
-    }
+    )
     deferred = deferred_indexes.pending(conn, realm)
     return [
         t
         for t in embedding_columns.EMBEDDED_TABLES
         if index_name(t) not in present
+        or vector_index.outdated(str(present[index_name(t)]))
         or (t in schema.FULL_TEXT_INDEXES and schema.FULL_TEXT_INDEXES[t][0] not in present)
         or t in deferred
     ]
-
-
-def unbuilt(conn: psycopg.Connection, realm: str) -> list[str]:
-    """The embedded tables of ``realm`` with an index still to build, sorted: :func:`missing`'s, and those
-    whose HNSW index predates the ``halfvec`` kind (:func:`pgrag_dag.store.vector_index.outdated`; the next
-    run's schema upgrade drops it and its ``embeddings`` stage builds it). Their searches scan until then.
-    Reads the catalog and the realm's ``deferred_indexes`` only (``pgrag status``)."""
-    outdated = {
-        str(r[0])
-        for r in conn.execute(
-            "SELECT tablename, indexdef FROM pg_indexes WHERE schemaname = %s AND indexname LIKE %s",
-            (schema_for(realm), "%\\_embedding\\_hnsw"),
-        ).fetchall()
-        if vector_index.outdated(str(r[1]))
-    }
-    return sorted(set(missing(conn, realm)) | outdated)
 
 
 def auto_memory(counts: dict[str, int], dim: int, machine_bytes: int | None = None) -> str:
@@ -179,6 +166,7 @@ def build(dsn: str, realm: str, tables: list[str], *, memory: str) -> float:
             conn.add_notice_handler(_overflow_warning(memory))
             conn.execute(sql.SQL("SET maintenance_work_mem = {}").format(sql.Literal(memory)))
             with conn.transaction():
+                embedding_columns.drop_outdated_indexes(conn, realm)  # built by code older than halfvec
                 embedding_columns.create_embedding_indexes(conn, realm)
                 schema.create_full_text_indexes(conn, realm)
             deferred_indexes.restore(conn, realm, tables)

@@ -526,13 +526,6 @@ def init_realm(
             conn.execute(sql.SQL(stmt).format(s=sql.Identifier(schema), v=vector_type))
         verify_embedding_columns(conn, realm, dim)
         outdated = drop_outdated_indexes(conn, realm)
-        if outdated:
-            log.warning(
-                "realm %s: the HNSW indexes of %s predate halfvec indexes (schema version 26); dropped, "
-                "the next embeddings run (pgrag index) builds them again — vector searches scan until then",
-                realm,
-                ", ".join(outdated),
-            )
         create_embedding_indexes(conn, realm, skip=outdated)
         history.create_history(conn, schema, vector_type)
         lineage.create_lineage(conn, schema)
@@ -546,6 +539,13 @@ def init_realm(
         deferred_indexes.create_deferred_indexes(conn, schema)
         conn.execute(
             "UPDATE pgrag__control.realms SET schema_version = %s WHERE realm = %s", (SCHEMA_VERSION, realm)
+        )
+    if outdated:  # said once the drop is committed, not before (an interrupt rolls it back)
+        log.warning(
+            "realm %s: the HNSW indexes of tables %s predate halfvec indexes (schema version 26); dropped, "
+            "the next embeddings run (pgrag index) builds them again — vector searches scan until then",
+            realm,
+            ", ".join(outdated),
         )
     return True
 

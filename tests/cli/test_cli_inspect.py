@@ -261,6 +261,7 @@ def test_status_on_a_new_data_directory_says_what_to_run_and_creates_nothing(
         "registered": False,
         "embedding": None,
         "schema_version": None,
+        "indexes_to_build": [],
         "spaces": [{"space": "docs", "configured": True, "indexed": False}],
     }
     listed = runner.invoke(app, ["list", "entities", f"{fresh}.docs"])
