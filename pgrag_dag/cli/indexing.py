@@ -58,24 +58,31 @@ class Terminated(KeyboardInterrupt):
 
 
 @contextlib.contextmanager
-def terminated_as_interrupt() -> Iterator[None]:
+def terminated_as_interrupt() -> Iterator[list[int]]:
     """Inside the block, SIGTERM raises :class:`Terminated` in the main thread, once: a second SIGTERM (while
     the interrupt is reported) is handled as before the block (by default it ends the process). The
     handler before the block is restored after it. Outside the main thread (where Python cannot set a
-    handler) the block runs unchanged."""
+    handler) the block runs unchanged.
+
+    Yields the signals received (SIGTERM's number, once it came): code the signal lands in may raise an
+    error of its own in place of :class:`Terminated` — onnxruntime's import, cut short, raises
+    ``ImportError: initialization failed`` (a new user's trial) — and the caller still reports an
+    interrupt."""
+    received: list[int] = []
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield received
         return
     before = signal.getsignal(signal.SIGTERM)
     restore = signal.SIG_DFL if before is None else before  # None: a handler not set from Python
 
     def raise_terminated(signum: int, _frame: object) -> None:
         signal.signal(signal.SIGTERM, restore)
+        received.append(signum)
         raise Terminated(signum)
 
     signal.signal(signal.SIGTERM, raise_terminated)
     try:
-        yield
+        yield received
     finally:
         signal.signal(signal.SIGTERM, restore)
 
@@ -190,17 +197,24 @@ def index(
             if warning := model_warning(settings.embedding.model):
                 once.say(warning)
             engine.import_cassettes()
-            try:
-                with terminated_as_interrupt():
-                    results = index_documents(engine, realm, space, full=full, verify=verify)
-            except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: said, not silent, with what is kept
+            received: list[int] = []
+
+            def interrupted(status: int) -> typer.Exit:
                 display.close()  # the bars' last frame first: the message goes below it
                 stage = display.failed[0] if display.failed else None
                 console.print(
                     _interrupted(engine, realm, space, stage), markup=False, highlight=False, soft_wrap=True
                 )
-                raise typer.Exit(128 + exc.signum if isinstance(exc, Terminated) else 130) from None
+                return typer.Exit(status)
+
+            try:
+                with terminated_as_interrupt() as received:
+                    results = index_documents(engine, realm, space, full=full, verify=verify)
+            except KeyboardInterrupt as exc:  # Ctrl-C or SIGTERM: said, not silent, with what is kept
+                raise interrupted(128 + exc.signum if isinstance(exc, Terminated) else 130) from None
             except Exception as exc:  # one line; the trace to the log file
+                if received:  # SIGTERM came and the code it landed in raised an error of its own instead
+                    raise interrupted(128 + received[0]) from None
                 display.close()
                 where = cli_progress.run_failure_where(exc, display, f"{realm}.{space}")
                 cli_progress.report_failure(console, settings.resolve(settings.data_dir), exc, where)

@@ -308,6 +308,32 @@ def test_query_reads_the_first_declared_space_and_says_its_warnings_before_a_rep
     )
 
 
+def test_a_sigterm_the_code_it_lands_in_turns_into_another_error_is_still_an_interrupt(
+    cli_env: SmallCorpus, realm: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new user's trial: SIGTERM landing in onnxruntime's import came out as ``ImportError: initialization
+    failed`` and exit 2. The run says it was interrupted, as for any SIGTERM, and exits 143."""
+    import os
+    import signal
+    import time
+
+    from pgrag_dag.pipeline import run
+
+    def cut_short(*_args: object, **_kwargs: object) -> None:
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises here
+        except KeyboardInterrupt as exc:  # what an extension module's init does with it
+            raise ImportError("initialization failed") from exc
+        raise AssertionError("no SIGTERM arrived")
+
+    monkeypatch.setattr(run, "index_documents", cut_short)
+    out = runner.invoke(app, ["index", f"{realm}.main"])
+    assert out.exit_code == 143, out.output
+    assert "interrupted: the stages that had finished are kept" in out.stderr, out.stderr
+    assert "ImportError" not in out.output
+
+
 @pytest.mark.parametrize(
     ("signum", "status", "terminal"),
     [("SIGINT", 130, False), ("SIGTERM", 143, True)],
